@@ -1,0 +1,64 @@
+/**
+ * Typed errors and the exit codes they map to. Every layer throws these; only the CLI entry turns
+ * them into an exit code (0 ok, 1 gate failed, 2 bad usage or bad input, 70 internal error).
+ * Imports nothing from the project.
+ */
+
+export const ExitCode = { ok: 0, gateFailed: 1, badInput: 2, internal: 70 } as const;
+export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
+
+export type ErrorKind = 'input' | 'usage' | 'gate' | 'internal';
+
+export class ModelOptError extends Error {
+  readonly kind: ErrorKind;
+  constructor(kind: ErrorKind, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.kind = kind;
+    this.name = 'ModelOptError';
+  }
+  get exitCode(): ExitCode {
+    switch (this.kind) {
+      case 'gate':
+        return ExitCode.gateFailed;
+      case 'input':
+      case 'usage':
+        return ExitCode.badInput;
+      default:
+        return ExitCode.internal;
+    }
+  }
+}
+
+/** Bad input: an unreadable or malformed file, wrong shapes or dtypes, a missing tensor. */
+export class InputError extends ModelOptError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('input', message, options);
+    this.name = 'InputError';
+  }
+}
+
+/** Bad usage: an option value that makes no sense. */
+export class UsageError extends ModelOptError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('usage', message, options);
+    this.name = 'UsageError';
+  }
+}
+
+/** A CI gate (accuracy drop, speed-up, latency) was not met. */
+export class GateError extends ModelOptError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('gate', message, options);
+    this.name = 'GateError';
+  }
+}
+
+/** Wraps an error with the context it came from (a pass, a node, a file), keeping its kind. */
+export function withContext(context: string, error: unknown): ModelOptError {
+  if (error instanceof ModelOptError) {
+    const wrapped = new ModelOptError(error.kind, `${context}: ${error.message}`, { cause: error });
+    return wrapped;
+  }
+  const message = error instanceof Error ? error.message : String(error);
+  return new ModelOptError('internal', `${context}: ${message}`, { cause: error });
+}
