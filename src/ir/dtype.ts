@@ -234,3 +234,20 @@ export function float32ToBfloat16(value: number): number {
 
 /** Largest finite float16 value. */
 export const FLOAT16_MAX = 65504;
+
+/**
+ * Plain host-side tensor data: what data readers produce, the runtime consumes and returns, and
+ * metrics read. `data` holds dims.reduce(*) elements in the storage described by the dtype table.
+ */
+export interface TensorData {
+  dtype: DataType;
+  dims: number[];
+  data: TypedArray | string[];
+}
+
+/** Number of elements for a fully known shape. */
+export function elementCount(dims: readonly number[]): number {
+  let n = 1;
+  for (const d of dims) n *= d;
+  return n;
+}
