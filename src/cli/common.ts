@@ -1,0 +1,177 @@
+/**
+ * Shared CLI plumbing: option parsers (validate once, at the edge), the command wrapper that maps
+ * typed errors to exit codes, the progress spinner (stderr, only on a TTY and never under --json),
+ * and JSON output. Subcommand files import library code lazily (`await import(...)`) inside their
+ * action so `model-opt --help` never loads onnxruntime or tfjs.
+ * May import: errors, and ora/cli-table3 lazily.
+ */
+import path from 'node:path';
+import { InvalidArgumentError } from 'commander';
+import { ExitCode, ModelOptError, UsageError } from '../errors.js';
+
+/** Exit code the current command finished with; set by runCommand. */
+let lastExitCode: number = ExitCode.ok;
+export function takeExitCode(): number {
+  const code = lastExitCode;
+  lastExitCode = ExitCode.ok;
+  return code;
+}
+
+/** Print a one-line error for the user and return its exit code. */
+export function reportError(error: unknown): number {
+  if (error instanceof ModelOptError) {
+    const prefix = error.kind === 'gate' ? 'gate failed' : 'error';
+    process.stderr.write(`model-opt: ${prefix}: ${error.message}\n`);
+    if (error.kind === 'internal') {
+      process.stderr.write('model-opt: this is a bug in model-opt; please report it with the command you ran.\n');
+      if (process.env['MODEL_OPT_DEBUG'] && error.stack) process.stderr.write(`${error.stack}\n`);
+    }
+    return error.exitCode;
+  }
+  const message = error instanceof Error ? error.message : String(error);
+  process.stderr.write(`model-opt: internal error: ${message}\n`);
+  process.stderr.write('model-opt: this is a bug in model-opt; please report it with the command you ran.\n');
+  if (process.env['MODEL_OPT_DEBUG'] && error instanceof Error && error.stack) process.stderr.write(`${error.stack}\n`);
+  return ExitCode.internal;
+}
+
+/**
+ * Wrap a subcommand action: the action returns an exit code (0, or 1 when a gate failed) or throws a
+ * typed error; either way the code is recorded for the entry point, which alone exits.
+ */
+export function runCommand<A extends unknown[]>(
+  action: (...args: A) => Promise<number | void>,
+): (...args: A) => Promise<void> {
+  return async (...args: A) => {
+    try {
+      lastExitCode = (await action(...args)) ?? ExitCode.ok;
+    } catch (error) {
+      lastExitCode = reportError(error);
+    }
+  };
+}
+
+// ---- option parsers (commander argParsers: throw InvalidArgumentError for a one-line message) ----
+
+export function parsePositiveInt(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n <= 0) throw new InvalidArgumentError(`expected a positive integer, got '${value}'`);
+  return n;
+}
+
+export function parseNonNegativeInt(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError(`expected a non-negative integer, got '${value}'`);
+  return n;
+}
+
+export function parseNumber(value: string): number {
+  const n = Number(value);
+  if (value.trim() === '' || !Number.isFinite(n)) throw new InvalidArgumentError(`expected a number, got '${value}'`);
+  return n;
+}
+
+export function parseFraction(value: string): number {
+  const n = parseNumber(value);
+  if (n < 0 || n > 1) throw new InvalidArgumentError(`expected a number between 0 and 1, got '${value}'`);
+  return n;
+}
+
+/** '1,8,32' -> [1, 8, 32] */
+export function parsePositiveIntList(value: string): number[] {
+  return value.split(',').map((part) => parsePositiveInt(part.trim()));
+}
+
+/** 'a,b, c' -> ['a', 'b', 'c'] (empty entries dropped); repeatable options accumulate. */
+export function parseStringList(value: string, previous: string[] = []): string[] {
+  return [...previous, ...value.split(',').map((s) => s.trim()).filter((s) => s.length > 0)];
+}
+
+/** Collect a repeatable option. */
+export function collect(value: string, previous: string[] = []): string[] {
+  return [...previous, value];
+}
+
+/**
+ * An accuracy budget: '0.5' or '0.5pt' means percentage points, '1%' a relative drop.
+ */
+export type AccuracyBudget = { kind: 'points'; value: number } | { kind: 'relative'; value: number };
+export function parseAccuracyBudget(value: string): AccuracyBudget {
+  const text = value.trim();
+  const match = /^(\d+(?:\.\d+)?)\s*(pt|pts|%)?$/.exec(text);
+  if (!match) throw new InvalidArgumentError(`expected an accuracy drop like '0.5pt' or '1%', got '${value}'`);
+  const n = Number(match[1]);
+  return match[2] === '%' ? { kind: 'relative', value: n / 100 } : { kind: 'points', value: n };
+}
+
+// ---- output ----
+
+/** Print exactly one JSON document on stdout. */
+export function printJson(document: unknown): void {
+  process.stdout.write(`${JSON.stringify(document, jsonReplacer, 2)}\n`);
+}
+
+function jsonReplacer(_key: string, value: unknown): unknown {
+  if (typeof value === 'bigint') return Number(value);
+  if (typeof value === 'number' && !Number.isFinite(value)) return null;
+  return value;
+}
+
+/** Refuse to write over an input file; the output path must differ from every input. */
+export function checkOutputPath(output: string, inputs: string[]): string {
+  const resolved = path.resolve(output);
+  for (const input of inputs) {
+    if (path.resolve(input) === resolved) {
+      throw new UsageError(`refusing to overwrite the input model ${input}; choose another -o/--output path`);
+    }
+  }
+  return resolved;
+}
+
+export interface Progress {
+  /** Show or update the status line. */
+  update(text: string): void;
+  /** Finish the status line with a success mark (or clear it). */
+  succeed(text?: string): void;
+  fail(text?: string): void;
+  stop(): void;
+}
+
+/**
+ * A spinner on stderr, only when stderr is a terminal and the output is not JSON; otherwise silent.
+ */
+export async function createProgress(options: { json?: boolean; quiet?: boolean } = {}): Promise<Progress> {
+  const silent = options.json || options.quiet || !process.stderr.isTTY || process.env['CI'] === 'true';
+  if (silent) {
+    return { update() {}, succeed() {}, fail() {}, stop() {} };
+  }
+  const { default: ora } = await import('ora');
+  const spinner = ora({ stream: process.stderr, text: '' });
+  let started = false;
+  return {
+    update(text) {
+      spinner.text = text;
+      if (!started) {
+        spinner.start();
+        started = true;
+      }
+    },
+    succeed(text) {
+      if (started) spinner.succeed(text);
+      started = false;
+    },
+    fail(text) {
+      if (started) spinner.fail(text);
+      started = false;
+    },
+    stop() {
+      if (started) spinner.stop();
+      started = false;
+    },
+  };
+}
+
+/** Log a note for humans on stderr (silent under --json). */
+export function note(text: string, options: { json?: boolean } = {}): void {
+  if (!options.json) process.stderr.write(`${text}\n`);
+}

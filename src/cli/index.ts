@@ -1,0 +1,44 @@
+/**
+ * The model-opt command-line program: builds the commander program from one register function per
+ * subcommand and runs it. The only place that maps a run to an exit code.
+ * May import: cli/*, errors. Library code is imported lazily by each subcommand's action.
+ */
+import { readFileSync } from 'node:fs';
+import { Command, CommanderError } from 'commander';
+import { ExitCode } from '../errors.js';
+import { reportError, takeExitCode } from './common.js';
+import { registerInspect } from './inspect.js';
+import { registerBenchmark } from './benchmark.js';
+
+function packageVersion(): string {
+  const url = new URL('../../package.json', import.meta.url);
+  return (JSON.parse(readFileSync(url, 'utf8')) as { version: string }).version;
+}
+
+export function buildProgram(): Command {
+  const program = new Command('model-opt')
+    .description('Make ONNX models fast enough for real-time inference without losing their accuracy.')
+    .version(packageVersion(), '-V, --version', 'print the model-opt version')
+    .showHelpAfterError('(run with --help for usage)')
+    .configureOutput({ writeErr: (text) => process.stderr.write(text) })
+    .exitOverride();
+  registerInspect(program);
+  registerBenchmark(program);
+  for (const command of program.commands) command.exitOverride();
+  return program;
+}
+
+/** Run the CLI with the given argv; returns the exit code. */
+export async function main(argv: string[]): Promise<number> {
+  const program = buildProgram();
+  try {
+    await program.parseAsync(argv);
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      // --help and --version end with exit code 0; parse errors are bad usage.
+      return error.exitCode === 0 ? ExitCode.ok : ExitCode.badInput;
+    }
+    return reportError(error);
+  }
+  return takeExitCode();
+}
