@@ -1,0 +1,443 @@
+/**
+ * The benchmark: runs the baseline and every candidate on the same inputs in one process and
+ * returns a plain result record (accuracy with paired significance, agreement with the baseline,
+ * latency statistics with paired speed-up intervals, size, load time, peak memory, gates, and a
+ * reproducibility manifest). Reports progress through callbacks; never prints.
+ * Timed runs are interleaved round-robin (A B C, B C A, C A B, ...) so that drift (thermal, other
+ * processes, frequency scaling) hits every model alike and each round yields one paired ratio.
+ * Imports: runtime, data, bench/*, errors.
+ */
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { InputError, ModelOptError, UsageError } from '../errors.js';
+import { dtypeName } from '../ir/dtype.js';
+import { createRunner, describeSpec, formatShape, loadOrt, type IoSpec, type Runner } from '../runtime/index.js';
+import { loadDataset, randomDataset, take, type Dataset } from '../data/index.js';
+import {
+  batchFeeds,
+  classAxis,
+  fixedBatchDim,
+  labelIndices,
+  shapesForBatch,
+  tiledFeeds,
+  toNumbers,
+  type Feeds,
+} from './feeds.js';
+import { hashTree, modelFileInfo } from './files.js';
+import { evaluateGates } from './gates.js';
+import { buildManifest } from './manifest.js';
+import { measurePeakMemory } from './memory.js';
+import {
+  AgreementAccumulator,
+  bootstrapPercentileCI,
+  mcnemar,
+  pairedSpeedup,
+  summarize,
+  topKCorrect,
+} from './stats.js';
+import type {
+  AccuracyResult,
+  BenchmarkCallbacks,
+  BenchmarkOptions,
+  BenchmarkResult,
+  FileInfo,
+  LatencyPoint,
+  ModelResult,
+} from './types.js';
+
+export const DEFAULTS = {
+  warmup: 10,
+  iterations: 100,
+  evalBatchSize: 32,
+  randomSamples: 64,
+  seed: 0,
+  bootstrapResamples: 2000,
+  /** Duration mode: never fewer rounds than this, so the interval means something. */
+  minRounds: 10,
+} as const;
+
+interface LoadedModel {
+  role: 'baseline' | 'candidate';
+  label: string;
+  file: FileInfo;
+  runner: Runner;
+  loadMs: number;
+}
+
+/** Parse --metric: top1 (default), top5, topK, or agreement (no label metric). */
+export function parseMetric(metric: string | undefined): { name: string; k: number } {
+  const text = (metric ?? 'top1').toLowerCase();
+  if (text === 'agreement') return { name: 'agreement', k: 0 };
+  const match = /^top-?(\d+)$/.exec(text);
+  if (!match || Number(match[1]) < 1) {
+    throw new UsageError(`--metric '${metric}': expected top1, top5, topK (any K >= 1) or agreement`);
+  }
+  return { name: `top${match[1]}`, k: Number(match[1]) };
+}
+
+function uniqueLabels(paths: string[]): string[] {
+  const seen = new Map<string, number>();
+  return paths.map((p) => {
+    const base = path.basename(p);
+    const n = (seen.get(base) ?? 0) + 1;
+    seen.set(base, n);
+    return n === 1 ? base : `${base} (${n})`;
+  });
+}
+
+/** A candidate must take the same inputs and give the same outputs as the baseline. */
+export function checkCompatible(baseline: { path: string; runner: Pick<Runner, 'inputs' | 'outputs'> }, candidate: { path: string; runner: Pick<Runner, 'inputs' | 'outputs'> }): void {
+  const compare = (kind: 'input' | 'output', a: readonly IoSpec[], b: readonly IoSpec[]): void => {
+    const names = (specs: readonly IoSpec[]): string => specs.map((s) => s.name).join(', ');
+    if (a.length !== b.length || a.some((s, i) => s.name !== b[i]!.name)) {
+      throw new InputError(
+        `${candidate.path}: ${kind}s (${names(b)}) differ from the baseline ${baseline.path} (${names(a)})`,
+      );
+    }
+    a.forEach((s, i) => {
+      const t = b[i]!;
+      const sameDims =
+        s.shape.length === t.shape.length &&
+        s.shape.every((d, j) => {
+          const e = t.shape[j];
+          // Symbolic names may differ between exports; fixed sizes must agree.
+          return typeof d !== 'number' || typeof e !== 'number' || d === e;
+        });
+      if (s.dtype !== t.dtype || (!s.unknownRank && !t.unknownRank && !sameDims)) {
+        throw new InputError(
+          `${candidate.path}: ${kind} '${t.name}' is ${dtypeName(t.dtype)}${formatShape(t.shape)} ` +
+            `but the baseline ${baseline.path} has ${dtypeName(s.dtype)}${formatShape(s.shape)}`,
+        );
+      }
+    });
+  };
+  compare('input', baseline.runner.inputs, candidate.runner.inputs);
+  compare('output', baseline.runner.outputs, candidate.runner.outputs);
+}
+
+async function loadModel(
+  file: string,
+  role: LoadedModel['role'],
+  label: string,
+  options: BenchmarkOptions,
+): Promise<LoadedModel> {
+  const info = await modelFileInfo(file);
+  const start = performance.now();
+  let runner: Runner;
+  try {
+    runner = await createRunner(file, {
+      intraOpThreads: options.threads,
+      graphOptimizationLevel: 'all',
+      executionProviders: options.providers,
+    });
+  } catch (error) {
+    if (error instanceof ModelOptError) throw error;
+    const message = error instanceof Error ? error.message.split('\n')[0] : String(error);
+    throw new InputError(`${file}: onnxruntime cannot load the model (${message})`, { cause: error });
+  }
+  return { role, label, file: info, runner, loadMs: performance.now() - start };
+}
+
+async function runModel(model: LoadedModel, feeds: Feeds): Promise<Feeds> {
+  try {
+    return await model.runner.run(feeds);
+  } catch (error) {
+    if (error instanceof ModelOptError) throw error;
+    const message = error instanceof Error ? error.message.split('\n')[0] : String(error);
+    const shapes = Object.entries(feeds)
+      .map(([n, t]) => `${n}=${t.dims.join('x')}`)
+      .join(', ');
+    throw new InputError(`${model.file.path}: onnxruntime failed to run with inputs ${shapes} (${message})`, { cause: error });
+  }
+}
+
+export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkCallbacks = {}): Promise<BenchmarkResult> {
+  const progress = callbacks.onProgress ?? (() => {});
+  const warn = callbacks.onWarning ?? (() => {});
+  const candidatesPaths = options.candidates ?? [];
+  const warmup = options.warmup ?? DEFAULTS.warmup;
+  const durationMs = options.durationMs ?? null;
+  const iterations = durationMs === null ? (options.iterations ?? DEFAULTS.iterations) : (options.iterations ?? null);
+  const seed = options.seed ?? DEFAULTS.seed;
+  const resamples = options.bootstrapResamples ?? DEFAULTS.bootstrapResamples;
+  const providers = options.providers ?? ['cpu'];
+  const overrides = options.shapes ?? {};
+  const metricRequested = options.metric !== undefined;
+  let metric = parseMetric(options.metric);
+
+  // ---- load ----
+  const allPaths = [options.baseline, ...candidatesPaths];
+  const labels = uniqueLabels(allPaths);
+  const models: LoadedModel[] = [];
+  // Import onnxruntime before timing any load, so the first model's load time is not inflated.
+  await loadOrt();
+  try {
+    for (let i = 0; i < allPaths.length; i++) {
+      progress({ phase: 'load', message: `loading ${labels[i]}`, fraction: i / allPaths.length });
+      models.push(await loadModel(allPaths[i]!, i === 0 ? 'baseline' : 'candidate', labels[i]!, options));
+    }
+    return await measureAll(models);
+  } finally {
+    for (const m of models) await m.runner.release();
+  }
+
+  async function measureAll(models: LoadedModel[]): Promise<BenchmarkResult> {
+    const baseline = models[0]!;
+    for (const candidate of models.slice(1)) {
+      checkCompatible(
+        { path: baseline.file.path, runner: baseline.runner },
+        { path: candidate.file.path, runner: candidate.runner },
+      );
+    }
+    const inputs = baseline.runner.inputs;
+    const outputs = baseline.runner.outputs;
+    const outputName = options.outputName ?? outputs[0]?.name ?? '';
+    if (!outputs.some((o) => o.name === outputName)) {
+      throw new UsageError(
+        `--output-name '${outputName}': ${baseline.file.path} has outputs ${outputs.map((o) => o.name).join(', ')}`,
+      );
+    }
+
+    // ---- data ----
+    const fixedBatch = fixedBatchDim(inputs);
+    let dataset: Dataset;
+    let source: 'file' | 'random';
+    if (options.data) {
+      dataset = await loadDataset(options.data, inputs);
+      source = 'file';
+    } else {
+      const count = fixedBatch ?? options.maxSamples ?? DEFAULTS.randomSamples;
+      dataset = randomDataset(inputs, count, seed, { shapeOverrides: overrides });
+      source = 'random';
+    }
+    for (const line of dataset.notes) warn(`${dataset.source}: ${line}`);
+    if (options.maxSamples !== undefined && dataset.count > options.maxSamples) dataset = take(dataset, options.maxSamples);
+    if (dataset.count === 0) throw new InputError(`${options.data ?? 'random inputs'}: no samples to run`);
+    const hasLabels = dataset.labels !== undefined && metric.name !== 'agreement';
+    if (!dataset.labels && metric.name !== 'agreement') {
+      if (metricRequested) {
+        throw new UsageError(`--metric ${metric.name} needs labels; ${options.data ?? 'random inputs'} has none (use --metric agreement)`);
+      }
+      metric = { name: 'agreement', k: 0 };
+    }
+    if (options.gates?.maxAccuracyDrop && (!hasLabels || models.length < 2)) {
+      throw new UsageError(
+        models.length < 2
+          ? '--max-accuracy-drop needs at least one candidate model'
+          : `--max-accuracy-drop needs labelled data; ${options.data ?? 'random inputs'} has no labels`,
+      );
+    }
+
+    // ---- accuracy and agreement (untimed) ----
+    const evalBatch = fixedBatch ?? options.evalBatchSize ?? DEFAULTS.evalBatchSize;
+    const labelIds = hasLabels ? labelIndices(dataset.labels!, options.data ?? 'data') : null;
+    const correct = models.map(() => new Uint8Array(dataset.count));
+    const agreement = models.map(() => new Map<string, AgreementAccumulator>());
+    for (let start = 0; start < dataset.count; start += evalBatch) {
+      const size = Math.min(evalBatch, dataset.count - start);
+      progress({ phase: 'accuracy', message: `evaluating ${start + size}/${dataset.count} samples`, fraction: start / dataset.count });
+      const feeds = batchFeeds(dataset.inputs, start, size, fixedBatch ?? undefined);
+      const baseOut = await runModel(baseline, feeds);
+      for (let m = 0; m < models.length; m++) {
+        const out = m === 0 ? baseOut : await runModel(models[m]!, feeds);
+        if (labelIds) {
+          const scores = out[outputName];
+          if (!scores) throw new InputError(`${models[m]!.file.path}: output '${outputName}' missing from the run`);
+          const { perSample, classes } = classAxis(scores, feeds[inputs[0]!.name]!.dims[0]!);
+          if (classes === null) {
+            throw new UsageError(
+              `--metric ${metric.name}: output '${outputName}' of ${models[m]!.file.path} is ${formatShape(scores.dims)}, ` +
+                'not [batch, classes] scores; pick another with --output-name or use --metric agreement',
+            );
+          }
+          const numbers = toNumbers(scores, `output '${outputName}'`);
+          const ok = topKCorrect(
+            Array.prototype.slice.call(numbers, 0, size * perSample) as number[],
+            classes,
+            labelIds.subarray(start, start + size),
+            metric.k,
+          );
+          correct[m]!.set(ok, start);
+        }
+        if (m === 0) continue;
+        for (const spec of outputs) {
+          const ref = baseOut[spec.name];
+          const cand = out[spec.name];
+          if (!ref || !cand || Array.isArray(ref.data) || Array.isArray(cand.data)) continue;
+          const batch = feeds[inputs[0]!.name]!.dims[0]!;
+          const { perSample, classes } = classAxis(ref, batch);
+          const count = size * perSample;
+          const r = toNumbers(ref, `output '${spec.name}'`);
+          const c = toNumbers(cand, `output '${spec.name}'`);
+          let acc = agreement[m]!.get(spec.name);
+          if (!acc) agreement[m]!.set(spec.name, (acc = new AgreementAccumulator(classes)));
+          acc.add(
+            count === r.length ? r : Array.prototype.slice.call(r, 0, count),
+            count === c.length ? c : Array.prototype.slice.call(c, 0, count),
+          );
+        }
+      }
+    }
+    const accuracy: (AccuracyResult | undefined)[] = models.map((_, m) => {
+      if (!labelIds) return undefined;
+      const ok = correct[m]!;
+      let n = 0;
+      for (const v of ok) n += v;
+      const result: AccuracyResult = { metric: metric.name, k: metric.k, correct: n, total: ok.length, value: n / ok.length };
+      if (m > 0) result.comparison = mcnemar(correct[0]!, ok);
+      return result;
+    });
+
+    // ---- latency (timed, interleaved) ----
+    const batchSizes = options.batchSizes ?? [defaultBatchSize(inputs, overrides)];
+    const latency: LatencyPoint[][] = models.map(() => []);
+    let largestFeeds: Feeds | null = null;
+    for (const [index, batchSize] of batchSizes.entries()) {
+      const shapes = shapesForBatch(inputs, batchSize, overrides);
+      const feeds = feedsForLatency(dataset, shapes, batchSize, source);
+      if (!largestFeeds || batchSize >= (largestFeeds[inputs[0]!.name]?.dims[0] ?? 0)) largestFeeds = feeds;
+      const stepLabel = batchSizes.length > 1 ? ` (batch ${batchSize}, ${index + 1}/${batchSizes.length})` : '';
+      progress({ phase: 'warmup', message: `warming up${stepLabel}` });
+      for (const model of models) for (let i = 0; i < warmup; i++) await runModel(model, feeds);
+      const times = await timeInterleaved(models, feeds, iterations, durationMs, (done, total) =>
+        progress({ phase: 'latency', message: `timing${stepLabel}: round ${done}${total ? `/${total}` : ''}`, fraction: total ? done / total : undefined }),
+      );
+      for (let m = 0; m < models.length; m++) {
+        const t = times[m]!;
+        const stats = summarize(t);
+        const point: LatencyPoint = {
+          batchSize,
+          stats,
+          throughput: (batchSize * 1000) / stats.mean,
+          p99Interval: bootstrapPercentileCI(t, 99, { seed, resamples }),
+        };
+        if (m > 0) point.speedup = pairedSpeedup(times[0]!, t, { seed: seed + m, resamples, groupSize: models.length });
+        latency[m]!.push(point);
+      }
+    }
+
+    // ---- peak memory (child process per model) ----
+    const memory: (number | null)[] = [];
+    for (const model of models) {
+      if (options.measureMemory === false || !largestFeeds) {
+        memory.push(null);
+        continue;
+      }
+      progress({ phase: 'memory', message: `measuring peak memory of ${model.label}` });
+      const bytes = await measurePeakMemory({
+        modelPath: model.file.path,
+        feeds: largestFeeds,
+        intraOpThreads: options.threads,
+        executionProviders: providers,
+      });
+      if (bytes === null) warn(`${model.file.path}: peak memory could not be measured`);
+      memory.push(bytes);
+    }
+
+    const results: ModelResult[] = models.map((model, m) => {
+      const r: ModelResult = {
+        role: model.role,
+        label: model.label,
+        file: model.file,
+        loadMs: model.loadMs,
+        peakMemoryBytes: memory[m] ?? null,
+        latency: latency[m]!,
+      };
+      const a = accuracy[m];
+      if (a) r.accuracy = a;
+      if (m > 0) r.agreement = Object.fromEntries([...agreement[m]!].map(([name, acc]) => [name, acc.result()]));
+      return r;
+    });
+
+    const gates = evaluateGates(results, options.gates ?? {});
+    const dataFiles = options.data ? await hashTree(options.data) : [];
+    const manifest = buildManifest({
+      threads: options.threads ?? null,
+      providers,
+      files: [
+        ...models.map((m) => ({ path: m.file.path, sha256: m.file.sha256, sizeBytes: m.file.sizeBytes })),
+        ...dataFiles,
+      ],
+      command: options.command ?? null,
+    });
+    progress({ phase: 'done', message: 'done', fraction: 1 });
+    return {
+      manifest,
+      settings: {
+        warmup,
+        iterations,
+        durationMs,
+        batchSizes,
+        threads: options.threads ?? null,
+        providers,
+        metric: metric.name,
+        outputName,
+        seed,
+        bootstrapResamples: resamples,
+        interleaving: 'round-robin, rotating start',
+      },
+      data: { source, path: options.data ?? null, samples: dataset.count, labels: hasLabels },
+      models: results,
+      gates,
+      passed: gates.every((g) => g.passed),
+    };
+  }
+
+  function feedsForLatency(dataset: Dataset, shapes: Record<string, number[]>, batchSize: number, source: 'file' | 'random'): Feeds {
+    const feeds = tiledFeeds(dataset.inputs, dataset.count, batchSize);
+    for (const [name, t] of Object.entries(feeds)) {
+      const want = shapes[name];
+      // Data fixes the non-batch dims it was recorded with; only say so when random data disagrees.
+      if (source === 'random' && want && t.dims.join('x') !== want.join('x')) {
+        warn(`input '${name}': timing with ${t.dims.join('x')} instead of ${want.join('x')}`);
+      }
+    }
+    return feeds;
+  }
+}
+
+function defaultBatchSize(inputs: readonly IoSpec[], overrides: Record<string, number[]>): number {
+  const fixed = fixedBatchDim(inputs);
+  if (fixed !== null) return fixed;
+  for (const spec of inputs) {
+    const own = overrides[spec.name];
+    if (own && own.length > 0) return own[0]!;
+  }
+  return 1;
+}
+
+/**
+ * Timed runs, round-robin with a rotating start so every model runs equally often in every slot
+ * (the first slot after a switch is slightly colder). Returns milliseconds per run, per model,
+ * indexed by round so times[a][i] and times[b][i] form a pair.
+ */
+async function timeInterleaved(
+  models: LoadedModel[],
+  feeds: Feeds,
+  iterations: number | null,
+  durationMs: number | null,
+  onRound: (done: number, total: number | null) => void,
+): Promise<Float64Array[]> {
+  const maxRounds = iterations ?? 1_000_000;
+  const times = models.map(() => new Float64Array(maxRounds));
+  const deadline = durationMs === null ? Infinity : performance.now() + durationMs;
+  let lastReport = performance.now();
+  let round = 0;
+  for (; round < maxRounds; round++) {
+    if (round >= DEFAULTS.minRounds && performance.now() >= deadline) break;
+    for (let k = 0; k < models.length; k++) {
+      const m = (round + k) % models.length;
+      const runner = models[m]!.runner;
+      const start = performance.now();
+      await runner.run(feeds);
+      times[m]![round] = performance.now() - start;
+    }
+    if (performance.now() - lastReport > 250) {
+      lastReport = performance.now();
+      onRound(round + 1, iterations);
+    }
+  }
+  return times.map((t) => t.slice(0, round));
+}
+
+export { describeSpec };

@@ -1,0 +1,43 @@
+/**
+ * Facts about model and data files for the comparison and the reproducibility manifest: size on
+ * disk, gzip-compressed size (a proxy for what pruning/quantization saves on the wire), sha256.
+ * Reads files only. Imports fflate and errors.
+ */
+import { createHash } from 'node:crypto';
+import { readFile, readdir, stat } from 'node:fs/promises';
+import path from 'node:path';
+import { gzipSync } from 'fflate';
+import { InputError } from '../errors.js';
+import type { FileInfo } from './types.js';
+
+export async function modelFileInfo(file: string): Promise<FileInfo> {
+  let bytes: Uint8Array;
+  try {
+    bytes = await readFile(file);
+  } catch (error) {
+    throw new InputError(`${file}: cannot read model file (${(error as NodeJS.ErrnoException).code ?? String(error)})`, { cause: error });
+  }
+  return {
+    path: file,
+    sizeBytes: bytes.byteLength,
+    // Level 6 is gzip's default, so the number matches `gzip -c model.onnx | wc -c` closely.
+    gzipBytes: gzipSync(bytes, { level: 6 }).byteLength,
+    sha256: createHash('sha256').update(bytes).digest('hex'),
+  };
+}
+
+export async function sha256File(file: string): Promise<string> {
+  return createHash('sha256').update(await readFile(file)).digest('hex');
+}
+
+/** sha256 and size of a file, or of every file below a directory (test_data_set layouts). */
+export async function hashTree(target: string): Promise<{ path: string; sha256: string; sizeBytes: number }[]> {
+  const info = await stat(target);
+  if (!info.isDirectory()) {
+    return [{ path: target, sha256: await sha256File(target), sizeBytes: info.size }];
+  }
+  const out: { path: string; sha256: string; sizeBytes: number }[] = [];
+  const entries = (await readdir(target, { withFileTypes: true })).sort((a, b) => a.name.localeCompare(b.name));
+  for (const entry of entries) out.push(...(await hashTree(path.join(target, entry.name))));
+  return out;
+}

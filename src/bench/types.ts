@@ -1,0 +1,166 @@
+/**
+ * The benchmark's options and its result record: plain data (JSON-safe apart from Infinity/NaN,
+ * which reporters print as null), shared by the library, the gates and every reporter.
+ * Imports only types.
+ */
+import type { AgreementMetrics, Interval, McNemarResult, SpeedupVerdict, SummaryStats } from './stats.js';
+
+/** '0.5pt' = percentage points of accuracy; '1%' = relative to the baseline's accuracy. */
+export type AccuracyBudget = { kind: 'points'; value: number } | { kind: 'relative'; value: number };
+
+export interface Gates {
+  /** Largest allowed accuracy drop of a candidate against the baseline. */
+  maxAccuracyDrop?: AccuracyBudget;
+  /** Smallest allowed speed-up (baseline latency / candidate latency, median of paired ratios). */
+  minSpeedup?: number;
+  /** Largest allowed p99 latency in milliseconds. */
+  maxLatencyP99Ms?: number;
+}
+
+export interface BenchmarkOptions {
+  /** Path of the FP32 reference model. */
+  baseline: string;
+  /** Paths of the models compared against it. */
+  candidates?: string[];
+  /** Evaluation data (.npz/.npy/test_data_set dir/JSONL); random inputs when absent. */
+  data?: string;
+  /** Untimed runs per model and batch size before timing; default 10. */
+  warmup?: number;
+  /** Timed runs per model and batch size; default 100 unless durationMs is given. */
+  iterations?: number;
+  /** Time budget per batch size (all models together) instead of a fixed iteration count. */
+  durationMs?: number;
+  /** Batch sizes to sweep; default [1] (or the batch dim fixed by the model or --shape). */
+  batchSizes?: number[];
+  /** Intra-op threads for onnxruntime; default: onnxruntime's choice. */
+  threads?: number;
+  /** Values for symbolic dims, per input: { x: [1, 3, 224, 224] }. */
+  shapes?: Record<string, number[]>;
+  /** Execution providers, in order of preference; default ['cpu']. */
+  providers?: string[];
+  /** 'top1', 'top5', 'topK', or 'agreement' (no label metric). Default top1 with labels. */
+  metric?: string;
+  /** Model output holding the class scores; default the first output. */
+  outputName?: string;
+  /** Use at most this many evaluation samples. */
+  maxSamples?: number;
+  /** Batch size for the accuracy pass; default 32 (or the fixed batch dim). */
+  evalBatchSize?: number;
+  /** Seed for random inputs and the bootstrap; default 0. */
+  seed?: number;
+  /** Bootstrap resamples; default 2000. */
+  bootstrapResamples?: number;
+  /** Measure peak memory per model in a child process; default true. */
+  measureMemory?: boolean;
+  gates?: Gates;
+  /** The command line as typed, for the manifest. */
+  command?: string;
+}
+
+export interface ProgressEvent {
+  phase: 'load' | 'accuracy' | 'warmup' | 'latency' | 'memory' | 'done';
+  message: string;
+  /** 0..1 when known. */
+  fraction?: number;
+}
+
+export interface BenchmarkCallbacks {
+  onProgress?: (event: ProgressEvent) => void;
+  onWarning?: (message: string) => void;
+}
+
+export interface FileInfo {
+  path: string;
+  sizeBytes: number;
+  gzipBytes: number;
+  sha256: string;
+}
+
+export interface LatencyPoint {
+  batchSize: number;
+  /** Milliseconds per run (one batch). */
+  stats: SummaryStats;
+  /** Samples per second: batchSize / mean latency. */
+  throughput: number;
+  /** Candidates only: baseline/candidate, median of paired ratios with a bootstrap 95% interval. */
+  speedup?: Interval & { verdict: SpeedupVerdict };
+  /** Bootstrap 95% interval of p99 (for the latency gate's message). */
+  p99Interval: Interval;
+}
+
+export interface AccuracyResult {
+  metric: string;
+  k: number;
+  correct: number;
+  total: number;
+  /** Fraction in [0, 1]. */
+  value: number;
+  /** Candidates only: paired comparison with the baseline on the same samples. */
+  comparison?: McNemarResult;
+}
+
+export interface ModelResult {
+  role: 'baseline' | 'candidate';
+  /** Short unique label (file name, disambiguated). */
+  label: string;
+  file: FileInfo;
+  loadMs: number;
+  /** Peak RSS growth from loading and running the model, measured in a child process; null if not measured. */
+  peakMemoryBytes: number | null;
+  accuracy?: AccuracyResult;
+  /** Candidates only: agreement with the baseline, per output name. */
+  agreement?: Record<string, AgreementMetrics>;
+  latency: LatencyPoint[];
+}
+
+export interface GateResult {
+  gate: 'max-accuracy-drop' | 'min-speedup' | 'max-latency-p99';
+  model: string;
+  batchSize?: number;
+  /** The limit as the user gave it: '0.5pt', '1%', '1.2x', '20ms'. */
+  limit: string;
+  /** Measured value in the gate's unit (pt, x, ms) with its interval. */
+  measured: Interval;
+  unit: 'pt' | '%' | 'x' | 'ms';
+  passed: boolean;
+  message: string;
+}
+
+export interface Manifest {
+  modelOptVersion: string;
+  nodeVersion: string;
+  onnxruntimeVersion: string;
+  platform: string;
+  cpu: { model: string; cores: number; flags: string[] };
+  threads: number | null;
+  providers: string[];
+  files: { path: string; sha256: string; sizeBytes: number }[];
+  command: string | null;
+  timestamp: string;
+}
+
+export interface BenchmarkResult {
+  manifest: Manifest;
+  settings: {
+    warmup: number;
+    iterations: number | null;
+    durationMs: number | null;
+    batchSizes: number[];
+    threads: number | null;
+    providers: string[];
+    metric: string;
+    outputName: string;
+    seed: number;
+    bootstrapResamples: number;
+    interleaving: 'round-robin, rotating start';
+  };
+  data: {
+    source: 'file' | 'random';
+    path: string | null;
+    samples: number;
+    labels: boolean;
+  };
+  models: ModelResult[];
+  gates: GateResult[];
+  passed: boolean;
+}

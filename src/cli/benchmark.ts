@@ -1,0 +1,173 @@
+/**
+ * `model-opt benchmark <baseline> [candidates...]`: flags -> typed BenchmarkOptions, run the
+ * library, print one reporter's output (table or --json) and optionally write --markdown; a failed
+ * gate exits 1 naming gate, model, value and interval. The library and reporters load lazily so
+ * `model-opt --help` stays light.
+ * May import: cli/common, errors; lazily bench, report, runtime/shapes.
+ */
+import { rename, rm, writeFile } from 'node:fs/promises';
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { ExitCode, GateError, InputError } from '../errors.js';
+import {
+  checkOutputPath,
+  collect,
+  createProgress,
+  note,
+  parseAccuracyBudget,
+  parseNonNegativeInt,
+  parseNumber,
+  parsePositiveInt,
+  parsePositiveIntList,
+  parseStringList,
+  printJson,
+  reportError,
+  runCommand,
+  type AccuracyBudget,
+} from './common.js';
+
+interface BenchmarkFlags {
+  data?: string;
+  metric?: string;
+  outputName?: string;
+  maxSamples?: number;
+  warmup?: number;
+  iterations?: number;
+  duration?: number;
+  batchSize?: number[];
+  threads?: number;
+  shape?: string[];
+  provider?: string[];
+  seed?: number;
+  memory: boolean;
+  maxAccuracyDrop?: AccuracyBudget;
+  minSpeedup?: number;
+  maxLatencyP99?: number;
+  json?: boolean;
+  markdown?: string;
+}
+
+/** '10' or '10s' = seconds, '500ms' = milliseconds, '2m' = minutes; returns milliseconds. */
+export function parseDuration(value: string): number {
+  const match = /^(\d+(?:\.\d+)?)\s*(ms|s|m)?$/.exec(value.trim());
+  const n = match ? Number(match[1]) : NaN;
+  if (!match || !(n > 0)) throw new InvalidArgumentError(`expected a duration like 10s or 500ms, got '${value}'`);
+  const unit = match[2] ?? 's';
+  return unit === 'ms' ? n : unit === 'm' ? n * 60_000 : n * 1000;
+}
+
+function parsePositiveNumber(value: string): number {
+  const n = parseNumber(value);
+  if (n <= 0) throw new InvalidArgumentError(`expected a positive number, got '${value}'`);
+  return n;
+}
+
+/** '20' or '20ms' -> 20 (milliseconds). */
+function parseMilliseconds(value: string): number {
+  return parsePositiveNumber(value.trim().replace(/ms$/, ''));
+}
+
+/** '1.2' or '1.2x' -> 1.2. */
+function parseFactor(value: string): number {
+  return parsePositiveNumber(value.trim().replace(/x$/i, ''));
+}
+
+async function writeReportAtomic(file: string, text: string): Promise<void> {
+  const tmp = `${file}.tmp-${process.pid}-${Date.now()}`;
+  try {
+    await writeFile(tmp, text);
+    await rename(tmp, file);
+  } catch (error) {
+    await rm(tmp, { force: true });
+    throw new InputError(`${file}: cannot write the Markdown report (${(error as Error).message})`, { cause: error });
+  }
+}
+
+/** The command line as the user typed it (quoted where needed), for the manifest. */
+function commandLine(argv: readonly string[]): string {
+  const quote = (s: string): string => (/^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`);
+  return ['model-opt', ...argv.slice(2)].map(quote).join(' ');
+}
+
+export function registerBenchmark(program: Command): void {
+  program
+    .command('benchmark')
+    .description('compare accuracy, latency, size and memory of candidate models against a baseline')
+    .argument('<baseline>', 'the reference (usually FP32) ONNX model')
+    .argument('[candidates...]', 'optimized ONNX models to compare against the baseline')
+    .option('--data <path>', 'evaluation data: .npz/.npy/.jsonl or a test_data_set dir (random inputs when absent)')
+    .option('--metric <name>', 'top1 (default with labels), top5, topK, or agreement')
+    .option('--output-name <name>', 'model output holding the class scores (default: the first output)')
+    .option('--max-samples <n>', 'evaluate at most n samples', parsePositiveInt)
+    .option('--warmup <n>', 'untimed runs per model and batch size before timing (default 10)', parseNonNegativeInt)
+    .option('--iterations <n>', 'timed runs per model and batch size (default 100)', parsePositiveInt)
+    .option('--duration <time>', 'time budget per batch size instead of --iterations, e.g. 10s or 500ms', parseDuration)
+    .option('--batch-size <list>', 'batch sizes to sweep, e.g. 1,8,32 (needs a dynamic batch dim)', parsePositiveIntList)
+    .option('--threads <n>', 'onnxruntime intra-op threads (default: onnxruntime chooses)', parsePositiveInt)
+    .option('--shape <name=dims>', 'size of symbolic dims, e.g. x=1x3x224x224 (repeatable)', collect)
+    .option('--provider <list>', 'execution providers in order of preference (default cpu)', parseStringList)
+    .option('--seed <n>', 'seed for random inputs and the bootstrap (default 0)', parseNonNegativeInt)
+    .option('--no-memory', 'skip measuring peak memory (one child process per model)')
+    .option('--max-accuracy-drop <budget>', 'gate: largest accuracy drop, e.g. 0.5pt (points) or 1% (relative)', parseAccuracyBudget)
+    .option('--min-speedup <x>', 'gate: smallest speed-up of every candidate, e.g. 1.5', parseFactor)
+    .option('--max-latency-p99 <ms>', 'gate: largest p99 latency in milliseconds', parseMilliseconds)
+    .option('--json', 'print one JSON document on stdout instead of the table')
+    .option('--markdown <file>', 'also write a Markdown report (for CI summaries and PR comments)')
+    .addOption(new Option('--bootstrap <n>', 'bootstrap resamples for intervals').argParser(parsePositiveInt).default(2000).hideHelp())
+    .action(
+      runCommand(async (baseline: string, candidates: string[], flags: BenchmarkFlags & { bootstrap: number }) => {
+        const { parseShapeOverrides } = await import('../runtime/shapes.js');
+        const shapes = flags.shape ? parseShapeOverrides(flags.shape.join(',')) : undefined;
+        const markdownPath = flags.markdown
+          ? checkOutputPath(flags.markdown, [baseline, ...candidates, ...(flags.data ? [flags.data] : [])])
+          : undefined;
+        const [{ benchmark }, report] = await Promise.all([import('../bench/index.js'), import('../report/index.js')]);
+        const progress = await createProgress({ json: flags.json });
+        let result;
+        try {
+          result = await benchmark(
+            {
+              baseline,
+              candidates,
+              data: flags.data,
+              warmup: flags.warmup,
+              iterations: flags.iterations,
+              durationMs: flags.duration,
+              batchSizes: flags.batchSize,
+              threads: flags.threads,
+              shapes,
+              providers: flags.provider,
+              metric: flags.metric,
+              outputName: flags.outputName,
+              maxSamples: flags.maxSamples,
+              seed: flags.seed,
+              bootstrapResamples: flags.bootstrap,
+              measureMemory: flags.memory,
+              gates: {
+                maxAccuracyDrop: flags.maxAccuracyDrop,
+                minSpeedup: flags.minSpeedup,
+                maxLatencyP99Ms: flags.maxLatencyP99,
+              },
+              command: commandLine(process.argv),
+            },
+            {
+              onProgress: (event) => progress.update(event.message),
+              onWarning: (message) => {
+                progress.stop();
+                note(`model-opt: warning: ${message}`, { json: flags.json });
+              },
+            },
+          );
+        } finally {
+          progress.stop();
+        }
+        if (flags.json) printJson(report.benchmarkDocument(result));
+        else process.stdout.write(report.renderTable(result, { color: Boolean(process.stdout.isTTY) }));
+        if (markdownPath) await writeReportAtomic(markdownPath, report.renderMarkdown(result));
+        let code: number = ExitCode.ok;
+        for (const gate of result.gates) {
+          if (!gate.passed) code = reportError(new GateError(gate.message));
+        }
+        return code;
+      }),
+    );
+}

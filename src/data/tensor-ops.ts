@@ -1,0 +1,112 @@
+/**
+ * Small host-side tensor helpers the data layer needs: slicing and concatenating along the sample
+ * dim (views where possible), and the dtype conversions loadDataset allows.
+ * Imports: ../ir/dtype.js only.
+ */
+import {
+  DataType,
+  dtypeInfo,
+  elementCount,
+  float16ToFloat32,
+  float32ToFloat16,
+  bfloat16ToFloat32,
+  float32ToBfloat16,
+  type TensorData,
+  type TypedArray,
+} from '../ir/dtype.js';
+
+/** Samples [start, end) along dim 0; a view on the same memory for typed arrays. */
+export function sliceSamples(t: TensorData, start: number, end: number): TensorData {
+  const per = elementCount(t.dims.slice(1));
+  const bits = dtypeInfo(t.dtype).bits;
+  if (bits === 4 && per % 2 === 1) throw new Error(`cannot slice packed 4-bit samples of odd size ${per}`);
+  const scale = bits === 4 ? 0.5 : 1;
+  const data = Array.isArray(t.data)
+    ? t.data.slice(start * per, end * per)
+    : (t.data as TypedArray).subarray(start * per * scale, end * per * scale);
+  return { dtype: t.dtype, dims: [end - start, ...t.dims.slice(1)], data };
+}
+
+/** Concatenates tensors of one dtype and equal trailing dims along dim 0 (copies). */
+export function concatSamples(parts: readonly TensorData[]): TensorData {
+  const first = parts[0]!;
+  if (parts.length === 1) return first;
+  const count = parts.reduce((n, p) => n + (p.dims[0] ?? 1), 0);
+  const dims = [count, ...first.dims.slice(1)];
+  if (Array.isArray(first.data)) {
+    return { dtype: first.dtype, dims, data: parts.flatMap((p) => p.data as string[]) };
+  }
+  const Ctor = dtypeInfo(first.dtype).array!;
+  const total = parts.reduce((n, p) => n + p.data.length, 0);
+  const out = new Ctor(total);
+  let offset = 0;
+  for (const p of parts) {
+    (out as Float32Array).set(p.data as Float32Array, offset);
+    offset += p.data.length;
+  }
+  return { dtype: first.dtype, dims, data: out };
+}
+
+const FLOATS_WE_CONVERT = new Set<number>([DataType.FLOAT, DataType.DOUBLE, DataType.FLOAT16, DataType.BFLOAT16]);
+const INT_RANGES: Partial<Record<number, [bigint, bigint]>> = {
+  [DataType.INT8]: [-128n, 127n],
+  [DataType.UINT8]: [0n, 255n],
+  [DataType.INT16]: [-32768n, 32767n],
+  [DataType.UINT16]: [0n, 65535n],
+  [DataType.INT32]: [-(2n ** 31n), 2n ** 31n - 1n],
+  [DataType.UINT32]: [0n, 2n ** 32n - 1n],
+  [DataType.INT64]: [-(2n ** 63n), 2n ** 63n - 1n],
+  [DataType.UINT64]: [0n, 2n ** 64n - 1n],
+};
+
+export function isConvertibleFloat(dtype: number): boolean {
+  return FLOATS_WE_CONVERT.has(dtype);
+}
+export function isInteger(dtype: number): boolean {
+  return dtype in INT_RANGES;
+}
+
+function floatReader(t: TensorData): (i: number) => number {
+  const d = t.data as TypedArray;
+  if (t.dtype === DataType.FLOAT16) return (i) => float16ToFloat32(d[i] as number);
+  if (t.dtype === DataType.BFLOAT16) return (i) => bfloat16ToFloat32(d[i] as number);
+  return (i) => d[i] as number;
+}
+
+/** Float-to-float conversion (rounding to the target precision). */
+export function convertFloat(t: TensorData, to: DataType): TensorData {
+  const read = floatReader(t);
+  const n = t.data.length;
+  if (to === DataType.FLOAT16 || to === DataType.BFLOAT16) {
+    const enc = to === DataType.FLOAT16 ? float32ToFloat16 : float32ToBfloat16;
+    const out = new Uint16Array(n);
+    for (let i = 0; i < n; i++) out[i] = enc(read(i));
+    return { dtype: to, dims: t.dims, data: out };
+  }
+  const out = to === DataType.DOUBLE ? new Float64Array(n) : new Float32Array(n);
+  if (t.dtype === DataType.FLOAT || t.dtype === DataType.DOUBLE) out.set(t.data as Float32Array);
+  else for (let i = 0; i < n; i++) out[i] = read(i);
+  return { dtype: to, dims: t.dims, data: out };
+}
+
+/**
+ * Integer-to-integer conversion; returns the index of the first value outside the target range
+ * instead of converting when there is one, so the caller can name it.
+ */
+export function convertInteger(t: TensorData, to: DataType): TensorData | { outOfRange: number; value: bigint } {
+  const [lo, hi] = INT_RANGES[to]!;
+  const src = t.data as TypedArray;
+  const n = src.length;
+  for (let i = 0; i < n; i++) {
+    const v = BigInt(src[i]!);
+    if (v < lo || v > hi) return { outOfRange: i, value: v };
+  }
+  const Ctor = dtypeInfo(to).array!;
+  const out = new Ctor(n);
+  const big = to === DataType.INT64 || to === DataType.UINT64;
+  for (let i = 0; i < n; i++) {
+    const v = src[i]!;
+    (out as unknown as (number | bigint)[])[i] = big ? BigInt(v) : Number(v);
+  }
+  return { dtype: to, dims: t.dims, data: out };
+}

@@ -1,0 +1,331 @@
+/**
+ * ONNX file I/O: the only code that touches protobuf. ModelProto bytes <-> IR with full fidelity
+ * (see convert.ts), external data (side files, required beyond protobuf's 2 GB), future-field
+ * detection, and atomic writes. Imports protobufjs, node:fs/path, the IR and errors.
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import type { Model, Tensor, ExternalDataInfo } from '../ir/index.js';
+import { InputError, UsageError } from '../errors.js';
+import { onnxTypes, SCHEMA_IR_VERSION } from './schema.js';
+import { findUnknownFields, describeUnknownFields, type UnknownField } from './unknown-fields.js';
+import {
+  allTensors,
+  modelFromProto,
+  modelToProto,
+  tensorFromProto,
+  tensorToProto,
+  type DecodeContext,
+  type ExternalReader,
+  type TensorEncodeOptions,
+} from './convert.js';
+
+export { findUnknownFields, type UnknownField } from './unknown-fields.js';
+export { SCHEMA_IR_VERSION, SCHEMA_PATH } from './schema.js';
+
+export interface DecodeOptions {
+  /** Folder external data locations are relative to; without it external tensors stay unloaded. */
+  baseDir?: string;
+  /** Non-fatal findings: fields from a newer ONNX, unknown enum values. */
+  onWarning?: (message: string) => void;
+  /** Name used in error messages (defaults to 'model'). */
+  sourceName?: string;
+}
+
+export interface EncodeOptions {
+  /**
+   * A model decoded with fields this schema does not know cannot be written without losing them;
+   * encoding refuses unless this is true (the fields are then dropped).
+   */
+  dropUnknownFields?: boolean;
+  /** Write tensors that reference external files inline (their data must have been loaded). */
+  embedExternalData?: boolean;
+}
+
+interface ModelIoState {
+  unknownFields?: UnknownField[];
+}
+
+/** Fields from a newer ONNX found when the model was decoded (empty when none). */
+export function unknownFieldsOf(model: Model): UnknownField[] {
+  return ((model.serializerState as { io?: ModelIoState } | undefined)?.io?.unknownFields ?? []);
+}
+
+function decodeError(source: string, e: unknown): InputError {
+  const msg = e instanceof Error ? e.message : String(e);
+  return new InputError(`${source}: not a readable ONNX model (${msg})`, { cause: e });
+}
+
+/** Decode ModelProto bytes. Throws InputError for corrupt or truncated input. */
+export function decodeModel(bytes: Uint8Array, options: DecodeOptions = {}): Model {
+  const source = options.sourceName ?? 'model';
+  const { ModelProto } = onnxTypes();
+  let msg: Record<string, unknown>;
+  try {
+    msg = ModelProto.decode(bytes) as unknown as Record<string, unknown>;
+  } catch (e) {
+    throw decodeError(source, e);
+  }
+  if (!msg.graph && !msg.irVersion && bytes.byteLength > 0) {
+    throw new InputError(`${source}: not an ONNX model (no graph and no ir_version)`);
+  }
+  if (bytes.byteLength === 0) throw new InputError(`${source}: empty file, not an ONNX model`);
+  const unknown = findUnknownFields(ModelProto, bytes);
+  const warn = options.onWarning ?? (() => undefined);
+  if (unknown.length > 0) {
+    warn(
+      `${source}: ${unknown.length} field(s) unknown to this ONNX schema (IR ${SCHEMA_IR_VERSION}), probably from a newer ONNX: ` +
+        describeUnknownFields(unknown) +
+        '. They are not represented; writing this model requires dropping them explicitly.',
+    );
+  }
+  const ctx: DecodeContext = { warn, readExternal: options.baseDir ? externalReader(options.baseDir, source) : undefined };
+  let model: Model;
+  try {
+    model = modelFromProto(msg, ctx);
+  } catch (e) {
+    if (e instanceof InputError) throw new InputError(`${source}: ${e.message}`, { cause: e });
+    throw decodeError(source, e);
+  }
+  const irv = model.irVersion;
+  if (irv > SCHEMA_IR_VERSION) warn(`${source}: IR version ${irv} is newer than this schema's (${SCHEMA_IR_VERSION})`);
+  (model.serializerState as { io?: ModelIoState }).io = { unknownFields: unknown };
+  return model;
+}
+
+function encodeProto(model: Model, options: EncodeOptions, tensorOpts: TensorEncodeOptions): Uint8Array {
+  const unknown = unknownFieldsOf(model);
+  if (unknown.length > 0 && !options.dropUnknownFields) {
+    throw new UsageError(
+      `model has ${unknown.length} field(s) from a newer ONNX that this schema does not know (${describeUnknownFields(unknown, 2)}); ` +
+        'writing it would drop them. Pass dropUnknownFields (CLI: --drop-unknown-fields) to write it anyway.',
+    );
+  }
+  const { ModelProto } = onnxTypes();
+  const msg = modelToProto(model, { ...tensorOpts, embedExternal: options.embedExternalData });
+  return ModelProto.encode(msg).finish();
+}
+
+/** Encode to ModelProto bytes. Tensors marked external stay references unless embedExternalData. */
+export function encodeModel(model: Model, options: EncodeOptions = {}): Uint8Array {
+  return encodeProto(model, options, {});
+}
+
+/** Load an .onnx file (and its external data). Missing/corrupt file -> InputError naming it. */
+export async function loadModel(file: string, options: Omit<DecodeOptions, 'baseDir' | 'sourceName'> = {}): Promise<Model> {
+  let bytes: Uint8Array;
+  try {
+    bytes = await fs.promises.readFile(file);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    const why = code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'is a directory' : code ?? String(e);
+    throw new InputError(`${file}: cannot read model (${why})`, { cause: e });
+  }
+  return decodeModel(bytes, { ...options, baseDir: path.dirname(path.resolve(file)), sourceName: file });
+}
+
+/** Resolve an external location inside baseDir, refusing paths that escape it. */
+export function resolveExternalPath(baseDir: string, location: string, source = 'model'): string {
+  if (location === '' || path.isAbsolute(location) || location.includes('\0')) {
+    throw new InputError(`${source}: external data location '${location}' must be a relative path inside the model's folder`);
+  }
+  const base = path.resolve(baseDir);
+  const full = path.resolve(base, location);
+  const rel = path.relative(base, full);
+  if (rel.startsWith('..') || path.isAbsolute(rel)) {
+    throw new InputError(`${source}: external data location '${location}' escapes the model's folder`);
+  }
+  // Symlinks may point elsewhere: check the real path too when the file exists.
+  try {
+    const realRel = path.relative(fs.realpathSync(base), fs.realpathSync(full));
+    if (realRel.startsWith('..') || path.isAbsolute(realRel)) {
+      throw new InputError(`${source}: external data location '${location}' links outside the model's folder`);
+    }
+  } catch (e) {
+    if (e instanceof InputError) throw e;
+  }
+  return full;
+}
+
+function externalReader(baseDir: string, source: string): ExternalReader {
+  const fds = new Map<string, number>();
+  return (info: ExternalDataInfo, tensorName: string): Uint8Array => {
+    const file = resolveExternalPath(baseDir, info.location, source);
+    let fd = fds.get(file);
+    try {
+      if (fd === undefined) {
+        fd = fs.openSync(file, 'r');
+        fds.set(file, fd);
+      }
+      const size = fs.fstatSync(fd).size;
+      const offset = info.offset ?? 0;
+      const length = info.length ?? size - offset;
+      if (offset < 0 || length < 0 || offset + length > size) {
+        throw new InputError(
+          `${source}: tensor '${tensorName}': external data [${offset}, ${offset + length}) lies outside '${info.location}' (${size} bytes)`,
+        );
+      }
+      const buf = Buffer.alloc(length);
+      let done = 0;
+      while (done < length) {
+        const n = fs.readSync(fd, buf, done, length - done, offset + done);
+        if (n === 0) break;
+        done += n;
+      }
+      return new Uint8Array(buf.buffer, buf.byteOffset, done);
+    } catch (e) {
+      if (e instanceof InputError) throw e;
+      throw new InputError(`${source}: tensor '${tensorName}': cannot read external data '${info.location}' (${(e as Error).message})`, { cause: e });
+    } finally {
+      // Files are small in number; close eagerly so nothing leaks if decoding throws later.
+      if (fd !== undefined) {
+        fs.closeSync(fd);
+        fds.delete(file);
+      }
+    }
+  };
+}
+
+// ---- saving -------------------------------------------------------------------------------------
+
+export interface ExternalDataOptions {
+  /** Side file name, relative to the model's folder (default: '<model file name>.data'). */
+  location?: string;
+  /** Initializers of at least this many bytes go to the side file (default 1024). */
+  threshold?: number;
+}
+
+export interface SaveOptions extends EncodeOptions {
+  /**
+   * true/options: write large initializers to a side file. false: everything inline (fails past
+   * protobuf's 2 GB). Default: side file when the model already used external data or its
+   * tensors exceed 1.5 GiB, else inline.
+   */
+  externalData?: boolean | ExternalDataOptions;
+}
+
+const INLINE_LIMIT = 1.5 * 1024 ** 3;
+const PROTOBUF_LIMIT = 2 ** 31 - 1;
+
+function tempPath(target: string): string {
+  return path.join(path.dirname(target), `.${path.basename(target)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
+}
+
+function writeAll(fd: number, data: Uint8Array, position: number): void {
+  let done = 0;
+  while (done < data.byteLength) done += fs.writeSync(fd, data, done, data.byteLength - done, position + done);
+}
+
+/**
+ * Save atomically: data goes to temp files in the target folder, renamed into place only when
+ * complete; on failure nothing is left behind. Does not check that `file` differs from the model's
+ * input path (see ensureDistinctOutput).
+ */
+export async function saveModel(model: Model, file: string, options: SaveOptions = {}): Promise<void> {
+  const target = path.resolve(file);
+  const tensors = [...allTensors(model)];
+  let useExternal: boolean;
+  if (options.externalData === undefined) {
+    const total = tensors.reduce((n, t) => n + t.tensor.byteLength, 0);
+    useExternal = total > INLINE_LIMIT || tensors.some((t) => t.tensor.external !== undefined);
+  } else useExternal = options.externalData !== false;
+  const ext: ExternalDataOptions = typeof options.externalData === 'object' ? options.externalData : {};
+  const location = ext.location ?? `${path.basename(target)}.data`;
+  const threshold = ext.threshold ?? 1024;
+  const temps: string[] = [];
+  const renames: [string, string][] = [];
+  try {
+    let tensorOpts: TensorEncodeOptions = { embedExternal: true };
+    if (useExternal) {
+      const dataTarget = resolveExternalPath(path.dirname(target), location, target);
+      const dataTemp = tempPath(dataTarget);
+      temps.push(dataTemp);
+      const placed = new Map<Tensor, ExternalDataInfo>();
+      const fd = fs.openSync(dataTemp, 'w');
+      try {
+        let offset = 0;
+        for (const { tensor, initializer } of tensors) {
+          if (!initializer || placed.has(tensor) || tensor.dtype === 8 || tensor.byteLength < threshold) continue;
+          const bytes = tensor.rawBytes();
+          const align = bytes.byteLength >= 4096 ? 4096 : 16;
+          offset = Math.ceil(offset / align) * align;
+          writeAll(fd, bytes, offset);
+          placed.set(tensor, {
+            location,
+            offset,
+            length: bytes.byteLength,
+            entries: [
+              { key: 'location', value: location },
+              { key: 'offset', value: String(offset) },
+              { key: 'length', value: String(bytes.byteLength) },
+            ],
+          });
+          offset += bytes.byteLength;
+        }
+        fs.fsyncSync(fd);
+      } finally {
+        fs.closeSync(fd);
+      }
+      tensorOpts = { embedExternal: true, externalFor: (t) => placed.get(t) };
+      if (placed.size > 0) renames.push([dataTemp, dataTarget]);
+    }
+    const bytes = encodeProto(model, { ...options, embedExternalData: true }, tensorOpts);
+    if (bytes.byteLength > PROTOBUF_LIMIT) {
+      throw new UsageError(`${file}: the model is ${bytes.byteLength} bytes, over protobuf's 2 GB limit; save with external data`);
+    }
+    const modelTemp = tempPath(target);
+    temps.push(modelTemp);
+    const fd = fs.openSync(modelTemp, 'w');
+    try {
+      writeAll(fd, bytes, 0);
+      fs.fsyncSync(fd);
+    } finally {
+      fs.closeSync(fd);
+    }
+    renames.push([modelTemp, target]);
+    for (const [from, to] of renames) fs.renameSync(from, to);
+  } catch (e) {
+    for (const t of temps) fs.rmSync(t, { force: true });
+    if (e instanceof InputError || e instanceof UsageError) throw e;
+    throw new InputError(`${file}: cannot write model (${(e as Error).message})`, { cause: e });
+  }
+}
+
+/** Throw UsageError when `output` is the same file as `input` (never overwrite the input model). */
+export function ensureDistinctOutput(input: string, output: string): void {
+  const a = path.resolve(input);
+  const b = path.resolve(output);
+  let same = a === b;
+  try {
+    const sa = fs.statSync(a);
+    const sb = fs.statSync(b);
+    same ||= sa.ino === sb.ino && sa.dev === sb.dev;
+  } catch {
+    // Output does not exist yet: distinct unless the paths are equal.
+  }
+  if (same) throw new UsageError(`refusing to overwrite the input model ${input}; choose another output path`);
+}
+
+// ---- single tensors -------------------------------------------------------------------------------
+
+/** Decode a TensorProto (.pb test data). InputError on corrupt bytes. */
+export function decodeTensorProto(bytes: Uint8Array, options: { baseDir?: string; sourceName?: string } = {}): Tensor {
+  const source = options.sourceName ?? 'tensor';
+  const { TensorProto } = onnxTypes();
+  let msg: Record<string, unknown>;
+  try {
+    msg = TensorProto.decode(bytes) as unknown as Record<string, unknown>;
+  } catch (e) {
+    throw new InputError(`${source}: not a readable TensorProto (${(e as Error).message})`, { cause: e });
+  }
+  return tensorFromProto(msg, {
+    warn: () => undefined,
+    readExternal: options.baseDir ? externalReader(options.baseDir, source) : undefined,
+  });
+}
+
+export function encodeTensorProto(tensor: Tensor): Uint8Array {
+  const { TensorProto } = onnxTypes();
+  return TensorProto.encode(tensorToProto(tensor, { embedExternal: true })).finish();
+}

@@ -1,0 +1,74 @@
+/**
+ * Number formatting shared by the reporters, so the table, Markdown and messages agree.
+ * Pure; imports bench types only.
+ */
+import type { Interval } from '../bench/stats.js';
+import type { AccuracyResult, LatencyPoint } from '../bench/types.js';
+
+export function formatMs(ms: number): string {
+  if (!Number.isFinite(ms)) return '-';
+  if (ms >= 100) return ms.toFixed(1);
+  if (ms >= 1) return ms.toFixed(2);
+  return ms.toFixed(3);
+}
+
+export function formatBytes(bytes: number | null): string {
+  if (bytes === null || !Number.isFinite(bytes)) return '-';
+  const units = ['B', 'KiB', 'MiB', 'GiB'];
+  let v = bytes;
+  let u = 0;
+  while (v >= 1024 && u < units.length - 1) {
+    v /= 1024;
+    u++;
+  }
+  return `${u === 0 ? v.toFixed(0) : v.toFixed(v >= 100 ? 0 : v >= 10 ? 1 : 2)} ${units[u]}`;
+}
+
+export function formatPercent(fraction: number, digits = 2): string {
+  return Number.isFinite(fraction) ? `${(fraction * 100).toFixed(digits)}%` : '-';
+}
+
+/** Signed percentage points: +0.20 pt, -1.35 pt, 0.00 pt. */
+export function formatPoints(fraction: number, digits = 2): string {
+  if (!Number.isFinite(fraction)) return '-';
+  const v = fraction * 100;
+  const text = Math.abs(v).toFixed(digits);
+  if (Number(text) === 0) return `0.${'0'.repeat(digits)} pt`;
+  return `${v > 0 ? '+' : '-'}${text} pt`;
+}
+
+export function formatThroughput(samplesPerSecond: number): string {
+  if (!Number.isFinite(samplesPerSecond)) return '-';
+  return samplesPerSecond >= 100 ? `${Math.round(samplesPerSecond)}/s` : `${samplesPerSecond.toFixed(1)}/s`;
+}
+
+export function formatSpeedup(speedup: LatencyPoint['speedup']): string {
+  if (!speedup) return 'baseline';
+  const main = `${speedup.estimate.toFixed(2)}x [${speedup.low.toFixed(2)}, ${speedup.high.toFixed(2)}]`;
+  return speedup.verdict === 'no significant difference' ? `${main} n.s.` : main;
+}
+
+export function formatInterval(i: Interval, digits: number, unit = ''): string {
+  return `${i.estimate.toFixed(digits)}${unit} [${i.low.toFixed(digits)}, ${i.high.toFixed(digits)}]`;
+}
+
+/** 'top1 91.20%' or with the paired difference: '90.80% (-0.40 pt [-0.9, +0.1], p=0.13)'. */
+export function formatAccuracy(a: AccuracyResult | undefined): string {
+  if (!a) return '-';
+  const base = formatPercent(a.value);
+  if (!a.comparison) return base;
+  const d = a.comparison.difference;
+  const lo = formatPoints(d.low, 2).replace(' pt', '');
+  const hi = formatPoints(d.high, 2).replace(' pt', '');
+  return `${base} (${formatPoints(d.estimate)} [${lo}, ${hi}], p=${formatP(a.comparison.pValue)})`;
+}
+
+export function formatP(p: number): string {
+  if (!Number.isFinite(p)) return '-';
+  if (p < 0.001) return '<0.001';
+  return p.toFixed(p < 0.01 ? 3 : 2);
+}
+
+export function formatDb(db: number): string {
+  return db === Infinity ? 'inf' : Number.isFinite(db) ? `${db.toFixed(1)} dB` : '-';
+}

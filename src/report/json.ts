@@ -1,0 +1,26 @@
+/**
+ * The machine-readable report: one JSON document with a schema version. Numbers that JSON cannot
+ * hold become null (SQNR of identical outputs is +Infinity: null with `sqnrDb` documented as such).
+ * Pure; imports bench types only.
+ */
+import type { BenchmarkResult } from '../bench/types.js';
+
+/** Bump on any change that breaks a reader (renamed or removed field, changed unit). */
+export const BENCHMARK_SCHEMA_VERSION = 1;
+
+export interface BenchmarkDocument extends BenchmarkResult {
+  schemaVersion: number;
+  kind: 'model-opt.benchmark';
+}
+
+export function benchmarkDocument(result: BenchmarkResult): BenchmarkDocument {
+  return { schemaVersion: BENCHMARK_SCHEMA_VERSION, kind: 'model-opt.benchmark', ...result };
+}
+
+export function renderJson(result: BenchmarkResult): string {
+  return `${JSON.stringify(benchmarkDocument(result), (_key, value: unknown) => {
+    if (typeof value === 'number' && !Number.isFinite(value)) return null;
+    if (typeof value === 'bigint') return Number(value);
+    return value;
+  }, 2)}\n`;
+}

@@ -1,0 +1,91 @@
+/**
+ * The Markdown report for CI summaries and PR comments: verdict first, then the comparison table,
+ * agreement, gates and the reproducibility manifest. Pure function of the result.
+ * Imports report/format and report/table (for shared cell text).
+ */
+import type { BenchmarkResult } from '../bench/types.js';
+import { formatBytes, formatMs, formatPercent, formatSpeedup, formatThroughput } from './format.js';
+import { accuracyCell, accuracyHeader, agreementLines, methodLine } from './table.js';
+
+/** Escape the characters that break a table cell. */
+const cell = (text: string): string => text.replace(/\|/g, '\\|').replace(/\n/g, ' ');
+
+export function renderMarkdown(result: BenchmarkResult): string {
+  const out: string[] = [];
+  const failed = result.gates.filter((g) => !g.passed);
+  out.push('## model-opt benchmark');
+  out.push('');
+  if (result.gates.length > 0) {
+    out.push(failed.length === 0 ? `**All ${result.gates.length} gates passed.**` : `**${failed.length} of ${result.gates.length} gates failed.**`);
+    out.push('');
+  }
+  const multiBatch = result.settings.batchSizes.length > 1;
+  const head = [
+    'model',
+    ...(multiBatch ? ['batch'] : []),
+    accuracyHeader(result),
+    'p50 ms',
+    'p90 ms',
+    'p99 ms',
+    'mean ± std (cv)',
+    'throughput',
+    'speed-up [95% CI]',
+    'size (gzip)',
+    'peak mem',
+    'load ms',
+  ];
+  out.push(`| ${head.map(cell).join(' | ')} |`);
+  out.push(`|${head.map((_, i) => (i === 0 ? ' --- ' : ' ---: ')).join('|')}|`);
+  for (const model of result.models) {
+    model.latency.forEach((point, i) => {
+      const s = point.stats;
+      const row = [
+        i === 0 ? `\`${model.label}\`` : '',
+        ...(multiBatch ? [String(point.batchSize)] : []),
+        i === 0 ? accuracyCell(result, model) : '',
+        formatMs(s.p50),
+        formatMs(s.p90),
+        formatMs(s.p99),
+        `${formatMs(s.mean)} ± ${formatMs(s.std)} (${formatPercent(s.cv, 1)})`,
+        formatThroughput(point.throughput),
+        formatSpeedup(point.speedup),
+        i === 0 ? `${formatBytes(model.file.sizeBytes)} (${formatBytes(model.file.gzipBytes)})` : '',
+        i === 0 ? formatBytes(model.peakMemoryBytes) : '',
+        i === 0 ? formatMs(model.loadMs) : '',
+      ];
+      out.push(`| ${row.map(cell).join(' | ')} |`);
+    });
+  }
+  out.push('');
+  out.push(`_${methodLine(result)}_`);
+  const agreement = agreementLines(result);
+  if (agreement.length > 0) {
+    out.push('');
+    out.push('### Agreement with the baseline');
+    out.push('');
+    for (const line of agreement) out.push(`- ${line}`);
+  }
+  if (result.gates.length > 0) {
+    out.push('');
+    out.push('### Gates');
+    out.push('');
+    for (const g of result.gates) out.push(`- ${g.passed ? '✅' : '❌'} ${g.message}`);
+  }
+  const m = result.manifest;
+  out.push('');
+  out.push('<details><summary>Reproducibility manifest</summary>');
+  out.push('');
+  out.push(`- model-opt ${m.modelOptVersion}, Node ${m.nodeVersion}, onnxruntime-node ${m.onnxruntimeVersion}, ${m.platform}`);
+  out.push(`- CPU: ${m.cpu.model} (${m.cpu.cores} logical cores; ${m.cpu.flags.join(', ') || 'no flags read'})`);
+  out.push(`- threads: ${m.threads ?? 'onnxruntime default'}; providers: ${m.providers.join(', ')}`);
+  if (m.command) out.push(`- command: \`${m.command.replace(/`/g, "'")}\``);
+  out.push(`- run at ${m.timestamp}`);
+  out.push('');
+  out.push('| file | size | sha256 |');
+  out.push('| --- | ---: | --- |');
+  for (const f of m.files) out.push(`| \`${cell(f.path)}\` | ${formatBytes(f.sizeBytes)} | \`${f.sha256}\` |`);
+  out.push('');
+  out.push('</details>');
+  return `${out.join('\n')}\n`;
+}
+

@@ -1,0 +1,106 @@
+/**
+ * The human report: one comparison table (a row per model and batch size), then agreement with
+ * the baseline, gate outcomes and a one-line note on method. Pure function of the result.
+ * Imports cli-table3 and report/format.
+ */
+import Table from 'cli-table3';
+import type { BenchmarkResult, ModelResult } from '../bench/types.js';
+import {
+  formatAccuracy,
+  formatBytes,
+  formatDb,
+  formatMs,
+  formatPercent,
+  formatSpeedup,
+  formatThroughput,
+} from './format.js';
+
+export interface TableOptions {
+  /** ANSI colours for the header and borders (only on a terminal). */
+  color?: boolean;
+}
+
+export function accuracyHeader(result: BenchmarkResult): string {
+  return result.data.labels ? `${result.settings.metric} (Δ [95% CI], McNemar p)` : 'top-1 agreement';
+}
+
+export function accuracyCell(result: BenchmarkResult, model: ModelResult): string {
+  if (result.data.labels) return formatAccuracy(model.accuracy);
+  if (model.role === 'baseline') return 'reference';
+  const out = model.agreement?.[result.settings.outputName];
+  return out?.top1Agreement != null ? formatPercent(out.top1Agreement) : '-';
+}
+
+export function renderTable(result: BenchmarkResult, options: TableOptions = {}): string {
+  const multiBatch = result.settings.batchSizes.length > 1;
+  const head = [
+    'model',
+    ...(multiBatch ? ['batch'] : []),
+    accuracyHeader(result),
+    'p50 ms',
+    'p90 ms',
+    'p99 ms',
+    'mean ± std (cv)',
+    'throughput',
+    'speed-up [95% CI]',
+    'size (gzip)',
+    'peak mem',
+    'load ms',
+  ];
+  const table = new Table({
+    head,
+    style: options.color ? {} : { head: [], border: [] },
+  });
+  for (const model of result.models) {
+    model.latency.forEach((point, i) => {
+      const s = point.stats;
+      table.push([
+        i === 0 ? model.label : '',
+        ...(multiBatch ? [String(point.batchSize)] : []),
+        i === 0 ? accuracyCell(result, model) : '',
+        formatMs(s.p50),
+        formatMs(s.p90),
+        formatMs(s.p99),
+        `${formatMs(s.mean)} ± ${formatMs(s.std)} (${formatPercent(s.cv, 1)})`,
+        formatThroughput(point.throughput),
+        formatSpeedup(point.speedup),
+        i === 0 ? `${formatBytes(model.file.sizeBytes)} (${formatBytes(model.file.gzipBytes)})` : '',
+        i === 0 ? formatBytes(model.peakMemoryBytes) : '',
+        i === 0 ? formatMs(model.loadMs) : '',
+      ]);
+    });
+  }
+  const lines = [table.toString()];
+  lines.push(...agreementLines(result));
+  lines.push(methodLine(result));
+  for (const gate of result.gates) lines.push(`${gate.passed ? 'PASS' : 'FAIL'} ${gate.message}`);
+  return `${lines.join('\n')}\n`;
+}
+
+export function agreementLines(result: BenchmarkResult): string[] {
+  const lines: string[] = [];
+  for (const model of result.models) {
+    for (const [name, m] of Object.entries(model.agreement ?? {})) {
+      lines.push(
+        `${model.label} vs baseline, output '${name}': ` +
+          (m.top1Agreement !== null ? `top-1 agreement ${formatPercent(m.top1Agreement)}, ` : '') +
+          `max abs error ${m.maxAbsError.toPrecision(3)}, relative L2 ${m.relativeL2.toPrecision(3)}, ` +
+          `cosine ${m.cosineSimilarity.toFixed(6)}, SQNR ${formatDb(m.sqnrDb)}`,
+      );
+    }
+  }
+  return lines;
+}
+
+export function methodLine(result: BenchmarkResult): string {
+  const s = result.settings;
+  const rounds = result.models[0]?.latency[0]?.stats.count ?? 0;
+  const data =
+    result.data.source === 'file'
+      ? `${result.data.samples} samples from ${result.data.path}${result.data.labels ? '' : ' (no labels)'}`
+      : `${result.data.samples} seeded random samples (seed ${s.seed})`;
+  return (
+    `${data}; ${s.warmup} warm-up + ${rounds} timed runs per model, interleaved round-robin; ` +
+    `threads ${s.threads ?? 'ORT default'}; speed-up = median of paired ratios (bootstrap 95% CI, n.s. = interval spans 1.0)`
+  );
+}

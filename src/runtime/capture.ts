@@ -1,0 +1,150 @@
+/**
+ * Capturing intermediate tensors: chosen values become graph outputs on a CLONE of the model
+ * (the caller's model is never touched), and onnxruntime returns them with the real outputs.
+ * Also fills in missing value types/shapes by running the model with everything captured.
+ * Imports: ./runner.js, ../ir/index.js, ../ir/dtype.js, ../errors.js, ./shapes.js.
+ */
+import { UsageError } from '../errors.js';
+import { elementCount, type TensorData } from '../ir/dtype.js';
+import { isTensorType, type Dim, type Model, type TensorType, type Value } from '../ir/index.js';
+import { createRunner, type Runner, type RunnerOptions } from './runner.js';
+
+export interface CaptureRunner {
+  /** The captured tensor names, in the order given. */
+  readonly names: readonly string[];
+  /** Runs one batch and returns the captured tensors (by name), plus nothing else. */
+  run(feeds: Record<string, TensorData>): Promise<Record<string, TensorData>>;
+  release(): Promise<void>;
+}
+
+/**
+ * A runner that returns the named tensors of the main graph for each batch: for calibration over
+ * many batches with one session. Initializers and Constant outputs are returned without running;
+ * graph inputs are returned from the feeds.
+ */
+export async function createCaptureRunner(model: Model, names: readonly string[], options: RunnerOptions = {}): Promise<CaptureRunner> {
+  const copy = model.clone();
+  const graph = copy.graph;
+  const constants = new Map<string, TensorData>();
+  // Graph inputs come from the feeds; an input with an initializer (IR < 4) falls back to it.
+  const fromFeeds = new Map<string, TensorData | undefined>();
+  const fetch: string[] = [];
+  const outputNames = new Set(graph.outputs.map((v) => v.name));
+  for (const name of names) {
+    const value = graph.localValue(name);
+    if (!value) throw new UsageError(`cannot capture tensor '${name}': no such tensor in the main graph of the model`);
+    const constant = graph.constantTensor(value);
+    if (constant && !value.isGraphInput()) {
+      constants.set(name, constant.toTensorData());
+      continue;
+    }
+    if (value.isGraphInput() && !value.producer) {
+      fromFeeds.set(name, value.initializer?.toTensorData());
+      continue;
+    }
+    if (!outputNames.has(name)) {
+      graph.addOutput(value);
+      outputNames.add(name);
+    }
+    fetch.push(name);
+  }
+  const runner: Runner | undefined = fetch.length > 0 ? await createRunner(copy, { label: 'model with captured tensors', ...options }) : undefined;
+  return {
+    names: [...names],
+    async run(feeds) {
+      const produced = runner ? await runner.run(feeds, fetch) : {};
+      const out: Record<string, TensorData> = {};
+      for (const name of names) {
+        const t = constants.get(name) ?? (fromFeeds.has(name) ? (feeds[name] ?? fromFeeds.get(name)) : produced[name]);
+        if (!t) throw new UsageError(`cannot capture tensor '${name}': not in the feeds`);
+        out[name] = t;
+      }
+      return out;
+    },
+    async release() {
+      await runner?.release();
+    },
+  };
+}
+
+/** One-shot capture: runs `feeds` once and returns the named tensors. */
+export async function captureIntermediates(
+  model: Model,
+  names: readonly string[],
+  feeds: Record<string, TensorData>,
+  options: RunnerOptions = {},
+): Promise<Record<string, TensorData>> {
+  const runner = await createCaptureRunner(model, names, options);
+  try {
+    return await runner.run(feeds);
+  } finally {
+    await runner.release();
+  }
+}
+
+function hasFullType(value: Value): boolean {
+  return isTensorType(value.type) && value.type.shape !== undefined;
+}
+
+function firstSamples(feeds: Record<string, TensorData>, n: number): Record<string, TensorData> {
+  const out: Record<string, TensorData> = {};
+  for (const [name, t] of Object.entries(feeds)) {
+    const per = elementCount(t.dims.slice(1));
+    const data = Array.isArray(t.data) ? t.data.slice(0, n * per) : t.data.subarray(0, n * per);
+    out[name] = { dtype: t.dtype, dims: [n, ...t.dims.slice(1)], data };
+  }
+  return out;
+}
+
+/**
+ * Fills in the type of every main-graph value that has none (or no shape) from a run over
+ * `feeds`. MUTATES `model` and returns the names it typed. When an input's dim 0 is symbolic and
+ * the feeds hold 2+ samples, a second run on one sample tells batch-dependent dims apart: those
+ * become the input's dim-0 symbol; all other dims are recorded as observed.
+ */
+export async function inferShapesByRunning(
+  model: Model,
+  feeds: Record<string, TensorData>,
+  options: RunnerOptions = {},
+): Promise<string[]> {
+  const graph = model.graph;
+  const targets: string[] = [];
+  for (const node of graph.nodes) {
+    for (const out of node.outputs) {
+      if (out.name !== '' && !hasFullType(out) && !targets.includes(out.name)) targets.push(out.name);
+    }
+  }
+  if (targets.length === 0) return [];
+
+  let batchSymbol: Dim | undefined;
+  let batch = 0;
+  for (const input of graph.inputs) {
+    if (input.initializer || !isTensorType(input.type) || !input.type.shape) continue;
+    const d0 = input.type.shape[0];
+    const fed = feeds[input.name];
+    if (fed && typeof d0 !== 'number' && d0 !== undefined) {
+      batchSymbol = d0;
+      batch = fed.dims[0] ?? 0;
+      break;
+    }
+  }
+
+  const runner = await createCaptureRunner(model, targets, options);
+  try {
+    const full = await runner.run(feeds);
+    const single = batchSymbol !== undefined && batch >= 2 ? await runner.run(firstSamples(feeds, 1)) : undefined;
+    for (const name of targets) {
+      const t = full[name]!;
+      const shape: Dim[] = t.dims.map((d, i) => {
+        const other = single?.[name]?.dims[i];
+        return other !== undefined && other !== d && d === batch ? batchSymbol! : d;
+      });
+      const value = graph.localValue(name)!;
+      const type: TensorType = { kind: 'tensor', elemType: t.dtype, shape };
+      value.type = type;
+    }
+  } finally {
+    await runner.release();
+  }
+  return targets;
+}

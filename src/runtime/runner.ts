@@ -1,0 +1,202 @@
+/**
+ * A small Runner over onnxruntime-node: create a session with typed options, run named feeds,
+ * release. onnxruntime-node (and src/onnx, to serialize an in-memory Model) are imported lazily
+ * here and only here, so nothing that merely imports src/runtime pays for them.
+ * Imports: ./shapes.js, ./ort-tensor.js, ./model-specs.js, ../ir/index.js (types), ../ir/dtype.js,
+ * ../errors.js; lazily onnxruntime-node and ../onnx/index.js.
+ */
+import type * as Ort from 'onnxruntime-node';
+import { InputError, UsageError } from '../errors.js';
+import { dtypeFromOrt, dtypeName, type TensorData } from '../ir/dtype.js';
+import type { Model } from '../ir/index.js';
+import { fromOrtTensor, toOrtTensor, type OrtModule } from './ort-tensor.js';
+import { formatShape, type Dim, type IoSpec } from './shapes.js';
+
+export type GraphOptimizationLevel = 'disabled' | 'basic' | 'extended' | 'all';
+
+export interface RunnerOptions {
+  /** Threads inside one operator (onnxruntime default: one per physical core). */
+  intraOpThreads?: number;
+  /** Threads across independent operators (only used in parallel execution mode). */
+  interOpThreads?: number;
+  /** Graph optimizations onnxruntime applies when loading; default 'all'. */
+  graphOptimizationLevel?: GraphOptimizationLevel;
+  /** Execution providers in priority order ('cpu', 'cuda', ...); default ['cpu']. */
+  executionProviders?: string[];
+  /** Write the model as optimized by onnxruntime to this path. */
+  optimizedModelFilePath?: string;
+  /** onnxruntime log level, 0 (verbose) .. 4 (fatal); default 3, so only errors reach stderr. */
+  logSeverityLevel?: 0 | 1 | 2 | 3 | 4;
+  /** Name for the model in error messages; default its path, or 'in-memory model'. */
+  label?: string;
+}
+
+export interface Runner {
+  readonly inputs: IoSpec[];
+  readonly outputs: IoSpec[];
+  /** Runs one batch; returns the requested outputs (default: all graph outputs). */
+  run(feeds: Record<string, TensorData>, outputNames?: readonly string[]): Promise<Record<string, TensorData>>;
+  release(): Promise<void>;
+}
+
+let ortPromise: Promise<OrtModule> | undefined;
+
+/** onnxruntime-node, loaded on first use. */
+export function loadOrt(): Promise<OrtModule> {
+  ortPromise ??= import('onnxruntime-node').then((m) => {
+    const ort = ((m as unknown as { default?: OrtModule }).default ?? m) as OrtModule;
+    // Native log lines go straight to stderr, bypassing the CLI's reporters; every failure that
+    // matters reaches us as an exception anyway, so keep the process-wide logger quiet.
+    ort.env.logLevel = 'fatal';
+    return ort;
+  });
+  return ortPromise;
+}
+
+/** Execution providers this onnxruntime-node build knows, e.g. ['cpu', 'webgpu', 'cuda']. */
+export async function listExecutionProviders(): Promise<{ name: string; bundled: boolean }[]> {
+  const ort = await loadOrt();
+  return ort.listSupportedBackends().map((b) => ({ name: b.name, bundled: b.bundled }));
+}
+
+function normalizeProvider(name: string): string {
+  const n = name.trim().toLowerCase().replace(/executionprovider$/, '');
+  return n === 'tensorrt' || n === 'trt' ? 'tensorrt' : n;
+}
+
+const firstLine = (error: unknown): string =>
+  (error instanceof Error ? error.message : String(error)).split('\n').map((s) => s.trim()).find((s) => s.length > 0) ?? 'unknown error';
+
+function metadataSpecs(meta: readonly Ort.InferenceSession.ValueMetadata[]): IoSpec[] {
+  return meta.map((m) => {
+    if (!m.isTensor) return { name: m.name, dtype: 0 as IoSpec['dtype'], shape: [], unknownRank: true };
+    const shape: Dim[] = m.shape.map((d) => (typeof d === 'number' ? (d < 0 ? null : d) : d === '' ? null : d));
+    return { name: m.name, dtype: dtypeFromOrt(m.type), shape };
+  });
+}
+
+/**
+ * Creates a Runner for a model given as a path, ONNX bytes or an in-memory Model.
+ * InputError naming the model when onnxruntime cannot load it; UsageError when an execution
+ * provider is unknown or cannot start here, listing the ones this build has.
+ */
+export async function createRunner(model: Model | Uint8Array | string, options: RunnerOptions = {}): Promise<Runner> {
+  const ort = await loadOrt();
+  const label = options.label ?? (typeof model === 'string' ? model : 'in-memory model');
+  let source: string | Uint8Array;
+  let declared: { inputs: IoSpec[]; outputs: IoSpec[] } | undefined;
+  if (typeof model === 'string' || model instanceof Uint8Array) {
+    source = model;
+  } else {
+    const { encodeModel } = await import('../onnx/index.js');
+    source = encodeModel(model);
+    const { modelInputSpecs, modelOutputSpecs } = await import('./model-specs.js');
+    try {
+      declared = { inputs: modelInputSpecs(model), outputs: modelOutputSpecs(model) };
+    } catch {
+      declared = undefined; // non-tensor I/O: fall back to what onnxruntime reports
+    }
+  }
+
+  const known = ort.listSupportedBackends().map((b) => b.name);
+  const providers = (options.executionProviders ?? ['cpu']).map(normalizeProvider);
+  for (const p of providers) {
+    if (!known.includes(p)) {
+      throw new UsageError(`execution provider '${p}' is not available; this onnxruntime-node has: ${known.join(', ')}`);
+    }
+  }
+  const sessionOptions: Ort.InferenceSession.SessionOptions = {
+    executionProviders: providers,
+    graphOptimizationLevel: options.graphOptimizationLevel ?? 'all',
+    logSeverityLevel: options.logSeverityLevel ?? 3,
+  };
+  if (options.intraOpThreads !== undefined) sessionOptions.intraOpNumThreads = options.intraOpThreads;
+  if (options.interOpThreads !== undefined) {
+    sessionOptions.interOpNumThreads = options.interOpThreads;
+    sessionOptions.executionMode = 'parallel';
+  }
+  if (options.optimizedModelFilePath !== undefined) sessionOptions.optimizedModelFilePath = options.optimizedModelFilePath;
+
+  const create = (opts: Ort.InferenceSession.SessionOptions) =>
+    typeof source === 'string' ? ort.InferenceSession.create(source, opts) : ort.InferenceSession.create(source, opts);
+  let session: Ort.InferenceSession;
+  try {
+    session = await create(sessionOptions);
+  } catch (error) {
+    if (providers.some((p) => p !== 'cpu')) {
+      // Tell a provider that cannot start here apart from a model onnxruntime cannot load.
+      const { optimizedModelFilePath: _skip, ...rest } = sessionOptions;
+      const cpuOnly = await create({ ...rest, executionProviders: ['cpu'] }).then(
+        (s) => s,
+        () => undefined,
+      );
+      if (cpuOnly) {
+        await cpuOnly.release();
+        throw new UsageError(
+          `execution provider ${providers.filter((p) => p !== 'cpu').map((p) => `'${p}'`).join(', ')} could not start (${firstLine(error)}); 'cpu' works`,
+          { cause: error },
+        );
+      }
+    }
+    throw new InputError(`${label}: onnxruntime cannot load the model (${firstLine(error)})`, { cause: error });
+  }
+
+  const inputs = declared?.inputs ?? metadataSpecs(session.inputMetadata);
+  const outputs = declared?.outputs ?? metadataSpecs(session.outputMetadata);
+  const inputNames = new Set(session.inputNames);
+  const outputNames = new Set(session.outputNames);
+  const specByName = new Map(metadataSpecs(session.inputMetadata).map((s) => [s.name, s]));
+  let released = false;
+
+  return {
+    inputs,
+    outputs,
+    async run(feeds, wanted) {
+      if (released) throw new Error(`${label}: runner used after release()`);
+      const ortFeeds: Record<string, Ort.Tensor> = {};
+      for (const [name, t] of Object.entries(feeds)) {
+        if (!inputNames.has(name)) {
+          throw new InputError(`${label}: '${name}' is not a model input (inputs: ${[...inputNames].join(', ')})`);
+        }
+        const spec = specByName.get(name);
+        if (spec && spec.dtype !== 0 && spec.dtype !== t.dtype) {
+          throw new InputError(`${label}: input '${name}' is ${dtypeName(t.dtype)} but the model expects ${dtypeName(spec.dtype)}`);
+        }
+        if (spec && !spec.unknownRank && spec.shape.length > 0) {
+          const bad = spec.shape.length !== t.dims.length || spec.shape.some((d, i) => typeof d === 'number' && d !== t.dims[i]);
+          if (bad) {
+            throw new InputError(`${label}: input '${name}' has shape [${t.dims}] but the model expects ${formatShape(spec.shape)}`);
+          }
+        }
+        ortFeeds[name] = toOrtTensor(ort, t, name);
+      }
+      for (const name of session.inputNames) {
+        if (!(name in ortFeeds)) throw new InputError(`${label}: no data for model input '${name}'`);
+      }
+      const fetch = wanted ? [...wanted] : session.outputNames;
+      for (const name of fetch) {
+        if (!outputNames.has(name)) {
+          throw new UsageError(`${label}: '${name}' is not a model output (outputs: ${[...outputNames].join(', ')})`);
+        }
+      }
+      let result: Ort.InferenceSession.ReturnType;
+      try {
+        result = await session.run(ortFeeds, fetch);
+      } catch (error) {
+        throw new InputError(`${label}: onnxruntime failed to run the model (${firstLine(error)})`, { cause: error });
+      }
+      const out: Record<string, TensorData> = {};
+      for (const name of fetch) {
+        const value = result[name];
+        if (!value || !('dims' in value)) throw new InputError(`${label}: output '${name}' is not a tensor`);
+        out[name] = fromOrtTensor(value as Ort.Tensor);
+      }
+      return out;
+    },
+    async release() {
+      if (released) return;
+      released = true;
+      await session.release();
+    },
+  };
+}

@@ -1,0 +1,100 @@
+/**
+ * Input/output specs (name, dtype, possibly symbolic shape) and resolving symbolic dims to numbers
+ * from `--shape` overrides. Pure data; never loads onnxruntime, so src/data may use it too.
+ * Imports: ../ir/types.js, ../ir/dtype.js, ../errors.js.
+ */
+import { UsageError } from '../errors.js';
+import { dtypeName, type DataType } from '../ir/dtype.js';
+import type { Dim } from '../ir/types.js';
+
+export type { Dim };
+
+/** A model input or output as a runner or data reader sees it. */
+export interface IoSpec {
+  name: string;
+  dtype: DataType;
+  /** Dims as declared: numbers, symbolic names, or null for unnamed unknown dims. */
+  shape: Dim[];
+  /** True when the model declares no shape at all (rank unknown); `shape` is then []. */
+  unknownRank?: boolean;
+}
+
+/**
+ * Shape overrides as given by `--shape`: input name -> full shape, or a symbolic dim name -> its
+ * size (e.g. `batch=8` sets every dim called 'batch').
+ */
+export type ShapeOverrides = Record<string, number[]>;
+
+/** 'x=1x3x224x224,y=1x10' -> { x: [1,3,224,224], y: [1,10] }. UsageError on malformed text. */
+export function parseShapeOverrides(text: string): ShapeOverrides {
+  const out: ShapeOverrides = {};
+  for (const part of text.split(',')) {
+    const entry = part.trim();
+    if (entry === '') continue;
+    const eq = entry.lastIndexOf('=');
+    const name = eq > 0 ? entry.slice(0, eq).trim() : '';
+    const dimsText = eq > 0 ? entry.slice(eq + 1).trim() : '';
+    if (!name || !dimsText) {
+      throw new UsageError(`--shape '${entry}': expected name=DIMxDIMx... (e.g. x=1x3x224x224)`);
+    }
+    const dims = dimsText.split('x').map((d) => (/^\d+$/.test(d.trim()) ? Number(d) : NaN));
+    if (dims.some((d) => !Number.isSafeInteger(d) || d <= 0)) {
+      throw new UsageError(`--shape '${entry}': dims must be positive integers separated by 'x'`);
+    }
+    if (name in out) throw new UsageError(`--shape: '${name}' is given twice`);
+    out[name] = dims;
+  }
+  return out;
+}
+
+/** '[N,3,224,224]' as users read it. */
+export function formatShape(shape: readonly Dim[]): string {
+  return `[${shape.map((d) => (d === null ? '?' : String(d))).join(',')}]`;
+}
+
+/**
+ * A concrete shape for one input: its `--shape` override if there is one (checked against the
+ * declared rank and fixed dims), else the declared dims with symbolic ones taken from a dim-name
+ * override or, for dim 0, from `defaultBatch`. UsageError naming the input and dim otherwise.
+ */
+export function resolveShape(spec: IoSpec, overrides: ShapeOverrides = {}, defaultBatch?: number): number[] {
+  const own = Object.prototype.hasOwnProperty.call(overrides, spec.name) ? overrides[spec.name] : undefined;
+  if (own) {
+    if (!spec.unknownRank) {
+      if (own.length !== spec.shape.length) {
+        throw new UsageError(
+          `--shape ${spec.name}=${own.join('x')}: input '${spec.name}' has rank ${spec.shape.length} ${formatShape(spec.shape)}`,
+        );
+      }
+      spec.shape.forEach((d, i) => {
+        if (typeof d === 'number' && d !== own[i]) {
+          throw new UsageError(
+            `--shape ${spec.name}=${own.join('x')}: dim ${i} of input '${spec.name}' is fixed at ${d} ${formatShape(spec.shape)}`,
+          );
+        }
+      });
+    }
+    return [...own];
+  }
+  if (spec.unknownRank) {
+    throw new UsageError(`input '${spec.name}' declares no shape; pass --shape ${spec.name}=DIMxDIMx...`);
+  }
+  return spec.shape.map((d, i) => {
+    if (typeof d === 'number') return d;
+    if (typeof d === 'string' && d !== '') {
+      const byName = Object.prototype.hasOwnProperty.call(overrides, d) ? overrides[d] : undefined;
+      if (byName && byName.length === 1) return byName[0]!;
+    }
+    if (i === 0 && defaultBatch !== undefined) return defaultBatch;
+    const label = typeof d === 'string' && d !== '' ? `'${d}'` : '?';
+    const example = spec.shape.map((x, j) => (typeof x === 'number' ? x : j === 0 ? 1 : 'D')).join('x');
+    throw new UsageError(
+      `input '${spec.name}' ${formatShape(spec.shape)}: dim ${i} (${label}) is symbolic; pass --shape ${spec.name}=${example}`,
+    );
+  });
+}
+
+/** 'x: float32[N,3,224,224]' for messages. */
+export function describeSpec(spec: IoSpec): string {
+  return `${spec.name}: ${dtypeName(spec.dtype)}${spec.unknownRank ? '[...]' : formatShape(spec.shape)}`;
+}

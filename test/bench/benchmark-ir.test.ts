@@ -1,0 +1,80 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { benchmark } from '../../src/bench/benchmark.js';
+import { writeNpz } from '../../src/data/index.js';
+import { DataType } from '../../src/ir/index.js';
+import { saveModel } from '../../src/onnx/index.js';
+import { seededRandom } from '../../src/bench/stats.js';
+import { mlpModel, slowedCopy } from './models.js';
+
+const dir = mkdtempSync(path.join(tmpdir(), 'model-opt-bench-ir-'));
+const baseline = path.join(dir, 'mlp.onnx');
+const slowed = path.join(dir, 'mlp-slowed.onnx');
+const data = path.join(dir, 'eval.npz');
+const n = 200;
+
+beforeAll(async () => {
+  const model = mlpModel();
+  await saveModel(model, baseline);
+  await saveModel(slowedCopy(model, 8), slowed);
+  const random = seededRandom(5);
+  const x = Float32Array.from({ length: n * 64 }, () => random() * 2 - 1);
+  const labels = Int32Array.from({ length: n }, () => Math.floor(random() * 10));
+  await writeNpz(data, { x: { dtype: DataType.FLOAT, dims: [n, 64], data: x }, labels: { dtype: DataType.INT32, dims: [n], data: labels } });
+});
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+describe('benchmark: the done-when checks on an IR-built MLP', () => {
+  it('model vs itself: speed-up interval contains 1.0 and the accuracy difference is exactly 0', async () => {
+    const result = await benchmark({
+      baseline,
+      candidates: [baseline],
+      data,
+      warmup: 5,
+      iterations: 200,
+      batchSizes: [1, 16],
+      threads: 1,
+      measureMemory: false,
+      gates: { maxAccuracyDrop: { kind: 'points', value: 0 }, minSpeedup: 0.8 },
+    });
+    const [base, same] = result.models;
+    expect(base!.accuracy!.total).toBe(n);
+    expect(same!.accuracy!.comparison!.difference.estimate).toBe(0);
+    expect(same!.accuracy!.correct).toBe(base!.accuracy!.correct);
+    expect(same!.agreement!['logits']!.maxAbsError).toBe(0);
+    for (const point of same!.latency) {
+      expect(point.speedup!.low).toBeLessThanOrEqual(1);
+      expect(point.speedup!.high).toBeGreaterThanOrEqual(1);
+      expect(point.speedup!.verdict).toBe('no significant difference');
+    }
+    expect(result.gates.map((g) => g.passed)).toEqual([true, true, true]);
+  });
+
+  it('deliberately slowed copy: speed-up below 1 with an interval excluding 1.0, same accuracy', async () => {
+    const result = await benchmark({
+      baseline,
+      candidates: [slowed],
+      data,
+      warmup: 5,
+      iterations: 60,
+      batchSizes: [32],
+      threads: 1,
+      measureMemory: true,
+      gates: { minSpeedup: 0.9 },
+    });
+    const [base, slow] = result.models;
+    const speedup = slow!.latency[0]!.speedup!;
+    expect(speedup.high).toBeLessThan(1);
+    expect(speedup.verdict).toBe('slower');
+    // Identity MatMuls keep the outputs bit-identical.
+    expect(slow!.agreement!['logits']!.maxAbsError).toBe(0);
+    expect(slow!.accuracy!.comparison!.difference.estimate).toBe(0);
+    // 8 x 128x128 fp32 identity matrices add 512 KiB to the file.
+    expect(slow!.file.sizeBytes - base!.file.sizeBytes).toBeGreaterThan(8 * 128 * 128 * 4);
+    expect(slow!.peakMemoryBytes).toBeGreaterThan(0);
+    expect(result.gates[0]).toMatchObject({ gate: 'min-speedup', passed: false });
+    expect(result.passed).toBe(false);
+  });
+});

@@ -1,0 +1,92 @@
+// Model-zoo test sets (test_data_set_N/input_K.pb, output_K.pb) from Debian's libonnx-testdata,
+// fed through the runner and checked against the stored expected outputs.
+import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { InputError } from '../../src/errors.js';
+import { DataType, type TensorData } from '../../src/ir/dtype.js';
+import { batches, loadDataset } from '../../src/data/dataset.js';
+import { readTestDataSets, testSetFeeds } from '../../src/data/test-data-set.js';
+import { createRunner } from '../../src/runtime/runner.js';
+
+const ADD = '/usr/share/libonnx-testdata/data/node/test_add';
+const GATHER = '/usr/share/libonnx-testdata/data/node/test_gather_0';
+const tmp = mkdtempSync(join(tmpdir(), 'model-opt-tds-'));
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+describe.skipIf(!existsSync(ADD))('model-zoo test sets', () => {
+  it('reads test_add: two inputs, one output, in file order', async () => {
+    const sets = await readTestDataSets(ADD);
+    expect(sets.length).toBe(1);
+    expect(sets[0]!.inputs.map((i) => [i.name, i.tensor.dtype, i.tensor.dims])).toEqual([
+      ['x', DataType.FLOAT, [3, 4, 5]],
+      ['y', DataType.FLOAT, [3, 4, 5]],
+    ]);
+    expect(sets[0]!.outputs.map((o) => o.name)).toEqual(['sum']);
+  });
+
+  function maxAbsDiff(got: TensorData, want: TensorData): number {
+    expect(got.dims).toEqual(want.dims);
+    let maxDiff = 0;
+    for (let i = 0; i < want.data.length; i++) maxDiff = Math.max(maxDiff, Math.abs(Number(got.data[i]) - Number(want.data[i])));
+    return maxDiff;
+  }
+
+  it('loadDataset + runner reproduce the stored output of test_add', async () => {
+    const runner = await createRunner(join(ADD, 'model.onnx'));
+    const ds = await loadDataset(ADD, runner.inputs);
+    expect(ds.count).toBe(3);
+    const [batch] = [...batches(ds, ds.count)];
+    const out = await runner.run(batch!.feeds);
+    expect(maxAbsDiff(out.sum!, ds.outputs!.sum!)).toBeLessThanOrEqual(1e-6);
+    await runner.release();
+  });
+
+  it('testSetFeeds feeds a set whose inputs share no sample dim (Gather: data [5,4,3,2], indices [3])', async () => {
+    const runner = await createRunner(join(GATHER, 'model.onnx'));
+    const [set] = await readTestDataSets(GATHER);
+    const feeds = testSetFeeds(set!, runner.inputs);
+    expect(feeds.indices!.dtype).toBe(DataType.INT64);
+    const out = await runner.run(feeds);
+    expect(maxAbsDiff(out.y!, set!.outputs[0]!.tensor)).toBe(0);
+    // The same set as a data set is refused: its inputs disagree on the sample count.
+    await expect(loadDataset(GATHER, runner.inputs)).rejects.toThrow(`${GATHER}: input 'indices' has 3 samples but 'data' has 5`);
+    await runner.release();
+  });
+
+  it('several test sets concatenate along dim 0; inputs map in order when names do not match', async () => {
+    const dir = join(tmp, 'two-sets');
+    cpSync(join(ADD, 'test_data_set_0'), join(dir, 'test_data_set_0'), { recursive: true });
+    cpSync(join(ADD, 'test_data_set_0'), join(dir, 'test_data_set_1'), { recursive: true });
+    const specs = ['a', 'b'].map((name) => ({ name, dtype: DataType.FLOAT, shape: ['N', 4, 5] }));
+    const ds = await loadDataset(dir, specs);
+    expect(ds.count).toBe(6);
+    expect(ds.inputs.a!.dims).toEqual([6, 4, 5]);
+    const a = ds.inputs.a!.data as Float32Array;
+    expect(Array.from(a.subarray(60, 120))).toEqual(Array.from(a.subarray(0, 60)));
+    expect(ds.outputs!.sum!.dims).toEqual([6, 4, 5]);
+    expect(ds.notes).toEqual(['2 test sets concatenated along dim 0']);
+  });
+
+  it('bad directories and corrupt .pb files name the path', async () => {
+    const empty = join(tmp, 'empty');
+    mkdirSync(empty);
+    const spec = [{ name: 'x', dtype: DataType.FLOAT, shape: ['N'] }];
+    await expect(loadDataset(empty, spec)).rejects.toThrow(
+      new InputError(`${empty}: not a test-set directory (expected test_data_set_N/ folders or input_K.pb files)`),
+    );
+    const bad = join(tmp, 'bad');
+    mkdirSync(join(bad, 'test_data_set_0'), { recursive: true });
+    writeFileSync(join(bad, 'test_data_set_0', 'input_0.pb'), Buffer.from([0xff, 0xff, 0xff]));
+    const e = await loadDataset(bad, spec).catch((error: unknown) => error as Error);
+    expect(e).toBeInstanceOf(InputError);
+    expect((e as Error).message).toMatch(new RegExp(`^${join(bad, 'test_data_set_0', 'input_0.pb')}: not a readable TensorProto`));
+    const few = join(tmp, 'few');
+    cpSync(join(ADD, 'test_data_set_0', 'input_0.pb'), join(few, 'test_data_set_0', 'input_0.pb'), { recursive: true });
+    const two = ['p', 'q'].map((name) => ({ name, dtype: DataType.FLOAT, shape: ['N', 4, 5] }));
+    await expect(loadDataset(few, two)).rejects.toThrow(
+      new InputError(`${join(few, 'test_data_set_0')}: 1 input file(s) for 2 model inputs (p, q)`),
+    );
+  });
+});

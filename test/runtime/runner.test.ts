@@ -1,0 +1,130 @@
+// Runner over onnxruntime-node on tiny ONNX node-test models from Debian's libonnx-testdata,
+// with outputs checked against hand-computed numbers.
+import { existsSync, writeFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { InputError, UsageError } from '../../src/errors.js';
+import { DataType, float16ToFloat32, float32ToFloat16 } from '../../src/ir/dtype.js';
+import { createRunner } from '../../src/runtime/runner.js';
+
+const NODE = '/usr/share/libonnx-testdata/data/node';
+const model = (name: string) => join(NODE, name, 'model.onnx');
+const haveTestdata = existsSync(model('test_add'));
+const tmp = mkdtempSync(join(tmpdir(), 'model-opt-rt-'));
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+async function failure(p: Promise<unknown>): Promise<Error> {
+  const e = await p.then(
+    () => undefined,
+    (error: unknown) => error,
+  );
+  expect(e).toBeInstanceOf(Error);
+  expect((e as Error).message).not.toContain('\n');
+  return e as Error;
+}
+
+describe.skipIf(!haveTestdata)('createRunner', () => {
+  it('Add: specs from the session and x + y', async () => {
+    const runner = await createRunner(model('test_add'), { intraOpThreads: 1, graphOptimizationLevel: 'basic' });
+    expect(runner.inputs).toEqual([
+      { name: 'x', dtype: DataType.FLOAT, shape: [3, 4, 5] },
+      { name: 'y', dtype: DataType.FLOAT, shape: [3, 4, 5] },
+    ]);
+    expect(runner.outputs.map((o) => [o.name, o.dtype])).toEqual([['sum', DataType.FLOAT]]);
+    const x = Float32Array.from({ length: 60 }, (_, i) => i * 0.5);
+    const y = Float32Array.from({ length: 60 }, (_, i) => 100 - i);
+    const out = await runner.run({ x: { dtype: DataType.FLOAT, dims: [3, 4, 5], data: x }, y: { dtype: DataType.FLOAT, dims: [3, 4, 5], data: y } });
+    expect(out.sum!.dims).toEqual([3, 4, 5]);
+    expect(out.sum!.dtype).toBe(DataType.FLOAT);
+    expect(Array.from(out.sum!.data as Float32Array)).toEqual(Array.from({ length: 60 }, (_, i) => 100 - i * 0.5));
+    await runner.release();
+  });
+
+  it('bool in and out (And)', async () => {
+    const runner = await createRunner(model('test_and2d'));
+    const a = Uint8Array.from({ length: 12 }, (_, i) => i % 2);
+    const b = Uint8Array.from({ length: 12 }, (_, i) => (i % 3 === 0 ? 1 : 0));
+    const out = await runner.run({ x: { dtype: DataType.BOOL, dims: [3, 4], data: a }, y: { dtype: DataType.BOOL, dims: [3, 4], data: b } });
+    expect(out.and!.dtype).toBe(DataType.BOOL);
+    expect(Array.from(out.and!.data as Uint8Array)).toEqual(Array.from({ length: 12 }, (_, i) => (i % 6 === 3 ? 1 : 0)));
+    await runner.release();
+  });
+
+  it('float16 out as Uint16Array bits (Cast)', async () => {
+    const runner = await createRunner(model('test_cast_FLOAT_to_FLOAT16'));
+    const values = [0, 1, -2.5, 65504, 1e6, 1 / 3, -0, 0.1, 2, 3, 4, 5];
+    const out = await runner.run({ input: { dtype: DataType.FLOAT, dims: [3, 4], data: Float32Array.from(values) } });
+    expect(out.output!.dtype).toBe(DataType.FLOAT16);
+    expect(out.output!.data).toBeInstanceOf(Uint16Array);
+    expect(Array.from(out.output!.data as Uint16Array)).toEqual(values.map(float32ToFloat16));
+    expect(float16ToFloat32((out.output!.data as Uint16Array)[4]!)).toBe(Infinity);
+    await runner.release();
+  });
+
+  it('int64 in as BigInt64Array (Gather), with an output subset', async () => {
+    const runner = await createRunner(model('test_gather_0'));
+    const data = Float32Array.from({ length: 120 }, (_, i) => i);
+    const out = await runner.run(
+      { data: { dtype: DataType.FLOAT, dims: [5, 4, 3, 2], data }, indices: { dtype: DataType.INT64, dims: [3], data: BigInt64Array.from([4n, 0n, 2n]) } },
+      ['y'],
+    );
+    expect(out.y!.dims).toEqual([3, 4, 3, 2]);
+    const rows = [4, 0, 2].flatMap((r) => Array.from({ length: 24 }, (_, i) => r * 24 + i));
+    expect(Array.from(out.y!.data as Float32Array)).toEqual(rows);
+    await runner.release();
+  });
+
+  it('writes the onnxruntime-optimized model when asked', async () => {
+    const path = join(tmp, 'opt.onnx');
+    const runner = await createRunner(model('test_add'), { optimizedModelFilePath: path });
+    await runner.release();
+    expect(existsSync(path)).toBe(true);
+  });
+
+  describe('errors', () => {
+    const x = { dtype: DataType.FLOAT, dims: [3, 4, 5], data: new Float32Array(60) } as const;
+    it('unreadable and corrupt model files name the file and onnxruntime first line', async () => {
+      const missing = join(tmp, 'missing.onnx');
+      let e = await failure(createRunner(missing));
+      expect(e).toBeInstanceOf(InputError);
+      expect(e.message).toMatch(new RegExp(`^${missing}: onnxruntime cannot load the model \\(.+\\)$`));
+      const corrupt = join(tmp, 'corrupt.onnx');
+      writeFileSync(corrupt, 'this is not protobuf');
+      e = await failure(createRunner(corrupt));
+      expect(e).toBeInstanceOf(InputError);
+      expect(e.message).toBe(`${corrupt}: onnxruntime cannot load the model (Load model from ${corrupt} failed:Protobuf parsing failed.)`);
+      e = await failure(createRunner(new Uint8Array([1, 2, 3]), { label: 'bytes.onnx' }));
+      expect(e.message).toBe('bytes.onnx: onnxruntime cannot load the model (Failed to load model because protobuf parsing failed.)');
+    });
+
+    it('unknown execution provider lists the available ones', async () => {
+      const e = await failure(createRunner(model('test_add'), { executionProviders: ['bogus'] }));
+      expect(e).toBeInstanceOf(UsageError);
+      expect(e.message).toMatch(/^execution provider 'bogus' is not available; this onnxruntime-node has: cpu(, \w+)*$/);
+    });
+
+    it('a provider that cannot start here is a UsageError, not a model error', async () => {
+      // CUDA libraries are not installed (.npmrc skips their download), so 'cuda' cannot start.
+      const e = await failure(createRunner(model('test_add'), { executionProviders: ['CUDAExecutionProvider', 'cpu'] }));
+      expect(e).toBeInstanceOf(UsageError);
+      expect(e.message).toMatch(/^execution provider 'cuda' could not start \(.+\); 'cpu' works$/);
+    });
+
+    it('feeds: unknown name, missing input, wrong dtype, wrong shape, unknown output', async () => {
+      const runner = await createRunner(model('test_add'), { label: 'add.onnx' });
+      expect((await failure(runner.run({ x, y: x, z: x }))).message).toBe("add.onnx: 'z' is not a model input (inputs: x, y)");
+      expect((await failure(runner.run({ x }))).message).toBe("add.onnx: no data for model input 'y'");
+      expect((await failure(runner.run({ x, y: { dtype: DataType.DOUBLE, dims: [3, 4, 5], data: new Float64Array(60) } }))).message).toBe(
+        "add.onnx: input 'y' is float64 but the model expects float32",
+      );
+      expect((await failure(runner.run({ x, y: { dtype: DataType.FLOAT, dims: [3, 5, 4], data: new Float32Array(60) } }))).message).toBe(
+        "add.onnx: input 'y' has shape [3,5,4] but the model expects [3,4,5]",
+      );
+      const e = await failure(runner.run({ x, y: x }, ['nope']));
+      expect(e).toBeInstanceOf(UsageError);
+      expect(e.message).toBe("add.onnx: 'nope' is not a model output (outputs: sum)");
+      await runner.release();
+    });
+  });
+});
