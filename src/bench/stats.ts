@@ -216,7 +216,15 @@ function bootstrapCI(
   return { estimate, low: percentileSorted(stats, tail), high: percentileSorted(stats, 100 - tail) };
 }
 
-export type SpeedupVerdict = 'faster' | 'slower' | 'no significant difference';
+export type SpeedupVerdict = 'faster' | 'slower' | 'no significant difference' | 'within noise';
+
+/**
+ * Differences smaller than this (relative) are below what one process on a shared machine can
+ * resolve: two sessions of the same model measured back to back differ by up to ~1-2% from memory
+ * placement and load from other processes, so an interval that excludes 1.0 but lies entirely
+ * within 1 +- this is reported as 'within noise', not as a win or a loss (as criterion.rs does).
+ */
+export const SPEEDUP_NOISE_THRESHOLD = 0.02;
 
 export interface Speedup extends Interval {
   verdict: SpeedupVerdict;
@@ -231,7 +239,7 @@ export interface Speedup extends Interval {
 export function pairedSpeedup(
   baselineTimes: ArrayLike<number>,
   candidateTimes: ArrayLike<number>,
-  options: BootstrapOptions & { groupSize?: number } = {},
+  options: BootstrapOptions & { groupSize?: number; noiseThreshold?: number } = {},
 ): Speedup {
   if (baselineTimes.length !== candidateTimes.length) {
     throw new Error(`pairedSpeedup: ${baselineTimes.length} baseline vs ${candidateTimes.length} candidate timings`);
@@ -255,13 +263,13 @@ export function pairedSpeedup(
   // Block length ~ n^(1/3), the usual rate for the moving-block bootstrap of a time series.
   const blockLength = options.blockLength ?? Math.max(1, Math.round(Math.cbrt(ratios.length)));
   const ci = bootstrapMedianCI(ratios, { ...options, blockLength });
-  return { ...ci, verdict: speedupVerdict(ci) };
+  return { ...ci, verdict: speedupVerdict(ci, options.noiseThreshold) };
 }
 
-export function speedupVerdict(ci: Interval): SpeedupVerdict {
-  if (ci.low > 1) return 'faster';
-  if (ci.high < 1) return 'slower';
-  return 'no significant difference';
+export function speedupVerdict(ci: Interval, noise = SPEEDUP_NOISE_THRESHOLD): SpeedupVerdict {
+  if (ci.low <= 1 && ci.high >= 1) return 'no significant difference';
+  if (ci.low >= 1 - noise && ci.high <= 1 + noise) return 'within noise';
+  return ci.low > 1 ? 'faster' : 'slower';
 }
 
 // ---- McNemar ------------------------------------------------------------------------------------

@@ -45,7 +45,9 @@ export function formatThroughput(samplesPerSecond: number): string {
 export function formatSpeedup(speedup: LatencyPoint['speedup']): string {
   if (!speedup) return 'baseline';
   const main = `${speedup.estimate.toFixed(2)}x [${speedup.low.toFixed(2)}, ${speedup.high.toFixed(2)}]`;
-  return speedup.verdict === 'no significant difference' ? `${main} n.s.` : main;
+  if (speedup.verdict === 'no significant difference') return `${main} n.s.`;
+  if (speedup.verdict === 'within noise') return `${main} ~noise`;
+  return main;
 }
 
 export function formatInterval(i: Interval, digits: number, unit = ''): string {

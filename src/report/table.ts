@@ -101,6 +101,6 @@ export function methodLine(result: BenchmarkResult): string {
       : `${result.data.samples} seeded random samples (seed ${s.seed})`;
   return (
     `${data}; ${s.warmup} warm-up + ${rounds} timed runs per model, interleaved round-robin; ` +
-    `threads ${s.threads ?? 'ORT default'}; speed-up = median of paired ratios (bootstrap 95% CI, n.s. = interval spans 1.0)`
+    `threads ${s.threads ?? 'ORT default'}; speed-up = median of paired ratios (bootstrap 95% CI; n.s. = interval spans 1.0, ~noise = interval within ±2%)`
   );
 }

@@ -7,6 +7,7 @@ import {
   mcnemar,
   mcnemarFromCounts,
   pairedSpeedup,
+  speedupVerdict,
   percentile,
   summarize,
   topKCorrect,
@@ -70,6 +71,24 @@ describe('bootstrap interval of the median', () => {
     expect(mixed.low).toBeLessThan(1);
     expect(mixed.high).toBeGreaterThan(1);
     expect(mixed.verdict).toBe('no significant difference');
+  });
+
+  it('groups one rotation of rounds so a slot effect cancels (hand: alternating 1.0/1.1 -> ratio 1)', () => {
+    // Round r runs A first when r is even and B first when odd; the first slot is 10% slower.
+    const a = Array.from({ length: 40 }, (_, r) => (r % 2 === 0 ? 1.1 : 1.0));
+    const b = Array.from({ length: 40 }, (_, r) => (r % 2 === 0 ? 1.0 : 1.1));
+    expect(pairedSpeedup(a, b, { groupSize: 2 })).toEqual({ estimate: 1, low: 1, high: 1, verdict: 'no significant difference' });
+    // Per round the ratios are 1.1 and 1/1.1: a bimodal mix whose median sits between the modes.
+    const ungrouped = pairedSpeedup(a, b);
+    expect(ungrouped.estimate).toBeCloseTo((1.1 + 1 / 1.1) / 2, 12);
+  });
+
+  it('verdict: interval within +-2% that excludes 1 is within noise', () => {
+    expect(speedupVerdict({ estimate: 1.01, low: 1.005, high: 1.015 })).toBe('within noise');
+    expect(speedupVerdict({ estimate: 1.02, low: 1.005, high: 1.03 })).toBe('faster');
+    expect(speedupVerdict({ estimate: 0.99, low: 0.985, high: 0.995 })).toBe('within noise');
+    expect(speedupVerdict({ estimate: 0.5, low: 0.45, high: 0.55 })).toBe('slower');
+    expect(speedupVerdict({ estimate: 1, low: 0.9, high: 1.1 })).toBe('no significant difference');
   });
 });
 

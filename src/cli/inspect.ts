@@ -1,0 +1,36 @@
+/**
+ * `model-opt inspect <model>`: what a model is made of, as a table or one JSON document.
+ * May import: cli/common; lazily analysis/inspect and report/inspect.
+ */
+import type { Command } from 'commander';
+import { ExitCode } from '../errors.js';
+import { printJson, runCommand } from './common.js';
+
+export const INSPECT_SCHEMA_VERSION = 1;
+
+interface InspectFlags {
+  json?: boolean;
+  runtime: boolean;
+}
+
+export function registerInspect(program: Command): void {
+  program
+    .command('inspect')
+    .description('show inputs, outputs, opsets, op types, parameters, sparsity and whether onnxruntime loads a model')
+    .argument('<model>', 'the .onnx model file')
+    .option('--json', 'print one JSON document on stdout instead of tables')
+    .option('--no-runtime', 'skip the onnxruntime load check')
+    .action(
+      runCommand(async (modelPath: string, flags: InspectFlags) => {
+        const { inspectModel } = await import('../analysis/inspect.js');
+        const report = await inspectModel(modelPath, { checkRuntime: flags.runtime });
+        if (flags.json) {
+          printJson({ schemaVersion: INSPECT_SCHEMA_VERSION, command: 'inspect', ...report });
+        } else {
+          const { renderInspect } = await import('../report/inspect.js');
+          process.stdout.write(renderInspect(report));
+        }
+        return ExitCode.ok;
+      }),
+    );
+}

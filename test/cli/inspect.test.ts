@@ -1,0 +1,103 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DataType, GraphBuilder } from '../../src/ir/index.js';
+import { saveModel } from '../../src/onnx/index.js';
+import { runCli } from '../helpers/cli.js';
+
+let dir: string;
+let modelPath: string;
+
+/**
+ * x[N,4] -> MatMul(w: 4x3, 6 of 12 zeros) -> Add(Constant b: 3) -> If(cond){Relu}{Identity}.
+ * Parameters: 12 + 3 = 15 float32 elements; sparsity counts tensors of >= 16 elements only,
+ * so a 16-element weight with 4 zeros is added as an unused-by-sparsity check.
+ */
+function buildModel() {
+  const b = new GraphBuilder({ opset: 17 });
+  const x = b.input('x', DataType.FLOAT, ['N', 4]);
+  const cond = b.input('cond', DataType.BOOL, []);
+  const w = b.initializer('w', DataType.FLOAT, [4, 4], Float32Array.from([0, 1, 0, 2, 0, 3, 0, 4, 5, 6, 7, 8, 9, 10, 11, 12]));
+  const bias = b.constant('bias', { dtype: DataType.FLOAT, dims: [4], data: Float32Array.from([1, 2, 3, 4]) });
+  const y = b.node('MatMul', [x, w]);
+  const z = b.node('Add', [y, bias]);
+
+  const thenB = new GraphBuilder();
+  const r = thenB.node('Relu', [z]);
+  thenB.output(r, DataType.FLOAT, ['N', 4]);
+  const elseB = new GraphBuilder();
+  const id = elseB.node('Identity', [z]);
+  elseB.output(id, DataType.FLOAT, ['N', 4]);
+  const out = b.node('If', [cond], { then_branch: thenB.graph, else_branch: elseB.graph });
+  b.output(out, DataType.FLOAT, ['N', 4]);
+  return b.build();
+}
+
+beforeAll(async () => {
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'model-opt-inspect-'));
+  modelPath = path.join(dir, 'tiny.onnx');
+  await saveModel(buildModel(), modelPath);
+});
+
+afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+describe('model-opt inspect', () => {
+  it('reports structure, parameters and sparsity as JSON', () => {
+    const result = runCli(['inspect', modelPath, '--json']);
+    expect(result.status).toBe(0);
+    const doc = JSON.parse(result.stdout);
+    expect(doc.schemaVersion).toBe(1);
+    expect(doc.inputs).toEqual([
+      { name: 'x', dtype: 'float32', shape: ['N', 4] },
+      { name: 'cond', dtype: 'bool', shape: [] },
+    ]);
+    expect(doc.outputs[0].shape).toEqual(['N', 4]);
+    // MatMul, Constant, Add, If in the main graph; Relu and Identity in the two branches.
+    expect(doc.nodes).toBe(6);
+    expect(doc.subgraphs).toBe(2);
+    const ops = Object.fromEntries(doc.opTypes.map((o: { opType: string; count: number }) => [o.opType, o.count]));
+    expect(ops).toEqual({ MatMul: 1, Constant: 1, Add: 1, If: 1, Relu: 1, Identity: 1 });
+    // 16 (w) + 4 (Constant bias) float32 elements.
+    expect(doc.parameters.elements).toBe(20);
+    expect(doc.parameters.bytes).toBe(80);
+    // Only w has >= 16 elements: 4 zeros of 16.
+    expect(doc.sparsity.zeros).toBe(4);
+    expect(doc.sparsity.elements).toBe(16);
+    expect(doc.sparsity.fraction).toBeCloseTo(0.25, 12);
+    expect(doc.runtime.loads).toBe(true);
+    expect(doc.opsetImports).toEqual([{ domain: 'ai.onnx', version: 17 }]);
+  });
+
+  it('prints a human table by default', () => {
+    const result = runCli(['inspect', modelPath]);
+    expect(result.status).toBe(0);
+    expect(result.stdout).toMatch(/6 nodes, including 2 subgraph\(s\)/);
+    expect(result.stdout).toMatch(/weight sparsity: 25\.00% zeros \(4 of 16/);
+    expect(result.stdout).toMatch(/loads in onnxruntime/);
+  });
+
+  it('exits 2 with a one-line message naming a missing file', () => {
+    const missing = path.join(dir, 'missing.onnx');
+    const result = runCli(['inspect', missing]);
+    expect(result.status).toBe(2);
+    expect(result.stderr.trim().split('\n')).toHaveLength(1);
+    expect(result.stderr).toContain(missing);
+  });
+
+  it('exits 2 with a one-line message naming a corrupt file', () => {
+    const corrupt = path.join(dir, 'corrupt.onnx');
+    fs.writeFileSync(corrupt, Buffer.from('this is not a protobuf model at all'));
+    const result = runCli(['inspect', corrupt]);
+    expect(result.status).toBe(2);
+    expect(result.stderr.trim().split('\n')).toHaveLength(1);
+    expect(result.stderr).toContain(corrupt);
+  });
+
+  it('exits 2 for a missing argument and 0 for --help', () => {
+    expect(runCli(['inspect']).status).toBe(2);
+    const help = runCli(['inspect', '--help']);
+    expect(help.status).toBe(0);
+    expect(help.stdout).toMatch(/--json/);
+  });
+});

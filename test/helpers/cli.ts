@@ -1,0 +1,25 @@
+/**
+ * Runs the built CLI (bin/model-opt.js over dist/) as a user would, capturing stdout, stderr and
+ * the exit code. `npm test` builds first (pretest), so dist/ matches src/.
+ */
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+export const BIN = fileURLToPath(new URL('../../bin/model-opt.js', import.meta.url));
+export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+
+export interface CliResult {
+  status: number;
+  stdout: string;
+  stderr: string;
+}
+
+export function runCli(args: string[], options: { cwd?: string; timeoutMs?: number } = {}): CliResult {
+  const result = spawnSync(process.execPath, [BIN, ...args], {
+    cwd: options.cwd ?? ROOT,
+    encoding: 'utf8',
+    timeout: options.timeoutMs ?? 120_000,
+    env: { ...process.env, CI: 'true', FORCE_COLOR: '0' },
+  });
+  return { status: result.status ?? -1, stdout: result.stdout, stderr: result.stderr };
+}
