@@ -22,8 +22,8 @@ import {
   printJson,
   reportError,
   runCommand,
-  type AccuracyBudget,
 } from './common.js';
+import type { AccuracyBudget } from '../bench/types.js';
 
 interface BenchmarkFlags {
   data?: string;
@@ -114,11 +114,11 @@ export function registerBenchmark(program: Command): void {
     .option('--markdown <file>', 'also write a Markdown report (for CI summaries and PR comments)')
     .addOption(new Option('--bootstrap <n>', 'bootstrap resamples for intervals').argParser(parsePositiveInt).default(2000).hideHelp())
     .action(
-      runCommand(async (baseline: string, candidates: string[], flags: BenchmarkFlags & { bootstrap: number }) => {
+      runCommand(async (baseline: string, candidates: string[], flags: BenchmarkFlags & { bootstrap: number }, command: Command) => {
         const { parseShapeOverrides } = await import('../runtime/shapes.js');
         const shapes = flags.shape ? parseShapeOverrides(flags.shape.join(',')) : undefined;
         const markdownPath = flags.markdown
-          ? checkOutputPath(flags.markdown, [baseline, ...candidates, ...(flags.data ? [flags.data] : [])])
+          ? checkOutputPath(flags.markdown, [baseline, ...candidates, ...(flags.data ? [flags.data] : [])], '--markdown')
           : undefined;
         const [{ benchmark }, report] = await Promise.all([import('../bench/index.js'), import('../report/index.js')]);
         const progress = await createProgress({ json: flags.json });
@@ -147,7 +147,9 @@ export function registerBenchmark(program: Command): void {
                 minSpeedup: flags.minSpeedup,
                 maxLatencyP99Ms: flags.maxLatencyP99,
               },
-              command: commandLine(process.argv),
+              // commander keeps the argv given to parseAsync as rawArgs (untyped), so in-process
+              // callers get their own command rather than the host process's argv.
+              command: commandLine((command.parent as unknown as { rawArgs?: string[] } | null)?.rawArgs ?? process.argv),
             },
             {
               onProgress: (event) => progress.update(event.message),

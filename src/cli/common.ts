@@ -7,6 +7,7 @@
  */
 import path from 'node:path';
 import { InvalidArgumentError } from 'commander';
+import type { AccuracyBudget } from '../bench/types.js';
 import { ExitCode, ModelOptError, UsageError } from '../errors.js';
 
 /** Exit code the current command finished with; set by runCommand. */
@@ -95,7 +96,6 @@ export function collect(value: string, previous: string[] = []): string[] {
 /**
  * An accuracy budget: '0.5' or '0.5pt' means percentage points, '1%' a relative drop.
  */
-export type AccuracyBudget = { kind: 'points'; value: number } | { kind: 'relative'; value: number };
 export function parseAccuracyBudget(value: string): AccuracyBudget {
   const text = value.trim();
   const match = /^(\d+(?:\.\d+)?)\s*(pt|pts|%)?$/.exec(text);
@@ -118,11 +118,11 @@ function jsonReplacer(_key: string, value: unknown): unknown {
 }
 
 /** Refuse to write over an input file; the output path must differ from every input. */
-export function checkOutputPath(output: string, inputs: string[]): string {
+export function checkOutputPath(output: string, inputs: string[], flag = '-o/--output'): string {
   const resolved = path.resolve(output);
   for (const input of inputs) {
     if (path.resolve(input) === resolved) {
-      throw new UsageError(`refusing to overwrite the input model ${input}; choose another -o/--output path`);
+      throw new UsageError(`refusing to overwrite the input file ${input}; choose another ${flag} path`);
     }
   }
   return resolved;

@@ -20,7 +20,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const quick = { warmup: 2, iterations: 30, measureMemory: false, bootstrapResamples: 500 } as const;
 
 describe('benchmark on a fixed-batch Softmax model', () => {
-  it('model vs itself on random data: identical outputs, speed-up interval contains 1', async () => {
+  it('model vs itself on random data: identical outputs, speed-up about 1', async () => {
     const result = await benchmark({ baseline: SOFTMAX, candidates: [SOFTMAX], ...quick });
     expect(result.data).toEqual({ source: 'random', path: null, samples: 10, labels: false });
     expect(result.settings.batchSizes).toEqual([10]);
@@ -28,9 +28,11 @@ describe('benchmark on a fixed-batch Softmax model', () => {
     expect(base!.label).toBe('model.onnx');
     expect(cand!.label).toBe('model.onnx (2)');
     expect(cand!.agreement!['1']).toMatchObject({ maxAbsError: 0, relativeL2: 0, cosineSimilarity: 1, sqnrDb: Infinity, top1Agreement: 1 });
+    // Not a win or a loss beyond noise (tests share a loaded 2-core machine; see benchmark-ir.test.ts).
     const speedup = cand!.latency[0]!.speedup!;
-    expect(speedup.low).toBeLessThanOrEqual(1);
-    expect(speedup.high).toBeGreaterThanOrEqual(1);
+    expect(Math.abs(speedup.estimate - 1)).toBeLessThan(0.05);
+    expect(speedup.low).toBeLessThan(1.05);
+    expect(speedup.high).toBeGreaterThan(0.95);
     expect(base!.latency[0]!.stats.count).toBe(30);
     expect(base!.file.sizeBytes).toBeGreaterThan(0);
     expect(base!.file.sha256).toMatch(/^[0-9a-f]{64}$/);
