@@ -11,7 +11,7 @@ import { quantizeDynamic } from '../dist/passes/quantize/dynamic.js';
 import { convertToFloat16 } from '../dist/passes/quantize/fp16.js';
 
 const roundsArg = process.argv.indexOf('--rounds');
-const ROUNDS = { 1: 300, 32: 60 };
+const ROUNDS = { 1: 1000, 32: 200 };
 if (roundsArg > 0) ROUNDS[1] = ROUNDS[32] = Number(process.argv[roundsArg + 1]);
 
 function lcg(seed) {

@@ -1,0 +1,399 @@
+/**
+ * Dynamic INT8 quantization (`--mode int8-dynamic`): weights of MatMul and Gemm become int8
+ * initializers; activations are quantized at run time. Emitted in standard ONNX ops, exactly the
+ * pattern onnxruntime's quantize_dynamic writes and its graph optimizer fuses:
+ *
+ *   x -> DynamicQuantizeLinear -> MatMulInteger(x_q, W_q, x_zp[, W_zp]) -> Cast(float)
+ *        -> Mul(·, Mul(x_scale, W_scale)) [-> Add(bias)]
+ *
+ * onnxruntime (extended level) turns MatMulInteger+Cast+Mul(+Add) into com.microsoft
+ * MatMulIntegerToFloat and, when the DynamicQuantizeLinear feeds only that node, into
+ * DynamicQuantizeMatMul: one u8s8 integer GEMM with the scales and bias applied in its epilogue.
+ * Emitting standard ops (instead of the contrib op directly) keeps the model valid ONNX for other
+ * runtimes at no cost on onnxruntime. Conv, LSTM/GRU/RNN and Attention stay float: ConvInteger
+ * has no fused float epilogue in onnxruntime's CPU provider (its im2col path is slower than the
+ * float Conv), and the recurrent/attention ops would need their own integer contrib kernels.
+ * Works on a clone; the input model is never mutated.
+ * Imports: the IR, errors, ./dynamic-weights.js and ./fp16.js (weight-size helper only).
+ */
+import { DataType, Graph, Tensor, type Model, type Node, type Value, isTensorType, visitGraphs } from '../../ir/index.js';
+import { UsageError } from '../../errors.js';
+import { quantizeWeight, type WeightType } from './dynamic-weights.js';
+import { modelWeightBytes } from './fp16.js';
+
+export interface DynamicOptions {
+  /** Op types to quantize; default ['MatMul', 'Gemm'] (the only ones this mode supports). */
+  opTypes?: string[];
+  /** Op types to leave in float32 even if listed in opTypes. */
+  excludeOpTypes?: string[];
+  /** Node names to leave in float32. */
+  excludeNodes?: string[];
+  /** One weight scale per output column (true, default) or one per tensor. */
+  perChannel?: boolean;
+  /** Weight storage: 'int8' symmetric (default, onnxruntime's u8s8 kernels) or 'uint8' asymmetric. */
+  weightType?: WeightType;
+  /** 7-bit weights: avoids int16 saturation of u8s8 kernels on x86 CPUs without VNNI (AVX2-only). */
+  reduceRange?: boolean;
+  /** Non-fatal findings (skipped nodes, an opset too old). */
+  onWarning?: (message: string) => void;
+}
+
+export interface DynamicQuantizedNode {
+  node: string;
+  opType: string;
+  /** The float weight it replaced. */
+  weight: string;
+  /** Weight matrix [K, N] as multiplied (after transB). */
+  shape: [number, number];
+  perChannel: boolean;
+  /** Whether a bias Add follows (Gemm C, or an existing MatMul + Add) so onnxruntime fuses it. */
+  bias: boolean;
+}
+
+export interface DynamicReport {
+  mode: 'int8-dynamic';
+  quantized: DynamicQuantizedNode[];
+  quantizedByOpType: Record<string, number>;
+  /** Nodes of a quantizable or notable op type left in float32, with the reason. */
+  keptFloat: { node: string; opType: string; reason: string }[];
+  /** Bytes of initializers and constant tensors before and after. */
+  weightBytesBefore: number;
+  weightBytesAfter: number;
+  notes: string[];
+}
+
+const SUPPORTED = new Set(['MatMul', 'Gemm']);
+/** Left float on purpose; listed in the report so users see why. */
+const DOCUMENTED_FLOAT: Record<string, string> = {
+  Conv: 'Conv stays float in dynamic mode (ConvInteger is slower than float Conv in onnxruntime on CPU); use --mode int8',
+  LSTM: 'LSTM stays float (onnxruntime needs the com.microsoft DynamicQuantizeLSTM kernel)',
+  GRU: 'GRU stays float (no integer kernel)',
+  RNN: 'RNN stays float (no integer kernel)',
+  Attention: 'Attention stays float (its MatMuls are quantized only when exported as separate MatMul nodes)',
+  MultiHeadAttention: 'MultiHeadAttention stays float (no dynamic integer kernel)',
+};
+
+interface Plan {
+  node: Node;
+  graph: Graph;
+  activation: Value;
+  weight: Value;
+  /** Weight as [K, N] row-major float, alpha folded in. */
+  matrix: Float32Array;
+  k: number;
+  n: number;
+  /** Constant bias [N] (Gemm C times beta). */
+  bias?: Float32Array;
+  /** Non-fused addend (Gemm C that is not a per-column vector). */
+  addend?: Value | Float32Array;
+  addendDims?: number[];
+  /** Existing Add after a MatMul whose constant bias sits in slot 0: swap so onnxruntime fuses. */
+  swapAdd?: Node;
+  weightKey: string;
+}
+
+const isDefaultDomain = (n: Node): boolean => n.domain === '' || n.domain === 'ai.onnx';
+const label = (n: Node): string => n.name || n.opType;
+
+/** Quantize MatMul/Gemm weights to int8 with run-time activation quantization. */
+export function quantizeDynamic(model: Model, options: DynamicOptions = {}): { model: Model; report: DynamicReport } {
+  const opTypes = new Set(options.opTypes ?? ['MatMul', 'Gemm']);
+  for (const t of opTypes) {
+    if (!SUPPORTED.has(t)) throw new UsageError(`--mode int8-dynamic cannot quantize op type '${t}' (supported: ${[...SUPPORTED].join(', ')})`);
+  }
+  for (const t of options.excludeOpTypes ?? []) opTypes.delete(t);
+  const excluded = new Set(options.excludeNodes ?? []);
+  const perChannel = options.perChannel ?? true;
+  const weightType = options.weightType ?? 'int8';
+  const reduceRange = options.reduceRange ?? false;
+  const warn = options.onWarning ?? (() => undefined);
+
+  const out = model.clone();
+  const report: DynamicReport = {
+    mode: 'int8-dynamic',
+    quantized: [],
+    quantizedByOpType: {},
+    keptFloat: [],
+    weightBytesBefore: modelWeightBytes(out),
+    weightBytesAfter: 0,
+    notes: [
+      'Dynamic INT8 pays off for MatMul/Gemm-heavy models (MLPs, transformers) at small batch on CPU; activations are quantized per batch at run time, so no calibration set is needed.',
+    ],
+  };
+  const keep = (node: Node, reason: string): void => {
+    report.keptFloat.push({ node: label(node), opType: node.opType, reason });
+  };
+
+  const opset = out.opsetVersion('') ?? 1;
+  if (opset < 11) {
+    const msg = `opset ${opset} is below 11, which DynamicQuantizeLinear needs; upgrade the model's opset first (nothing was quantized)`;
+    warn(msg);
+    report.notes.push(msg);
+    for (const node of out.allNodes()) if (SUPPORTED.has(node.opType)) keep(node, `opset ${opset} < 11`);
+    report.weightBytesAfter = report.weightBytesBefore;
+    return { model: out, report };
+  }
+
+  // ---- plan ------------------------------------------------------------------------------------
+  const plans: Plan[] = [];
+  visitGraphs(out.graph, (graph) => {
+    for (const node of graph.nodes) {
+      if (!isDefaultDomain(node)) continue;
+      if (DOCUMENTED_FLOAT[node.opType]) {
+        keep(node, DOCUMENTED_FLOAT[node.opType]!);
+        continue;
+      }
+      if (!SUPPORTED.has(node.opType)) continue;
+      if (!opTypes.has(node.opType)) {
+        keep(node, 'op type excluded');
+        continue;
+      }
+      if (excluded.has(node.name)) {
+        keep(node, 'node excluded');
+        continue;
+      }
+      const result = node.opType === 'MatMul' ? planMatMul(node) : planGemm(node);
+      if (typeof result === 'string') keep(node, result);
+      else plans.push(result);
+    }
+  });
+
+  // ---- apply -----------------------------------------------------------------------------------
+  const names = new NameSource(out);
+  const weightCache = new Map<string, { q: Value; scale: Value; zp?: Value }>();
+  const dqlCache = new Map<Value, Map<Graph, Value[]>>();
+  const oldWeights = new Set<Value>();
+  for (const p of plans) {
+    const { node, graph } = p;
+    const base = label(node);
+    let w = weightCache.get(p.weightKey);
+    if (!w) {
+      const q = quantizeWeight(p.matrix, p.k, p.n, weightType, perChannel, reduceRange);
+      const home = p.weight.graph; // the scope of the float weight sees every user of it
+      const wName = names.value(`${p.weight.name}_quantized`);
+      const qv = home.addInitializer(
+        Tensor.fromData(wName, { dtype: weightType === 'int8' ? DataType.INT8 : DataType.UINT8, dims: [p.k, p.n], data: q.data }),
+      );
+      const sv = home.addInitializer(
+        Tensor.fromData(names.value(`${p.weight.name}_scale`), { dtype: DataType.FLOAT, dims: perChannel ? [p.n] : [], data: q.scales }),
+      );
+      // Symmetric int8 has zero points of 0, the MatMulInteger default: leave the input out.
+      const zv =
+        weightType === 'uint8'
+          ? home.addInitializer(
+              Tensor.fromData(names.value(`${p.weight.name}_zero_point`), { dtype: DataType.UINT8, dims: perChannel ? [p.n] : [], data: q.zeroPoints }),
+            )
+          : undefined;
+      w = { q: qv, scale: sv, zp: zv };
+      weightCache.set(p.weightKey, w);
+    }
+    oldWeights.add(p.weight);
+
+    // One DynamicQuantizeLinear per activation and graph, shared by every quantized reader.
+    let perGraph = dqlCache.get(p.activation);
+    if (!perGraph) dqlCache.set(p.activation, (perGraph = new Map()));
+    let dql = perGraph.get(graph);
+    if (!dql) {
+      const d = graph.insertBefore(node, {
+        opType: 'DynamicQuantizeLinear',
+        name: names.node(`${p.activation.name}_DynamicQuantizeLinear`),
+        inputs: [p.activation],
+        outputs: [
+          names.value(`${p.activation.name}_quantized`),
+          names.value(`${p.activation.name}_scale`),
+          names.value(`${p.activation.name}_zero_point`),
+        ],
+      });
+      const shape = isTensorType(p.activation.type) ? p.activation.type.shape : undefined;
+      d.outputs[0]!.type = { kind: 'tensor', elemType: DataType.UINT8, shape: shape ? [...shape] : undefined };
+      d.outputs[1]!.type = { kind: 'tensor', elemType: DataType.FLOAT, shape: [] };
+      d.outputs[2]!.type = { kind: 'tensor', elemType: DataType.UINT8, shape: [] };
+      dql = [...d.outputs];
+      perGraph.set(graph, dql);
+    }
+    const [xq, xScale, xZp] = dql as [Value, Value, Value];
+    const origOut = node.outputs[0]!;
+    const outShape = isTensorType(origOut.type) ? origOut.type.shape : undefined;
+    const typed = (v: Value, elemType: DataType, shape = outShape): Value => {
+      v.type = { kind: 'tensor', elemType, shape: shape ? [...shape] : undefined };
+      return v;
+    };
+
+    const mmi = graph.insertBefore(node, {
+      opType: 'MatMulInteger',
+      name: names.node(`${base}_MatMulInteger`),
+      inputs: w.zp ? [xq, w.q, xZp, w.zp] : [xq, w.q, xZp],
+      outputs: [names.value(`${base}_int32`)],
+    });
+    typed(mmi.outputs[0]!, DataType.INT32);
+    const cast = graph.insertBefore(node, {
+      opType: 'Cast',
+      name: names.node(`${base}_Cast`),
+      inputs: [mmi.outputs[0]!],
+      outputs: [names.value(`${base}_int32_float`)],
+      attributes: { to: DataType.FLOAT },
+    });
+    typed(cast.outputs[0]!, DataType.FLOAT);
+    // Activation scale first: onnxruntime's fusion reads this Mul's inputs as (a_scale, b_scale).
+    const scaleMul = graph.insertBefore(node, {
+      opType: 'Mul',
+      name: names.node(`${base}_scale_Mul`),
+      inputs: [xScale, w.scale],
+      outputs: [names.value(`${base}_output_scale`)],
+    });
+    typed(scaleMul.outputs[0]!, DataType.FLOAT, perChannel ? [p.n] : []);
+    const mul = graph.insertBefore(node, {
+      opType: 'Mul',
+      name: names.node(`${base}_output_Mul`),
+      inputs: [cast.outputs[0]!, scaleMul.outputs[0]!],
+      outputs: [names.value(`${base}_scaled`)],
+    });
+    let result = typed(mul.outputs[0]!, DataType.FLOAT);
+    if (p.bias) {
+      const bv = graph.addInitializer(Tensor.fromData(names.value(`${base}_bias`), { dtype: DataType.FLOAT, dims: [p.n], data: p.bias }));
+      const add = graph.insertBefore(node, { opType: 'Add', name: names.node(`${base}_bias_Add`), inputs: [result, bv], outputs: [names.value(`${base}_biased`)] });
+      result = typed(add.outputs[0]!, DataType.FLOAT);
+    }
+    if (p.addend) {
+      const av =
+        p.addend instanceof Float32Array
+          ? graph.addInitializer(Tensor.fromData(names.value(`${base}_addend`), { dtype: DataType.FLOAT, dims: p.addendDims!, data: p.addend }))
+          : p.addend;
+      const add = graph.insertBefore(node, { opType: 'Add', name: names.node(`${base}_C_Add`), inputs: [result, av], outputs: [names.value(`${base}_plus_c`)] });
+      result = typed(add.outputs[0]!, DataType.FLOAT);
+    }
+    if (p.swapAdd) {
+      const [a, b] = p.swapAdd.inputs;
+      p.swapAdd.setInputs([b ?? null, a ?? null]);
+    }
+    replaceNode(graph, node, result);
+    report.quantized.push({ node: base, opType: node.opType, weight: p.weight.name, shape: [p.k, p.n], perChannel, bias: Boolean(p.bias || p.swapAdd) });
+    report.quantizedByOpType[node.opType] = (report.quantizedByOpType[node.opType] ?? 0) + 1;
+  }
+
+  // Float weights nobody reads any more.
+  for (const v of oldWeights) dropIfUnused(v);
+  visitGraphs(out.graph, (g) => g.topologicalSort());
+  report.weightBytesAfter = modelWeightBytes(out);
+  if (report.quantized.length === 0) report.notes.push('No MatMul/Gemm with a constant 2-D float weight was found: the model is unchanged.');
+  if (weightType === 'int8' && !reduceRange) {
+    report.notes.push(
+      'int8 weights use u8s8 kernels: on x86 CPUs without VNNI (AVX2 only) their int16 intermediate can saturate; use reduceRange (7-bit weights) there if accuracy drops.',
+    );
+  }
+  return { model: out, report };
+}
+
+// ---- planning helpers ----------------------------------------------------------------------------
+
+function floatConstant(v: Value | null | undefined): Tensor | undefined {
+  if (!v) return undefined;
+  const t = v.constantTensor();
+  return t && t.dtype === DataType.FLOAT && t.hasData ? t : undefined;
+}
+
+function planMatMul(node: Node): Plan | string {
+  const [a, b] = node.inputs;
+  if (!a || !b) return 'missing input';
+  if (floatConstant(a)) return 'activation input is a constant (fold constants first)';
+  const w = floatConstant(b);
+  if (!w) return b.constantTensor() ? 'weight is not float32' : 'second input is not a constant weight';
+  if (w.dims.length !== 2) return `weight '${b.name}' has rank ${w.dims.length}, not 2`;
+  const [k, n] = w.dims as [number, number];
+  const plan: Plan = { node, graph: node.graph, activation: a, weight: b, matrix: w.data as Float32Array, k, n, weightKey: `${b.name}|n` };
+  // MatMul -> Add(bias): keep the MatMul side in slot 0 so onnxruntime folds the bias in.
+  const outV = node.outputs[0]!;
+  const readers = outV.uses();
+  if (readers.length === 1 && !outV.isGraphOutput()) {
+    const add = readers[0]!.node;
+    if (add.opType === 'Add' && isDefaultDomain(add) && add.graph === node.graph && readers[0]!.index === 1) {
+      const other = add.inputs[0];
+      const bias = floatConstant(other);
+      if (bias && bias.dims.length === 1 && bias.dims[0] === n && n > 1) plan.swapAdd = add;
+    }
+  }
+  return plan;
+}
+
+function planGemm(node: Node): Plan | string {
+  const [a, b, c] = node.inputs;
+  if (!a || !b) return 'missing input';
+  if (node.getInt('transA', 0) !== 0) return 'transA=1 is not supported (the activation would need a Transpose)';
+  if (floatConstant(a)) return 'activation input is a constant (fold constants first)';
+  const w = floatConstant(b);
+  if (!w) return b.constantTensor() ? 'weight is not float32' : 'second input is not a constant weight';
+  if (w.dims.length !== 2) return `weight '${b.name}' has rank ${w.dims.length}, not 2`;
+  const transB = node.getInt('transB', 0) !== 0;
+  const alpha = node.getFloat('alpha', 1);
+  const beta = node.getFloat('beta', 1);
+  const [r, s] = w.dims as [number, number];
+  const k = transB ? s : r;
+  const n = transB ? r : s;
+  const src = w.data as Float32Array;
+  let matrix: Float32Array;
+  if (!transB && alpha === 1) matrix = src;
+  else {
+    matrix = new Float32Array(k * n);
+    for (let i = 0; i < k; i++) for (let j = 0; j < n; j++) matrix[i * n + j] = alpha * (transB ? src[j * k + i]! : src[i * n + j]!);
+  }
+  const plan: Plan = { node, graph: node.graph, activation: a, weight: b, matrix, k, n, weightKey: `${b.name}|${transB ? 't' : 'n'}|${alpha}` };
+  if (c) {
+    const ct = floatConstant(c);
+    if (ct) {
+      const cdata = ct.toFloat64();
+      const count = cdata.length;
+      const perColumn = count === n && n > 1 && (ct.dims.length === 1 || (ct.dims.length === 2 && ct.dims[0] === 1));
+      const scaled = Float32Array.from(cdata, (x) => x * beta);
+      if (perColumn) plan.bias = scaled;
+      else {
+        plan.addend = scaled;
+        plan.addendDims = [...ct.dims];
+      }
+    } else {
+      if (beta !== 1) return 'non-constant C with beta != 1';
+      plan.addend = c;
+    }
+  }
+  return plan;
+}
+
+// ---- editing helpers -----------------------------------------------------------------------------
+
+/** Names unique over values and nodes of the whole model tree. */
+class NameSource {
+  private readonly nodeNames = new Set<string>();
+  private readonly graph: Graph;
+  constructor(model: Model) {
+    this.graph = model.graph;
+    for (const n of model.allNodes()) this.nodeNames.add(n.name);
+  }
+  value(base: string): string {
+    return this.graph.uniqueName(base);
+  }
+  node(base: string): string {
+    let name = base;
+    for (let i = 1; this.nodeNames.has(name); i++) name = `${base}_${i}`;
+    this.nodeNames.add(name);
+    return name;
+  }
+}
+
+/** Replace `node` (single output) by `result`, which takes over its output's name and type. */
+function replaceNode(graph: Graph, node: Node, result: Value): void {
+  const old = node.outputs[0]!;
+  const name = old.name;
+  const type = old.type;
+  const inValueInfo = graph.valueInfo.includes(old);
+  graph.replaceAllUsesWith(old, result);
+  graph.removeNode(node);
+  graph.valueInfo = graph.valueInfo.filter((v) => v !== old);
+  result.rename(name);
+  if (type) result.type = type;
+  if (inValueInfo) graph.valueInfo.push(result);
+}
+
+function dropIfUnused(v: Value): void {
+  if (v.uses().length > 0 || v.isGraphOutput() || v.isGraphInput()) return;
+  if (v.initializer) v.graph.removeInitializer(v);
+  else if (v.producer && v.producer.opType === 'Constant') v.graph.removeNode(v.producer);
+}

@@ -1,0 +1,462 @@
+/**
+ * FP16 conversion (`--mode fp16`): float32 weights and compute become float16, except for nodes
+ * that must stay float32 (op/node block lists, activations that leave the float16 range in a
+ * calibration run, custom domains, nodes holding subgraphs, values whose type is unknown).
+ * Casts go only where a float16 value meets a float32 reader (and at the model boundary when
+ * keepIoTypes): one Cast per value and target type, never a Cast feeding a Cast. Constants
+ * (initializers, Constant nodes, ConstantOfShape/EyeLike attributes) are converted with their
+ * readers; finite values beyond ±65504 are clamped with a warning naming the tensor.
+ * Plan first (which nodes convert, what type every value gets), then edit once.
+ * Works on a clone; the input model is never mutated. Subgraph bodies are left as they are
+ * (their owner node stays float32, and outer values they read are cast back to float32).
+ * Imports the IR, errors and ./fp16-types.js.
+ */
+import {
+  DataType,
+  FLOAT16_MAX,
+  Tensor,
+  float16ToFloat32,
+  float32ToFloat16,
+  isTensorType,
+  visitGraphs,
+  type Graph,
+  type Model,
+  type Node,
+  type Value,
+} from '../../ir/index.js';
+import { UsageError } from '../../errors.js';
+import { castAttribute, castTarget, inferElementTypes } from './fp16-types.js';
+
+/** A tensor's observed value range (from a calibration run). */
+export interface ActivationRange {
+  min: number;
+  max: number;
+}
+
+export interface Fp16Options {
+  /** Keep float32 model inputs/outputs, with Casts at the boundary (default true). */
+  keepIoTypes?: boolean;
+  /** Op types kept in float32, in addition to DEFAULT_FP16_OP_BLOCK_LIST. */
+  opBlockList?: string[];
+  /** Use opBlockList instead of (not in addition to) the default block list. */
+  replaceDefaultOpBlockList?: boolean;
+  /** Node names kept in float32. */
+  nodeBlockList?: string[];
+  /** Observed ranges per tensor name (e.g. from calibration); nodes touching values beyond ±65504 stay float32. */
+  activationRanges?: ReadonlyMap<string, ActivationRange> | Record<string, ActivationRange>;
+  /** Non-fatal findings: clamped tensors. */
+  onWarning?: (message: string) => void;
+}
+
+export interface Fp16Report {
+  mode: 'fp16';
+  /** Bytes of initializers and Constant-node tensors before and after. */
+  weightBytesBefore: number;
+  weightBytesAfter: number;
+  nodesConverted: number;
+  convertedByOpType: Record<string, number>;
+  /** Nodes with float32 tensors that stay float32, and why. */
+  keptFloat32: { node: string; opType: string; reason: string }[];
+  /** Constant tensors with finite values beyond the float16 range, clamped to ±65504. */
+  clampedTensors: { name: string; count: number; maxAbs: number }[];
+  /** Nonzero constant values smaller than the smallest float16 subnormal, which became 0. */
+  flushedToZero: number;
+  castsInserted: number;
+  notes: string[];
+}
+
+/**
+ * Kept float32 by default: ops that lose accuracy in float16 (accumulating or index-producing) or
+ * whose float16 form onnxruntime's CPU provider lacks or whose inputs must stay float32 (Resize
+ * scales), and random/quantization ops whose float outputs are not tied to an input type.
+ */
+export const DEFAULT_FP16_OP_BLOCK_LIST: readonly string[] = [
+  'Resize',
+  'Upsample',
+  'Range',
+  'NonMaxSuppression',
+  'TopK',
+  'RoiAlign',
+  'CumSum',
+  'Min',
+  'Max',
+  'RandomNormal',
+  'RandomUniform',
+  'RandomNormalLike',
+  'RandomUniformLike',
+  'Multinomial',
+  'Bernoulli',
+  'QuantizeLinear',
+  'DequantizeLinear',
+  'DynamicQuantizeLinear',
+  'STFT',
+  'DFT',
+  // No float16 in the op's type constraints, or no float16 kernel onnxruntime can fall back from:
+  'Celu',
+  'IsInf',
+  'EyeLike',
+  'MeanVarianceNormalization',
+  'MelWeightMatrix',
+  'QLinearConv',
+  'QLinearMatMul',
+];
+
+/** Nodes kept float32 because of an attribute (onnxruntime's CPU provider lacks the float16 form). */
+function attributeBlockReason(node: Node): string | undefined {
+  if ((node.opType === 'ScatterElements' || node.opType === 'ScatterND') && node.hasAttr('reduction') && node.getString('reduction') !== 'none') {
+    return `${node.opType} with reduction '${node.getString('reduction')}' has no float16 kernel in onnxruntime`;
+  }
+  return undefined;
+}
+
+/** Ops whose float output type an attribute sets, which the pass rewrites to float16. */
+const TYPE_SETTING_OPS = new Set(['Cast', 'ConstantOfShape']);
+
+/** Inputs that accept any element type: no Cast is ever placed in front of them. */
+const ANY_TYPE_INPUTS: Record<string, number[]> = { Cast: [0], CastLike: [0], Shape: [0], Size: [0] };
+/** Float inputs/outputs whose type is not tied to the op's main type and stay float32. */
+const FLOAT32_INPUTS: Record<string, number[]> = { Resize: [1, 2], Upsample: [1] };
+const FLOAT32_OUTPUTS: Record<string, number[]> = { LayerNormalization: [1, 2] };
+
+const FLOAT_TYPES = new Set<number>([DataType.FLOAT, DataType.FLOAT16, DataType.DOUBLE, DataType.BFLOAT16]);
+const isDefaultDomain = (n: Node): boolean => n.domain === '' || n.domain === 'ai.onnx';
+const label = (n: Node): string => n.name || n.opType;
+
+export const FP16_NOTE =
+  'FP16 halves the model size everywhere. It speeds up inference on GPUs with float16 tensor cores (and ARM CPUs with native float16); ' +
+  'on x86 CPUs onnxruntime usually runs float16 models as float32 behind inserted Casts, so expect no speed-up there, sometimes a slow-down.';
+
+/** Bytes of all initializers (every graph) and Constant-node tensors of a model. */
+export function modelWeightBytes(model: Model): number {
+  let bytes = 0;
+  visitGraphs(model.graph, (g) => {
+    for (const t of g.initializers) bytes += t.byteLength;
+    for (const n of g.nodes) if (n.opType === 'Constant') for (const a of n.attributes.values()) if (a.value instanceof Tensor) bytes += a.value.byteLength;
+  });
+  return bytes;
+}
+
+interface ConvertStats {
+  clamped: { name: string; count: number; maxAbs: number }[];
+  flushed: number;
+}
+
+/** float32 values -> float16 bits, clamping finite overflow (counted per tensor). */
+function toFloat16(name: string, values: ArrayLike<number>, stats: ConvertStats, warn: (m: string) => void): Uint16Array {
+  const out = new Uint16Array(values.length);
+  let count = 0;
+  let maxAbs = 0;
+  for (let i = 0; i < values.length; i++) {
+    let x = values[i]!;
+    if (Number.isFinite(x) && Math.abs(x) > FLOAT16_MAX) {
+      count++;
+      maxAbs = Math.max(maxAbs, Math.abs(x));
+      x = Math.sign(x) * FLOAT16_MAX;
+    }
+    const h = float32ToFloat16(x);
+    if (x !== 0 && (h & 0x7fff) === 0) stats.flushed++;
+    out[i] = h;
+  }
+  if (count > 0) {
+    stats.clamped.push({ name, count, maxAbs });
+    warn(`tensor '${name}': ${count} value(s) beyond the float16 range (largest |x| = ${maxAbs.toExponential(3)}) clamped to ±${FLOAT16_MAX}`);
+  }
+  return out;
+}
+
+function tensorToFloat16(t: Tensor, stats: ConvertStats, warn: (m: string) => void, name = t.name): Tensor {
+  const bits = toFloat16(t.name, t.toFloat64(), stats, warn);
+  const c = Tensor.fromData(name, { dtype: DataType.FLOAT16, dims: [...t.dims], data: bits });
+  c.docString = t.docString;
+  c.metadataProps = t.metadataProps?.map((e) => ({ ...e }));
+  return c;
+}
+
+function rangeOf(ranges: Fp16Options['activationRanges'], name: string): ActivationRange | undefined {
+  if (!ranges) return undefined;
+  if (ranges instanceof Map) return ranges.get(name);
+  return (ranges as Record<string, ActivationRange>)[name];
+}
+
+/** Convert a model to float16 weights and compute (see the module comment). */
+export function convertToFloat16(model: Model, options: Fp16Options = {}): { model: Model; report: Fp16Report } {
+  const keepIoTypes = options.keepIoTypes ?? true;
+  const blockedOps = new Set([...(options.replaceDefaultOpBlockList ? [] : DEFAULT_FP16_OP_BLOCK_LIST), ...(options.opBlockList ?? [])]);
+  const blockedNodes = new Set(options.nodeBlockList ?? []);
+  const warn = options.onWarning ?? (() => undefined);
+  for (const name of blockedNodes) {
+    if (!model.allNodes().some((n) => n.name === name)) throw new UsageError(`--node-block-list: no node named '${name}' in the model`);
+  }
+
+  const out = model.clone();
+  const graph = out.graph;
+  const opset = out.opsetVersion('') ?? 1;
+  const stats: ConvertStats = { clamped: [], flushed: 0 };
+  const report: Fp16Report = {
+    mode: 'fp16',
+    weightBytesBefore: modelWeightBytes(out),
+    weightBytesAfter: 0,
+    nodesConverted: 0,
+    convertedByOpType: {},
+    keptFloat32: [],
+    clampedTensors: stats.clamped,
+    flushedToZero: 0,
+    castsInserted: 0,
+    notes: [FP16_NOTE],
+  };
+
+  if (opset < 6) {
+    // Cast-1 (string `to`) has no onnxruntime kernel, so no boundary could be written.
+    const msg = `opset ${opset} is below 6, where Cast takes a type name that onnxruntime does not run; upgrade the model's opset first (nothing was converted)`;
+    warn(msg);
+    report.notes.push(msg);
+    report.weightBytesAfter = report.weightBytesBefore;
+    return { model: out, report };
+  }
+
+  // ---- plan: element types, then which nodes convert --------------------------------------------
+  const types = inferElementTypes(graph);
+  const typeOf = (v: Value | null | undefined): DataType | undefined => (v ? (types.get(v) ?? v.constantTensor()?.dtype) : undefined);
+  const isConstantNode = (n: Node): boolean => n.opType === 'Constant' && isDefaultDomain(n);
+  const converted = new Set<Node>();
+  for (const node of graph.nodes) {
+    if (isConstantNode(node)) continue; // converted with its readers below
+    const tensors = [...node.inputs, ...node.outputs].filter((v): v is Value => v !== null && v.name !== '');
+    const floatTensors = tensors.filter((v) => typeOf(v) === DataType.FLOAT);
+    if (floatTensors.length === 0 && !(node.opType === 'Cast' && castTarget(node) === DataType.FLOAT)) continue;
+    const keep = (reason: string): void => {
+      report.keptFloat32.push({ node: label(node), opType: node.opType, reason });
+    };
+    if (!isDefaultDomain(node)) keep(`custom domain '${node.domain}'`);
+    else if (node.subgraphs().length > 0) keep('holds a subgraph (converted as a whole or not at all)');
+    else if (blockedNodes.has(node.name)) keep('node block list');
+    else if (blockedOps.has(node.opType)) keep('op block list');
+    else if (attributeBlockReason(node)) keep(attributeBlockReason(node)!);
+    // Float outputs from non-float inputs (window functions, TfIdfVectorizer...): the op fixes their type.
+    else if (!TYPE_SETTING_OPS.has(node.opType) && !node.inputs.some((v) => typeOf(v) === DataType.FLOAT)) keep('its float32 output type is fixed by the op, not by its inputs');
+    else if (tensors.some((v) => typeOf(v) === undefined)) keep(`type of '${tensors.find((v) => typeOf(v) === undefined)!.name}' unknown`);
+    else {
+      const outside = floatTensors.find((v) => {
+        const r = rangeOf(options.activationRanges, v.name);
+        return r !== undefined && Math.max(Math.abs(r.min), Math.abs(r.max)) > FLOAT16_MAX;
+      });
+      if (outside) {
+        const r = rangeOf(options.activationRanges, outside.name)!;
+        keep(`activation '${outside.name}' reaches ${Math.max(Math.abs(r.min), Math.abs(r.max)).toExponential(3)}, beyond float16`);
+      } else converted.add(node);
+    }
+  }
+
+  /** The element type a reader wants for a float32 value, or undefined for "as it is". */
+  const wants = (reader: Node, index: number): DataType | undefined => {
+    if (reader.graph !== graph) return DataType.FLOAT; // subgraph bodies are not converted
+    if (!converted.has(reader)) return DataType.FLOAT;
+    if (ANY_TYPE_INPUTS[reader.opType]?.includes(index)) return undefined;
+    if (FLOAT32_INPUTS[reader.opType]?.includes(index)) return DataType.FLOAT;
+    return DataType.FLOAT16;
+  };
+
+  // New element type of every float32 value of the main graph.
+  const newType = new Map<Value, DataType>();
+  const constants: Value[] = [];
+  for (const v of graph.inputs) {
+    if (typeOf(v) === DataType.FLOAT) newType.set(v, keepIoTypes ? DataType.FLOAT : DataType.FLOAT16);
+  }
+  for (const node of graph.nodes) {
+    node.outputs.forEach((o, i) => {
+      if (o.name === '' || typeOf(o) !== DataType.FLOAT) return;
+      if (isConstantNode(node)) constants.push(o);
+      else {
+        const half = converted.has(node) && !FLOAT32_OUTPUTS[node.opType]?.includes(i);
+        newType.set(o, half ? DataType.FLOAT16 : DataType.FLOAT);
+      }
+    });
+  }
+  for (const v of graph.initializerValues) if (!v.isGraphInput() && v.initializer!.dtype === DataType.FLOAT) constants.push(v);
+
+  // ---- apply ----------------------------------------------------------------------------------
+  const nodeNames = new Set(out.allNodes().map((n) => n.name));
+  const nodeName = (base: string): string => {
+    let name = base;
+    for (let i = 1; nodeNames.has(name); i++) name = `${base}_${i}`;
+    nodeNames.add(name);
+    return name;
+  };
+  const retype = (v: Value, t: DataType): void => {
+    if (isTensorType(v.type)) v.type = { ...v.type, kind: 'tensor', elemType: t, shape: v.type.shape ? [...v.type.shape] : undefined };
+    else if (!v.type) v.type = { kind: 'tensor', elemType: t };
+  };
+
+  // Constants: converted in place when every reader wants float16, duplicated when readers differ.
+  for (const v of constants) {
+    const uses = v.uses();
+    const want16 = uses.filter((u) => wants(u.node, u.index) === DataType.FLOAT16);
+    if (want16.length === 0) {
+      newType.set(v, DataType.FLOAT);
+      continue;
+    }
+    const allSixteen = want16.length === uses.length && !(keepIoTypes && v.isGraphOutput());
+    if (v.initializer) {
+      if (allSixteen) {
+        const t = tensorToFloat16(v.initializer, stats, warn);
+        v.initializer.dtype = DataType.FLOAT16;
+        v.initializer.data = t.data;
+        newType.set(v, DataType.FLOAT16);
+        retype(v, DataType.FLOAT16);
+      } else {
+        const copy = graph.addInitializer(tensorToFloat16(v.initializer, stats, warn, graph.uniqueName(`${v.name}_fp16`)));
+        newType.set(copy, DataType.FLOAT16);
+        for (const u of want16) u.node.setInput(u.index, copy);
+        newType.set(v, DataType.FLOAT);
+      }
+    } else {
+      const producer = v.producer!;
+      const t = graph.constantTensor(v)!;
+      const half = tensorToFloat16(t, stats, warn, v.name);
+      if (allSixteen) {
+        for (const k of [...producer.attributes.keys()]) if (k.startsWith('value')) producer.removeAttr(k);
+        producer.setAttr('value', half);
+        newType.set(v, DataType.FLOAT16);
+        retype(v, DataType.FLOAT16);
+      } else {
+        const copy = graph.addInitializer(Tensor.fromData(graph.uniqueName(`${v.name}_fp16`), half.toTensorData()));
+        newType.set(copy, DataType.FLOAT16);
+        for (const u of want16) u.node.setInput(u.index, copy);
+        newType.set(v, DataType.FLOAT);
+      }
+    }
+  }
+
+  // Converted nodes: dtype-carrying attributes follow, outputs retyped.
+  for (const node of converted) {
+    if (node.opType === 'Cast' && castTarget(node) === DataType.FLOAT) node.setAttr('to', castAttribute(DataType.FLOAT16, opset));
+    if (node.opType === 'ConstantOfShape') {
+      const value = node.getTensor('value');
+      if (!value) node.setAttr('value', Tensor.fromData('value', { dtype: DataType.FLOAT16, dims: [1], data: Uint16Array.of(0) }));
+      else if (value.dtype === DataType.FLOAT) node.setAttr('value', tensorToFloat16(value, stats, warn));
+    }
+    if (node.opType === 'EyeLike' && node.hasAttr('dtype') && node.getInt('dtype') === DataType.FLOAT) node.setAttr('dtype', DataType.FLOAT16);
+    for (const o of node.outputs) if (newType.get(o) === DataType.FLOAT16) retype(o, DataType.FLOAT16);
+  }
+
+  // Casts where a value's type differs from what its reader wants; one per (value, type).
+  const castCache = new Map<Value, Map<DataType, Value>>();
+  const insertedCasts = new Set<Node>();
+  const castTo = (v: Value, to: DataType): Value => {
+    const have = newType.get(v) ?? typeOf(v);
+    if (have === to) return v;
+    // Never stack casts: read past a float-to-float Cast to its source.
+    const p = v.producer;
+    if (p && p.opType === 'Cast' && isDefaultDomain(p) && p.inputs[0] && p.graph === graph) {
+      const src = p.inputs[0];
+      const srcType = newType.get(src) ?? typeOf(src);
+      if (srcType !== undefined && FLOAT_TYPES.has(castTarget(p) ?? 0)) return castTo(src, to);
+    }
+    let perType = castCache.get(v);
+    if (!perType) castCache.set(v, (perType = new Map()));
+    const cached = perType.get(to);
+    if (cached) return cached;
+    const suffix = to === DataType.FLOAT16 ? 'fp16' : 'fp32';
+    const cast = graph.addNode({
+      opType: 'Cast',
+      name: nodeName(`${v.name}_to_${suffix}`),
+      inputs: [v],
+      outputs: [graph.uniqueName(`${v.name}_${suffix}`)],
+      attributes: { to: castAttribute(to, opset) },
+    });
+    insertedCasts.add(cast);
+    const c = cast.outputs[0]!;
+    const shape = isTensorType(v.type) ? v.type.shape : undefined;
+    c.type = { kind: 'tensor', elemType: to, shape: shape ? [...shape] : undefined };
+    newType.set(c, to);
+    report.castsInserted++;
+    perType.set(to, c);
+    return c;
+  };
+
+  const floatValues = [...newType.keys()];
+  for (const v of floatValues) {
+    for (const u of v.uses()) {
+      if (insertedCasts.has(u.node)) continue;
+      const want = wants(u.node, u.index);
+      if (want === undefined) continue;
+      const have = newType.get(v)!;
+      if (have !== want) u.node.setInput(u.index, castTo(v, want));
+    }
+  }
+  // Graph inputs/outputs: float32 at the boundary when keepIoTypes, float16 otherwise.
+  const ioType = keepIoTypes ? DataType.FLOAT : DataType.FLOAT16;
+  for (const v of graph.inputs) {
+    if (!newType.has(v)) continue;
+    retype(v, ioType);
+    // An input with a default (initializer, IR < 4) keeps a default of its new type.
+    if (v.initializer && v.initializer.dtype === DataType.FLOAT && ioType === DataType.FLOAT16) {
+      const t = tensorToFloat16(v.initializer, stats, warn);
+      v.initializer.dtype = DataType.FLOAT16;
+      v.initializer.data = t.data;
+    }
+  }
+  graph.outputs = graph.outputs.map((v) => {
+    const t = newType.get(v);
+    if (t === undefined || t === ioType) return v;
+    const name = v.name;
+    const declared = v.type;
+    let result = castTo(v, ioType);
+    if (result.isGraphInput() || result.initializer || result.isGraphOutput()) {
+      // The source already has the wanted type but a name of its own: copy it under the output name.
+      const id = graph.addNode({ opType: 'Identity', name: nodeName(`${name}_Identity`), inputs: [result], outputs: [graph.uniqueName(`${name}_out`)] });
+      id.outputs[0]!.type = result.type ? structuredClone(result.type) : undefined;
+      result = id.outputs[0]!;
+    }
+    v.rename(graph.uniqueName(`${name}_${t === DataType.FLOAT16 ? 'fp16' : 'fp32'}`));
+    result.rename(name);
+    if (isTensorType(declared)) result.type = { ...declared, elemType: ioType, shape: declared.shape ? [...declared.shape] : undefined };
+    return result;
+  });
+
+  // Casts left without readers (an original Cast whose readers now read its source).
+  for (const node of [...graph.nodes]) {
+    if (node.opType === 'Cast' && node.outputs.every((o) => o.uses().length === 0 && !o.isGraphOutput())) graph.removeNode(node);
+  }
+  foldCastChains(graph);
+  graph.topologicalSort();
+  for (const node of graph.nodes) {
+    if (!converted.has(node)) continue;
+    report.nodesConverted++;
+    report.convertedByOpType[node.opType] = (report.convertedByOpType[node.opType] ?? 0) + 1;
+  }
+  report.flushedToZero = stats.flushed;
+  report.weightBytesAfter = modelWeightBytes(out);
+  if (converted.size === 0) report.notes.push('No node could be converted to float16: the model is unchanged apart from its types.');
+  return { model: out, report };
+}
+
+/**
+ * Cast(float -> float) feeding another Cast: the second reads the first's source directly (the
+ * intermediate rounding only loses precision); a Cast back to its source's own type disappears.
+ */
+function foldCastChains(graph: Graph): void {
+  const elemType = (v: Value): DataType | undefined => (isTensorType(v.type) ? v.type.elemType : v.initializer?.dtype);
+  let changed = true;
+  while (changed) {
+    changed = false;
+    for (const b of graph.nodes) {
+      if (b.opType !== 'Cast' || !isDefaultDomain(b)) continue;
+      const a = b.inputs[0]?.producer;
+      if (!a || a.opType !== 'Cast' || !isDefaultDomain(a) || a.graph !== graph) continue;
+      const src = a.inputs[0];
+      if (!src || !FLOAT_TYPES.has(castTarget(a) ?? 0) || !FLOAT_TYPES.has(castTarget(b) ?? 0)) continue;
+      const srcType = elemType(src);
+      if (srcType === undefined || !FLOAT_TYPES.has(srcType)) continue;
+      b.setInput(0, src);
+      if (a.outputs[0]!.uses().length === 0 && !a.outputs[0]!.isGraphOutput()) graph.removeNode(a);
+      changed = true;
+      break;
+    }
+  }
+}
+
+/** Float16 bits back to numbers (tests and reports). */
+export function float16Values(bits: Uint16Array): Float32Array {
+  return Float32Array.from(bits, (b) => float16ToFloat32(b));
+}
