@@ -9,6 +9,7 @@ import { ExitCode } from '../errors.js';
 import { reportError, takeExitCode } from './common.js';
 import { registerInspect } from './inspect.js';
 import { registerBenchmark } from './benchmark.js';
+import { registerPrune } from './prune.js';
 
 function packageVersion(): string {
   const url = new URL('../../package.json', import.meta.url);
@@ -24,6 +25,7 @@ export function buildProgram(): Command {
     .exitOverride();
   registerInspect(program);
   registerBenchmark(program);
+  registerPrune(program);
   for (const command of program.commands) command.exitOverride();
   return program;
 }

@@ -1,0 +1,155 @@
+/**
+ * What the prune command measures around a pass: FLOPs per layer (shapes observed by running the
+ * model once in onnxruntime), a check that the pruned model loads and runs with the original's
+ * output shapes, file sizes raw and gzip, and top-1 accuracy on a labelled data set.
+ * Imports: ./op-handlers.js, ../../ir/index.js, ../../onnx/index.js, ../../runtime/index.js,
+ * ../../data/index.js, ../../errors.js, fflate.
+ */
+import { gzipSync } from 'fflate';
+import { InputError, UsageError } from '../../errors.js';
+import { elementCount, isTensorType, type Model, type Node, type TensorData } from '../../ir/index.js';
+import { encodeModel } from '../../onnx/index.js';
+import { batches, loadDataset, randomDataset, take } from '../../data/index.js';
+import { createRunner, inferShapesByRunning, modelInputSpecs, type ShapeOverrides } from '../../runtime/index.js';
+import { constantInput } from './weights.js';
+
+export interface ModelSize {
+  rawBytes: number;
+  gzipBytes: number;
+}
+
+export function modelSize(model: Model): ModelSize {
+  const bytes = encodeModel(model);
+  return { rawBytes: bytes.byteLength, gzipBytes: gzipSync(bytes, { level: 6 }).byteLength };
+}
+
+/** One random batch for the model's inputs (seeded, so runs repeat). */
+export function probeFeeds(model: Model, batch: number, shapes?: ShapeOverrides): Record<string, TensorData> {
+  return randomDataset(modelInputSpecs(model), batch, 0, { shapeOverrides: shapes }).inputs;
+}
+
+function numericShape(node: Node, index: number): number[] | undefined {
+  const v = node.outputs[index];
+  if (!v || !isTensorType(v.type) || !v.type.shape) return undefined;
+  // Symbolic dims are the batch (shapes were observed at batch 1).
+  return v.type.shape.map((d) => (typeof d === 'number' ? d : 1));
+}
+
+/** Multiply-add FLOPs (2 x MACs) of Conv/ConvTranspose/Gemm/MatMul, given output shapes. */
+export function layerFlops(node: Node): number | undefined {
+  const y = numericShape(node, 0);
+  const w = constantInput(node, 1);
+  if (!y || !w) return undefined;
+  switch (node.opType) {
+    case 'Conv': {
+      // Each output element reduces over (Cin/group) x kernel.
+      const perOut = elementCount(w.dims.slice(1));
+      return 2 * elementCount(y) * perOut;
+    }
+    case 'ConvTranspose': {
+      // Each input element scatters into Cout/group x kernel outputs.
+      const x = node.inputs[0];
+      const xs = x && isTensorType(x.type) && x.type.shape ? x.type.shape.map((d) => (typeof d === 'number' ? d : 1)) : undefined;
+      return xs ? 2 * elementCount(xs) * elementCount(w.dims.slice(1)) : undefined;
+    }
+    case 'Gemm': {
+      const k = node.getInt('transB', 0) ? w.dims[1]! : w.dims[0]!;
+      return 2 * elementCount(y) * k;
+    }
+    case 'MatMul':
+      return 2 * elementCount(y) * (w.dims.length >= 2 ? w.dims[w.dims.length - 2]! : w.dims[0]!);
+    default:
+      return undefined;
+  }
+}
+
+/**
+ * FLOPs of every weighted layer by node name (undefined where unknown), measured on a copy whose
+ * value shapes are observed by running it once at batch 1. Doubles as a load-and-run check.
+ */
+export async function measureFlops(model: Model, shapes?: ShapeOverrides): Promise<Map<string, number | undefined>> {
+  const copy = model.clone();
+  // Observed shapes must come from this run, not from value_info that pruning may have made stale.
+  for (const node of copy.graph.nodes) for (const out of node.outputs) if (!out.isGraphOutput()) out.type = undefined;
+  await inferShapesByRunning(copy, probeFeeds(copy, 1, shapes), { label: 'pruned model' });
+  const out = new Map<string, number | undefined>();
+  copy.graph.nodes.forEach((node, i) => {
+    if (['Conv', 'ConvTranspose', 'Gemm', 'MatMul'].includes(node.opType)) out.set(node.name || `#${i}`, layerFlops(node));
+  });
+  return out;
+}
+
+export interface RunCheck {
+  outputs: { name: string; dims: number[] }[];
+  finite: boolean;
+}
+
+/**
+ * Loads `pruned` in onnxruntime and runs it beside `original` on one random batch of 2; throws
+ * InputError when it fails to load or its outputs' shapes differ from the original's.
+ */
+export async function checkRuns(original: Model, pruned: Model, shapes?: ShapeOverrides): Promise<RunCheck> {
+  const feeds = probeFeeds(original, 2, shapes);
+  const run = async (model: Model, label: string): Promise<Record<string, TensorData>> => {
+    const runner = await createRunner(model, { label, intraOpThreads: 1 });
+    try {
+      return await runner.run(feeds);
+    } finally {
+      await runner.release();
+    }
+  };
+  const a = await run(original, 'original model');
+  let b: Record<string, TensorData>;
+  try {
+    b = await run(pruned, 'pruned model');
+  } catch (error) {
+    throw new InputError(`the pruned model does not run in onnxruntime: ${(error as Error).message}`, { cause: error });
+  }
+  let finite = true;
+  const outputs = Object.entries(a).map(([name, t]) => {
+    const other = b[name];
+    if (!other || other.dims.join('x') !== t.dims.join('x')) {
+      throw new InputError(`pruning changed the shape of model output '${name}' (${t.dims.join('x')} -> ${other?.dims.join('x') ?? 'missing'})`);
+    }
+    if (other.data instanceof Float32Array || other.data instanceof Float64Array) {
+      for (const x of other.data) if (!Number.isFinite(x)) finite = false;
+    }
+    return { name, dims: [...other.dims] };
+  });
+  return { outputs, finite };
+}
+
+export interface Accuracy {
+  top1: number;
+  samples: number;
+}
+
+/** Top-1 accuracy of the model's first output (or `outputName`) against the data set's labels. */
+export async function measureAccuracy(
+  model: Model,
+  dataPath: string,
+  options: { outputName?: string; maxSamples?: number; batchSize?: number } = {},
+): Promise<Accuracy> {
+  let data = await loadDataset(dataPath, modelInputSpecs(model));
+  if (!data.labels) throw new UsageError(`${dataPath}: no 'labels' array, so accuracy cannot be measured`);
+  if (options.maxSamples !== undefined) data = take(data, options.maxSamples);
+  const runner = await createRunner(model, { label: 'model under evaluation' });
+  const outputName = options.outputName ?? runner.outputs[0]!.name;
+  let correct = 0;
+  try {
+    for (const batch of batches(data, options.batchSize ?? 256)) {
+      const out = (await runner.run(batch.feeds, [outputName]))[outputName]!;
+      const classes = out.dims[out.dims.length - 1]!;
+      const scores = out.data as Float32Array;
+      const labels = batch.labels!.data as ArrayLike<number | bigint>;
+      for (let s = 0; s < batch.size; s++) {
+        let best = 0;
+        for (let c = 1; c < classes; c++) if (scores[s * classes + c]! > scores[s * classes + best]!) best = c;
+        if (best === Number(labels[s])) correct++;
+      }
+    }
+  } finally {
+    await runner.release();
+  }
+  return { top1: data.count ? correct / data.count : 0, samples: data.count };
+}

@@ -1,0 +1,105 @@
+/**
+ * Options and reports of the pruning passes: plain data, shared by the passes, the CLI reporters
+ * and --json. Imports nothing.
+ */
+
+export type PruneScope = 'global' | 'layer';
+export type PruneCriterion = 'l1' | 'l2';
+
+/** unstructured: any weight; N:M: N kept in every M along the reduction axis; channel: whole channels. */
+export type PrunePattern = { kind: 'unstructured' } | { kind: 'n:m'; n: number; m: number } | { kind: 'channel' };
+
+export interface MagnitudePruneOptions {
+  /** Fraction of weights to zero (0..1). For N:M it is implied by the pattern: (M - N) / M. */
+  sparsity: number;
+  pattern: { kind: 'unstructured' } | { kind: 'n:m'; n: number; m: number };
+  /** Rank weights over the whole model (one threshold) or per layer. */
+  scope: PruneScope;
+  /** Node names to leave dense. */
+  excludeNodes: string[];
+  /** Op types to leave dense (e.g. MatMul). */
+  excludeOpTypes: string[];
+  /** Also prune the first and the last weighted layer (kept dense by default: they cost accuracy most). */
+  pruneFirstLast: boolean;
+}
+
+export interface ChannelPruneOptions {
+  /** Fraction of coupled channels to remove (per group, or overall with scope 'global'). */
+  sparsity: number;
+  /** Filter norm used to rank channels (after folding a following BatchNormalization's scale). */
+  criterion: PruneCriterion;
+  scope: PruneScope;
+  excludeNodes: string[];
+  excludeOpTypes: string[];
+  /** Round each group's kept channel count to a multiple of this (1: exact; 8 suits CPU kernels). */
+  roundTo: number;
+}
+
+export interface MagnitudeLayerReport {
+  node: string;
+  opType: string;
+  weight: string;
+  shape: number[];
+  params: number;
+  sparsityBefore: number;
+  sparsityAfter: number;
+  rawBytes: number;
+  gzipBytesBefore: number;
+  gzipBytesAfter: number;
+  /** Why the layer was left dense, when it was. */
+  skipped?: string;
+}
+
+export interface MagnitudePruneReport {
+  pattern: 'unstructured' | `${number}:${number}`;
+  sparsity: number;
+  scope: PruneScope;
+  layers: MagnitudeLayerReport[];
+  /** Zeros among the weights of all weighted layers (pruned or not), before and after. */
+  sparsityBefore: number;
+  sparsityAfter: number;
+  prunedParams: number;
+  /** N:M only: every group of M along the reduction axis was checked to hold at most N non-zeros. */
+  patternVerified?: boolean;
+}
+
+export interface ChannelLayerReport {
+  node: string;
+  opType: string;
+  inChannelsBefore?: number;
+  inChannelsAfter?: number;
+  outChannelsBefore?: number;
+  outChannelsAfter?: number;
+  paramsBefore: number;
+  paramsAfter: number;
+  /** Multiply-add FLOPs (2 x MACs) at batch 1, when shapes were measured. */
+  flopsBefore?: number;
+  flopsAfter?: number;
+}
+
+export interface ChannelGroupReport {
+  id: number;
+  /** Layers whose output channels are removed together. */
+  layers: string[];
+  channelsBefore: number;
+  channelsAfter: number;
+  prunable: boolean;
+  /** Why some or all channels of the group must stay. */
+  reason?: string;
+}
+
+export interface ChannelPruneReport {
+  pattern: 'channel';
+  sparsity: number;
+  criterion: PruneCriterion;
+  scope: PruneScope;
+  roundTo: number;
+  layers: ChannelLayerReport[];
+  groups: ChannelGroupReport[];
+  paramsBefore: number;
+  paramsAfter: number;
+  flopsBefore?: number;
+  flopsAfter?: number;
+  channelsRemoved: number;
+  channelsPrunable: number;
+}

@@ -1,0 +1,105 @@
+// `model-opt prune` end to end, in-process: table and --json output, the written model, exit codes.
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Command, CommanderError } from 'commander';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { reportError, takeExitCode } from '../../src/cli/common.js';
+import { registerPrune } from '../../src/cli/prune.js';
+import { writeNpz } from '../../src/data/index.js';
+import { DataType } from '../../src/ir/index.js';
+import { loadModel, saveModel } from '../../src/onnx/index.js';
+import { Net, randomArray, weightDims } from './helpers.js';
+
+const dir = mkdtempSync(path.join(tmpdir(), 'model-opt-prune-'));
+const modelPath = path.join(dir, 'cnn.onnx');
+const dataPath = path.join(dir, 'eval.npz');
+
+beforeAll(async () => {
+  const n = new Net();
+  const x = n.input('x', ['N', 3, 6, 6]);
+  const a = n.op('Relu', 'r1', [n.bn('bn1', n.conv('c1', x, 3, 8, { bias: false }), 8)]);
+  const b = n.op('Relu', 'r2', [n.bn('bn2', n.conv('c2', a, 8, 16, { bias: false }), 16)]);
+  const f = n.op('Flatten', 'flat', [n.op('GlobalAveragePool', 'gap', [b])], { axis: 1 });
+  await saveModel(n.output(n.op('Gemm', 'fc', [f, n.init('fc.w', [4, 16]), n.init('fc.b', [4])], { transB: 1 }), ['N', 4]), modelPath);
+  const count = 40;
+  await writeNpz(dataPath, {
+    x: { dtype: DataType.FLOAT, dims: [count, 3, 6, 6], data: randomArray(count * 108, 5) },
+    labels: { dtype: DataType.INT64, dims: [count], data: BigInt64Array.from({ length: count }, (_, i) => BigInt(i % 4)) },
+  });
+});
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+async function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  let stdout = '';
+  let stderr = '';
+  const out = vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => ((stdout += String(chunk)), true));
+  const err = vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => ((stderr += String(chunk)), true));
+  const program = new Command('model-opt').exitOverride().configureOutput({ writeErr: (t) => process.stderr.write(t) });
+  registerPrune(program);
+  for (const c of program.commands) c.exitOverride();
+  try {
+    await program.parseAsync(['node', 'model-opt', 'prune', ...args]);
+    return { code: takeExitCode(), stdout, stderr };
+  } catch (error) {
+    return { code: error instanceof CommanderError ? 2 : reportError(error), stdout, stderr };
+  } finally {
+    out.mockRestore();
+    err.mockRestore();
+  }
+}
+
+describe('model-opt prune (CLI)', () => {
+  it('--pattern channel --json: one document, a smaller model written, accuracy before and after', async () => {
+    const out = path.join(dir, 'channel.onnx');
+    const r = await cli(modelPath, '-o', out, '--pattern', 'channel', '--sparsity', '0.5', '--round-to', '4', '--eval-data', dataPath, '--json');
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    const doc = JSON.parse(r.stdout);
+    expect(doc.schemaVersion).toBe(1);
+    expect(doc.report.pattern).toBe('channel');
+    expect(doc.report.channelsRemoved).toBe(4 + 8);
+    const c2 = doc.report.layers.find((l: { node: string }) => l.node === 'c2');
+    expect([c2.inChannelsAfter, c2.outChannelsAfter]).toEqual([4, 8]);
+    // conv FLOPs at batch 1, 2 x outputs x (Cin x 3 x 3): 2 * (16*6*6) * (8*9) -> 2 * (8*6*6) * (4*9)
+    expect([c2.flopsBefore, c2.flopsAfter]).toEqual([2 * 576 * 72, 2 * 288 * 36]);
+    expect(doc.report.flopsAfter).toBeLessThan(doc.report.flopsBefore);
+    expect(doc.accuracy.before.samples).toBe(40);
+    expect(doc.check.outputs).toEqual([{ name: 'fc_out', dims: [2, 4] }]);
+    expect(doc.notes.join(' ')).toMatch(/model-opt distill/);
+    const written = await loadModel(out);
+    expect(weightDims(written, 'c1')).toEqual([4, 3, 3, 3]);
+    expect(weightDims(written, 'fc')).toEqual([4, 8]);
+  });
+
+  it('unstructured table says zeros do not speed up dense runtimes and points to --pattern channel', async () => {
+    const out = path.join(dir, 'sparse.onnx');
+    const r = await cli(modelPath, '-o', out, '--sparsity', '0.5', '--prune-first-last');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/c2 .*Conv.*16x8x3x3.*0\.0% -> 50\.0%/);
+    expect(r.stdout).toContain('not faster');
+    expect(r.stdout).toContain('--pattern channel');
+    expect(existsSync(out)).toBe(true);
+  });
+
+  it('2:4 reports the verified pattern and the sparse tensor core note', async () => {
+    const r = await cli(modelPath, '-o', path.join(dir, 'nm.onnx'), '--pattern', '2:4', '--json');
+    expect(r.code).toBe(0);
+    const doc = JSON.parse(r.stdout);
+    expect(doc.report.patternVerified).toBe(true);
+    expect(doc.notes.join(' ')).toMatch(/sparse tensor cores/);
+  });
+
+  it('bad usage exits 2 with one line and writes nothing', async () => {
+    const out = path.join(dir, 'never.onnx');
+    const noSparsity = await cli(modelPath, '-o', out);
+    expect(noSparsity.code).toBe(2);
+    expect(noSparsity.stderr.trim().split('\n')).toHaveLength(1);
+    expect(noSparsity.stderr).toContain('--sparsity is required');
+    expect((await cli(modelPath, '-o', modelPath, '--sparsity', '0.5')).stderr).toContain('refusing to overwrite');
+    expect((await cli(modelPath, '-o', out, '--pattern', '4:2')).code).toBe(2);
+    expect((await cli(modelPath, '-o', out, '--pattern', '2:4', '--sparsity', '0.3')).code).toBe(2);
+    expect((await cli(path.join(dir, 'missing.onnx'), '-o', out, '--sparsity', '0.5')).code).toBe(2);
+    expect(existsSync(out)).toBe(false);
+  });
+});
