@@ -35,6 +35,7 @@ export interface NodeOptions {
 export class GraphBuilder {
   readonly graph: Graph;
   private readonly options: GraphBuilderOptions;
+  private readonly nodeNames = new Set<string>();
 
   constructor(options: GraphBuilderOptions = {}) {
     this.options = options;
@@ -66,13 +67,25 @@ export class GraphBuilder {
   node(opType: string, inputs: (Value | null)[], attributes?: Record<string, AttributeInput>, options?: NodeOptions): Value;
   node(opType: string, inputs: (Value | null)[], attributes: Record<string, AttributeInput> = {}, options: NodeOptions = {}): Value | Value[] {
     const outs = options.outputs ?? 1;
-    const name = options.name ?? this.graph.uniqueName(opType.toLowerCase());
+    const name = options.name ?? this.uniqueNodeName(opType.toLowerCase());
     const outputNames =
       typeof outs === 'number'
         ? Array.from({ length: outs }, (_, i) => this.graph.uniqueName(outs === 1 ? `${name}_out` : `${name}_out${i}`))
         : outs;
     const node = this.graph.addNode({ opType, inputs, outputs: outputNames, attributes, name, domain: options.domain });
     return options.outputs === undefined ? node.outputs[0]! : [...node.outputs];
+  }
+
+  /**
+   * A node name not yet used in this graph. onnxruntime rejects two nodes with the same name, and
+   * node names live apart from value names, so Graph.uniqueName alone does not guarantee this.
+   */
+  private uniqueNodeName(base: string): string {
+    const taken = (n: string): boolean => this.nodeNames.has(n) || this.graph.value(n) !== undefined;
+    let name = base;
+    for (let i = 1; taken(name); i++) name = `${base}_${i}`;
+    this.nodeNames.add(name);
+    return name;
   }
 
   /** Mark a value as graph output, giving its type (defaults to the value's known type). */

@@ -434,21 +434,40 @@ export class Graph {
 
   /** Initializer tensors in file order. */
   get initializers(): readonly Tensor[] {
-    return this._initializers.map((v) => v.initializer!);
+    return this.initializerValues.map((v) => v.initializer!);
   }
 
-  /** Values backed by an initializer, in file order. */
+  /** Values backed by an initializer, in file order (a value whose initializer was cleared drops out). */
   get initializerValues(): readonly Value[] {
-    return this._initializers;
+    return this._initializers.filter((v) => v.initializer !== undefined);
   }
 
   get sparseInitializers(): readonly SparseTensor[] {
-    return this._sparseInitializers.map((v) => v.sparseInitializer!);
+    return this._sparseInitializers.filter((v) => v.sparseInitializer !== undefined).map((v) => v.sparseInitializer!);
   }
 
   /** @internal */
   _attach(node: Node): void {
     this.parentNode = node;
+    const root = node.graph.root;
+    root._graphsCache = undefined;
+    root._nodeNames = undefined;
+  }
+
+  /** @internal Graph tree of a root, cached for name lookups; may list detached graphs (harmless). */
+  _graphsCache: Graph[] | undefined;
+  /** @internal Node names in the tree (may hold stale names, which only makes generated names skip them). */
+  _nodeNames: Set<string> | undefined;
+  private _nameCounters = new Map<string, number>();
+
+  private treeGraphs(): Graph[] {
+    const root = this.root;
+    if (!root._graphsCache) {
+      const list: Graph[] = [];
+      visitGraphs(root, (g) => list.push(g));
+      root._graphsCache = list;
+    }
+    return root._graphsCache;
   }
 
   /** @internal */
@@ -490,18 +509,17 @@ export class Graph {
 
   /** A name not used by any value in the whole model graph tree (root and all subgraphs). */
   uniqueName(base: string): string {
-    const root = this.root;
-    const used = (n: string): boolean => {
-      let found = false;
-      visitGraphs(root, (g) => {
-        if (g._values.has(n)) found = true;
-      });
-      return found;
-    };
+    const graphs = this.treeGraphs();
+    const used = (n: string): boolean => graphs.some((g) => g._values.has(n));
     if (!used(base)) return base;
-    for (let i = 1; ; i++) {
+    // Resume numbering where the last call for this base stopped, so repeated calls stay cheap.
+    const counters = this.root._nameCounters;
+    for (let i = counters.get(base) ?? 1; ; i++) {
       const n = `${base}_${i}`;
-      if (!used(n)) return n;
+      if (!used(n)) {
+        counters.set(base, i + 1);
+        return n;
+      }
     }
   }
 
@@ -579,6 +597,7 @@ export class Graph {
   private buildNode(spec: NodeSpec): Node {
     const node = new Node(this, spec.opType, spec.name ?? '', spec.domain ?? '');
     if (!spec.name) node.name = this.uniqueNodeName(spec.opType);
+    else this.root._nodeNames?.add(spec.name);
     (spec.inputs ?? []).forEach((v, i) => node.setInput(i, v));
     const outs = spec.outputs ?? 1;
     const names = typeof outs === 'number' ? Array.from({ length: outs }, () => this.uniqueName(`${node.name}_output`)) : outs;
@@ -588,11 +607,25 @@ export class Graph {
   }
 
   private uniqueNodeName(base: string): string {
-    const used = new Set<string>();
-    visitGraphs(this.root, (g) => g._nodes.forEach((n) => used.add(n.name)));
-    if (!used.has(base)) return base;
-    for (let i = 1; ; i++) if (!used.has(`${base}_${i}`)) return `${base}_${i}`;
+    const root = this.root;
+    if (!root._nodeNames) {
+      const names = new Set<string>();
+      for (const g of this.treeGraphs()) for (const n of g._nodes) names.add(n.name);
+      root._nodeNames = names;
+    }
+    const used = root._nodeNames;
+    let name = base;
+    if (used.has(name)) {
+      const counters = root._nameCounters;
+      let i = counters.get(`node:${base}`) ?? 1;
+      while (used.has(`${base}_${i}`)) i++;
+      counters.set(`node:${base}`, i + 1);
+      name = `${base}_${i}`;
+    }
+    used.add(name);
+    return name;
   }
+
 
   /** Append a node at the end. */
   addNode(spec: NodeSpec): Node {

@@ -300,6 +300,10 @@ export function tensorFromProto(t: Msg, ctx: DecodeContext): Tensor {
   const name: string = t.name ?? '';
   const dtype = (t.dataType ?? 0) as DataType;
   const dims: number[] = (t.dims ?? []).map(toNum);
+  if (!isKnownDtype(dtype) && dtype !== 0) ctx.warn(`tensor '${name}' has data type ${dtype}, unknown to this schema; its bytes are kept as they are`);
+  if (t.dataLocation !== undefined && t.dataLocation !== 0 && t.dataLocation !== 1) {
+    ctx.warn(`tensor '${name}' has data_location ${t.dataLocation}, unknown to this schema; kept as is`);
+  }
   let tensor: Tensor;
   if (t.dataLocation === 1) {
     const info = externalInfo(t.externalData);
@@ -427,7 +431,8 @@ function inferAttrType(a: Msg): number {
 }
 
 function attributeFromProto(a: Msg, owner: Node, ctx: DecodeContext, where: string): Attribute {
-  const type: number = a.type && ATTR_FIELDS[a.type] ? a.type : inferAttrType(a) || (a.type ?? 0);
+  // Keep a type this schema does not know (a future ONNX) instead of guessing from the fields.
+  const type: number = a.type ? a.type : inferAttrType(a);
   const T = AttributeType;
   const sub = (g: Msg): Graph => graphFromProto(g, ctx, owner, `${where}/${a.name}`);
   let value: AttributeValue;
@@ -548,7 +553,7 @@ function resolveName(g: Graph, name: string): Value {
   return g.value(name) ?? g.createValue(name);
 }
 
-export function graphFromProto(p: Msg, ctx: DecodeContext, parentNode: Node | null, where: string): Graph {
+export function graphFromProto(p: Msg, ctx: DecodeContext, parentNode: Node | null, where: string, isFunctionBody = false): Graph {
   const g = new Graph(p.name ?? '');
   if (parentNode) g._attach(parentNode);
   const here = `graph '${g.name || where}'`;
@@ -558,7 +563,7 @@ export function graphFromProto(p: Msg, ctx: DecodeContext, parentNode: Node | nu
     const name: string = vi.name ?? '';
     const v = g.localValue(name) ?? g.createValue(name);
     g.inputs.push(v);
-    applyValueInfo(v, vi, 'input');
+    if (!isFunctionBody) applyValueInfo(v, vi, 'input');
   }
   for (const t of (p.initializer ?? []) as Msg[]) {
     const tensor = tensorFromProto(t, ctx);
@@ -596,7 +601,7 @@ export function graphFromProto(p: Msg, ctx: DecodeContext, parentNode: Node | nu
   for (const vi of (p.output ?? []) as Msg[]) {
     const v = resolveName(g, vi.name ?? '');
     g.outputs.push(v);
-    applyValueInfo(v, vi, 'output');
+    if (!isFunctionBody) applyValueInfo(v, vi, 'output');
   }
   for (const vi of (p.valueInfo ?? []) as Msg[]) {
     const v = resolveName(g, vi.name ?? '');
@@ -646,7 +651,12 @@ export function graphToProto(g: Graph, opts: TensorEncodeOptions): Msg {
   const out: Msg = {};
   out.node = g.nodes.map((n) => nodeToProto(n, opts));
   emit(out, 'name', g.name, st);
-  out.initializer = g.initializers.map((t) => tensorToProto(t, opts));
+  // The value's name is authoritative: a pass may have swapped in a tensor named differently.
+  out.initializer = g.initializerValues.map((v) => {
+    const t = tensorToProto(v.initializer!, opts);
+    if (v.initializer!.name !== v.name) t.name = v.name;
+    return t;
+  });
   out.sparseInitializer = g.sparseInitializers.map((s) => sparseToProto(s, opts));
   emit(out, 'docString', g.docString, st);
   out.input = g.inputs.map((v) => valueInfoToProto(v, 'input'));
@@ -679,6 +689,7 @@ function functionFromProto(f: Msg, ctx: DecodeContext): ModelFunction {
     ctx,
     null,
     `function '${domain}.${name}'`,
+    true,
   );
   const fn = new ModelFunction(name, domain, body);
   if (hasOwn(f, 'overload')) fn.overload = f.overload;

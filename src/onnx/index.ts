@@ -285,6 +285,8 @@ export async function saveModel(model: Model, file: string, options: SaveOptions
     }
     renames.push([modelTemp, target]);
     for (const [from, to] of renames) fs.renameSync(from, to);
+    // A side file nothing went into is not kept.
+    for (const t of temps) if (!renames.some(([from]) => from === t)) fs.rmSync(t, { force: true });
   } catch (e) {
     for (const t of temps) fs.rmSync(t, { force: true });
     if (e instanceof InputError || e instanceof UsageError) throw e;

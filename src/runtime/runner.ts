@@ -89,7 +89,7 @@ export async function createRunner(model: Model | Uint8Array | string, options: 
     source = model;
   } else {
     const { encodeModel } = await import('../onnx/index.js');
-    source = encodeModel(model);
+    source = encodeModel(model, { embedExternalData: true });
     const { modelInputSpecs, modelOutputSpecs } = await import('./model-specs.js');
     try {
       declared = { inputs: modelInputSpecs(model), outputs: modelOutputSpecs(model) };
