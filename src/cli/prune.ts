@@ -12,7 +12,7 @@ import type { ChannelPruneReport, MagnitudePruneReport, PrunePattern, PruneResul
 interface PruneFlags {
   output: string;
   sparsity?: number;
-  pattern: PrunePattern;
+  pattern?: PrunePattern;
   scope?: 'global' | 'layer';
   criterion: 'l1' | 'l2';
   roundTo: number;
@@ -120,10 +120,10 @@ export function registerPrune(program: Command): void {
     .argument('<model>', 'the ONNX model to prune')
     .requiredOption('-o, --output <file>', 'where to write the pruned model')
     .option('--sparsity <x>', 'fraction to remove, 0..1: weights, or channels per group with --pattern channel', parseFraction)
-    .option('--pattern <p>', 'unstructured (default), N:M such as 2:4, or channel', parsePattern, { kind: 'unstructured' } as PrunePattern)
+    .option('--pattern <p>', 'unstructured (the default), N:M such as 2:4, or channel', parsePattern)
     .option('--scope <s>', 'rank weights/channels per layer or over the whole model: layer (default) or global', oneOf(['global', 'layer'] as const))
-    .option('--criterion <c>', 'channel ranking norm: l1 or l2 (default), after folding BatchNormalization', oneOf(['l1', 'l2'] as const), 'l2')
-    .option('--round-to <n>', 'channel pattern: keep channel counts a multiple of n (default 16: blocked CPU convolutions in onnxruntime); 1 = exact', parsePositiveInt, 16)
+    .option('--criterion <c>', 'channel ranking norm, l1 or l2, after folding BatchNormalization', oneOf(['l1', 'l2'] as const), 'l2')
+    .option('--round-to <n>', 'channel pattern: keep channel counts a multiple of n (blocked CPU convolutions in onnxruntime want 16); 1 = exact', parsePositiveInt, 16)
     .option('--exclude-nodes <names>', 'node names to leave untouched (comma-separated, repeatable)', parseStringList)
     .option('--exclude-op-types <ops>', 'op types to leave untouched, e.g. MatMul (comma-separated, repeatable)', parseStringList)
     .option('--prune-first-last', 'also prune the first and last weighted layers (dense by default; unstructured and N:M)')
@@ -134,7 +134,7 @@ export function registerPrune(program: Command): void {
     .action(
       runCommand(async (input: string, flags: PruneFlags) => {
         const output = checkOutputPath(flags.output, [input, ...(flags.evalData ? [flags.evalData] : [])]);
-        const pattern = flags.pattern;
+        const pattern = flags.pattern ?? ({ kind: 'unstructured' } as PrunePattern);
         let sparsity: number;
         if (pattern.kind === 'n:m') {
           const implied = (pattern.m - pattern.n) / pattern.m;
