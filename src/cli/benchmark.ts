@@ -7,7 +7,8 @@
  */
 import { rename, rm, writeFile } from 'node:fs/promises';
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { ExitCode, GateError, InputError } from '../errors.js';
+import { ExitCode, GateError, InputError, UsageError } from '../errors.js';
+import { registerBatchingOptions, runBatchingBenchmark, type BatchingFlags } from './dynamic-batching.js';
 import {
   checkOutputPath,
   collect,
@@ -89,7 +90,7 @@ function commandLine(argv: readonly string[]): string {
 }
 
 export function registerBenchmark(program: Command): void {
-  program
+  const command = program
     .command('benchmark')
     .description('compare accuracy, latency, size and memory of candidate models against a baseline')
     .argument('<baseline>', 'the reference (usually FP32) ONNX model')
@@ -112,9 +113,14 @@ export function registerBenchmark(program: Command): void {
     .option('--max-latency-p99 <ms>', 'gate: largest p99 latency in milliseconds', parseMilliseconds)
     .option('--json', 'print one JSON document on stdout instead of the table')
     .option('--markdown <file>', 'also write a Markdown report (for CI summaries and PR comments)')
-    .addOption(new Option('--bootstrap <n>', 'bootstrap resamples for intervals').argParser(parsePositiveInt).default(2000).hideHelp())
-    .action(
-      runCommand(async (baseline: string, candidates: string[], flags: BenchmarkFlags & { bootstrap: number }, command: Command) => {
+    .addOption(new Option('--bootstrap <n>', 'bootstrap resamples for intervals').argParser(parsePositiveInt).default(2000).hideHelp());
+  registerBatchingOptions(command);
+  command.action(
+      runCommand(async (baseline: string, candidates: string[], flags: BenchmarkFlags & BatchingFlags & { bootstrap: number }, command: Command) => {
+        if (flags.dynamicBatching) {
+          if (candidates.length) throw new UsageError('--dynamic-batching measures one model at a time; drop the candidate models');
+          return runBatchingBenchmark(baseline, flags);
+        }
         const { parseShapeOverrides } = await import('../runtime/shapes.js');
         const shapes = flags.shape ? parseShapeOverrides(flags.shape.join(',')) : undefined;
         const markdownPath = flags.markdown

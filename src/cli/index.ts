@@ -9,7 +9,10 @@ import { ExitCode } from '../errors.js';
 import { reportError, takeExitCode } from './common.js';
 import { registerInspect } from './inspect.js';
 import { registerBenchmark } from './benchmark.js';
+import { registerQuantize } from './quantize.js';
 import { registerPrune } from './prune.js';
+import { registerBatchify } from './batchify.js';
+import { registerExportTriton } from './export-triton.js';
 
 function packageVersion(): string {
   const url = new URL('../../package.json', import.meta.url);
@@ -25,7 +28,10 @@ export function buildProgram(): Command {
     .exitOverride();
   registerInspect(program);
   registerBenchmark(program);
+  registerQuantize(program);
   registerPrune(program);
+  registerBatchify(program);
+  registerExportTriton(program);
   for (const command of program.commands) command.exitOverride();
   return program;
 }

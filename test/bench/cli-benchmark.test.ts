@@ -83,6 +83,6 @@ describe('model-opt benchmark (CLI)', () => {
     expect((await cli(baseline, '--duration', '-1s')).code).toBe(2);
     const r = await cli(baseline, '--markdown', baseline);
     expect(r.code).toBe(2);
-    expect(r.stderr).toBe(`model-opt: error: refusing to overwrite the input model ${baseline}; choose another -o/--output path\n`);
+    expect(r.stderr).toBe(`model-opt: error: refusing to overwrite the input file ${baseline}; choose another --markdown path\n`);
   });
 });

@@ -1,0 +1,69 @@
+/**
+ * `model-opt batchify <model> -o <out>`: make the batch dim dynamic (symbolic input/output dim 0,
+ * Reshape targets with the batch size baked in rewritten to 0/-1), check in onnxruntime that every
+ * sample's outputs match the original at several batch sizes, then save atomically and load the
+ * written file in onnxruntime before reporting success.
+ * May import: cli/common, errors, commander; lazily passes/batchify, onnx, runtime.
+ */
+import type { Command } from 'commander';
+import { ExitCode } from '../errors.js';
+import { checkOutputPath, collect, note, printJson, runCommand } from './common.js';
+
+interface BatchifyFlags {
+  output: string;
+  dimName: string;
+  verify: boolean;
+  shape?: string[];
+  json?: boolean;
+}
+
+export function registerBatchify(program: Command): void {
+  program
+    .command('batchify')
+    .description('make the batch dimension of a model dynamic, so requests can be batched (verified in onnxruntime)')
+    .argument('<model>', 'the ONNX model with a fixed batch size')
+    .requiredOption('-o, --output <file>', 'where to write the batchable model')
+    .option('--dim-name <name>', 'name of the symbolic batch dim', 'N')
+    .option('--no-verify', 'skip running both models in onnxruntime to compare outputs')
+    .option('--shape <name=dims>', 'size of other symbolic dims for the check, e.g. x=1x3x224x224 (repeatable)', collect)
+    .option('--json', 'print one JSON document on stdout')
+    .action(
+      runCommand(async (model: string, flags: BatchifyFlags) => {
+        const output = checkOutputPath(flags.output, [model]);
+        const [{ loadModel, saveModel }, { batchify, verifyBatchify }, { createRunner, parseShapeOverrides }] = await Promise.all([
+          import('../onnx/index.js'),
+          import('../passes/batchify.js'),
+          import('../runtime/index.js'),
+        ]);
+        const original = await loadModel(model);
+        const { model: batchable, report } = batchify(original, { batchDimName: flags.dimName });
+        const verification =
+          flags.verify && !report.alreadyDynamic
+            ? await verifyBatchify(original, batchable, { shapeOverrides: flags.shape ? parseShapeOverrides(flags.shape.join(',')) : {} })
+            : undefined;
+        await saveModel(batchable, output);
+        const runner = await createRunner(output, { label: output });
+        await runner.release();
+        if (flags.json) {
+          printJson({ schemaVersion: 1, kind: 'batchify', input: model, output: flags.output, report, ...(verification ? { verification } : {}) });
+          return ExitCode.ok;
+        }
+        if (report.alreadyDynamic) {
+          process.stdout.write(`${model}: the batch dim is already dynamic; wrote an unchanged copy to ${flags.output}\n`);
+          return ExitCode.ok;
+        }
+        const lines = [
+          `${model}: batch size ${report.originalBatchSize} -> '${flags.dimName}'`,
+          `  inputs: ${report.inputs.join(', ') || '-'}; outputs: ${report.outputs.join(', ') || '-'}; value_info entries: ${report.valueInfo}`,
+          ...report.reshapes.map((r) => `  Reshape '${r.node}': [${r.from.join(', ')}] -> [${r.to.join(', ')}]`),
+          verification
+            ? `  verified in onnxruntime at batch ${verification.batchSizes.join(' and ')}: max |diff| ${verification.maxAbsDiff.toExponential(2)}`
+            : '  not verified (--no-verify)',
+          `wrote ${flags.output}`,
+        ];
+        process.stdout.write(`${lines.join('\n')}\n`);
+        for (const w of report.warnings) note(`model-opt: warning: ${w}`, { json: flags.json });
+        return ExitCode.ok;
+      }),
+    );
+}

@@ -1,0 +1,211 @@
+/**
+ * The dynamic-batching flags shared by `model-opt benchmark --dynamic-batching` and
+ * `model-opt export-triton` (registerBatchingOptions, batchingSweepOptionsFromFlags,
+ * runBatchingBenchmark), so both commands parse them the same way.
+ * May import: cli/common, errors, commander; lazily serve, report/batching-*, onnx, runtime, data.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { ExitCode, GateError, UsageError } from '../errors.js';
+import {
+  createProgress,
+  note,
+  parseNonNegativeInt,
+  parseNumber,
+  parsePositiveInt,
+  parsePositiveIntList,
+} from './common.js';
+import type { BatchingSweepOptions, BatchingSweepResult } from '../serve/sweep.js';
+
+// ---- shared dynamic-batching flags --------------------------------------------------------------
+
+export interface BatchingFlags {
+  dynamicBatching?: boolean;
+  maxBatchSize?: number;
+  preferred?: number[];
+  maxQueueDelayUs?: number;
+  maxQueueSize?: number;
+  instances?: number;
+  preserveOrdering?: boolean;
+  requestRate?: number[];
+  arrivals?: 'poisson' | 'constant';
+  concurrency?: number[];
+  sloP99?: number;
+  plot?: string;
+  tritonConfig?: string;
+  windowMs?: number;
+  maxWindows?: number;
+  baseline?: boolean;
+}
+
+/** Flags of the wider command the batching run also uses (benchmark or export-triton). */
+export interface CommonRunFlags {
+  data?: string;
+  threads?: number;
+  shape?: string[];
+  provider?: string[];
+  seed?: number;
+  json?: boolean;
+}
+
+function parsePositiveNumberList(value: string): number[] {
+  return value.split(',').map((part) => {
+    const n = parseNumber(part.trim());
+    if (n <= 0) throw new InvalidArgumentError(`expected positive numbers, got '${part}'`);
+    return n;
+  });
+}
+
+function parsePositiveMs(value: string): number {
+  const n = parseNumber(value.trim().replace(/ms$/, ''));
+  if (n <= 0) throw new InvalidArgumentError(`expected a positive number of milliseconds, got '${value}'`);
+  return n;
+}
+
+/** The dynamic-batching settings flags (shared by benchmark and export-triton). */
+export function registerBatcherSettingOptions(command: Command): Command {
+  return command
+    .option('--max-batch-size <n>', 'largest batch the batcher forms (Triton max_batch_size; default 32)', parsePositiveInt)
+    .option('--preferred <list>', 'preferred batch sizes, e.g. 16,32 (Triton preferred_batch_size)', parsePositiveIntList)
+    .option('--max-queue-delay-us <us>', 'longest a request is held back to grow a batch (default 1000)', parseNonNegativeInt)
+    .option('--max-queue-size <n>', 'reject requests when this many wait (default unbounded)', parsePositiveInt)
+    .option('--instances <n>', 'model instances (parallel onnxruntime sessions; default 1)', parsePositiveInt)
+    .option('--preserve-ordering', 'return responses in request order (Triton preserve_ordering)')
+    .option('--slo-p99 <ms>', 'search batching settings for the highest throughput with p99 under this', parsePositiveMs)
+    .option('--triton-config <file>', "start from an existing Triton config.pbtxt (its batching settings and other fields)");
+}
+
+/**
+ * Every flag of `benchmark --dynamic-batching`. The benchmark command adds these with
+ * registerBatchingOptions(command) and, when flags.dynamicBatching is set, hands over to
+ * runBatchingBenchmark(modelPath, flags).
+ */
+export function registerBatchingOptions(command: Command): Command {
+  command.option('--dynamic-batching', 'measure throughput and latency behind a dynamic batcher (with and without batching)');
+  registerBatcherSettingOptions(command);
+  return command
+    .option('--request-rate <list>', 'open-loop request rates to sweep, requests/s, e.g. 200,400,800', parsePositiveNumberList)
+    .addOption(new Option('--arrivals <kind>', 'open-loop arrival process').choices(['poisson', 'constant']).default('poisson'))
+    .option('--concurrency <list>', 'closed-loop concurrencies to sweep, e.g. 1,4,16', parsePositiveIntList)
+    .option('--plot <file.svg>', 'write the latency-vs-throughput plot as SVG')
+    .option('--window-ms <ms>', 'measurement window (default 1000; stable = 3 windows within 10%)', parsePositiveInt)
+    .option('--max-windows <n>', 'windows before a point is reported not stable (default 10)', parsePositiveInt)
+    .option('--no-baseline', 'skip the comparison run without batching');
+}
+
+/** Typed sweep options from the flags (validated once, here). */
+export async function batchingSweepOptionsFromFlags(
+  model: string,
+  flags: BatchingFlags & CommonRunFlags,
+  options: { notes?: boolean } = {},
+): Promise<BatchingSweepOptions> {
+  if (flags.requestRate && flags.concurrency) throw new UsageError('give --request-rate or --concurrency, not both');
+  let base: Partial<BatchingSweepOptions['batching']> = {};
+  if (flags.tritonConfig) {
+    const { parseTritonConfig, batcherSettingsFromTriton } = await import('../serve/index.js');
+    const text = readText(flags.tritonConfig);
+    const { batcher, instances, notes } = batcherSettingsFromTriton(parseTritonConfig(text, flags.tritonConfig));
+    base = { ...batcher, instances };
+    if (options.notes !== false) for (const n of notes) note(`model-opt: ${flags.tritonConfig}: ${n}`, { json: flags.json });
+  }
+  const batching: BatchingSweepOptions['batching'] = {
+    ...base,
+    maxBatchSize: flags.maxBatchSize ?? base.maxBatchSize ?? 32,
+    maxQueueDelayUs: flags.maxQueueDelayUs ?? base.maxQueueDelayUs ?? 1000,
+    instances: flags.instances ?? base.instances ?? 1,
+  };
+  const preferred = flags.preferred ?? base.preferredBatchSizes;
+  if (preferred) batching.preferredBatchSizes = preferred;
+  if (flags.maxQueueSize !== undefined) batching.maxQueueSize = flags.maxQueueSize;
+  if (flags.preserveOrdering) batching.preserveOrdering = true;
+  const { validateBatcherConfig } = await import('../serve/batcher.js');
+  validateBatcherConfig(batching);
+  const loads: BatchingSweepOptions['loads'] = flags.requestRate
+    ? flags.requestRate.map((rate) => ({ kind: 'rate' as const, rate, arrivals: flags.arrivals ?? 'poisson' }))
+    : (flags.concurrency ?? (flags.sloP99 !== undefined ? [] : [1, 4, 16])).map((concurrency) => ({ kind: 'concurrency' as const, concurrency }));
+  const sweep: BatchingSweepOptions = {
+    model,
+    label: model,
+    batching,
+    loads,
+    compareUnbatched: flags.baseline !== false,
+    measurement: {
+      ...(flags.windowMs ? { windowMs: flags.windowMs } : {}),
+      ...(flags.maxWindows ? { maxWindows: flags.maxWindows } : {}),
+    },
+    runner: {
+      ...(flags.threads ? { intraOpThreads: flags.threads } : {}),
+      ...(flags.provider ? { executionProviders: flags.provider } : {}),
+    },
+    ...(flags.seed !== undefined ? { seed: flags.seed } : {}),
+    ...(flags.sloP99 !== undefined ? { sloP99Ms: flags.sloP99 } : {}),
+  };
+  if (flags.shape) {
+    const { parseShapeOverrides } = await import('../runtime/shapes.js');
+    sweep.shapeOverrides = parseShapeOverrides(flags.shape.join(','));
+  }
+  if (flags.data) {
+    const [{ loadDataset }, { loadModel }, { modelInputSpecs }] = await Promise.all([
+      import('../data/index.js'),
+      import('../onnx/index.js'),
+      import('../runtime/index.js'),
+    ]);
+    sweep.dataset = await loadDataset(flags.data, modelInputSpecs(await loadModel(model)));
+  }
+  return sweep;
+}
+
+export function readText(file: string): string {
+  try {
+    return fs.readFileSync(file, 'utf8');
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    throw new UsageError(`${file}: cannot read (${code === 'ENOENT' ? 'no such file' : code ?? String(e)})`);
+  }
+}
+
+export async function writeTextAtomic(file: string, text: string): Promise<void> {
+  const tmp = `${file}.tmp-${process.pid}-${Date.now()}`;
+  try {
+    fs.writeFileSync(tmp, text);
+    fs.renameSync(tmp, file);
+  } catch (e) {
+    fs.rmSync(tmp, { force: true });
+    throw new UsageError(`${file}: cannot write (${(e as Error).message})`);
+  }
+}
+
+export async function sweepWithProgress(options: BatchingSweepOptions, json: boolean | undefined): Promise<BatchingSweepResult> {
+  const { runBatchingSweep } = await import('../serve/index.js');
+  const progress = await createProgress({ json });
+  try {
+    return await runBatchingSweep(options, { onProgress: (e) => progress.update(`${e.message} (${e.done}/${e.total})`) });
+  } finally {
+    progress.stop();
+  }
+}
+
+/**
+ * `benchmark <model> --dynamic-batching ...`: run the sweep, print the table (or --json), write
+ * --plot. Returns the exit code (1 when --slo-p99 was given and no setting met it).
+ */
+export async function runBatchingBenchmark(model: string, flags: BatchingFlags & CommonRunFlags): Promise<number> {
+  const plotPath = flags.plot ? path.resolve(flags.plot) : undefined;
+  if (plotPath && plotPath === path.resolve(model)) throw new UsageError('refusing to overwrite the input model with the plot');
+  const options = await batchingSweepOptionsFromFlags(model, flags);
+  const result = await sweepWithProgress(options, flags.json);
+  const [{ renderBatchingTable, renderBatchingJson }, { renderBatchingPlot }] = await Promise.all([
+    import('../report/batching-table.js'),
+    import('../report/batching-plot.js'),
+  ]);
+  if (flags.json) process.stdout.write(renderBatchingJson(result));
+  else process.stdout.write(renderBatchingTable(result, { color: Boolean(process.stdout.isTTY) }));
+  if (plotPath) {
+    await writeTextAtomic(plotPath, renderBatchingPlot(result));
+    note(`model-opt: plot written to ${flags.plot}`, { json: flags.json });
+  }
+  if (result.slo && !result.slo.best) throw new GateError(`no batching setting kept p99 under ${result.slo.sloP99Ms} ms`);
+  return ExitCode.ok;
+}
+

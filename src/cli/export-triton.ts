@@ -1,0 +1,117 @@
+/**
+ * `model-opt export-triton <model> --out <repo>`: writes <repo>/<name>/config.pbtxt and
+ * <repo>/<name>/1/model.onnx with the dynamic_batching settings given, or found by the SLO search
+ * (--slo-p99).
+ * May import: cli/common, cli/dynamic-batching, errors, commander; lazily serve, onnx.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Command } from 'commander';
+import { ExitCode, GateError, UsageError } from '../errors.js';
+import {
+  collect,
+  note,
+  parseNonNegativeInt,
+  parsePositiveInt,
+  parseStringList,
+  printJson,
+  runCommand,
+} from './common.js';
+import {
+  batchingSweepOptionsFromFlags,
+  readText,
+  registerBatcherSettingOptions,
+  sweepWithProgress,
+  type BatchingFlags,
+  type CommonRunFlags,
+} from './dynamic-batching.js';
+import type { BatchingSweepResult } from '../serve/sweep.js';
+
+// ---- export-triton ----------------------------------------------------------------------------
+
+interface ExportFlags extends BatchingFlags, CommonRunFlags {
+  out: string;
+  name?: string;
+  noBatching?: boolean;
+}
+
+export function registerExportTriton(program: Command): void {
+  const command = program
+    .command('export-triton')
+    .description('write a Triton model repository (<out>/<name>/config.pbtxt and <out>/<name>/1/model.onnx) with dynamic batching settings')
+    .argument('<model>', 'the ONNX model to deploy')
+    .requiredOption('--out <dir>', 'the model repository folder (created if missing)')
+    .option('--name <name>', 'model name in the repository (default: the model file name)');
+  registerBatcherSettingOptions(command);
+  command
+    .option('--threads <n>', 'onnxruntime intra-op threads for the --slo-p99 search', parsePositiveInt)
+    .option('--shape <name=dims>', 'size of symbolic non-batch dims, e.g. x=1x3x224x224 (repeatable)', collect)
+    .option('--provider <list>', 'execution providers for the --slo-p99 search (default cpu)', parseStringList)
+    .option('--seed <n>', 'seed for the random requests of the search', parseNonNegativeInt)
+    .option('--json', 'print one JSON document on stdout')
+    .action(
+      runCommand(async (model: string, flags: ExportFlags) => {
+        const [{ loadModel, ensureDistinctOutput }, serve] = await Promise.all([import('../onnx/index.js'), import('../serve/index.js')]);
+        const { tritonModelName } = await import('../serve/triton-export.js');
+        const name = flags.name ?? tritonModelName(model);
+        if (!/^[A-Za-z0-9_.-]+$/.test(name) || name === '.' || name === '..') throw new UsageError(`--name '${name}': use letters, digits, '_', '-' and '.'`);
+        const modelOut = path.resolve(flags.out, name, '1', 'model.onnx');
+        ensureDistinctOutput(model, modelOut);
+        const configPath = path.resolve(flags.out, name, 'config.pbtxt');
+        // An existing config (given, or already in the repository) keeps its other fields.
+        const baseFile = flags.tritonConfig ?? (fs.existsSync(configPath) ? configPath : undefined);
+        const base = baseFile ? serve.parseTritonConfig(readText(baseFile), baseFile) : undefined;
+        const sweepOptions = await batchingSweepOptionsFromFlags(model, { ...flags, tritonConfig: baseFile, concurrency: [] }, { notes: false });
+        const loaded = await loadModel(model);
+        let setting = {
+          maxBatchSize: sweepOptions.batching.maxBatchSize,
+          preferredBatchSizes: sweepOptions.batching.preferredBatchSizes ?? [],
+          maxQueueDelayUs: sweepOptions.batching.maxQueueDelayUs ?? 0,
+          instances: sweepOptions.batching.instances ?? 1,
+        };
+        let search: BatchingSweepResult['slo'];
+        if (flags.sloP99 !== undefined) {
+          const result = await sweepWithProgress({ ...sweepOptions, model: loaded, loads: [] }, flags.json);
+          search = result.slo;
+          if (!search?.best) throw new GateError(`no batching setting kept p99 under ${flags.sloP99} ms; nothing written`);
+          setting = search.best.setting;
+          note(
+            `model-opt: recommended ${serve.describeSetting(setting)}: ${search.best.point.throughput.toFixed(0)} req/s at p99 ${search.best.point.latencyMs.p99.toFixed(2)} ms`,
+            { json: flags.json },
+          );
+        }
+        const batching = setting.maxBatchSize > 1;
+        const written = await serve.writeTritonRepository(loaded, flags.out, {
+          name,
+          base,
+          maxBatchSize: batching ? setting.maxBatchSize : 0,
+          instances: setting.instances,
+          ...(batching
+            ? {
+                dynamicBatching: {
+                  preferredBatchSizes: setting.preferredBatchSizes,
+                  maxQueueDelayUs: setting.maxQueueDelayUs,
+                  ...(sweepOptions.batching.preserveOrdering ? { preserveOrdering: true } : {}),
+                  ...(sweepOptions.batching.maxQueueSize ? { maxQueueSize: sweepOptions.batching.maxQueueSize } : {}),
+                },
+              }
+            : {}),
+        });
+        if (flags.json) {
+          printJson({
+            schemaVersion: 1,
+            kind: 'export-triton',
+            modelDir: written.modelDir,
+            configPath: written.configPath,
+            modelPath: written.modelPath,
+            setting,
+            config: written.configText,
+            ...(search ? { search } : {}),
+          });
+        } else {
+          process.stdout.write(`wrote ${path.relative(process.cwd(), written.configPath)} and ${path.relative(process.cwd(), written.modelPath)}\n\n${written.configText}`);
+        }
+        return ExitCode.ok;
+      }),
+    );
+}

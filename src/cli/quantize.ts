@@ -1,0 +1,291 @@
+/**
+ * `model-opt quantize <model> -o <out> --mode int8|int8-dynamic|fp16`: flags -> typed options,
+ * run the pass, write the model atomically (never over an input), load and run the written model
+ * on the calibration inputs before reporting success (agreement with FP32), check what
+ * onnxruntime fuses, and print a table or one JSON document. `--max-accuracy-drop` with
+ * `--eval-data` runs the accuracy guard (exit 1 and a `.missed-goal.onnx` name when no setting
+ * meets it); `--analyze` prints the per-node sensitivity table and writes nothing.
+ * May import: cli/common, errors; lazily passes/quantize, onnx, runtime, data, report.
+ */
+import { stat } from 'node:fs/promises';
+import path from 'node:path';
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { ExitCode, GateError, UsageError } from '../errors.js';
+import {
+  checkOutputPath,
+  createProgress,
+  note,
+  parseAccuracyBudget,
+  parsePositiveInt,
+  parseStringList,
+  printJson,
+  reportError,
+  runCommand,
+} from './common.js';
+import type { AccuracyBudget } from '../bench/types.js';
+
+export const QUANTIZE_JSON_SCHEMA_VERSION = 1;
+
+type Mode = 'int8' | 'int8-dynamic' | 'fp16';
+type Method = 'minmax' | 'percentile' | 'entropy' | 'mse';
+
+interface QuantizeFlags {
+  output?: string;
+  mode: Mode;
+  calibrationData?: string;
+  calibrationCount: number;
+  calibrate: Method;
+  percentile: number;
+  batchSize?: number;
+  perTensor?: boolean;
+  activationType: 'uint8' | 'int8';
+  opTypes?: string[];
+  excludeOpTypes?: string[];
+  excludeNodes?: string[];
+  maxAccuracyDrop?: AccuracyBudget;
+  evalData?: string;
+  outputName?: string;
+  analyze?: boolean;
+  keepIoTypes: boolean;
+  opBlockList?: string[];
+  threads?: number;
+  json?: boolean;
+}
+
+function parsePercentile(value: string): number {
+  const n = Number(value);
+  if (!(n > 0 && n <= 100)) throw new InvalidArgumentError(`expected a percentile in (0, 100], got '${value}'`);
+  return n;
+}
+
+/** out.onnx -> out.missed-goal.onnx */
+export function missedGoalPath(output: string): string {
+  const ext = path.extname(output);
+  return ext ? `${output.slice(0, -ext.length)}.missed-goal${ext}` : `${output}.missed-goal.onnx`;
+}
+
+async function fileSize(file: string): Promise<number> {
+  return (await stat(file)).size;
+}
+
+export function registerQuantize(program: Command): void {
+  program
+    .command('quantize')
+    .description('quantize a model to INT8 (static QDQ or dynamic) or convert it to FP16')
+    .argument('<model>', 'the FP32 ONNX model (never modified)')
+    .option('-o, --output <path>', 'where to write the quantized model (required unless --analyze)')
+    .addOption(new Option('--mode <mode>', 'int8 (static, calibrated QDQ), int8-dynamic (weights only, MatMul/Gemm) or fp16').choices(['int8', 'int8-dynamic', 'fp16']).default('int8'))
+    .option('--calibration-data <path>', 'calibration inputs: .npz/.npy/.jsonl or a test_data_set dir (required for int8)')
+    .option('--calibration-count <n>', 'use the first n calibration samples', parsePositiveInt, 100)
+    .addOption(new Option('--calibrate <method>', 'activation range method: minmax, percentile, entropy (KL) or mse').choices(['minmax', 'percentile', 'entropy', 'mse']).default('minmax'))
+    .option('--percentile <p>', 'percentile kept by --calibrate percentile', parsePercentile, 99.99)
+    .option('--batch-size <n>', 'samples per calibration run (default 16)', parsePositiveInt)
+    .option('--per-tensor', 'one scale per weight tensor instead of one per output channel')
+    .addOption(new Option('--activation-type <type>', 'uint8 (asymmetric, fastest on x86) or int8 (symmetric)').choices(['uint8', 'int8']).default('uint8'))
+    .option('--op-types <list>', 'quantize only these op types, e.g. Conv,Gemm', parseStringList)
+    .option('--exclude-op-types <list>', 'never quantize these op types', parseStringList)
+    .option('--exclude-nodes <list>', 'never quantize these nodes (by name)', parseStringList)
+    .option('--max-accuracy-drop <budget>', 'accuracy guard: largest top-1 drop, e.g. 0.5pt or 1% (needs --eval-data)', parseAccuracyBudget)
+    .option('--eval-data <path>', 'labelled evaluation data for the accuracy guard and --analyze')
+    .option('--output-name <name>', 'model output holding class scores (default: the first output)')
+    .option('--analyze', 'print the per-node sensitivity table (int8) and write no model')
+    .option('--no-keep-io-types', 'fp16: make model inputs/outputs float16 too')
+    .option('--op-block-list <list>', 'fp16: extra op types kept in float32', parseStringList)
+    .option('--threads <n>', 'onnxruntime intra-op threads for calibration and checks', parsePositiveInt)
+    .option('--json', 'print one JSON document on stdout instead of the table')
+    .action(runCommand(async (modelPath: string, flags: QuantizeFlags) => quantizeAction(modelPath, flags)));
+}
+
+async function quantizeAction(modelPath: string, flags: QuantizeFlags): Promise<number> {
+  if (!flags.analyze && !flags.output) throw new UsageError('missing -o/--output <path> (or use --analyze)');
+  const inputs = [modelPath, ...(flags.calibrationData ? [flags.calibrationData] : []), ...(flags.evalData ? [flags.evalData] : [])];
+  const output = flags.output ? checkOutputPath(flags.output, inputs) : undefined;
+  if (flags.maxAccuracyDrop && !flags.evalData) throw new UsageError('--max-accuracy-drop needs --eval-data <labelled data>');
+  if (flags.maxAccuracyDrop && flags.mode !== 'int8') throw new UsageError('--max-accuracy-drop is available with --mode int8');
+  if (flags.analyze && flags.mode !== 'int8') throw new UsageError('--analyze is available with --mode int8');
+  if (flags.mode === 'int8' && !flags.calibrationData) {
+    throw new UsageError('--mode int8 needs --calibration-data (representative inputs); without data use --mode int8-dynamic');
+  }
+
+  const [{ loadModel, saveModel }, runtime, data, q] = await Promise.all([
+    import('../onnx/index.js'),
+    import('../runtime/index.js'),
+    import('../data/index.js'),
+    import('../passes/quantize/index.js'),
+  ]);
+  const progress = await createProgress({ json: flags.json });
+  const warnings: string[] = [];
+  const onWarning = (message: string): void => {
+    warnings.push(message);
+    progress.stop();
+    note(`model-opt: warning: ${message}`, { json: flags.json });
+  };
+  const runnerOptions = flags.threads ? { intraOpThreads: flags.threads } : {};
+  try {
+    progress.update(`loading ${modelPath}`);
+    const model = await loadModel(modelPath, { onWarning });
+    const specs = runtime.modelInputSpecs(model);
+    const calibration = flags.calibrationData ? await data.loadDataset(flags.calibrationData, specs) : undefined;
+    const evalData = flags.evalData ? await data.loadDataset(flags.evalData, specs) : undefined;
+    const started = performance.now();
+
+    let written: import('../ir/index.js').Model;
+    let passReport: unknown;
+    let guard: import('../passes/quantize/index.js').GuardResult | undefined;
+    if (flags.mode === 'int8') {
+      const result = await q.quantizeInt8(model, {
+        calibration: calibration!,
+        calibrationCount: flags.calibrationCount,
+        batchSize: flags.batchSize,
+        method: flags.calibrate,
+        percentile: flags.percentile,
+        perChannel: !flags.perTensor,
+        activationType: flags.activationType,
+        opTypes: flags.opTypes,
+        excludeOpTypes: flags.excludeOpTypes,
+        excludeNodes: flags.excludeNodes,
+        runner: runnerOptions,
+        onProgress: (e) => progress.update(e.message),
+        onWarning,
+      });
+      if (flags.analyze) {
+        const rows = await q.analyzeSensitivity(result.context, { runner: runnerOptions, onProgress: (e) => progress.update(e.message) });
+        progress.stop();
+        if (flags.json) printJson({ schemaVersion: QUANTIZE_JSON_SCHEMA_VERSION, command: 'quantize --analyze', model: modelPath, sensitivity: rows, warnings });
+        else process.stdout.write(await renderSensitivity(rows));
+        return ExitCode.ok;
+      }
+      written = result.model;
+      passReport = result.report;
+      if (flags.maxAccuracyDrop) {
+        guard = await q.guardAccuracy(model, result.context, evalData!, flags.maxAccuracyDrop, {
+          outputName: flags.outputName,
+          runner: runnerOptions,
+          onProgress: (e) => progress.update(e.message),
+        });
+        written = guard.model;
+        result.report.qdq = guard.qdq;
+      }
+    } else if (flags.mode === 'int8-dynamic') {
+      const { quantizeDynamic } = await import('../passes/quantize/dynamic.js');
+      const result = quantizeDynamic(model, { opTypes: flags.opTypes, excludeOpTypes: flags.excludeOpTypes, excludeNodes: flags.excludeNodes, perChannel: !flags.perTensor, onWarning });
+      written = result.model;
+      passReport = result.report;
+    } else {
+      const { convertToFloat16 } = await import('../passes/quantize/fp16.js');
+      const result = convertToFloat16(model, { keepIoTypes: flags.keepIoTypes, opBlockList: flags.opBlockList, nodeBlockList: flags.excludeNodes, onWarning });
+      written = result.model;
+      passReport = result.report;
+    }
+
+    const target = guard && !guard.met ? missedGoalPath(output!) : output!;
+    progress.update(`writing ${target}`);
+    await saveModel(written, target);
+
+    // The written file must load and run before we call it a success.
+    progress.update('checking the written model in onnxruntime');
+    const checkData = calibration ? data.take(calibration, Math.min(flags.calibrationCount, 64)) : data.randomDataset(specs, 8, 0);
+    let agreement: Record<string, import('../bench/stats.js').AgreementMetrics>;
+    try {
+      agreement = await q.compareOutputs(model, target, checkData, { runner: runnerOptions, batchSize: flags.batchSize ?? 16 });
+    } catch (error) {
+      const { rm } = await import('node:fs/promises');
+      await rm(target, { force: true });
+      throw error;
+    }
+    const fusion = flags.mode === 'fp16' ? undefined : await q.checkFusion(target, { runner: runnerOptions, reference: written });
+    const document = {
+      schemaVersion: QUANTIZE_JSON_SCHEMA_VERSION,
+      command: 'quantize',
+      mode: flags.mode,
+      input: { path: modelPath, sizeBytes: await fileSize(modelPath) },
+      output: { path: target, sizeBytes: await fileSize(target) },
+      seconds: (performance.now() - started) / 1000,
+      report: passReport,
+      fusion,
+      agreement,
+      guard: guard
+        ? {
+            budget: guard.budget,
+            baselineAccuracy: guard.baselineAccuracy,
+            evalSamples: guard.evalSamples,
+            met: guard.met,
+            chosen: guard.chosen,
+            attempts: guard.attempts,
+            sensitivity: guard.sensitivity,
+          }
+        : undefined,
+      warnings,
+    };
+    progress.stop();
+    if (flags.json) printJson(document);
+    else process.stdout.write(await renderSummary(document));
+    if (guard && !guard.met) {
+      return reportError(
+        new GateError(
+          `no INT8 setting met --max-accuracy-drop: best drop ${guard.chosen.dropPoints.toFixed(2)}pt with ${guard.chosen.fp32Nodes.length} node(s) in FP32; wrote ${target}`,
+        ),
+      );
+    }
+    return ExitCode.ok;
+  } finally {
+    progress.stop();
+  }
+}
+
+type SummaryDocument = {
+  mode: Mode;
+  input: { path: string; sizeBytes: number };
+  output: { path: string; sizeBytes: number };
+  seconds: number;
+  report: unknown;
+  fusion?: import('../passes/quantize/index.js').FusionReport;
+  agreement: Record<string, import('../bench/stats.js').AgreementMetrics>;
+  guard?: { budget: AccuracyBudget; baselineAccuracy: number; met: boolean; chosen: { fp32Nodes: string[]; accuracy: number; dropPoints: number }; attempts: unknown[] };
+};
+
+async function renderSummary(doc: SummaryDocument): Promise<string> {
+  const { default: Table } = await import('cli-table3');
+  const { formatBytes, formatDb } = await import('../report/format.js');
+  const table = new Table({ head: ['', doc.mode], style: { head: [], border: [] } });
+  const r = doc.report as Record<string, unknown>;
+  if (doc.mode === 'int8') {
+    const rep = r as unknown as import('../passes/quantize/index.js').Int8Report;
+    table.push(['nodes quantized', Object.entries(rep.qdq.byOpType).map(([k, v]) => `${k} ${v}`).join(', ') || 'none']);
+    table.push(['weights / activations', `int8 ${rep.qdq.perChannel ? 'per-channel' : 'per-tensor'} / ${rep.qdq.activationType} ${rep.qdq.activationSymmetric ? 'symmetric' : 'asymmetric'}`]);
+    table.push(['calibration', `${rep.calibration.method}${rep.calibration.percentile ? ` ${rep.calibration.percentile}` : ''}, ${rep.calibration.samples} samples, ${rep.calibration.tensors} tensors, ${rep.calibration.seconds.toFixed(2)} s`]);
+    const pre = rep.preprocess;
+    table.push(['pre-processing', `${pre.batchNormsFolded.length} BatchNorm folded, ${pre.constantsToInitializers} Constant -> initializer, ${pre.constantsFolded} folded${pre.opset?.upgraded ? `, opset ${pre.opset.from} -> ${pre.opset.to}` : ''}`]);
+    if (rep.qdq.skipped.length) table.push(['left in FP32', rep.qdq.skipped.map((s) => `${s.node} (${s.reason})`).join('\n')]);
+  } else if (doc.mode === 'int8-dynamic') {
+    const qb = (r['quantizedByOpType'] ?? {}) as Record<string, number>;
+    table.push(['nodes quantized', Object.entries(qb).map(([k, v]) => `${k} ${v}`).join(', ') || 'none']);
+  } else {
+    table.push(['nodes converted', String(r['nodesConverted'] ?? '?')]);
+    const kept = (r['keptFloat32'] ?? []) as unknown[];
+    table.push(['kept float32', String(kept.length)]);
+  }
+  if (doc.fusion) {
+    const f = doc.fusion;
+    table.push(['integer kernels (onnxruntime)', `${f.integerKernelCount}: ${Object.entries(f.integerKernels).map(([k, v]) => `${k} ${v}`).join(', ') || 'none'}`]);
+    table.push(['DQ -> float op left', f.unfused.length === 0 ? 'none' : f.unfused.map((u) => `${u.node} (${u.opType}): ${u.reason}`).join('\n')]);
+    table.push(['will it be faster?', f.verdict]);
+  }
+  table.push(['size', `${formatBytes(doc.input.sizeBytes)} -> ${formatBytes(doc.output.sizeBytes)} (${((doc.output.sizeBytes / doc.input.sizeBytes) * 100).toFixed(0)}%)`]);
+  for (const [name, a] of Object.entries(doc.agreement)) {
+    table.push([`agreement '${name}'`, `SQNR ${formatDb(a.sqnrDb)}${a.top1Agreement !== null ? `, top-1 agreement ${(a.top1Agreement * 100).toFixed(2)}%` : ''} (${a.count} values)`]);
+  }
+  if (doc.guard) {
+    const g = doc.guard;
+    table.push(['accuracy guard', `FP32 ${(g.baselineAccuracy * 100).toFixed(2)}%, INT8 ${(g.chosen.accuracy * 100).toFixed(2)}% (drop ${g.chosen.dropPoints.toFixed(2)}pt, budget ${g.budget.kind === 'points' ? `${g.budget.value}pt` : `${g.budget.value * 100}%`}) ${g.met ? 'met' : 'MISSED'}; ${g.chosen.fp32Nodes.length} node(s) in FP32${g.chosen.fp32Nodes.length ? `: ${g.chosen.fp32Nodes.join(', ')}` : ''}`]);
+  }
+  table.push(['written', `${doc.output.path} (loaded and run in onnxruntime)`]);
+  return `${table.toString()}\n`;
+}
+
+async function renderSensitivity(rows: import('../passes/quantize/index.js').SensitivityRow[]): Promise<string> {
+  const { default: Table } = await import('cli-table3');
+  const table = new Table({ head: ['rank', 'node', 'op', 'output SQNR (dB)', 'top-1 agreement'], style: { head: [], border: [] } });
+  rows.forEach((r, i) => table.push([String(i + 1), r.node, r.opType, Number.isFinite(r.sqnrDb) ? r.sqnrDb.toFixed(1) : 'inf', r.top1Agreement === null ? '-' : `${(r.top1Agreement * 100).toFixed(2)}%`]));
+  return `Per-node sensitivity (only that node quantized; lowest SQNR = most sensitive):\n${table.toString()}\n`;
+}

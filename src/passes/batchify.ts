@@ -1,0 +1,230 @@
+/**
+ * batchify: make a model's batch dimension dynamic so a dynamic batcher can feed it any batch
+ * size. The batch size B baked into the graph is read from dim 0 of the inputs; then
+ *   - inputs, outputs and value_info entries whose dim 0 is B get a symbolic dim ('N');
+ *   - Reshape nodes whose constant target shape starts with B get -1 there (when no other dim is
+ *     -1) or 0 (copy dim 0 of the data, when allowzero is off);
+ *   - other constant shapes that start with B (Expand, Tile, ConstantOfShape) are reported, not
+ *     changed: whether they are per-batch cannot be told from the graph alone.
+ * Plan, then apply: edits are collected first, then made on a clone (the input model is never
+ * mutated). `verifyBatchify` runs both models in onnxruntime at several batch sizes and checks
+ * that every sample's outputs agree, so a graph the rewrite cannot make batchable is caught.
+ * Imports: ../ir/index.js, ../errors.js; lazily ../runtime/index.js and ../data/index.js.
+ */
+import { InputError } from '../errors.js';
+import { DataType, Tensor, isTensorType, type Model, type Node, type TensorData, type Value } from '../ir/index.js';
+import type { RunnerOptions, ShapeOverrides } from '../runtime/index.js';
+
+export interface BatchifyOptions {
+  /** Name of the symbolic batch dim (default 'N'). */
+  batchDimName?: string;
+}
+
+export interface ReshapeEdit {
+  node: string;
+  from: number[];
+  to: number[];
+}
+
+export interface BatchifyReport {
+  /** The batch size the graph had baked in (undefined when it was already dynamic). */
+  originalBatchSize?: number;
+  alreadyDynamic: boolean;
+  inputs: string[];
+  outputs: string[];
+  valueInfo: number;
+  reshapes: ReshapeEdit[];
+  warnings: string[];
+}
+
+const SHAPE_INPUTS: Record<string, number> = { Expand: 1, Tile: 1, ConstantOfShape: 0 };
+
+function int64s(t: Tensor): number[] | undefined {
+  if (t.dims.length !== 1) return undefined;
+  const d = t.data;
+  if (t.dtype !== DataType.INT64 || !(d instanceof BigInt64Array)) return undefined;
+  return Array.from(d, Number);
+}
+
+/** Make the batch dim dynamic. Does not mutate `model`; returns the new model and what changed. */
+export function batchify(model: Model, options: BatchifyOptions = {}): { model: Model; report: BatchifyReport } {
+  const name = options.batchDimName ?? 'N';
+  const out = model.clone();
+  const g = out.graph;
+  const report: BatchifyReport = { alreadyDynamic: false, inputs: [], outputs: [], valueInfo: 0, reshapes: [], warnings: [] };
+
+  // ---- plan ----
+  const fed = g.inputs.filter((v) => !v.initializer);
+  let batch: number | undefined;
+  const toRename: Value[] = [];
+  for (const v of fed) {
+    if (!isTensorType(v.type) || !v.type.shape) throw new InputError(`input '${v.name}' has no declared shape; cannot find its batch dim`);
+    const d0 = v.type.shape[0];
+    if (v.type.shape.length === 0) throw new InputError(`input '${v.name}' is a scalar; it has no batch dim`);
+    if (typeof d0 !== 'number') continue;
+    if (batch === undefined) batch = d0;
+    else if (d0 !== batch) throw new InputError(`inputs disagree on the batch size: '${v.name}' has ${d0} in dim 0, another input has ${batch}`);
+    toRename.push(v);
+  }
+  if (batch === undefined) {
+    report.alreadyDynamic = true;
+    return { model: out, report };
+  }
+  report.originalBatchSize = batch;
+  const B = batch;
+  const outputsToRename = g.outputs.filter((v) => {
+    if (!isTensorType(v.type) || !v.type.shape || v.type.shape.length === 0) return false;
+    const d0 = v.type.shape[0];
+    if (d0 === B) return true;
+    if (typeof d0 === 'number') report.warnings.push(`output '${v.name}' has ${d0} in dim 0, not the batch size ${B}; left unchanged`);
+    return false;
+  });
+  const infoToRename = g.valueInfo.filter((v) => isTensorType(v.type) && v.type.shape?.[0] === B);
+
+  const reshapes: { node: Node; to: number[]; from: number[] }[] = [];
+  for (const node of g.nodes) {
+    if (node.domain !== '' && node.domain !== 'ai.onnx') continue;
+    if (node.opType === 'Reshape') {
+      const data = node.inputs[0];
+      const shapeValue = node.inputs[1];
+      if (!data || !shapeValue || g.constantTensor(data)) continue;
+      const t = g.constantTensor(shapeValue);
+      const shape = t ? int64s(t) : undefined;
+      if (!shape || shape[0] !== B) continue;
+      const to = [...shape];
+      if (!shape.slice(1).includes(-1)) to[0] = -1;
+      else if (node.getInt('allowzero', 0) === 0) to[0] = 0;
+      else {
+        report.warnings.push(`Reshape '${node.name}': shape [${shape}] has another -1 and allowzero=1; left unchanged`);
+        continue;
+      }
+      reshapes.push({ node, from: shape, to });
+    } else if (node.opType in SHAPE_INPUTS && B > 1) {
+      const v = node.inputs[SHAPE_INPUTS[node.opType]!];
+      const t = v ? g.constantTensor(v) : undefined;
+      const shape = t ? int64s(t) : undefined;
+      if (shape && shape[0] === B) report.warnings.push(`${node.opType} '${node.name}' has a constant shape [${shape}] starting with the batch size; left unchanged`);
+    }
+  }
+
+  // ---- apply ----
+  const symbolic = (v: Value): void => {
+    if (isTensorType(v.type) && v.type.shape) v.type.shape[0] = name;
+  };
+  for (const v of toRename) {
+    symbolic(v);
+    report.inputs.push(v.name);
+  }
+  for (const v of outputsToRename) {
+    symbolic(v);
+    report.outputs.push(v.name);
+  }
+  for (const v of infoToRename) symbolic(v);
+  report.valueInfo = infoToRename.length;
+  for (const { node, from, to } of reshapes) {
+    const old = node.inputs[1]!;
+    const tensor = Tensor.fromData(g.uniqueName(`${old.name}_dynamic_batch`), { dtype: DataType.INT64, dims: [to.length], data: BigInt64Array.from(to.map(BigInt)) });
+    node.setInput(1, g.addInitializer(tensor));
+    if (old.consumers.length === 0 && !old.isGraphOutput()) {
+      if (old.initializer && !old.isGraphInput()) g.removeInitializer(old);
+      else if (old.producer && old.producer.opType === 'Constant' && old.producer.outputs.every((o) => o.consumers.length === 0 && !o.isGraphOutput())) {
+        g.removeNode(old.producer);
+      }
+    }
+    report.reshapes.push({ node: node.name, from, to });
+  }
+  return { model: out, report };
+}
+
+export interface VerifyBatchifyOptions {
+  runner?: RunnerOptions;
+  shapeOverrides?: ShapeOverrides;
+  seed?: number;
+  /** |a - b| <= atol + rtol * |b| per element (defaults 1e-4, 1e-3). */
+  atol?: number;
+  rtol?: number;
+}
+
+export interface VerifyBatchifyResult {
+  /** Batch sizes the batchified model was run at. */
+  batchSizes: number[];
+  maxAbsDiff: number;
+}
+
+function asNumbers(t: TensorData): ArrayLike<number> {
+  const d = t.data;
+  if (Array.isArray(d)) throw new InputError('string outputs cannot be compared numerically');
+  if (d instanceof BigInt64Array || d instanceof BigUint64Array) return Array.from(d, Number);
+  return d as ArrayLike<number>;
+}
+
+/**
+ * Run `original` (at its own batch size B) and `batchified` (at 2B, and at 1 when B > 1; at 3
+ * when B is 1) on the same seeded random samples and compare each sample's outputs. InputError
+ * naming the output, batch size and sample when they differ or the batchified model fails.
+ */
+export async function verifyBatchify(original: Model, batchified: Model, options: VerifyBatchifyOptions = {}): Promise<VerifyBatchifyResult> {
+  const { createRunner, modelInputSpecs } = await import('../runtime/index.js');
+  const { randomDataset, sliceSamples, concatSamples } = await import('../data/index.js');
+  const atol = options.atol ?? 1e-4;
+  const rtol = options.rtol ?? 1e-3;
+  const specs = modelInputSpecs(original);
+  const B = specs.map((s) => s.shape[0]).find((d): d is number => typeof d === 'number') ?? 1;
+  const total = B === 1 ? 3 : 2 * B;
+  const overrides = options.shapeOverrides ?? {};
+  const data = randomDataset(
+    specs.map((s) => ({ ...s, shape: [total, ...s.shape.slice(1)] })),
+    total,
+    options.seed ?? 7,
+    { shapeOverrides: overrides },
+  );
+  const slice = (from: number, to: number): Record<string, TensorData> =>
+    Object.fromEntries(Object.entries(data.inputs).map(([k, t]) => [k, sliceSamples(t, from, to)]));
+
+  const ref = await createRunner(original, { ...options.runner, label: 'original model' });
+  const reference: Record<string, TensorData>[] = [];
+  try {
+    for (let s = 0; s < total; s += B) reference.push(await ref.run(slice(s, s + B)));
+  } finally {
+    await ref.release();
+  }
+  const refOut: Record<string, TensorData> = {};
+  for (const k of Object.keys(reference[0]!)) refOut[k] = concatSamples(reference.map((r) => r[k]!));
+
+  // Failures here are expected for graphs batchify cannot fix and become one InputError below,
+  // so keep onnxruntime's own error log off stderr.
+  const runner = await createRunner(batchified, { logSeverityLevel: 4, ...options.runner, label: 'batchified model' });
+  const sizes = B === 1 ? [total] : [total, 1];
+  let maxAbsDiff = 0;
+  try {
+    for (const n of sizes) {
+      let got: Record<string, TensorData>;
+      try {
+        got = await runner.run(slice(0, n));
+      } catch (error) {
+        throw new InputError(`batchify could not make the batch dim dynamic: at batch ${n} ${(error as Error).message}`, { cause: error });
+      }
+      for (const [k, want] of Object.entries(refOut)) {
+        const have = got[k];
+        if (!have || have.dims[0] !== n) {
+          throw new InputError(`batchify: output '${k}' has shape [${have?.dims ?? '?'}] at batch ${n}; its dim 0 does not follow the batch`);
+        }
+        const w = asNumbers(sliceSamples(want, 0, n));
+        const h = asNumbers(have);
+        const per = w.length / n;
+        for (let i = 0; i < w.length; i++) {
+          const diff = Math.abs(h[i]! - w[i]!);
+          if (!(diff <= atol + rtol * Math.abs(w[i]!))) {
+            throw new InputError(
+              `batchify: output '${k}' differs at batch ${n}, sample ${Math.floor(i / per)} (${h[i]} vs ${w[i]}); the graph mixes samples or has batch-sized constants`,
+            );
+          }
+          if (diff > maxAbsDiff) maxAbsDiff = diff;
+        }
+      }
+    }
+  } finally {
+    await runner.release();
+  }
+  return { batchSizes: sizes, maxAbsDiff };
+}

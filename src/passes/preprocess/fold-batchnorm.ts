@@ -1,0 +1,155 @@
+/**
+ * Structural folds that make a graph quantize well: BatchNormalization folded into the Conv or
+ * Gemm before it (when that node is its only producer-consumer link), and MatMul + Add(constant
+ * bias) on 2-D inputs rewritten as Gemm (so the bias becomes an int32 bias of one QGemm instead of a
+ * float Add after an integer MatMul). Both edit the graph they are given. Imports the IR and
+ * ./tensor-math.
+ */
+import { DataType } from '../../ir/dtype.js';
+import { isTensorType, Tensor, type Graph, type Node, type Value } from '../../ir/index.js';
+import { fromF64, isFloatDtype } from './tensor-math.js';
+
+const isDefaultDomain = (n: Node): boolean => n.domain === '' || n.domain === 'ai.onnx';
+
+export interface FoldRecord {
+  /** The BatchNormalization (or Add) node removed. */
+  removed: string;
+  /** The node it was folded into. */
+  into: string;
+}
+
+function newInitializer(graph: Graph, base: string, dtype: DataType, dims: number[], values: ArrayLike<number>): Value {
+  return graph.addInitializer(Tensor.fromData(graph.uniqueName(base), fromF64(dtype, dims, values)));
+}
+
+/** Fold every foldable BatchNormalization; returns what was folded. */
+export function foldBatchNorms(graph: Graph): FoldRecord[] {
+  const folded: FoldRecord[] = [];
+  for (const g of graph.allGraphs()) {
+    for (const bn of [...g.nodes]) {
+      if (bn.opType !== 'BatchNormalization' || !isDefaultDomain(bn)) continue;
+      const x = bn.inputs[0];
+      const producer = x?.producer;
+      if (!x || !producer || producer.graph !== g || !isDefaultDomain(producer)) continue;
+      if (producer.opType !== 'Conv' && producer.opType !== 'Gemm') continue;
+      if (x.consumers.length !== 1 || x.isGraphOutput() || producer.outputs.length !== 1) continue;
+      // Only the inference form: one used output, not training mode, spatial (opset < 9) on.
+      if (bn.getInt('training_mode', 0) !== 0 || bn.getInt('spatial', 1) !== 1) continue;
+      if (bn.outputs.slice(1).some((o) => o.name !== '' && (o.consumers.length > 0 || o.isGraphOutput()))) continue;
+      const params = bn.inputs.slice(1, 5).map((v) => (v ? g.constantTensor(v) : undefined));
+      if (params.length !== 4 || params.some((t) => !t || !isFloatDtype(t.dtype))) continue;
+      const [gamma, beta, mean, variance] = params.map((t) => t!.toFloat64()) as [Float64Array, Float64Array, Float64Array, Float64Array];
+      const eps = bn.getFloat('epsilon', 1e-5);
+      const channels = gamma.length;
+      const scale = new Float64Array(channels);
+      for (let c = 0; c < channels; c++) scale[c] = gamma[c]! / Math.sqrt(variance[c]! + eps);
+      const ok = producer.opType === 'Conv' ? foldIntoConv(g, producer, scale, beta, mean) : foldIntoGemm(g, producer, scale, beta, mean);
+      if (!ok) continue;
+      const y = bn.outputs[0]!;
+      // The folded node now computes BN's output; keep BN's output name (it may be a graph output).
+      g.removeNode(bn, { force: true });
+      g.replaceAllUsesWith(y, x);
+      x.type = y.type ?? x.type;
+      adoptName(g, y, x);
+      folded.push({ removed: bn.name || 'BatchNormalization', into: producer.name || producer.opType });
+    }
+  }
+  return folded;
+}
+
+function foldIntoConv(g: Graph, conv: Node, scale: Float64Array, beta: Float64Array, mean: Float64Array): boolean {
+  const wv = conv.inputs[1];
+  const w = wv ? g.constantTensor(wv) : undefined;
+  if (!w || !isFloatDtype(w.dtype) || w.dims[0] !== scale.length) return false;
+  const bv = conv.inputs[2];
+  const b = bv ? g.constantTensor(bv) : undefined;
+  if (bv && (!b || b.elementCount !== scale.length)) return false;
+  const wData = w.toFloat64();
+  const per = wData.length / scale.length;
+  const newW = new Float64Array(wData.length);
+  for (let i = 0; i < wData.length; i++) newW[i] = wData[i]! * scale[Math.floor(i / per)]!;
+  const bData = b?.toFloat64();
+  const newB = new Float64Array(scale.length);
+  for (let c = 0; c < scale.length; c++) newB[c] = ((bData?.[c] ?? 0) - mean[c]!) * scale[c]! + beta[c]!;
+  conv.setInput(1, newInitializer(g, `${wv!.name}_bn`, w.dtype, [...w.dims], newW));
+  conv.setInput(2, newInitializer(g, `${bv?.name ?? `${conv.name || 'conv'}_bias`}_bn`, w.dtype, [scale.length], newB));
+  return true;
+}
+
+function foldIntoGemm(g: Graph, gemm: Node, scale: Float64Array, beta: Float64Array, mean: Float64Array): boolean {
+  const bvIn = gemm.inputs[1];
+  const w = bvIn ? g.constantTensor(bvIn) : undefined;
+  if (!w || !isFloatDtype(w.dtype) || w.dims.length !== 2) return false;
+  const transB = gemm.getInt('transB', 0) === 1;
+  const m = transB ? w.dims[0]! : w.dims[1]!;
+  if (m !== scale.length) return false;
+  const cv = gemm.inputs[2];
+  const c = cv ? g.constantTensor(cv) : undefined;
+  if (cv && (!c || !(c.elementCount === 1 || c.elementCount === m) || c.dims.length > 2 || (c.dims.length === 2 && c.dims[0] !== 1))) return false;
+  const gemmBeta = gemm.getFloat('beta', 1);
+  const wData = w.toFloat64();
+  const k = wData.length / m;
+  const newW = new Float64Array(wData.length);
+  for (let i = 0; i < wData.length; i++) {
+    const col = transB ? Math.floor(i / k) : i % m;
+    newW[i] = wData[i]! * scale[col]!;
+  }
+  const cData = c?.toFloat64();
+  const newC = new Float64Array(m);
+  for (let j = 0; j < m; j++) {
+    const cj = cData ? cData[cData.length === 1 ? 0 : j]! * gemmBeta : 0;
+    newC[j] = (cj - mean[j]!) * scale[j]! + beta[j]!;
+  }
+  gemm.setInput(1, newInitializer(g, `${bvIn!.name}_bn`, w.dtype, [...w.dims], newW));
+  gemm.setInput(2, newInitializer(g, `${cv?.name ?? `${gemm.name || 'gemm'}_bias`}_bn`, w.dtype, [m], newC));
+  gemm.setAttr('beta', 1.0, 1);
+  return true;
+}
+
+/** `to` takes over the name of the now unused `from` (graph outputs keep their names). */
+function adoptName(g: Graph, from: Value, to: Value): void {
+  const name = from.name;
+  g.valueInfo = g.valueInfo.filter((v) => v !== from && v !== to);
+  g._unregister(from);
+  if (name !== '' && !g.value(name)) to.rename(name);
+}
+
+function rankOf(v: Value): number | undefined {
+  return isTensorType(v.type) && v.type.shape ? v.type.shape.length : undefined;
+}
+
+/**
+ * MatMul(x, W) + b -> Gemm(x, W, b) when x is known to be 2-D, W is a constant [K, N] and b a
+ * constant [N] (or [1, N]) read by that Add only. Returns what was rewritten.
+ */
+export function fuseMatMulAdd(graph: Graph): FoldRecord[] {
+  const fused: FoldRecord[] = [];
+  for (const g of graph.allGraphs()) {
+    for (const mm of [...g.nodes]) {
+      if (mm.opType !== 'MatMul' || !isDefaultDomain(mm)) continue;
+      const [x, wv] = mm.inputs;
+      const y = mm.outputs[0];
+      if (!x || !wv || !y || rankOf(x) !== 2) continue;
+      const w = g.constantTensor(wv);
+      if (!w || w.dims.length !== 2 || !isFloatDtype(w.dtype)) continue;
+      if (y.consumers.length !== 1 || y.isGraphOutput()) continue;
+      const add = y.consumers[0]!;
+      if (add.opType !== 'Add' || !isDefaultDomain(add) || add.graph !== g) continue;
+      const other = add.inputs[0] === y ? add.inputs[1] : add.inputs[0];
+      const bias = other ? g.constantTensor(other) : undefined;
+      const n = w.dims[1]!;
+      if (!bias || bias.dtype !== w.dtype || !(bias.elementCount === n && (bias.dims.length === 1 || (bias.dims.length === 2 && bias.dims[0] === 1)))) continue;
+      const biasValue = bias.dims.length === 1 ? other! : newInitializer(g, `${other!.name}_1d`, bias.dtype, [n], bias.toFloat64());
+      const out = add.outputs[0]!;
+      const gemm = g.insertBefore(add, { opType: 'Gemm', inputs: [x, wv, biasValue], outputs: [g.uniqueName(`${out.name}__gemm`)], name: mm.name ? `${mm.name}_gemm` : undefined });
+      const gy = gemm.outputs[0]!;
+      gy.type = out.type;
+      g.replaceAllUsesWith(out, gy);
+      g.removeNode(add, { force: true });
+      g.removeNode(mm, { force: true });
+      adoptName(g, out, gy);
+      fused.push({ removed: add.name || 'Add', into: gemm.name });
+    }
+  }
+  return fused;
+}

@@ -1,0 +1,187 @@
+/**
+ * "Will INT8 be faster here?": load a QDQ model in onnxruntime with every graph optimization,
+ * write out what onnxruntime made of it (optimizedModelFilePath, a temp file), and count the
+ * integer kernels it formed (QLinearConv, QGemm, QLinearMatMul, ...) and the DequantizeLinear ->
+ * float op pairs it left, each with the most likely reason (read from the QDQ model itself).
+ * A DQ -> float op left behind means that op runs in float on dequantized data: slower than FP32.
+ * Imports runtime, onnx (to read the optimized file), the IR, ./registry.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { DataType } from '../../ir/dtype.js';
+import { isTensorType, type Model, type Node } from '../../ir/index.js';
+import { loadModel } from '../../onnx/index.js';
+import { createRunner, type RunnerOptions } from '../../runtime/index.js';
+import { ABSORBABLE_ACTIVATIONS, QDQ_HANDLERS } from './registry.js';
+
+/** onnxruntime kernels that compute on 8-bit data. */
+export const INTEGER_KERNELS = new Set([
+  'QLinearConv',
+  'QGemm',
+  'QLinearMatMul',
+  'MatMulInteger',
+  'ConvInteger',
+  'MatMulIntegerToFloat',
+  'DynamicQuantizeMatMul',
+  'QLinearAdd',
+  'QLinearMul',
+  'QLinearConcat',
+  'QLinearAveragePool',
+  'QLinearGlobalAveragePool',
+  'QLinearSigmoid',
+  'QLinearLeakyRelu',
+  'QLinearSoftmax',
+  'QLinearWhere',
+  'QLinearReduceMean',
+  'QAttention',
+  'QEmbedLayerNormalization',
+  'NhwcQLinearConv',
+  'QLinearConvTranspose',
+  // Weight-only 8-bit/4-bit kernels (onnxruntime turns DQ(weight) -> MatMul/Gemm into these).
+  'MatMulNBits',
+  'GatherBlockQuantized',
+]);
+
+/** Ops that run on 8-bit data when the Q/DQ around them are dropped. */
+const DATA_MOVEMENT = new Set(['NhwcMaxPool', 'MaxPool', 'Reshape', 'Flatten', 'Transpose', 'Squeeze', 'Unsqueeze', 'Resize', 'Gather', 'Slice', 'Expand', 'Tile', 'Split', 'ReduceMax', 'ReduceMin', 'Concat']);
+
+export interface UnfusedNode {
+  node: string;
+  opType: string;
+  /** DequantizeLinear outputs it reads. */
+  dequantizedInputs: string[];
+  reason: string;
+}
+
+export interface FusionReport {
+  /** Integer kernels in the optimized graph, by op type. */
+  integerKernels: Record<string, number>;
+  integerKernelCount: number;
+  /** Data-movement ops running on 8-bit data (their Q/DQ dropped), by op type. */
+  eightBitDataMovement: Record<string, number>;
+  /** Float ops fed by a DequantizeLinear: run in float on dequantized data. */
+  unfused: UnfusedNode[];
+  quantizeLinear: number;
+  dequantizeLinear: number;
+  optimizedNodes: number;
+  /** One line for people. */
+  verdict: string;
+}
+
+/** Analyze what onnxruntime (all optimizations, CPU) makes of a QDQ model. */
+export async function checkFusion(model: Model | string, options: { runner?: RunnerOptions; reference?: Model } = {}): Promise<FusionReport> {
+  const dir = await mkdtemp(join(tmpdir(), 'model-opt-fusion-'));
+  const optimizedPath = join(dir, 'optimized.onnx');
+  try {
+    const runner = await createRunner(model, {
+      intraOpThreads: 1,
+      ...options.runner,
+      graphOptimizationLevel: 'all',
+      optimizedModelFilePath: optimizedPath,
+      label: typeof model === 'string' ? model : 'quantized model',
+    });
+    await runner.release();
+    const optimized = await loadModel(optimizedPath);
+    const reference = options.reference ?? (typeof model === 'string' ? await loadModel(model) : model);
+    return analyzeOptimized(optimized, reference);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** The analysis on an already optimized graph (exported for tests). */
+export function analyzeOptimized(optimized: Model, reference?: Model): FusionReport {
+  const g = optimized.graph;
+  const integerKernels: Record<string, number> = {};
+  const eightBit: Record<string, number> = {};
+  const quantizedValues = new Set<string>();
+  let q = 0;
+  let dq = 0;
+  for (const node of g.nodes) {
+    if (node.opType === 'QuantizeLinear') {
+      q++;
+      node.outputs.forEach((o) => quantizedValues.add(o.name));
+    } else if (node.opType === 'DequantizeLinear') dq++;
+    else if (INTEGER_KERNELS.has(node.opType)) {
+      integerKernels[node.opType] = (integerKernels[node.opType] ?? 0) + 1;
+      // Kernels with an output scale produce 8-bit data.
+      if (!['MatMulIntegerToFloat', 'DynamicQuantizeMatMul', 'MatMulInteger', 'ConvInteger'].includes(node.opType)) node.outputs.forEach((o) => quantizedValues.add(o.name));
+    } else if (DATA_MOVEMENT.has(node.opType) && node.inputs[0] && quantizedValues.has(node.inputs[0].name)) {
+      eightBit[node.opType] = (eightBit[node.opType] ?? 0) + 1;
+      node.outputs.forEach((o) => quantizedValues.add(o.name));
+    }
+  }
+  // QGemm with float output: no y_scale input.
+  for (const node of g.nodes) {
+    if (node.opType === 'QGemm' && !node.inputs[7]) node.outputs.forEach((o) => quantizedValues.delete(o.name));
+  }
+  const unfused: UnfusedNode[] = [];
+  for (const node of g.nodes) {
+    if (node.opType === 'QuantizeLinear' || node.opType === 'DequantizeLinear' || INTEGER_KERNELS.has(node.opType)) continue;
+    const dqInputs = node.inputs.filter((v) => v?.producer?.opType === 'DequantizeLinear').map((v) => v!.name);
+    if (dqInputs.length === 0) continue;
+    // Bias/weights DQ of a fused kernel never show here; a shape-only consumer is harmless.
+    if (node.opType === 'Shape') continue;
+    unfused.push({ node: sourceOf(node.name, reference)?.name ?? node.name, opType: node.opType, dequantizedInputs: dqInputs, reason: explain(node, reference) });
+  }
+  const count = Object.values(integerKernels).reduce((a, b) => a + b, 0);
+  const verdict =
+    count === 0
+      ? 'no integer kernels: onnxruntime runs this model in float with extra (de)quantize steps; expect it to be SLOWER than FP32'
+      : unfused.length === 0
+        ? `${count} integer kernel(s), no DequantizeLinear -> float op left: INT8 should be faster here`
+        : `${count} integer kernel(s), but ${unfused.length} op(s) run in float on dequantized data: they cost extra time`;
+  return {
+    integerKernels,
+    integerKernelCount: count,
+    eightBitDataMovement: eightBit,
+    unfused,
+    quantizeLinear: q,
+    dequantizeLinear: dq,
+    optimizedNodes: g.nodes.length,
+    verdict,
+  };
+}
+
+/** Why onnxruntime left `node` unfused, judged from the QDQ model it came from. */
+/** The QDQ-model node an optimized node came from (onnxruntime keeps names, adding suffixes). */
+function sourceOf(name: string, reference?: Model): Node | undefined {
+  if (!reference) return undefined;
+  return reference.graph.nodes.find((n) => n.name !== '' && (n.name === name || name.startsWith(`${n.name}_token`) || name.startsWith(`${n.name}/`)));
+}
+
+function explain(node: Node, reference?: Model): string {
+  const original = sourceOf(node.name, reference);
+  const op = original?.opType ?? node.opType;
+  if (!original) {
+    return QDQ_HANDLERS.has(op) ? `onnxruntime did not fuse this ${op} (node not found in the QDQ model to tell why)` : `onnxruntime has no integer kernel for ${op}; it runs in float between DequantizeLinear and QuantizeLinear`;
+  }
+  if (!QDQ_HANDLERS.has(op) && !ABSORBABLE_ACTIVATIONS.has(op)) {
+    return `onnxruntime has no QDQ fusion for ${op}: it runs in float on dequantized data (exclude its neighbours or accept the cost)`;
+  }
+  const floatInput = original.inputs.find((v, i) => v && v.producer?.opType !== 'DequantizeLinear' && !(op === 'Gemm' && i === 2) && !(op === 'Conv' && i === 2) && !isShapeLike(op, i));
+  if (floatInput) return `input '${floatInput.name}' is float (not from a DequantizeLinear): every input of the group must be quantized`;
+  const sharedDq = original.inputs.find((v) => v?.producer?.opType === 'DequantizeLinear' && v.consumers.length > 1);
+  if (sharedDq) return `DequantizeLinear output '${sharedDq.name}' feeds several nodes; onnxruntime fuses a DQ used by one node only`;
+  const out = original.outputs[0];
+  if (out) {
+    if (out.isGraphOutput() && op !== 'Gemm' && op !== 'MatMul') return 'its output is a graph output, so there is no QuantizeLinear after it';
+    const readers = out.consumers;
+    const next = readers.length === 1 && ABSORBABLE_ACTIVATIONS.has(readers[0]!.opType) ? readers[0]!.outputs[0]!.consumers : readers;
+    if (op !== 'Gemm' && !(op === 'MatMul') && (next.length === 0 || next.some((r) => r.opType !== 'QuantizeLinear'))) {
+      return 'its output is not quantized (no QuantizeLinear right after it), so onnxruntime cannot form a QDQ group';
+    }
+  }
+  if (op === 'Gemm' && Math.abs(original.getFloat('beta', 1) - 1) > 1e-6) return 'Gemm beta is not 1 (QGemm needs beta = 1 with a quantized bias)';
+  const x = original.inputs[0]?.producer?.inputs[0];
+  if (x && isTensorType(x.type) && x.type.elemType === DataType.INT8) {
+    return 'int8 activations: this CPU build only fuses uint8 activations for this op (use --activation-type uint8)';
+  }
+  return `onnxruntime did not fuse this ${op} (types or scales it does not accept)`;
+}
+
+function isShapeLike(op: string, index: number): boolean {
+  // Inputs that are shapes/axes/scales, not data.
+  return (op === 'Reshape' && index === 1) || (op === 'Resize' && index > 0) || ((op === 'Squeeze' || op === 'Unsqueeze') && index === 1) || (op === 'Clip' && index > 0);
+}

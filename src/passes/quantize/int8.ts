@@ -1,0 +1,248 @@
+/**
+ * INT8 static quantization end to end, as a pass: pre-process (opset upgrade when below 13,
+ * per-tensor fallback when that is impossible), fill in value types by running the model, declare
+ * and collect calibration statistics in one streaming pass, quantize to QDQ, and measure the
+ * result against FP32 on the calibration inputs (SQNR, top-1 agreement). Also the helpers the CLI
+ * uses after writing the file (agreement, top-1 accuracy). Never mutates its input model.
+ * Imports: preprocess, runtime, data (batching), bench/stats (metrics), IR, files beside it.
+ */
+import { UsageError } from '../../errors.js';
+import type { TensorData } from '../../ir/dtype.js';
+import type { Model } from '../../ir/index.js';
+import { batches, take, type Dataset } from '../../data/index.js';
+import { AgreementAccumulator, topKCorrect, type AgreementMetrics } from '../../bench/stats.js';
+import { classAxis, labelIndices, toNumbers } from '../../bench/feeds.js';
+import { createRunner, inferShapesByRunning, type Runner, type RunnerOptions } from '../../runtime/index.js';
+import { preprocess, TARGET_OPSET, type PreprocessReport } from '../preprocess/index.js';
+import { collectStatistics, computeRange, type CalibrationMethod, type Range, type RangeOptions, type TensorStatistics } from './calibrate.js';
+import { planQdq, quantizeQdq, type QdqOptions, type QdqReport } from './qdq.js';
+import { DataType } from '../../ir/dtype.js';
+
+export interface QuantizeProgress {
+  phase: 'preprocess' | 'calibrate' | 'quantize' | 'verify' | 'analyze' | 'guard';
+  message: string;
+  fraction?: number;
+}
+
+export interface Int8Options extends QdqOptions {
+  /** Calibration samples (model inputs, sample dim first). */
+  calibration: Dataset;
+  /** Use the first N calibration samples; default 100. */
+  calibrationCount?: number;
+  /** Batch size for calibration runs; default 16 (or the model's fixed batch). */
+  batchSize?: number;
+  /** Range method; default 'minmax'. */
+  method?: CalibrationMethod;
+  /** For 'percentile'; default 99.99. */
+  percentile?: number;
+  /** Histogram bins per tensor; default 4096. */
+  bins?: number;
+  runner?: RunnerOptions;
+  onProgress?: (event: QuantizeProgress) => void;
+  onWarning?: (message: string) => void;
+}
+
+export interface CalibrationReport {
+  method: CalibrationMethod;
+  percentile?: number;
+  samples: number;
+  batchSize: number;
+  tensors: number;
+  seconds: number;
+}
+
+export interface Int8Report {
+  mode: 'int8';
+  preprocess: PreprocessReport;
+  /** Why weights are per-tensor although per-channel was asked for, if they are. */
+  perTensorFallback?: string;
+  calibration: CalibrationReport;
+  qdq: QdqReport;
+  /** Agreement with FP32 on the calibration inputs, per output. */
+  agreement?: Record<string, AgreementMetrics>;
+}
+
+/** What the accuracy guard and --analyze reuse without calibrating again. */
+export interface Int8Context {
+  /** The pre-processed FP32 model the QDQ model was made from. */
+  preprocessed: Model;
+  statistics: Map<string, TensorStatistics>;
+  ranges: Map<string, Range>;
+  qdqOptions: QdqOptions;
+  calibration: Dataset;
+  batchSize: number;
+  /** How ranges are computed from statistics (for tensors calibrated later). */
+  rangeOptions: RangeOptions;
+  histograms: boolean;
+  bins?: number;
+  runner: RunnerOptions;
+}
+
+function defaultBatch(dataset: Dataset, model: Model, requested?: number): number {
+  const first = model.graph.inputs.find((v) => !v.initializer);
+  const d0 = first && first.type && 'shape' in first.type ? first.type.shape?.[0] : undefined;
+  if (typeof d0 === 'number') return d0;
+  return Math.max(1, Math.min(requested ?? 16, dataset.count));
+}
+
+/** Quantize `model` to INT8 QDQ. Returns the new model, its report and the reusable context. */
+export async function quantizeInt8(model: Model, options: Int8Options): Promise<{ model: Model; report: Int8Report; context: Int8Context }> {
+  const progress = options.onProgress ?? (() => undefined);
+  const warn = options.onWarning ?? (() => undefined);
+  progress({ phase: 'preprocess', message: 'pre-processing (constants, BatchNorm folding, opset)' });
+  const pre = preprocess(model, { upgradeOpset: true });
+  let perTensorFallback: string | undefined;
+  const opset = pre.model.opsetVersion('') ?? 0;
+  if (pre.report.opset && !pre.report.opset.upgraded) {
+    const why = pre.report.opset.blockers.join('; ');
+    if (opset < 10) throw new UsageError(`cannot quantize: the model is opset ${opset} and cannot be upgraded (${why})`);
+    perTensorFallback = `opset ${opset} could not be upgraded to ${TARGET_OPSET} (${why}); per-tensor weights`;
+    warn(perTensorFallback);
+  }
+  const qdqOptions: QdqOptions = {
+    perChannel: options.perChannel,
+    activationType: options.activationType,
+    activationSymmetric: options.activationSymmetric,
+    opTypes: options.opTypes,
+    excludeOpTypes: options.excludeOpTypes,
+    excludeNodes: options.excludeNodes,
+  };
+  for (const name of options.excludeNodes ?? []) {
+    if (!pre.model.graph.allNodes().some((n) => n.name === name)) warn(`--exclude-nodes: no node named '${name}' in the model`);
+  }
+
+  const calibration = take(options.calibration, options.calibrationCount ?? 100);
+  if (calibration.count === 0) throw new UsageError('the calibration data set has no samples');
+  const batchSize = defaultBatch(calibration, pre.model, options.batchSize);
+  const runnerOptions: RunnerOptions = { ...options.runner };
+
+  // Value types decide what is float; fill in the ones the file does not declare.
+  const firstBatch = batches(calibration, Math.min(batchSize, calibration.count)).next().value!.feeds;
+  await inferShapesByRunning(pre.model, firstBatch, runnerOptions);
+
+  // Calibrate exactly what this plan declares; other variants (guard, analysis) add theirs lazily.
+  const plan = planQdq(pre.model, qdqOptions);
+  const wanted = plan.statistics;
+  const method = options.method ?? 'minmax';
+  const symmetric = qdqOptions.activationSymmetric ?? qdqOptions.activationType === 'int8';
+  const context: Int8Context = {
+    preprocessed: pre.model,
+    statistics: new Map(),
+    ranges: new Map(),
+    qdqOptions,
+    calibration,
+    batchSize,
+    rangeOptions: { method, percentile: options.percentile, type: qdqOptions.activationType === 'int8' ? DataType.INT8 : DataType.UINT8, symmetric },
+    histograms: method !== 'minmax',
+    bins: options.bins,
+    runner: runnerOptions,
+  };
+  progress({ phase: 'calibrate', message: `calibrating ${wanted.length} tensors on ${calibration.count} samples`, fraction: 0 });
+  const started = performance.now();
+  await calibrateMore(context, wanted, (n) => progress({ phase: 'calibrate', message: `calibrating: ${n}/${calibration.count} samples`, fraction: n / calibration.count }));
+  const seconds = (performance.now() - started) / 1000;
+  progress({ phase: 'quantize', message: 'inserting QuantizeLinear/DequantizeLinear' });
+  const { model: quantized, report: qdq } = quantizeQdq(pre.model, { ...qdqOptions, ranges: context.ranges });
+  if (qdq.biasSaturated > 0) warn(`${qdq.biasSaturated} bias value(s) did not fit int32 and were clamped`);
+  const report: Int8Report = {
+    mode: 'int8',
+    preprocess: pre.report,
+    perTensorFallback,
+    calibration: { method, percentile: method === 'percentile' ? (options.percentile ?? 99.99) : undefined, samples: calibration.count, batchSize, tensors: wanted.length, seconds },
+    qdq,
+  };
+  if (qdq.quantized.length === 0) warn('no node was quantized (no supported float ops, or all excluded)');
+  return { model: quantized, report, context };
+}
+
+/** One streaming calibration pass for the tensors of `names` not calibrated yet. */
+async function calibrateMore(context: Int8Context, names: readonly string[], onSamples?: (samples: number) => void): Promise<void> {
+  const missing = names.filter((n) => !context.ranges.has(n));
+  if (missing.length === 0) return;
+  const { calibration, batchSize } = context;
+  const stats = await collectStatistics(
+    context.preprocessed,
+    missing,
+    (function* () {
+      for (const b of batches(calibration, batchSize)) yield b.feeds;
+    })(),
+    { histograms: context.histograms, bins: context.bins, runner: context.runner, totalSamples: calibration.count, onProgress: (p) => onSamples?.(p.samples) },
+  );
+  for (const [name, s] of stats) {
+    context.statistics.set(name, s);
+    context.ranges.set(name, computeRange(s, context.rangeOptions));
+  }
+}
+
+/**
+ * Re-quantize from a context with other options (exclusions): calibrates only the tensors the new
+ * plan needs that no earlier plan did, then quantizes the pre-processed model again.
+ */
+export async function requantize(context: Int8Context, overrides: Partial<QdqOptions>): Promise<{ model: Model; report: QdqReport }> {
+  const options = { ...context.qdqOptions, ...overrides };
+  await calibrateMore(context, planQdq(context.preprocessed, options).statistics);
+  return quantizeQdq(context.preprocessed, { ...options, ranges: context.ranges });
+}
+
+async function runnerFor(model: Model | string | Runner, options: RunnerOptions): Promise<{ runner: Runner; own: boolean }> {
+  if (typeof model === 'object' && 'run' in model) return { runner: model, own: false };
+  return { runner: await createRunner(model, options), own: true };
+}
+
+/** Agreement of a candidate with a reference on a data set, per output (streaming). */
+export async function compareOutputs(
+  reference: Model | string | Runner,
+  candidate: Model | string | Runner,
+  dataset: Dataset,
+  options: { batchSize?: number; runner?: RunnerOptions } = {},
+): Promise<Record<string, AgreementMetrics>> {
+  const ref = await runnerFor(reference, options.runner ?? {});
+  const cand = await runnerFor(candidate, options.runner ?? {});
+  try {
+    const accumulators = new Map<string, AgreementAccumulator>();
+    for (const b of batches(dataset, options.batchSize ?? 16)) {
+      const r = await ref.runner.run(b.feeds);
+      const c = await cand.runner.run(b.feeds);
+      for (const [name, t] of Object.entries(r)) {
+        const ct = c[name];
+        if (!ct) continue;
+        let acc = accumulators.get(name);
+        if (!acc) {
+          acc = new AgreementAccumulator(classAxis(t, b.size).classes);
+          accumulators.set(name, acc);
+        }
+        acc.add(toNumbers(t, name), toNumbers(ct, name));
+      }
+    }
+    return Object.fromEntries([...accumulators].map(([k, a]) => [k, a.result()]));
+  } finally {
+    if (ref.own) await ref.runner.release();
+    if (cand.own) await cand.runner.release();
+  }
+}
+
+/** Top-1 accuracy of a model on a labelled data set (first output unless named). */
+export async function top1Accuracy(
+  model: Model | string | Runner,
+  dataset: Dataset,
+  options: { batchSize?: number; outputName?: string; runner?: RunnerOptions } = {},
+): Promise<{ correct: number; total: number; accuracy: number; perSample: Uint8Array }> {
+  if (!dataset.labels) throw new UsageError(`${dataset.source}: the evaluation data has no labels`);
+  const labels = labelIndices(dataset.labels, dataset.source);
+  const { runner, own } = await runnerFor(model, options.runner ?? {});
+  const perSample = new Uint8Array(dataset.count);
+  try {
+    const outputName = options.outputName ?? runner.outputs[0]!.name;
+    for (const b of batches(dataset, options.batchSize ?? 32)) {
+      const out: TensorData = (await runner.run(b.feeds, [outputName]))[outputName]!;
+      const { classes } = classAxis(out, b.size);
+      if (!classes) throw new UsageError(`output '${outputName}' has no class axis [N, classes]; cannot compute top-1`);
+      const correct = topKCorrect(toNumbers(out, outputName), classes, labels.subarray(b.start, b.start + b.size), 1);
+      perSample.set(correct, b.start);
+    }
+  } finally {
+    if (own) await runner.release();
+  }
+  const correct = perSample.reduce((a, b) => a + b, 0);
+  return { correct, total: dataset.count, accuracy: dataset.count > 0 ? correct / dataset.count : 0, perSample };
+}

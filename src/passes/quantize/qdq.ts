@@ -1,0 +1,453 @@
+/**
+ * INT8 static quantization in QDQ form: QuantizeLinear/DequantizeLinear pairs around the
+ * operators of the registry, placed so onnxruntime fuses each group into an integer kernel
+ * (see registry.ts). Weights int8 symmetric (per channel by default), biases int32 with scale =
+ * input scale x weight scale, activations uint8 asymmetric (or int8 symmetric) from calibrated
+ * ranges. Plan, then apply: `planQdq` decides every node and tensor (and so which tensors need
+ * statistics), `applyQdq` edits a clone once. Only the main graph is quantized; nodes inside
+ * If/Loop bodies are left in float and read quantized outer values through a DequantizeLinear.
+ * Imports the IR, ./registry, ./quant-math, ./calibrate (types).
+ */
+import { InputError, UsageError } from '../../errors.js';
+import { DataType } from '../../ir/dtype.js';
+import { isTensorType, Tensor, type Graph, type Model, type Node, type Value } from '../../ir/index.js';
+import type { Range } from './calibrate.js';
+import { activationParams, quantizeBias, quantizeValues, quantizeWeight, type QuantParams, type QuantType } from './quant-math.js';
+import { ABSORBABLE_ACTIVATIONS, QDQ_HANDLERS, type InputRole, type OpHandler } from './registry.js';
+
+export interface QdqOptions {
+  /** Per-channel weight scales (needs opset 13); default true. */
+  perChannel?: boolean;
+  /** Activation type; default 'uint8' (asymmetric). */
+  activationType?: 'uint8' | 'int8';
+  /** Symmetric activation ranges; default true for int8, false for uint8. */
+  activationSymmetric?: boolean;
+  /** Quantize only these op types (default: every type in the registry). */
+  opTypes?: readonly string[];
+  /** Never quantize these op types. */
+  excludeOpTypes?: readonly string[];
+  /** Never quantize these nodes (by name). */
+  excludeNodes?: readonly string[];
+  /** Quantize only these nodes (by name); used by sensitivity analysis. */
+  onlyNodes?: readonly string[];
+}
+
+interface TensorPlan {
+  value: Value;
+  source: 'calibrated' | 'constant' | 'inherited';
+  /** Passthrough ops: the tensor whose scale and zero point this one reuses. */
+  inheritFrom?: Value;
+  /** Produced by a quantized node: every reader must go through a DequantizeLinear. */
+  producedByQuantized: boolean;
+  /** A Relu/Clip absorbed before the Q: its bounds clamp the range. */
+  clip?: { min: number; max: number };
+  /** Quantized input slots reading this tensor (when not producedByQuantized). */
+  readers: { node: Node; index: number }[];
+}
+
+interface NodePlan {
+  node: Node;
+  handler: OpHandler;
+  roles: InputRole[];
+  /** The tensor after the node (or after its absorbed Relu/Clip); undefined when left float. */
+  output?: Value;
+  absorbed?: Node;
+}
+
+export interface QdqPlan {
+  nodes: NodePlan[];
+  tensors: Map<Value, TensorPlan>;
+  skipped: SkippedNode[];
+  /** Tensors that need calibration statistics. */
+  statistics: string[];
+  perChannel: boolean;
+}
+
+export interface SkippedNode {
+  node: string;
+  opType: string;
+  reason: string;
+}
+
+export interface QuantizedNodeInfo {
+  node: string;
+  opType: string;
+  /** Integer kernel onnxruntime is expected to fuse the group into. */
+  kernel: string;
+  outputQuantized: boolean;
+  absorbed?: string;
+}
+
+export interface QdqReport {
+  activationType: 'uint8' | 'int8';
+  activationSymmetric: boolean;
+  perChannel: boolean;
+  quantized: QuantizedNodeInfo[];
+  byOpType: Record<string, number>;
+  skipped: SkippedNode[];
+  activationTensors: number;
+  weights: number;
+  biases: number;
+  /** Bias values that did not fit int32 and were clamped. */
+  biasSaturated: number;
+  qdqNodesAdded: number;
+}
+
+const isDefaultDomain = (n: Node): boolean => n.domain === '' || n.domain === 'ai.onnx';
+
+function knownElemType(v: Value): number | undefined {
+  return isTensorType(v.type) ? v.type.elemType : undefined;
+}
+
+function clipBounds(node: Node, graph: Graph): { min: number; max: number } | undefined {
+  if (node.opType === 'Relu') return { min: 0, max: Infinity };
+  // Clip: constant bounds only (attributes before opset 11, inputs from 11).
+  const bound = (i: number, attr: string, fallback: number): number | undefined => {
+    if (node.hasAttr(attr)) return node.getFloat(attr);
+    const v = node.inputs[i];
+    if (!v) return fallback;
+    const t = graph.constantTensor(v);
+    return t ? t.toFloat64()[0] : undefined;
+  };
+  const min = bound(1, 'min', -Infinity);
+  const max = bound(2, 'max', Infinity);
+  return min === undefined || max === undefined ? undefined : { min, max };
+}
+
+/** Decide what to quantize. Does not modify the model. */
+export function planQdq(model: Model, options: QdqOptions = {}): QdqPlan {
+  const graph = model.graph;
+  const opset = model.opsetVersion('') ?? 0;
+  if (opset < 10) throw new UsageError(`QDQ quantization needs opset 10 or later; the model declares opset ${opset}`);
+  const perChannel = (options.perChannel ?? true) && opset >= 13;
+  const excludedNodes = new Set(options.excludeNodes ?? []);
+  const excludedTypes = new Set(options.excludeOpTypes ?? []);
+  const onlyTypes = options.opTypes ? new Set(options.opTypes) : undefined;
+  const onlyNodes = options.onlyNodes ? new Set(options.onlyNodes) : undefined;
+  const skipped: SkippedNode[] = [];
+  const selected = (n: Node): boolean =>
+    !excludedNodes.has(n.name) && !excludedTypes.has(n.opType) && (!onlyTypes || onlyTypes.has(n.opType)) && (!onlyNodes || onlyNodes.has(n.name));
+
+  // Outputs of explicitly excluded nodes stay float, and so do the nodes reading them: a Q right
+  // after an excluded node would let onnxruntime fuse it into an integer kernel anyway.
+  const fp32Outputs = new Map<Value, Node>();
+  for (const node of graph.nodes) {
+    if (!isDefaultDomain(node) || !QDQ_HANDLERS.has(node.opType)) continue;
+    if (!excludedNodes.has(node.name) && !excludedTypes.has(node.opType)) continue;
+    for (const out of node.outputs) {
+      if (out.name === '') continue;
+      fp32Outputs.set(out, node);
+      const next = out.consumers.length === 1 ? out.consumers[0]! : undefined;
+      if (next && ABSORBABLE_ACTIVATIONS.has(next.opType) && next.graph === graph) fp32Outputs.set(next.outputs[0]!, node);
+    }
+  }
+
+  // 1. Which nodes are quantized (passthrough ops only behind a quantized producer).
+  const nodes: NodePlan[] = [];
+  const quantizedNodes = new Set<Node>();
+  const producesQuantized = (v: Value | null | undefined): boolean => {
+    let p = v?.producer;
+    if (p && ABSORBABLE_ACTIVATIONS.has(p.opType) && p.inputs[0]?.producer) {
+      const q = p.inputs[0].producer;
+      if (quantizedNodes.has(q) && QDQ_HANDLERS.get(q.opType)!.absorbsActivation) p = q;
+    }
+    return !!p && quantizedNodes.has(p);
+  };
+  for (const node of graph.nodes) {
+    const handler = isDefaultDomain(node) ? QDQ_HANDLERS.get(node.opType) : undefined;
+    if (!handler) continue;
+    const label = { node: node.name, opType: node.opType };
+    if (!selected(node)) {
+      if (excludedNodes.has(node.name) || excludedTypes.has(node.opType)) skipped.push({ ...label, reason: 'excluded' });
+      continue;
+    }
+    const problem = handler.check?.(node, graph);
+    if (problem) {
+      skipped.push({ ...label, reason: problem });
+      continue;
+    }
+    const roles = handler.inputs(node, graph);
+    const notFloat = node.inputs.find((v, i) => {
+      const role = roles[i]?.role ?? 'float';
+      if (!v || role === 'float') return false;
+      const t = role === 'activation' ? knownElemType(v) ?? graph.constantTensor(v)?.dtype : graph.constantTensor(v)?.dtype;
+      return t !== undefined && t !== DataType.FLOAT;
+    });
+    if (notFloat) {
+      skipped.push({ ...label, reason: `input '${notFloat.name}' is not float32` });
+      continue;
+    }
+    const fromFp32 = node.inputs.find((v, i) => v && roles[i]?.role === 'activation' && fp32Outputs.has(v));
+    if (fromFp32) {
+      skipped.push({ ...label, reason: `reads the output of FP32 node '${fp32Outputs.get(fromFp32)!.name}'` });
+      continue;
+    }
+    if (handler.output === 'passthrough' && !producesQuantized(node.inputs[0])) {
+      skipped.push({ ...label, reason: 'input is not quantized (data-movement ops only run in 8-bit behind a quantized op)' });
+      continue;
+    }
+    quantizedNodes.add(node);
+    nodes.push({ node, handler, roles });
+  }
+
+  // 2. Outputs: where the Q goes (after an absorbed Relu/Clip) and whether there is one.
+  const readsAsActivation = (reader: Node, v: Value): boolean => {
+    if (!quantizedNodes.has(reader)) return false;
+    const plan = nodes.find((p) => p.node === reader)!;
+    return reader.inputs.some((x, i) => x === v && plan.roles[i]?.role === 'activation');
+  };
+  for (const plan of nodes) {
+    const { node, handler } = plan;
+    let out = node.outputs[0];
+    if (!out || out.name === '') continue;
+    if (handler.absorbsActivation && out.consumers.length === 1 && out.uses().length === 1 && !out.isGraphOutput()) {
+      const next = out.consumers[0]!;
+      if (next.graph === graph && isDefaultDomain(next) && ABSORBABLE_ACTIVATIONS.has(next.opType) && selected(next) && next.inputs[0] === out) {
+        if (clipBounds(next, graph)) {
+          plan.absorbed = next;
+          out = next.outputs[0]!;
+        }
+      }
+    }
+    if (handler.output === 'optional') {
+      const readers = out.uses();
+      const allQuantized = readers.length > 0 && !out.isGraphOutput() && readers.every((u) => readsAsActivation(u.node, out!));
+      if (!allQuantized) continue;
+    }
+    plan.output = out;
+  }
+
+  // 3. Tensor plans: outputs first, then activation inputs (merged by value).
+  const tensors = new Map<Value, TensorPlan>();
+  const entry = (v: Value): TensorPlan => {
+    let tp = tensors.get(v);
+    if (!tp) {
+      tp = { value: v, source: graph.constantTensor(v) ? 'constant' : 'calibrated', producedByQuantized: false, readers: [] };
+      tensors.set(v, tp);
+    }
+    return tp;
+  };
+  for (const plan of nodes) {
+    if (!plan.output) continue;
+    const tp = entry(plan.output);
+    tp.producedByQuantized = true;
+    if (plan.handler.output === 'passthrough') {
+      tp.source = 'inherited';
+      tp.inheritFrom = plan.node.inputs[0]!;
+    } else tp.source = 'calibrated';
+    if (plan.absorbed) tp.clip = clipBounds(plan.absorbed, graph);
+  }
+  for (const plan of nodes) {
+    plan.roles.forEach((role, i) => {
+      const v = plan.node.inputs[i];
+      if (v && role.role === 'activation') entry(v).readers.push({ node: plan.node, index: i });
+    });
+  }
+  const statistics = [...tensors.values()].filter((t) => t.source === 'calibrated').map((t) => t.value.name);
+  return { nodes, tensors, skipped, statistics, perChannel };
+}
+
+/** Tensors a QDQ quantization of `model` with `options` needs statistics for. */
+export function requiredStatistics(model: Model, options: QdqOptions = {}): string[] {
+  return planQdq(model, options).statistics;
+}
+
+export interface ApplyOptions extends QdqOptions {
+  /** Calibrated ranges by tensor name (every name in plan.statistics). */
+  ranges: ReadonlyMap<string, Range>;
+}
+
+/** Quantize a copy of `model` (QDQ). The input model is not modified. */
+export function quantizeQdq(model: Model, options: ApplyOptions): { model: Model; report: QdqReport } {
+  const out = model.clone();
+  const plan = planQdq(out, options);
+  const report = applyQdq(out, plan, options);
+  return { model: out, report };
+}
+
+/** Apply a plan made on `model` to `model` itself. */
+export function applyQdq(model: Model, plan: QdqPlan, options: ApplyOptions): QdqReport {
+  const graph = model.graph;
+  const actType: QuantType = options.activationType === 'int8' ? DataType.INT8 : DataType.UINT8;
+  const symmetric = options.activationSymmetric ?? actType === DataType.INT8;
+  const report: QdqReport = {
+    activationType: actType === DataType.INT8 ? 'int8' : 'uint8',
+    activationSymmetric: symmetric,
+    perChannel: plan.perChannel,
+    quantized: [],
+    byOpType: {},
+    skipped: plan.skipped,
+    activationTensors: 0,
+    weights: 0,
+    biases: 0,
+    biasSaturated: 0,
+    qdqNodesAdded: 0,
+  };
+  const nodeNames = new Set(graph.allNodes().map((n) => n.name));
+  const nodeName = (base: string): string => {
+    let name = base;
+    for (let i = 1; nodeNames.has(name); i++) name = `${base}_${i}`;
+    nodeNames.add(name);
+    return name;
+  };
+  const init = (base: string, dtype: DataType, dims: number[], data: Float32Array | Uint8Array | Int8Array | Int32Array): Value =>
+    graph.addInitializer(Tensor.fromData(graph.uniqueName(base), { dtype, dims, data }));
+  const addNode = (opType: string, inputs: Value[], outputName: string, attributes: Record<string, number> = {}): Value => {
+    const n = graph.addNode({ opType, inputs, outputs: [graph.uniqueName(outputName)], attributes, name: nodeName(`${outputName}_${opType}`) });
+    report.qdqNodesAdded++;
+    return n.outputs[0]!;
+  };
+
+  // Activation parameters, resolving passthrough chains.
+  const params = new Map<Value, { p: QuantParams; scale: Value; zeroPoint: Value }>();
+  const resolve = (tp: TensorPlan): { p: QuantParams; scale: Value; zeroPoint: Value } => {
+    const done = params.get(tp.value);
+    if (done) return done;
+    let result: { p: QuantParams; scale: Value; zeroPoint: Value };
+    if (tp.source === 'inherited') {
+      const from = plan.tensors.get(tp.inheritFrom!);
+      if (!from) throw new Error(`QDQ plan: '${tp.value.name}' inherits from unplanned '${tp.inheritFrom!.name}'`);
+      result = resolve(from);
+    } else {
+      let range: Range;
+      if (tp.source === 'constant') {
+        const data = graph.constantTensor(tp.value)!.toFloat64();
+        let min = Infinity;
+        let max = -Infinity;
+        for (const x of data) {
+          if (x < min) min = x;
+          if (x > max) max = x;
+        }
+        range = { min, max };
+      } else {
+        const r = options.ranges.get(tp.value.name);
+        if (!r) throw new InputError(`no calibration statistics for tensor '${tp.value.name}'`);
+        range = r;
+      }
+      let reluLike = false;
+      if (tp.clip) {
+        range = { min: Math.max(range.min, tp.clip.min), max: Math.min(range.max, tp.clip.max) };
+        reluLike = tp.clip.min >= 0;
+      }
+      const p = activationParams(range.min, range.max, actType, symmetric, reluLike);
+      const zpData = actType === DataType.UINT8 ? Uint8Array.of(p.zeroPoint) : Int8Array.of(p.zeroPoint);
+      result = {
+        p,
+        scale: init(`${tp.value.name}_scale`, DataType.FLOAT, [], Float32Array.of(p.scale)),
+        zeroPoint: init(`${tp.value.name}_zero_point`, actType, [], zpData),
+      };
+    }
+    params.set(tp.value, result);
+    return result;
+  };
+
+  // Original activation input 0 of each node, before rewiring (bias scale needs its params).
+  const input0 = new Map(plan.nodes.map((n) => [n.node, n.node.inputs[0] ?? null]));
+
+  for (const tp of plan.tensors.values()) {
+    const { p, scale, zeroPoint } = resolve(tp);
+    const v = tp.value;
+    report.activationTensors++;
+    let quantized: Value;
+    if (tp.source === 'constant' && !tp.producedByQuantized) {
+      const t = graph.constantTensor(v)!;
+      quantized = init(`${v.name}_quantized`, actType, [...t.dims], quantizeValues(t.toFloat64(), p));
+    } else {
+      quantized = addNode('QuantizeLinear', [v, scale, zeroPoint], `${v.name}_quantized`);
+      quantized.type = { kind: 'tensor', elemType: actType, shape: isTensorType(v.type) ? v.type.shape?.slice() : undefined };
+    }
+    const dequantize = (name = `${v.name}_dequantized`): Value => {
+      const d = addNode('DequantizeLinear', [quantized, scale, zeroPoint], name);
+      d.type = v.type && isTensorType(v.type) ? { ...v.type, shape: v.type.shape?.slice() } : undefined;
+      return d;
+    };
+    if (tp.producedByQuantized) {
+      // Every reader (subgraph nodes included) gets its own DequantizeLinear: onnxruntime fuses
+      // a group only when each DQ feeds that one node.
+      const qNode = quantized.producer;
+      for (const use of v.uses()) if (use.node !== qNode) use.node.setInput(use.index, dequantize());
+      if (v.isGraphOutput()) {
+        // Keep the model's output name on the dequantized value.
+        const name = v.name;
+        v.rename(graph.uniqueName(`${name}_prequant`));
+        const d = dequantize(name);
+        graph.outputs = graph.outputs.map((o) => (o === v ? d : o));
+        graph.valueInfo = graph.valueInfo.filter((x) => x !== v);
+      }
+    } else {
+      for (const r of tp.readers) r.node.setInput(r.index, dequantize());
+    }
+  }
+
+  // Weights and biases.
+  const weightCache = new Map<string, { q: Value; scale: Value; zeroPoint: Value; scales: Float32Array; axis: number | null }>();
+  for (const np of plan.nodes) {
+    const { node } = np;
+    let weightScales: Float32Array | undefined;
+    np.roles.forEach((role, i) => {
+      const v = node.inputs[i];
+      if (!v || role.role !== 'weight') return;
+      const axis = plan.perChannel ? role.axis : null;
+      const key = `${v.name}|${axis}`;
+      let w = weightCache.get(key);
+      if (!w) {
+        const t = graph.constantTensor(v)!;
+        const qw = quantizeWeight(t.toFloat64(), t.dims, axis);
+        const shape = axis === null ? [] : [qw.scales.length];
+        w = {
+          q: init(`${v.name}_quantized`, DataType.INT8, [...t.dims], qw.data),
+          scale: init(`${v.name}_scale`, DataType.FLOAT, shape, qw.scales),
+          zeroPoint: init(`${v.name}_zero_point`, DataType.INT8, shape, new Int8Array(qw.scales.length)),
+          scales: qw.scales,
+          axis,
+        };
+        weightCache.set(key, w);
+        report.weights++;
+      }
+      const d = addNode('DequantizeLinear', [w.q, w.scale, w.zeroPoint], `${v.name}_dequantized`, axis === null ? {} : { axis });
+      node.setInput(i, d);
+      weightScales = w.scales;
+    });
+    np.roles.forEach((role, i) => {
+      const v = node.inputs[i];
+      if (!v || role.role !== 'bias') return;
+      const x = input0.get(node);
+      const xPlan = x ? plan.tensors.get(x) : undefined;
+      if (!xPlan || !weightScales) return;
+      const inputScale = resolve(xPlan).p.scale;
+      const t = graph.constantTensor(v)!;
+      let values = t.toFloat64();
+      if (node.opType === 'Gemm') {
+        // QGemm needs beta = 1 with an int32 bias: fold beta into the bias.
+        const beta = node.getFloat('beta', 1);
+        if (beta !== 1) values = values.map((b) => b * beta);
+        node.setAttr('beta', 1.0, 1);
+      }
+      const qb = quantizeBias(values, inputScale, weightScales);
+      report.biasSaturated += qb.saturated;
+      const perChannel = weightScales.length > 1;
+      const shape = perChannel ? [qb.scales.length] : [];
+      const scales = perChannel ? qb.scales : Float32Array.of(qb.scales[0] ?? 1);
+      const q = init(`${v.name}_quantized`, DataType.INT32, [...t.dims], qb.data);
+      const s = init(`${v.name}_scale`, DataType.FLOAT, shape, scales);
+      const z = init(`${v.name}_zero_point`, DataType.INT32, shape, new Int32Array(scales.length));
+      node.setInput(i, addNode('DequantizeLinear', [q, s, z], `${v.name}_dequantized`, perChannel ? { axis: 0 } : {}));
+      report.biases++;
+    });
+    report.quantized.push({
+      node: node.name,
+      opType: node.opType,
+      kernel: np.handler.kernel,
+      outputQuantized: !!np.output,
+      absorbed: np.absorbed?.name,
+    });
+    report.byOpType[node.opType] = (report.byOpType[node.opType] ?? 0) + 1;
+  }
+
+  // Float weights nothing reads any more.
+  for (const v of [...graph.initializerValues]) {
+    if (v.consumers.length === 0 && !v.isGraphOutput() && !v.isGraphInput()) graph.removeInitializer(v);
+  }
+  graph.topologicalSort();
+  return report;
+}

@@ -1,0 +1,296 @@
+/**
+ * A load generator like Triton's perf_analyzer, driving anything with the batcher's submit():
+ * open loop at a request rate (Poisson or constant inter-arrival times) or closed loop at a fixed
+ * concurrency. Measures in windows of completed requests until the last `stableWindows` windows
+ * agree within `tolerance` on throughput and p99 latency, or reports "not stable" after
+ * `maxWindows`; always bounded by `maxRequests` and `maxDurationMs`. Latency is split into queue
+ * time (arrival to dispatch) and compute time (the executor's run of the whole batch).
+ * Open-loop latency counts from the scheduled arrival time, so the generator's own timer lateness
+ * is charged to the request rather than hidden (no coordinated omission).
+ * Imports: ./clock.js, ./batcher.js (types), ../bench/stats.js, ../ir/dtype.js (types).
+ */
+import { seededRandom, summarize } from '../bench/stats.js';
+import { UsageError } from '../errors.js';
+import type { TensorData } from '../ir/dtype.js';
+import { RequestRejectedError, type InferenceResult } from './batcher.js';
+import { realClock, type Clock } from './clock.js';
+
+export type LoadSpec =
+  | { kind: 'concurrency'; concurrency: number }
+  | { kind: 'rate'; rate: number; arrivals?: 'poisson' | 'constant' };
+
+export interface LoadTarget {
+  submit(inputs: Record<string, TensorData>, options?: { arrivalMs?: number }): Promise<InferenceResult>;
+  cancelQueued(): number;
+  whenIdle(): Promise<void>;
+}
+
+export interface MeasurementOptions {
+  /** Length of one measurement window (default 1000 ms). */
+  windowMs?: number;
+  /** Time before the first window, not measured (default one window). */
+  warmupMs?: number;
+  /** Windows that must agree (default 3). */
+  stableWindows?: number;
+  /** Allowed deviation of each window from their mean, for throughput and p99 (default 0.1). */
+  tolerance?: number;
+  /** Give up ("not stable") after this many windows (default 10). */
+  maxWindows?: number;
+  /** Stop issuing after this many requests (default 200000). */
+  maxRequests?: number;
+  /** Stop after this long in total, warm-up included (default: no limit beyond maxWindows). */
+  maxDurationMs?: number;
+  /** Seed for Poisson arrivals. */
+  seed?: number;
+  /** Closed loop: pause after a rejected request before the client retries (default 1 ms). */
+  rejectBackoffMs?: number;
+}
+
+export interface LatencySummary {
+  mean: number;
+  p50: number;
+  p90: number;
+  p95: number;
+  p99: number;
+  max: number;
+}
+
+export interface WindowStats {
+  throughput: number;
+  p99Ms: number;
+  completed: number;
+  rejected: number;
+  durationMs: number;
+}
+
+export interface LoadMeasurement {
+  load: LoadSpec;
+  /** The last `stableWindows` windows agreed within the tolerance. */
+  stable: boolean;
+  /** Why measuring stopped early, if it did. */
+  limit?: 'requests' | 'duration' | 'windows';
+  windows: WindowStats[];
+  /** Figures below are over the last `stableWindows` windows. */
+  measuredMs: number;
+  completed: number;
+  rejected: number;
+  errors: number;
+  firstError?: string;
+  /** Completed requests per second. */
+  throughput: number;
+  /** Completed samples per second (equals throughput for one-sample requests). */
+  samplesPerSecond: number;
+  latencyMs: LatencySummary;
+  queueMs: LatencySummary;
+  computeMs: LatencySummary;
+  /** Batches by size: [size, count] ascending. */
+  batchSizes: [number, number][];
+  meanBatchSize: number;
+}
+
+interface Completion {
+  doneMs: number;
+  latency: number;
+  queue: number;
+  compute: number;
+  batchSize: number;
+  batchId: number;
+  samples: number;
+}
+
+function summary(xs: number[]): LatencySummary {
+  if (xs.length === 0) return { mean: NaN, p50: NaN, p90: NaN, p95: NaN, p99: NaN, max: NaN };
+  const s = summarize(xs);
+  return { mean: s.mean, p50: s.p50, p90: s.p90, p95: s.p95, p99: s.p99, max: s.max };
+}
+
+export function describeLoad(load: LoadSpec): string {
+  return load.kind === 'concurrency' ? `concurrency ${load.concurrency}` : `${load.rate} req/s${load.arrivals === 'constant' ? ' (constant)' : ''}`;
+}
+
+/**
+ * Drive `target` with `load` and measure. `makeInputs(i)` gives request i's inputs (one sample in
+ * dim 0, typically cycling through a small data set).
+ */
+export async function measureLoad(
+  target: LoadTarget,
+  load: LoadSpec,
+  makeInputs: (i: number) => Record<string, TensorData>,
+  options: MeasurementOptions = {},
+  clock: Clock = realClock,
+): Promise<LoadMeasurement> {
+  const windowMs = options.windowMs ?? 1000;
+  const warmupMs = options.warmupMs ?? windowMs;
+  const stableWindows = options.stableWindows ?? 3;
+  const tolerance = options.tolerance ?? 0.1;
+  const maxWindows = Math.max(options.maxWindows ?? 10, stableWindows);
+  const maxRequests = options.maxRequests ?? 200_000;
+  const maxDurationMs = options.maxDurationMs ?? Infinity;
+  const backoff = options.rejectBackoffMs ?? 1;
+  if (load.kind === 'concurrency' && !(Number.isInteger(load.concurrency) && load.concurrency >= 1)) {
+    throw new UsageError(`concurrency must be a positive integer, got ${load.concurrency}`);
+  }
+  if (load.kind === 'rate' && !(load.rate > 0)) throw new UsageError(`request rate must be positive, got ${load.rate}`);
+
+  const completions: Completion[] = [];
+  const rejections: number[] = [];
+  let errors = 0;
+  let firstError: string | undefined;
+  let issued = 0;
+  let issuing = true;
+  const start = clock.now();
+
+  const record = (r: InferenceResult, samples: number): void => {
+    const t = r.timing;
+    completions.push({
+      doneMs: t.doneMs,
+      latency: t.doneMs - t.arrivalMs,
+      queue: t.dispatchMs - t.arrivalMs,
+      compute: t.computeEndMs - t.computeStartMs,
+      batchSize: t.batchSize,
+      batchId: t.batchId,
+      samples,
+    });
+  };
+  const onError = (error: unknown): void => {
+    if (error instanceof RequestRejectedError) rejections.push(clock.now());
+    else {
+      errors++;
+      firstError ??= error instanceof Error ? error.message : String(error);
+    }
+  };
+  const send = (arrivalMs?: number): Promise<void> => {
+    const inputs = makeInputs(issued++);
+    const samples = Object.values(inputs)[0]?.dims[0] ?? 1;
+    return target.submit(inputs, arrivalMs === undefined ? {} : { arrivalMs }).then((r) => record(r, samples), onError);
+  };
+
+  const running: Promise<void>[] = [];
+  if (load.kind === 'concurrency') {
+    for (let c = 0; c < load.concurrency; c++) {
+      running.push(
+        (async () => {
+          while (issuing && issued < maxRequests && errors === 0) {
+            const before = rejections.length;
+            await send();
+            if (rejections.length > before) await clock.sleep(backoff);
+          }
+        })(),
+      );
+    }
+  } else {
+    const random = seededRandom(options.seed ?? 1);
+    const meanGap = 1000 / load.rate;
+    const gap = (): number => (load.arrivals === 'constant' ? meanGap : -Math.log(1 - random()) * meanGap);
+    let nextAt = start + gap();
+    const inflight = new Set<Promise<void>>();
+    const tick = (): void => {
+      if (!issuing) return;
+      const now = clock.now();
+      while (nextAt <= now && issuing && issued < maxRequests) {
+        const p = send(nextAt);
+        inflight.add(p);
+        void p.then(() => inflight.delete(p));
+        nextAt += gap();
+      }
+      if (issued < maxRequests) clock.setTimer(tick, nextAt - clock.now());
+    };
+    clock.setTimer(tick, nextAt - start);
+    running.push(
+      (async () => {
+        while (issuing) await clock.sleep(windowMs / 4);
+        await Promise.all([...inflight]);
+      })(),
+    );
+  }
+
+  const windows: WindowStats[] = [];
+  const windowRanges: [number, number][] = [];
+  let stable = false;
+  let limit: LoadMeasurement['limit'];
+  let cursor = 0;
+  let rejCursor = 0;
+  await clock.sleep(warmupMs);
+  for (;;) {
+    const ws = clock.now();
+    const we = ws + windowMs;
+    // Wake early to notice the request bound; end the window on time.
+    while (clock.now() < we && issued < maxRequests && errors === 0) await clock.sleep(Math.min(we - clock.now(), windowMs / 4));
+    const end = Math.min(clock.now(), we);
+    while (cursor < completions.length && completions[cursor]!.doneMs < ws) cursor++;
+    const from = cursor;
+    while (cursor < completions.length && completions[cursor]!.doneMs < end) cursor++;
+    while (rejCursor < rejections.length && rejections[rejCursor]! < ws) rejCursor++;
+    const rejFrom = rejCursor;
+    while (rejCursor < rejections.length && rejections[rejCursor]! < end) rejCursor++;
+    const lat = completions.slice(from, cursor).map((c) => c.latency);
+    const span = end - ws;
+    windows.push({
+      throughput: span > 0 ? (lat.length * 1000) / span : 0,
+      p99Ms: lat.length ? summary(lat).p99 : NaN,
+      completed: lat.length,
+      rejected: rejCursor - rejFrom,
+      durationMs: span,
+    });
+    windowRanges.push([from, cursor]);
+    if (errors > 0) break;
+    if (windows.length >= stableWindows) {
+      const last = windows.slice(-stableWindows);
+      const agree = (xs: number[]): boolean => {
+        const m = xs.reduce((a, b) => a + b, 0) / xs.length;
+        return xs.every((x) => Number.isFinite(x) && Math.abs(x - m) <= tolerance * m);
+      };
+      if (last.every((w) => w.completed > 0) && agree(last.map((w) => w.throughput)) && agree(last.map((w) => w.p99Ms))) {
+        stable = true;
+        break;
+      }
+    }
+    if (issued >= maxRequests) {
+      limit = 'requests';
+      break;
+    }
+    if (windows.length >= maxWindows) {
+      limit = 'windows';
+      break;
+    }
+    if (clock.now() - start + windowMs > maxDurationMs) {
+      limit = 'duration';
+      break;
+    }
+  }
+  issuing = false;
+  target.cancelQueued();
+  await Promise.all(running);
+  await target.whenIdle();
+
+  const k = Math.min(stableWindows, windows.length);
+  const used = windowRanges.slice(-k);
+  const picked = used.length ? completions.slice(used[0]![0], used[used.length - 1]![1]) : [];
+  const firstWindow = windows.length - k;
+  const measuredMs = windows.slice(firstWindow).reduce((n, w) => n + w.durationMs, 0);
+  const rejected = windows.slice(firstWindow).reduce((n, w) => n + w.rejected, 0);
+  const batches = new Map<number, number>();
+  for (const c of picked) batches.set(c.batchId, c.batchSize);
+  const hist = new Map<number, number>();
+  for (const size of batches.values()) hist.set(size, (hist.get(size) ?? 0) + 1);
+  const samples = picked.reduce((n, c) => n + c.samples, 0);
+  const measuredSeconds = measuredMs > 0 ? measuredMs / 1000 : NaN;
+  return {
+    load,
+    stable,
+    ...(limit ? { limit } : {}),
+    windows,
+    measuredMs,
+    completed: picked.length,
+    rejected,
+    errors,
+    ...(firstError !== undefined ? { firstError } : {}),
+    throughput: picked.length / measuredSeconds,
+    samplesPerSecond: samples / measuredSeconds,
+    latencyMs: summary(picked.map((c) => c.latency)),
+    queueMs: summary(picked.map((c) => c.queue)),
+    computeMs: summary(picked.map((c) => c.compute)),
+    batchSizes: [...hist.entries()].sort((a, b) => a[0] - b[0]),
+    meanBatchSize: batches.size ? [...batches.values()].reduce((a, b) => a + b, 0) / batches.size : NaN,
+  };
+}

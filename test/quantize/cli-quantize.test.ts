@@ -1,0 +1,123 @@
+// `model-opt quantize` end to end, in process: files in a temp dir, JSON on stdout, exit codes.
+import { createHash } from 'node:crypto';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Command } from 'commander';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { registerQuantize } from '../../src/cli/quantize.js';
+import { takeExitCode } from '../../src/cli/common.js';
+import { saveModel } from '../../src/onnx/index.js';
+import { writeNpz } from '../../src/data/index.js';
+import { createRunner } from '../../src/runtime/index.js';
+import { DataType } from '../../src/ir/index.js';
+import { argmaxRows } from '../../src/bench/stats.js';
+import { dataset, residualCnn } from './models.js';
+
+let dir: string;
+let modelPath: string;
+let calibPath: string;
+let evalPath: string;
+
+async function run(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const program = new Command('model-opt').exitOverride();
+  registerQuantize(program);
+  let stdout = '';
+  let stderr = '';
+  const out = vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => {
+    stdout += String(chunk);
+    return true;
+  });
+  const err = vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => {
+    stderr += String(chunk);
+    return true;
+  });
+  try {
+    await program.parseAsync(['node', 'model-opt', 'quantize', ...args]);
+  } finally {
+    out.mockRestore();
+    err.mockRestore();
+  }
+  return { code: takeExitCode(), stdout, stderr };
+}
+
+const sha = (p: string): string => createHash('sha256').update(readFileSync(p)).digest('hex');
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'quantize-cli-'));
+  modelPath = join(dir, 'cnn.onnx');
+  const model = residualCnn(17, 32);
+  await saveModel(model, modelPath);
+  const calib = dataset('input', [48, 1, 12, 12], 21);
+  await writeNpz(calibPath = join(dir, 'calib.npz'), calib.inputs);
+  // Labels = FP32 predictions, so FP32 scores 100% and any INT8 disagreement is a drop.
+  const evalSet = dataset('input', [96, 1, 12, 12], 22);
+  const r = await createRunner(model);
+  const logits = (await r.run(evalSet.inputs)).logits!;
+  await r.release();
+  const labels = BigInt64Array.from(argmaxRows(logits.data as Float32Array, 10), (v) => BigInt(v));
+  await writeNpz(evalPath = join(dir, 'eval.npz'), { ...evalSet.inputs, labels: { dtype: DataType.INT64, dims: [96], data: labels } });
+});
+
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+describe('model-opt quantize', () => {
+  it('--mode int8 writes a QDQ model that loads, agrees with FP32 and fuses fully (--json)', async () => {
+    const before = sha(modelPath);
+    const out = join(dir, 'cnn.int8.onnx');
+    const { code, stdout } = await run([modelPath, '-o', out, '--calibration-data', calibPath, '--calibration-count', '32', '--json']);
+    expect(code).toBe(0);
+    const doc = JSON.parse(stdout);
+    expect(doc.schemaVersion).toBe(1);
+    expect(doc.mode).toBe('int8');
+    expect(doc.report.calibration.samples).toBe(32);
+    expect(doc.report.qdq.byOpType).toMatchObject({ Conv: 3, Gemm: 1, Add: 1 });
+    expect(doc.fusion.unfused).toEqual([]);
+    expect(doc.fusion.integerKernelCount).toBe(6);
+    expect(doc.agreement.logits.sqnrDb).toBeGreaterThan(30);
+    expect(doc.output.sizeBytes).toBeLessThan(doc.input.sizeBytes);
+    expect(existsSync(out)).toBe(true);
+    expect(sha(modelPath)).toBe(before);
+  });
+
+  it('never overwrites the input model (exit 2)', async () => {
+    const { code, stderr } = await run([modelPath, '-o', modelPath, '--calibration-data', calibPath]);
+    expect(code).toBe(2);
+    expect(stderr).toMatch(/refusing to overwrite/);
+  });
+
+  it('--analyze prints the sensitivity of every compute node and writes nothing', async () => {
+    const { code, stdout } = await run([modelPath, '--analyze', '--calibration-data', calibPath, '--calibration-count', '16', '--json']);
+    expect(code).toBe(0);
+    const doc = JSON.parse(stdout);
+    expect(doc.sensitivity.map((r: { node: string }) => r.node).sort()).toEqual(['block.add', 'block.conv1.conv', 'block.conv2.conv', 'fc', 'gap', 'stem.conv']);
+    const sqnr = doc.sensitivity.map((r: { sqnrDb: number }) => r.sqnrDb);
+    expect(sqnr).toEqual([...sqnr].sort((a: number, b: number) => a - b));
+  });
+
+  it('accuracy guard: heavy clipping (percentile 90) misses 0pt at first, FP32 fallbacks recover accuracy', async () => {
+    const out = join(dir, 'guarded.onnx');
+    const { code, stdout } = await run([
+      modelPath, '-o', out, '--calibration-data', calibPath, '--calibrate', 'percentile', '--percentile', '90',
+      '--eval-data', evalPath, '--max-accuracy-drop', '0.5pt', '--json',
+    ]);
+    const doc = JSON.parse(stdout);
+    expect(doc.guard.baselineAccuracy).toBe(1);
+    expect(doc.guard.attempts[0].fp32Nodes).toEqual([]);
+    expect(doc.guard.attempts[0].dropPoints).toBeGreaterThan(0.5);
+    expect(doc.guard.sensitivity.length).toBeGreaterThan(0);
+    // Each later attempt keeps the k most sensitive nodes in FP32.
+    doc.guard.attempts.slice(1).forEach((a: { fp32Nodes: string[] }, k: number) => {
+      expect(a.fp32Nodes).toEqual(doc.guard.sensitivity.slice(0, k + 1).map((s: { node: string }) => s.node));
+    });
+    if (doc.guard.met) {
+      expect(code).toBe(0);
+      expect(doc.output.path).toBe(out);
+      expect(doc.guard.chosen.dropPoints).toBeLessThanOrEqual(0.5);
+    } else {
+      expect(code).toBe(1);
+      expect(doc.output.path).toBe(join(dir, 'guarded.missed-goal.onnx'));
+    }
+    expect(existsSync(doc.output.path)).toBe(true);
+  });
+});

@@ -1,0 +1,276 @@
+// INT8 QDQ numerics against a float64 fake-quantization reference, on hand-built graphs by
+// topology: per-channel Conv, Gemm with transB, MatMul, residual Add, Concat. Each QDQ model runs
+// in onnxruntime twice: without graph optimizations (Q/DQ executed as written: must equal the
+// float64 reference to float32 rounding) and with all of them (integer kernels: within one output
+// quantization step).
+import { describe, expect, it } from 'vitest';
+import { DataType, GraphBuilder, type Model } from '../../src/ir/index.js';
+import { createRunner } from '../../src/runtime/index.js';
+import { quantizeQdq, type QdqOptions } from '../../src/passes/quantize/qdq.js';
+import { activationParams, fakeQuantize, type QuantParams } from '../../src/passes/quantize/quant-math.js';
+import type { Range } from '../../src/passes/quantize/calibrate.js';
+import { randomFloats } from './models.js';
+
+const u8 = (r: Range): QuantParams => activationParams(r.min, r.max, DataType.UINT8, false);
+const fq = (v: ArrayLike<number>, p: QuantParams): Float64Array => Float64Array.from(v, (x) => fakeQuantize(x, p));
+
+/** Per-channel int8 symmetric fake quantization of a weight along axis `axis`. */
+function fqWeight(w: Float32Array, dims: number[], axis: number | null): { values: Float64Array; scales: number[] } {
+  const channels = axis === null ? 1 : dims[axis]!;
+  const inner = axis === null ? w.length : dims.slice(axis + 1).reduce((a, b) => a * b, 1);
+  const ch = (i: number): number => (axis === null ? 0 : Math.floor(i / inner) % channels);
+  const maxAbs = new Array<number>(channels).fill(0);
+  w.forEach((x, i) => (maxAbs[ch(i)] = Math.max(maxAbs[ch(i)]!, Math.abs(x))));
+  const scales = maxAbs.map((m) => Math.fround(m / 127));
+  return { values: Float64Array.from(w, (x, i) => Math.max(-127, Math.min(127, Math.round(x / scales[ch(i)]!))) * scales[ch(i)]!), scales };
+}
+
+function fqBias(b: Float32Array, inputScale: number, wScales: number[]): Float64Array {
+  return Float64Array.from(b, (x, i) => {
+    const s = Math.fround(inputScale * wScales[wScales.length === 1 ? 0 : i]!);
+    return Math.round(x / s) * s;
+  });
+}
+
+function conv2d(x: ArrayLike<number>, xd: number[], w: ArrayLike<number>, wd: number[], b: ArrayLike<number> | null, pad: number): Float64Array {
+  const [n, cin, h, wi] = xd as [number, number, number, number];
+  const [cout, , kh, kw] = wd as [number, number, number, number];
+  const oh = h + 2 * pad - kh + 1;
+  const ow = wi + 2 * pad - kw + 1;
+  const out = new Float64Array(n * cout * oh * ow);
+  for (let s = 0; s < n; s++)
+    for (let o = 0; o < cout; o++)
+      for (let y = 0; y < oh; y++)
+        for (let xx = 0; xx < ow; xx++) {
+          let acc = b ? b[o]! : 0;
+          for (let c = 0; c < cin; c++)
+            for (let i = 0; i < kh; i++)
+              for (let j = 0; j < kw; j++) {
+                const yy = y + i - pad;
+                const xj = xx + j - pad;
+                if (yy < 0 || yy >= h || xj < 0 || xj >= wi) continue;
+                acc += x[((s * cin + c) * h + yy) * wi + xj]! * w[((o * cin + c) * kh + i) * kw + j]!;
+              }
+          out[((s * cout + o) * oh + y) * ow + xx] = acc;
+        }
+  return out;
+}
+
+function matmul(a: ArrayLike<number>, m: number, k: number, b: ArrayLike<number>, n: number, bTransposed = false): Float64Array {
+  const out = new Float64Array(m * n);
+  for (let i = 0; i < m; i++)
+    for (let j = 0; j < n; j++) {
+      let acc = 0;
+      for (let t = 0; t < k; t++) acc += a[i * k + t]! * (bTransposed ? b[j * k + t]! : b[t * n + j]!);
+      out[i * n + j] = acc;
+    }
+  return out;
+}
+
+const rangeOf = (v: ArrayLike<number>): Range => {
+  let min = Infinity;
+  let max = -Infinity;
+  for (let i = 0; i < v.length; i++) {
+    min = Math.min(min, v[i]!);
+    max = Math.max(max, v[i]!);
+  }
+  return { min, max };
+};
+
+async function runBoth(model: Model, feeds: Record<string, Float32Array>, dims: Record<string, number[]>): Promise<{ plain: Float32Array; fused: Float32Array }> {
+  const td = Object.fromEntries(Object.entries(feeds).map(([k, v]) => [k, { dtype: DataType.FLOAT, dims: dims[k]!, data: v }]));
+  const out: Float32Array[] = [];
+  for (const level of ['disabled', 'all'] as const) {
+    const r = await createRunner(model, { graphOptimizationLevel: level, intraOpThreads: 1 });
+    const res = await r.run(td);
+    out.push(Object.values(res)[0]!.data as Float32Array);
+    await r.release();
+  }
+  return { plain: out[0]!, fused: out[1]! };
+}
+
+function expectClose(actual: ArrayLike<number>, expected: ArrayLike<number>, tol: number): void {
+  expect(actual.length).toBe(expected.length);
+  let worst = 0;
+  for (let i = 0; i < expected.length; i++) worst = Math.max(worst, Math.abs(actual[i]! - expected[i]!));
+  expect(worst).toBeLessThanOrEqual(tol);
+}
+
+function dqAxes(model: Model): { axis: number | undefined; scaleLength: number }[] {
+  return model.graph.nodes
+    .filter((n) => n.opType === 'DequantizeLinear' && model.graph.constantTensor(n.inputs[0]!)?.dtype === DataType.INT8)
+    .map((n) => ({ axis: n.hasAttr('axis') ? n.getInt('axis') : undefined, scaleLength: model.graph.constantTensor(n.inputs[1]!)!.elementCount }));
+}
+
+describe('QDQ numerics vs float64 reference', () => {
+  it('per-channel Conv (channels of very different magnitude), bias int32, output Q', async () => {
+    const xd = [2, 2, 5, 5];
+    const wd = [3, 2, 3, 3];
+    const x = randomFloats(100, 1);
+    const w = randomFloats(54, 2);
+    // Channel 0 is 100x smaller: per-tensor scales would crush it.
+    for (let i = 0; i < 18; i++) w[i]! *= 0.01;
+    const bias = Float32Array.of(0.05, -0.2, 0.3);
+    const b = new GraphBuilder({ opset: 13 });
+    const xv = b.input('x', DataType.FLOAT, xd);
+    const y = b.node('Conv', [xv, b.initializer('w', DataType.FLOAT, wd, w), b.initializer('b', DataType.FLOAT, [3], bias)], { pads: [1, 1, 1, 1] }, { name: 'conv' });
+    const r = b.node('Relu', [y], {}, { name: 'relu' });
+    const out = b.node('Sigmoid', [r], {}, { name: 'sig' }); // a consumer so the Relu output is an inner tensor
+    b.output(out, DataType.FLOAT, [2, 3, 5, 5]);
+    const model = b.build();
+
+    const fp = conv2d(x, xd, w, wd, bias, 1);
+    const xr: Range = { min: -1, max: 1 };
+    const yr: Range = { min: 0, max: rangeOf(fp).max };
+    const sigR: Range = { min: 0.4, max: 1 };
+    const ranges = new Map<string, Range>([['x', xr], [r.name, yr], [out.name, sigR]]);
+    const q = quantizeQdq(model, { ranges, excludeOpTypes: ['Sigmoid'] });
+    expect(q.report.byOpType).toEqual({ Conv: 1 });
+    expect(q.report.quantized[0]!.absorbed).toBe('relu');
+    expect(dqAxes(q.model)).toEqual([{ axis: 0, scaleLength: 3 }]);
+
+    const px = u8(xr);
+    const pw = fqWeight(w, wd, 0);
+    const conv = conv2d(fq(x, px), xd, pw.values, wd, fqBias(bias, px.scale, pw.scales), 1);
+    const py = u8(yr);
+    const ref = Float64Array.from(fq(conv.map((v) => Math.max(0, v)), py), (v) => 1 / (1 + Math.exp(-v)));
+    const { plain, fused } = await runBoth(q.model, { x }, { x: xd });
+    expectClose(plain, ref, 1e-5);
+    // Integer kernel: at most one output step (through the sigmoid, slope <= 1/4).
+    expectClose(fused, ref, py.scale * 0.25 + 1e-5);
+    // And it is close to FP32: channel 0 keeps its precision thanks to per-channel scales.
+    const fp32 = fp.map((v) => 1 / (1 + Math.exp(-Math.max(0, v))));
+    expectClose(fused, fp32, 0.02);
+  });
+
+  it('per-tensor Conv on request uses one weight scale', () => {
+    const b = new GraphBuilder({ opset: 13 });
+    const xv = b.input('x', DataType.FLOAT, [1, 2, 4, 4]);
+    const y = b.node('Conv', [xv, b.initializer('w', DataType.FLOAT, [3, 2, 1, 1], randomFloats(6, 3))]);
+    b.output(y, DataType.FLOAT, [1, 3, 4, 4]);
+    const q = quantizeQdq(b.build(), { ranges: new Map([['x', { min: -1, max: 1 }], [y.name, { min: -2, max: 2 }]]), perChannel: false });
+    expect(dqAxes(q.model)).toEqual([{ axis: undefined, scaleLength: 1 }]);
+    // The graph output keeps its name on the final DequantizeLinear.
+    expect(q.model.graph.outputs[0]!.name).toBe(y.name);
+    expect(q.model.graph.outputs[0]!.producer!.opType).toBe('DequantizeLinear');
+  });
+
+  it('Gemm with transB: per-row weight scales (axis 0), int32 bias, float output -> QGemm', async () => {
+    const x = randomFloats(24, 4);
+    const w = randomFloats(30, 5, 0.5);
+    const bias = randomFloats(5, 6, 0.1);
+    const b = new GraphBuilder({ opset: 13 });
+    const xv = b.input('x', DataType.FLOAT, [4, 6]);
+    const y = b.node('Gemm', [xv, b.initializer('w', DataType.FLOAT, [5, 6], w), b.initializer('c', DataType.FLOAT, [5], bias)], { transB: 1, beta: 0.5 }, { name: 'gemm' });
+    b.output(y, DataType.FLOAT, [4, 5]);
+    const xr: Range = { min: -1, max: 1 };
+    const q = quantizeQdq(b.build(), { ranges: new Map([['x', xr]]) });
+    expect(dqAxes(q.model)).toEqual([{ axis: 0, scaleLength: 5 }]);
+    const gemm = q.model.graph.nodes.find((n) => n.opType === 'Gemm')!;
+    expect(gemm.getFloat('beta')).toBe(1); // beta folded into the int32 bias
+    const px = u8(xr);
+    const pw = fqWeight(w, [5, 6], 0);
+    const ref = matmul(fq(x, px), 4, 6, pw.values, 5, true).map((v, i) => v + fqBias(bias.map((c) => c * 0.5), px.scale, pw.scales)[i % 5]!);
+    const { plain, fused } = await runBoth(q.model, { x }, { x: [4, 6] });
+    expectClose(plain, ref, 1e-5);
+    expectClose(fused, ref, 1e-4);
+  });
+
+  it('Gemm without transB quantizes the weight per column (axis 1)', () => {
+    const b = new GraphBuilder({ opset: 13 });
+    const xv = b.input('x', DataType.FLOAT, [2, 3]);
+    const y = b.node('Gemm', [xv, b.initializer('w', DataType.FLOAT, [3, 4], randomFloats(12, 7))]);
+    b.output(y, DataType.FLOAT, [2, 4]);
+    const q = quantizeQdq(b.build(), { ranges: new Map([['x', { min: -1, max: 1 }]]) });
+    expect(dqAxes(q.model)).toEqual([{ axis: 1, scaleLength: 4 }]);
+  });
+
+  it('MatMul with a constant weight: per-column scales', async () => {
+    const x = randomFloats(12, 8);
+    const w = randomFloats(20, 9);
+    const b = new GraphBuilder({ opset: 13 });
+    const xv = b.input('x', DataType.FLOAT, [3, 4]);
+    const y = b.node('MatMul', [xv, b.initializer('w', DataType.FLOAT, [4, 5], w)]);
+    b.output(y, DataType.FLOAT, [3, 5]);
+    const xr: Range = { min: -1, max: 1 };
+    const q = quantizeQdq(b.build(), { ranges: new Map([['x', xr]]) });
+    expect(dqAxes(q.model)).toEqual([{ axis: 1, scaleLength: 5 }]);
+    const ref = matmul(fq(x, u8(xr)), 3, 4, fqWeight(w, [4, 5], 1).values, 5);
+    const { plain, fused } = await runBoth(q.model, { x }, { x: [3, 4] });
+    expectClose(plain, ref, 1e-5);
+    expectClose(fused, ref, 1e-4);
+  });
+
+  it('residual Add: x feeds the Conv and the Add through separate DequantizeLinear nodes', async () => {
+    const xd = [1, 2, 4, 4];
+    const x = randomFloats(32, 10);
+    const w = randomFloats(36, 11, 0.3);
+    const b = new GraphBuilder({ opset: 13 });
+    const xv = b.input('x', DataType.FLOAT, xd);
+    const c = b.node('Conv', [xv, b.initializer('w', DataType.FLOAT, [2, 2, 3, 3], w)], { pads: [1, 1, 1, 1] }, { name: 'conv' });
+    const y = b.node('Add', [c, xv], {}, { name: 'add' });
+    y.rename('y');
+    b.output(y, DataType.FLOAT, xd);
+    const fpConv = conv2d(x, xd, w, [2, 2, 3, 3], null, 1);
+    const xr: Range = { min: -1, max: 1 };
+    const cr = rangeOf(fpConv);
+    const yr = rangeOf(fpConv.map((v, i) => v + x[i]!));
+    const q = quantizeQdq(b.build(), { ranges: new Map([['x', xr], [c.name, cr], ['y', yr]]) });
+    expect(q.report.byOpType).toEqual({ Conv: 1, Add: 1 });
+    expect(q.model.graph.outputs[0]!.name).toBe('y');
+    const xq = q.model.graph.nodes.filter((n) => n.opType === 'QuantizeLinear' && n.inputs[0]!.name === 'x');
+    expect(xq).toHaveLength(1);
+    expect(xq[0]!.outputs[0]!.consumers.map((n) => n.opType)).toEqual(['DequantizeLinear', 'DequantizeLinear']);
+    const px = u8(xr);
+    const pw = fqWeight(w, [2, 2, 3, 3], 0);
+    const convQ = fq(conv2d(fq(x, px), xd, pw.values, [2, 2, 3, 3], null, 1), u8(cr));
+    const xfq = fq(x, px);
+    const py = u8(yr);
+    const ref = fq(convQ.map((v, i) => v + xfq[i]!), py);
+    const { plain, fused } = await runBoth(q.model, { x }, { x: xd });
+    expectClose(plain, ref, 1e-5);
+    expectClose(fused, ref, py.scale + 1e-5);
+  });
+
+  it('Concat of two differently scaled inputs re-quantizes to the output range', async () => {
+    const a = randomFloats(6, 12, 0.5);
+    const c = randomFloats(6, 13, 3);
+    const b = new GraphBuilder({ opset: 13 });
+    const av = b.input('a', DataType.FLOAT, [2, 3]);
+    const cv = b.input('c', DataType.FLOAT, [2, 3]);
+    const y = b.node('Concat', [av, cv], { axis: 1 });
+    y.rename('y');
+    const z = b.node('Sigmoid', [y]);
+    b.output(z, DataType.FLOAT, [2, 6]);
+    const ar: Range = { min: -0.5, max: 0.5 };
+    const cr: Range = { min: -3, max: 3 };
+    const yr: Range = { min: -3, max: 3 };
+    const options: QdqOptions = { opTypes: ['Concat'] };
+    const q = quantizeQdq(b.build(), { ...options, ranges: new Map([['a', ar], ['c', cr], ['y', yr]]) });
+    expect(q.report.byOpType).toEqual({ Concat: 1 });
+    const fa = fq(a, u8(ar));
+    const fc = fq(c, u8(cr));
+    const cat: number[] = [];
+    for (let r = 0; r < 2; r++) cat.push(...fa.slice(r * 3, r * 3 + 3), ...fc.slice(r * 3, r * 3 + 3));
+    const ref = Float64Array.from(fq(cat, u8(yr)), (v) => 1 / (1 + Math.exp(-v)));
+    const { plain, fused } = await runBoth(q.model, { a, c }, { a: [2, 3], c: [2, 3] });
+    expectClose(plain, ref, 1e-5);
+    expectClose(fused, ref, u8(yr).scale * 0.25 + 1e-5);
+  });
+
+  it('respects --exclude-nodes and --exclude-op-types', () => {
+    const b = new GraphBuilder({ opset: 13 });
+    const xv = b.input('x', DataType.FLOAT, [1, 4]);
+    const h = b.node('MatMul', [xv, b.initializer('w1', DataType.FLOAT, [4, 4], randomFloats(16, 14))], {}, { name: 'mm1' });
+    const y = b.node('MatMul', [h, b.initializer('w2', DataType.FLOAT, [4, 4], randomFloats(16, 15))], {}, { name: 'mm2' });
+    b.output(y, DataType.FLOAT, [1, 4]);
+    const model = b.build();
+    const ranges = new Map([['x', { min: -1, max: 1 }], [h.name, { min: -2, max: 2 }]]);
+    expect(quantizeQdq(model, { ranges, excludeNodes: ['mm2'] }).report.quantized.map((q) => q.node)).toEqual(['mm1']);
+    const none = quantizeQdq(model, { ranges, excludeOpTypes: ['MatMul'] });
+    expect(none.report.quantized).toHaveLength(0);
+    expect(none.report.skipped.map((s) => s.reason)).toEqual(['excluded', 'excluded']);
+    // The input model is untouched.
+    expect(model.graph.nodes.map((n) => n.opType)).toEqual(['MatMul', 'MatMul']);
+  });
+});
