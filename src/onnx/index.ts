@@ -236,6 +236,8 @@ export async function saveModel(model: Model, file: string, options: SaveOptions
   const temps: string[] = [];
   const renames: [string, string][] = [];
   try {
+    // Like most tools, create the output folder; only files this call made are ever removed.
+    await fs.promises.mkdir(path.dirname(target), { recursive: true });
     let tensorOpts: TensorEncodeOptions = { embedExternal: true };
     if (useExternal) {
       const dataTarget = resolveExternalPath(path.dirname(target), location, target);
