@@ -16,6 +16,7 @@ import {
   createProgress,
   note,
   parseAccuracyBudget,
+  parseNonNegativeInt,
   parsePositiveInt,
   parseStringList,
   printJson,
@@ -38,6 +39,7 @@ interface QuantizeFlags {
   percentile: number;
   batchSize?: number;
   perTensor?: boolean;
+  minConvReduction?: number;
   activationType: 'uint8' | 'int8';
   opTypes?: string[];
   excludeOpTypes?: string[];
@@ -81,6 +83,7 @@ export function registerQuantize(program: Command): void {
     .option('--percentile <p>', 'percentile kept by --calibrate percentile', parsePercentile, 99.99)
     .option('--batch-size <n>', 'samples per calibration run (default 16)', parsePositiveInt)
     .option('--per-tensor', 'one scale per weight tensor instead of one per output channel')
+    .option('--min-conv-reduction <n>', 'keep a Conv float when Cin/group x kh x kw is below n (e.g. 16: a 1-channel stem is faster in float)', parseNonNegativeInt)
     .addOption(new Option('--activation-type <type>', 'uint8 (asymmetric, fastest on x86) or int8 (symmetric)').choices(['uint8', 'int8']).default('uint8'))
     .option('--op-types <list>', 'quantize only these op types, e.g. Conv,Gemm', parseStringList)
     .option('--exclude-op-types <list>', 'never quantize these op types', parseStringList)
@@ -140,6 +143,7 @@ async function quantizeAction(modelPath: string, flags: QuantizeFlags): Promise<
         method: flags.calibrate,
         percentile: flags.percentile,
         perChannel: !flags.perTensor,
+        minConvReduction: flags.minConvReduction,
         activationType: flags.activationType,
         opTypes: flags.opTypes,
         excludeOpTypes: flags.excludeOpTypes,

@@ -30,6 +30,32 @@ export interface QdqOptions {
   excludeNodes?: readonly string[];
   /** Quantize only these nodes (by name); used by sensitivity analysis. */
   onlyNodes?: readonly string[];
+  /**
+   * Leave a Conv in float when its dot-product length (Cin/group x kh x kw) is below this;
+   * default 0 (off; 16 is a good value, see docs/quantize.md), 0 turns the rule off. Such convs (a 1-channel stem: 9) run slower as QLinearConv
+   * than as onnxruntime's float NCHWc Conv: the int8 GEMM pads a short reduction and the
+   * quantize/requantize work per output is no longer amortized.
+   */
+  minConvReduction?: number;
+}
+
+/** Default of QdqOptions.minConvReduction. */
+export const MIN_CONV_REDUCTION = 0;
+
+/**
+ * Float ops through which onnxruntime's QDQPropagationTransformer hoists a QuantizeLinear with a
+ * scalar scale (MaxPool-12, Reshape, Transpose, Squeeze, Unsqueeze, Slice). A float -> int8
+ * boundary Q after them would land before them and turn e.g. a fast float NCHWc MaxPool into a
+ * slow uint8 NCHW one; such a Q gets a per-axis scale (all values equal: same numbers), which
+ * onnxruntime does not propagate.
+ */
+const Q_HOISTING_OPS = new Set(['MaxPool', 'Reshape', 'Transpose', 'Squeeze', 'Unsqueeze', 'Slice']);
+
+/** Cin/group x kernel size of a Conv with a constant weight, if known. */
+function convReduction(node: Node, graph: Graph): number | undefined {
+  const w = node.inputs[1] ? graph.constantTensor(node.inputs[1]) : undefined;
+  if (!w || w.dims.length < 3) return undefined;
+  return w.dims.slice(1).reduce((a, b) => a * b, 1);
 }
 
 interface TensorPlan {
@@ -124,6 +150,7 @@ export function planQdq(model: Model, options: QdqOptions = {}): QdqPlan {
   const excludedTypes = new Set(options.excludeOpTypes ?? []);
   const onlyTypes = options.opTypes ? new Set(options.opTypes) : undefined;
   const onlyNodes = options.onlyNodes ? new Set(options.onlyNodes) : undefined;
+  const minReduction = options.minConvReduction ?? MIN_CONV_REDUCTION;
   const skipped: SkippedNode[] = [];
   const selected = (n: Node): boolean =>
     !excludedNodes.has(n.name) && !excludedTypes.has(n.opType) && (!onlyTypes || onlyTypes.has(n.opType)) && (!onlyNodes || onlyNodes.has(n.name));
@@ -164,6 +191,11 @@ export function planQdq(model: Model, options: QdqOptions = {}): QdqPlan {
     const problem = handler.check?.(node, graph);
     if (problem) {
       skipped.push({ ...label, reason: problem });
+      continue;
+    }
+    const reduction = node.opType === 'Conv' ? convReduction(node, graph) : undefined;
+    if (reduction !== undefined && reduction < minReduction) {
+      skipped.push({ ...label, reason: `reduction size ${reduction} (Cin/group x kernel) < ${minReduction}: QLinearConv would be slower than float Conv` });
       continue;
     }
     const roles = handler.inputs(node, graph);
@@ -341,6 +373,21 @@ export function applyQdq(model: Model, plan: QdqPlan, options: ApplyOptions): Qd
     return result;
   };
 
+  // A float -> int8 boundary behind an op onnxruntime would hoist the Q through: a per-axis Q
+  // (first static dimension > 1 from axis 1 on; needs opset 13).
+  const opset = model.opsetVersion('') ?? 0;
+  const hoistBlockingAxis = (tp: TensorPlan): { axis: number; size: number } | undefined => {
+    const producer = tp.value.producer;
+    if (tp.producedByQuantized || tp.source !== 'calibrated' || opset < 13 || !producer || !Q_HOISTING_OPS.has(producer.opType)) return undefined;
+    const shape = isTensorType(tp.value.type) ? tp.value.type.shape : undefined;
+    if (!shape) return undefined;
+    for (let i = 1; i < shape.length; i++) {
+      const d = shape[i];
+      if (typeof d === 'number' && d > 1) return { axis: i, size: d };
+    }
+    return undefined;
+  };
+
   // Original activation input 0 of each node, before rewiring (bias scale needs its params).
   const input0 = new Map(plan.nodes.map((n) => [n.node, n.node.inputs[0] ?? null]));
 
@@ -353,7 +400,14 @@ export function applyQdq(model: Model, plan: QdqPlan, options: ApplyOptions): Qd
       const t = graph.constantTensor(v)!;
       quantized = init(`${v.name}_quantized`, actType, [...t.dims], quantizeValues(t.toFloat64(), p));
     } else {
-      quantized = addNode('QuantizeLinear', [v, scale, zeroPoint], `${v.name}_quantized`);
+      const axis = hoistBlockingAxis(tp);
+      if (axis) {
+        const n = axis.size;
+        const zp = actType === DataType.UINT8 ? new Uint8Array(n).fill(p.zeroPoint) : new Int8Array(n).fill(p.zeroPoint);
+        const s = init(`${v.name}_boundary_scale`, DataType.FLOAT, [n], new Float32Array(n).fill(p.scale));
+        const z = init(`${v.name}_boundary_zero_point`, actType, [n], zp);
+        quantized = addNode('QuantizeLinear', [v, s, z], `${v.name}_quantized`, { axis: axis.axis });
+      } else quantized = addNode('QuantizeLinear', [v, scale, zeroPoint], `${v.name}_quantized`);
       quantized.type = { kind: 'tensor', elemType: actType, shape: isTensorType(v.type) ? v.type.shape?.slice() : undefined };
     }
     const dequantize = (name = `${v.name}_dequantized`): Value => {
