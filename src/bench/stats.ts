@@ -435,6 +435,8 @@ export function accuracy(correct: ArrayLike<number>): number {
 export interface AgreementMetrics {
   /** Elements compared. */
   count: number;
+  /** Rows (samples) compared for top-1 agreement; 0 when the output has no class axis. */
+  rows: number;
   /** Fraction of rows whose argmax matches (null when the output has no class axis). */
   top1Agreement: number | null;
   maxAbsError: number;
@@ -497,6 +499,7 @@ export class AgreementAccumulator {
     else cosine = this.sumDot / (refNorm * candNorm);
     return {
       count: this.count,
+      rows: this.rows,
       top1Agreement: this.rows > 0 ? this.rowMatches / this.rows : null,
       maxAbsError: this.maxAbs,
       relativeL2: refNorm === 0 ? (this.sumDiff2 === 0 ? 0 : Infinity) : Math.sqrt(this.sumDiff2) / refNorm,

@@ -277,7 +277,7 @@ async function renderSummary(doc: SummaryDocument): Promise<string> {
   }
   table.push(['size', `${formatBytes(doc.input.sizeBytes)} -> ${formatBytes(doc.output.sizeBytes)} (${((doc.output.sizeBytes / doc.input.sizeBytes) * 100).toFixed(0)}%)`]);
   for (const [name, a] of Object.entries(doc.agreement)) {
-    table.push([`agreement '${name}'`, `SQNR ${formatDb(a.sqnrDb)}${a.top1Agreement !== null ? `, top-1 agreement ${(a.top1Agreement * 100).toFixed(2)}%` : ''} (${a.count} values)`]);
+    table.push([`agreement '${name}'`, `SQNR ${formatDb(a.sqnrDb)}${a.top1Agreement !== null ? `, top-1 agreement ${(a.top1Agreement * 100).toFixed(2)}%` : ''} (${a.rows ? `${a.rows} samples` : `${a.count} values`})`]);
   }
   if (doc.guard) {
     const g = doc.guard;
