@@ -5,6 +5,7 @@
  * No I/O and no imports; every function is deterministic
  * (the bootstrap takes a seed) so results and tests are reproducible.
  */
+import { seededRandom } from '../util/random.js';
 
 /** Two-sided 95% standard-normal quantile. */
 export const Z_95 = 1.959963984540054;
@@ -96,17 +97,7 @@ export function summarize(xs: ArrayLike<number>): SummaryStats {
 
 // ---- seeded bootstrap -------------------------------------------------------------------------
 
-/** mulberry32: small, fast, seedable 32-bit PRNG; returns floats in [0, 1). */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export { seededRandom } from '../util/random.js';
 
 /** k-th smallest (0-based) of arr[0..n); reorders arr. Hoare quickselect, expected O(n). */
 function select(arr: Float64Array, k: number): number {

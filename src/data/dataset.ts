@@ -11,6 +11,7 @@
  * Imports: ./npy.js, ./npz.js, ./jsonl.js, ./test-data-set.js, ./tensor-ops.js,
  * ../runtime/shapes.js, ../ir/dtype.js, ../errors.js.
  */
+import { seededRandom } from '../util/random.js';
 import { stat } from 'node:fs/promises';
 import { extname } from 'node:path';
 import { InputError, UsageError } from '../errors.js';
@@ -273,17 +274,6 @@ export function* batches(dataset: Dataset, batchSize: number, options: { dropLas
   }
 }
 
-/** mulberry32: tiny, fast, and good enough for test inputs; same seed, same data everywhere. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 export interface RandomDatasetOptions {
   /** `--shape` overrides for symbolic dims other than the sample dim. */
@@ -296,7 +286,7 @@ export interface RandomDatasetOptions {
  */
 export function randomDataset(inputSpecs: readonly IoSpec[], count: number, seed: number, options: RandomDatasetOptions = {}): Dataset {
   if (!Number.isInteger(count) || count <= 0) throw new UsageError(`random data set: expected a positive sample count, got ${count}`);
-  const random = prng(seed);
+  const random = seededRandom(seed);
   const normal = () => {
     // Box-Muller; 1 - u keeps log away from 0.
     const u = 1 - random();

@@ -2,16 +2,8 @@
 import { DataType, GraphBuilder, type Model, type Value } from '../../src/ir/index.js';
 import type { Dataset } from '../../src/data/index.js';
 
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export { seededRandom as rng } from '../../src/util/random.js';
+import { seededRandom as rng } from '../../src/util/random.js';
 
 export function randomFloats(n: number, seed: number, scale = 1, offset = 0): Float32Array {
   const r = rng(seed);

@@ -1,0 +1,16 @@
+/**
+ * The project's one seeded PRNG, so that "same seed, same numbers" holds everywhere (random inputs,
+ * bootstrap resampling, shuffling, fixtures, tests). Imports nothing.
+ */
+
+/** mulberry32: small, fast, seedable 32-bit PRNG; returns floats in [0, 1). */
+export function seededRandom(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
