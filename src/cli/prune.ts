@@ -14,7 +14,9 @@ interface PruneFlags {
   sparsity?: number;
   pattern?: PrunePattern;
   scope?: 'global' | 'layer';
-  criterion: 'l1' | 'l2';
+  criterion?: 'l1' | 'l2' | 'activation';
+  calibrationData?: string;
+  compensation?: 'mean' | 'zeroed-filter' | 'none';
   roundTo: number;
   excludeNodes?: string[];
   excludeOpTypes?: string[];
@@ -76,6 +78,10 @@ async function renderTable(result: PruneResult, input: string, output: string): 
     lines.push(
       `channels removed: ${r.channelsRemoved} of ${r.channelsPrunable} prunable (criterion ${r.criterion}, scope ${r.scope}, sparsity ${r.sparsity}, counts rounded to multiples of ${r.roundTo})`,
     );
+    if (r.compensated) {
+      const unknown = r.compensated.unknown ? `; ${r.compensated.unknown} dropped as zero (their constant could not be followed)` : '';
+      lines.push(`removed channels replaced by their ${r.compensation === 'mean' ? 'mean' : r.compensation} output: ${r.compensated.folded} folded into the next layer's bias${unknown}`);
+    }
     lines.push(`params: ${change(r.paramsBefore, r.paramsAfter)}   FLOPs (batch 1): ${change(r.flopsBefore, r.flopsAfter)}`);
     for (const g of r.groups.filter((x) => !x.prunable)) lines.push(`kept: ${g.layers.join(', ')}: ${g.reason ?? 'unprunable'}`);
   } else {
@@ -122,8 +128,10 @@ export function registerPrune(program: Command): void {
     .option('--sparsity <x>', 'fraction to remove, 0..1: weights, or channels per group with --pattern channel', parseFraction)
     .option('--pattern <p>', 'unstructured (the default), N:M such as 2:4, or channel', parsePattern)
     .option('--scope <s>', 'rank weights/channels per layer or over the whole model: layer (default) or global', oneOf(['global', 'layer'] as const))
-    .option('--criterion <c>', 'channel ranking norm, l1 or l2, after folding BatchNormalization', oneOf(['l1', 'l2'] as const), 'l2')
-    .option('--round-to <n>', 'channel pattern: keep channel counts a multiple of n (blocked CPU convolutions in onnxruntime want 16); 1 = exact', parsePositiveInt, 16)
+    .option('--criterion <c>', 'channel ranking: l1 or l2 filter norm after folding BatchNormalization, or activation (needs --calibration-data; the default when given)', oneOf(['l1', 'l2', 'activation'] as const))
+    .option('--calibration-data <path>', 'channel pattern: samples (.npz) to measure channel statistics: better ranking and mean compensation of removed channels')
+    .option('--compensation <c>', 'channel pattern: what replaces a removed channel: mean (default; measured with --calibration-data, else the BatchNormalization running mean), zeroed-filter, or none', oneOf(['mean', 'zeroed-filter', 'none'] as const))
+    .option('--round-to <n>', 'channel pattern: keep channel counts a multiple of n (onnxruntime\'s blocked CPU convolutions use blocks of 16 on AVX-512, 8 on AVX2: other counts can be slower); 1 = exact', parsePositiveInt, 16)
     .option('--exclude-nodes <names>', 'node names to leave untouched (comma-separated, repeatable)', parseStringList)
     .option('--exclude-op-types <ops>', 'op types to leave untouched, e.g. MatMul (comma-separated, repeatable)', parseStringList)
     .option('--prune-first-last', 'also prune the first and last weighted layers (dense by default; unstructured and N:M)')
@@ -133,7 +141,7 @@ export function registerPrune(program: Command): void {
     .option('--json', 'print one JSON document on stdout instead of the table')
     .action(
       runCommand(async (input: string, flags: PruneFlags) => {
-        const output = checkOutputPath(flags.output, [input, ...(flags.evalData ? [flags.evalData] : [])]);
+        const output = checkOutputPath(flags.output, [input, ...(flags.evalData ? [flags.evalData] : []), ...(flags.calibrationData ? [flags.calibrationData] : [])]);
         const pattern = flags.pattern ?? ({ kind: 'unstructured' } as PrunePattern);
         let sparsity: number;
         if (pattern.kind === 'n:m') {
@@ -164,7 +172,9 @@ export function registerPrune(program: Command): void {
               pattern,
               sparsity,
               scope: flags.scope ?? 'layer',
-              criterion: flags.criterion,
+              criterion: flags.criterion ?? (flags.calibrationData && pattern.kind === 'channel' ? 'activation' : 'l2'),
+              calibrationData: flags.calibrationData,
+              ...(flags.compensation ? { compensation: flags.compensation } : {}),
               roundTo: flags.roundTo,
               excludeNodes: flags.excludeNodes ?? [],
               excludeOpTypes: flags.excludeOpTypes ?? [],

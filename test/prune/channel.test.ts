@@ -11,7 +11,9 @@ const TOL = 1e-4;
 
 async function expectEquivalent(original: Model, options: Partial<ChannelPruneOptions> & { sparsity: number }, inputDims: number[]) {
   const bytes = encodeModel(original);
-  const result = pruneChannels(original, options);
+  // Slicing is checked against zeroed channels, so the constants removed channels leave behind
+  // are not folded here (test/prune/compensation.test.ts covers that).
+  const result = pruneChannels(original, { compensation: 'none', ...options });
   // The input model is never changed.
   expect(Buffer.from(encodeModel(original)).equals(Buffer.from(bytes))).toBe(true);
   const feeds = feed(original.graph.inputs[0]!.name, inputDims);

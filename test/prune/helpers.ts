@@ -150,3 +150,36 @@ export function weightDims(model: Model, name: string): number[] {
   const v = model.graph.nodes.find((n) => n.name === name)!.inputs[1]!;
   return [...model.graph.constantTensor(v)!.dims];
 }
+
+/**
+ * The original model with only the removed channels' FILTERS zeroed (biases, BatchNormalization
+ * and everything downstream untouched): what a removed channel really leaves behind, a constant.
+ * Bias compensation makes the pruned model equal to this away from zero-padded borders.
+ */
+export function filterZeroedReference(model: Model, plan: ChannelPlan): Model {
+  const copy = model.clone();
+  const g = copy.graph;
+  for (const node of g.nodes) {
+    const gone = plan.removed.get(node.name);
+    if (!gone) continue;
+    const w = g.constantTensor(node.inputs[1]!)!;
+    if (node.opType === 'Conv') zeroAlong(w, 0, gone);
+    else if (node.opType === 'Gemm') zeroAlong(w, node.getInt('transB', 0) ? 0 : 1, gone);
+    else if (node.opType === 'MatMul') zeroAlong(w, 1, gone);
+  }
+  return copy;
+}
+
+/** Max |a - b| over the pixels of NCHW outputs at least `margin` away from every border. */
+export function maxAbsDiffInterior(a: TensorData, b: TensorData, margin: number): number {
+  const [n, c, h, w] = a.dims as [number, number, number, number];
+  const x = a.data as Float32Array;
+  const y = b.data as Float32Array;
+  let m = 0;
+  for (let i = 0; i < n * c; i++) {
+    for (let r = margin; r < h - margin; r++) {
+      for (let q = margin; q < w - margin; q++) m = Math.max(m, Math.abs(x[(i * h + r) * w + q]! - y[(i * h + r) * w + q]!));
+    }
+  }
+  return m;
+}

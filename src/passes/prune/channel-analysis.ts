@@ -182,12 +182,98 @@ export class ChannelAnalysis {
   }
 }
 
+/**
+ * Measured on data, per tensor name: mean and variance of each element along the channel axis
+ * (blocks expanded), over the batch and every other axis.
+ */
+export type ChannelStatistics = Map<string, { mean: Float64Array; variance: Float64Array }>;
+
+/**
+ * What a removed channel held in the original model once its filter is zeroed. A removed channel
+ * is not a zero channel: Conv -> BN -> Relu with a zeroed filter still outputs the constant
+ * relu(beta + gamma * (bias - mean) / sqrt(var + eps)) at every pixel. Consumers that drop the
+ * channel fold that constant into their bias (bias compensation), so removing it costs only what
+ * the filter contributed. Per value, one number per atom of its ChannelInfo: NaN where the channel
+ * is kept or its value is not one constant (an op that does not say how constants pass through).
+ */
+export class ChannelConstants {
+  private readonly values = new Map<Value, Float64Array>();
+
+  constructor(
+    readonly infos: ReadonlyMap<Value, ChannelInfo>,
+    readonly keptAtom: (atom: number) => boolean,
+    /** 'mean': handlers that know a channel's expected value (BN's running mean) use it. */
+    readonly mode: 'mean' | 'zeroed-filter' = 'zeroed-filter',
+  ) {}
+
+  info(value: Value | null | undefined): ChannelInfo | undefined {
+    return value ? this.infos.get(value) : undefined;
+  }
+
+  /** Constants of a value's channels, aligned with its atoms (all NaN when nothing is known). */
+  of(value: Value | null | undefined): Float64Array {
+    const info = this.info(value);
+    const known = value ? this.values.get(value) : undefined;
+    return known ?? new Float64Array(info?.atoms.length ?? 0).fill(NaN);
+  }
+
+  set(value: Value | undefined, constants: Float64Array): void {
+    const info = this.info(value);
+    if (!value || !info || constants.length !== info.atoms.length) return;
+    // Only removed channels matter; a kept one is never folded.
+    info.atoms.forEach((atom, i) => {
+      if (this.keptAtom(atom)) constants[i] = NaN;
+    });
+    this.values.set(value, constants);
+  }
+}
+
 /** After planning: which atoms survive. Handlers read it to rewrite their tensors. */
 export class ChannelRewrite {
+  /** Removed input channels folded into a consumer's bias, and those whose constant was unknown. */
+  readonly compensation = { folded: 0, unknown: 0 };
+
   constructor(
     readonly infos: ReadonlyMap<Value, ChannelInfo>,
     private readonly keptAtom: (atom: number) => boolean,
+    /** Constants of removed channels; undefined when bias compensation is off. */
+    readonly constants?: ChannelConstants,
+    /** Measured channel means: where present they replace the derived constants. */
+    readonly statistics?: ChannelStatistics,
   ) {}
+
+  /**
+   * Per element along a value's channel axis (blocks expanded): the constant a removed channel
+   * held, 0 for a kept one or an unknown one. Undefined when compensation is off or nothing goes.
+   */
+  removedConstants(value: Value | null | undefined): Float64Array | undefined {
+    const info = this.info(value);
+    if (!this.constants || !info || !this.changed(info)) return undefined;
+    const c = this.constants.of(value);
+    const size = info.block.size ?? 1;
+    const measured = value ? this.statistics?.get(value.name)?.mean : undefined;
+    if (measured && measured.length === info.atoms.length * size) {
+      // A removed channel is not one constant in reality (its filter is not zero): its mean
+      // over the data is the best constant to replace it with.
+      const out = new Float64Array(measured.length);
+      info.atoms.forEach((atom, i) => {
+        if (this.keptAtom(atom)) return;
+        this.compensation.folded++;
+        for (let j = i * size; j < (i + 1) * size; j++) out[j] = measured[j]!;
+      });
+      return out;
+    }
+    const out = new Float64Array(info.atoms.length * size);
+    info.atoms.forEach((atom, i) => {
+      if (this.keptAtom(atom)) return;
+      const v = c[i]!;
+      if (Number.isFinite(v)) this.compensation.folded++;
+      else this.compensation.unknown++;
+      // An unknown constant is dropped, as if the channel had been zero (the uncompensated result).
+      if (Number.isFinite(v)) out.fill(v, i * size, (i + 1) * size);
+    });
+    return out;
+  }
 
   info(value: Value | null | undefined): ChannelInfo | undefined {
     return value ? this.infos.get(value) : undefined;

@@ -8,10 +8,10 @@
  */
 import { UsageError } from '../../errors.js';
 import { isTensorType, type Model, type Node } from '../../ir/index.js';
-import { ChannelAnalysis, ChannelRewrite, type ChannelInfo } from './channel-analysis.js';
+import { ChannelAnalysis, ChannelConstants, ChannelRewrite, type ChannelInfo, type ChannelStatistics } from './channel-analysis.js';
 import { pruneRow } from './op-handlers.js';
-import type { ChannelGroupReport, ChannelLayerReport, ChannelPruneOptions, ChannelPruneReport } from './types.js';
-import { constantInput, nodeParams, PRUNABLE_DTYPES } from './weights.js';
+import type { ChannelGroupReport, ChannelLayerReport, ChannelPruneOptions, ChannelPruneReport, PruneCriterion } from './types.js';
+import { axisNorms, constantInput, nodeParams, PRUNABLE_DTYPES } from './weights.js';
 
 /** The decision of a channel plan, readable by callers (distillation, tests). */
 export interface ChannelPlan {
@@ -62,10 +62,10 @@ export function countParams(model: Model): number {
 }
 
 /** Run every handler over the graph (analysis only; nothing is changed). */
-export function analyzeChannels(model: Model, criterion: 'l1' | 'l2' = 'l2'): ChannelAnalysis {
+export function analyzeChannels(model: Model, criterion: PruneCriterion = 'l2'): ChannelAnalysis {
   const graph = model.graph;
   const a = new ChannelAnalysis();
-  const ctx = { criterion, opset: model.opsetVersion('') ?? 17 };
+  const ctx = { criterion: criterion === 'l1' ? ('l1' as const) : ('l2' as const), opset: model.opsetVersion('') ?? 17 };
   for (const node of graph.nodes) {
     a._beginNode();
     const row = pruneRow(node);
@@ -93,6 +93,69 @@ export function analyzeChannels(model: Model, criterion: 'l1' | 'l2' = 'l2'): Ch
   return a;
 }
 
+/**
+ * Layers that read channels through a weight: every input channel j meets one column of weights
+ * (the axis below); its norm says how much a change of channel j moves the layer's output.
+ */
+function consumerColumns(node: Node): { axis: number } | undefined {
+  switch (node.opType) {
+    case 'Conv':
+      return node.getInt('group', 1) === 1 ? { axis: 1 } : undefined;
+    case 'ConvTranspose':
+      return { axis: 0 };
+    case 'Gemm':
+      return { axis: node.getInt('transB', 0) ? 1 : 0 };
+    case 'MatMul':
+      return { axis: 0 };
+    default:
+      return undefined;
+  }
+}
+
+/**
+ * The tensors whose channel statistics data-driven pruning needs: the channel-carrying inputs of
+ * every layer that reduces over channels, with their channel axis (counted from the end).
+ */
+export function statisticsRequests(model: Model): { name: string; axis: number }[] {
+  const a = analyzeChannels(model);
+  const out: { name: string; axis: number }[] = [];
+  for (const node of model.graph.nodes) {
+    const x = node.inputs[0];
+    const info = a.peek(x);
+    if (!x || !info || !consumerColumns(node) || !constantInput(node, 1)) continue;
+    out.push({ name: x.name, axis: info.axis });
+  }
+  return out;
+}
+
+/**
+ * Data-driven importance: per atom, the expected squared change of every consumer's output when
+ * the channel is replaced by its mean (what bias compensation does), i.e. the sum over consumers
+ * and over the channel's elements of variance(x_j) x ||W[:, j]||^2.
+ */
+function activationImportance(model: Model, a: ChannelAnalysis, statistics: ChannelStatistics): Map<number, number> {
+  const energy = new Map<number, number>();
+  for (const node of model.graph.nodes) {
+    const x = node.inputs[0];
+    const info = a.peek(x);
+    const columns = consumerColumns(node);
+    const w = constantInput(node, 1);
+    if (!x || !info || !columns || !w || !PRUNABLE_DTYPES.has(w.dtype)) continue;
+    const stats = statistics.get(x.name);
+    const size = info.block.size ?? 1;
+    const norms = axisNorms(w, columns.axis, 'l2');
+    if (!stats || stats.variance.length !== info.atoms.length * size || norms.length !== stats.variance.length) {
+      throw new UsageError(`channel pruning: no statistics for tensor '${x.name}' read by node '${node.name}'`);
+    }
+    info.atoms.forEach((atom, i) => {
+      let e = 0;
+      for (let j = i * size; j < (i + 1) * size; j++) e += stats.variance[j]! * norms[j]! ** 2;
+      energy.set(atom, (energy.get(atom) ?? 0) + e);
+    });
+  }
+  return energy;
+}
+
 interface Candidate {
   root: number;
   importance: number;
@@ -101,7 +164,12 @@ interface Candidate {
 }
 
 /** Choose the coupled channels to remove. Returns the removed roots. */
-function selectRemovals(a: ChannelAnalysis, options: ChannelPruneOptions, excluded: (node: Node) => boolean): {
+function selectRemovals(
+  a: ChannelAnalysis,
+  options: ChannelPruneOptions,
+  excluded: (node: Node) => boolean,
+  importanceOf: (atom: number) => number,
+): {
   removedRoots: Set<number>;
   candidates: Candidate[];
   groupOfSpace: number[];
@@ -135,7 +203,7 @@ function selectRemovals(a: ChannelAnalysis, options: ChannelPruneOptions, exclud
   for (const [root, atoms] of rootAtoms) {
     if (atoms.some((x) => a.reasonOf(x) !== undefined)) continue;
     const spaces = [...new Set(atoms.map((x) => spaceIndex.get(a.spaceOfAtom(x))!))];
-    const importance = atoms.reduce((sum, x) => sum + a.importance(x), 0);
+    const importance = atoms.reduce((sum, x) => sum + importanceOf(x), 0);
     candidates.push({ root, importance, spaces, group: groupOfSpace[spaces[0]!]! });
   }
 
@@ -215,7 +283,13 @@ function validateOptions(options: ChannelPruneOptions): void {
  * group (scope 'layer') or over the whole model (scope 'global'); `width` (fraction kept) is the
  * same knob as distillation users think of it. Returns a new model; the input is not changed.
  */
-export function pruneChannels(model: Model, options: Partial<ChannelPruneOptions> & ({ sparsity: number } | { width: number })): ChannelPruneResult {
+export function pruneChannels(
+  model: Model,
+  options: Partial<ChannelPruneOptions> & ({ sparsity: number } | { width: number }) & {
+    /** Channel means and variances measured on data (see statisticsRequests / collectChannelStatistics). */
+    statistics?: ChannelStatistics;
+  },
+): ChannelPruneResult {
   const sparsity = 'sparsity' in options && options.sparsity !== undefined ? options.sparsity : 1 - (options as { width: number }).width;
   const opts: ChannelPruneOptions = {
     sparsity,
@@ -224,6 +298,7 @@ export function pruneChannels(model: Model, options: Partial<ChannelPruneOptions
     excludeNodes: options.excludeNodes ?? [],
     excludeOpTypes: options.excludeOpTypes ?? [],
     roundTo: options.roundTo ?? 1,
+    compensation: options.compensation ?? 'mean',
   };
   validateOptions(opts);
   const before = model;
@@ -237,9 +312,21 @@ export function pruneChannels(model: Model, options: Partial<ChannelPruneOptions
   const excludeNames = new Set(opts.excludeNodes);
   const excludeOps = new Set(opts.excludeOpTypes);
   const excluded = (n: Node): boolean => excludeNames.has(n.name) || excludeOps.has(n.opType);
-  const { removedRoots, groupOfSpace, candidates } = selectRemovals(a, opts, excluded);
+  let importanceOf = (atom: number): number => a.importance(atom);
+  if (opts.criterion === 'activation') {
+    if (!options.statistics) throw new UsageError("channel pruning: criterion 'activation' needs calibration data");
+    const energy = activationImportance(pruned, a, options.statistics);
+    importanceOf = (atom) => energy.get(atom) ?? 0;
+  }
+  const { removedRoots, groupOfSpace, candidates } = selectRemovals(a, opts, excluded, importanceOf);
   const keptAtom = (atom: number): boolean => !removedRoots.has(a.find(atom));
-  const rewrite = new ChannelRewrite(a.infos, keptAtom);
+  let constants: ChannelConstants | undefined;
+  if (opts.compensation !== 'none') {
+    // What each removed channel holds once its filters are zeroed, read from the unchanged copy.
+    constants = new ChannelConstants(a.infos, keptAtom, opts.compensation);
+    for (const node of graph.nodes) pruneRow(node)?.channels.constants?.(node, constants);
+  }
+  const rewrite = new ChannelRewrite(a.infos, keptAtom, constants, opts.compensation === 'mean' ? options.statistics : undefined);
 
   const removed = new Map<string, number[]>();
   a.spaces.forEach((s) => {
@@ -314,6 +401,8 @@ export function pruneChannels(model: Model, options: Partial<ChannelPruneOptions
     paramsAfter: countParams(pruned),
     channelsRemoved: removedRoots.size,
     channelsPrunable: candidates.length,
+    compensation: opts.compensation,
+    compensated: opts.compensation !== 'none' ? { ...rewrite.compensation } : undefined,
   };
   return { model: pruned, report, plan: { groups, removed, values } };
 }

@@ -5,16 +5,18 @@
  * build a narrower student.
  * Imports: the modules of this folder, ../../ir, ../../runtime (types), ../../errors.js.
  */
+import { UsageError } from '../../errors.js';
 import type { Model } from '../../ir/index.js';
 import type { ShapeOverrides } from '../../runtime/index.js';
-import { pruneChannels } from './channel.js';
+import { pruneChannels, statisticsRequests } from './channel.js';
 import { pruneMagnitude } from './magnitude.js';
-import { checkRuns, measureAccuracy, measureFlops, modelSize, type Accuracy, type ModelSize, type RunCheck } from './measure.js';
-import type { ChannelPruneReport, MagnitudePruneReport, PruneCriterion, PrunePattern, PruneScope } from './types.js';
+import { checkRuns, collectChannelStatistics, measureAccuracy, measureFlops, modelSize, type Accuracy, type ModelSize, type RunCheck } from './measure.js';
+import type { ChannelCompensation, ChannelPruneReport, MagnitudePruneReport, PruneCriterion, PrunePattern, PruneScope } from './types.js';
 
-export { analyzeChannels, countParams, pruneChannels, type ChannelPlan, type ChannelPruneResult } from './channel.js';
+export { analyzeChannels, countParams, pruneChannels, statisticsRequests, type ChannelPlan, type ChannelPruneResult } from './channel.js';
+export type { ChannelStatistics } from './channel-analysis.js';
 export { checkNM, findTargets, nmPruneIndices, pruneMagnitude, type MagnitudePruneResult } from './magnitude.js';
-export { checkRuns, layerFlops, measureAccuracy, measureFlops, modelSize, type Accuracy, type ModelSize, type RunCheck } from './measure.js';
+export { checkRuns, collectChannelStatistics, layerFlops, measureAccuracy, measureFlops, modelSize, type Accuracy, type ModelSize, type RunCheck } from './measure.js';
 export { PRUNE_OPS, pruneRow, type ChannelOpHandler, type PruneOpRow, type WeightSlot } from './op-handlers.js';
 export type * from './types.js';
 
@@ -29,8 +31,15 @@ export interface PruneOptions {
   pruneFirstLast: boolean;
   /** Channel pattern: round kept channel counts to a multiple of this (default 1). */
   roundTo?: number;
+  /** Channel pattern: what replaces a removed channel in the layers that read it (default 'mean'). */
+  compensation?: ChannelCompensation;
   /** Sizes of symbolic input dims other than the batch, for the onnxruntime check. */
   shapes?: ShapeOverrides;
+  /**
+   * Channel pattern: unlabelled data (.npz etc.) to measure channel means and variances on. The
+   * means replace removed channels (bias compensation); criterion 'activation' ranks by them.
+   */
+  calibrationData?: string;
   /** Labelled data (.npz etc.) to measure top-1 accuracy before and after. */
   evalData?: string;
   maxSamples?: number;
@@ -71,7 +80,14 @@ export async function prune(model: Model, options: PruneOptions, context: PruneC
   let report: MagnitudePruneReport | ChannelPruneReport;
   const notes: string[] = [];
   if (options.pattern.kind === 'channel') {
-    const result = pruneChannels(model, options);
+    let statistics;
+    if (options.calibrationData) {
+      progress('measuring channel statistics on the calibration data');
+      statistics = await collectChannelStatistics(model, statisticsRequests(model), options.calibrationData, { maxSamples: options.maxSamples });
+    } else if (options.criterion === 'activation') {
+      throw new UsageError("--criterion activation needs calibration data (--calibration-data)");
+    }
+    const result = pruneChannels(model, { ...options, statistics });
     pruned = result.model;
     report = result.report;
     progress('measuring FLOPs before and after');

@@ -10,7 +10,8 @@ import { InputError, UsageError } from '../../errors.js';
 import { elementCount, isTensorType, type Model, type Node, type TensorData } from '../../ir/index.js';
 import { encodeModel } from '../../onnx/index.js';
 import { batches, loadDataset, randomDataset, take } from '../../data/index.js';
-import { createRunner, inferShapesByRunning, modelInputSpecs, type ShapeOverrides } from '../../runtime/index.js';
+import { createCaptureRunner, createRunner, inferShapesByRunning, modelInputSpecs, type ShapeOverrides } from '../../runtime/index.js';
+import type { ChannelStatistics } from './channel-analysis.js';
 import { constantInput } from './weights.js';
 
 export interface ModelSize {
@@ -152,4 +153,60 @@ export async function measureAccuracy(
     await runner.release();
   }
   return { top1: data.count ? correct / data.count : 0, samples: data.count };
+}
+
+/**
+ * Mean and variance of every element along the channel axis (`axis`, counted from the end) of the
+ * named tensors over a data set, reduced over batch and all other axes: one streaming pass.
+ */
+export async function collectChannelStatistics(
+  model: Model,
+  requests: readonly { name: string; axis: number }[],
+  dataPath: string,
+  options: { maxSamples?: number; batchSize?: number } = {},
+): Promise<ChannelStatistics> {
+  let data = await loadDataset(dataPath, modelInputSpecs(model));
+  if (options.maxSamples !== undefined) data = take(data, options.maxSamples);
+  const names = [...new Set(requests.map((r) => r.name))];
+  const axisOf = new Map(requests.map((r) => [r.name, r.axis]));
+  const sums = new Map<string, { s: Float64Array; s2: Float64Array; n: number }>();
+  const runner = await createCaptureRunner(model, names, { label: 'model for channel statistics' });
+  try {
+    for (const batch of batches(data, options.batchSize ?? 256)) {
+      const out = await runner.run(batch.feeds);
+      for (const name of names) {
+        const t = out[name]!;
+        const pos = t.dims.length + axisOf.get(name)!;
+        const len = t.dims[pos]!;
+        const outer = elementCount(t.dims.slice(0, pos));
+        const inner = elementCount(t.dims.slice(pos + 1));
+        let acc = sums.get(name);
+        if (!acc) sums.set(name, (acc = { s: new Float64Array(len), s2: new Float64Array(len), n: 0 }));
+        const x = t.data as Float32Array;
+        for (let o = 0; o < outer; o++) {
+          for (let c = 0; c < len; c++) {
+            const base = (o * len + c) * inner;
+            let s = 0;
+            let s2 = 0;
+            for (let i = 0; i < inner; i++) {
+              const v = x[base + i]!;
+              s += v;
+              s2 += v * v;
+            }
+            acc.s[c] = acc.s[c]! + s;
+            acc.s2[c] = acc.s2[c]! + s2;
+          }
+        }
+        acc.n += outer * inner;
+      }
+    }
+  } finally {
+    await runner.release();
+  }
+  const stats: ChannelStatistics = new Map();
+  for (const [name, { s, s2, n }] of sums) {
+    const mean = s.map((x) => x / n);
+    stats.set(name, { mean, variance: s2.map((x, i) => Math.max(0, x / n - mean[i]! * mean[i]!)) });
+  }
+  return stats;
 }

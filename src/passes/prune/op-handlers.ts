@@ -7,9 +7,9 @@
  * model. Adding an op is adding a row; a duplicate key throws.
  * Imports: ./channel-analysis.js, ./weights.js, ../../ir/index.js.
  */
-import { elementCount, type Node, type TensorData } from '../../ir/index.js';
-import { UNIT_BLOCK, type ChannelAnalysis, type ChannelInfo, type ChannelRewrite } from './channel-analysis.js';
-import { axisNorms, constantInput, PRUNABLE_DTYPES, setConstantInput, sliceAxis } from './weights.js';
+import { AttributeType, elementCount, type Node, type TensorData } from '../../ir/index.js';
+import { UNIT_BLOCK, type ChannelAnalysis, type ChannelConstants, type ChannelInfo, type ChannelRewrite } from './channel-analysis.js';
+import { addToBias, axisNorms, constantInput, fromFloat64, PRUNABLE_DTYPES, setConstantInput, sliceAxis } from './weights.js';
 
 /** Where a layer's weight sits and its reduction (input-channel) axis. */
 export interface WeightSlot {
@@ -20,6 +20,12 @@ export interface WeightSlot {
 export interface ChannelOpHandler {
   /** Propagate channel info from inputs to outputs; read inputs only through `a.use`. */
   analyze(node: Node, a: ChannelAnalysis, ctx: AnalysisContext): void;
+  /**
+   * Say what the removed channels of the outputs hold when their filters are zeroed, from the
+   * inputs' constants (read and written through `k`). Without it the outputs' removed channels
+   * count as unknown and are dropped uncompensated.
+   */
+  constants?(node: Node, k: ChannelConstants): void;
   /** Rewrite the node's constants (and attributes) for the kept channels. */
   apply?(node: Node, r: ChannelRewrite): void;
 }
@@ -68,7 +74,119 @@ function biasOk(node: Node, index: number): boolean {
   return !node.inputs[index] || isFloatConstant(node, index);
 }
 
+/** A float constant input as float64 values, or undefined. */
+function floatValues(node: Node, index: number): Float64Array | undefined {
+  const t = node.inputs[index] ? constantInput(node, index) : undefined;
+  return t && PRUNABLE_DTYPES.has(t.dtype) ? t.toFloat64() : undefined;
+}
+
+/**
+ * Per atom of `info`, the value of a constant operand that is uniform over everything but the
+ * channel axis (a scalar or a per-channel vector); NaN where it varies, so the channel is not one
+ * constant after the op.
+ */
+function operandPerAtom(node: Node, index: number, info: ChannelInfo): Float64Array {
+  const out = new Float64Array(info.atoms.length).fill(NaN);
+  const c = constantInput(node, index);
+  if (!c || !PRUNABLE_DTYPES.has(c.dtype)) return out;
+  const v = c.toFloat64();
+  if (v.length === 1) return out.fill(v[0]!);
+  const pos = c.dims.length + info.axis;
+  const size = info.block.size ?? 1;
+  if (pos < 0 || c.dims[pos] !== v.length || v.length !== info.atoms.length * size) return out;
+  for (let i = 0; i < info.atoms.length; i++) {
+    let same = true;
+    for (let j = 1; j < size; j++) if (v[i * size + j] !== v[i * size]) same = false;
+    if (same) out[i] = v[i * size]!;
+  }
+  return out;
+}
+
+/** Sum over everything but axes 0 and 1 of a [A, B, ...] weight: one number per (a, b). */
+function kernelSums(w: Float64Array, dims: readonly number[]): Float64Array {
+  const pairs = dims[0]! * dims[1]!;
+  const inner = elementCount(dims.slice(2));
+  const out = new Float64Array(pairs);
+  for (let p = 0; p < pairs; p++) {
+    let s = 0;
+    for (let i = 0; i < inner; i++) s += w[p * inner + i]!;
+    out[p] = s;
+  }
+  return out;
+}
+
+const anyNonZero = (x: Float64Array): boolean => x.some((v) => v !== 0);
+
 // ---- element-wise -------------------------------------------------------------------------------------
+
+type Scalar = (x: number) => number;
+const erf = (x: number): number => {
+  // Abramowitz-Stegun 7.1.26 (|error| < 1.5e-7): Math has no erf.
+  const t = 1 / (1 + 0.3275911 * Math.abs(x));
+  const y = 1 - ((((1.061405429 * t - 1.453152027) * t + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * Math.exp(-x * x);
+  return x >= 0 ? y : -y;
+};
+
+/** What each unary op does to a constant channel (ops missing here leave it unknown). */
+const UNARY_CONSTANT: Record<string, (node: Node) => Scalar | undefined> = {
+  Relu: () => (x) => Math.max(x, 0),
+  LeakyRelu: (n) => {
+    const alpha = n.getFloat('alpha', 0.01);
+    return (x) => (x >= 0 ? x : alpha * x);
+  },
+  Sigmoid: () => (x) => 1 / (1 + Math.exp(-x)),
+  HardSigmoid: (n) => {
+    const alpha = n.getFloat('alpha', 0.2);
+    const beta = n.getFloat('beta', 0.5);
+    return (x) => Math.min(1, Math.max(0, alpha * x + beta));
+  },
+  HardSwish: () => (x) => x * Math.min(1, Math.max(0, x / 6 + 0.5)),
+  Tanh: () => Math.tanh,
+  Elu: (n) => {
+    const alpha = n.getFloat('alpha', 1);
+    return (x) => (x >= 0 ? x : alpha * (Math.exp(x) - 1));
+  },
+  Selu: (n) => {
+    const alpha = n.getFloat('alpha', 1.67326319217681884765625);
+    const gamma = n.getFloat('gamma', 1.05070102214813232421875);
+    return (x) => gamma * (x > 0 ? x : alpha * (Math.exp(x) - 1));
+  },
+  Gelu: (n) =>
+    n.getString('approximate', 'none') === 'tanh'
+      ? (x) => 0.5 * x * (1 + Math.tanh(Math.sqrt(2 / Math.PI) * (x + 0.044715 * x ** 3)))
+      : (x) => 0.5 * x * (1 + erf(x / Math.SQRT2)),
+  Softplus: () => (x) => Math.log1p(Math.exp(x)),
+  Softsign: () => (x) => x / (1 + Math.abs(x)),
+  Mish: () => (x) => x * Math.tanh(Math.log1p(Math.exp(x))),
+  Erf: () => erf,
+  Exp: () => Math.exp,
+  Log: () => Math.log,
+  Abs: () => Math.abs,
+  Neg: () => (x) => -x,
+  Sqrt: () => Math.sqrt,
+  Reciprocal: () => (x) => 1 / x,
+  Floor: () => Math.floor,
+  Ceil: () => Math.ceil,
+  Sign: () => Math.sign,
+  Sin: () => Math.sin,
+  Cos: () => Math.cos,
+  Identity: () => (x) => x,
+  Dropout: () => (x) => x,
+  Clip: (n) => {
+    // Opset 11+ takes min/max as optional inputs; older opsets as attributes.
+    const lo = n.inputs[1] ? floatValues(n, 1)?.[0] : n.getFloat('min', -Infinity);
+    const hi = n.inputs[2] ? floatValues(n, 2)?.[0] : n.getFloat('max', Infinity);
+    if (lo === undefined || hi === undefined) return undefined;
+    return (x) => Math.min(hi, Math.max(lo, x));
+  },
+  Cast: (n) => (PRUNABLE_DTYPES.has(n.getInt('to', 0)) ? (x) => x : undefined),
+};
+
+/** Pass the input's constants through unchanged (layout ops, pools of a constant). */
+const passConstants = (node: Node, k: ChannelConstants): void => {
+  k.set(node.outputs[0], k.of(node.inputs[0]).slice());
+};
+
 
 /** Unary element-wise (extra inputs, e.g. Clip's min/max, are scalars and carry no channels). */
 const elementwiseUnary: ChannelOpHandler = {
@@ -76,6 +194,25 @@ const elementwiseUnary: ChannelOpHandler = {
     const info = a.use(node.inputs[0]);
     if (info) setAllOutputs(node, a, { ...info, fresh: info.fresh });
   },
+  constants(node, k) {
+    const f = UNARY_CONSTANT[node.opType]?.(node);
+    if (!f) return;
+    k.set(node.outputs[0], k.of(node.inputs[0]).map(f));
+  },
+};
+
+/** How each broadcasting op combines constant channels (ops missing here leave them unknown). */
+const NARY_CONSTANT: Record<string, (xs: number[]) => number> = {
+  Add: ([a, b]) => a! + b!,
+  Sub: ([a, b]) => a! - b!,
+  Mul: ([a, b]) => a! * b!,
+  Div: ([a, b]) => a! / b!,
+  Pow: ([a, b]) => a! ** b!,
+  PRelu: ([x, slope]) => (x! < 0 ? x! * slope! : x!),
+  Sum: (xs) => xs.reduce((p, q) => p + q, 0),
+  Mean: (xs) => xs.reduce((p, q) => p + q, 0) / xs.length,
+  Max: (xs) => Math.max(...xs),
+  Min: (xs) => Math.min(...xs),
 };
 
 /**
@@ -116,6 +253,16 @@ const elementwiseBroadcast: ChannelOpHandler = {
     }
     setAllOutputs(node, a, { axis: ref.axis, rank, atoms: ref.atoms, block: ref.block });
   },
+  constants(node, k) {
+    const out = k.info(node.outputs[0]);
+    const f = NARY_CONSTANT[node.opType];
+    if (!out || !f) return;
+    const operands = node.inputs.map((v, i) => (k.info(v) ? k.of(v) : v ? operandPerAtom(node, i, out) : undefined));
+    if (operands.some((o) => o === undefined)) return;
+    const result = new Float64Array(out.atoms.length);
+    for (let i = 0; i < result.length; i++) result[i] = f(operands.map((o) => o![i]!));
+    k.set(node.outputs[0], result);
+  },
   apply(node, r) {
     const out = r.info(node.outputs[0]);
     if (!r.changed(out)) return;
@@ -139,6 +286,10 @@ const channelPreserving: ChannelOpHandler = {
     const extra = node.outputs.slice(1).some((o) => o.name !== '' && (o.consumers.length > 0 || o.isGraphOutput()));
     if (extra) return a.block(info, `${label(node)} has a used indices output`);
     a.setInfo(node.outputs[0]!, { ...info, fresh: info.fresh });
+  },
+  constants(node, k) {
+    // Max/average of a constant is the constant (Lp pools scale it by the window: unknown).
+    if (!node.opType.includes('Lp')) passConstants(node, k);
   },
 };
 
@@ -181,6 +332,14 @@ const batchNormalization: ChannelOpHandler = {
     }
     a.setInfo(node.outputs[0]!, { ...info, fresh: false });
   },
+  constants(node, k) {
+    const [gamma, beta, mean, variance] = [1, 2, 3, 4].map((i) => floatValues(node, i)!) as [Float64Array, Float64Array, Float64Array, Float64Array];
+    const eps = node.getFloat('epsilon', 1e-5);
+    // Replacing a channel by its mean: right after its producer, the running mean is that mean.
+    const fresh = k.info(node.inputs[0])?.fresh === true;
+    const c = k.mode === 'mean' && fresh ? mean.slice() : k.of(node.inputs[0]);
+    k.set(node.outputs[0], c.map((x, i) => (gamma[i]! * (x - mean[i]!)) / Math.sqrt(variance[i]! + eps) + beta[i]!));
+  },
   apply(node, r) {
     const info = r.info(node.inputs[0]);
     if (!r.changed(info)) return;
@@ -218,10 +377,35 @@ const conv: ChannelOpHandler = {
     }
     // Other grouped convolutions: channels reaching them stay (unused input info gets blocked).
   },
+  constants(node, k) {
+    const y = k.info(node.outputs[0]);
+    if (!y) return;
+    const w = constantInput(node, 1)!;
+    const bias = floatValues(node, 2);
+    if (node.getInt('group', 1) === 1) {
+      // A zeroed filter outputs its bias everywhere (padding included).
+      k.set(node.outputs[0], Float64Array.from({ length: y.atoms.length }, (_, o) => bias?.[o] ?? 0));
+      return;
+    }
+    // Depthwise: a constant input channel c gives c * sum(filter) + bias away from the borders.
+    const sums = kernelSums(w.toFloat64(), w.dims);
+    k.set(node.outputs[0], k.of(node.inputs[0]).map((c, i) => c * sums[i]! + (bias?.[i] ?? 0)));
+  },
   apply(node, r) {
     const xInfo = r.info(node.inputs[0]);
     const yInfo = r.info(node.outputs[0]);
     const group = node.getInt('group', 1);
+    const removed = group === 1 ? r.removedConstants(node.inputs[0]) : undefined;
+    if (removed) {
+      // Bias compensation: the dropped input channels were constants; their contribution to
+      // every output pixel (exact away from zero-padded borders) moves into the bias.
+      const w = constantInput(node, 1)!;
+      const sums = kernelSums(w.toFloat64(), w.dims);
+      const [cout, cin] = [w.dims[0]!, w.dims[1]!];
+      const delta = new Float64Array(cout);
+      for (let o = 0; o < cout; o++) for (let j = 0; j < cin; j++) delta[o] = delta[o]! + sums[o * cin + j]! * removed[j]!;
+      if (anyNonZero(delta)) addToBias(node, 2, delta, w.dtype);
+    }
     const cuts: { axis: number; keep: number[] }[] = [];
     if (r.changed(yInfo)) cuts.push({ axis: 0, keep: r.keptIndices(yInfo) });
     if (group === 1 && r.changed(xInfo)) cuts.push({ axis: 1, keep: r.keptIndices(xInfo) });
@@ -246,9 +430,27 @@ const convTranspose: ChannelOpHandler = {
     if (node.hasAttr('output_shape') || !biasOk(node, 2)) return;
     a.setInfo(node.outputs[0]!, a.newSpace(node, w.dims[1]!, axisNorms(w, 1, ctx.criterion), 1 - rank, rank));
   },
+  constants(node, k) {
+    const y = k.info(node.outputs[0]);
+    if (!y) return;
+    const bias = floatValues(node, 2);
+    k.set(node.outputs[0], Float64Array.from({ length: y.atoms.length }, (_, o) => bias?.[o] ?? 0));
+  },
   apply(node, r) {
     const xInfo = r.info(node.inputs[0]);
     const yInfo = r.info(node.outputs[0]);
+    const removed = r.removedConstants(node.inputs[0]);
+    if (removed) {
+      // Each output pixel receives on average sum(kernel) / prod(strides) taps of a constant input
+      // (exact when the kernel is a multiple of the stride, away from the borders).
+      const w = constantInput(node, 1)!;
+      const sums = kernelSums(w.toFloat64(), w.dims);
+      const [cin, cout] = [w.dims[0]!, w.dims[1]!];
+      const stride = node.getInts('strides', []).reduce((p, q) => p * q, 1);
+      const delta = new Float64Array(cout);
+      for (let j = 0; j < cin; j++) for (let o = 0; o < cout; o++) delta[o] = delta[o]! + (sums[j * cout + o]! * removed[j]!) / stride;
+      if (anyNonZero(delta)) addToBias(node, 2, delta, w.dtype);
+    }
     const cuts: { axis: number; keep: number[] }[] = [];
     if (r.changed(xInfo)) cuts.push({ axis: 0, keep: r.keptIndices(xInfo) });
     if (r.changed(yInfo)) cuts.push({ axis: 1, keep: r.keptIndices(yInfo) });
@@ -256,6 +458,63 @@ const convTranspose: ChannelOpHandler = {
     if (r.changed(yInfo) && node.inputs[2]) rewriteConstant(node, 2, [{ axis: 0, keep: r.keptIndices(yInfo) }]);
   },
 };
+
+/** Contribution of constant input features `removed` to each output of x W, W as [K, N] (or [N, K]). */
+function featureContribution(w: Float64Array, k: number, n: number, transposed: boolean, removed: Float64Array): Float64Array {
+  const delta = new Float64Array(n);
+  for (let j = 0; j < k; j++) {
+    const c = removed[j]!;
+    if (c === 0) continue;
+    for (let o = 0; o < n; o++) delta[o] = delta[o]! + c * w[transposed ? o * k + j : j * n + o]!;
+  }
+  return delta;
+}
+
+/** Fold dropped constant features into Gemm's C (created, or widened from a scalar, when needed). */
+function compensateGemm(node: Node, removed: Float64Array): void {
+  const b = constantInput(node, 1)!;
+  const transB = node.getInt('transB', 0) !== 0;
+  const [k, n] = transB ? [b.dims[1]!, b.dims[0]!] : [b.dims[0]!, b.dims[1]!];
+  const delta = featureContribution(b.toFloat64(), k, n, transB, removed).map((d) => d * node.getFloat('alpha', 1));
+  if (!anyNonZero(delta)) return;
+  let beta = node.getFloat('beta', 1);
+  const c = node.inputs[2] ? constantInput(node, 2) : undefined;
+  if (node.inputs[2] && !c) return;
+  if (!c || beta === 0) {
+    // No C (or a C that beta switches off): the folded constant becomes the whole of C.
+    if (beta === 0 && node.inputs[2]) node.setInput(2, null);
+    if (beta === 0) node.setAttr('beta', (beta = 1), AttributeType.FLOAT);
+    addToBias(node, 2, delta.map((d) => d / beta), b.dtype);
+    return;
+  }
+  const values = c.toFloat64();
+  if (values.length === 1) {
+    // A scalar C widens to one value per output feature.
+    node.setInput(2, null);
+    addToBias(node, 2, delta.map((d) => d / beta + values[0]!), c.dtype);
+    return;
+  }
+  if (c.dims[c.dims.length - 1] !== n) return;
+  for (let i = 0; i < values.length; i++) values[i] = values[i]! + delta[i % n]! / beta;
+  setConstantInput(node, 2, { ...fromFloat64(c.dtype, [...c.dims], values) });
+}
+
+/** MatMul has no bias: fold into the per-feature constant of an Add that is its only reader. */
+function compensateMatMul(node: Node, removed: Float64Array): void {
+  const b = constantInput(node, 1)!;
+  const [k, n] = [b.dims[0]!, b.dims[1]!];
+  const delta = featureContribution(b.toFloat64(), k, n, false, removed);
+  if (!anyNonZero(delta)) return;
+  const readers = node.outputs[0]!.uses();
+  const add = readers.length === 1 && readers[0]!.node.opType === 'Add' ? readers[0]!.node : undefined;
+  if (!add || node.outputs[0]!.isGraphOutput()) return;
+  const other = 1 - readers[0]!.index;
+  const c = constantInput(add, other);
+  if (!c || !PRUNABLE_DTYPES.has(c.dtype) || c.elementCount !== n || c.dims[c.dims.length - 1] !== n) return;
+  const values = c.toFloat64();
+  for (let i = 0; i < n; i++) values[i] = values[i]! + delta[i]!;
+  setConstantInput(add, other, fromFloat64(c.dtype, [...c.dims], values));
+}
 
 /** Gemm: Y = alpha * A' B' + beta * C. A's columns (K) are input channels, B' columns (N) output ones. */
 const gemm: ChannelOpHandler = {
@@ -279,10 +538,19 @@ const gemm: ChannelOpHandler = {
     }
     a.setInfo(node.outputs[0]!, a.newSpace(node, n, axisNorms(b, nAxis, ctx.criterion), -1, 2));
   },
+  constants(node, k) {
+    const y = k.info(node.outputs[0]);
+    if (!y) return;
+    const c = floatValues(node, 2);
+    const beta = node.getFloat('beta', 1);
+    k.set(node.outputs[0], Float64Array.from({ length: y.atoms.length }, (_, o) => (c ? beta * (c.length === 1 ? c[0]! : c[o]!) : 0)));
+  },
   apply(node, r) {
     const xInfo = r.info(node.inputs[0]);
     const yInfo = r.info(node.outputs[0]);
     const transB = node.getInt('transB', 0) !== 0;
+    const removed = r.removedConstants(node.inputs[0]);
+    if (removed) compensateGemm(node, removed);
     const cuts: { axis: number; keep: number[] }[] = [];
     if (r.changed(xInfo)) cuts.push({ axis: transB ? 1 : 0, keep: r.keptIndices(xInfo) });
     if (r.changed(yInfo)) cuts.push({ axis: transB ? 0 : 1, keep: r.keptIndices(yInfo) });
@@ -305,9 +573,15 @@ const matMul: ChannelOpHandler = {
     }
     a.setInfo(node.outputs[0]!, a.newSpace(node, b.dims[1]!, axisNorms(b, 1, ctx.criterion), -1, xInfo?.rank));
   },
+  constants(node, k) {
+    const y = k.info(node.outputs[0]);
+    if (y) k.set(node.outputs[0], new Float64Array(y.atoms.length));
+  },
   apply(node, r) {
     const xInfo = r.info(node.inputs[0]);
     const yInfo = r.info(node.outputs[0]);
+    const removed = r.removedConstants(node.inputs[0]);
+    if (removed) compensateMatMul(node, removed);
     const cuts: { axis: number; keep: number[] }[] = [];
     if (r.changed(xInfo)) cuts.push({ axis: 0, keep: r.keptIndices(xInfo) });
     if (r.changed(yInfo)) cuts.push({ axis: 1, keep: r.keptIndices(yInfo) });
@@ -334,6 +608,7 @@ const flatten: ChannelOpHandler = {
     if (info.rank !== 2 && info.block.size !== 1) return a.block(info, `${label(node)} flattens already flattened channels`);
     a.setInfo(node.outputs[0]!, flattenInfo(info));
   },
+  constants: passConstants,
 };
 
 /**
@@ -361,6 +636,7 @@ const reshape: ChannelOpHandler = {
     if (!a.resolveBlock(out, features)) return fail();
     a.setInfo(node.outputs[0]!, out);
   },
+  constants: passConstants,
   apply(node, r) {
     const out = r.info(node.outputs[0]);
     if (!r.changed(out)) return;
@@ -394,6 +670,23 @@ const concat: ChannelOpHandler = {
     }
     for (const i of carried.slice(1)) if (!a.union(ref, i)) return fail(`${label(node)} joins tensors whose channels do not line up`);
     a.setInfo(node.outputs[0]!, { ...ref, fresh: false });
+  },
+  constants(node, k) {
+    const out = k.info(node.outputs[0]);
+    if (!out) return;
+    const parts = node.inputs.map((v) => k.of(v));
+    if (out.atoms.length === parts.reduce((n, p) => n + p.length, 0) && parts.length > 1) {
+      const joined = new Float64Array(out.atoms.length);
+      let o = 0;
+      for (const p of parts) {
+        joined.set(p, o);
+        o += p.length;
+      }
+      k.set(node.outputs[0], joined);
+      return;
+    }
+    // Joined along another axis: one constant only where every input holds the same one.
+    k.set(node.outputs[0], parts[0]!.map((x, i) => (parts.every((p) => p[i] === x) ? x : NaN)));
   },
 };
 

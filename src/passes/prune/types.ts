@@ -4,7 +4,22 @@
  */
 
 export type PruneScope = 'global' | 'layer';
-export type PruneCriterion = 'l1' | 'l2';
+/**
+ * l1/l2: filter norm after folding a following BatchNormalization's scale (no data needed).
+ * activation: measured on calibration data, the expected squared change of the next layers'
+ * outputs when the channel is replaced by its mean: variance of the channel x the norm of the
+ * weights that read it.
+ */
+export type PruneCriterion = 'l1' | 'l2' | 'activation';
+
+/**
+ * What a removed channel is replaced by, folded into the bias of the layers that read it:
+ * mean: its mean (measured on calibration data when given; else a BatchNormalization right after
+ *   the producer takes its running mean as the channel's value, so BN outputs beta);
+ * zeroed-filter: exactly what the channel outputs once its filter is zero (bias, BN shift, Relu);
+ * none: zero (the channel is just dropped).
+ */
+export type ChannelCompensation = 'mean' | 'zeroed-filter' | 'none';
 
 /** unstructured: any weight; N:M: N kept in every M along the reduction axis; channel: whole channels. */
 export type PrunePattern = { kind: 'unstructured' } | { kind: 'n:m'; n: number; m: number } | { kind: 'channel' };
@@ -33,6 +48,8 @@ export interface ChannelPruneOptions {
   excludeOpTypes: string[];
   /** Round each group's kept channel count to a multiple of this (1: exact; 8 suits CPU kernels). */
   roundTo: number;
+  /** What replaces a removed channel in the layers that read it (folded into their bias). */
+  compensation: ChannelCompensation;
 }
 
 export interface MagnitudeLayerReport {
@@ -102,4 +119,10 @@ export interface ChannelPruneReport {
   flopsAfter?: number;
   channelsRemoved: number;
   channelsPrunable: number;
+  /**
+   * Removed input channels (per consumer layer) whose constant output was
+   * folded into the consumer's bias, and those left out because the constant was unknown.
+   */
+  compensation: ChannelCompensation;
+  compensated?: { folded: number; unknown: number };
 }

@@ -9,6 +9,8 @@ import {
   DataType,
   dtypeInfo,
   elementCount,
+  float32ToBfloat16,
+  float32ToFloat16,
   isTensorType,
   Tensor,
   type Node,
@@ -114,4 +116,38 @@ export function setConstantInput(node: Node, index: number, td: TensorData): voi
   const graph = node.graph;
   const fresh = graph.addInitializer(Tensor.fromData(graph.uniqueName(`${value.name || node.name}_pruned`), td));
   node.setInput(index, fresh);
+}
+
+/** Float64 values stored as a prunable float dtype (fp16/bf16 as their bits). */
+export function fromFloat64(dtype: number, dims: number[], values: Float64Array): TensorData {
+  switch (dtype) {
+    case DataType.DOUBLE:
+      return { dtype, dims, data: Float64Array.from(values) };
+    case DataType.FLOAT16:
+      return { dtype, dims, data: Uint16Array.from(values, float32ToFloat16) };
+    case DataType.BFLOAT16:
+      return { dtype, dims, data: Uint16Array.from(values, float32ToBfloat16) };
+    default:
+      return { dtype: DataType.FLOAT, dims, data: Float32Array.from(values) };
+  }
+}
+
+/**
+ * Add `delta` (one number per output channel) to the per-channel bias at input `index` of a
+ * layer, creating the bias when the input is absent. Returns false, changing nothing, when the
+ * existing input is not a constant vector of that length.
+ */
+export function addToBias(node: Node, index: number, delta: Float64Array, dtype: number): boolean {
+  if (!node.inputs[index]) {
+    const graph = node.graph;
+    const tensor = Tensor.fromData(graph.uniqueName(`${node.name || node.opType}_bias`), fromFloat64(dtype, [delta.length], delta));
+    node.setInput(index, graph.addInitializer(tensor));
+    return true;
+  }
+  const bias = constantInput(node, index);
+  if (!bias || !PRUNABLE_DTYPES.has(bias.dtype) || bias.elementCount !== delta.length) return false;
+  const values = bias.toFloat64();
+  for (let i = 0; i < values.length; i++) values[i] = values[i]! + delta[i]!;
+  setConstantInput(node, index, fromFloat64(bias.dtype, [...bias.dims], values));
+  return true;
 }
