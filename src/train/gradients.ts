@@ -4,8 +4,11 @@
  * Why this exists: @tensorflow/tfjs-core's Node bundle registers no gradients at all (they ship only
  * inside the @tensorflow/tfjs union bundle), so with tfjs-core + a backend every training step fails
  * with "gradient function not found". The rules follow tfjs's own gradient definitions (same math,
- * same attribute names) but reduce broadcast inputs everywhere (tfjs's SquaredDifference does not).
+ * same attribute names) with three differences: broadcast inputs are always reduced (tfjs's
+ * SquaredDifference does not), AvgPool's gradient is right where windows overlap padding, and
+ * reductions / transposed products are shaped so the wasm backend can use XNNPACK for them.
  * Every row is checked against finite differences in test/train/gradients.test.ts.
+ * A gradient already registered (e.g. by @tensorflow/tfjs, if the user loads it) wins.
  *
  * Imports: @tensorflow/tfjs-core only.
  */
@@ -16,16 +19,37 @@ type Grads = Record<string, () => Tensor>;
 type GradFn = (dy: Tensor | Tensor[], saved: Tensor[], attrs: NamedAttrMap) => Grads | Array<() => Tensor>;
 
 interface Row {
+  /** For kernels whose inputs are a list (Concat, AddN): save them all. */
+  saveAllInputs?: boolean;
   inputsToSave?: string[];
   outputsToSave?: boolean[];
   grad: GradFn;
 }
 
+/**
+ * Sum over the leading `count` axes. For the usual case (per-channel parameters of an NHWC
+ * activation) this is ones[1, M] x grad[M, C], which XNNPACK runs about 15x faster than the wasm
+ * backend's Sum over non-innermost axes (it transposes first).
+ */
+export function sumLeadingAxes(t: Tensor, count: number): Tensor {
+  const lead = t.shape.slice(0, count).reduce((a, b) => a * b, 1);
+  const rest = t.shape.slice(count);
+  const restSize = rest.reduce((a, b) => a * b, 1);
+  if (t.dtype !== 'float32' || lead < 64) return tf.sum(t, Array.from({ length: count }, (_v, i) => i));
+  return tf.reshape(tf.matMul(tf.ones([1, lead]), tf.reshape(t, [lead, restSize])), rest);
+}
+
 /** Sums a broadcast gradient back to the input's shape. */
 function unbroadcast(grad: Tensor, shape: number[]): Tensor {
   const axes = tf.broadcast_util.getReductionAxes(shape, grad.shape);
-  const reduced = axes.length > 0 ? tf.sum(grad, axes) : grad;
-  return tf.reshape(reduced, shape);
+  if (axes.length === 0) return tf.reshape(grad, shape);
+  // the input's shape aligned to grad's rank: reduced axes are where it is 1 (or missing)
+  const aligned = [...new Array<number>(grad.rank - shape.length).fill(1), ...shape];
+  let lead = 0;
+  while (lead < grad.rank && aligned[lead] === 1 && grad.shape[lead] !== 1) lead++;
+  const onlyLeading = axes.every((a) => a < lead || grad.shape[a] === 1);
+  if (lead > 0 && onlyLeading) return tf.reshape(sumLeadingAxes(grad, lead), shape);
+  return tf.reshape(tf.sum(grad, axes), shape);
 }
 
 function t0(saved: Tensor[], i: number): Tensor {
@@ -39,7 +63,7 @@ const one = (dy: Tensor | Tensor[]): Tensor => {
   return dy;
 };
 
-const f32 = (t: Tensor): Tensor => tf.cast(t, 'float32');
+const f32 = (t: Tensor): Tensor => (t.dtype === 'float32' ? t : tf.cast(t, 'float32'));
 const zerosFor = (x: Tensor) => () => tf.zeros(x.shape, 'float32');
 
 /** Gradient of a reduction: dy reshaped to keep-dims shape, broadcast to x. */
@@ -50,10 +74,10 @@ function expandReduced(dy: Tensor, x: Tensor, axisAttr: unknown): { dyKeep: Tens
   return { dyKeep: tf.reshape(dy, keepShape), axes };
 }
 
-function minMaxGrad(dy: Tensor, saved: Tensor[], attrs: NamedAttrMap): Grads {
+function minMaxGrad(dy: Tensor, saved: Tensor[], axis: unknown): Grads {
   const x = t0(saved, 0);
   const y = t0(saved, 1);
-  const { dyKeep } = expandReduced(dy, x, attrs['reductionIndices']);
+  const { dyKeep } = expandReduced(dy, x, axis);
   const yKeep = tf.reshape(y, dyKeep.shape);
   // every position equal to the extreme gets the gradient (tfjs convention on ties)
   return { x: () => tf.mul(dyKeep, f32(tf.equal(x, yKeep))) };
@@ -83,6 +107,7 @@ const TABLE: ReadonlyArray<readonly [string, Row]> = [
       a: () => unbroadcast(tf.mul(one(dy), twoDiff()), a!.shape),
       b: () => unbroadcast(tf.neg(tf.mul(one(dy), twoDiff())), b!.shape) };
   } }],
+  ['AddN', { saveAllInputs: true, grad: (dy, saved) => saved.map(() => () => tf.clone(one(dy))) }],
   ['Pow', { inputsToSave: ['a', 'b'], outputsToSave: [true], grad: (dy, [a, b, y]) => ({
     a: () => unbroadcast(tf.mul(one(dy), tf.mul(f32(b!), tf.pow(a!, tf.sub(b!, tf.scalar(1))))), a!.shape),
     // log(a) only where a > 0, as tfjs does: the exponent's gradient is undefined elsewhere
@@ -135,16 +160,16 @@ const TABLE: ReadonlyArray<readonly [string, Row]> = [
     const count = axes.reduce((n, a) => n * x!.shape[a]!, 1);
     return { x: () => tf.div(tf.mul(dyKeep, tf.ones(x!.shape, 'float32')), count) };
   } }],
-  ['Max', { inputsToSave: ['x'], outputsToSave: [true], grad: (dy, saved, attrs) => minMaxGrad(one(dy), saved, attrs) }],
-  ['Min', { inputsToSave: ['x'], outputsToSave: [true], grad: (dy, saved, attrs) => minMaxGrad(one(dy), saved, attrs) }],
+  // tfjs names the reduced axes differently for the two kernels
+  ['Max', { inputsToSave: ['x'], outputsToSave: [true], grad: (dy, saved, attrs) => minMaxGrad(one(dy), saved, attrs['reductionIndices']) }],
+  ['Min', { inputsToSave: ['x'], outputsToSave: [true], grad: (dy, saved, attrs) => minMaxGrad(one(dy), saved, attrs['axis']) }],
 
   // ---- shape and data movement ----------------------------------------------------------------------
   ['Reshape', { inputsToSave: ['x'], grad: (dy, [x]) => ({ x: () => tf.reshape(one(dy), x!.shape) }) }],
   ['ExpandDims', { inputsToSave: ['input'], grad: (dy, [x]) => ({ input: () => tf.reshape(one(dy), x!.shape) }) }],
   ['Transpose', { grad: (dy, _saved, attrs) => ({
     x: () => tf.transpose(one(dy), tf.backend_util.getUndoAxesPermutation(attrs['perm'] as number[])) }) }],
-  ['Concat', { inputsToSave: undefined, grad: (dy, saved, attrs) => {
-    // saved holds every concatenated input (inputsToSave is filled in below)
+  ['Concat', { saveAllInputs: true, grad: (dy, saved, attrs) => {
     const axis = tf.util.parseAxisParam(attrs['axis'] as number, saved[0]!.shape)[0]!;
     const sizes = saved.map((t) => t.shape[axis]!);
     const parts = tf.split(one(dy), sizes, axis);
@@ -195,10 +220,10 @@ const TABLE: ReadonlyArray<readonly [string, Row]> = [
     const g = one(dy);
     const ta = attrs['transposeA'] as boolean;
     const tb = attrs['transposeB'] as boolean;
-    if (!ta && !tb) return { a: () => tf.matMul(g, b!, false, true), b: () => tf.matMul(a!, g, true, false) };
-    if (!ta && tb) return { a: () => tf.matMul(g, b!, false, false), b: () => tf.matMul(g, a!, true, false) };
-    if (ta && !tb) return { a: () => tf.matMul(b!, g, false, true), b: () => tf.matMul(a!, g, false, false) };
-    return { a: () => tf.matMul(b!, g, true, true), b: () => tf.matMul(g, a!, true, true) };
+    if (!ta && !tb) return { a: () => mm(g, b!, false, true), b: () => mm(a!, g, true, false) };
+    if (!ta && tb) return { a: () => mm(g, b!, false, false), b: () => mm(g, a!, true, false) };
+    if (ta && !tb) return { a: () => mm(b!, g, false, true), b: () => mm(a!, g, false, false) };
+    return { a: () => mm(b!, g, true, true), b: () => mm(g, a!, true, true) };
   } }],
   ['Softmax', { outputsToSave: [true], grad: (dy, [y], attrs) => {
     const dyTimesY = tf.mul(one(dy), y!);
@@ -231,9 +256,20 @@ const TABLE: ReadonlyArray<readonly [string, Row]> = [
   ['MaxPool', { inputsToSave: ['x'], outputsToSave: [true], grad: (dy, [x, y], attrs) => ({
     x: () => runKernel('MaxPoolGrad', { dy: one(dy), input: x!, output: y! },
       { filterSize: attrs['filterSize'], strides: attrs['strides'], pad: attrs['pad'], dimRoundingMode: attrs['dimRoundingMode'] }) }) }],
-  ['AvgPool', { inputsToSave: ['x'], grad: (dy, [x], attrs) => ({
-    x: () => runKernel('AvgPoolGrad', { dy: one(dy), input: x! },
-      { filterSize: attrs['filterSize'], strides: attrs['strides'], pad: attrs['pad'] }) }) }],
+  ['AvgPool', { inputsToSave: ['x'], grad: (dy, [x], attrs) => ({ x: () => {
+    // The AvgPoolGrad kernels (cpu and wasm) divide by the full window size, while the forward pass
+    // divides by the number of in-bounds pixels; rescale dy where windows overlap the padding.
+    const filter = attrs['filterSize'] as number | [number, number];
+    const [fh, fw] = typeof filter === 'number' ? [filter, filter] : filter;
+    let g = one(dy);
+    if (attrs['pad'] !== 'valid' && attrs['pad'] !== 0) {
+      const ones = tf.ones([1, x!.shape[1]!, x!.shape[2]!, 1]) as tf.Tensor4D;
+      const counts = tf.depthwiseConv2d(ones, tf.ones([fh, fw, 1, 1]) as tf.Tensor4D,
+        attrs['strides'] as [number, number], attrs['pad'] as 'same', 'NHWC', 1, attrs['dimRoundingMode'] as 'floor' | undefined);
+      g = tf.mul(g, tf.div(fh * fw, counts));
+    }
+    return runKernel('AvgPoolGrad', { dy: g, input: x! }, { filterSize: attrs['filterSize'], strides: attrs['strides'], pad: attrs['pad'] });
+  } }) }],
   ['FusedBatchNorm', { inputsToSave: ['x', 'mean', 'variance', 'scale'], grad: (dy, saved, attrs) => {
     // inference-mode batch norm: mean and variance are inputs, so this is plain broadcast arithmetic
     const [x, mean, variance, scale] = saved;
@@ -252,6 +288,17 @@ const TABLE: ReadonlyArray<readonly [string, Row]> = [
     return grads;
   } }],
 ];
+
+/**
+ * matMul with transposeA done as an explicit transpose: the wasm backend runs transposeA=true with
+ * a naive loop (no XNNPACK), which made the batch-norm reductions' gradients the slowest kernels.
+ */
+function mm(a: Tensor, b: Tensor, transposeA: boolean, transposeB: boolean): Tensor {
+  if (!transposeA) return tf.matMul(a, b, false, transposeB);
+  const perm = a.shape.map((_d, i) => i);
+  [perm[a.rank - 2], perm[a.rank - 1]] = [perm[a.rank - 1]!, perm[a.rank - 2]!];
+  return tf.matMul(tf.transpose(a, perm), b, false, transposeB);
+}
 
 function assertUnitDilations(kernel: string, dilations: unknown): void {
   const d = dilations == null ? [1, 1] : Array.isArray(dilations) ? dilations : [dilations, dilations];
@@ -282,7 +329,7 @@ export function registerGradients(): void {
       kernelName,
       inputsToSave: row.inputsToSave,
       outputsToSave: row.outputsToSave,
-      saveAllInputs: kernelName === 'Concat',
+      saveAllInputs: row.saveAllInputs,
       gradFunc: row.grad as GradConfig['gradFunc'],
     };
     tf.registerGradient(config);

@@ -2,7 +2,9 @@
  * Backward kernels that @tensorflow/tfjs-backend-wasm does not ship, registered for the 'wasm'
  * backend and composed from its existing forward kernels (StridedSlice, BatchMatMul, Multiply, Sum,
  * DepthwiseConv2dNative, PadV2, OneHot, ...), so the heavy arithmetic still runs in XNNPACK:
- *   Conv2DBackpropFilter                 one (x-tap)^T * dy matmul per filter tap
+ *   Conv2DBackpropFilter                 a forward conv of x (batch as channels) with dy as the filter
+ *   Conv2DBackpropInput                  replaces the native one (a slow scalar loop): forward conv of
+ *                                        the dilated dy with the flipped filter
  *   DepthwiseConv2dNativeBackpropFilter  per tap: sum over N,H,W of x-tap * dy
  *   DepthwiseConv2dNativeBackpropInput   depthwise conv of the zero-dilated dy with the flipped filter
  *   UnsortedSegmentSum                   one-hot(segmentIds)^T * x (gradient of gather)
@@ -77,6 +79,8 @@ interface ConvAttrs {
   inputShape?: [number, number, number, number];
 }
 
+type KernelImpl = (args: { inputs: Record<string, TensorInfo>; backend: DisposingBackend; attrs: NamedAttrMap }) => TensorInfo;
+
 type ConvInfo = ReturnType<typeof tf.backend_util.computeConv2DInfo>;
 
 /** Strided view of the (padded) input under filter tap (kh, kw): shape [N, outH, outW, C]. */
@@ -104,18 +108,59 @@ function conv2DBackpropFilter(args: { inputs: Record<string, TensorInfo>; backen
   const info = tf.backend_util.computeConv2DInfo(
     x.shape as [number, number, number, number], filterShape, attrs.strides, 1, attrs.pad, attrs.dimRoundingMode, false, 'channelsLast');
   const scope = new KernelScope(args.backend);
-  const rows = info.batchSize * info.outHeight * info.outWidth;
+  // dW[kh,kw,ci,co] = sum over n,oh,ow of xPadded[n, oh*s+kh, ow*s+kw, ci] * dy[n,oh,ow,co]: a forward
+  // convolution with the batch as channels, the input channels as batch, and dy as a large filter
+  // dilated by the stride. One XNNPACK convolution instead of a tap-by-tap loop.
+  const used = (k: number, out: number, stride: number) => k + (out - 1) * stride;
   const xPadded = padInput(scope, x, info);
-  const dy3 = scope.reshape(dy, [1, rows, info.outChannels]);
-  const taps: TensorInfo[] = [];
-  for (let kh = 0; kh < info.filterHeight; kh++) {
-    for (let kw = 0; kw < info.filterWidth; kw++) {
-      const xs = scope.reshape(tapSlice(scope, xPadded, info, kh, kw), [1, rows, info.inChannels]);
-      taps.push(scope.run('BatchMatMul', { a: xs, b: dy3 }, { transposeA: true, transposeB: false }));
-    }
+  const cropped = scope.padOrSlice(xPadded, [[0, 0],
+    [0, used(info.filterHeight, info.outHeight, info.strideHeight) - xPadded.shape[1]!],
+    [0, used(info.filterWidth, info.outWidth, info.strideWidth) - xPadded.shape[2]!], [0, 0]]);
+  const xT = scope.run('Transpose', { x: cropped }, { perm: [3, 1, 2, 0] }); // [Cin, H, W, N]
+  const dyT = scope.run('Transpose', { x: dy }, { perm: [1, 2, 0, 3] }); // [OH, OW, N, Cout]
+  const conv = scope.run('Conv2D', { x: xT, filter: dyT }, {
+    strides: [1, 1], pad: 'valid', dataFormat: 'NHWC', dilations: [info.strideHeight, info.strideWidth] }); // [Cin, KH, KW, Cout]
+  return scope.finish(scope.run('Transpose', { x: conv }, { perm: [1, 2, 0, 3] }));
+}
+
+/**
+ * dx of a convolution: a stride-1 'valid' convolution of the zero-dilated, re-framed dy with the
+ * spatially flipped filter. `filter` is [KH, KW, C, 1] (depthwise) or [KH, KW, Cout, Cin] (dense).
+ */
+function transposedConv(scope: KernelScope, dy: TensorInfo, filter: TensorInfo, inputShape: number[], info: ConvInfo, depthwise: boolean): TensorInfo {
+  const [n, h, w] = inputShape as [number, number, number, number];
+  const [kh, kw] = filter.shape as [number, number];
+  const { outHeight: oh, outWidth: ow, strideHeight: sh, strideWidth: sw } = info;
+  const channels = dy.shape[3]!;
+  let dilated = dy;
+  if (sh > 1 || sw > 1) {
+    // [N,OH,1,OW,1,C] padded to [N,OH,sh,OW,sw,C]; trailing zeros are trimmed by padOrSlice below
+    const six = scope.reshape(dy, [n, oh, 1, ow, 1, channels]);
+    const padded = scope.run('PadV2', { x: six }, { paddings: [[0, 0], [0, 0], [0, sh - 1], [0, 0], [0, sw - 1], [0, 0]], constantValue: 0 });
+    dilated = scope.reshape(padded, [n, oh * sh, ow * sw, channels]);
   }
-  const stacked = taps.length === 1 ? taps[0]! : scope.run('Concat', taps, { axis: 0 });
-  return scope.finish(scope.reshape(stacked, filterShape));
+  const top = kh - 1 - info.padInfo.top;
+  const left = kw - 1 - info.padInfo.left;
+  const bottom = h + kh - 1 - top - dilated.shape[1]!;
+  const right = w + kw - 1 - left - dilated.shape[2]!;
+  const framed = scope.padOrSlice(dilated, [[0, 0], [top, bottom], [left, right], [0, 0]]);
+  const kernel = depthwise ? 'DepthwiseConv2dNative' : 'Conv2D';
+  return scope.run(kernel, { x: framed, filter }, { strides: [1, 1], pad: 'valid', dilations: [1, 1], dataFormat: 'NHWC' });
+}
+
+let nativeConv2DBackpropInput: KernelImpl | undefined;
+
+function conv2DBackpropInput(args: { inputs: Record<string, TensorInfo>; backend: DisposingBackend; attrs: NamedAttrMap }): TensorInfo {
+  const { dy, filter } = args.inputs as { dy: TensorInfo; filter: TensorInfo };
+  const attrs = args.attrs as unknown as ConvAttrs;
+  if (attrs.dataFormat != null && attrs.dataFormat !== 'NHWC' && nativeConv2DBackpropInput) return nativeConv2DBackpropInput(args);
+  const inputShape = attrs.inputShape!;
+  const info = tf.backend_util.computeConv2DInfo(
+    inputShape, filter.shape as [number, number, number, number], attrs.strides, 1, attrs.pad, attrs.dimRoundingMode, false, 'channelsLast');
+  const scope = new KernelScope(args.backend);
+  const flipped = scope.run('Reverse', { x: filter }, { dims: [0, 1] });
+  const swapped = scope.run('Transpose', { x: flipped }, { perm: [0, 1, 3, 2] }); // [KH, KW, Cout, Cin]
+  return scope.finish(transposedConv(scope, dy, swapped, inputShape, info, false));
 }
 
 function depthwiseInfo(xShape: number[], filterShape: number[], attrs: ConvAttrs): ConvInfo {
@@ -155,11 +200,12 @@ function depthwiseBackpropInput(args: { inputs: Record<string, TensorInfo>; back
     throw new Error('DepthwiseConv2dNativeBackpropInput on wasm supports dilation 1 only');
   }
   const [kh, kw, channels, multiplier] = filter.shape as [number, number, number, number];
-  const [n, h, w] = inputShape;
-  const { outHeight: oh, outWidth: ow, strideHeight: sh, strideWidth: sw } = info;
+  const [n] = inputShape;
+  const { outHeight: oh, outWidth: ow } = info;
   const scope = new KernelScope(args.backend);
   const flipped = scope.run('Reverse', { x: filter }, { dims: [0, 1] });
   let total: TensorInfo | null = null;
+  // output channel c*multiplier+m reads input channel c: one depthwise pass per multiplier index
   for (let m = 0; m < multiplier; m++) {
     let dyM = dy;
     let wM = flipped;
@@ -167,21 +213,7 @@ function depthwiseBackpropInput(args: { inputs: Record<string, TensorInfo>; back
       dyM = scope.run('StridedSlice', { x: dy }, stridedAttrs([0, 0, 0, m], [n, oh, ow, channels * multiplier], [1, 1, 1, multiplier]));
       wM = scope.run('StridedSlice', { x: flipped }, stridedAttrs([0, 0, 0, m], [kh, kw, channels, m + 1], [1, 1, 1, 1]));
     }
-    // zero-dilate dy by the stride: [N,OH,1,OW,1,C] padded to [N,OH,sh,OW,sw,C]; the trailing
-    // (stride-1) zeros are absorbed by the padOrSlice below
-    let dilated = dyM;
-    if (sh > 1 || sw > 1) {
-      const six = scope.reshape(dyM, [n, oh, 1, ow, 1, channels]);
-      const padded = scope.run('PadV2', { x: six }, { paddings: [[0, 0], [0, 0], [0, sh - 1], [0, 0], [0, sw - 1], [0, 0]], constantValue: 0 });
-      dilated = scope.reshape(padded, [n, oh * sh, ow * sw, channels]);
-    }
-    const top = kh - 1 - info.padInfo.top;
-    const left = kw - 1 - info.padInfo.left;
-    const bottom = h + kh - 1 - top - dilated.shape[1]!;
-    const right = w + kw - 1 - left - dilated.shape[2]!;
-    const framed = scope.padOrSlice(dilated, [[0, 0], [top, bottom], [left, right], [0, 0]]);
-    const wFilter = scope.reshape(wM, [kh, kw, channels, 1]);
-    const part = scope.run('DepthwiseConv2dNative', { x: framed, filter: wFilter }, { strides: [1, 1], pad: 'valid', dilations: [1, 1] });
+    const part = transposedConv(scope, dyM, scope.reshape(wM, [kh, kw, channels, 1]), inputShape, info, true);
     total = total ? scope.run('Add', { a: total, b: part }) : part;
   }
   return scope.finish(total!);
@@ -206,10 +238,9 @@ function unsortedSegmentSum(args: { inputs: Record<string, TensorInfo>; backend:
   return scope.finish(scope.reshape(out, [numSegments, ...restShape]));
 }
 
-type KernelImpl = (args: { inputs: Record<string, TensorInfo>; backend: DisposingBackend; attrs: NamedAttrMap }) => TensorInfo;
-
 const WASM_KERNELS: ReadonlyArray<readonly [string, KernelImpl]> = [
   ['Conv2DBackpropFilter', conv2DBackpropFilter],
+  ['Conv2DBackpropInput', conv2DBackpropInput],
   ['DepthwiseConv2dNativeBackpropFilter', depthwiseBackpropFilter],
   ['DepthwiseConv2dNativeBackpropInput', depthwiseBackpropInput],
   ['UnsortedSegmentSum', unsortedSegmentSum],
@@ -223,6 +254,13 @@ export const WASM_GRADIENT_KERNELS: readonly string[] = WASM_KERNELS.map(([name]
  * tfjs-backend-wasm already provides is left alone).
  */
 export function registerWasmGradientKernels(): void {
+  const native = tf.getKernel('Conv2DBackpropInput', 'wasm');
+  if (native && native.kernelFunc !== (conv2DBackpropInput as unknown)) {
+    // tfjs-backend-wasm 4.x computes this one with a scalar loop (about 10x slower than its forward
+    // conv); ours runs it as a forward XNNPACK convolution and keeps the native one for NCHW
+    nativeConv2DBackpropInput = native.kernelFunc as unknown as KernelImpl;
+    tf.unregisterKernel('Conv2DBackpropInput', 'wasm');
+  }
   for (const [kernelName, impl] of WASM_KERNELS) {
     if (tf.getKernel(kernelName, 'wasm')) continue;
     tf.registerKernel({ kernelName, backendName: 'wasm', kernelFunc: impl as never });

@@ -71,8 +71,16 @@ describe('wasm backward kernels match the cpu backend', () => {
     ['5x5 stride 2 valid', [1, 11, 10, 2], [5, 5, 2, 3], 2, 'valid'],
     ['1x1 stride 1', [2, 5, 5, 6], [1, 1, 6, 4], 1, 'valid'],
     ['3x3 explicit pads', [1, 7, 8, 2], [3, 3, 2, 2], 1, [[0, 0], [2, 1], [0, 1], [0, 0]]],
+    ['3x3 stride 2 valid, even size (unused last row)', [2, 8, 8, 3], [3, 3, 3, 5], 2, 'valid'],
   ];
   for (const [name, xShape, fShape, strides, pad] of convCases) {
+    it(`Conv2DBackpropInput ${name}`, async () => {
+      const { dyShape } = convCase(xShape, fShape, strides, pad);
+      await compare('Conv2DBackpropInput', {
+        dy: { shape: dyShape, data: randomArray(tf.util.sizeFromShape(dyShape), 8) },
+        filter: { shape: fShape, data: randomArray(tf.util.sizeFromShape(fShape), 9) },
+      }, { strides, pad, dataFormat: 'NHWC', inputShape: xShape });
+    });
     it(`Conv2DBackpropFilter ${name}`, async () => {
       const { dyShape } = convCase(xShape, fShape, strides, pad);
       await compare('Conv2DBackpropFilter', {
@@ -103,6 +111,25 @@ describe('wasm backward kernels match the cpu backend', () => {
       }, { strides, pad, dilations: 1, inputShape: xShape });
     });
   }
+
+  it('the composed kernels free every intermediate buffer', async () => {
+    await tf.setBackend('wasm');
+    const backend = tf.backend() as unknown as { numDataIds(): number };
+    const x = tf.tensor4d(randomArray(2 * 9 * 9 * 3, 1), [2, 9, 9, 3]);
+    const dy = tf.tensor4d(randomArray(2 * 5 * 5 * 3, 2), [2, 5, 5, 3]);
+    const dw = tf.tensor4d(randomArray(3 * 3 * 3 * 1, 3), [3, 3, 3, 1]);
+    const w = tf.tensor4d(randomArray(3 * 3 * 3 * 3, 4), [3, 3, 3, 3]);
+    const before = backend.numDataIds();
+    const attrs = { strides: 2, pad: 'same', dilations: 1, dataFormat: 'NHWC' };
+    const outs = [
+      tf.engine().runKernel('Conv2DBackpropFilter', { x, dy }, { ...attrs, filterShape: [3, 3, 3, 3] } as never),
+      tf.engine().runKernel('Conv2DBackpropInput', { dy, filter: w }, { ...attrs, inputShape: [2, 9, 9, 3] } as never),
+      tf.engine().runKernel('DepthwiseConv2dNativeBackpropFilter', { x, dy }, { ...attrs, filterShape: [3, 3, 3, 1] } as never),
+      tf.engine().runKernel('DepthwiseConv2dNativeBackpropInput', { dy, filter: dw }, { ...attrs, inputShape: [2, 9, 9, 3] } as never),
+    ] as tf.Tensor[];
+    expect(backend.numDataIds()).toBe(before + outs.length);
+    tf.dispose([...outs, x, dy, dw, w]);
+  });
 
   it('UnsortedSegmentSum with repeated ids', async () => {
     await compare('UnsortedSegmentSum', {
