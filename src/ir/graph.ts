@@ -90,6 +90,13 @@ const utf8Encoder = new TextEncoder();
 const utf8Decoder = new TextDecoder();
 
 /** Build an attribute, inferring its type; integral numbers become INT unless `type` says FLOAT. */
+/**
+ * Attributes that the ONNX operator specs declare as FLOAT (or FLOATS) wherever they appear, so a
+ * whole JavaScript number given for them (Gemm `beta: 2`, LeakyRelu `alpha: 1`) is still written as
+ * a float; onnxruntime rejects an INT there.
+ */
+const FLOAT_ATTRIBUTES = new Set(['alpha', 'beta', 'gamma', 'epsilon', 'momentum', 'lambd', 'bias', 'ratio', 'spatial_scale', 'extrapolation_value', 'cubic_coeff_a', 'max', 'min', 'scales', 'threshold']);
+
 export function makeAttribute(name: string, value: AttributeInput, type?: number): Attribute {
   if (typeof value === 'object' && value !== null && 'name' in value && 'type' in value && !(value instanceof Tensor) && !(value instanceof Graph)) {
     return { ...(value as Attribute), name };
@@ -98,7 +105,7 @@ export function makeAttribute(name: string, value: AttributeInput, type?: number
   if (typeof value === 'boolean') return { name, type: T.INT, value: value ? 1n : 0n };
   if (typeof value === 'bigint') return { name, type: type ?? T.INT, value: type === T.FLOAT ? Number(value) : value };
   if (typeof value === 'number') {
-    const t = type ?? (Number.isInteger(value) ? T.INT : T.FLOAT);
+    const t = type ?? (Number.isInteger(value) && !FLOAT_ATTRIBUTES.has(name) ? T.INT : T.FLOAT);
     return { name, type: t, value: t === T.INT ? BigInt(value) : value };
   }
   if (typeof value === 'string') return { name, type: T.STRING, value: utf8Encoder.encode(value) };
@@ -114,7 +121,7 @@ export function makeAttribute(name: string, value: AttributeInput, type?: number
     if (first instanceof Tensor) return { name, type: T.TENSORS, value: arr as Tensor[] };
     if (first instanceof Graph) return { name, type: T.GRAPHS, value: arr as Graph[] };
     if (typeof first === 'bigint') return { name, type: T.INTS, value: arr as bigint[] };
-    const allInt = (arr as number[]).every((v) => Number.isInteger(v));
+    const allInt = (arr as number[]).every((v) => Number.isInteger(v)) && !FLOAT_ATTRIBUTES.has(name);
     return allInt ? { name, type: T.INTS, value: (arr as number[]).map((v) => BigInt(v)) } : { name, type: T.FLOATS, value: arr as number[] };
   }
   throw new UsageError(`attribute '${name}': unsupported value`);

@@ -287,3 +287,25 @@ describe('GraphBuilder node names', () => {
     await runner.release();
   });
 });
+
+describe('attribute types', () => {
+  it('writes whole numbers for float attributes (Gemm beta, LeakyRelu alpha) as FLOAT', async () => {
+    const { GraphBuilder: Builder, DataType: DT, AttributeType } = await import('../../src/ir/index.js');
+    const { createRunner } = await import('../../src/runtime/index.js');
+    const b = new Builder({ opset: 17 });
+    const x = b.input('x', DT.FLOAT, [1, 2]);
+    const w = b.initializer('w', DT.FLOAT, [2, 2], Float32Array.from([1, 0, 0, 1]));
+    const c = b.initializer('c', DT.FLOAT, [2], Float32Array.from([1, 1]));
+    const y = b.node('Gemm', [x, w, c], { beta: 2, transB: 1 });
+    b.output(y, DT.FLOAT, [1, 2]);
+    const model = b.build();
+    const gemm = model.graph.nodes[0]!;
+    expect(gemm.attr('beta')!.type).toBe(AttributeType.FLOAT);
+    expect(gemm.attr('transB')!.type).toBe(AttributeType.INT);
+    const runner = await createRunner(model);
+    const out = await runner.run({ x: { dtype: DT.FLOAT, dims: [1, 2], data: Float32Array.from([3, 4]) } });
+    // x·wᵀ + 2·c = [3, 4] + [2, 2]
+    expect(Array.from(out[runner.outputs[0]!.name]!.data as Float32Array)).toEqual([5, 6]);
+    await runner.release();
+  });
+});

@@ -188,9 +188,18 @@ describe('save and load', () => {
   });
 
   it('a failed save leaves no file behind', async () => {
-    const file = path.join(dir, 'no-such-dir', 'x.onnx');
-    await expect(saveModel(denseModel().model, file)).rejects.toThrow(InputError);
-    expect(fs.existsSync(path.dirname(file))).toBe(false);
+    // The parent "folder" is a regular file, so nothing can be written below it.
+    const blocker = path.join(dir, 'not-a-folder');
+    fs.writeFileSync(blocker, 'x');
+    const before = fs.readdirSync(dir).sort();
+    await expect(saveModel(denseModel().model, path.join(blocker, 'x.onnx'))).rejects.toThrow(InputError);
+    expect(fs.readdirSync(dir).sort()).toEqual(before);
+  });
+
+  it('creates a missing output folder', async () => {
+    const file = path.join(dir, 'new-folder', 'deeper', 'x.onnx');
+    await saveModel(denseModel().model, file);
+    expect(fs.statSync(file).size).toBeGreaterThan(0);
   });
 
   it('ensureDistinctOutput refuses the input path', () => {
