@@ -63,7 +63,7 @@ export class GraphBuilder {
   }
 
   /** Add a node; returns its single output, or all outputs when `outputs` asks for more. */
-  node(opType: string, inputs: (Value | null)[], attributes?: Record<string, AttributeInput>, options?: NodeOptions & { outputs: number | string[] }): Value | Value[];
+  node(opType: string, inputs: (Value | null)[], attributes: Record<string, AttributeInput> | undefined, options: NodeOptions & { outputs: number | string[] }): Value[];
   node(opType: string, inputs: (Value | null)[], attributes?: Record<string, AttributeInput>, options?: NodeOptions): Value;
   node(opType: string, inputs: (Value | null)[], attributes: Record<string, AttributeInput> = {}, options: NodeOptions = {}): Value | Value[] {
     const outs = options.outputs ?? 1;

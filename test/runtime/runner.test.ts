@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { InputError, UsageError } from '../../src/errors.js';
-import { DataType, float16ToFloat32, float32ToFloat16 } from '../../src/ir/dtype.js';
+import { DataType, float16ToFloat32, float32ToFloat16, type TensorData } from '../../src/ir/dtype.js';
 import { createRunner } from '../../src/runtime/runner.js';
 
 const NODE = '/usr/share/libonnx-testdata/data/node';
@@ -83,7 +83,7 @@ describe.skipIf(!haveTestdata)('createRunner', () => {
   });
 
   describe('errors', () => {
-    const x = { dtype: DataType.FLOAT, dims: [3, 4, 5], data: new Float32Array(60) } as const;
+    const x: TensorData = { dtype: DataType.FLOAT, dims: [3, 4, 5], data: new Float32Array(60) };
     it('unreadable and corrupt model files name the file and onnxruntime first line', async () => {
       const missing = join(tmp, 'missing.onnx');
       let e = await failure(createRunner(missing));
