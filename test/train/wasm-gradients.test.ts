@@ -147,7 +147,7 @@ function smallCnnLoss(vars: Record<string, tf.Variable>, x: tf.Tensor4D, labels:
   };
   let y = tf.relu(bn(tf.conv2d(x, vars['w1'] as tf.Tensor4D, 1, 'same'), vars['g1']!, vars['b1']!));
   const r = tf.depthwiseConv2d(y, vars['dw'] as tf.Tensor4D, 1, 'same');
-  y = tf.relu(tf.add(y, bn(tf.conv2d(r, vars['w2'] as tf.Tensor4D, 1, 'same'), vars['g2']!, vars['b2']!)));
+  y = tf.relu(tf.add<tf.Tensor4D>(y, bn(tf.conv2d(r, vars['w2'] as tf.Tensor4D, 1, 'same'), vars['g2']!, vars['b2']!)));
   y = tf.maxPool(y, 2, 2, 'valid');
   y = tf.avgPool(tf.conv2d(y, vars['w3'] as tf.Tensor4D, 2, 'same'), 2, 1, 'same');
   const pooled = tf.mean(y, [1, 2]) as tf.Tensor2D;
