@@ -24,4 +24,8 @@ export { convertToFloat16 } from './passes/quantize/fp16.js';
 export { quantizeDynamic } from './passes/quantize/dynamic.js';
 export { prune, pruneChannels, pruneMagnitude } from './passes/prune/index.js';
 export { batchify } from './passes/batchify.js';
+export { distill, studentFromTeacher } from './train/distill.js';
+export { quantizeAwareTraining } from './train/qat.js';
+export { TrainableGraph } from './train/onnx-graph.js';
+export { initTrainingBackend } from './train/backend.js';
 export { DynamicBatcher, runBatchingSweep, writeTritonRepository } from './serve/index.js';

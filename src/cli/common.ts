@@ -72,6 +72,12 @@ export function parseNumber(value: string): number {
   return n;
 }
 
+export function parsePositiveNumber(value: string): number {
+  const n = parseNumber(value);
+  if (n <= 0) throw new InvalidArgumentError(`expected a positive number, got '${value}'`);
+  return n;
+}
+
 export function parseFraction(value: string): number {
   const n = parseNumber(value);
   if (n < 0 || n > 1) throw new InvalidArgumentError(`expected a number between 0 and 1, got '${value}'`);

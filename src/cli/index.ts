@@ -11,6 +11,7 @@ import { registerInspect } from './inspect.js';
 import { registerBenchmark } from './benchmark.js';
 import { registerQuantize } from './quantize.js';
 import { registerPrune } from './prune.js';
+import { registerDistill } from './distill.js';
 import { registerBatchify } from './batchify.js';
 import { registerExportTriton } from './export-triton.js';
 
@@ -30,6 +31,7 @@ export function buildProgram(): Command {
   registerBenchmark(program);
   registerQuantize(program);
   registerPrune(program);
+  registerDistill(program);
   registerBatchify(program);
   registerExportTriton(program);
   for (const command of program.commands) command.exitOverride();

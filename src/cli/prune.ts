@@ -13,8 +13,9 @@ interface PruneFlags {
   output: string;
   sparsity?: number;
   pattern?: PrunePattern;
-  scope?: 'global' | 'layer';
-  criterion?: 'l1' | 'l2' | 'activation';
+  scope?: 'global' | 'layer' | 'output';
+  criterion?: 'l1' | 'l2' | 'activation' | 'magnitude';
+  biasCorrection?: boolean;
   calibrationData?: string;
   compensation?: 'mean' | 'zeroed-filter' | 'none';
   roundTo: number;
@@ -99,7 +100,14 @@ async function renderTable(result: PruneResult, input: string, output: string): 
       ]);
     }
     lines.push(table.toString());
-    lines.push(`weight sparsity: ${pct(r.sparsityBefore)} -> ${pct(r.sparsityAfter)} (${r.pattern}, scope ${r.scope})`);
+    lines.push(`weight sparsity: ${pct(r.sparsityBefore)} -> ${pct(r.sparsityAfter)} (${r.pattern}, scope ${r.scope}, criterion ${r.criterion})`);
+    if (r.biasCorrection) {
+      const failed = r.layers.filter((l) => typeof l.biasCorrected === 'string');
+      lines.push(
+        `bias correction: mean contribution of the zeroed weights folded into the bias of ${r.layers.filter((l) => l.biasCorrected === true).length} layers` +
+          (failed.length ? `; not possible for ${failed.map((l) => `${l.node} (${l.biasCorrected})`).join(', ')}` : ''),
+      );
+    }
     if (r.patternVerified !== undefined) lines.push(`${r.pattern} pattern verified element-wise: ${r.patternVerified ? 'yes' : 'NO'}`);
   }
   lines.push(
@@ -127,9 +135,10 @@ export function registerPrune(program: Command): void {
     .requiredOption('-o, --output <file>', 'where to write the pruned model')
     .option('--sparsity <x>', 'fraction to remove, 0..1: weights, or channels per group with --pattern channel', parseFraction)
     .option('--pattern <p>', 'unstructured (the default), N:M such as 2:4, or channel', parsePattern)
-    .option('--scope <s>', 'rank weights/channels per layer or over the whole model: layer (default) or global', oneOf(['global', 'layer'] as const))
-    .option('--criterion <c>', 'channel ranking: l1 or l2 filter norm after folding BatchNormalization, or activation (needs --calibration-data; the default when given)', oneOf(['l1', 'l2', 'activation'] as const))
-    .option('--calibration-data <path>', 'channel pattern: samples (.npz) to measure channel statistics: better ranking and mean compensation of removed channels')
+    .option('--scope <s>', 'rank weights/channels per layer (default) or over the whole model (global); unstructured and N:M also: output (per filter / row)', oneOf(['global', 'layer', 'output'] as const))
+    .option('--criterion <c>', 'ranking, activation needs --calibration-data and is the default when it is given; channel: l1 or l2 filter norm after folding BatchNormalization (default l2) or activation; unstructured, N:M: magnitude |w| (default) or activation |w| x input RMS (Wanda)', oneOf(['l1', 'l2', 'activation', 'magnitude'] as const))
+    .option('--calibration-data <path>', 'samples (.npz, no labels needed) to measure activation statistics: data-aware ranking; channel: mean compensation of removed channels; unstructured, N:M: bias correction')
+    .option('--no-bias-correction', 'unstructured, N:M: with --calibration-data, do not fold the zeroed weights\' mean contribution into the bias')
     .option('--compensation <c>', 'channel pattern: what replaces a removed channel: mean (default; measured with --calibration-data, else the BatchNormalization running mean), zeroed-filter, or none', oneOf(['mean', 'zeroed-filter', 'none'] as const))
     .option('--round-to <n>', 'channel pattern: keep channel counts a multiple of n (onnxruntime\'s blocked CPU convolutions use blocks of 16 on AVX-512, 8 on AVX2: other counts can be slower); 1 = exact', parsePositiveInt, 16)
     .option('--exclude-nodes <names>', 'node names to leave untouched (comma-separated, repeatable)', parseStringList)
@@ -172,7 +181,8 @@ export function registerPrune(program: Command): void {
               pattern,
               sparsity,
               scope: flags.scope ?? 'layer',
-              criterion: flags.criterion ?? (flags.calibrationData && pattern.kind === 'channel' ? 'activation' : 'l2'),
+              criterion: flags.criterion ?? (flags.calibrationData ? 'activation' : pattern.kind === 'channel' ? 'l2' : 'magnitude'),
+              ...(flags.biasCorrection === false ? { biasCorrection: false } : {}),
               calibrationData: flags.calibrationData,
               ...(flags.compensation ? { compensation: flags.compensation } : {}),
               roundTo: flags.roundTo,

@@ -18,6 +18,7 @@ import {
   parseAccuracyBudget,
   parseNonNegativeInt,
   parsePositiveInt,
+  parsePositiveNumber,
   parseStringList,
   printJson,
   reportError,
@@ -52,6 +53,12 @@ interface QuantizeFlags {
   opBlockList?: string[];
   threads?: number;
   json?: boolean;
+  qat?: boolean;
+  data?: string;
+  qatEpochs: number;
+  qatLr: number;
+  qatTeacher?: boolean;
+  backend?: 'auto' | 'wasm' | 'cpu' | 'tensorflow';
 }
 
 function parsePercentile(value: string): number {
@@ -95,17 +102,26 @@ export function registerQuantize(program: Command): void {
     .option('--no-keep-io-types', 'fp16: make model inputs/outputs float16 too')
     .option('--op-block-list <list>', 'fp16: extra op types kept in float32', parseStringList)
     .option('--threads <n>', 'onnxruntime intra-op threads for calibration and checks', parsePositiveInt)
+    .option('--qat', 'int8: quantization-aware training after calibration (fake-quantized fine-tuning, straight-through estimator; needs --data)')
+    .option('--data <path>', 'qat: labelled training data (.npz with labels)')
+    .option('--qat-epochs <n>', 'qat: fine-tuning epochs (default 2)', parsePositiveInt, 2)
+    .option('--qat-lr <x>', 'qat: learning rate (default 1e-4)', parsePositiveNumber, 1e-4)
+    .option('--qat-teacher', 'qat: also distil from the FP32 model (soft targets)')
+    .addOption(new Option('--backend <name>', 'qat: training backend (default auto: tfjs-node when installed, else wasm)').choices(['auto', 'wasm', 'cpu', 'tensorflow']))
     .option('--json', 'print one JSON document on stdout instead of the table')
     .action(runCommand(async (modelPath: string, flags: QuantizeFlags) => quantizeAction(modelPath, flags)));
 }
 
 async function quantizeAction(modelPath: string, flags: QuantizeFlags): Promise<number> {
   if (!flags.analyze && !flags.output) throw new UsageError('missing -o/--output <path> (or use --analyze)');
-  const inputs = [modelPath, ...(flags.calibrationData ? [flags.calibrationData] : []), ...(flags.evalData ? [flags.evalData] : [])];
+  const inputs = [modelPath, ...[flags.calibrationData, flags.evalData, flags.data].filter((f): f is string => Boolean(f))];
   const output = flags.output ? checkOutputPath(flags.output, inputs) : undefined;
   if (flags.maxAccuracyDrop && !flags.evalData) throw new UsageError('--max-accuracy-drop needs --eval-data <labelled data>');
   if (flags.maxAccuracyDrop && flags.mode !== 'int8') throw new UsageError('--max-accuracy-drop is available with --mode int8');
   if (flags.analyze && flags.mode !== 'int8') throw new UsageError('--analyze is available with --mode int8');
+  if (flags.qat && flags.mode !== 'int8') throw new UsageError('--qat is available with --mode int8');
+  if (flags.qat && !flags.data) throw new UsageError('--qat needs --data <labelled training data>');
+  if (flags.qat && flags.maxAccuracyDrop) throw new UsageError('use either --qat or --max-accuracy-drop, not both');
   if (flags.mode === 'int8' && !flags.calibrationData) {
     throw new UsageError('--mode int8 needs --calibration-data (representative inputs); without data use --mode int8-dynamic');
   }
@@ -135,6 +151,7 @@ async function quantizeAction(modelPath: string, flags: QuantizeFlags): Promise<
     let written: import('../ir/index.js').Model;
     let passReport: unknown;
     let guard: import('../passes/quantize/index.js').GuardResult | undefined;
+    let qat: import('../train/qat.js').QatReport | undefined;
     if (flags.mode === 'int8') {
       const result = await q.quantizeInt8(model, {
         calibration: calibration!,
@@ -161,6 +178,26 @@ async function quantizeAction(modelPath: string, flags: QuantizeFlags): Promise<
       }
       written = result.model;
       passReport = result.report;
+      if (flags.qat) {
+        const { quantizeAwareTraining } = await import('../train/qat.js');
+        const train = await data.loadDataset(flags.data!, specs);
+        const trained = await quantizeAwareTraining(result.context.preprocessed, {
+          ranges: result.context.ranges,
+          qdq: result.context.qdqOptions,
+          train,
+          eval: evalData,
+          teacher: Boolean(flags.qatTeacher),
+          epochs: flags.qatEpochs,
+          learningRate: flags.qatLr,
+          backend: flags.backend,
+          outputName: flags.outputName,
+          runner: runnerOptions,
+          onProgress: (e) => progress.update(e.message),
+          onWarning,
+        });
+        written = trained.model;
+        qat = trained.report;
+      }
       if (flags.maxAccuracyDrop) {
         guard = await q.guardAccuracy(model, result.context, evalData!, flags.maxAccuracyDrop, {
           outputName: flags.outputName,
@@ -219,6 +256,7 @@ async function quantizeAction(modelPath: string, flags: QuantizeFlags): Promise<
             sensitivity: guard.sensitivity,
           }
         : undefined,
+      qat,
       warnings,
     };
     progress.stop();
@@ -245,6 +283,7 @@ type SummaryDocument = {
   report: unknown;
   fusion?: import('../passes/quantize/index.js').FusionReport;
   agreement: Record<string, import('../bench/stats.js').AgreementMetrics>;
+  qat?: import('../train/qat.js').QatReport;
   guard?: { budget: AccuracyBudget; baselineAccuracy: number; met: boolean; chosen: { fp32Nodes: string[]; accuracy: number; dropPoints: number }; attempts: unknown[] };
 };
 
@@ -282,6 +321,14 @@ async function renderSummary(doc: SummaryDocument): Promise<string> {
   if (doc.guard) {
     const g = doc.guard;
     table.push(['accuracy guard', `FP32 ${(g.baselineAccuracy * 100).toFixed(2)}%, INT8 ${(g.chosen.accuracy * 100).toFixed(2)}% (drop ${g.chosen.dropPoints.toFixed(2)}pt, budget ${g.budget.kind === 'points' ? `${g.budget.value}pt` : `${g.budget.value * 100}%`}) ${g.met ? 'met' : 'MISSED'}; ${g.chosen.fp32Nodes.length} node(s) in FP32${g.chosen.fp32Nodes.length ? `: ${g.chosen.fp32Nodes.join(', ')}` : ''}`]);
+  }
+  if (doc.qat) {
+    const t = doc.qat;
+    const pct = (x: number | undefined): string => (x === undefined ? '-' : `${(x * 100).toFixed(2)}%`);
+    table.push([
+      'quantization-aware training',
+      `${t.epochs} epoch(s) on ${t.backend.name}, ${t.samplesPerSecond.toFixed(0)} samples/s; fake-quantized accuracy ${pct(t.fakeQuantAccuracy.before)} -> ${pct(t.fakeQuantAccuracy.after)}${t.accuracy !== undefined ? `; exported model ${pct(t.accuracy)} in onnxruntime` : ''}`,
+    ]);
   }
   table.push(['written', `${doc.output.path} (loaded and run in onnxruntime)`]);
   return `${table.toString()}\n`;

@@ -86,6 +86,27 @@ describe('model-opt quantize', () => {
     expect(stderr).toMatch(/refusing to overwrite/);
   });
 
+  it('--qat needs --data, and fine-tunes into a QDQ model with the same structure as PTQ', async () => {
+    const missing = await run([modelPath, '-o', join(dir, 'qat.onnx'), '--calibration-data', calibPath, '--qat']);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toMatch(/--qat needs --data/);
+
+    const ptqPath = join(dir, 'ptq-for-qat.onnx');
+    const qatPath = join(dir, 'qat.onnx');
+    expect((await run([modelPath, '-o', ptqPath, '--calibration-data', calibPath, '--json'])).code).toBe(0);
+    const { code, stdout } = await run([
+      modelPath, '-o', qatPath, '--calibration-data', calibPath, '--qat', '--data', evalPath, '--qat-epochs', '1', '--eval-data', evalPath, '--json',
+    ]);
+    expect(code).toBe(0);
+    const doc = JSON.parse(stdout);
+    expect(doc.qat.epochs).toBe(1);
+    expect(doc.qat.fakeQuantized.weights).toBeGreaterThan(0);
+    // QAT exports exactly the form PTQ writes: the same integer kernels after onnxruntime's fusion.
+    const ptq = JSON.parse((await run([modelPath, '-o', join(dir, 'ptq2.onnx'), '--calibration-data', calibPath, '--json'])).stdout);
+    expect(doc.fusion.integerKernels).toEqual(ptq.fusion.integerKernels);
+    expect(doc.fusion.unfused).toEqual([]);
+  });
+
   it('--analyze prints the sensitivity of every compute node and writes nothing', async () => {
     const { code, stdout } = await run([modelPath, '--analyze', '--calibration-data', calibPath, '--calibration-count', '16', '--json']);
     expect(code).toBe(0);

@@ -1,0 +1,399 @@
+/**
+ * Teacher-student distillation of ONNX models in Node. The teacher (any ONNX model) runs once per
+ * training sample in onnxruntime and its outputs (and chosen intermediates) are cached; the student
+ * is trained through the tfjs interpreter (./onnx-graph.ts) by ./loop.ts; the trained values are
+ * written back into the student's ONNX graph, which is then loaded in onnxruntime to check that it
+ * runs and reproduces the interpreter's outputs, and evaluated there.
+ * Students: any ONNX model, the teacher itself (fine-tuning), or the teacher narrowed by structured
+ * channel pruning (`studentFromTeacher`, i.e. prune-then-distill recovery).
+ * Imports: ../ir, ../data, ../runtime, ../passes/prune (pruneChannels), ../errors, ./backend,
+ * ./onnx-graph, ./loop, ./optimizer.
+ */
+import * as tf from '@tensorflow/tfjs-core';
+import { InputError, UsageError } from '../errors.js';
+import { DataType, elementCount, type TensorData } from '../ir/dtype.js';
+import type { Model } from '../ir/index.js';
+import { batches, type Dataset } from '../data/index.js';
+import { createCaptureRunner, createRunner, modelInputSpecs, type RunnerOptions } from '../runtime/index.js';
+import { pruneChannels } from '../passes/prune/index.js';
+import { initTrainingBackend, type BackendInfo, type TrainingBackend } from './backend.js';
+import { evaluate, gatherRows, trainLoop, type EpochRecord, type FeaturePair, type LoopProgress, type TrainData } from './loop.js';
+import { TrainableGraph, tensorDataToTf } from './onnx-graph.js';
+import type { OptimizerKind, ScheduleKind } from './optimizer.js';
+import type { LayerSparsity } from './gradual-pruning.js';
+
+export const DISTILL_REPORT_SCHEMA = 1;
+
+export interface DistillSettings {
+  /** Passes over the training set (default 5). */
+  epochs: number;
+  batchSize: number;
+  learningRate: number;
+  optimizer: OptimizerKind;
+  /** SGD momentum. */
+  momentum: number;
+  schedule: ScheduleKind;
+  /** Step schedule: decay every N epochs. */
+  stepEpochs?: number;
+  gamma: number;
+  weightDecay: number;
+  seed: number;
+  /** Softmax temperature of the soft targets. */
+  temperature: number;
+  /** Weight of the hard-label loss; 1 - alpha weighs the soft-target loss. */
+  alpha: number;
+  /** 'kd' for classifiers, 'mse' for regression outputs. */
+  loss: 'kd' | 'mse';
+  /** Feature distillation pairs (teacher tensor = student tensor). */
+  features: FeaturePair[];
+  featureWeight: number;
+  /** Gradual magnitude pruning to this weight sparsity during training. */
+  pruneTo?: number;
+  /** Early stopping after this many epochs without improvement. */
+  patience?: number;
+  /** Keep BatchNormalization statistics frozen (inference form) while training. */
+  freezeNorm: boolean;
+}
+
+export const DEFAULT_DISTILL_SETTINGS: DistillSettings = {
+  epochs: 5,
+  batchSize: 64,
+  learningRate: 1e-3,
+  optimizer: 'adam',
+  momentum: 0.9,
+  schedule: 'cosine',
+  gamma: 0.1,
+  weightDecay: 0,
+  seed: 0,
+  temperature: 4,
+  alpha: 0.5,
+  loss: 'kd',
+  features: [],
+  featureWeight: 1,
+  freezeNorm: false,
+};
+
+export interface DistillProgress {
+  phase: 'backend' | 'teacher' | 'train' | 'eval' | 'validate';
+  message: string;
+  epoch?: number;
+  epochs?: number;
+  step?: number;
+  steps?: number;
+  loss?: number;
+  accuracy?: number;
+  samplesPerSecond?: number;
+  etaSeconds?: number;
+}
+
+export interface DistillOptions extends Partial<DistillSettings> {
+  student: Model;
+  /** Omitted: the student trains on labels alone (the baseline distillation is compared with). */
+  teacher?: Model;
+  train: Dataset;
+  eval?: Dataset;
+  backend?: TrainingBackend | 'auto';
+  /** Student output the loss reads (default: the first output). */
+  outputName?: string;
+  /** Teacher output giving the soft targets (default: the first output). */
+  teacherOutputName?: string;
+  checkpointPath?: string;
+  resumeFrom?: string;
+  /** Stop after this many epochs as if interrupted (tests of resume). */
+  stopAfterEpoch?: number;
+  runner?: RunnerOptions;
+  onProgress?: (event: DistillProgress) => void;
+  onWarning?: (message: string) => void;
+}
+
+export interface DistillReport {
+  schemaVersion: number;
+  backend: BackendInfo;
+  settings: DistillSettings;
+  trainSamples: number;
+  evalSamples?: number;
+  /** 'distill' with a teacher, 'labels' without one. */
+  mode: 'distill' | 'labels';
+  history: EpochRecord[];
+  bestEpoch?: number;
+  stoppedEarly: boolean;
+  interrupted: boolean;
+  resumedAfterEpoch?: number;
+  steps: number;
+  /** Training throughput over all epochs (forward + backward + update). */
+  samplesPerSecond: number;
+  /** Seconds the teacher took to label the training set once (cached for all epochs). */
+  teacherSeconds?: number;
+  accuracy: {
+    teacher?: number;
+    /** The student before training (interpreter, eval mode). */
+    studentBefore?: number;
+    /** The written student, in onnxruntime. */
+    student?: number;
+  };
+  /** Largest |onnxruntime - interpreter| / max |interpreter| of the written student's outputs. */
+  validationError: number;
+  sparsity?: { target: number; layers: LayerSparsity[]; overall: number };
+}
+
+/** The teacher narrowed to `width` of its channels by structured (L2) channel pruning. */
+export function studentFromTeacher(teacher: Model, width: number): Model {
+  if (!(width > 0 && width <= 1)) throw new UsageError(`--width must be in (0, 1], got ${width}`);
+  if (width === 1) return teacher.clone();
+  return pruneChannels(teacher, { width }).model;
+}
+
+function labelsAreClasses(labels: TensorData): boolean {
+  return labels.dtype !== DataType.FLOAT && labels.dtype !== DataType.DOUBLE ? true : labels.dims.length === 2 && (labels.dims[1] ?? 1) > 1;
+}
+
+/** Runs the teacher once over the samples and keeps its output (and captured intermediates), sample-first. */
+export async function teacherTargets(
+  teacher: Model,
+  data: Dataset,
+  names: string[],
+  options: { runner?: RunnerOptions; studentInputs: string[]; onProgress?: (done: number) => void },
+): Promise<Map<string, TensorData>> {
+  const teacherInputs = modelInputSpecs(teacher).map((s) => s.name);
+  const rename = new Map<string, string>();
+  for (const name of teacherInputs) {
+    if (name in data.inputs) continue;
+    if (teacherInputs.length === 1 && options.studentInputs.length === 1) rename.set(options.studentInputs[0]!, name);
+    else throw new InputError(`the teacher's input '${name}' is not in the training data (inputs: ${Object.keys(data.inputs).join(', ')})`);
+  }
+  const runner = await createCaptureRunner(teacher, names, { label: 'teacher', ...options.runner });
+  const parts = new Map<string, { data: Float32Array; dims: number[] }>();
+  try {
+    for (const batch of batches(data, 256)) {
+      const feeds: Record<string, TensorData> = {};
+      for (const [k, v] of Object.entries(batch.feeds)) {
+        const target = rename.get(k) ?? k;
+        if (teacherInputs.includes(target)) feeds[target] = v;
+      }
+      const out = await runner.run(feeds);
+      for (const name of names) {
+        const t = out[name]!;
+        if (t.dtype !== DataType.FLOAT) throw new InputError(`teacher tensor '${name}' is not float32`);
+        let p = parts.get(name);
+        if (!p) {
+          const bytes = data.count * (elementCount(t.dims) / batch.size) * 4;
+          if (bytes > 2 ** 31) {
+            throw new UsageError(`caching teacher tensor '${name}' for ${data.count} samples needs ${(bytes / 2 ** 30).toFixed(1)} GiB; use fewer samples or another feature tensor`);
+          }
+          p = { data: new Float32Array(data.count * (elementCount(t.dims) / batch.size)), dims: [data.count, ...t.dims.slice(1)] };
+          parts.set(name, p);
+        }
+        p.data.set(t.data as Float32Array, batch.start * (elementCount(t.dims) / batch.size));
+      }
+      options.onProgress?.(batch.start + batch.size);
+    }
+  } finally {
+    await runner.release();
+  }
+  return new Map([...parts].map(([k, v]) => [k, { dtype: DataType.FLOAT, dims: v.dims, data: v.data }]));
+}
+
+export async function onnxruntimeAccuracy(model: Model, data: Dataset, outputName: string, runnerOptions: RunnerOptions | undefined, label: string): Promise<{ accuracy: number; outputs: Float32Array }> {
+  const runner = await createRunner(model, { label, ...runnerOptions });
+  const inputNames = new Set(runner.inputs.map((s) => s.name));
+  const labels = data.labels!;
+  let correct = 0;
+  let outputs: Float32Array | undefined;
+  try {
+    for (const batch of batches(data, 256)) {
+      const feeds: Record<string, TensorData> = {};
+      for (const [k, v] of Object.entries(batch.feeds)) if (inputNames.has(k)) feeds[k] = v;
+      if (Object.keys(feeds).length !== inputNames.size && inputNames.size === 1 && Object.keys(batch.feeds).length === 1) {
+        feeds[[...inputNames][0]!] = Object.values(batch.feeds)[0]!;
+      }
+      const out = (await runner.run(feeds, [outputName]))[outputName]!;
+      const values = out.data as Float32Array;
+      const per = values.length / batch.size;
+      outputs ??= new Float32Array(data.count * per);
+      outputs.set(values, batch.start * per);
+      const lab = gatherRows(labels, Array.from({ length: batch.size }, (_v, i) => batch.start + i));
+      for (let i = 0; i < batch.size; i++) {
+        let best = 0;
+        for (let j = 1; j < per; j++) if (values[i * per + j]! > values[i * per + best]!) best = j;
+        const lPer = lab.data.length / batch.size;
+        let truth: number;
+        if (lPer === 1) truth = Number((lab.data as ArrayLike<number | bigint>)[i]);
+        else {
+          truth = 0;
+          const ld = lab.data as Float32Array;
+          for (let j = 1; j < lPer; j++) if (ld[i * lPer + j]! > ld[i * lPer + truth]!) truth = j;
+        }
+        if (best === truth) correct++;
+      }
+    }
+  } finally {
+    await runner.release();
+  }
+  return { accuracy: correct / data.count, outputs: outputs ?? new Float32Array(0) };
+}
+
+export function toTrainData(dataset: Dataset, inputNames: string[], role: string): TrainData {
+  const inputs: Record<string, TensorData> = {};
+  for (const name of inputNames) {
+    const t = dataset.inputs[name] ?? (inputNames.length === 1 && Object.keys(dataset.inputs).length === 1 ? Object.values(dataset.inputs)[0] : undefined);
+    if (!t) throw new InputError(`${dataset.source}: the ${role} data has no array for the student's input '${name}'`);
+    inputs[name] = t;
+  }
+  return { count: dataset.count, inputs, labels: dataset.labels };
+}
+
+/** Distills (or, without a teacher, trains) the student. The input models are not modified. */
+export async function distill(options: DistillOptions): Promise<{ model: Model; report: DistillReport }> {
+  const settings: DistillSettings = { ...DEFAULT_DISTILL_SETTINGS };
+  const optionalKeys = new Set(['stepEpochs', 'pruneTo', 'patience']);
+  for (const [k, v] of Object.entries(options)) {
+    if (v !== undefined && (k in settings || optionalKeys.has(k))) (settings as unknown as Record<string, unknown>)[k] = v;
+  }
+  if (!(settings.alpha >= 0 && settings.alpha <= 1)) throw new UsageError(`--alpha must be in [0, 1], got ${settings.alpha}`);
+  if (!(settings.temperature > 0)) throw new UsageError(`--temperature must be positive, got ${settings.temperature}`);
+  if (settings.pruneTo !== undefined && !(settings.pruneTo >= 0 && settings.pruneTo < 1)) throw new UsageError(`--prune-to must be in [0, 1), got ${settings.pruneTo}`);
+  if (settings.features.length > 0 && !options.teacher) throw new UsageError('--feature needs a teacher');
+  const progress = options.onProgress ?? (() => undefined);
+  const warn = options.onWarning ?? (() => undefined);
+
+  const backend = await initTrainingBackend({ backend: options.backend ?? 'auto' });
+  progress({ phase: 'backend', message: `training backend: ${backend.description}` });
+  const graph = new TrainableGraph(options.student);
+  try {
+    const outputName = options.outputName ?? graph.outputNames()[0]!;
+    if (!graph.outputNames().includes(outputName) && !options.student.graph.value(outputName)) {
+      throw new UsageError(`the student has no tensor '${outputName}'`);
+    }
+    const train = toTrainData(options.train, graph.inputNames(), 'training');
+    const evalData = options.eval ? toTrainData(options.eval, graph.inputNames(), 'evaluation') : undefined;
+    if (!train.labels && !options.teacher) throw new UsageError(`${options.train.source}: no labels and no teacher: nothing to learn from`);
+    if (train.labels && settings.loss === 'kd' && !labelsAreClasses(train.labels)) {
+      warn(`${options.train.source}: labels are float values; treating them as regression targets (--loss mse)`);
+      settings.loss = 'mse';
+    }
+
+    let teacherSeconds: number | undefined;
+    let teacherAccuracy: number | undefined;
+    if (options.teacher) {
+      const teacherOutput = options.teacherOutputName ?? options.teacher.graph.outputs[0]!.name;
+      const names = [teacherOutput, ...settings.features.map((f) => f.teacher)];
+      progress({ phase: 'teacher', message: `running the teacher once over ${train.count} training samples` });
+      const started = performance.now();
+      const targets = await teacherTargets(options.teacher, options.train, [...new Set(names)], {
+        runner: options.runner,
+        studentInputs: graph.inputNames(),
+        onProgress: (done) => progress({ phase: 'teacher', message: `teacher outputs: ${Math.min(done, train.count)}/${train.count} samples` }),
+      });
+      teacherSeconds = (performance.now() - started) / 1000;
+      train.teacher = targets.get(teacherOutput)!;
+      train.features = new Map(settings.features.map((f) => [f.student, targets.get(f.teacher)!]));
+      if (options.eval?.labels && settings.loss === 'kd') {
+        teacherAccuracy = (await onnxruntimeAccuracy(options.teacher, options.eval, teacherOutput, options.runner, 'teacher')).accuracy;
+      }
+    }
+
+    const studentBefore =
+      evalData?.labels && settings.loss === 'kd' ? evaluate(graph, evalData, { outputName, batchSize: 256, kind: 'kd' }).accuracy : undefined;
+
+    const result = await trainLoop(graph, train, {
+      epochs: settings.epochs,
+      batchSize: settings.batchSize,
+      seed: settings.seed,
+      learningRate: settings.learningRate,
+      optimizer: { kind: settings.optimizer, momentum: settings.momentum, weightDecay: settings.weightDecay },
+      schedule: settings.schedule,
+      stepEpochs: settings.stepEpochs ?? Math.max(1, Math.floor(settings.epochs / 3)),
+      gamma: settings.gamma,
+      lossKind: settings.loss,
+      alpha: train.teacher && train.labels ? settings.alpha : train.teacher ? 0 : 1,
+      temperature: settings.temperature,
+      features: settings.features,
+      featureWeight: settings.featureWeight,
+      outputName,
+      pruneTo: settings.pruneTo,
+      patience: settings.patience,
+      freezeNorm: settings.freezeNorm,
+      evalData,
+      checkpointPath: options.checkpointPath,
+      resumeFrom: options.resumeFrom,
+      stopAfterEpoch: options.stopAfterEpoch,
+      fingerprint: { mode: options.teacher ? 'distill' : 'labels', features: settings.features, weightDecay: settings.weightDecay, freezeNorm: settings.freezeNorm },
+      onProgress: (e: LoopProgress) =>
+        progress({
+          ...e,
+          message:
+            e.phase === 'train'
+              ? `epoch ${e.epoch}/${e.epochs} step ${e.step}/${e.steps} loss ${e.loss?.toFixed(4)}`
+              : e.accuracy !== undefined
+                ? `epoch ${e.epoch}/${e.epochs} eval accuracy ${(e.accuracy * 100).toFixed(2)}%`
+                : `epoch ${e.epoch}/${e.epochs} evaluating`,
+        }),
+    });
+
+    const model = graph.exportModel(result.values);
+    model.producerName = 'model-opt';
+    progress({ phase: 'validate', message: 'validating the trained student in onnxruntime' });
+    // Reference outputs of the interpreter on a few samples, in eval mode, with the chosen weights.
+    graph.restore(result.values);
+    const probe = options.eval ?? options.train;
+    const probeCount = Math.min(probe.count, 64);
+    const probeIdx = Array.from({ length: probeCount }, (_v, i) => i);
+    const tfOut = tf.tidy(() => {
+      const feeds: Record<string, tf.Tensor> = {};
+      const probeData = toTrainData(probe, graph.inputNames(), 'probe');
+      for (const [k, v] of Object.entries(probeData.inputs)) feeds[k] = tensorDataToTf(gatherRows(v, probeIdx));
+      return graph.forward(feeds, { fetch: [outputName] }).outputs[outputName]!.dataSync() as Float32Array;
+    });
+    const runner = await createRunner(model, { label: 'trained student', ...options.runner });
+    let validationError: number;
+    try {
+      const feeds: Record<string, TensorData> = {};
+      const probeData = toTrainData(probe, graph.inputNames(), 'probe');
+      for (const [k, v] of Object.entries(probeData.inputs)) feeds[k] = gatherRows(v, probeIdx);
+      const ort = (await runner.run(feeds, [outputName]))[outputName]!.data as Float32Array;
+      let diff = 0;
+      let scale = 0;
+      for (let i = 0; i < ort.length; i++) {
+        diff = Math.max(diff, Math.abs(ort[i]! - tfOut[i]!));
+        scale = Math.max(scale, Math.abs(tfOut[i]!));
+      }
+      validationError = diff / Math.max(scale, 1e-12);
+    } finally {
+      await runner.release();
+    }
+    if (!(validationError < 1e-3)) {
+      warn(`the written student differs from the trained one in onnxruntime (relative error ${validationError.toExponential(2)})`);
+    }
+    let studentAccuracy: number | undefined;
+    if (options.eval?.labels && settings.loss === 'kd') {
+      studentAccuracy = (await onnxruntimeAccuracy(model, options.eval, outputName, options.runner, 'trained student')).accuracy;
+    }
+
+    const report: DistillReport = {
+      schemaVersion: DISTILL_REPORT_SCHEMA,
+      backend,
+      settings,
+      trainSamples: train.count,
+      evalSamples: options.eval?.count,
+      mode: options.teacher ? 'distill' : 'labels',
+      history: result.history,
+      bestEpoch: result.bestEpoch,
+      stoppedEarly: result.stoppedEarly,
+      interrupted: result.interrupted,
+      resumedAfterEpoch: result.resumedAfterEpoch,
+      steps: result.steps,
+      samplesPerSecond: result.samplesPerSecond,
+      teacherSeconds,
+      accuracy: { teacher: teacherAccuracy, studentBefore, student: studentAccuracy },
+      validationError,
+    };
+    if (result.sparsity && settings.pruneTo !== undefined) {
+      const total = result.sparsity.reduce((a, l) => a + l.params, 0);
+      const zeros = result.sparsity.reduce((a, l) => a + l.params * l.sparsity, 0);
+      report.sparsity = { target: settings.pruneTo, layers: result.sparsity, overall: zeros / Math.max(1, total) };
+    }
+    return { model, report };
+  } finally {
+    graph.dispose();
+  }
+}

@@ -1,0 +1,507 @@
+/**
+ * The training loop shared by distillation and QAT: seeded shuffling, mini-batch steps through the
+ * TrainableGraph (loss from ./losses.ts, gradients by tf.variableGrads), optimizer and learning-rate
+ * schedule, gradual pruning, evaluation each epoch, best snapshot, early stopping, and
+ * checkpoint/resume that reproduces an uninterrupted run exactly (same shuffles, same dropout seeds,
+ * same optimizer state). Progress goes to a callback.
+ * Imports: @tensorflow/tfjs-core, ../ir/dtype, ../errors, ./onnx-graph, ./losses, ./optimizer,
+ * ./gradual-pruning, ./checkpoint.
+ */
+import * as tf from '@tensorflow/tfjs-core';
+import { UsageError } from '../errors.js';
+import { elementCount, type TensorData, type TypedArray } from '../ir/dtype.js';
+import { readCheckpoint, writeCheckpoint } from './checkpoint.js';
+import { GradualPruner, type LayerSparsity } from './gradual-pruning.js';
+import { distillationLoss, meanSquaredError } from './losses.js';
+import { tensorDataToTf, type TrainableGraph } from './onnx-graph.js';
+import { learningRateAt, Optimizer, type OptimizerOptions, type Param, type ScheduleKind } from './optimizer.js';
+
+/** Samples, sample dim first. `targets` holds 'labels', 'teacher' and 'feature:<student tensor>' arrays. */
+export interface TrainData {
+  count: number;
+  inputs: Record<string, TensorData>;
+  labels?: TensorData;
+  teacher?: TensorData;
+  /** Teacher intermediates by student tensor name (feature distillation). */
+  features?: Map<string, TensorData>;
+}
+
+export interface FeaturePair {
+  teacher: string;
+  student: string;
+}
+
+export interface LoopProgress {
+  phase: 'train' | 'eval';
+  epoch: number;
+  epochs: number;
+  step: number;
+  steps: number;
+  loss?: number;
+  accuracy?: number;
+  samplesPerSecond?: number;
+  etaSeconds?: number;
+}
+
+export interface LoopOptions {
+  epochs: number;
+  batchSize: number;
+  seed: number;
+  learningRate: number;
+  optimizer: OptimizerOptions;
+  schedule: ScheduleKind;
+  /** Step schedule: decay every N epochs. */
+  stepEpochs?: number;
+  gamma?: number;
+  lossKind: 'kd' | 'mse';
+  alpha: number;
+  temperature: number;
+  features?: FeaturePair[];
+  featureWeight?: number;
+  /** Student output the loss reads (logits). */
+  outputName: string;
+  /** Gradual magnitude pruning of the weight tensors to this sparsity. */
+  pruneTo?: number;
+  /** Pruning reaches its target at this fraction of all steps (default 0.75), then masks stay fixed. */
+  pruneEndFraction?: number;
+  /** Variable names pruning applies to (default: conv/gemm/matmul kernels). */
+  pruneParams?: string[];
+  /** Early stopping: epochs without improvement of the eval score. */
+  patience?: number;
+  /** BatchNormalization in inference form while training. */
+  freezeNorm?: boolean;
+  evalData?: TrainData;
+  evalBatchSize?: number;
+  checkpointPath?: string;
+  resumeFrom?: string;
+  /** Stop (as if interrupted) after this many epochs; the checkpoint is written first. */
+  stopAfterEpoch?: number;
+  /** Settings a resumed run must share with the run that wrote the checkpoint. */
+  fingerprint?: Record<string, unknown>;
+  onProgress?: (event: LoopProgress) => void;
+}
+
+export interface EpochRecord {
+  epoch: number;
+  loss: number;
+  /** Mean hard-label and soft-target terms of the loss, when present. */
+  hardLoss?: number;
+  softLoss?: number;
+  featureLoss?: number;
+  trainAccuracy?: number;
+  evalAccuracy?: number;
+  evalLoss?: number;
+  learningRate: number;
+  samplesPerSecond: number;
+  seconds: number;
+  /** Pruning target reached at the end of the epoch. */
+  sparsity?: number;
+}
+
+export interface LoopResult {
+  history: EpochRecord[];
+  bestEpoch?: number;
+  bestScore?: number;
+  stoppedEarly: boolean;
+  /** Stopped by stopAfterEpoch (a checkpoint holds the state to resume). */
+  interrupted: boolean;
+  resumedAfterEpoch?: number;
+  steps: number;
+  samplesPerSecond: number;
+  sparsity?: LayerSparsity[];
+  /** The chosen weights (best eval epoch, else the last), by variable name. */
+  values: Map<string, Float32Array>;
+}
+
+interface CheckpointMeta {
+  epoch: number;
+  globalStep: number;
+  optimizerStep: number;
+  pruneCurrent: number;
+  bestScore?: number;
+  bestEpoch?: number;
+  badEpochs: number;
+  history: EpochRecord[];
+  fingerprint: Record<string, unknown>;
+}
+
+/** mulberry32. */
+function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** The sample order of an epoch: a function of (seed, epoch) only, so a resumed run sees the same order. */
+export function epochPermutation(count: number, seed: number, epoch: number): Int32Array {
+  const r = prng((seed * 1000003 + epoch * 7919 + 17) >>> 0);
+  const p = Int32Array.from({ length: count }, (_v, i) => i);
+  for (let i = count - 1; i > 0; i--) {
+    const j = Math.floor(r() * (i + 1));
+    const t = p[i]!;
+    p[i] = p[j]!;
+    p[j] = t;
+  }
+  return p;
+}
+
+/** Rows `indices` of a sample-first array (copy). */
+export function gatherRows(td: TensorData, indices: ArrayLike<number>): TensorData {
+  if (Array.isArray(td.data)) throw new UsageError('string data cannot be trained on');
+  const row = elementCount(td.dims.slice(1));
+  const src = td.data as TypedArray;
+  const Ctor = src.constructor as new (n: number) => TypedArray;
+  const out = new Ctor(indices.length * row);
+  for (let i = 0; i < indices.length; i++) {
+    const k = indices[i]!;
+    (out as Float32Array).set((src as Float32Array).subarray(k * row, (k + 1) * row), i * row);
+  }
+  return { dtype: td.dtype, dims: [indices.length, ...td.dims.slice(1)], data: out };
+}
+
+function rangeIndices(start: number, end: number): Int32Array {
+  return Int32Array.from({ length: end - start }, (_v, i) => start + i);
+}
+
+/** Class indices (or float targets for mse) of a label array as a tf tensor. */
+function labelsTensor(td: TensorData, kind: 'kd' | 'mse'): tf.Tensor {
+  const t = tensorDataToTf(td);
+  if (kind === 'mse') return tf.cast(t, 'float32');
+  if (t.rank === 2 && t.shape[1]! > 1) return tf.argMax(t, 1); // one-hot or probabilities
+  return tf.cast(tf.reshape(t, [-1]), 'int32');
+}
+
+/** Accuracy (classification) or MSE (regression) of the graph's output on a data set, eval mode. */
+export function evaluate(graph: TrainableGraph, data: TrainData, options: { outputName: string; batchSize: number; kind: 'kd' | 'mse' }): { accuracy?: number; loss?: number } {
+  if (!data.labels) return {};
+  let correct = 0;
+  let squared = 0;
+  for (let start = 0; start < data.count; start += options.batchSize) {
+    const idx = rangeIndices(start, Math.min(data.count, start + options.batchSize));
+    const value = tf.tidy(() => {
+      const feeds: Record<string, tf.Tensor> = {};
+      for (const [name, td] of Object.entries(data.inputs)) feeds[name] = tensorDataToTf(gatherRows(td, idx));
+      const out = graph.forward(feeds, { fetch: [options.outputName] }).outputs[options.outputName]!;
+      const labels = labelsTensor(gatherRows(data.labels!, idx), options.kind);
+      if (options.kind === 'mse') return tf.mul(meanSquaredError(out, tf.reshape(labels, out.shape)), idx.length).dataSync()[0]!;
+      const predicted = tf.argMax(tf.reshape(out, [idx.length, -1]), 1);
+      return tf.sum(tf.cast(tf.equal(predicted, labels), 'float32')).dataSync()[0]!;
+    });
+    if (options.kind === 'mse') squared += value;
+    else correct += value;
+  }
+  return options.kind === 'mse' ? { loss: squared / data.count } : { accuracy: correct / data.count };
+}
+
+/** A 1x1 projection from student to teacher channels, for feature pairs whose channel counts differ. */
+function makeAdapter(name: string, studentChannels: number, teacherChannels: number, seed: number): Param {
+  const r = prng(seed);
+  const scale = Math.sqrt(1 / studentChannels);
+  const data = Float32Array.from({ length: studentChannels * teacherChannels }, () => (r() * 2 - 1) * scale);
+  return { name: `adapter:${name}`, variable: tf.tidy(() => tf.variable(tf.tensor(data, [studentChannels, teacherChannels]), true)) };
+}
+
+/** Moves the channel axis (1) last so a [Cs, Ct] adapter can be applied as a matrix product. */
+function channelsLast(t: tf.Tensor): tf.Tensor {
+  if (t.rank <= 2) return t;
+  const perm = [0, ...Array.from({ length: t.rank - 2 }, (_v, i) => i + 2), 1];
+  return tf.transpose(t, perm);
+}
+
+function defaultPruneParams(graph: TrainableGraph): string[] {
+  const kernelSlots = ['Conv:1', 'ConvTranspose:1', 'Gemm:1', 'MatMul:0', 'MatMul:1'];
+  return [...graph.sources.values()]
+    .filter((s) => s.trainable && s.usedAs.some((u) => kernelSlots.includes(u)) && graph.variables.get(s.name)!.rank >= 2)
+    .map((s) => s.name);
+}
+
+function fingerprintDiff(a: Record<string, unknown>, b: Record<string, unknown>): string[] {
+  const keys = new Set([...Object.keys(a), ...Object.keys(b)]);
+  return [...keys].filter((k) => JSON.stringify(a[k]) !== JSON.stringify(b[k]));
+}
+
+/** Trains `graph` in place and returns the history and the chosen weights. */
+export async function trainLoop(graph: TrainableGraph, data: TrainData, options: LoopOptions): Promise<LoopResult> {
+  const progress = options.onProgress ?? (() => undefined);
+  const kind = options.lossKind;
+  const features = options.features ?? [];
+  const batchSize = Math.min(options.batchSize, data.count);
+  if (data.count === 0) throw new UsageError('the training data set has no samples');
+  if (!data.labels && !data.teacher) throw new UsageError('training needs labels or teacher outputs');
+  // A last partial batch is dropped: a batch of one makes batch statistics meaningless.
+  const stepsPerEpoch = Math.max(1, Math.floor(data.count / batchSize));
+  const totalSteps = stepsPerEpoch * options.epochs;
+
+  // Feature adapters (student channels -> teacher channels) where the channel counts differ.
+  const adapters = new Map<string, Param>();
+  features.forEach((pair, i) => {
+    const t = data.features?.get(pair.student);
+    if (!t) throw new UsageError(`no teacher values for feature pair ${pair.teacher}=${pair.student}`);
+    const studentShape = tf.tidy(() => {
+      const feeds: Record<string, tf.Tensor> = {};
+      for (const [name, td] of Object.entries(data.inputs)) feeds[name] = tensorDataToTf(gatherRows(td, [0]));
+      return graph.forward(feeds, { fetch: [pair.student] }).outputs[pair.student]!.shape;
+    });
+    const ts = t.dims.slice(1);
+    const ss = studentShape.slice(1);
+    if (ts.length !== ss.length || ts.slice(1).some((d, k) => d !== ss[k + 1])) {
+      throw new UsageError(
+        `feature pair ${pair.teacher}=${pair.student}: shapes [${ts}] and [${ss}] differ beyond the channel axis (only channel counts may differ)`,
+      );
+    }
+    if (ts[0] !== ss[0]) adapters.set(pair.student, makeAdapter(pair.student, ss[0]!, ts[0]!, options.seed + 101 * (i + 1)));
+  });
+
+  const params: Param[] = [...graph.trainableVariables(), ...adapters.values()];
+  if (params.length === 0) throw new UsageError('the model has no trainable float weights');
+  const optimizer = new Optimizer(options.optimizer);
+  const pruneEnd = Math.max(0, Math.round(totalSteps * (options.pruneEndFraction ?? 0.75)) - 1);
+  let pruner: GradualPruner | undefined;
+  if (options.pruneTo !== undefined && options.pruneTo > 0) {
+    const names = new Set(options.pruneParams ?? defaultPruneParams(graph));
+    const targets = params.filter((p) => names.has(p.name));
+    if (targets.length === 0) throw new UsageError('--prune-to: the model has no Conv/Gemm/MatMul weights to prune');
+    pruner = new GradualPruner(targets, {
+      finalSparsity: options.pruneTo,
+      beginStep: 0,
+      endStep: pruneEnd,
+      frequency: Math.max(1, Math.round(pruneEnd / 20)),
+    });
+  }
+  const fingerprint = {
+    ...options.fingerprint,
+    epochs: options.epochs,
+    batchSize,
+    seed: options.seed,
+    learningRate: options.learningRate,
+    optimizer: options.optimizer,
+    schedule: options.schedule,
+    lossKind: kind,
+    alpha: options.alpha,
+    temperature: options.temperature,
+    pruneTo: options.pruneTo ?? 0,
+    samples: data.count,
+    variables: params.map((p) => `${p.name}:${p.variable.size}`),
+  };
+
+  let history: EpochRecord[] = [];
+  let startEpoch = 0;
+  let globalStep = 0;
+  let best: Map<string, Float32Array> | undefined;
+  let bestScore: number | undefined;
+  let bestEpoch: number | undefined;
+  let badEpochs = 0;
+  let resumedAfterEpoch: number | undefined;
+  const snapshotAll = (): Map<string, Float32Array> => {
+    const out = graph.snapshot();
+    for (const a of adapters.values()) out.set(a.name, a.variable.dataSync() as Float32Array);
+    return out;
+  };
+  const restoreAll = (values: Map<string, Float32Array>): void => {
+    graph.restore(values);
+    for (const a of adapters.values()) {
+      const v = values.get(a.name);
+      if (v) tf.tidy(() => a.variable.assign(tf.tensor(v, a.variable.shape)));
+    }
+  };
+
+  if (options.resumeFrom) {
+    const ckpt = await readCheckpoint<CheckpointMeta>(options.resumeFrom);
+    const diff = fingerprintDiff(ckpt.meta.fingerprint, fingerprint);
+    if (diff.length > 0) {
+      throw new UsageError(`${options.resumeFrom}: the checkpoint was written with other settings (${diff.join(', ')}); resume with the same ones`);
+    }
+    restoreAll(ckpt.variables);
+    optimizer.load(ckpt.meta.optimizerStep, ckpt.optimizer, params);
+    pruner?.load(ckpt.meta.pruneCurrent, ckpt.masks);
+    history = ckpt.meta.history;
+    startEpoch = ckpt.meta.epoch;
+    globalStep = ckpt.meta.globalStep;
+    best = ckpt.best;
+    bestScore = ckpt.meta.bestScore;
+    bestEpoch = ckpt.meta.bestEpoch;
+    badEpochs = ckpt.meta.badEpochs;
+    resumedAfterEpoch = startEpoch;
+  }
+
+  const featureWeight = options.featureWeight ?? 1;
+  let stoppedEarly = false;
+  let interrupted = false;
+  let trainSeconds = 0;
+  let trainSamples = 0;
+  const started = performance.now();
+  const stepsDoneAtStart = globalStep;
+
+  for (let epoch = startEpoch; epoch < options.epochs; epoch++) {
+    const perm = epochPermutation(data.count, options.seed, epoch);
+    let lossSum = 0;
+    let hardSum = 0;
+    let softSum = 0;
+    let featureSum = 0;
+    let correct = 0;
+    let seen = 0;
+    const epochStart = performance.now();
+    let lr = options.learningRate;
+    for (let b = 0; b < stepsPerEpoch; b++) {
+      const idx = perm.subarray(b * batchSize, (b + 1) * batchSize);
+      lr = learningRateAt(
+        { kind: options.schedule, baseLearningRate: options.learningRate, totalSteps, stepsPerEpoch, stepEpochs: options.stepEpochs, gamma: options.gamma },
+        globalStep,
+      );
+      pruner?.maybeUpdate(globalStep);
+      let updates: ReturnType<TrainableGraph['forward']>['updates'] = [];
+      let stats: tf.Tensor | undefined;
+      const { value, grads } = tf.variableGrads(() => {
+        const feeds: Record<string, tf.Tensor> = {};
+        for (const [name, td] of Object.entries(data.inputs)) feeds[name] = tensorDataToTf(gatherRows(td, idx));
+        const fetch = [options.outputName, ...features.map((f) => f.student)];
+        const r = graph.forward(feeds, { training: true, fetch, seed: (options.seed * 7919 + globalStep) >>> 0, freezeNorm: options.freezeNorm });
+        updates = r.updates;
+        const out = r.outputs[options.outputName]!;
+        const labels = data.labels ? labelsTensor(gatherRows(data.labels, idx), kind) : undefined;
+        const teacher = data.teacher ? tensorDataToTf(gatherRows(data.teacher, idx)) : undefined;
+        const terms = distillationLoss(out, teacher, labels, { alpha: options.alpha, temperature: options.temperature, kind });
+        let total: tf.Scalar = terms.total;
+        let featureLoss: tf.Scalar = tf.scalar(0);
+        for (const pair of features) {
+          let s = channelsLast(r.outputs[pair.student]!);
+          const t = channelsLast(tensorDataToTf(gatherRows(data.features!.get(pair.student)!, idx)));
+          const adapter = adapters.get(pair.student);
+          if (adapter) {
+            const lead = s.shape.slice(0, -1);
+            s = tf.reshape(tf.matMul(tf.reshape(s, [-1, s.shape[s.rank - 1]!]), adapter.variable), [...lead, adapter.variable.shape[1]!]);
+          }
+          featureLoss = tf.add(featureLoss, meanSquaredError(s, t)) as tf.Scalar;
+        }
+        if (features.length > 0) total = tf.add(total, tf.mul(featureLoss, featureWeight)) as tf.Scalar;
+        const correctCount =
+          kind === 'kd' && labels ? tf.sum(tf.cast(tf.equal(tf.argMax(tf.reshape(out, [idx.length, -1]), 1), labels), 'float32')) : tf.scalar(0);
+        stats = tf.keep(tf.stack([total, terms.hard ?? tf.scalar(0), terms.soft ?? tf.scalar(0), featureLoss, correctCount]));
+        return total;
+      }, params.map((p) => p.variable));
+      const gradMap = new Map<string, tf.Tensor>();
+      for (const p of params) {
+        const g = grads[p.variable.name];
+        if (g) gradMap.set(p.name, g);
+      }
+      optimizer.apply(params, gradMap, lr);
+      pruner?.applyMasks();
+      graph.applyUpdates(updates);
+      const s = stats!.dataSync();
+      stats!.dispose();
+      value.dispose();
+      for (const g of Object.values(grads)) g.dispose();
+      if (!Number.isFinite(s[0]!)) throw new UsageError(`the loss became ${s[0]} at epoch ${epoch + 1}, step ${b + 1}; lower --lr`);
+      lossSum += s[0]! * idx.length;
+      hardSum += s[1]! * idx.length;
+      softSum += s[2]! * idx.length;
+      featureSum += s[3]! * idx.length;
+      correct += s[4]!;
+      seen += idx.length;
+      globalStep++;
+      const elapsed = (performance.now() - epochStart) / 1000;
+      const done = globalStep - stepsDoneAtStart;
+      const perStep = (performance.now() - started) / 1000 / done;
+      progress({
+        phase: 'train',
+        epoch: epoch + 1,
+        epochs: options.epochs,
+        step: b + 1,
+        steps: stepsPerEpoch,
+        loss: lossSum / seen,
+        samplesPerSecond: seen / Math.max(elapsed, 1e-9),
+        etaSeconds: perStep * (totalSteps - globalStep),
+      });
+    }
+    const seconds = (performance.now() - epochStart) / 1000;
+    trainSeconds += seconds;
+    trainSamples += seen;
+    const record: EpochRecord = {
+      epoch: epoch + 1,
+      loss: lossSum / seen,
+      learningRate: lr,
+      samplesPerSecond: seen / Math.max(seconds, 1e-9),
+      seconds,
+    };
+    if (data.labels) record.hardLoss = hardSum / seen;
+    if (data.teacher) record.softLoss = softSum / seen;
+    if (features.length > 0) record.featureLoss = featureSum / seen;
+    if (kind === 'kd' && data.labels) record.trainAccuracy = correct / seen;
+    if (pruner) record.sparsity = pruner.current;
+    let score: number | undefined;
+    if (options.evalData?.labels) {
+      progress({ phase: 'eval', epoch: epoch + 1, epochs: options.epochs, step: stepsPerEpoch, steps: stepsPerEpoch });
+      const ev = evaluate(graph, options.evalData, { outputName: options.outputName, batchSize: options.evalBatchSize ?? 256, kind });
+      record.evalAccuracy = ev.accuracy;
+      record.evalLoss = ev.loss;
+      score = kind === 'kd' ? ev.accuracy : -(ev.loss ?? 0);
+      progress({ phase: 'eval', epoch: epoch + 1, epochs: options.epochs, step: stepsPerEpoch, steps: stepsPerEpoch, loss: record.loss, accuracy: ev.accuracy });
+    }
+    history.push(record);
+    // Before pruning reaches its target a model is not a candidate: it would be denser than asked.
+    const eligible = !pruner || globalStep - 1 >= pruneEnd;
+    if (score !== undefined && eligible) {
+      if (bestScore === undefined || score > bestScore) {
+        bestScore = score;
+        bestEpoch = epoch + 1;
+        best = snapshotAll();
+        badEpochs = 0;
+      } else badEpochs++;
+    }
+    const last = epoch + 1 === options.epochs;
+    if (options.patience !== undefined && badEpochs >= options.patience && !last) stoppedEarly = true;
+    if (options.checkpointPath) {
+      await writeCheckpoint<CheckpointMeta>(options.checkpointPath, {
+        meta: {
+          epoch: epoch + 1,
+          globalStep,
+          optimizerStep: optimizer.step,
+          pruneCurrent: pruner?.current ?? 0,
+          bestScore,
+          bestEpoch,
+          badEpochs,
+          history,
+          fingerprint,
+        },
+        variables: snapshotAll(),
+        optimizer: optimizer.state(),
+        masks: pruner?.state() ?? new Map(),
+        best,
+      });
+    }
+    if (stoppedEarly) break;
+    if (options.stopAfterEpoch !== undefined && epoch + 1 >= options.stopAfterEpoch && !last) {
+      interrupted = true;
+      break;
+    }
+  }
+
+  const values = best ?? snapshotAll();
+  const result: LoopResult = {
+    history,
+    bestEpoch,
+    bestScore,
+    stoppedEarly,
+    interrupted,
+    resumedAfterEpoch,
+    steps: globalStep,
+    samplesPerSecond: trainSamples / Math.max(trainSeconds, 1e-9),
+    values,
+  };
+  if (pruner) {
+    // report sparsity of the weights that are handed back
+    const current = snapshotAll();
+    restoreAll(values);
+    result.sparsity = pruner.report();
+    restoreAll(current);
+  }
+  optimizer.dispose();
+  pruner?.dispose();
+  for (const a of adapters.values()) a.variable.dispose();
+  return result;
+}

@@ -1,0 +1,243 @@
+/**
+ * Quantization-aware training (QAT): fine-tune an FP32 model with fake quantization in its forward
+ * pass so that its weights survive INT8, then export it through the PTQ code path.
+ *
+ *   - Where: exactly the tensors and weights the PTQ plan (planQdq) quantizes, so the fine-tuned
+ *     model sees in training what its QDQ export will compute.
+ *   - Activations: fake-quantized with the PTQ calibration ranges (kept fixed), asymmetric uint8 or
+ *     symmetric int8 as PTQ chooses; straight-through estimator, zero gradient outside the range.
+ *   - Weights: symmetric int8 over [-127, 127], per channel or per tensor as PTQ, the scale recomputed
+ *     from the current weights each step (as PTQ will from the final ones); the straight-through
+ *     estimator passes the gradient unchanged.
+ *   - Loss: cross-entropy with labels, optionally distillation from the FP32 model (the teacher runs
+ *     once in onnxruntime, like `distill`).
+ *   - Export: the trained FP32 weights go through quantizeQdq with the same ranges and options, so
+ *     the result has exactly the form PTQ writes and onnxruntime fuses it the same way.
+ *
+ * The input is the FP32 model PTQ quantized (Int8Context.preprocessed: BatchNormalization folded,
+ * value types filled in) with its ranges (Int8Context.ranges) and options (Int8Context.qdqOptions).
+ * Imports: @tensorflow/tfjs-core, ../passes/quantize (plan, apply, quant math), ../data, ../runtime,
+ * ../errors, ./backend, ./onnx-graph, ./loop, ./distill (teacher cache and evaluation helpers).
+ */
+import * as tf from '@tensorflow/tfjs-core';
+import { UsageError } from '../errors.js';
+import { DataType } from '../ir/dtype.js';
+import type { Model } from '../ir/index.js';
+import type { Dataset } from '../data/index.js';
+import type { RunnerOptions } from '../runtime/index.js';
+import { planQdq, quantizeQdq, type QdqOptions, type QdqReport } from '../passes/quantize/qdq.js';
+import { activationParams, type QuantParams } from '../passes/quantize/quant-math.js';
+import type { Range } from '../passes/quantize/calibrate.js';
+import { initTrainingBackend, type BackendInfo, type TrainingBackend } from './backend.js';
+import { evaluate, trainLoop, type EpochRecord } from './loop.js';
+import { TrainableGraph } from './onnx-graph.js';
+import { onnxruntimeAccuracy, teacherTargets, toTrainData } from './distill.js';
+import type { OptimizerKind, ScheduleKind } from './optimizer.js';
+
+export const QAT_REPORT_SCHEMA = 1;
+
+export interface QatOptions {
+  /** The ranges PTQ calibrated, by tensor name (Int8Context.ranges). */
+  ranges: ReadonlyMap<string, Range>;
+  /** The QDQ options PTQ used (Int8Context.qdqOptions). */
+  qdq?: QdqOptions;
+  /** Training data (model inputs and labels, sample dim first). */
+  train: Dataset;
+  /** Labelled data to pick the best epoch and report accuracy. */
+  eval?: Dataset;
+  /** Distil from the FP32 model (soft targets from onnxruntime) in addition to the labels. */
+  teacher?: boolean;
+  epochs?: number;
+  batchSize?: number;
+  /** Fine-tuning rate: small, the model is already trained (default 1e-4). */
+  learningRate?: number;
+  optimizer?: OptimizerKind;
+  schedule?: ScheduleKind;
+  seed?: number;
+  temperature?: number;
+  alpha?: number;
+  /** Keep BatchNormalization frozen (default true; PTQ models usually have it folded anyway). */
+  freezeNorm?: boolean;
+  backend?: TrainingBackend | 'auto';
+  outputName?: string;
+  runner?: RunnerOptions;
+  onProgress?: (event: { phase: 'backend' | 'teacher' | 'train' | 'eval' | 'export'; message: string; epoch?: number; epochs?: number; loss?: number; accuracy?: number; samplesPerSecond?: number; etaSeconds?: number }) => void;
+  onWarning?: (message: string) => void;
+}
+
+export interface QatReport {
+  schemaVersion: number;
+  backend: BackendInfo;
+  epochs: number;
+  history: EpochRecord[];
+  bestEpoch?: number;
+  samplesPerSecond: number;
+  fakeQuantized: { activations: number; weights: number };
+  /** Fake-quantized accuracy (interpreter) before and after fine-tuning. */
+  fakeQuantAccuracy: { before?: number; after?: number };
+  /** The exported QDQ model in onnxruntime. */
+  accuracy?: number;
+  qdq: QdqReport;
+}
+
+/** x -> dequantize(quantize(x)) with fixed parameters; gradient passed inside the range, zero outside. */
+function fakeQuantActivation(p: QuantParams): (t: tf.Tensor) => tf.Tensor {
+  const qmin = p.type === DataType.UINT8 ? 0 : -128;
+  const qmax = p.type === DataType.UINT8 ? 255 : 127;
+  const lo = (qmin - p.zeroPoint) * p.scale;
+  const hi = (qmax - p.zeroPoint) * p.scale;
+  const fq = tf.customGrad(((...args: Array<tf.Tensor | ((ts: tf.Tensor[]) => void)>) => {
+    const x = args[0] as tf.Tensor;
+    (args[1] as (ts: tf.Tensor[]) => void)([x]);
+    const q = tf.clipByValue(tf.add(tf.round(tf.div(x, p.scale)), p.zeroPoint), qmin, qmax);
+    return {
+      value: tf.mul(tf.sub(q, p.zeroPoint), p.scale),
+      gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => {
+        const inside = tf.logicalAnd(tf.greaterEqual(saved[0]!, lo), tf.lessEqual(saved[0]!, hi));
+        return [tf.mul(dy, tf.cast(inside, 'float32'))];
+      },
+    };
+  }) as Parameters<typeof tf.customGrad>[0]);
+  return (t) => fq(t);
+}
+
+/**
+ * Symmetric int8 weights over [-127, 127] with the scale of the current values (per channel along
+ * `axis`, or per tensor); straight-through gradient.
+ */
+function fakeQuantWeight(axis: number | null): (w: tf.Tensor) => tf.Tensor {
+  const fq = tf.customGrad(((...args: Array<tf.Tensor | unknown>) => {
+    const w = args[0] as tf.Tensor;
+    const reduceAxes = axis === null ? undefined : Array.from({ length: w.rank }, (_v, i) => i).filter((i) => i !== axis);
+    const absMax = tf.max(tf.abs(w), reduceAxes, true);
+    // an all-zero channel gets scale 1, as PTQ does
+    const scale = tf.where(tf.greater(absMax, 0), tf.div(absMax, 127), tf.onesLike(absMax));
+    const value = tf.mul(tf.clipByValue(tf.round(tf.div(w, scale)), -127, 127), scale);
+    return { value, gradFunc: (dy: tf.Tensor) => [dy] };
+  }) as Parameters<typeof tf.customGrad>[0]);
+  return (w) => fq(w);
+}
+
+/**
+ * Fine-tunes `model` with fake quantization and returns the QDQ model, in the form PTQ writes
+ * (quantizeQdq on the fine-tuned weights with the same ranges and options). `model` is not modified.
+ */
+export async function quantizeAwareTraining(model: Model, options: QatOptions): Promise<{ model: Model; report: QatReport }> {
+  const progress = options.onProgress ?? (() => undefined);
+  const qdqOptions: QdqOptions = { ...options.qdq };
+  const backend = await initTrainingBackend({ backend: options.backend ?? 'auto' });
+  progress({ phase: 'backend', message: `training backend: ${backend.description}` });
+
+  const plan = planQdq(model, qdqOptions);
+  const actType = qdqOptions.activationType === 'int8' ? DataType.INT8 : DataType.UINT8;
+  const symmetric = qdqOptions.activationSymmetric ?? actType === DataType.INT8;
+
+  const graph = new TrainableGraph(model);
+  try {
+    // Activation parameters exactly as applyQdq computes them (passthrough tensors inherit).
+    const params = new Map<string, QuantParams>();
+    const resolve = (name: string): QuantParams => {
+      const done = params.get(name);
+      if (done) return done;
+      const tp = [...plan.tensors.values()].find((t) => t.value.name === name);
+      if (!tp) throw new UsageError(`QAT: tensor '${name}' is not in the quantization plan`);
+      let p: QuantParams;
+      if (tp.source === 'inherited') p = resolve(tp.inheritFrom!.name);
+      else {
+        let range: Range;
+        if (tp.source === 'constant') {
+          const data = model.graph.constantTensor(tp.value)!.toFloat64();
+          range = { min: Math.min(...data), max: Math.max(...data) };
+        } else {
+          const r = options.ranges.get(name);
+          if (!r) throw new UsageError(`QAT: no calibration range for tensor '${name}'`);
+          range = r;
+        }
+        let reluLike = false;
+        if (tp.clip) {
+          range = { min: Math.max(range.min, tp.clip.min), max: Math.min(range.max, tp.clip.max) };
+          reluLike = tp.clip.min >= 0;
+        }
+        p = activationParams(range.min, range.max, actType as typeof DataType.UINT8 | typeof DataType.INT8, symmetric, reluLike);
+      }
+      params.set(name, p);
+      return p;
+    };
+    const activations = new Map<string, (t: tf.Tensor) => tf.Tensor>();
+    for (const tp of plan.tensors.values()) {
+      // constants PTQ quantizes offline are read as constants here (not trained): leave them exact
+      if (tp.source === 'constant' && !tp.producedByQuantized) continue;
+      activations.set(tp.value.name, fakeQuantActivation(resolve(tp.value.name)));
+    }
+    const weights = new Map<string, (w: tf.Tensor) => tf.Tensor>();
+    for (const np of plan.nodes) {
+      np.roles.forEach((role, i) => {
+        const v = np.node.inputs[i];
+        if (!v || role.role !== 'weight' || !graph.variables.has(v.name)) return;
+        weights.set(v.name, fakeQuantWeight(plan.perChannel ? role.axis : null));
+      });
+    }
+    graph.hooks = { activations, weights };
+
+    const outputName = options.outputName ?? graph.outputNames()[0]!;
+    const train = toTrainData(options.train, graph.inputNames(), 'training');
+    const evalData = options.eval ? toTrainData(options.eval, graph.inputNames(), 'evaluation') : undefined;
+    if (!train.labels && !options.teacher) throw new UsageError(`${options.train.source}: QAT needs labels (or --qat-teacher)`);
+    if (options.teacher) {
+      progress({ phase: 'teacher', message: `running the FP32 model once over ${train.count} training samples` });
+      const targets = await teacherTargets(model, options.train, [outputName], { runner: options.runner, studentInputs: graph.inputNames() });
+      train.teacher = targets.get(outputName)!;
+    }
+    const before = evalData?.labels ? evaluate(graph, evalData, { outputName, batchSize: 256, kind: 'kd' }).accuracy : undefined;
+    const epochs = options.epochs ?? 2;
+    const result = await trainLoop(graph, train, {
+      epochs,
+      batchSize: options.batchSize ?? 64,
+      seed: options.seed ?? 0,
+      learningRate: options.learningRate ?? 1e-4,
+      optimizer: { kind: options.optimizer ?? 'adam' },
+      schedule: options.schedule ?? 'cosine',
+      lossKind: 'kd',
+      alpha: train.teacher && train.labels ? (options.alpha ?? 0.5) : train.teacher ? 0 : 1,
+      temperature: options.temperature ?? 2,
+      outputName,
+      freezeNorm: options.freezeNorm ?? true,
+      evalData,
+      fingerprint: { mode: 'qat' },
+      onProgress: (e) =>
+        progress({
+          phase: e.phase,
+          message: e.phase === 'train' ? `QAT epoch ${e.epoch}/${e.epochs} step ${e.step}/${e.steps} loss ${e.loss?.toFixed(4)}` : `QAT epoch ${e.epoch}/${e.epochs} evaluating`,
+          epoch: e.epoch,
+          epochs: e.epochs,
+          loss: e.loss,
+          accuracy: e.accuracy,
+          samplesPerSecond: e.samplesPerSecond,
+          etaSeconds: e.etaSeconds,
+        }),
+    });
+    progress({ phase: 'export', message: 'exporting the fine-tuned model as QDQ' });
+    const trained = graph.exportModel(result.values);
+    const { model: quantized, report: qdq } = quantizeQdq(trained, { ...qdqOptions, ranges: options.ranges });
+    let accuracy: number | undefined;
+    if (options.eval?.labels) accuracy = (await onnxruntimeAccuracy(quantized, options.eval, outputName, options.runner, 'QAT model')).accuracy;
+    const after = result.history.length > 0 ? (result.bestEpoch !== undefined ? result.history[result.bestEpoch - 1]!.evalAccuracy : result.history.at(-1)!.evalAccuracy) : before;
+    return {
+      model: quantized,
+      report: {
+        schemaVersion: QAT_REPORT_SCHEMA,
+        backend,
+        epochs,
+        history: result.history,
+        bestEpoch: result.bestEpoch,
+        samplesPerSecond: result.samplesPerSecond,
+        fakeQuantized: { activations: activations.size, weights: weights.size },
+        fakeQuantAccuracy: { before, after },
+        accuracy,
+        qdq,
+      },
+    };
+  } finally {
+    graph.dispose();
+  }
+}

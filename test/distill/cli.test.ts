@@ -1,0 +1,97 @@
+/**
+ * `model-opt distill` in-process (registerDistill on a fresh commander program): JSON output,
+ * the written student, the printed backend, refusing to overwrite inputs, bad usage exit codes.
+ */
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { Command } from 'commander';
+import { registerDistill } from '../../src/cli/distill.js';
+import { takeExitCode } from '../../src/cli/common.js';
+import { loadModel, saveModel } from '../../src/onnx/index.js';
+import { writeNpz } from '../../src/data/index.js';
+import { smallCnn, syntheticImages, templateTeacher } from './models.js';
+
+const dir = mkdtempSync(path.join(tmpdir(), 'model-opt-distill-cli-'));
+const file = (name: string) => path.join(dir, name);
+
+async function run(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const program = new Command('model-opt').exitOverride();
+  registerDistill(program);
+  for (const c of program.commands) c.exitOverride();
+  let stdout = '';
+  let stderr = '';
+  const out = vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => {
+    stdout += String(chunk);
+    return true;
+  });
+  const err = vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => {
+    stderr += String(chunk);
+    return true;
+  });
+  let code: number;
+  try {
+    await program.parseAsync(['distill', ...args], { from: 'user' });
+    code = takeExitCode();
+  } catch {
+    code = 2;
+  } finally {
+    out.mockRestore();
+    err.mockRestore();
+  }
+  return { code, stdout, stderr };
+}
+
+beforeAll(async () => {
+  await saveModel(templateTeacher(), file('teacher.onnx'));
+  await saveModel(smallCnn(4), file('student.onnx'));
+  for (const [name, ds] of [['train.npz', syntheticImages(192, 1)], ['eval.npz', syntheticImages(128, 2)]] as const) {
+    await writeNpz(file(name), { x: ds.inputs['x']!, labels: ds.labels! });
+  }
+});
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+describe('model-opt distill', () => {
+  it('trains, writes a student that loads, prints the backend and one JSON document', async () => {
+    const r = await run([
+      '--teacher', file('teacher.onnx'), '--student', file('student.onnx'), '--data', file('train.npz'), '--eval-data', file('eval.npz'),
+      '-o', file('out.onnx'), '--epochs', '3', '--batch-size', '32', '--lr', '0.01', '--backend', 'cpu', '--no-benchmark', '--json',
+    ]);
+    expect(r.code).toBe(0);
+    const doc = JSON.parse(r.stdout);
+    expect(doc.command).toBe('distill');
+    expect(doc.report.backend.name).toBe('cpu');
+    expect(doc.report.history).toHaveLength(3);
+    expect(doc.report.accuracy.student).toBeGreaterThan(0.85);
+    expect(doc.report.validationError).toBeLessThan(1e-4);
+    const written = await loadModel(file('out.onnx'));
+    expect(written.graph.nodes.map((n) => n.opType)).toEqual(['Conv', 'BatchNormalization', 'Relu', 'MaxPool', 'Flatten', 'Gemm']);
+  });
+
+  it('prints the chosen backend and an epoch table without --json', async () => {
+    const r = await run([
+      '--teacher', file('teacher.onnx'), '--student-from-teacher', '--width', '1', '--data', file('train.npz'), '-o', file('out2.onnx'),
+      '--epochs', '1', '--batch-size', '64', '--backend', 'cpu',
+    ]);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toMatch(/training backend: cpu/);
+    expect(r.stdout).toMatch(/epoch/);
+    expect(r.stdout).toMatch(/latency, batch 1/);
+    expect(existsSync(file('out2.onnx'))).toBe(true);
+  });
+
+  it('never overwrites an input and rejects contradictory flags (exit 2)', async () => {
+    const overwrite = await run(['--teacher', file('teacher.onnx'), '--data', file('train.npz'), '-o', file('teacher.onnx'), '--backend', 'cpu']);
+    expect(overwrite.code).toBe(2);
+    expect(overwrite.stderr).toMatch(/refusing to overwrite the input file/);
+    const both = await run(['--teacher', file('teacher.onnx'), '--student', file('student.onnx'), '--student-from-teacher', '--data', file('train.npz'), '-o', file('x.onnx')]);
+    expect(both.code).toBe(2);
+    const noTeacher = await run(['--student', file('student.onnx'), '--data', file('train.npz'), '-o', file('x.onnx')]);
+    expect(noTeacher.code).toBe(2);
+    expect(noTeacher.stderr).toMatch(/--labels-only/);
+    const badFeature = await run(['--teacher', file('teacher.onnx'), '--data', file('train.npz'), '-o', file('x.onnx'), '--feature', 'nonsense']);
+    expect(badFeature.code).toBe(2);
+    expect(existsSync(file('x.onnx'))).toBe(false);
+  });
+});

@@ -1,0 +1,32 @@
+// Seeded numbers for the training tests (no vitest import, so scripts can use it too).
+
+export function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+export function randomFloats(n: number, seed: number, lo = -1, hi = 1): Float32Array {
+  const r = rng(seed);
+  return Float32Array.from({ length: n }, () => lo + (hi - lo) * r());
+}
+
+/**
+ * Distinct values on a shuffled grid over [-span, span], none at the kinks 0, +-0.5, +-1 (ReLU,
+ * Clip, pooling ties): finite differences with a step well below the grid gap never cross a kink.
+ */
+export function spacedFloats(n: number, seed: number, span = 1.5): Float32Array {
+  const r = rng(seed);
+  const values = Array.from({ length: n }, (_v, i) => -span + (2 * span * (i + 0.5)) / n + 0.0137 * span / n);
+  for (let i = n - 1; i > 0; i--) {
+    const j = Math.floor(r() * (i + 1));
+    [values[i], values[j]] = [values[j]!, values[i]!];
+  }
+  return Float32Array.from(values);
+}
+
