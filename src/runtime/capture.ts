@@ -1,13 +1,14 @@
 /**
- * Capturing intermediate tensors: chosen values become graph outputs on a CLONE of the model
- * (the caller's model is never touched), and onnxruntime returns them with the real outputs.
+ * Capturing intermediate tensors: chosen values become extra graph outputs of the model handed to
+ * onnxruntime (added only while it is serialized, then removed, so the caller's model ends as it
+ * was and a multi-GB model is never copied), and onnxruntime returns them with the real outputs.
  * Also fills in missing value types/shapes by running the model with everything captured.
  * Imports: ./runner.js, ../ir/index.js, ../ir/dtype.js, ../errors.js, ./shapes.js.
  */
 import { UsageError } from '../errors.js';
 import { elementCount, type TensorData } from '../ir/dtype.js';
 import { isTensorType, type Dim, type Model, type TensorType, type Value } from '../ir/index.js';
-import { createRunner, type Runner, type RunnerOptions } from './runner.js';
+import { createRunnerWithOutputs, type Runner, type RunnerOptions } from './runner.js';
 
 export interface CaptureRunner {
   /** The captured tensor names, in the order given. */
@@ -23,13 +24,13 @@ export interface CaptureRunner {
  * graph inputs are returned from the feeds.
  */
 export async function createCaptureRunner(model: Model, names: readonly string[], options: RunnerOptions = {}): Promise<CaptureRunner> {
-  const copy = model.clone();
-  const graph = copy.graph;
+  const graph = model.graph;
   const constants = new Map<string, TensorData>();
   // Graph inputs come from the feeds; an input with an initializer (IR < 4) falls back to it.
   const fromFeeds = new Map<string, TensorData | undefined>();
   const fetch: string[] = [];
   const outputNames = new Set(graph.outputs.map((v) => v.name));
+  const extraOutputs: Value[] = [];
   for (const name of names) {
     const value = graph.localValue(name);
     if (!value) throw new UsageError(`cannot capture tensor '${name}': no such tensor in the main graph of the model`);
@@ -43,12 +44,12 @@ export async function createCaptureRunner(model: Model, names: readonly string[]
       continue;
     }
     if (!outputNames.has(name)) {
-      graph.addOutput(value);
+      extraOutputs.push(value);
       outputNames.add(name);
     }
     fetch.push(name);
   }
-  const runner: Runner | undefined = fetch.length > 0 ? await createRunner(copy, { label: 'model with captured tensors', ...options }) : undefined;
+  const runner: Runner | undefined = fetch.length > 0 ? await createRunnerWithOutputs(model, extraOutputs, { label: 'model with captured tensors', ...options }) : undefined;
   return {
     names: [...names],
     async run(feeds) {

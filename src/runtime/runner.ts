@@ -2,13 +2,19 @@
  * A small Runner over onnxruntime-node: create a session with typed options, run named feeds,
  * release. onnxruntime-node (and src/onnx, to serialize an in-memory Model) are imported lazily
  * here and only here, so nothing that merely imports src/runtime pays for them.
+ * An in-memory Model normally reaches onnxruntime as ONNX bytes; protobuf caps those at 2 GB, so a
+ * large model (or one that already keeps tensors in side files) is written with external data to a
+ * private temp folder, loaded from there, and the folder is removed before createRunner returns.
  * Imports: ./shapes.js, ./ort-tensor.js, ./model-specs.js, ../ir/index.js (types), ../ir/dtype.js,
- * ../errors.js; lazily onnxruntime-node and ../onnx/index.js.
+ * ../errors.js, node:fs/os/path; lazily onnxruntime-node and ../onnx/index.js.
  */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
 import type * as Ort from 'onnxruntime-node';
 import { InputError, UsageError } from '../errors.js';
 import { dtypeFromOrt, dtypeName, type TensorData } from '../ir/dtype.js';
-import type { Model } from '../ir/index.js';
+import { Tensor, type Model, type Value } from '../ir/index.js';
 import { fromOrtTensor, toOrtTensor, type OrtModule } from './ort-tensor.js';
 import { formatShape, type Dim, type IoSpec } from './shapes.js';
 
@@ -29,7 +35,20 @@ export interface RunnerOptions {
   logSeverityLevel?: 0 | 1 | 2 | 3 | 4;
   /** Name for the model in error messages; default its path, or 'in-memory model'. */
   label?: string;
+  /**
+   * In-memory models whose tensors total more bytes than this (default 1.5 GiB, safely under
+   * protobuf's 2 GB) go to onnxruntime as a temp file with external data instead of as bytes;
+   * models that already keep tensors externally always do. Tests set it tiny to force that route.
+   */
+  externalDataThreshold?: number;
+  /** Parent folder for that temp file; default the OS temp folder (never beside the user's files). */
+  tempDir?: string;
+  /** Called with the temp model path when the external-data route is taken (diagnostics, tests). */
+  onTempModel?: (file: string) => void;
 }
+
+/** Default of RunnerOptions.externalDataThreshold. */
+export const DEFAULT_EXTERNAL_DATA_THRESHOLD = 1.5 * 1024 ** 3;
 
 export interface Runner {
   readonly inputs: IoSpec[];
@@ -81,64 +100,155 @@ function metadataSpecs(meta: readonly Ort.InferenceSession.ValueMetadata[]): IoS
  * provider is unknown or cannot start here, listing the ones this build has.
  */
 export async function createRunner(model: Model | Uint8Array | string, options: RunnerOptions = {}): Promise<Runner> {
+  return openRunner(model, options, []);
+}
+
+/**
+ * @internal createRunner for an in-memory model with `extraOutputs` (values of its main graph)
+ * added as graph outputs for onnxruntime only. The model is not copied (a copy of a multi-GB model
+ * would double memory): its output list is extended while it is serialized and restored right after.
+ */
+export function createRunnerWithOutputs(model: Model, extraOutputs: readonly Value[], options: RunnerOptions = {}): Promise<Runner> {
+  return openRunner(model, options, extraOutputs);
+}
+
+/** Whether `model` must reach onnxruntime as a file with external data rather than as bytes. */
+export function needsExternalData(model: Model, threshold = DEFAULT_EXTERNAL_DATA_THRESHOLD): boolean {
+  let total = 0;
+  const graphs = [...model.graph.allGraphs(), ...model.functions.flatMap((f) => f.graph.allGraphs())];
+  for (const g of graphs) {
+    const tensors = [...g.initializers, ...g.sparseInitializers.flatMap((s) => [s.values, s.indices])];
+    for (const n of g.nodes) {
+      for (const a of n.attributes.values()) {
+        const v: unknown = a.value;
+        if (Array.isArray(v)) for (const t of v) if (t instanceof Tensor) tensors.push(t);
+        if (v instanceof Tensor) tensors.push(v);
+      }
+    }
+    for (const t of tensors) {
+      if (t.external !== undefined) return true;
+      total += t.byteLength;
+    }
+  }
+  return total > threshold;
+}
+
+/** How an in-memory model reaches onnxruntime: bytes, or a temp file (and the folder to remove). */
+async function serializeForSession(
+  model: Model,
+  extraOutputs: readonly Value[],
+  options: RunnerOptions,
+  label: string,
+): Promise<{ source: string | Uint8Array; tempFolder?: string; declared?: { inputs: IoSpec[]; outputs: IoSpec[] } }> {
+  const [{ encodeModel, saveModel }, { modelInputSpecs, modelOutputSpecs }] = await Promise.all([import('../onnx/index.js'), import('./model-specs.js')]);
+  const graph = model.graph;
+  const outputs = graph.outputs;
+  if (extraOutputs.length > 0) graph.outputs = [...outputs, ...extraOutputs];
+  let tempFolder: string | undefined;
+  try {
+    let declared: { inputs: IoSpec[]; outputs: IoSpec[] } | undefined;
+    try {
+      declared = { inputs: modelInputSpecs(model), outputs: modelOutputSpecs(model) };
+    } catch {
+      declared = undefined; // non-tensor I/O or untyped captured values: use what onnxruntime reports
+    }
+    if (!needsExternalData(model, options.externalDataThreshold)) {
+      return { source: encodeModel(model, { embedExternalData: true }), declared };
+    }
+    const parent = options.tempDir ?? tmpdir();
+    try {
+      tempFolder = await mkdtemp(join(parent, 'model-opt-session-'));
+      const file = join(tempFolder, 'model.onnx');
+      await saveModel(model, file, { externalData: true });
+      options.onTempModel?.(file);
+      return { source: file, tempFolder, declared };
+    } catch (error) {
+      if (tempFolder) await rm(tempFolder, { recursive: true, force: true });
+      if (error instanceof UsageError) throw error;
+      throw new InputError(`${label}: cannot write its temporary copy with external data under ${parent} (${firstLine(error)})`, { cause: error });
+    }
+  } finally {
+    graph.outputs = outputs;
+  }
+}
+
+/** Removes a folder; false when the OS refuses (e.g. Windows, while onnxruntime maps a file in it). */
+async function removeFolder(folder: string): Promise<boolean> {
+  try {
+    await rm(folder, { recursive: true, force: true });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function openRunner(model: Model | Uint8Array | string, options: RunnerOptions, extraOutputs: readonly Value[]): Promise<Runner> {
   const ort = await loadOrt();
   const label = options.label ?? (typeof model === 'string' ? model : 'in-memory model');
   let source: string | Uint8Array;
   let declared: { inputs: IoSpec[]; outputs: IoSpec[] } | undefined;
+  let tempFolder: string | undefined;
   if (typeof model === 'string' || model instanceof Uint8Array) {
     source = model;
   } else {
-    const { encodeModel } = await import('../onnx/index.js');
-    source = encodeModel(model, { embedExternalData: true });
-    const { modelInputSpecs, modelOutputSpecs } = await import('./model-specs.js');
-    try {
-      declared = { inputs: modelInputSpecs(model), outputs: modelOutputSpecs(model) };
-    } catch {
-      declared = undefined; // non-tensor I/O: fall back to what onnxruntime reports
-    }
+    ({ source, declared, tempFolder } = await serializeForSession(model, extraOutputs, options, label));
   }
 
-  const known = ort.listSupportedBackends().map((b) => b.name);
-  const providers = (options.executionProviders ?? ['cpu']).map(normalizeProvider);
-  for (const p of providers) {
-    if (!known.includes(p)) {
-      throw new UsageError(`execution provider '${p}' is not available; this onnxruntime-node has: ${known.join(', ')}`);
-    }
-  }
-  const sessionOptions: Ort.InferenceSession.SessionOptions = {
-    executionProviders: providers,
-    graphOptimizationLevel: options.graphOptimizationLevel ?? 'all',
-    logSeverityLevel: options.logSeverityLevel ?? 3,
-  };
-  if (options.intraOpThreads !== undefined) sessionOptions.intraOpNumThreads = options.intraOpThreads;
-  if (options.interOpThreads !== undefined) {
-    sessionOptions.interOpNumThreads = options.interOpThreads;
-    sessionOptions.executionMode = 'parallel';
-  }
-  if (options.optimizedModelFilePath !== undefined) sessionOptions.optimizedModelFilePath = options.optimizedModelFilePath;
-
-  const create = (opts: Ort.InferenceSession.SessionOptions) =>
-    typeof source === 'string' ? ort.InferenceSession.create(source, opts) : ort.InferenceSession.create(source, opts);
   let session: Ort.InferenceSession;
+  // Folder still to remove at release(), where the OS refused to delete a file onnxruntime holds.
+  let leftover: string | undefined;
   try {
-    session = await create(sessionOptions);
-  } catch (error) {
-    if (providers.some((p) => p !== 'cpu')) {
-      // Tell a provider that cannot start here apart from a model onnxruntime cannot load.
-      const { optimizedModelFilePath: _skip, ...rest } = sessionOptions;
-      const cpuOnly = await create({ ...rest, executionProviders: ['cpu'] }).then(
-        (s) => s,
-        () => undefined,
-      );
-      if (cpuOnly) {
-        await cpuOnly.release();
-        throw new UsageError(
-          `execution provider ${providers.filter((p) => p !== 'cpu').map((p) => `'${p}'`).join(', ')} could not start (${firstLine(error)}); 'cpu' works`,
-          { cause: error },
-        );
+    const known = ort.listSupportedBackends().map((b) => b.name);
+    const providers = (options.executionProviders ?? ['cpu']).map(normalizeProvider);
+    for (const p of providers) {
+      if (!known.includes(p)) {
+        throw new UsageError(`execution provider '${p}' is not available; this onnxruntime-node has: ${known.join(', ')}`);
       }
     }
-    throw new InputError(`${label}: onnxruntime cannot load the model (${firstLine(error)})`, { cause: error });
+    const sessionOptions: Ort.InferenceSession.SessionOptions = {
+      executionProviders: providers,
+      graphOptimizationLevel: options.graphOptimizationLevel ?? 'all',
+      logSeverityLevel: options.logSeverityLevel ?? 3,
+    };
+    if (options.intraOpThreads !== undefined) sessionOptions.intraOpNumThreads = options.intraOpThreads;
+    if (options.interOpThreads !== undefined) {
+      sessionOptions.interOpNumThreads = options.interOpThreads;
+      sessionOptions.executionMode = 'parallel';
+    }
+    if (options.optimizedModelFilePath !== undefined) {
+      sessionOptions.optimizedModelFilePath = options.optimizedModelFilePath;
+      // The optimized copy of a model that needed external data would not fit in protobuf either.
+      if (tempFolder !== undefined) {
+        sessionOptions.extra = { session: { optimized_model_external_initializers_file_name: `${basename(options.optimizedModelFilePath)}.data` } };
+      }
+    }
+
+    const create = (opts: Ort.InferenceSession.SessionOptions) =>
+      typeof source === 'string' ? ort.InferenceSession.create(source, opts) : ort.InferenceSession.create(source, opts);
+    try {
+      session = await create(sessionOptions);
+    } catch (error) {
+      if (providers.some((p) => p !== 'cpu')) {
+        // Tell a provider that cannot start here apart from a model onnxruntime cannot load.
+        const { optimizedModelFilePath: _skip, ...rest } = sessionOptions;
+        const cpuOnly = await create({ ...rest, executionProviders: ['cpu'] }).then(
+          (s) => s,
+          () => undefined,
+        );
+        if (cpuOnly) {
+          await cpuOnly.release();
+          throw new UsageError(
+            `execution provider ${providers.filter((p) => p !== 'cpu').map((p) => `'${p}'`).join(', ')} could not start (${firstLine(error)}); 'cpu' works`,
+            { cause: error },
+          );
+        }
+      }
+      throw new InputError(`${label}: onnxruntime cannot load the model (${firstLine(error)})`, { cause: error });
+    }
+  } finally {
+    // onnxruntime has read (or memory-mapped) the weights by now; on POSIX an open or mapped file
+    // can be unlinked, so nothing stays on disk however long the session lives.
+    if (tempFolder !== undefined && !(await removeFolder(tempFolder))) leftover = tempFolder;
   }
 
   const inputs = declared?.inputs ?? metadataSpecs(session.inputMetadata);
@@ -196,7 +306,11 @@ export async function createRunner(model: Model | Uint8Array | string, options: 
     async release() {
       if (released) return;
       released = true;
-      await session.release();
+      try {
+        await session.release();
+      } finally {
+        if (leftover !== undefined) await removeFolder(leftover);
+      }
     },
   };
 }

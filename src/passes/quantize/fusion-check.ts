@@ -6,12 +6,12 @@
  * A DQ -> float op left behind means that op runs in float on dequantized data: slower than FP32.
  * Imports runtime, onnx (to read the optimized file), the IR, ./registry.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DataType } from '../../ir/dtype.js';
 import { isTensorType, type Model, type Node } from '../../ir/index.js';
-import { loadModel } from '../../onnx/index.js';
+import { decodeModel } from '../../onnx/index.js';
 import { createRunner, type RunnerOptions } from '../../runtime/index.js';
 import { ABSORBABLE_ACTIVATIONS, QDQ_HANDLERS } from './registry.js';
 
@@ -69,9 +69,13 @@ export interface FusionReport {
   verdict: string;
 }
 
-/** Analyze what onnxruntime (all optimizations, CPU) makes of a QDQ model. */
+/**
+ * Analyze what onnxruntime (all optimizations, CPU) makes of a QDQ model. The optimized copy goes
+ * to a private temp folder (removed always); for a model over protobuf's limit onnxruntime writes
+ * its weights to a side file there (see runner.ts), which is never read back: only the graph matters.
+ */
 export async function checkFusion(model: Model | string, options: { runner?: RunnerOptions; reference?: Model } = {}): Promise<FusionReport> {
-  const dir = await mkdtemp(join(tmpdir(), 'model-opt-fusion-'));
+  const dir = await mkdtemp(join(options.runner?.tempDir ?? tmpdir(), 'model-opt-fusion-'));
   const optimizedPath = join(dir, 'optimized.onnx');
   try {
     const runner = await createRunner(model, {
@@ -82,8 +86,9 @@ export async function checkFusion(model: Model | string, options: { runner?: Run
       label: typeof model === 'string' ? model : 'quantized model',
     });
     await runner.release();
-    const optimized = await loadModel(optimizedPath);
-    const reference = options.reference ?? (typeof model === 'string' ? await loadModel(model) : model);
+    // No baseDir: tensors in a side file stay unloaded (the analysis reads only the graph).
+    const optimized = decodeModel(await readFile(optimizedPath), { sourceName: 'optimized model' });
+    const reference = options.reference ?? (typeof model === 'string' ? decodeModel(await readFile(model), { sourceName: model }) : model);
     return analyzeOptimized(optimized, reference);
   } finally {
     await rm(dir, { recursive: true, force: true });
