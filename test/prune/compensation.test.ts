@@ -3,14 +3,12 @@
 // original with the removed filters zeroed (exact where no zero padding is involved), and with
 // calibration statistics the removed channel is replaced by its measured mean. Also the
 // data-driven 'activation' criterion.
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { writeNpz } from '../../src/data/index.js';
 import { DataType, type Model, type TensorData } from '../../src/ir/index.js';
 import { collectChannelStatistics, pruneChannels, statisticsRequests } from '../../src/passes/prune/index.js';
-import { feed, filterZeroedReference, maxAbsDiff, maxAbsDiffInterior, Net, randomArray, runModel } from './helpers.js';
+import { feed, filterZeroedReference, maxAbsDiff, maxAbsDiffInterior, Net, randomArray, runModel, tempDir } from './helpers.js';
 
 const TOL = 1e-4;
 
@@ -174,7 +172,7 @@ describe('data-driven pruning (calibration statistics)', () => {
   }
 
   async function calibration(model: Model): Promise<{ file: string; inputs: TensorData }> {
-    const file = path.join(mkdtempSync(path.join(tmpdir(), 'model-opt-prune-calib-')), 'calib.npz');
+    const file = path.join(tempDir('model-opt-prune-calib-'), 'calib.npz');
     const inputs = feed('x', [64, 4], 5).x!;
     await writeNpz(file, { x: inputs });
     void model;

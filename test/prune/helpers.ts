@@ -2,19 +2,15 @@
 // with the removed channels zeroed (filters, biases, BN scale/shift), run in onnxruntime. Removing
 // a channel must give exactly what zeroing it gives, since a zero channel contributes nothing.
 import { DataType, GraphBuilder, Tensor, type Model, type TensorData, type Value } from '../../src/ir/index.js';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll } from 'vitest';
 import { createRunner } from '../../src/runtime/index.js';
 import type { ChannelPlan } from '../../src/passes/prune/index.js';
 
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export { seededRandom as rng } from '../../src/util/random.js';
+import { seededRandom as rng } from '../../src/util/random.js';
 
 export function randomArray(n: number, seed: number, scale = 1): Float32Array {
   const r = rng(seed);
@@ -182,4 +178,15 @@ export function maxAbsDiffInterior(a: TensorData, b: TensorData, margin: number)
     }
   }
   return m;
+}
+
+/** A temp folder removed when the test file finishes (tests never leave files behind). */
+const tempDirs: string[] = [];
+afterAll(() => {
+  for (const dir of tempDirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+export function tempDir(prefix: string): string {
+  const dir = mkdtempSync(path.join(tmpdir(), prefix));
+  tempDirs.push(dir);
+  return dir;
 }

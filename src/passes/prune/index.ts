@@ -1,21 +1,33 @@
 /**
  * Pruning passes: magnitude (unstructured), N:M and structured channel pruning, plus `prune`, the
  * entry the CLI calls: run one pass, check the result in onnxruntime, measure sizes, FLOPs and
- * (with labelled data) accuracy before and after. Distillation calls `pruneChannels` directly to
- * build a narrower student.
- * Imports: the modules of this folder, ../../ir, ../../runtime (types), ../../errors.js.
+ * (with labelled data) accuracy before and after; with calibration data, first collect the
+ * activation statistics the data-aware options need. Distillation calls `pruneChannels` directly
+ * to build a narrower student.
+ * Imports: the modules of this folder, ../../ir, ../../runtime (shape inference), ../../errors.js.
  */
 import { UsageError } from '../../errors.js';
-import type { Model } from '../../ir/index.js';
-import type { ShapeOverrides } from '../../runtime/index.js';
+import { isTensorType, type Model } from '../../ir/index.js';
+import { inferShapesByRunning, type ShapeOverrides } from '../../runtime/index.js';
+import type { ChannelStatistics } from './channel-analysis.js';
 import { pruneChannels, statisticsRequests } from './channel.js';
-import { pruneMagnitude } from './magnitude.js';
-import { checkRuns, collectChannelStatistics, measureAccuracy, measureFlops, modelSize, type Accuracy, type ModelSize, type RunCheck } from './measure.js';
-import type { ChannelCompensation, ChannelPruneReport, MagnitudePruneReport, PruneCriterion, PrunePattern, PruneScope } from './types.js';
+import { magnitudeStatisticsRequests, pruneMagnitude } from './magnitude.js';
+import { checkRuns, collectChannelStatistics, measureAccuracy, measureFlops, modelSize, probeFeeds, type Accuracy, type ModelSize, type RunCheck } from './measure.js';
+import type { ChannelCompensation, ChannelPruneReport, MagnitudePruneReport, MagnitudeScope, PruneCriterion, PrunePattern, UnstructuredCriterion } from './types.js';
 
 export { analyzeChannels, countParams, pruneChannels, statisticsRequests, type ChannelPlan, type ChannelPruneResult } from './channel.js';
 export type { ChannelStatistics } from './channel-analysis.js';
-export { checkNM, findTargets, nmPruneIndices, pruneMagnitude, type MagnitudePruneResult } from './magnitude.js';
+export {
+  checkNM,
+  convTapMeans,
+  findTargets,
+  magnitudeStatisticsRequests,
+  nmPruneIndices,
+  pruneMagnitude,
+  weightGeometry,
+  type MagnitudePruneResult,
+  type WeightGeometry,
+} from './magnitude.js';
 export { checkRuns, collectChannelStatistics, layerFlops, measureAccuracy, measureFlops, modelSize, type Accuracy, type ModelSize, type RunCheck } from './measure.js';
 export { PRUNE_OPS, pruneRow, type ChannelOpHandler, type PruneOpRow, type WeightSlot } from './op-handlers.js';
 export type * from './types.js';
@@ -24,8 +36,18 @@ export interface PruneOptions {
   pattern: PrunePattern;
   /** Fraction to remove: weights (unstructured) or coupled channels (channel). Implied for N:M. */
   sparsity: number;
-  scope: PruneScope;
-  criterion: PruneCriterion;
+  /** 'output' (rank within each filter / row) is for unstructured and N:M only. */
+  scope: MagnitudeScope;
+  /**
+   * Channel: l1 | l2 | activation. Unstructured / N:M: activation (|w| x input RMS, needs
+   * calibration data) or anything else for plain |w|.
+   */
+  criterion: PruneCriterion | UnstructuredCriterion;
+  /**
+   * Unstructured / N:M with calibration data: fold the zeroed weights' mean contribution into the
+   * bias (default true when calibration data is given).
+   */
+  biasCorrection?: boolean;
   excludeNodes: string[];
   excludeOpTypes: string[];
   pruneFirstLast: boolean;
@@ -36,8 +58,10 @@ export interface PruneOptions {
   /** Sizes of symbolic input dims other than the batch, for the onnxruntime check. */
   shapes?: ShapeOverrides;
   /**
-   * Channel pattern: unlabelled data (.npz etc.) to measure channel means and variances on. The
+   * Unlabelled data (.npz etc.) to measure channel means and variances on. Channel pattern: the
    * means replace removed channels (bias compensation); criterion 'activation' ranks by them.
+   * Unstructured / N:M: criterion 'activation' ranks weights by |w| x input RMS, and bias
+   * correction keeps each layer's mean output.
    */
   calibrationData?: string;
   /** Labelled data (.npz etc.) to measure top-1 accuracy before and after. */
@@ -72,6 +96,51 @@ export const NOTES = {
     'Pruning without fine-tuning loses accuracy; recover it with `model-opt distill`, using the unpruned model as the teacher.',
 };
 
+/**
+ * One pass over the calibration data for unstructured / N:M pruning: per input channel mean and
+ * variance of every pruned layer's input. With `spatial`, also the mean of every element of a
+ * sample for Convs whose taps see the borders differently (padding, stride, kernel > 1), captured
+ * through a Flatten added to a copy of the model: bias correction is then exact at the borders
+ * too. Off by default: on the example it measured slightly worse than per-channel means
+ * (docs/prune.md), and it costs a shape-inference run and C x H x W numbers per layer.
+ */
+export async function collectMagnitudeStatistics(
+  model: Model,
+  options: Pick<PruneOptions, 'excludeNodes' | 'excludeOpTypes' | 'pruneFirstLast' | 'maxSamples' | 'shapes'>,
+  dataPath: string,
+  collect: { spatial?: boolean } = {},
+): Promise<{ statistics: ChannelStatistics; spatialMeans: Map<string, { dims: number[]; mean: Float64Array }> }> {
+  const requests = magnitudeStatisticsRequests(model, options);
+  const copy = model.clone();
+  const flat = new Map<string, { flatName: string; dims: number[] }>();
+  if (collect.spatial && requests.some((r) => r.spatial)) {
+    // Per-sample dims of the activations, observed at batch 1 on a throw-away copy.
+    const probe = model.clone();
+    for (const node of probe.graph.nodes) for (const out of node.outputs) if (!out.isGraphOutput()) out.type = undefined;
+    await inferShapesByRunning(probe, probeFeeds(probe, 1, options.shapes), { label: 'model for shape inference' });
+    for (const r of requests) {
+      const type = probe.graph.localValue(r.name)?.type;
+      // Dim 0 is the batch (possibly symbolic on a model input); the rest must be known.
+      const sample = isTensorType(type) ? type.shape?.slice(1) : undefined;
+      const dims = sample?.every((d) => typeof d === 'number') ? (sample as number[]) : undefined;
+      const source = copy.graph.localValue(r.name);
+      if (!r.spatial || !dims || !source) continue;
+      const flatName = copy.graph.uniqueName(`${r.name}_flat_statistics`);
+      copy.graph.addNode({ opType: 'Flatten', inputs: [source], outputs: [flatName], attributes: { axis: 1 } });
+      flat.set(r.name, { flatName, dims });
+    }
+  }
+  const all = [...requests.map(({ name, axis }) => ({ name, axis })), ...[...flat.values()].map((f) => ({ name: f.flatName, axis: -1 }))];
+  const collected = await collectChannelStatistics(copy, all, dataPath, { maxSamples: options.maxSamples });
+  const spatialMeans = new Map<string, { dims: number[]; mean: Float64Array }>();
+  for (const [name, f] of flat) {
+    const s = collected.get(f.flatName);
+    if (s) spatialMeans.set(name, { dims: f.dims, mean: s.mean });
+    collected.delete(f.flatName);
+  }
+  return { statistics: collected, spatialMeans };
+}
+
 /** Run one pruning pass and check and measure its result. The input model is not changed. */
 export async function prune(model: Model, options: PruneOptions, context: PruneContext = {}): Promise<PruneResult> {
   const progress = context.onProgress ?? (() => {});
@@ -80,6 +149,8 @@ export async function prune(model: Model, options: PruneOptions, context: PruneC
   let report: MagnitudePruneReport | ChannelPruneReport;
   const notes: string[] = [];
   if (options.pattern.kind === 'channel') {
+    if (options.scope === 'output') throw new UsageError("scope 'output' applies to unstructured and N:M pruning only");
+    if (options.criterion === 'magnitude') throw new UsageError("channel pruning ranks by l1, l2 or activation, not 'magnitude'");
     let statistics;
     if (options.calibrationData) {
       progress('measuring channel statistics on the calibration data');
@@ -87,7 +158,7 @@ export async function prune(model: Model, options: PruneOptions, context: PruneC
     } else if (options.criterion === 'activation') {
       throw new UsageError("--criterion activation needs calibration data (--calibration-data)");
     }
-    const result = pruneChannels(model, { ...options, statistics });
+    const result = pruneChannels(model, { ...options, scope: options.scope, criterion: options.criterion, statistics });
     pruned = result.model;
     report = result.report;
     progress('measuring FLOPs before and after');
@@ -101,7 +172,17 @@ export async function prune(model: Model, options: PruneOptions, context: PruneC
     report.flopsAfter = sum(after);
     notes.push(NOTES.channel);
   } else {
-    const result = pruneMagnitude(model, { ...options, pattern: options.pattern });
+    const criterion: UnstructuredCriterion = options.criterion === 'activation' ? 'activation' : 'magnitude';
+    const biasCorrection = options.biasCorrection ?? options.calibrationData !== undefined;
+    let statistics;
+    if (criterion === 'activation' || biasCorrection) {
+      if (!options.calibrationData) {
+        throw new UsageError(`${criterion === 'activation' ? '--criterion activation' : 'bias correction'} needs calibration data (--calibration-data)`);
+      }
+      progress('measuring input statistics of the pruned layers on the calibration data');
+      statistics = await collectMagnitudeStatistics(model, options, options.calibrationData);
+    }
+    const result = pruneMagnitude(model, { ...options, pattern: options.pattern, criterion, biasCorrection, ...statistics });
     pruned = result.model;
     report = result.report;
     notes.push(NOTES.denseRuntime);

@@ -4,14 +4,19 @@
  * one per layer) or as N:M (keep the N largest of every M consecutive weights along the reduction
  * axis, the pattern sparse tensor cores run faster). Zeros shrink the compressed file; dense CPU
  * kernels multiply them like any number. The input model is not mutated.
- * Imports: ./op-handlers.js, ./weights.js, ./types.js, ../../ir/index.js, ../../errors.js, fflate.
+ * With calibration statistics (mean and E[x^2] of each input channel of every pruned layer) the
+ * unstructured pattern can rank by |w| x sqrt(E[x_j^2]) (Wanda) and fold the zeroed weights' mean
+ * contribution into the bias (bias correction), which is what keeps one-shot pruning accurate.
+ * Imports: ./op-handlers.js, ./weights.js, ./types.js, ./channel-analysis.js (types),
+ * ../../ir/index.js, ../../errors.js, fflate.
  */
 import { gzipSync } from 'fflate';
 import { UsageError } from '../../errors.js';
 import { elementCount, type Model, type Node, type Tensor, type TypedArray } from '../../ir/index.js';
+import type { ChannelStatistics } from './channel-analysis.js';
 import { pruneRow } from './op-handlers.js';
 import type { MagnitudeLayerReport, MagnitudePruneOptions, MagnitudePruneReport } from './types.js';
-import { constantInput, PRUNABLE_DTYPES } from './weights.js';
+import { addOutputBias, constantInput, PRUNABLE_DTYPES } from './weights.js';
 
 export interface MagnitudePruneResult {
   model: Model;
@@ -21,8 +26,85 @@ export interface MagnitudePruneResult {
 interface Target {
   node: Node;
   tensor: Tensor;
+  weightIndex: number;
   reductionAxis: number;
   skipped?: string;
+}
+
+/**
+ * How a layer's weights meet its data: the activation input and its channel axis (from the end),
+ * and per weight element the input channel it multiplies and the output channel it feeds (-1
+ * where no per-channel bias can absorb it, e.g. batched MatMul).
+ */
+export interface WeightGeometry {
+  activation: string;
+  axis: number;
+  inChannels: number;
+  outChannels: number;
+  inChannel: Int32Array;
+  outChannel: Int32Array;
+}
+
+export function weightGeometry(node: Node, tensor: Tensor, weightIndex: number): WeightGeometry | undefined {
+  const dims = tensor.dims;
+  const size = tensor.elementCount;
+  const inChannel = new Int32Array(size);
+  const outChannel = new Int32Array(size).fill(-1);
+  const activationOf = (i: number): string | undefined => node.inputs[i]?.name;
+  switch (node.opType) {
+    case 'Conv':
+    case 'ConvTranspose': {
+      if (weightIndex !== 1 || dims.length < 3) return undefined;
+      const group = node.getInt('group', 1);
+      const kernel = elementCount(dims.slice(2));
+      const [a, b] = [dims[0]!, dims[1]!];
+      const transposed = node.opType === 'ConvTranspose';
+      // Conv W [Cout, Cin/g, k..]; ConvTranspose W [Cin, Cout/g, k..].
+      const inPerGroup = transposed ? a / group : b;
+      const outPerGroup = transposed ? b : a / group;
+      for (let i = 0; i < size; i++) {
+        const p = Math.floor(i / kernel);
+        const first = Math.floor(p / b);
+        const second = p % b;
+        const g = Math.floor(first / (transposed ? inPerGroup : outPerGroup));
+        inChannel[i] = transposed ? first : g * inPerGroup + second;
+        outChannel[i] = transposed ? g * outPerGroup + second : first;
+      }
+      const x = activationOf(0);
+      return x ? { activation: x, axis: 1 - dims.length, inChannels: inPerGroup * group, outChannels: outPerGroup * group, inChannel, outChannel } : undefined;
+    }
+    case 'Gemm': {
+      if (weightIndex !== 1 || dims.length !== 2) return undefined;
+      const transB = node.getInt('transB', 0) !== 0;
+      const [k, n] = transB ? [dims[1]!, dims[0]!] : [dims[0]!, dims[1]!];
+      for (let i = 0; i < size; i++) {
+        const [r, c] = [Math.floor(i / dims[1]!), i % dims[1]!];
+        inChannel[i] = transB ? c : r;
+        outChannel[i] = transB ? r : c;
+      }
+      const x = activationOf(0);
+      return x ? { activation: x, axis: node.getInt('transA', 0) !== 0 ? -2 : -1, inChannels: k, outChannels: n, inChannel, outChannel } : undefined;
+    }
+    case 'MatMul': {
+      if (dims.length < 2) return undefined;
+      const [rows, cols] = [dims[dims.length - 2]!, dims[dims.length - 1]!];
+      if (weightIndex === 1) {
+        // x [.., K] @ W [.., K, N]: rows are input features; a bias per column only when W is 2-D.
+        for (let i = 0; i < size; i++) {
+          inChannel[i] = Math.floor(i / cols) % rows;
+          if (dims.length === 2) outChannel[i] = i % cols;
+        }
+        const x = activationOf(0);
+        return x ? { activation: x, axis: -1, inChannels: rows, outChannels: cols, inChannel, outChannel } : undefined;
+      }
+      // W [M, K] @ x [.., K, N]: columns of W meet rows of x; outputs are rows, no bias slot.
+      for (let i = 0; i < size; i++) inChannel[i] = i % cols;
+      const x = activationOf(1);
+      return x ? { activation: x, axis: -2, inChannels: cols, outChannels: rows, inChannel, outChannel } : undefined;
+    }
+    default:
+      return undefined;
+  }
 }
 
 function gzipSize(bytes: Uint8Array): number {
@@ -48,7 +130,7 @@ export function findTargets(model: Model, options: Pick<MagnitudePruneOptions, '
     const tensor = constantInput(node, slot.index);
     if (!tensor || seen.has(tensor)) continue;
     seen.add(tensor);
-    const t: Target = { node, tensor, reductionAxis: slot.reductionAxis };
+    const t: Target = { node, tensor, weightIndex: slot.index, reductionAxis: slot.reductionAxis };
     if (!PRUNABLE_DTYPES.has(tensor.dtype)) t.skipped = 'weight is not a float tensor';
     else if (excludeNames.has(node.name)) t.skipped = 'excluded by --exclude-nodes';
     else if (excludeOps.has(node.opType)) t.skipped = 'excluded by --exclude-op-types';
@@ -114,13 +196,146 @@ export function checkNM(dims: readonly number[], values: Float64Array, axis: num
   return true;
 }
 
-export function pruneMagnitude(model: Model, options: MagnitudePruneOptions): MagnitudePruneResult {
+/**
+ * The tensors whose per-channel statistics the data-aware options need: the activation input of
+ * every layer that will be pruned, with its channel axis (from the end), for collectChannelStatistics.
+ */
+export function magnitudeStatisticsRequests(
+  model: Model,
+  options: Pick<MagnitudePruneOptions, 'excludeNodes' | 'excludeOpTypes' | 'pruneFirstLast'>,
+): { name: string; axis: number; spatial: boolean }[] {
+  const out = new Map<string, { name: string; axis: number; spatial: boolean }>();
+  for (const t of findTargets(model, options)) {
+    if (t.skipped) continue;
+    const g = weightGeometry(t.node, t.tensor, t.weightIndex);
+    if (!g) continue;
+    const r = out.get(g.activation) ?? { name: g.activation, axis: g.axis, spatial: false };
+    // A Conv that pads, strides or has a kernel > 1 sees each input pixel at some taps only.
+    r.spatial ||= convTaps(t.node, t.tensor) !== undefined;
+    out.set(g.activation, r);
+  }
+  return [...out.values()];
+}
+
+/** A Conv whose bias correction depends on where pixels are (kernel > 1, padding or stride): its attributes. */
+function convTaps(node: Node, weight: Tensor): { kernel: number[]; strides: number[]; dilations: number[]; pads: number[] } | undefined {
+  if (node.opType !== 'Conv' || weight.dims.length < 3) return undefined;
+  const kernel = weight.dims.slice(2);
+  const rank = kernel.length;
+  const strides = node.getInts('strides', []).length ? node.getInts('strides', []) : kernel.map(() => 1);
+  const dilations = node.getInts('dilations', []).length ? node.getInts('dilations', []) : kernel.map(() => 1);
+  const pads = node.getInts('pads', []).length ? node.getInts('pads', []) : kernel.map(() => 0).concat(kernel.map(() => 0));
+  const autoPad = node.getString('auto_pad', 'NOTSET');
+  if ((autoPad !== 'NOTSET' && autoPad !== 'VALID') || strides.length !== rank || dilations.length !== rank || pads.length !== 2 * rank) return undefined;
+  if (kernel.every((k) => k === 1) && strides.every((x) => x === 1) && pads.every((x) => x === 0)) return undefined;
+  return { kernel, strides, dilations, pads: autoPad === 'VALID' ? pads.map(() => 0) : pads };
+}
+
+/**
+ * Per (input channel, kernel tap): the mean over the output positions (and the data) of the
+ * input pixel that tap reads, zero padding included, from the per-pixel means of one sample
+ * [C, ...spatial]. Folding w x this mean into the bias keeps each output channel's mean exactly.
+ */
+export function convTapMeans(
+  conv: { kernel: number[]; strides: number[]; dilations: number[]; pads: number[] },
+  map: { dims: number[]; mean: Float64Array },
+): Float64Array | undefined {
+  const rank = conv.kernel.length;
+  const spatial = map.dims.slice(1);
+  if (spatial.length !== rank) return undefined;
+  const outDims = spatial.map((n, d) => Math.floor((n + conv.pads[d]! + conv.pads[d + rank]! - conv.dilations[d]! * (conv.kernel[d]! - 1) - 1) / conv.strides[d]!) + 1);
+  if (outDims.some((n) => n < 1)) return undefined;
+  const channels = map.dims[0]!;
+  const taps = elementCount(conv.kernel);
+  const pixels = elementCount(spatial);
+  const outCount = elementCount(outDims);
+  const result = new Float64Array(channels * taps);
+  // For each tap and spatial dim, the input coordinate read by each output coordinate (-1: padding).
+  const tapIndex = new Array<number>(rank);
+  for (let t = 0; t < taps; t++) {
+    let rest = t;
+    for (let d = rank - 1; d >= 0; d--) {
+      tapIndex[d] = rest % conv.kernel[d]!;
+      rest = Math.floor(rest / conv.kernel[d]!);
+    }
+    const coords = outDims.map((n, d) => Int32Array.from({ length: n }, (_, o) => {
+      const x = o * conv.strides[d]! - conv.pads[d]! + tapIndex[d]! * conv.dilations[d]!;
+      return x >= 0 && x < spatial[d]! ? x : -1;
+    }));
+    // How often each input pixel is read by this tap (a product of per-dim counts).
+    const perDim = coords.map((c, d) => {
+      const n = new Float64Array(spatial[d]!);
+      for (const x of c) if (x >= 0) n[x] = n[x]! + 1;
+      return n;
+    });
+    for (let c = 0; c < channels; c++) {
+      let sum = 0;
+      for (let p = 0; p < pixels; p++) {
+        let weight = 1;
+        let r = p;
+        for (let d = rank - 1; d >= 0 && weight !== 0; d--) {
+          weight *= perDim[d]![r % spatial[d]!]!;
+          r = Math.floor(r / spatial[d]!);
+        }
+        if (weight !== 0) sum += weight * map.mean[c * pixels + p]!;
+      }
+      result[c * taps + t] = sum / outCount;
+    }
+  }
+  return result;
+}
+
+/** Per input channel: mean and sqrt(E[x^2]) of a layer's activation, checked against its weight. */
+function channelMoments(t: Target, g: WeightGeometry, statistics: ChannelStatistics | undefined): { mean: Float64Array; rms: Float64Array } {
+  const s = statistics?.get(g.activation);
+  if (!s || s.mean.length !== g.inChannels) {
+    throw new UsageError(
+      `magnitude pruning: no statistics with ${g.inChannels} channels for tensor '${g.activation}' read by node '${t.node.name || t.node.opType}'`,
+    );
+  }
+  return { mean: s.mean, rms: s.mean.map((m, j) => Math.sqrt(s.variance[j]! + m * m)) };
+}
+
+/** Indices to zero: the k smallest scores of every group (by default the whole layer). */
+function smallestPerGroup(score: Float64Array, sparsity: number, groupOf?: Int32Array): ArrayLike<number> {
+  if (!groupOf || groupOf.some((x) => x < 0)) return smallestK(score, Math.floor(sparsity * score.length + 1e-9));
+  const members = new Map<number, number[]>();
+  for (let i = 0; i < score.length; i++) {
+    let list = members.get(groupOf[i]!);
+    if (!list) members.set(groupOf[i]!, (list = []));
+    list.push(i);
+  }
+  const zero: number[] = [];
+  for (const list of members.values()) {
+    list.sort((x, y) => score[x]! - score[y]! || x - y);
+    zero.push(...list.slice(0, Math.floor(sparsity * list.length + 1e-9)));
+  }
+  return zero;
+}
+
+export function pruneMagnitude(
+  model: Model,
+  options: MagnitudePruneOptions & {
+    /** Per input channel mean and variance of every pruned layer's activation (magnitudeStatisticsRequests). */
+    statistics?: ChannelStatistics;
+    /**
+     * Per activation of a padded / strided / k > 1 Conv: the mean of every element of one sample
+     * [C, ...spatial]; makes bias correction exact at the borders. Optional.
+     */
+    spatialMeans?: ReadonlyMap<string, { dims: number[]; mean: Float64Array }>;
+  },
+): MagnitudePruneResult {
   const nm = options.pattern.kind === 'n:m' ? options.pattern : undefined;
   if (nm && !(Number.isInteger(nm.n) && Number.isInteger(nm.m) && nm.n >= 1 && nm.m > nm.n)) {
     throw new UsageError(`N:M pattern needs whole numbers with 1 <= N < M, got ${nm.n}:${nm.m}`);
   }
   const sparsity = nm ? (nm.m - nm.n) / nm.m : options.sparsity;
   if (!(sparsity >= 0 && sparsity < 1)) throw new UsageError(`sparsity must be in [0, 1), got ${options.sparsity}`);
+  const criterion = options.criterion ?? 'magnitude';
+  const biasCorrection = options.biasCorrection ?? false;
+  if ((criterion === 'activation' || biasCorrection) && !options.statistics) {
+    throw new UsageError(`magnitude pruning: ${criterion === 'activation' ? "criterion 'activation'" : 'bias correction'} needs calibration statistics`);
+  }
 
   const pruned = model.clone();
   const targets = findTargets(pruned, options);
@@ -129,27 +344,44 @@ export function pruneMagnitude(model: Model, options: MagnitudePruneOptions): Ma
     gzip: gzipSize(t.tensor.rawBytes()),
   }));
 
+  // ---- plan: scores, then the indices to zero per layer ----
+  const live = targets.filter((t) => !t.skipped);
+  const geometry = new Map<Target, WeightGeometry | undefined>();
+  const moments = new Map<Target, { mean: Float64Array; rms: Float64Array }>();
+  const scores = new Map<Target, Float64Array>();
+  for (const t of live) {
+    const g = weightGeometry(t.node, t.tensor, t.weightIndex);
+    geometry.set(t, g);
+    const score = t.tensor.toFloat64().map(Math.abs);
+    if (options.statistics && (criterion === 'activation' || biasCorrection)) {
+      if (!g) {
+        if (criterion === 'activation') throw new UsageError(`magnitude pruning: cannot tell which input channel each weight of node '${t.node.name}' reads`);
+      } else {
+        const m = channelMoments(t, g, options.statistics);
+        moments.set(t, m);
+        if (criterion === 'activation') for (let i = 0; i < score.length; i++) score[i] = score[i]! * m.rms[g.inChannel[i]!]!;
+      }
+    }
+    scores.set(t, score);
+  }
+  const zeros = new Map<Target, ArrayLike<number>>();
   if (nm) {
-    for (const t of targets) {
-      if (t.skipped) continue;
+    for (const t of live) {
       const len = t.tensor.dims[t.reductionAxis] ?? 0;
       if (len % nm.m !== 0) {
         t.skipped = `reduction dim ${len} is not a multiple of ${nm.m}`;
         continue;
       }
-      const mag = t.tensor.toFloat64().map(Math.abs);
-      zeroAt(t.tensor, nmPruneIndices(t.tensor.dims, mag, t.reductionAxis, nm.n, nm.m));
+      zeros.set(t, nmPruneIndices(t.tensor.dims, scores.get(t)!, t.reductionAxis, nm.n, nm.m));
     }
-  } else if (options.scope === 'layer') {
-    for (const t of targets) {
-      if (t.skipped) continue;
-      const mag = t.tensor.toFloat64().map(Math.abs);
-      zeroAt(t.tensor, smallestK(mag, Math.floor(sparsity * mag.length + 1e-9)));
+  } else if (options.scope !== 'global') {
+    for (const t of live) {
+      const groupOf = options.scope === 'output' ? geometry.get(t)?.outChannel : undefined;
+      zeros.set(t, smallestPerGroup(scores.get(t)!, sparsity, groupOf));
     }
   } else {
-    // One threshold over every pruned layer: the k-th smallest |w|; ties at it go by order.
-    const live = targets.filter((t) => !t.skipped);
-    const mags = live.map((t) => t.tensor.toFloat64().map(Math.abs));
+    // One threshold over every pruned layer: the k-th smallest score; ties at it go by order.
+    const mags = live.map((t) => scores.get(t)!);
     const total = mags.reduce((n, m) => n + m.length, 0);
     const k = Math.floor(sparsity * total + 1e-9);
     if (k > 0) {
@@ -174,9 +406,40 @@ export function pruneMagnitude(model: Model, options: MagnitudePruneOptions): Ma
             tiesLeft--;
           }
         }
-        zeroAt(t.tensor, zero);
+        zeros.set(t, zero);
       });
     }
+  }
+
+  // ---- apply ----
+  const corrected = new Map<Target, boolean | string>();
+  for (const [t, zero] of zeros) {
+    const g = geometry.get(t);
+    const m = moments.get(t);
+    if (biasCorrection) {
+      if (!g || !m) {
+        corrected.set(t, 'the input channel of each weight is unknown');
+      } else {
+        // E[removed part of y_o] = sum over zeroed w of w x E[x_j]: put it back as a constant.
+        const w = t.tensor.toFloat64();
+        const delta = new Float64Array(g.outChannels);
+        const conv = convTaps(t.node, t.tensor);
+        const map = options.spatialMeans?.get(g.activation);
+        const tapMeans = conv && map && map.dims[0] === g.inChannels ? convTapMeans(conv, map) : undefined;
+        const taps = conv ? elementCount(conv.kernel) : 1;
+        let lost = false;
+        for (let n = 0; n < zero.length; n++) {
+          const i = zero[n]!;
+          const mean = tapMeans ? tapMeans[g.inChannel[i]! * taps + (i % taps)]! : m.mean[g.inChannel[i]!]!;
+          const contribution = w[i]! * mean;
+          if (g.outChannel[i]! < 0) lost ||= contribution !== 0;
+          else delta[g.outChannel[i]!] = delta[g.outChannel[i]!]! + contribution;
+        }
+        if (lost) corrected.set(t, 'no per-output bias to fold into');
+        else corrected.set(t, delta.every((d) => d === 0) ? true : addOutputBias(t.node, delta, t.tensor.dtype));
+      }
+    }
+    zeroAt(t.tensor, zero);
   }
 
   let patternVerified: boolean | undefined;
@@ -200,6 +463,8 @@ export function pruneMagnitude(model: Model, options: MagnitudePruneOptions): Ma
       gzipBytesAfter: t.skipped ? before[i]!.gzip : gzipSize(t.tensor.rawBytes()),
     };
     if (t.skipped) layer.skipped = t.skipped;
+    const c = corrected.get(t);
+    if (c !== undefined) layer.biasCorrected = c;
     return layer;
   });
   const params = layers.reduce((n, l) => n + l.params, 0);
@@ -209,6 +474,8 @@ export function pruneMagnitude(model: Model, options: MagnitudePruneOptions): Ma
     pattern: nm ? `${nm.n}:${nm.m}` : 'unstructured',
     sparsity,
     scope: options.scope,
+    criterion,
+    biasCorrection,
     layers,
     sparsityBefore: params ? zerosBefore / params : 0,
     sparsityAfter: params ? zerosAfter / params : 0,

@@ -24,12 +24,29 @@ export type ChannelCompensation = 'mean' | 'zeroed-filter' | 'none';
 /** unstructured: any weight; N:M: N kept in every M along the reduction axis; channel: whole channels. */
 export type PrunePattern = { kind: 'unstructured' } | { kind: 'n:m'; n: number; m: number } | { kind: 'channel' };
 
+/**
+ * Unstructured ranking. magnitude: |w|. activation (needs calibration statistics): |w| x
+ * sqrt(E[x_j^2]) of the input channel j the weight reads (Wanda, Sun et al. 2023): a weight
+ * matters as much as the signal it multiplies.
+ */
+export type UnstructuredCriterion = 'magnitude' | 'activation';
+
+/** Where weights compete for the kept slots: the whole model, each layer, or each output row/filter. */
+export type MagnitudeScope = PruneScope | 'output';
+
 export interface MagnitudePruneOptions {
   /** Fraction of weights to zero (0..1). For N:M it is implied by the pattern: (M - N) / M. */
   sparsity: number;
   pattern: { kind: 'unstructured' } | { kind: 'n:m'; n: number; m: number };
-  /** Rank weights over the whole model (one threshold) or per layer. */
-  scope: PruneScope;
+  /** Rank weights over the whole model (one threshold), per layer, or per output channel (filter / row). */
+  scope: MagnitudeScope;
+  /** How weights are ranked (default magnitude; activation needs statistics). Unstructured only. */
+  criterion?: UnstructuredCriterion;
+  /**
+   * Fold the expected contribution of the zeroed weights (w x mean of its input channel) into the
+   * layer's bias, so every output channel keeps its mean on the calibration data (needs statistics).
+   */
+  biasCorrection?: boolean;
   /** Node names to leave dense. */
   excludeNodes: string[];
   /** Op types to leave dense (e.g. MatMul). */
@@ -65,12 +82,16 @@ export interface MagnitudeLayerReport {
   gzipBytesAfter: number;
   /** Why the layer was left dense, when it was. */
   skipped?: string;
+  /** With bias correction: whether the zeroed weights' mean contribution went into a bias (else why not). */
+  biasCorrected?: boolean | string;
 }
 
 export interface MagnitudePruneReport {
   pattern: 'unstructured' | `${number}:${number}`;
   sparsity: number;
-  scope: PruneScope;
+  scope: MagnitudeScope;
+  criterion: UnstructuredCriterion;
+  biasCorrection: boolean;
   layers: MagnitudeLayerReport[];
   /** Zeros among the weights of all weighted layers (pruned or not), before and after. */
   sparsityBefore: number;

@@ -151,3 +151,43 @@ export function addToBias(node: Node, index: number, delta: Float64Array, dtype:
   setConstantInput(node, index, fromFloat64(bias.dtype, [...bias.dims], values));
   return true;
 }
+
+/**
+ * Add `delta` (one number per output channel / feature) to whatever acts as the layer's bias:
+ * input 2 of Conv / ConvTranspose (created when absent), Gemm's C (scaled by alpha / beta), or
+ * the constant of an Add that is a MatMul's only reader. Returns true, or why it could not.
+ */
+export function addOutputBias(node: Node, delta: Float64Array, dtype: number): true | string {
+  switch (node.opType) {
+    case 'Conv':
+    case 'ConvTranspose':
+      return addToBias(node, 2, delta, dtype) || 'its bias is not a constant vector';
+    case 'Gemm': {
+      const alpha = node.getFloat('alpha', 1);
+      const beta = node.getFloat('beta', 1);
+      const c = node.inputs[2] ? constantInput(node, 2) : undefined;
+      if (node.inputs[2] && (!c || beta === 0)) return 'its C is not a constant it can add to';
+      const scaled = delta.map((d) => (d * alpha) / beta);
+      if (c && c.elementCount === 1) {
+        // A scalar C widens to one value per output feature.
+        const base = c.toFloat64()[0]!;
+        node.setInput(2, null);
+        return addToBias(node, 2, scaled.map((d) => d + base), c.dtype) || 'its C is not a constant vector';
+      }
+      return addToBias(node, 2, scaled, dtype) || 'its C is not a per-feature vector';
+    }
+    case 'MatMul': {
+      const out = node.outputs[0]!;
+      const readers = out.uses();
+      const add = readers.length === 1 && readers[0]!.node.opType === 'Add' && !out.isGraphOutput() ? readers[0]!.node : undefined;
+      const other = add ? 1 - readers[0]!.index : -1;
+      const c = add ? constantInput(add, other) : undefined;
+      if (!add || !c || !PRUNABLE_DTYPES.has(c.dtype) || c.elementCount !== delta.length || c.dims[c.dims.length - 1] !== delta.length) {
+        return 'MatMul is not followed by an Add of a per-feature constant';
+      }
+      return addToBias(add, other, delta, dtype) || 'the following Add has no constant vector';
+    }
+    default:
+      return `${node.opType} has no bias`;
+  }
+}
