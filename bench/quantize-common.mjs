@@ -15,16 +15,7 @@ export async function load() {
   return { ir, onnx, data, runtime, quantize, preprocess };
 }
 
-function rng(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+const { seededRandom: rng } = await import(dist('util/random.js'));
 
 /** The example CNN's architecture (stem 32; stages 32, 64; residual blocks) with seeded weights. */
 export function exampleArchitecture(ir, seed = 1) {

@@ -22,16 +22,7 @@ const onnx = await import(dist('onnx/index.js'));
 const quantize = await import(dist('passes/quantize/index.js'));
 const { DataType, GraphBuilder, Tensor } = ir;
 
-function rng(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+const { seededRandom: rng } = await import(dist('util/random.js'));
 
 const gib = (bytes) => (bytes / 1024 ** 3).toFixed(2);
 const rss = () => gib(process.memoryUsage().rss);

@@ -15,6 +15,7 @@ import { GradualPruner, type LayerSparsity } from './gradual-pruning.js';
 import { distillationLoss, meanSquaredError } from './losses.js';
 import { tensorDataToTf, type TrainableGraph } from './onnx-graph.js';
 import { learningRateAt, Optimizer, type OptimizerOptions, type Param, type ScheduleKind } from './optimizer.js';
+import { seededRandom as prng } from '../util/random.js';
 
 /** Samples, sample dim first. `targets` holds 'labels', 'teacher' and 'feature:<student tensor>' arrays. */
 export interface TrainData {
@@ -125,17 +126,6 @@ interface CheckpointMeta {
   fingerprint: Record<string, unknown>;
 }
 
-/** mulberry32. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** The sample order of an epoch: a function of (seed, epoch) only, so a resumed run sees the same order. */
 export function epochPermutation(count: number, seed: number, epoch: number): Int32Array {

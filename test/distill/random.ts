@@ -1,15 +1,7 @@
 // Seeded numbers for the training tests (no vitest import, so scripts can use it too).
 
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export { seededRandom as rng } from '../../src/util/random.js';
+import { seededRandom as rng } from '../../src/util/random.js';
 
 export function randomFloats(n: number, seed: number, lo = -1, hi = 1): Float32Array {
   const r = rng(seed);
