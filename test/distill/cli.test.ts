@@ -5,43 +5,16 @@
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { Command } from 'commander';
-import { registerDistill } from '../../src/cli/distill.js';
-import { takeExitCode } from '../../src/cli/common.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadModel, saveModel } from '../../src/onnx/index.js';
 import { writeNpz } from '../../src/data/index.js';
 import { smallCnn, syntheticImages, templateTeacher } from './models.js';
+import { runInProcess } from '../helpers/cli.js';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'model-opt-distill-cli-'));
 const file = (name: string) => path.join(dir, name);
 
-async function run(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const program = new Command('model-opt').exitOverride();
-  registerDistill(program);
-  for (const c of program.commands) c.exitOverride();
-  let stdout = '';
-  let stderr = '';
-  const out = vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => {
-    stdout += String(chunk);
-    return true;
-  });
-  const err = vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => {
-    stderr += String(chunk);
-    return true;
-  });
-  let code: number;
-  try {
-    await program.parseAsync(['distill', ...args], { from: 'user' });
-    code = takeExitCode();
-  } catch {
-    code = 2;
-  } finally {
-    out.mockRestore();
-    err.mockRestore();
-  }
-  return { code, stdout, stderr };
-}
+const run = (args: string[]) => runInProcess(['distill', ...args]);
 
 beforeAll(async () => {
   await saveModel(templateTeacher(), file('teacher.onnx'));

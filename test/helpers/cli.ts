@@ -23,3 +23,23 @@ export function runCli(args: string[], options: { cwd?: string; timeoutMs?: numb
   });
   return { status: result.status ?? -1, stdout: result.stdout, stderr: result.stderr };
 }
+
+/**
+ * Runs the CLI in this process (faster than a child process; the same program the binary runs),
+ * capturing what it writes to stdout and stderr. `args` start with the subcommand.
+ */
+export async function runInProcess(args: string[]): Promise<CliResult & { code: number }> {
+  const { vi } = await import('vitest');
+  const { main } = await import('../../src/cli/index.js');
+  let stdout = '';
+  let stderr = '';
+  const out = vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => ((stdout += String(chunk)), true));
+  const err = vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => ((stderr += String(chunk)), true));
+  try {
+    const code = await main(['node', 'model-opt', ...args]);
+    return { code, status: code, stdout, stderr };
+  } finally {
+    out.mockRestore();
+    err.mockRestore();
+  }
+}

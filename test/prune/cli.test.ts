@@ -2,14 +2,12 @@
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { Command, CommanderError } from 'commander';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { reportError, takeExitCode } from '../../src/cli/common.js';
-import { registerPrune } from '../../src/cli/prune.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeNpz } from '../../src/data/index.js';
 import { DataType } from '../../src/ir/index.js';
 import { loadModel, saveModel } from '../../src/onnx/index.js';
 import { Net, randomArray, weightDims } from './helpers.js';
+import { runInProcess } from '../helpers/cli.js';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'model-opt-prune-'));
 const modelPath = path.join(dir, 'cnn.onnx');
@@ -30,24 +28,7 @@ beforeAll(async () => {
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-async function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const out = vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => ((stdout += String(chunk)), true));
-  const err = vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => ((stderr += String(chunk)), true));
-  const program = new Command('model-opt').exitOverride().configureOutput({ writeErr: (t) => process.stderr.write(t) });
-  registerPrune(program);
-  for (const c of program.commands) c.exitOverride();
-  try {
-    await program.parseAsync(['node', 'model-opt', 'prune', ...args]);
-    return { code: takeExitCode(), stdout, stderr };
-  } catch (error) {
-    return { code: error instanceof CommanderError ? 2 : reportError(error), stdout, stderr };
-  } finally {
-    out.mockRestore();
-    err.mockRestore();
-  }
-}
+const cli = (...args: string[]) => runInProcess(['prune', ...args]);
 
 describe('model-opt prune (CLI)', () => {
   it('--pattern channel --json: one document, a smaller model written, accuracy before and after', async () => {

@@ -2,16 +2,14 @@
 // calibration inputs (float64 means of onnxruntime outputs), and the activation (Wanda) criterion
 // zeroes exactly the hand-computed weights.
 import path from 'node:path';
-import { Command, CommanderError } from 'commander';
-import { describe, expect, it, vi } from 'vitest';
-import { reportError, takeExitCode } from '../../src/cli/common.js';
-import { registerPrune } from '../../src/cli/prune.js';
+import { describe, expect, it } from 'vitest';
 import { writeNpz } from '../../src/data/index.js';
 import { loadModel, saveModel } from '../../src/onnx/index.js';
 import { DataType, type Model, type TensorData } from '../../src/ir/index.js';
 import { createCaptureRunner } from '../../src/runtime/index.js';
 import { collectMagnitudeStatistics, convTapMeans, prune, pruneMagnitude, type MagnitudePruneOptions } from '../../src/passes/prune/index.js';
 import { Net, randomArray, tempDir } from './helpers.js';
+import { runInProcess } from '../helpers/cli.js';
 
 const base: MagnitudePruneOptions = {
   sparsity: 0.5,
@@ -179,24 +177,7 @@ describe('activation (Wanda) criterion', () => {
   });
 });
 
-async function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const out = vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => ((stdout += String(chunk)), true));
-  const err = vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => ((stderr += String(chunk)), true));
-  const program = new Command('model-opt').exitOverride().configureOutput({ writeErr: (t) => process.stderr.write(t) });
-  registerPrune(program);
-  for (const c of program.commands) c.exitOverride();
-  try {
-    await program.parseAsync(['node', 'model-opt', 'prune', ...args]);
-    return { code: takeExitCode(), stdout, stderr };
-  } catch (error) {
-    return { code: error instanceof CommanderError ? 2 : reportError(error), stdout, stderr };
-  } finally {
-    out.mockRestore();
-    err.mockRestore();
-  }
-}
+const cli = (...args: string[]) => runInProcess(['prune', ...args]);
 
 describe('model-opt prune --calibration-data (unstructured, CLI)', () => {
   it('defaults to activation + bias correction; --no-bias-correction and --criterion magnitude turn them off', async () => {

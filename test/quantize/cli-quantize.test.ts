@@ -3,43 +3,21 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Command } from 'commander';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { registerQuantize } from '../../src/cli/quantize.js';
-import { takeExitCode } from '../../src/cli/common.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { saveModel } from '../../src/onnx/index.js';
 import { writeNpz } from '../../src/data/index.js';
 import { createRunner } from '../../src/runtime/index.js';
 import { DataType } from '../../src/ir/index.js';
 import { argmaxRows } from '../../src/bench/stats.js';
 import { dataset, residualCnn } from './models.js';
+import { runInProcess } from '../helpers/cli.js';
 
 let dir: string;
 let modelPath: string;
 let calibPath: string;
 let evalPath: string;
 
-async function run(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const program = new Command('model-opt').exitOverride();
-  registerQuantize(program);
-  let stdout = '';
-  let stderr = '';
-  const out = vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => {
-    stdout += String(chunk);
-    return true;
-  });
-  const err = vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => {
-    stderr += String(chunk);
-    return true;
-  });
-  try {
-    await program.parseAsync(['node', 'model-opt', 'quantize', ...args]);
-  } finally {
-    out.mockRestore();
-    err.mockRestore();
-  }
-  return { code: takeExitCode(), stdout, stderr };
-}
+const run = (args: string[]) => runInProcess(['quantize', ...args]);
 
 const sha = (p: string): string => createHash('sha256').update(readFileSync(p)).digest('hex');
 
