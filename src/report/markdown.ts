@@ -4,8 +4,8 @@
  * Imports report/format and report/table (for shared cell text).
  */
 import type { BenchmarkResult } from '../bench/types.js';
-import { formatBytes, formatMs, formatPercent, formatSpeedup, formatThroughput } from './format.js';
-import { accuracyCell, accuracyHeader, agreementLines, methodLine } from './table.js';
+import { formatBytes } from './format.js';
+import { agreementLines, comparisonGrid, methodLine } from './table.js';
 
 /** Escape the characters that break a table cell. */
 const cell = (text: string): string => text.replace(/\|/g, '\\|').replace(/\n/g, ' ');
@@ -19,43 +19,10 @@ export function renderMarkdown(result: BenchmarkResult): string {
     out.push(failed.length === 0 ? `**All ${result.gates.length} gates passed.**` : `**${failed.length} of ${result.gates.length} gates failed.**`);
     out.push('');
   }
-  const multiBatch = result.settings.batchSizes.length > 1;
-  const head = [
-    'model',
-    ...(multiBatch ? ['batch'] : []),
-    accuracyHeader(result),
-    'p50 ms',
-    'p90 ms',
-    'p99 ms',
-    'mean ± std (cv)',
-    'throughput',
-    'speed-up [95% CI]',
-    'size (gzip)',
-    'peak mem',
-    'load ms',
-  ];
+  const { head, rows } = comparisonGrid(result, (model) => `\`${model.label}\``);
   out.push(`| ${head.map(cell).join(' | ')} |`);
   out.push(`|${head.map((_, i) => (i === 0 ? ' --- ' : ' ---: ')).join('|')}|`);
-  for (const model of result.models) {
-    model.latency.forEach((point, i) => {
-      const s = point.stats;
-      const row = [
-        i === 0 ? `\`${model.label}\`` : '',
-        ...(multiBatch ? [String(point.batchSize)] : []),
-        i === 0 ? accuracyCell(result, model) : '',
-        formatMs(s.p50),
-        formatMs(s.p90),
-        formatMs(s.p99),
-        `${formatMs(s.mean)} ± ${formatMs(s.std)} (${formatPercent(s.cv, 1)})`,
-        formatThroughput(point.throughput),
-        formatSpeedup(point.speedup),
-        i === 0 ? `${formatBytes(model.file.sizeBytes)} (${formatBytes(model.file.gzipBytes)})` : '',
-        i === 0 ? formatBytes(model.peakMemoryBytes) : '',
-        i === 0 ? formatMs(model.loadMs) : '',
-      ];
-      out.push(`| ${row.map(cell).join(' | ')} |`);
-    });
-  }
+  for (const row of rows) out.push(`| ${row.map(cell).join(' | ')} |`);
   out.push('');
   out.push(`_${methodLine(result)}_`);
   const agreement = agreementLines(result);

@@ -31,7 +31,8 @@ export function accuracyCell(result: BenchmarkResult, model: ModelResult): strin
   return out?.top1Agreement != null ? formatPercent(out.top1Agreement) : '-';
 }
 
-export function renderTable(result: BenchmarkResult, options: TableOptions = {}): string {
+/** The comparison grid both the table and the Markdown report show: one row per model and batch size. */
+export function comparisonGrid(result: BenchmarkResult, label: (model: ModelResult) => string = (m) => m.label): { head: string[]; rows: string[][] } {
   const multiBatch = result.settings.batchSizes.length > 1;
   const head = [
     'model',
@@ -47,15 +48,12 @@ export function renderTable(result: BenchmarkResult, options: TableOptions = {})
     'peak mem',
     'load ms',
   ];
-  const table = new Table({
-    head,
-    style: options.color ? {} : { head: [], border: [] },
-  });
+  const rows: string[][] = [];
   for (const model of result.models) {
     model.latency.forEach((point, i) => {
       const s = point.stats;
-      table.push([
-        i === 0 ? model.label : '',
+      rows.push([
+        i === 0 ? label(model) : '',
         ...(multiBatch ? [String(point.batchSize)] : []),
         i === 0 ? accuracyCell(result, model) : '',
         formatMs(s.p50),
@@ -70,6 +68,16 @@ export function renderTable(result: BenchmarkResult, options: TableOptions = {})
       ]);
     });
   }
+  return { head, rows };
+}
+
+export function renderTable(result: BenchmarkResult, options: TableOptions = {}): string {
+  const { head, rows } = comparisonGrid(result);
+  const table = new Table({
+    head,
+    style: options.color ? {} : { head: [], border: [] },
+  });
+  for (const row of rows) table.push(row);
   const lines = [table.toString()];
   lines.push(...agreementLines(result));
   lines.push(methodLine(result));
