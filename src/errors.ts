@@ -56,9 +56,17 @@ export class GateError extends ModelOptError {
 /** Wraps an error with the context it came from (a pass, a node, a file), keeping its kind. */
 export function withContext(context: string, error: unknown): ModelOptError {
   if (error instanceof ModelOptError) {
-    const wrapped = new ModelOptError(error.kind, `${context}: ${error.message}`, { cause: error });
-    return wrapped;
+    return new ModelOptError(error.kind, `${context}: ${error.message}`, { cause: error });
   }
   const message = error instanceof Error ? error.message : String(error);
   return new ModelOptError('internal', `${context}: ${message}`, { cause: error });
+}
+
+/** Why a file operation failed, in words for a one-line message: 'no such file', 'is a directory', ... */
+export function fileErrorReason(error: unknown): string {
+  const code = (error as NodeJS.ErrnoException | undefined)?.code;
+  if (code === 'ENOENT') return 'no such file';
+  if (code === 'EISDIR') return 'is a directory';
+  if (code === 'EACCES') return 'permission denied';
+  return code ?? (error instanceof Error ? error.message : String(error));
 }

@@ -3,7 +3,7 @@
  * Imports: ../errors.js only.
  */
 import { readFile, rename, rm, writeFile } from 'node:fs/promises';
-import { InputError } from '../errors.js';
+import { fileErrorReason, InputError } from '../errors.js';
 
 /** Reads a whole file, turning "not found" and friends into a one-line InputError. */
 export async function readBytes(path: string): Promise<Uint8Array> {
@@ -11,10 +11,7 @@ export async function readBytes(path: string): Promise<Uint8Array> {
     const buf = await readFile(path);
     return new Uint8Array(buf.buffer, buf.byteOffset, buf.byteLength);
   } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    const reason =
-      code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'is a directory' : code === 'EACCES' ? 'permission denied' : (error as Error).message;
-    throw new InputError(`${path}: cannot read data file (${reason})`, { cause: error });
+    throw new InputError(`${path}: cannot read data file (${fileErrorReason(error)})`, { cause: error });
   }
 }
 

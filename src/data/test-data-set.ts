@@ -31,11 +31,10 @@ export async function readTensorFile(path: string): Promise<NamedTensorData> {
   return { name: t.name, tensor: t.toTensorData() };
 }
 
-async function listNumbered(dir: string, prefix: string): Promise<string[]> {
-  const names = await readdir(dir);
-  const re = new RegExp(`^${prefix}_(\\d+)\\.pb$`);
+/** Paths of the entries of `dir` whose name matches `pattern`, ordered by its first group as a number. */
+function numbered(dir: string, names: readonly string[], pattern: RegExp): string[] {
   return names
-    .map((n) => ({ n, m: re.exec(n) }))
+    .map((n) => ({ n, m: pattern.exec(n) }))
     .filter((x) => x.m)
     .sort((a, b) => Number(a.m![1]) - Number(b.m![1]))
     .map((x) => join(dir, x.n));
@@ -43,8 +42,9 @@ async function listNumbered(dir: string, prefix: string): Promise<string[]> {
 
 /** Reads one test_data_set_N directory. */
 export async function readTestDataSet(dir: string): Promise<TestDataSet> {
-  const inputFiles = await listNumbered(dir, 'input');
-  const outputFiles = await listNumbered(dir, 'output');
+  const names = await readdir(dir);
+  const inputFiles = numbered(dir, names, /^input_(\d+)\.pb$/);
+  const outputFiles = numbered(dir, names, /^output_(\d+)\.pb$/);
   if (inputFiles.length === 0) throw new InputError(`${dir}: no input_K.pb files in this test set`);
   const inputs = await Promise.all(inputFiles.map(readTensorFile));
   const outputs = await Promise.all(outputFiles.map(readTensorFile));
@@ -61,11 +61,7 @@ export async function readTestDataSets(dir: string): Promise<TestDataSet[]> {
   } catch (error) {
     throw new InputError(`${dir}: cannot read directory (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
   }
-  const sets = names
-    .map((n) => ({ n, m: /^test_data_set_(\d+)$/.exec(n) }))
-    .filter((x) => x.m)
-    .sort((a, b) => Number(a.m![1]) - Number(b.m![1]))
-    .map((x) => join(dir, x.n));
+  const sets = numbered(dir, names, /^test_data_set_(\d+)$/);
   if (sets.length === 0) {
     if (names.some((n) => /^input_\d+\.pb$/.test(n))) return [await readTestDataSet(dir)];
     throw new InputError(`${dir}: not a test-set directory (expected test_data_set_N/ folders or input_K.pb files)`);

@@ -89,7 +89,6 @@ export type AttributeInput =
 const utf8Encoder = new TextEncoder();
 const utf8Decoder = new TextDecoder();
 
-/** Build an attribute, inferring its type; integral numbers become INT unless `type` says FLOAT. */
 /**
  * Attributes that the ONNX operator specs declare as FLOAT (or FLOATS) wherever they appear, so a
  * whole JavaScript number given for them (Gemm `beta: 2`, LeakyRelu `alpha: 1`) is still written as
@@ -97,6 +96,7 @@ const utf8Decoder = new TextDecoder();
  */
 const FLOAT_ATTRIBUTES = new Set(['alpha', 'beta', 'gamma', 'epsilon', 'momentum', 'lambd', 'bias', 'ratio', 'spatial_scale', 'extrapolation_value', 'cubic_coeff_a', 'max', 'min', 'scales', 'threshold']);
 
+/** Build an attribute, inferring its type; integral numbers become INT unless `type` says FLOAT. */
 export function makeAttribute(name: string, value: AttributeInput, type?: number): Attribute {
   if (typeof value === 'object' && value !== null && 'name' in value && 'type' in value && !(value instanceof Tensor) && !(value instanceof Graph)) {
     return { ...(value as Attribute), name };
@@ -219,11 +219,7 @@ export class Node {
   }
 
   setInput(index: number, value: Value | null): void {
-    const old = this._inputs[index];
-    if (old) {
-      const i = old._uses.findIndex((u) => u.node === this && u.index === index);
-      if (i >= 0) old._uses.splice(i, 1);
-    }
+    this.unlinkInput(index);
     while (this._inputs.length < index) this._inputs.push(null);
     this._inputs[index] = value;
     if (value) value._uses.push({ node: this, index });
@@ -249,14 +245,16 @@ export class Node {
 
   /** Drop trailing omitted inputs and every link (used when removing the node). */
   clearInputs(): void {
-    for (let i = 0; i < this._inputs.length; i++) {
-      const v = this._inputs[i];
-      if (v) {
-        const k = v._uses.findIndex((u) => u.node === this && u.index === i);
-        if (k >= 0) v._uses.splice(k, 1);
-      }
-    }
+    for (let i = 0; i < this._inputs.length; i++) this.unlinkInput(i);
     this._inputs = [];
+  }
+
+  /** Drops the use record of input slot `index` from the value it reads. */
+  private unlinkInput(index: number): void {
+    const old = this._inputs[index];
+    if (!old) return;
+    const k = old._uses.findIndex((u) => u.node === this && u.index === index);
+    if (k >= 0) old._uses.splice(k, 1);
   }
 
   /** @internal Attach an output Value (sets its producer). */
@@ -798,15 +796,16 @@ function constantNodeTensor(node: Node, name: string): Tensor | undefined {
   return t;
 }
 
+function cloneSparse(s: SparseTensor): SparseTensor {
+  return { values: s.values.clone(), indices: s.indices.clone(), dims: [...s.dims], serializerState: s.serializerState };
+}
+
 function cloneAttribute(a: Attribute, map: Map<Value, Value>): Attribute {
   const copyOne = (v: unknown): unknown => {
     if (v instanceof Tensor) return v.clone();
     if (v instanceof Graph) return cloneGraph(v, map);
     if (v instanceof Uint8Array) return v.slice();
-    if (v && typeof v === 'object' && 'values' in v && 'indices' in v) {
-      const s = v as SparseTensor;
-      return { values: s.values.clone(), indices: s.indices.clone(), dims: [...s.dims], serializerState: s.serializerState };
-    }
+    if (v && typeof v === 'object' && 'values' in v && 'indices' in v) return cloneSparse(v as SparseTensor);
     if (v && typeof v === 'object') return structuredClone(v);
     return v;
   };
@@ -839,8 +838,7 @@ function cloneGraph(src: Graph, map: Map<Value, Value>): Graph {
   }
   for (const v of (src as unknown as { _sparseInitializers: Value[] })._sparseInitializers) {
     const c = copyValue(v);
-    const s = v.sparseInitializer!;
-    c.sparseInitializer = { values: s.values.clone(), indices: s.indices.clone(), dims: [...s.dims], serializerState: s.serializerState };
+    c.sparseInitializer = cloneSparse(v.sparseInitializer!);
     (g as unknown as { _sparseInitializers: Value[] })._sparseInitializers.push(c);
   }
   // Outputs first so forward references inside the node list resolve to the same copies.

@@ -78,11 +78,15 @@ export function cloneType<T extends ValueType>(t: T): T {
   return structuredClone(t);
 }
 
+/** '[N,3,224,224]' as users read it ('?' for an unknown dim). */
+export function formatShape(shape: readonly Dim[]): string {
+  return `[${shape.map((d) => (d === null ? '?' : String(d))).join(',')}]`;
+}
+
 /** Human form: float32[N,3,224,224], seq(float32[?]), map(int64,float32). */
 export function formatType(t: ValueType | undefined, dtypeName: (n: number) => string): string {
   if (!t) return '?';
-  const dims = (shape?: Dim[]): string =>
-    shape ? `[${shape.map((d) => (d === null ? '?' : String(d))).join(',')}]` : '[...]';
+  const dims = (shape?: Dim[]): string => (shape ? formatShape(shape) : '[...]');
   switch (t.kind) {
     case undefined:
     case 'tensor':

@@ -7,7 +7,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { Model, Tensor, ExternalDataInfo } from '../ir/index.js';
-import { InputError, UsageError } from '../errors.js';
+import { fileErrorReason, InputError, UsageError } from '../errors.js';
 import { onnxTypes, SCHEMA_IR_VERSION } from './schema.js';
 import { findUnknownFields, describeUnknownFields, type UnknownField } from './unknown-fields.js';
 import {
@@ -118,9 +118,7 @@ export async function loadModel(file: string, options: Omit<DecodeOptions, 'base
   try {
     bytes = await fs.promises.readFile(file);
   } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    const why = code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'is a directory' : code ?? String(e);
-    throw new InputError(`${file}: cannot read model (${why})`, { cause: e });
+    throw new InputError(`${file}: cannot read model (${fileErrorReason(e)})`, { cause: e });
   }
   return decodeModel(bytes, { ...options, baseDir: path.dirname(path.resolve(file)), sourceName: file });
 }

@@ -3,11 +3,12 @@
  * onnxruntime (added only while it is serialized, then removed, so the caller's model ends as it
  * was and a multi-GB model is never copied), and onnxruntime returns them with the real outputs.
  * Also fills in missing value types/shapes by running the model with everything captured.
- * Imports: ./runner.js, ../ir/index.js, ../ir/dtype.js, ../errors.js, ./shapes.js.
+ * Imports: ./runner.js, ../ir/index.js, ../ir/dtype.js, ../data/tensor-ops.js, ../errors.js.
  */
 import { UsageError } from '../errors.js';
-import { elementCount, type TensorData } from '../ir/dtype.js';
+import type { TensorData } from '../ir/dtype.js';
 import { isTensorType, type Dim, type Model, type TensorType, type Value } from '../ir/index.js';
+import { sliceSamples } from '../data/tensor-ops.js';
 import { createRunnerWithOutputs, type Runner, type RunnerOptions } from './runner.js';
 
 export interface CaptureRunner {
@@ -87,16 +88,6 @@ function hasFullType(value: Value): boolean {
   return isTensorType(value.type) && value.type.shape !== undefined;
 }
 
-function firstSamples(feeds: Record<string, TensorData>, n: number): Record<string, TensorData> {
-  const out: Record<string, TensorData> = {};
-  for (const [name, t] of Object.entries(feeds)) {
-    const per = elementCount(t.dims.slice(1));
-    const data = Array.isArray(t.data) ? t.data.slice(0, n * per) : t.data.subarray(0, n * per);
-    out[name] = { dtype: t.dtype, dims: [n, ...t.dims.slice(1)], data };
-  }
-  return out;
-}
-
 /**
  * Fills in the type of every main-graph value that has none (or no shape) from a run over
  * `feeds`. MUTATES `model` and returns the names it typed. When an input's dim 0 is symbolic and
@@ -133,7 +124,10 @@ export async function inferShapesByRunning(
   const runner = await createCaptureRunner(model, targets, options);
   try {
     const full = await runner.run(feeds);
-    const single = batchSymbol !== undefined && batch >= 2 ? await runner.run(firstSamples(feeds, 1)) : undefined;
+    const single =
+      batchSymbol !== undefined && batch >= 2
+        ? await runner.run(Object.fromEntries(Object.entries(feeds).map(([name, t]) => [name, sliceSamples(t, 0, 1)])))
+        : undefined;
     for (const name of targets) {
       const t = full[name]!;
       const shape: Dim[] = t.dims.map((d, i) => {

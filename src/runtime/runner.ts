@@ -251,11 +251,12 @@ async function openRunner(model: Model | Uint8Array | string, options: RunnerOpt
     if (tempFolder !== undefined && !(await removeFolder(tempFolder))) leftover = tempFolder;
   }
 
-  const inputs = declared?.inputs ?? metadataSpecs(session.inputMetadata);
+  const sessionInputs = metadataSpecs(session.inputMetadata);
+  const inputs = declared?.inputs ?? sessionInputs;
   const outputs = declared?.outputs ?? metadataSpecs(session.outputMetadata);
   const inputNames = new Set(session.inputNames);
   const outputNames = new Set(session.outputNames);
-  const specByName = new Map(metadataSpecs(session.inputMetadata).map((s) => [s.name, s]));
+  const specByName = new Map(sessionInputs.map((s) => [s.name, s]));
   let released = false;
 
   return {

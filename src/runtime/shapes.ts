@@ -5,9 +5,9 @@
  */
 import { UsageError } from '../errors.js';
 import { dtypeName, type DataType } from '../ir/dtype.js';
-import type { Dim } from '../ir/types.js';
+import { formatShape, type Dim } from '../ir/types.js';
 
-export type { Dim };
+export { formatShape, type Dim };
 
 /** A model input or output as a runner or data reader sees it. */
 export interface IoSpec {
@@ -47,10 +47,6 @@ export function parseShapeOverrides(text: string): ShapeOverrides {
   return out;
 }
 
-/** '[N,3,224,224]' as users read it. */
-export function formatShape(shape: readonly Dim[]): string {
-  return `[${shape.map((d) => (d === null ? '?' : String(d))).join(',')}]`;
-}
 
 /**
  * A concrete shape for one input: its `--shape` override if there is one (checked against the
