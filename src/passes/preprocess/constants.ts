@@ -8,7 +8,7 @@
  */
 import { DataType } from '../../ir/dtype.js';
 import { Tensor, type Graph, type Node, type Value } from '../../ir/index.js';
-import { elementwise, fromF64, isNumericDtype, reshapeDims, tensorLike, toF64, transpose, type F64Tensor } from './tensor-math.js';
+import { elementwise, isNumericDtype, reshapeDims, tensorLike, toF64, transpose, type F64Tensor } from './tensor-math.js';
 
 const isDefaultDomain = (n: Node): boolean => n.domain === '' || n.domain === 'ai.onnx';
 
@@ -153,7 +153,7 @@ export function foldConstants(graph: Graph): number {
       }
       if (!result || result.t.data.length > MAX_FOLD_ELEMENTS || !isNumericDtype(result.dtype)) continue;
       const out = node.outputs[0]!;
-      const tensor = result.dtype === DataType.BOOL ? Tensor.fromData(out.name, fromF64(result.dtype, result.t.dims, result.t.data)) : tensorLike(out.name, result.dtype, result.t);
+      const tensor = tensorLike(out.name, result.dtype, result.t);
       if (replaceWithInitializer(g, node, out, tensor)) count++;
     }
   }

@@ -7,7 +7,7 @@
  */
 import { gzipSync } from 'fflate';
 import { InputError, UsageError } from '../../errors.js';
-import { elementCount, isTensorType, type Model, type Node, type TensorData } from '../../ir/index.js';
+import { elementCount, isTensorType, type Model, type Node, type TensorData, type Value } from '../../ir/index.js';
 import { encodeModel } from '../../onnx/index.js';
 import { batches, loadDataset, randomDataset, take } from '../../data/index.js';
 import { createCaptureRunner, createRunner, inferShapesByRunning, modelInputSpecs, type ShapeOverrides } from '../../runtime/index.js';
@@ -29,8 +29,7 @@ export function probeFeeds(model: Model, batch: number, shapes?: ShapeOverrides)
   return randomDataset(modelInputSpecs(model), batch, 0, { shapeOverrides: shapes }).inputs;
 }
 
-function numericShape(node: Node, index: number): number[] | undefined {
-  const v = node.outputs[index];
+function numericShape(v: Value | null | undefined): number[] | undefined {
   if (!v || !isTensorType(v.type) || !v.type.shape) return undefined;
   // Symbolic dims are the batch (shapes were observed at batch 1).
   return v.type.shape.map((d) => (typeof d === 'number' ? d : 1));
@@ -38,7 +37,7 @@ function numericShape(node: Node, index: number): number[] | undefined {
 
 /** Multiply-add FLOPs (2 x MACs) of Conv/ConvTranspose/Gemm/MatMul, given output shapes. */
 export function layerFlops(node: Node): number | undefined {
-  const y = numericShape(node, 0);
+  const y = numericShape(node.outputs[0]);
   const w = constantInput(node, 1);
   if (!y || !w) return undefined;
   switch (node.opType) {
@@ -49,8 +48,7 @@ export function layerFlops(node: Node): number | undefined {
     }
     case 'ConvTranspose': {
       // Each input element scatters into Cout/group x kernel outputs.
-      const x = node.inputs[0];
-      const xs = x && isTensorType(x.type) && x.type.shape ? x.type.shape.map((d) => (typeof d === 'number' ? d : 1)) : undefined;
+      const xs = numericShape(node.inputs[0]);
       return xs ? 2 * elementCount(xs) * elementCount(w.dims.slice(1)) : undefined;
     }
     case 'Gemm': {

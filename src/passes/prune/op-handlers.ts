@@ -5,11 +5,12 @@
  * the outputs carry, which atoms it couples, and how to rewrite its tensors once channels go.
  * Ops without a row block the channels that reach them, so an unknown op never yields a wrong
  * model. Adding an op is adding a row; a duplicate key throws.
- * Imports: ./channel-analysis.js, ./weights.js, ../../ir/index.js.
+ * Imports: ./channel-analysis.js, ./weights.js, ../preprocess/tensor-math.js, ../../ir/index.js.
  */
 import { AttributeType, elementCount, type Node, type TensorData } from '../../ir/index.js';
 import { UNIT_BLOCK, type ChannelAnalysis, type ChannelConstants, type ChannelInfo, type ChannelRewrite } from './channel-analysis.js';
-import { addToBias, axisNorms, constantInput, fromFloat64, PRUNABLE_DTYPES, setConstantInput, sliceAxis } from './weights.js';
+import { addToBias, axisNorms, constantInput, PRUNABLE_DTYPES, setConstantInput, sliceAxis } from './weights.js';
+import { fromF64 } from '../preprocess/tensor-math.js';
 
 /** Where a layer's weight sits and its reduction (input-channel) axis. */
 export interface WeightSlot {
@@ -496,7 +497,7 @@ function compensateGemm(node: Node, removed: Float64Array): void {
   }
   if (c.dims[c.dims.length - 1] !== n) return;
   for (let i = 0; i < values.length; i++) values[i] = values[i]! + delta[i % n]! / beta;
-  setConstantInput(node, 2, { ...fromFloat64(c.dtype, [...c.dims], values) });
+  setConstantInput(node, 2, fromF64(c.dtype, [...c.dims], values));
 }
 
 /** MatMul has no bias: fold into the per-feature constant of an Add that is its only reader. */
@@ -513,7 +514,7 @@ function compensateMatMul(node: Node, removed: Float64Array): void {
   if (!c || !PRUNABLE_DTYPES.has(c.dtype) || c.elementCount !== n || c.dims[c.dims.length - 1] !== n) return;
   const values = c.toFloat64();
   for (let i = 0; i < n; i++) values[i] = values[i]! + delta[i]!;
-  setConstantInput(add, other, fromFloat64(c.dtype, [...c.dims], values));
+  setConstantInput(add, other, fromF64(c.dtype, [...c.dims], values));
 }
 
 /** Gemm: Y = alpha * A' B' + beta * C. A's columns (K) are input channels, B' columns (N) output ones. */

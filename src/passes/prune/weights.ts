@@ -2,15 +2,14 @@
  * Weight access for the pruning passes: find a node's constant input (initializer or Constant
  * node), slice tensors along an axis, per-channel norms, and write a rewritten constant back
  * without touching other readers of the same tensor.
- * Imports: ../../ir/index.js, ../../errors.js.
+ * Imports: ../../ir/index.js, ../../errors.js, ../preprocess/tensor-math.js (float64 -> storage).
  */
 import { InputError } from '../../errors.js';
+import { fromF64 } from '../preprocess/tensor-math.js';
 import {
   DataType,
   dtypeInfo,
   elementCount,
-  float32ToBfloat16,
-  float32ToFloat16,
   isTensorType,
   Tensor,
   type Node,
@@ -118,29 +117,15 @@ export function setConstantInput(node: Node, index: number, td: TensorData): voi
   node.setInput(index, fresh);
 }
 
-/** Float64 values stored as a prunable float dtype (fp16/bf16 as their bits). */
-export function fromFloat64(dtype: number, dims: number[], values: Float64Array): TensorData {
-  switch (dtype) {
-    case DataType.DOUBLE:
-      return { dtype, dims, data: Float64Array.from(values) };
-    case DataType.FLOAT16:
-      return { dtype, dims, data: Uint16Array.from(values, float32ToFloat16) };
-    case DataType.BFLOAT16:
-      return { dtype, dims, data: Uint16Array.from(values, float32ToBfloat16) };
-    default:
-      return { dtype: DataType.FLOAT, dims, data: Float32Array.from(values) };
-  }
-}
-
 /**
  * Add `delta` (one number per output channel) to the per-channel bias at input `index` of a
  * layer, creating the bias when the input is absent. Returns false, changing nothing, when the
  * existing input is not a constant vector of that length.
  */
-export function addToBias(node: Node, index: number, delta: Float64Array, dtype: number): boolean {
+export function addToBias(node: Node, index: number, delta: Float64Array, dtype: DataType): boolean {
   if (!node.inputs[index]) {
     const graph = node.graph;
-    const tensor = Tensor.fromData(graph.uniqueName(`${node.name || node.opType}_bias`), fromFloat64(dtype, [delta.length], delta));
+    const tensor = Tensor.fromData(graph.uniqueName(`${node.name || node.opType}_bias`), fromF64(dtype, [delta.length], delta));
     node.setInput(index, graph.addInitializer(tensor));
     return true;
   }
@@ -148,7 +133,7 @@ export function addToBias(node: Node, index: number, delta: Float64Array, dtype:
   if (!bias || !PRUNABLE_DTYPES.has(bias.dtype) || bias.elementCount !== delta.length) return false;
   const values = bias.toFloat64();
   for (let i = 0; i < values.length; i++) values[i] = values[i]! + delta[i]!;
-  setConstantInput(node, index, fromFloat64(bias.dtype, [...bias.dims], values));
+  setConstantInput(node, index, fromF64(bias.dtype, [...bias.dims], values));
   return true;
 }
 
@@ -157,7 +142,7 @@ export function addToBias(node: Node, index: number, delta: Float64Array, dtype:
  * input 2 of Conv / ConvTranspose (created when absent), Gemm's C (scaled by alpha / beta), or
  * the constant of an Add that is a MatMul's only reader. Returns true, or why it could not.
  */
-export function addOutputBias(node: Node, delta: Float64Array, dtype: number): true | string {
+export function addOutputBias(node: Node, delta: Float64Array, dtype: DataType): true | string {
   switch (node.opType) {
     case 'Conv':
     case 'ConvTranspose':

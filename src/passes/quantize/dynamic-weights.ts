@@ -1,8 +1,10 @@
 /**
  * Weight quantization math for dynamic INT8: int8 symmetric or uint8 asymmetric, per tensor or
  * per output column of a [K, N] matrix, with onnxruntime's integer ranges (reduce_range included)
- * and round-half-to-even as QuantizeLinear does. Pure functions over typed arrays; imports nothing.
+ * and round-half-to-even as QuantizeLinear does. Pure functions over typed arrays; imports only the
+ * shared rounding from ./quant-math.js.
  */
+import { roundHalfEven } from './quant-math.js';
 
 /** How weights are stored: int8 symmetric (zero point 0) or uint8 asymmetric. */
 export type WeightType = 'int8' | 'uint8';
@@ -20,12 +22,6 @@ export interface QuantizedWeight {
 export function weightRange(type: WeightType, reduceRange: boolean): { qmin: number; qmax: number } {
   if (type === 'int8') return reduceRange ? { qmin: -64, qmax: 64 } : { qmin: -127, qmax: 127 };
   return reduceRange ? { qmin: 0, qmax: 127 } : { qmin: 0, qmax: 255 };
-}
-
-/** Round half to even, as ONNX QuantizeLinear does. */
-export function roundHalfEven(x: number): number {
-  const r = Math.round(x);
-  return Math.abs(x - Math.trunc(x)) === 0.5 && r % 2 !== 0 ? r - 1 : r;
 }
 
 /**

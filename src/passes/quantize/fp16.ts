@@ -15,7 +15,6 @@ import {
   DataType,
   FLOAT16_MAX,
   Tensor,
-  float16ToFloat32,
   float32ToFloat16,
   isTensorType,
   visitGraphs,
@@ -172,6 +171,12 @@ function tensorToFloat16(t: Tensor, stats: ConvertStats, warn: (m: string) => vo
   return c;
 }
 
+/** An initializer keeps its identity (and Value) but now holds float16 bits. */
+function convertInitializerInPlace(t: Tensor, stats: ConvertStats, warn: (m: string) => void): void {
+  t.data = tensorToFloat16(t, stats, warn).data;
+  t.dtype = DataType.FLOAT16;
+}
+
 function rangeOf(ranges: Fp16Options['activationRanges'], name: string): ActivationRange | undefined {
   if (!ranges) return undefined;
   if (ranges instanceof Map) return ranges.get(name);
@@ -296,35 +301,23 @@ export function convertToFloat16(model: Model, options: Fp16Options = {}): { mod
       continue;
     }
     const allSixteen = want16.length === uses.length && !(keepIoTypes && v.isGraphOutput());
-    if (v.initializer) {
-      if (allSixteen) {
-        const t = tensorToFloat16(v.initializer, stats, warn);
-        v.initializer.dtype = DataType.FLOAT16;
-        v.initializer.data = t.data;
-        newType.set(v, DataType.FLOAT16);
-        retype(v, DataType.FLOAT16);
-      } else {
-        const copy = graph.addInitializer(tensorToFloat16(v.initializer, stats, warn, graph.uniqueName(`${v.name}_fp16`)));
-        newType.set(copy, DataType.FLOAT16);
-        for (const u of want16) u.node.setInput(u.index, copy);
-        newType.set(v, DataType.FLOAT);
-      }
-    } else {
-      const producer = v.producer!;
-      const t = graph.constantTensor(v)!;
-      const half = tensorToFloat16(t, stats, warn, v.name);
-      if (allSixteen) {
-        for (const k of [...producer.attributes.keys()]) if (k.startsWith('value')) producer.removeAttr(k);
-        producer.setAttr('value', half);
-        newType.set(v, DataType.FLOAT16);
-        retype(v, DataType.FLOAT16);
-      } else {
-        const copy = graph.addInitializer(Tensor.fromData(graph.uniqueName(`${v.name}_fp16`), half.toTensorData()));
-        newType.set(copy, DataType.FLOAT16);
-        for (const u of want16) u.node.setInput(u.index, copy);
-        newType.set(v, DataType.FLOAT);
-      }
+    if (!allSixteen) {
+      const source = v.initializer ?? graph.constantTensor(v)!;
+      const copy = graph.addInitializer(tensorToFloat16(source, stats, warn, graph.uniqueName(`${v.name}_fp16`)));
+      newType.set(copy, DataType.FLOAT16);
+      for (const u of want16) u.node.setInput(u.index, copy);
+      newType.set(v, DataType.FLOAT);
+      continue;
     }
+    if (v.initializer) convertInitializerInPlace(v.initializer, stats, warn);
+    else {
+      const producer = v.producer!;
+      const half = tensorToFloat16(graph.constantTensor(v)!, stats, warn, v.name);
+      for (const k of [...producer.attributes.keys()]) if (k.startsWith('value')) producer.removeAttr(k);
+      producer.setAttr('value', half);
+    }
+    newType.set(v, DataType.FLOAT16);
+    retype(v, DataType.FLOAT16);
   }
 
   // Converted nodes: dtype-carrying attributes follow, outputs retyped.
@@ -390,11 +383,7 @@ export function convertToFloat16(model: Model, options: Fp16Options = {}): { mod
     if (!newType.has(v)) continue;
     retype(v, ioType);
     // An input with a default (initializer, IR < 4) keeps a default of its new type.
-    if (v.initializer && v.initializer.dtype === DataType.FLOAT && ioType === DataType.FLOAT16) {
-      const t = tensorToFloat16(v.initializer, stats, warn);
-      v.initializer.dtype = DataType.FLOAT16;
-      v.initializer.data = t.data;
-    }
+    if (v.initializer && v.initializer.dtype === DataType.FLOAT && ioType === DataType.FLOAT16) convertInitializerInPlace(v.initializer, stats, warn);
   }
   graph.outputs = graph.outputs.map((v) => {
     const t = newType.get(v);
@@ -454,9 +443,4 @@ function foldCastChains(graph: Graph): void {
       break;
     }
   }
-}
-
-/** Float16 bits back to numbers (tests and reports). */
-export function float16Values(bits: Uint16Array): Float32Array {
-  return Float32Array.from(bits, (b) => float16ToFloat32(b));
 }

@@ -113,16 +113,3 @@ export function quantizeValues(values: ArrayLike<number>, p: QuantParams): Uint8
   for (let i = 0; i < values.length; i++) out[i] = Math.max(qmin, Math.min(qmax, roundHalfEven(values[i]! / p.scale) + p.zeroPoint));
   return out;
 }
-
-/** 10 log10(sum ref^2 / sum (ref - x)^2), Infinity when identical. */
-export function sqnrDb(reference: ArrayLike<number>, candidate: ArrayLike<number>): number {
-  let s = 0;
-  let e = 0;
-  for (let i = 0; i < reference.length; i++) {
-    const r = reference[i]!;
-    const d = r - candidate[i]!;
-    s += r * r;
-    e += d * d;
-  }
-  return e === 0 ? Infinity : 10 * Math.log10(s / e);
-}
