@@ -7,7 +7,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Dim, Graph, Model, Node, Tensor, TypedArray } from '../ir/index.js';
-import { DataType, dtypeInfo, dtypeName, visitGraphs } from '../ir/index.js';
+import { DataType, byteSize, dtypeInfo, dtypeName, elementCount, visitGraphs } from '../ir/index.js';
 import { loadModel } from '../onnx/index.js';
 
 export interface IoDescription {
@@ -86,11 +86,11 @@ export function describeModel(model: Model, file: string, fileBytes: number): In
   let floatElements = 0;
   const sparsest: { name: string; shape: number[]; fraction: number }[] = [];
   for (const tensor of weights) {
-    const count = tensor.dims.reduce((a, b) => a * b, 1);
+    const count = elementCount(tensor.dims);
     const group = groups.get(tensor.dtype) ?? { dtype: dtypeName(tensor.dtype), tensors: 0, elements: 0, bytes: 0 };
     group.tensors += 1;
     group.elements += count;
-    group.bytes += Math.ceil((dtypeInfo(tensor.dtype).bits * count) / 8);
+    group.bytes += byteSize(tensor.dtype, count);
     groups.set(tensor.dtype, group);
     if (tensor.external) {
       const size = externalFiles.get(tensor.external.location) ?? 0;

@@ -11,7 +11,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { InputError, ModelOptError, UsageError } from '../errors.js';
 import { dtypeName } from '../ir/dtype.js';
-import { createRunner, describeSpec, formatShape, loadOrt, type IoSpec, type Runner } from '../runtime/index.js';
+import { createRunner, describeSpec, formatShape, loadOrt, type IoSpec, type Runner, type RunnerOptions } from '../runtime/index.js';
 import { loadDataset, randomDataset, take, type Dataset } from '../data/index.js';
 import {
   batchFeeds,
@@ -115,6 +115,11 @@ export function checkCompatible(baseline: { path: string; runner: Pick<Runner, '
   compare('output', baseline.runner.outputs, candidate.runner.outputs);
 }
 
+/** The warm-up session and every timed one must be created alike, or the warm-up proves nothing. */
+function runnerOptions(options: BenchmarkOptions): RunnerOptions {
+  return { intraOpThreads: options.threads, graphOptimizationLevel: 'all', executionProviders: options.providers };
+}
+
 async function loadModel(
   file: string,
   role: LoadedModel['role'],
@@ -125,11 +130,7 @@ async function loadModel(
   const start = performance.now();
   let runner: Runner;
   try {
-    runner = await createRunner(file, {
-      intraOpThreads: options.threads,
-      graphOptimizationLevel: 'all',
-      executionProviders: options.providers,
-    });
+    runner = await createRunner(file, runnerOptions(options));
   } catch (error) {
     if (error instanceof ModelOptError) throw error;
     const message = error instanceof Error ? error.message.split('\n')[0] : String(error);
@@ -174,11 +175,7 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
   // charged to the baseline's load time otherwise.
   await loadOrt();
   try {
-    const warm = await createRunner(options.baseline, {
-      intraOpThreads: options.threads,
-      graphOptimizationLevel: 'all',
-      executionProviders: options.providers,
-    });
+    const warm = await createRunner(options.baseline, runnerOptions(options));
     await warm.release();
   } catch {
     // A model that cannot load is reported, with its name, by the timed load below.

@@ -5,9 +5,8 @@
  * `model-opt --help` stays light.
  * May import: cli/common, errors; lazily bench, report, runtime/shapes.
  */
-import { rename, rm, writeFile } from 'node:fs/promises';
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { ExitCode, GateError, InputError, UsageError } from '../errors.js';
+import { ExitCode, GateError, UsageError } from '../errors.js';
 import { registerBatchingOptions, runBatchingBenchmark, type BatchingFlags } from './dynamic-batching.js';
 import {
   checkOutputPath,
@@ -16,13 +15,14 @@ import {
   note,
   parseAccuracyBudget,
   parseNonNegativeInt,
-  parseNumber,
   parsePositiveInt,
+  parsePositiveNumber,
   parsePositiveIntList,
   parseStringList,
   printJson,
   reportError,
   runCommand,
+  writeTextAtomic,
 } from './common.js';
 import type { AccuracyBudget } from '../bench/types.js';
 
@@ -56,12 +56,6 @@ export function parseDuration(value: string): number {
   return unit === 'ms' ? n : unit === 'm' ? n * 60_000 : n * 1000;
 }
 
-function parsePositiveNumber(value: string): number {
-  const n = parseNumber(value);
-  if (n <= 0) throw new InvalidArgumentError(`expected a positive number, got '${value}'`);
-  return n;
-}
-
 /** '20' or '20ms' -> 20 (milliseconds). */
 function parseMilliseconds(value: string): number {
   return parsePositiveNumber(value.trim().replace(/ms$/, ''));
@@ -70,17 +64,6 @@ function parseMilliseconds(value: string): number {
 /** '1.2' or '1.2x' -> 1.2. */
 function parseFactor(value: string): number {
   return parsePositiveNumber(value.trim().replace(/x$/i, ''));
-}
-
-async function writeReportAtomic(file: string, text: string): Promise<void> {
-  const tmp = `${file}.tmp-${process.pid}-${Date.now()}`;
-  try {
-    await writeFile(tmp, text);
-    await rename(tmp, file);
-  } catch (error) {
-    await rm(tmp, { force: true });
-    throw new InputError(`${file}: cannot write the Markdown report (${(error as Error).message})`, { cause: error });
-  }
 }
 
 /** The command line as the user typed it (quoted where needed), for the manifest. */
@@ -170,7 +153,7 @@ export function registerBenchmark(program: Command): void {
         }
         if (flags.json) printJson(report.benchmarkDocument(result));
         else process.stdout.write(report.renderTable(result, { color: Boolean(process.stdout.isTTY) }));
-        if (markdownPath) await writeReportAtomic(markdownPath, report.renderMarkdown(result));
+        if (markdownPath) await writeTextAtomic(markdownPath, report.renderMarkdown(result));
         let code: number = ExitCode.ok;
         for (const gate of result.gates) {
           if (!gate.passed) code = reportError(new GateError(gate.message));

@@ -3,12 +3,13 @@
  * typed errors to exit codes, the progress spinner (stderr, only on a TTY and never under --json),
  * and JSON output. Subcommand files import library code lazily (`await import(...)`) inside their
  * action so `model-opt --help` never loads onnxruntime or tfjs.
- * May import: errors, and ora/cli-table3 lazily.
+ * May import: errors, report/json (the JSON replacer; types only otherwise), and ora/cli-table3 lazily.
  */
 import path from 'node:path';
 import { InvalidArgumentError } from 'commander';
 import type { AccuracyBudget } from '../bench/types.js';
 import { ExitCode, ModelOptError, UsageError } from '../errors.js';
+import { jsonReplacer } from '../report/json.js';
 
 /** Exit code the current command finished with; set by runCommand. */
 let lastExitCode: number = ExitCode.ok;
@@ -84,6 +85,14 @@ export function parseFraction(value: string): number {
   return n;
 }
 
+/** A parser that accepts only the listed words (commander's .choices() without an Option object). */
+export function oneOf<T extends string>(allowed: readonly T[]): (value: string) => T {
+  return (value) => {
+    if ((allowed as readonly string[]).includes(value)) return value as T;
+    throw new InvalidArgumentError(`expected one of ${allowed.join(', ')}, got '${value}'`);
+  };
+}
+
 /** '1,8,32' -> [1, 8, 32] */
 export function parsePositiveIntList(value: string): number[] {
   return value.split(',').map((part) => parsePositiveInt(part.trim()));
@@ -117,10 +126,10 @@ export function printJson(document: unknown): void {
   process.stdout.write(`${JSON.stringify(document, jsonReplacer, 2)}\n`);
 }
 
-function jsonReplacer(_key: string, value: unknown): unknown {
-  if (typeof value === 'bigint') return Number(value);
-  if (typeof value === 'number' && !Number.isFinite(value)) return null;
-  return value;
+/** Write a report (Markdown, SVG) atomically with the data layer's writer: a failed write leaves nothing behind. */
+export async function writeTextAtomic(file: string, text: string): Promise<void> {
+  const { writeBytesAtomic } = await import('../data/files.js');
+  await writeBytesAtomic(file, new TextEncoder().encode(text));
 }
 
 /** Refuse to write over an input file; the output path must differ from every input. */

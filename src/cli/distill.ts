@@ -9,7 +9,20 @@
 import { existsSync } from 'node:fs';
 import { Command, InvalidArgumentError } from 'commander';
 import { UsageError } from '../errors.js';
-import { checkOutputPath, collect, createProgress, note, parseFraction, parseNumber, parsePositiveInt, printJson, runCommand } from './common.js';
+import {
+  checkOutputPath,
+  collect,
+  createProgress,
+  note,
+  oneOf,
+  parseFraction,
+  parseNonNegativeInt,
+  parseNumber,
+  parsePositiveInt,
+  parsePositiveNumber,
+  printJson,
+  runCommand,
+} from './common.js';
 import type { DistillReport } from '../train/distill.js';
 
 export const DISTILL_JSON_SCHEMA_VERSION = 1;
@@ -50,28 +63,9 @@ interface DistillFlags {
   json?: boolean;
 }
 
-function oneOf<T extends string>(allowed: readonly T[]): (value: string) => T {
-  return (value) => {
-    if ((allowed as readonly string[]).includes(value)) return value as T;
-    throw new InvalidArgumentError(`expected one of ${allowed.join(', ')}, got '${value}'`);
-  };
-}
-
-function parsePositive(value: string): number {
-  const n = parseNumber(value);
-  if (!(n > 0)) throw new InvalidArgumentError(`expected a positive number, got '${value}'`);
-  return n;
-}
-
 function parseNonNegative(value: string): number {
   const n = parseNumber(value);
   if (!(n >= 0)) throw new InvalidArgumentError(`expected a number >= 0, got '${value}'`);
-  return n;
-}
-
-function parseNonNegativeInt(value: string): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError(`expected a non-negative integer, got '${value}'`);
   return n;
 }
 
@@ -133,7 +127,7 @@ export function registerDistill(program: Command): void {
     .requiredOption('--data <file>', 'training data (.npz keyed by input name, with labels)')
     .option('--eval-data <file>', 'labelled evaluation data: accuracy each epoch, best epoch kept')
     .requiredOption('-o, --output <file>', 'where to write the trained student')
-    .option('--temperature <t>', 'softmax temperature of the soft targets', parsePositive, 4)
+    .option('--temperature <t>', 'softmax temperature of the soft targets', parsePositiveNumber, 4)
     .option('--alpha <a>', 'weight of the label loss; 1 - alpha weighs the teacher (KL) loss', parseFraction, 0.5)
     .option('--epochs <n>', 'passes over the training data', parseNonNegativeInt, 5)
     .option('--batch-size <n>', 'samples per step', parsePositiveInt, 64)
@@ -142,7 +136,7 @@ export function registerDistill(program: Command): void {
     .option('--momentum <m>', 'SGD momentum', parseFraction, 0.9)
     .option('--schedule <s>', 'learning-rate schedule: cosine, step or constant', oneOf(['cosine', 'step', 'constant'] as const), 'cosine')
     .option('--step-epochs <n>', 'step schedule: multiply the rate by --gamma every n epochs', parsePositiveInt)
-    .option('--gamma <g>', 'step schedule factor', parsePositive, 0.1)
+    .option('--gamma <g>', 'step schedule factor', parsePositiveNumber, 0.1)
     .option('--weight-decay <w>', 'weight decay of kernels (decoupled for adam)', parseNonNegative, 0)
     .option('--seed <n>', 'seed for shuffling and dropout', parseNonNegativeInt, 0)
     .option('--loss <l>', 'kd (classification: CE + KL) or mse (regression outputs)', oneOf(['kd', 'mse'] as const), 'kd')

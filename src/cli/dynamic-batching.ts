@@ -5,16 +5,17 @@
  * May import: cli/common, errors, commander; lazily serve, report/batching-*, onnx, runtime, data.
  */
 import fs from 'node:fs';
-import path from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { ExitCode, GateError, UsageError } from '../errors.js';
 import {
+  checkOutputPath,
   createProgress,
   note,
   parseNonNegativeInt,
   parseNumber,
   parsePositiveInt,
   parsePositiveIntList,
+  writeTextAtomic,
 } from './common.js';
 import type { BatchingSweepOptions, BatchingSweepResult } from '../serve/sweep.js';
 
@@ -165,17 +166,6 @@ export function readText(file: string): string {
   }
 }
 
-export async function writeTextAtomic(file: string, text: string): Promise<void> {
-  const tmp = `${file}.tmp-${process.pid}-${Date.now()}`;
-  try {
-    fs.writeFileSync(tmp, text);
-    fs.renameSync(tmp, file);
-  } catch (e) {
-    fs.rmSync(tmp, { force: true });
-    throw new UsageError(`${file}: cannot write (${(e as Error).message})`);
-  }
-}
-
 export async function sweepWithProgress(options: BatchingSweepOptions, json: boolean | undefined): Promise<BatchingSweepResult> {
   const { runBatchingSweep } = await import('../serve/index.js');
   const progress = await createProgress({ json });
@@ -191,8 +181,7 @@ export async function sweepWithProgress(options: BatchingSweepOptions, json: boo
  * --plot. Returns the exit code (1 when --slo-p99 was given and no setting met it).
  */
 export async function runBatchingBenchmark(model: string, flags: BatchingFlags & CommonRunFlags): Promise<number> {
-  const plotPath = flags.plot ? path.resolve(flags.plot) : undefined;
-  if (plotPath && plotPath === path.resolve(model)) throw new UsageError('refusing to overwrite the input model with the plot');
+  const plotPath = flags.plot ? checkOutputPath(flags.plot, [model, ...(flags.data ? [flags.data] : [])], '--plot') : undefined;
   const options = await batchingSweepOptionsFromFlags(model, flags);
   const result = await sweepWithProgress(options, flags.json);
   const [{ renderBatchingTable, renderBatchingJson }, { renderBatchingPlot }] = await Promise.all([

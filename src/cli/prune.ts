@@ -6,7 +6,7 @@
  */
 import { Command, InvalidArgumentError } from 'commander';
 import { UsageError } from '../errors.js';
-import { checkOutputPath, collect, createProgress, parseFraction, parsePositiveInt, parseStringList, printJson, runCommand } from './common.js';
+import { checkOutputPath, collect, createProgress, oneOf, parseFraction, parsePositiveInt, parseStringList, printJson, runCommand } from './common.js';
 import type { ChannelPruneReport, MagnitudePruneReport, PrunePattern, PruneResult } from '../passes/prune/index.js';
 
 interface PruneFlags {
@@ -42,13 +42,6 @@ export function parsePattern(value: string): PrunePattern {
     if (n >= 1 && mm > n) return { kind: 'n:m', n, m: mm };
   }
   throw new InvalidArgumentError(`expected unstructured, channel or N:M with 1 <= N < M (e.g. 2:4), got '${value}'`);
-}
-
-function oneOf<T extends string>(allowed: readonly T[]): (value: string) => T {
-  return (value) => {
-    if ((allowed as readonly string[]).includes(value)) return value as T;
-    throw new InvalidArgumentError(`expected one of ${allowed.join(', ')}, got '${value}'`);
-  };
 }
 
 const pct = (x: number): string => `${(100 * x).toFixed(1)}%`;

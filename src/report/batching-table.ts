@@ -1,7 +1,7 @@
 /**
  * Reporters for a batching sweep (src/serve runBatchingSweep): the human comparison table with
  * the SLO recommendation and its Triton dynamic_batching block, and the JSON document.
- * Pure functions of the result. Imports cli-table3, report/format, serve (types, pbtxt writer).
+ * Pure functions of the result. Imports cli-table3, report/format, report/json, serve (types, pbtxt writer).
  */
 import Table from 'cli-table3';
 import { describeLoad, type LoadMeasurement } from '../serve/load-generator.js';
@@ -9,6 +9,7 @@ import { describeSetting, type BatchingSetting } from '../serve/slo-search.js';
 import type { BatchingSweepResult } from '../serve/sweep.js';
 import { formatTritonConfig } from '../serve/triton-config.js';
 import { formatMs, formatThroughput } from './format.js';
+import { jsonReplacer } from './json.js';
 
 export interface BatchingTableOptions {
   color?: boolean;
@@ -102,10 +103,6 @@ export function renderBatchingTable(result: BatchingSweepResult, options: Batchi
   return `${parts.join('\n')}\n`;
 }
 
-export function batchingDocument(result: BatchingSweepResult): BatchingSweepResult {
-  return result;
-}
-
 export function renderBatchingJson(result: BatchingSweepResult): string {
-  return `${JSON.stringify(result, (_k, v: unknown) => (typeof v === 'number' && !Number.isFinite(v) ? null : v), 2)}\n`;
+  return `${JSON.stringify(result, jsonReplacer, 2)}\n`;
 }

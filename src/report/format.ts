@@ -2,7 +2,6 @@
  * Number formatting shared by the reporters, so the table, Markdown and messages agree.
  * Pure; imports bench types only.
  */
-import type { Interval } from '../bench/stats.js';
 import type { AccuracyResult, LatencyPoint } from '../bench/types.js';
 
 export function formatMs(ms: number): string {
@@ -48,10 +47,6 @@ export function formatSpeedup(speedup: LatencyPoint['speedup']): string {
   if (speedup.verdict === 'no significant difference') return `${main} n.s.`;
   if (speedup.verdict === 'within noise') return `${main} ~noise`;
   return main;
-}
-
-export function formatInterval(i: Interval, digits: number, unit = ''): string {
-  return `${i.estimate.toFixed(digits)}${unit} [${i.low.toFixed(digits)}, ${i.high.toFixed(digits)}]`;
 }
 
 /** 'top1 91.20%' or with the paired difference: '90.80% (-0.40 pt [-0.9, +0.1], p=0.13)'. */

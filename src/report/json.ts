@@ -17,10 +17,13 @@ export function benchmarkDocument(result: BenchmarkResult): BenchmarkDocument {
   return { schemaVersion: BENCHMARK_SCHEMA_VERSION, kind: 'model-opt.benchmark', ...result };
 }
 
+/** JSON.stringify replacer shared by every JSON document model-opt prints: JSON has no Infinity, NaN or bigint. */
+export function jsonReplacer(_key: string, value: unknown): unknown {
+  if (typeof value === 'number' && !Number.isFinite(value)) return null;
+  if (typeof value === 'bigint') return Number(value);
+  return value;
+}
+
 export function renderJson(result: BenchmarkResult): string {
-  return `${JSON.stringify(benchmarkDocument(result), (_key, value: unknown) => {
-    if (typeof value === 'number' && !Number.isFinite(value)) return null;
-    if (typeof value === 'bigint') return Number(value);
-    return value;
-  }, 2)}\n`;
+  return `${JSON.stringify(benchmarkDocument(result), jsonReplacer, 2)}\n`;
 }

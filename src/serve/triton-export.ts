@@ -4,11 +4,11 @@
  * and <out>/<name>/1/model.onnx, both atomically; the written model is loaded in onnxruntime
  * before success is reported. An existing config can be given as the base: its other fields
  * (optimization, parameters, ...) are kept.
- * Imports: ./triton-config.js, ./executor.js, ../onnx/index.js, ../runtime/index.js (lazily), ../ir, ../errors.js.
+ * Imports: ./triton-config.js, ./executor.js, ../onnx/index.js, ../runtime/index.js (lazily), ../data/files.js, ../ir, ../errors.js.
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { randomBytes } from 'node:crypto';
+import { writeBytesAtomic } from '../data/files.js';
 import { InputError, UsageError } from '../errors.js';
 import type { Model } from '../ir/index.js';
 import type { IoSpec } from '../runtime/shapes.js';
@@ -92,17 +92,6 @@ export function buildTritonConfig(specs: { inputs: IoSpec[]; outputs: IoSpec[] }
   return config;
 }
 
-function writeAtomic(file: string, data: string | Uint8Array): void {
-  const tmp = path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
-  try {
-    fs.writeFileSync(tmp, data);
-    fs.renameSync(tmp, file);
-  } catch (e) {
-    fs.rmSync(tmp, { force: true });
-    throw new InputError(`${file}: cannot write (${(e as Error).message})`, { cause: e });
-  }
-}
-
 /**
  * Write the repository entry. The model is saved (not copied) so external data is handled by
  * saveModel; then loaded in onnxruntime, whose view of its inputs/outputs also fills the config.
@@ -121,6 +110,6 @@ export async function writeTritonRepository(model: Model, outDir: string, option
   await runner.release();
   const configText = formatTritonConfig(config);
   const configPath = path.join(modelDir, 'config.pbtxt');
-  writeAtomic(configPath, configText);
+  await writeBytesAtomic(configPath, new TextEncoder().encode(configText));
   return { modelDir, configPath, modelPath, config, configText };
 }
