@@ -144,7 +144,7 @@ export function studentFromTeacher(teacher: Model, width: number): Model {
 }
 
 function labelsAreClasses(labels: TensorData): boolean {
-  return labels.dtype !== DataType.FLOAT && labels.dtype !== DataType.DOUBLE ? true : labels.dims.length === 2 && (labels.dims[1] ?? 1) > 1;
+  return (labels.dtype !== DataType.FLOAT && labels.dtype !== DataType.DOUBLE) || (labels.dims.length === 2 && (labels.dims[1] ?? 1) > 1);
 }
 
 /** Runs the teacher once over the samples and keeps its output (and captured intermediates), sample-first. */
@@ -174,16 +174,17 @@ export async function teacherTargets(
       for (const name of names) {
         const t = out[name]!;
         if (t.dtype !== DataType.FLOAT) throw new InputError(`teacher tensor '${name}' is not float32`);
+        const perSample = elementCount(t.dims) / batch.size;
         let p = parts.get(name);
         if (!p) {
-          const bytes = data.count * (elementCount(t.dims) / batch.size) * 4;
+          const bytes = data.count * perSample * 4;
           if (bytes > 2 ** 31) {
             throw new UsageError(`caching teacher tensor '${name}' for ${data.count} samples needs ${(bytes / 2 ** 30).toFixed(1)} GiB; use fewer samples or another feature tensor`);
           }
-          p = { data: new Float32Array(data.count * (elementCount(t.dims) / batch.size)), dims: [data.count, ...t.dims.slice(1)] };
+          p = { data: new Float32Array(data.count * perSample), dims: [data.count, ...t.dims.slice(1)] };
           parts.set(name, p);
         }
-        p.data.set(t.data as Float32Array, batch.start * (elementCount(t.dims) / batch.size));
+        p.data.set(t.data as Float32Array, batch.start * perSample);
       }
       options.onProgress?.(batch.start + batch.size);
     }
@@ -196,7 +197,6 @@ export async function teacherTargets(
 export async function onnxruntimeAccuracy(model: Model, data: Dataset, outputName: string, runnerOptions: RunnerOptions | undefined, label: string): Promise<{ accuracy: number; outputs: Float32Array }> {
   const runner = await createRunner(model, { label, ...runnerOptions });
   const inputNames = new Set(runner.inputs.map((s) => s.name));
-  const labels = data.labels!;
   let correct = 0;
   let outputs: Float32Array | undefined;
   try {
@@ -211,11 +211,11 @@ export async function onnxruntimeAccuracy(model: Model, data: Dataset, outputNam
       const per = values.length / batch.size;
       outputs ??= new Float32Array(data.count * per);
       outputs.set(values, batch.start * per);
-      const lab = gatherRows(labels, Array.from({ length: batch.size }, (_v, i) => batch.start + i));
+      const lab = batch.labels!;
+      const lPer = lab.data.length / batch.size;
       for (let i = 0; i < batch.size; i++) {
         let best = 0;
         for (let j = 1; j < per; j++) if (values[i * per + j]! > values[i * per + best]!) best = j;
-        const lPer = lab.data.length / batch.size;
         let truth: number;
         if (lPer === 1) truth = Number((lab.data as ArrayLike<number | bigint>)[i]);
         else {
@@ -338,19 +338,17 @@ export async function distill(options: DistillOptions): Promise<{ model: Model; 
     const probe = options.eval ?? options.train;
     const probeCount = Math.min(probe.count, 64);
     const probeIdx = Array.from({ length: probeCount }, (_v, i) => i);
+    const probeFeeds: Record<string, TensorData> = {};
+    for (const [k, v] of Object.entries(toTrainData(probe, graph.inputNames(), 'probe').inputs)) probeFeeds[k] = gatherRows(v, probeIdx);
     const tfOut = tf.tidy(() => {
       const feeds: Record<string, tf.Tensor> = {};
-      const probeData = toTrainData(probe, graph.inputNames(), 'probe');
-      for (const [k, v] of Object.entries(probeData.inputs)) feeds[k] = tensorDataToTf(gatherRows(v, probeIdx));
+      for (const [k, v] of Object.entries(probeFeeds)) feeds[k] = tensorDataToTf(v);
       return graph.forward(feeds, { fetch: [outputName] }).outputs[outputName]!.dataSync() as Float32Array;
     });
     const runner = await createRunner(model, { label: 'trained student', ...options.runner });
     let validationError: number;
     try {
-      const feeds: Record<string, TensorData> = {};
-      const probeData = toTrainData(probe, graph.inputNames(), 'probe');
-      for (const [k, v] of Object.entries(probeData.inputs)) feeds[k] = gatherRows(v, probeIdx);
-      const ort = (await runner.run(feeds, [outputName]))[outputName]!.data as Float32Array;
+      const ort = (await runner.run(probeFeeds, [outputName]))[outputName]!.data as Float32Array;
       let diff = 0;
       let scale = 0;
       for (let i = 0; i < ort.length; i++) {

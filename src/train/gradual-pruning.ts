@@ -102,10 +102,10 @@ export class GradualPruner {
     }
   }
 
-  /** Measured zeros per pruned layer. */
-  report(): LayerSparsity[] {
+  /** Measured zeros per pruned layer, of the variables or of `values` (a snapshot by name) where given. */
+  report(values?: ReadonlyMap<string, Float32Array>): LayerSparsity[] {
     return this.params.map((p) => {
-      const w = p.variable.dataSync();
+      const w = values?.get(p.name) ?? p.variable.dataSync();
       let zeros = 0;
       for (let i = 0; i < w.length; i++) if (w[i] === 0) zeros++;
       return { name: p.name, params: w.length, sparsity: zeros / Math.max(1, w.length) };

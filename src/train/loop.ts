@@ -154,6 +154,13 @@ export function gatherRows(td: TensorData, indices: ArrayLike<number>): TensorDa
   return { dtype: td.dtype, dims: [indices.length, ...td.dims.slice(1)], data: out };
 }
 
+/** tf feeds (ONNX layout) of rows `indices` of every input; call inside tf.tidy. */
+export function batchFeeds(inputs: Record<string, TensorData>, indices: ArrayLike<number>): Record<string, tf.Tensor> {
+  const feeds: Record<string, tf.Tensor> = {};
+  for (const [name, td] of Object.entries(inputs)) feeds[name] = tensorDataToTf(gatherRows(td, indices));
+  return feeds;
+}
+
 function rangeIndices(start: number, end: number): Int32Array {
   return Int32Array.from({ length: end - start }, (_v, i) => start + i);
 }
@@ -174,9 +181,7 @@ export function evaluate(graph: TrainableGraph, data: TrainData, options: { outp
   for (let start = 0; start < data.count; start += options.batchSize) {
     const idx = rangeIndices(start, Math.min(data.count, start + options.batchSize));
     const value = tf.tidy(() => {
-      const feeds: Record<string, tf.Tensor> = {};
-      for (const [name, td] of Object.entries(data.inputs)) feeds[name] = tensorDataToTf(gatherRows(td, idx));
-      const out = graph.forward(feeds, { fetch: [options.outputName] }).outputs[options.outputName]!;
+      const out = graph.forward(batchFeeds(data.inputs, idx), { fetch: [options.outputName] }).outputs[options.outputName]!;
       const labels = labelsTensor(gatherRows(data.labels!, idx), options.kind);
       if (options.kind === 'mse') return tf.mul(meanSquaredError(out, tf.reshape(labels, out.shape)), idx.length).dataSync()[0]!;
       const predicted = tf.argMax(tf.reshape(out, [idx.length, -1]), 1);
@@ -233,9 +238,7 @@ export async function trainLoop(graph: TrainableGraph, data: TrainData, options:
     const t = data.features?.get(pair.student);
     if (!t) throw new UsageError(`no teacher values for feature pair ${pair.teacher}=${pair.student}`);
     const studentShape = tf.tidy(() => {
-      const feeds: Record<string, tf.Tensor> = {};
-      for (const [name, td] of Object.entries(data.inputs)) feeds[name] = tensorDataToTf(gatherRows(td, [0]));
-      return graph.forward(feeds, { fetch: [pair.student] }).outputs[pair.student]!.shape;
+      return graph.forward(batchFeeds(data.inputs, [0]), { fetch: [pair.student] }).outputs[pair.student]!.shape;
     });
     const ts = t.dims.slice(1);
     const ss = studentShape.slice(1);
@@ -347,10 +350,8 @@ export async function trainLoop(graph: TrainableGraph, data: TrainData, options:
       let updates: ReturnType<TrainableGraph['forward']>['updates'] = [];
       let stats: tf.Tensor | undefined;
       const { value, grads } = tf.variableGrads(() => {
-        const feeds: Record<string, tf.Tensor> = {};
-        for (const [name, td] of Object.entries(data.inputs)) feeds[name] = tensorDataToTf(gatherRows(td, idx));
         const fetch = [options.outputName, ...features.map((f) => f.student)];
-        const r = graph.forward(feeds, { training: true, fetch, seed: (options.seed * 7919 + globalStep) >>> 0, freezeNorm: options.freezeNorm });
+        const r = graph.forward(batchFeeds(data.inputs, idx), { training: true, fetch, seed: (options.seed * 7919 + globalStep) >>> 0, freezeNorm: options.freezeNorm });
         updates = r.updates;
         const out = r.outputs[options.outputName]!;
         const labels = data.labels ? labelsTensor(gatherRows(data.labels, idx), kind) : undefined;
@@ -483,13 +484,8 @@ export async function trainLoop(graph: TrainableGraph, data: TrainData, options:
     samplesPerSecond: trainSamples / Math.max(trainSeconds, 1e-9),
     values,
   };
-  if (pruner) {
-    // report sparsity of the weights that are handed back
-    const current = snapshotAll();
-    restoreAll(values);
-    result.sparsity = pruner.report();
-    restoreAll(current);
-  }
+  // sparsity of the weights that are handed back
+  if (pruner) result.sparsity = pruner.report(values);
   optimizer.dispose();
   pruner?.dispose();
   for (const a of adapters.values()) a.variable.dispose();

@@ -8,12 +8,13 @@
  * leave their result in NHWC; element-wise ops keep whichever layout they are given (see
  * ./onnx-graph.ts). Shapes and axes follow the ONNX operator spec for opsets 7 to 22.
  *
- * Imports: @tensorflow/tfjs-core, ../ir (types), ../errors.
+ * Imports: @tensorflow/tfjs-core, ../ir (types), ../errors, ../passes/preprocess/tensor-math (broadcastShape).
  */
 import * as tf from '@tensorflow/tfjs-core';
 import { UsageError } from '../errors.js';
 import { DataType } from '../ir/dtype.js';
 import type { Node } from '../ir/index.js';
+import { broadcastShape } from '../passes/preprocess/tensor-math.js';
 
 /** A value during the forward pass, in ONNX layout, NHWC (rank-4 only), or both. */
 export interface ValueEntry {
@@ -369,7 +370,7 @@ function globalPool(ctx: OpContext, kind: 'max' | 'avg'): void {
  * Per-channel mean and population variance of a channels-last tensor as ones[1, M] x X[M, C]
  * products: on the wasm backend these run ~15x faster than tf.moments's reductions.
  */
-function channelMoments(x: tf.Tensor): { mean: tf.Tensor; variance: tf.Tensor } {
+export function channelMoments(x: tf.Tensor): { mean: tf.Tensor; variance: tf.Tensor } {
   const channels = x.shape[x.rank - 1]!;
   const rows = x.size / channels;
   const flat = tf.reshape(x, [rows, channels]);
@@ -437,17 +438,6 @@ function unary(fn: (x: tf.Tensor, ctx: OpContext) => tf.Tensor): OpRow {
       else ctx.set(0, fn(ctx.required(0), ctx));
     },
   };
-}
-
-function broadcastShape(a: number[], b: number[]): number[] {
-  const n = Math.max(a.length, b.length);
-  const out: number[] = [];
-  for (let i = 0; i < n; i++) {
-    const x = a[a.length - n + i] ?? 1;
-    const y = b[b.length - n + i] ?? 1;
-    out.push(x === 1 ? y : x);
-  }
-  return out;
 }
 
 /**

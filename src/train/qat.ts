@@ -22,7 +22,7 @@
 import * as tf from '@tensorflow/tfjs-core';
 import { UsageError } from '../errors.js';
 import { DataType } from '../ir/dtype.js';
-import type { Model } from '../ir/index.js';
+import type { Model, Value } from '../ir/index.js';
 import type { Dataset } from '../data/index.js';
 import type { RunnerOptions } from '../runtime/index.js';
 import { planQdq, quantizeQdq, type QdqOptions, type QdqReport } from '../passes/quantize/qdq.js';
@@ -135,14 +135,15 @@ export async function quantizeAwareTraining(model: Model, options: QatOptions): 
   const graph = new TrainableGraph(model);
   try {
     // Activation parameters exactly as applyQdq computes them (passthrough tensors inherit).
-    const params = new Map<string, QuantParams>();
-    const resolve = (name: string): QuantParams => {
-      const done = params.get(name);
+    const params = new Map<Value, QuantParams>();
+    const resolve = (value: Value): QuantParams => {
+      const done = params.get(value);
       if (done) return done;
-      const tp = [...plan.tensors.values()].find((t) => t.value.name === name);
-      if (!tp) throw new UsageError(`QAT: tensor '${name}' is not in the quantization plan`);
+      const tp = plan.tensors.get(value);
+      if (!tp) throw new UsageError(`QAT: tensor '${value.name}' is not in the quantization plan`);
+      const name = value.name;
       let p: QuantParams;
-      if (tp.source === 'inherited') p = resolve(tp.inheritFrom!.name);
+      if (tp.source === 'inherited') p = resolve(tp.inheritFrom!);
       else {
         let range: Range;
         if (tp.source === 'constant') {
@@ -160,14 +161,14 @@ export async function quantizeAwareTraining(model: Model, options: QatOptions): 
         }
         p = activationParams(range.min, range.max, actType as typeof DataType.UINT8 | typeof DataType.INT8, symmetric, reluLike);
       }
-      params.set(name, p);
+      params.set(value, p);
       return p;
     };
     const activations = new Map<string, (t: tf.Tensor) => tf.Tensor>();
     for (const tp of plan.tensors.values()) {
       // constants PTQ quantizes offline are read as constants here (not trained): leave them exact
       if (tp.source === 'constant' && !tp.producedByQuantized) continue;
-      activations.set(tp.value.name, fakeQuantActivation(resolve(tp.value.name)));
+      activations.set(tp.value.name, fakeQuantActivation(resolve(tp.value)));
     }
     const weights = new Map<string, (w: tf.Tensor) => tf.Tensor>();
     for (const np of plan.nodes) {
