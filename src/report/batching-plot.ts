@@ -10,7 +10,8 @@ import type { BatchingSweepResult } from '../serve/sweep.js';
 
 export interface PlotSeries {
   label: string;
-  points: { throughput: number; p99: number }[];
+  /** In load order (rising rate or concurrency), as perf_analyzer plots them; `load` labels the point. */
+  points: { throughput: number; p99: number; load?: string }[];
 }
 
 const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b'];
@@ -38,7 +39,12 @@ function tickLabel(v: number): string {
 }
 
 const pointsOf = (ms: LoadMeasurement[]): PlotSeries['points'] =>
-  ms.filter((m) => Number.isFinite(m.throughput) && Number.isFinite(m.latencyMs.p99)).map((m) => ({ throughput: m.throughput, p99: m.latencyMs.p99 }));
+  ms.filter((m) => Number.isFinite(m.throughput) && Number.isFinite(m.latencyMs.p99)).map((m) => ({ throughput: m.throughput, p99: m.latencyMs.p99, load: shortLoad(m.load) }));
+
+/** 'c=8' or '400/s': short enough to sit beside a point. */
+function shortLoad(load: LoadMeasurement['load']): string {
+  return load.kind === 'concurrency' ? `c=${load.concurrency}` : `${load.rate}/s`;
+}
 
 /** The series a sweep result plots. */
 export function sweepSeries(result: BatchingSweepResult): PlotSeries[] {
@@ -103,10 +109,13 @@ export function renderLatencyThroughputSvg(
   }
   series.forEach((s, i) => {
     const color = COLORS[i % COLORS.length]!;
-    const pts = [...s.points].sort((a, b) => a.throughput - b.throughput);
+    // Load order, not throughput order: past saturation throughput can fall as load rises, and the
+    // curve should show that rather than zigzag.
+    const pts = s.points;
     out.push(`<polyline fill="none" stroke="${color}" stroke-width="2" points="${pts.map((p) => `${f(X(p.throughput))},${f(Y(p.p99))}`).join(' ')}"/>`);
     for (const p of pts) {
-      out.push(`<circle cx="${f(X(p.throughput))}" cy="${f(Y(p.p99))}" r="3.5" fill="${color}"><title>${escapeXml(`${s.label}: ${p.throughput.toFixed(1)} req/s, p99 ${p.p99.toFixed(3)} ms`)}</title></circle>`);
+      out.push(`<circle cx="${f(X(p.throughput))}" cy="${f(Y(p.p99))}" r="3.5" fill="${color}"><title>${escapeXml(`${s.label}${p.load ? ` at ${p.load}` : ''}: ${p.throughput.toFixed(1)} req/s, p99 ${p.p99.toFixed(3)} ms`)}</title></circle>`);
+      if (p.load) out.push(`<text x="${f(X(p.throughput) + 6)}" y="${f(Y(p.p99) - 6)}" font-size="11" fill="${color}">${escapeXml(p.load)}</text>`);
     }
     const ly = m.top + 8 + i * 18;
     out.push(`<rect x="${m.left + 12}" y="${ly - 8}" width="14" height="4" fill="${color}"/>`);

@@ -40,7 +40,9 @@ describe('batching reports', () => {
     expect(lines.slice(0, 2)).toEqual([3, 3]);
     expect(lines.length).toBe(4);
     expect(svg).toContain('p99 target 6 ms');
-    expect(svg).toContain('<title>dynamic batching: 3200.0 req/s, p99 5.000 ms</title>');
+    expect(svg).toContain('<title>dynamic batching at c=16: 3200.0 req/s, p99 5.000 ms</title>');
+    // Each point is labelled with its load, and points stay in load order.
+    expect(svg).toMatch(/>c=16<\/text>/);
   });
 
   it('places points by value on the axes', () => {
