@@ -14,6 +14,7 @@ import {
   createProgress,
   note,
   parseAccuracyBudget,
+  parseMilliseconds,
   parseNonNegativeInt,
   parsePositiveInt,
   parsePositiveNumber,
@@ -54,11 +55,6 @@ export function parseDuration(value: string): number {
   if (!match || !(n > 0)) throw new InvalidArgumentError(`expected a duration like 10s or 500ms, got '${value}'`);
   const unit = match[2] ?? 's';
   return unit === 'ms' ? n : unit === 'm' ? n * 60_000 : n * 1000;
-}
-
-/** '20' or '20ms' -> 20 (milliseconds). */
-function parseMilliseconds(value: string): number {
-  return parsePositiveNumber(value.trim().replace(/ms$/, ''));
 }
 
 /** '1.2' or '1.2x' -> 1.2. */

@@ -79,6 +79,13 @@ export function parsePositiveNumber(value: string): number {
   return n;
 }
 
+/** '20' or '20ms' -> 20 (milliseconds). */
+export function parseMilliseconds(value: string): number {
+  const n = parseNumber(value.trim().replace(/ms$/, ''));
+  if (n <= 0) throw new InvalidArgumentError(`expected a positive number of milliseconds, got '${value}'`);
+  return n;
+}
+
 export function parseFraction(value: string): number {
   const n = parseNumber(value);
   if (n < 0 || n > 1) throw new InvalidArgumentError(`expected a number between 0 and 1, got '${value}'`);

@@ -13,6 +13,7 @@ import {
   note,
   parseNonNegativeInt,
   parseNumber,
+  parseMilliseconds,
   parsePositiveInt,
   parsePositiveIntList,
   writeTextAtomic,
@@ -58,12 +59,6 @@ function parsePositiveNumberList(value: string): number[] {
   });
 }
 
-function parsePositiveMs(value: string): number {
-  const n = parseNumber(value.trim().replace(/ms$/, ''));
-  if (n <= 0) throw new InvalidArgumentError(`expected a positive number of milliseconds, got '${value}'`);
-  return n;
-}
-
 /** The dynamic-batching settings flags (shared by benchmark and export-triton). */
 export function registerBatcherSettingOptions(command: Command): Command {
   return command
@@ -73,7 +68,7 @@ export function registerBatcherSettingOptions(command: Command): Command {
     .option('--max-queue-size <n>', 'reject requests when this many wait (default unbounded)', parsePositiveInt)
     .option('--instances <n>', 'model instances (parallel onnxruntime sessions; default 1)', parsePositiveInt)
     .option('--preserve-ordering', 'return responses in request order (Triton preserve_ordering)')
-    .option('--slo-p99 <ms>', 'search batching settings for the highest throughput with p99 under this', parsePositiveMs)
+    .option('--slo-p99 <ms>', 'search batching settings for the highest throughput with p99 under this', parseMilliseconds)
     .option('--triton-config <file>', "start from an existing Triton config.pbtxt (its batching settings and other fields)");
 }
 

@@ -1,15 +1,11 @@
 /** Tiny models built in code for the serving tests. */
 import { DataType, GraphBuilder, type Model } from '../../src/ir/index.js';
+import { seededRandom } from '../../src/util/random.js';
 
+/** Seeded values in [-0.5, 0.5). */
 function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296 - 0.5;
-  };
+  const random = seededRandom(seed);
+  return () => random() - 0.5;
 }
 
 /** y = relu(x W1 + b1) W2, x [N, inDim]. */
