@@ -204,6 +204,8 @@ export interface SaveOptions extends EncodeOptions {
 }
 
 const INLINE_LIMIT = 1.5 * 1024 ** 3;
+/** int64 initializers below this size always stay inline (see saveModel). */
+const SHAPE_LIKE_INLINE_BYTES = 1024;
 const PROTOBUF_LIMIT = 2 ** 31 - 1;
 
 function tempPath(target: string): string {
@@ -247,6 +249,9 @@ export async function saveModel(model: Model, file: string, options: SaveOptions
         let offset = 0;
         for (const { tensor, initializer } of tensors) {
           if (!initializer || placed.has(tensor) || tensor.dtype === 8 || tensor.byteLength < threshold) continue;
+          // Small int64 tensors are shapes, pads, axes: onnxruntime's shape inference reads them
+          // from the model file and cannot follow them into a side file, whatever the threshold.
+          if (tensor.dtype === 7 && tensor.byteLength < SHAPE_LIKE_INLINE_BYTES) continue;
           const bytes = tensor.rawBytes();
           const align = bytes.byteLength >= 4096 ? 4096 : 16;
           offset = Math.ceil(offset / align) * align;

@@ -152,6 +152,30 @@ describe('save and load', () => {
     }
   });
 
+  it('keeps small int64 tensors (shapes, pads) inline even under a tiny threshold, so onnxruntime loads the model', async () => {
+    const sub = fs.mkdtempSync(path.join(dir, 'shape-'));
+    const b = new GraphBuilder({ opset: 17 });
+    const x = b.input('x', DataType.FLOAT, [2, 6]);
+    const w = b.initializer('w', DataType.FLOAT, [2, 6], Float32Array.from({ length: 12 }, (_, i) => i));
+    const shape = b.initializer('shape', DataType.INT64, [2], BigInt64Array.of(3n, 4n));
+    const pads = b.initializer('pads', DataType.INT64, [4], BigInt64Array.of(0n, 1n, 0n, 0n));
+    const r = b.node('Reshape', [b.node('Mul', [x, w]), shape]);
+    b.output(b.node('Pad', [r, pads]), DataType.FLOAT, [3, 5]);
+    const file = path.join(sub, 'm.onnx');
+    await saveModel(b.build(), file, { externalData: { threshold: 1 } });
+    const loaded = await loadModel(file);
+    expect(loaded.graph.value('w')!.initializer!.external).toBeDefined();
+    expect(loaded.graph.value('shape')!.initializer!.external).toBeUndefined();
+    expect(loaded.graph.value('pads')!.initializer!.external).toBeUndefined();
+    if (ort) {
+      const session = await ort.InferenceSession.create(file, { intraOpNumThreads: 1 });
+      const out = await session.run({ x: new ort.Tensor('float32', new Float32Array(12).fill(2), [2, 6]) });
+      await session.release();
+      // Row i of the [3,4] reshape, shifted right by one zero column.
+      expect(Array.from(out[session.outputNames[0]!]!.data as Float32Array)).toEqual([0, 0, 2, 4, 6, 0, 8, 10, 12, 14, 0, 16, 18, 20, 22]);
+    }
+  });
+
   it('rejects external data locations that escape the model folder', async () => {
     const sub = fs.mkdtempSync(path.join(dir, 'escape-'));
     fs.writeFileSync(path.join(dir, 'outside.bin'), Buffer.alloc(16));
