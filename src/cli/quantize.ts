@@ -41,6 +41,7 @@ interface QuantizeFlags {
   batchSize?: number;
   perTensor?: boolean;
   minConvReduction?: number;
+  padChannels: boolean;
   activationType: 'uint8' | 'int8';
   opTypes?: string[];
   excludeOpTypes?: string[];
@@ -91,6 +92,7 @@ export function registerQuantize(program: Command): void {
     .option('--batch-size <n>', 'samples per calibration run (default 16)', parsePositiveInt)
     .option('--per-tensor', 'one scale per weight tensor instead of one per output channel')
     .option('--min-conv-reduction <n>', 'keep a Conv float when Cin/group x kh x kw is below n (e.g. 16: a 1-channel stem is faster in float)', parseNonNegativeInt)
+    .option('--no-pad-channels', 'do not pad the input channels of 1x1-3x3 stem convs to a multiple of 4 (same numbers; lets onnxruntime use its fast x86 int8 conv)')
     .addOption(new Option('--activation-type <type>', 'uint8 (asymmetric, fastest on x86) or int8 (symmetric)').choices(['uint8', 'int8']).default('uint8'))
     .option('--op-types <list>', 'quantize only these op types, e.g. Conv,Gemm', parseStringList)
     .option('--exclude-op-types <list>', 'never quantize these op types', parseStringList)
@@ -161,6 +163,7 @@ async function quantizeAction(modelPath: string, flags: QuantizeFlags): Promise<
         percentile: flags.percentile,
         perChannel: !flags.perTensor,
         minConvReduction: flags.minConvReduction,
+        padChannels: flags.padChannels,
         activationType: flags.activationType,
         opTypes: flags.opTypes,
         excludeOpTypes: flags.excludeOpTypes,
@@ -299,6 +302,9 @@ async function renderSummary(doc: SummaryDocument): Promise<string> {
     table.push(['calibration', `${rep.calibration.method}${rep.calibration.percentile ? ` ${rep.calibration.percentile}` : ''}, ${rep.calibration.samples} samples, ${rep.calibration.tensors} tensors, ${rep.calibration.seconds.toFixed(2)} s`]);
     const pre = rep.preprocess;
     table.push(['pre-processing', `${pre.batchNormsFolded.length} BatchNorm folded, ${pre.constantsToInitializers} Constant -> initializer, ${pre.constantsFolded} folded${pre.opset?.upgraded ? `, opset ${pre.opset.from} -> ${pre.opset.to}` : ''}`]);
+    if (rep.qdq.paddedConvs.length) {
+      table.push(['input channels padded', rep.qdq.paddedConvs.map((c) => `${c.node}: ${c.from} -> ${c.to} (fast int8 conv kernel)`).join('\n')]);
+    }
     if (rep.qdq.skipped.length) table.push(['left in FP32', rep.qdq.skipped.map((s) => `${s.node} (${s.reason})`).join('\n')]);
   } else if (doc.mode === 'int8-dynamic') {
     const qb = (r['quantizedByOpType'] ?? {}) as Record<string, number>;

@@ -13,6 +13,7 @@ import { DataType } from '../../ir/dtype.js';
 import { isTensorType, Tensor, type Graph, type Model, type Node, type Value } from '../../ir/index.js';
 import type { Range } from './calibrate.js';
 import { activationParams, quantizeBias, quantizeValues, quantizeWeight, type QuantParams, type QuantType } from './quant-math.js';
+import { padConvInputChannels, type PaddedConv } from './channel-pad.js';
 import { ABSORBABLE_ACTIVATIONS, QDQ_HANDLERS, type InputRole, type OpHandler } from './registry.js';
 
 export interface QdqOptions {
@@ -37,6 +38,11 @@ export interface QdqOptions {
    * quantize/requantize work per output is no longer amortized.
    */
   minConvReduction?: number;
+  /**
+   * Pad the input channels of quantized convs at a float -> int8 boundary (1- or 3-channel stems)
+   * to a multiple of 4 so onnxruntime's fast x86 int8 conv kernel runs; same numbers. Default true.
+   */
+  padChannels?: boolean;
 }
 
 /** Default of QdqOptions.minConvReduction. */
@@ -117,6 +123,8 @@ export interface QdqReport {
   /** Bias values that did not fit int32 and were clamped. */
   biasSaturated: number;
   qdqNodesAdded: number;
+  /** Convs whose input channels were padded for onnxruntime's fast int8 kernel. */
+  paddedConvs: PaddedConv[];
 }
 
 const isDefaultDomain = (n: Node): boolean => n.domain === '' || n.domain === 'ai.onnx';
@@ -314,6 +322,7 @@ export function applyQdq(model: Model, plan: QdqPlan, options: ApplyOptions): Qd
     biases: 0,
     biasSaturated: 0,
     qdqNodesAdded: 0,
+    paddedConvs: [],
   };
   const nodeNames = new Set(graph.allNodes().map((n) => n.name));
   const nodeName = (base: string): string => {
@@ -503,5 +512,9 @@ export function applyQdq(model: Model, plan: QdqPlan, options: ApplyOptions): Qd
     if (v.consumers.length === 0 && !v.isGraphOutput() && !v.isGraphInput()) graph.removeInitializer(v);
   }
   graph.topologicalSort();
+  if (options.padChannels !== false) {
+    const boundary = new Set([...plan.tensors.values()].filter((tp) => !tp.producedByQuantized && tp.source === 'calibrated').map((tp) => tp.value));
+    report.paddedConvs = padConvInputChannels(model, boundary);
+  }
   return report;
 }
