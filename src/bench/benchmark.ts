@@ -3,8 +3,9 @@
  * returns a plain result record (accuracy with paired significance, agreement with the baseline,
  * latency statistics with paired speed-up intervals, size, load time, peak memory, gates, and a
  * reproducibility manifest). Reports progress through callbacks; never prints.
- * Timed runs are interleaved round-robin (A B C, B C A, C A B, ...) so that drift (thermal, other
- * processes, frequency scaling) hits every model alike and each round yields one paired ratio.
+ * Timed runs are interleaved in rounds with a rotating start (A B C, B C A, C A B, ...) so that
+ * drift (thermal, other processes, frequency scaling) hits every model alike; within a round each
+ * model re-warms, then runs a burst, and the i-th runs of two models form a pair.
  * Imports: runtime, data, bench/*, errors.
  */
 import path from 'node:path';
@@ -48,6 +49,12 @@ import type {
 export const DEFAULTS = {
   warmup: 10,
   iterations: 100,
+  burst: 10,
+  /**
+   * Untimed runs after each switch to another model, for at least this long (and at least one
+   * run): the first ~1 ms of runs after a switch are slower (measured, docs/benchmark.md).
+   */
+  switchWarmupMs: 1,
   evalBatchSize: 32,
   randomSamples: 64,
   seed: 0,
@@ -157,6 +164,7 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
   const warn = callbacks.onWarning ?? (() => {});
   const candidatesPaths = options.candidates ?? [];
   const warmup = options.warmup ?? DEFAULTS.warmup;
+  const burst = Math.max(1, Math.floor(options.burst ?? DEFAULTS.burst));
   const durationMs = options.durationMs ?? null;
   const iterations = durationMs === null ? (options.iterations ?? DEFAULTS.iterations) : (options.iterations ?? null);
   const seed = options.seed ?? DEFAULTS.seed;
@@ -308,8 +316,8 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
       const stepLabel = batchSizes.length > 1 ? ` (batch ${batchSize}, ${index + 1}/${batchSizes.length})` : '';
       progress({ phase: 'warmup', message: `warming up${stepLabel}` });
       for (const model of models) for (let i = 0; i < warmup; i++) await runModel(model, feeds);
-      const times = await timeInterleaved(models, feeds, iterations, durationMs, (done, total) =>
-        progress({ phase: 'latency', message: `timing${stepLabel}: round ${done}${total ? `/${total}` : ''}`, fraction: total ? done / total : undefined }),
+      const times = await timeInterleaved(models, feeds, { iterations, durationMs, burst }, (done, total) =>
+        progress({ phase: 'latency', message: `timing${stepLabel}: ${done}${total ? `/${total}` : ''} runs per model`, fraction: total ? done / total : undefined }),
       );
       for (let m = 0; m < models.length; m++) {
         const t = times[m]!;
@@ -320,7 +328,10 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
           throughput: (batchSize * 1000) / stats.mean,
           p99Interval: bootstrapPercentileCI(t, 99, { seed, resamples }),
         };
-        if (m > 0) point.speedup = pairedSpeedup(times[0]!, t, { seed: seed + m, resamples, groupSize: models.length });
+        // Strict round-robin: group a full rotation (every model once in every slot) to cancel
+        // the slot effect. Bursts start warm, so each pair (same round, same place) stands alone.
+        const groupSize = burst > 1 ? 1 : models.length;
+        if (m > 0) point.speedup = pairedSpeedup(times[0]!, t, { seed: seed + m, resamples, groupSize });
         latency[m]!.push(point);
       }
     }
@@ -376,6 +387,7 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
         warmup,
         iterations,
         durationMs,
+        burst,
         batchSizes,
         threads: options.threads ?? null,
         providers,
@@ -383,7 +395,7 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
         outputName,
         seed,
         bootstrapResamples: resamples,
-        interleaving: 'round-robin, rotating start',
+        interleaving: 'bursts, rotating start',
       },
       data: { source, path: options.data ?? null, samples: dataset.count, labels: hasLabels },
       models: results,
@@ -416,37 +428,50 @@ function defaultBatchSize(inputs: readonly IoSpec[], overrides: Record<string, n
 }
 
 /**
- * Timed runs, round-robin with a rotating start so every model runs equally often in every slot
- * (the first slot after a switch is slightly colder). Returns milliseconds per run, per model,
- * indexed by round so times[a][i] and times[b][i] form a pair.
+ * Timed runs, interleaved by model in bursts: each round gives every model, in a rotating order,
+ * one untimed run (caches now hold this model, as in a deployment that serves one model) and then
+ * `burst` timed runs in a row. burst 1 without the untimed run is strict round-robin, every run
+ * right after another model's (cold caches). The rotation makes every model run equally often in
+ * every slot; rounds are short, so drift still hits every model alike. Returns milliseconds per
+ * run, per model, indexed so times[a][i] and times[b][i] (same round, same place in the burst)
+ * form a pair.
  */
 async function timeInterleaved(
   models: LoadedModel[],
   feeds: Feeds,
-  iterations: number | null,
-  durationMs: number | null,
+  plan: { iterations: number | null; durationMs: number | null; burst: number },
   onRound: (done: number, total: number | null) => void,
 ): Promise<Float64Array[]> {
-  const maxRounds = iterations ?? 1_000_000;
-  const times = models.map(() => new Float64Array(maxRounds));
+  const { iterations, durationMs, burst } = plan;
+  const maxRuns = iterations ?? 1_000_000;
+  const times = models.map(() => new Float64Array(maxRuns));
   const deadline = durationMs === null ? Infinity : performance.now() + durationMs;
   let lastReport = performance.now();
-  let round = 0;
-  for (; round < maxRounds; round++) {
+  let runs = 0;
+  for (let round = 0; runs < maxRuns; round++) {
     if (round >= DEFAULTS.minRounds && performance.now() >= deadline) break;
+    const count = Math.min(burst, maxRuns - runs);
     for (let k = 0; k < models.length; k++) {
       const m = (round + k) % models.length;
       const runner = models[m]!.runner;
-      const start = performance.now();
-      await runner.run(feeds);
-      times[m]![round] = performance.now() - start;
+      if (burst > 1) {
+        const warmUntil = performance.now() + DEFAULTS.switchWarmupMs;
+        do await runner.run(feeds);
+        while (performance.now() < warmUntil);
+      }
+      for (let j = 0; j < count; j++) {
+        const start = performance.now();
+        await runner.run(feeds);
+        times[m]![runs + j] = performance.now() - start;
+      }
     }
+    runs += count;
     if (performance.now() - lastReport > 250) {
       lastReport = performance.now();
-      onRound(round + 1, iterations);
+      onRound(runs, iterations);
     }
   }
-  return times.map((t) => t.slice(0, round));
+  return times.map((t) => t.slice(0, runs));
 }
 
 export { describeSpec };

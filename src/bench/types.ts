@@ -30,6 +30,13 @@ export interface BenchmarkOptions {
   iterations?: number;
   /** Time budget per batch size (all models together) instead of a fixed iteration count. */
   durationMs?: number;
+  /**
+   * Timed runs of one model in a row before the next model runs; each burst follows ~1 ms of
+   * untimed runs of that model (at least one), so caches hold it: steady-state latency, as when
+   * one model is served. 1 = strict round-robin, every timed run right after another model's
+   * (cold caches). Default 10.
+   */
+  burst?: number;
   /** Batch sizes to sweep; default [1] (or the batch dim fixed by the model or --shape). */
   batchSizes?: number[];
   /** Intra-op threads for onnxruntime; default: onnxruntime's choice. */
@@ -145,6 +152,7 @@ export interface BenchmarkResult {
     warmup: number;
     iterations: number | null;
     durationMs: number | null;
+    burst: number;
     batchSizes: number[];
     threads: number | null;
     providers: string[];
@@ -152,7 +160,7 @@ export interface BenchmarkResult {
     outputName: string;
     seed: number;
     bootstrapResamples: number;
-    interleaving: 'round-robin, rotating start';
+    interleaving: 'bursts, rotating start';
   };
   data: {
     source: 'file' | 'random';

@@ -7,6 +7,7 @@ import { writeNpz } from '../../src/data/index.js';
 import { DataType } from '../../src/ir/index.js';
 import { saveModel } from '../../src/onnx/index.js';
 import { seededRandom } from '../../src/bench/stats.js';
+import { methodLine } from '../../src/report/table.js';
 import { mlpModel, slowedCopy } from './models.js';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'model-opt-bench-ir-'));
@@ -79,5 +80,18 @@ describe('benchmark: the done-when checks on an IR-built MLP', () => {
     expect(slow!.peakMemoryBytes).toBeGreaterThan(0);
     expect(result.gates[0]).toMatchObject({ gate: 'min-speedup', passed: false });
     expect(result.passed).toBe(false);
+  });
+
+  it('times exactly --iterations runs per model in bursts (default 10) or strict round-robin (burst 1), and says which', async () => {
+    const common = { baseline, candidates: [baseline], warmup: 2, iterations: 45, batchSizes: [1], threads: 1, measureMemory: false, bootstrapResamples: 200 };
+    const bursts = await benchmark(common);
+    expect(bursts.settings.burst).toBe(10);
+    for (const m of bursts.models) expect(m.latency[0]!.stats.count).toBe(45);
+    expect(methodLine(bursts)).toMatch(/45 timed runs per model, interleaved in bursts of 10 \(each after ~1 ms of untimed runs\)/);
+    const strict = await benchmark({ ...common, burst: 1 });
+    expect(strict.settings.burst).toBe(1);
+    for (const m of strict.models) expect(m.latency[0]!.stats.count).toBe(45);
+    expect(methodLine(strict)).toMatch(/interleaved round-robin \(cold caches\)/);
+    for (const r of [bursts, strict]) expect(Math.abs(r.models[1]!.latency[0]!.speedup!.estimate - 1)).toBeLessThan(0.15);
   });
 });
