@@ -91,7 +91,7 @@ export function registerQuantize(program: Command): void {
     .option('--percentile <p>', 'percentile kept by --calibrate percentile', parsePercentile, 99.99)
     .option('--batch-size <n>', 'samples per calibration run (default 16)', parsePositiveInt)
     .option('--per-tensor', 'one scale per weight tensor instead of one per output channel')
-    .option('--min-conv-reduction <n>', 'keep a Conv float when Cin/group x kh x kw is below n (e.g. 16: a 1-channel stem is faster in float)', parseNonNegativeInt)
+    .option('--min-conv-reduction <n>', 'keep a Conv float when Cin/group x kh x kw is below n (default 16: a 1-channel 3x3 stem is faster in float; 0 = off)', parseNonNegativeInt)
     .option('--no-pad-channels', 'do not pad the input channels of 1x1-3x3 stem convs to a multiple of 4 (same numbers; lets onnxruntime use its fast x86 int8 conv)')
     .addOption(new Option('--activation-type <type>', 'uint8 (asymmetric, fastest on x86) or int8 (symmetric)').choices(['uint8', 'int8']).default('uint8'))
     .option('--op-types <list>', 'quantize only these op types, e.g. Conv,Gemm', parseStringList)
@@ -237,7 +237,8 @@ async function quantizeAction(modelPath: string, flags: QuantizeFlags): Promise<
       await rm(target, { force: true });
       throw error;
     }
-    const fusion = flags.mode === 'fp16' ? undefined : await q.checkFusion(target, { runner: runnerOptions, reference: written });
+    const keptFloat = flags.mode === 'int8' ? (passReport as import('../passes/quantize/index.js').Int8Report).qdq.skipped : undefined;
+    const fusion = flags.mode === 'fp16' ? undefined : await q.checkFusion(target, { runner: runnerOptions, reference: written, keptFloat });
     const document = {
       schemaVersion: QUANTIZE_JSON_SCHEMA_VERSION,
       command: 'quantize',
@@ -318,6 +319,7 @@ async function renderSummary(doc: SummaryDocument): Promise<string> {
     const f = doc.fusion;
     table.push(['integer kernels (onnxruntime)', `${f.integerKernelCount}: ${Object.entries(f.integerKernels).map(([k, v]) => `${k} ${v}`).join(', ') || 'none'}`]);
     table.push(['DQ -> float op left', f.unfused.length === 0 ? 'none' : f.unfused.map((u) => `${u.node} (${u.opType}): ${u.reason}`).join('\n')]);
+    if (f.keptFloat.length > 0) table.push(['float by choice, reads int8', f.keptFloat.map((u) => `${u.node} (${u.opType})`).join(', ')]);
     table.push(['will it be faster?', f.verdict]);
   }
   table.push(['size', `${formatBytes(doc.input.sizeBytes)} -> ${formatBytes(doc.output.sizeBytes)} (${((doc.output.sizeBytes / doc.input.sizeBytes) * 100).toFixed(0)}%)`]);

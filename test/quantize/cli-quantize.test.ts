@@ -26,10 +26,10 @@ beforeAll(async () => {
   modelPath = join(dir, 'cnn.onnx');
   const model = residualCnn(17, 32);
   await saveModel(model, modelPath);
-  const calib = dataset('input', [48, 1, 12, 12], 21);
+  const calib = dataset('input', [48, 2, 12, 12], 21);
   await writeNpz(calibPath = join(dir, 'calib.npz'), calib.inputs);
   // Labels = FP32 predictions, so FP32 scores 100% and any INT8 disagreement is a drop.
-  const evalSet = dataset('input', [96, 1, 12, 12], 22);
+  const evalSet = dataset('input', [96, 2, 12, 12], 22);
   const r = await createRunner(model);
   const logits = (await r.run(evalSet.inputs)).logits!;
   await r.release();

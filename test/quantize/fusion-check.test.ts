@@ -2,7 +2,7 @@
 // residual CNN quantized with the default settings.
 import { describe, expect, it } from 'vitest';
 import { DataType, GraphBuilder, Tensor } from '../../src/ir/index.js';
-import { checkFusion } from '../../src/passes/quantize/fusion-check.js';
+import { analyzeOptimized, checkFusion } from '../../src/passes/quantize/fusion-check.js';
 import { quantizeInt8 } from '../../src/passes/quantize/int8.js';
 import { dataset, randomFloats, residualCnn } from './models.js';
 
@@ -30,7 +30,7 @@ describe('fusion check', () => {
 
   it('default INT8 settings on a residual CNN leave no DequantizeLinear -> float op', async () => {
     const model = residualCnn();
-    const { model: q } = await quantizeInt8(model, { calibration: dataset('input', [32, 1, 12, 12], 7) });
+    const { model: q } = await quantizeInt8(model, { calibration: dataset('input', [32, 2, 12, 12], 7) });
     const report = await checkFusion(q);
     expect(report.unfused).toEqual([]);
     expect(report.integerKernels).toEqual({ QLinearConv: 3, QLinearAdd: 1, QLinearGlobalAveragePool: 1, QGemm: 1 });
@@ -39,7 +39,7 @@ describe('fusion check', () => {
 
   it('an excluded Add really runs in FP32 (with its reader), and the report says why', async () => {
     const model = residualCnn();
-    const { model: q, report: r } = await quantizeInt8(model, { calibration: dataset('input', [16, 1, 12, 12], 8), excludeNodes: ['block.add'] });
+    const { model: q, report: r } = await quantizeInt8(model, { calibration: dataset('input', [16, 2, 12, 12], 8), excludeNodes: ['block.add'] });
     expect(r.qdq.skipped.slice(0, 2)).toEqual([
       { node: 'block.add', opType: 'Add', reason: 'excluded' },
       { node: 'gap', opType: 'GlobalAveragePool', reason: "reads the output of FP32 node 'block.add'" },
@@ -51,5 +51,25 @@ describe('fusion check', () => {
     expect(add!.reason).toMatch(/output is not quantized/);
     expect(report.integerKernels.QLinearConv).toBe(3);
     expect(report.integerKernels.QLinearAdd).toBeUndefined();
+    expect(report.keptFloat).toEqual([]);
+    // Told what the quantizer kept float on purpose, the check files the Add under keptFloat
+    // (it reads dequantized activations only) and the verdict no longer counts it.
+    const told = await checkFusion(q, { keptFloat: r.qdq.skipped });
+    expect(told.unfused.find((u) => u.node === 'block.add')).toBeUndefined();
+    expect(told.keptFloat.find((u) => u.node === 'block.add')).toMatchObject({ opType: 'Add', reason: 'excluded' });
+    expect(told.verdict).toMatch(/kept float by choice read int8 data/);
+  });
+
+  it('a DequantizeLinear of a weight feeding a float op is never excused, even for a node kept float', () => {
+    // DQ(weight) -> MatMul in the optimized graph: dequantizes the weight on every run.
+    const b = new GraphBuilder({ opset: 13 });
+    const x = b.input('x', DataType.FLOAT, [1, 4]);
+    const wq = b.initializer('wq', DataType.INT8, [4, 2], Int8Array.from([1, 2, 3, 4, 5, 6, 7, 8]));
+    const w = b.node('DequantizeLinear', [wq, b.initializer('s', DataType.FLOAT, [], Float32Array.of(0.1)), b.initializer('z', DataType.INT8, [], Int8Array.of(0))]);
+    const y = b.node('MatMul', [x, w], {}, { name: 'mm' });
+    b.output(y, DataType.FLOAT, [1, 2]);
+    const report = analyzeOptimized(b.build(), undefined, [{ node: 'mm', reason: 'excluded' }]);
+    expect(report.unfused.map((u) => u.node)).toEqual(['mm']);
+    expect(report.keptFloat).toEqual([]);
   });
 });

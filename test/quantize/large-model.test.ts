@@ -28,8 +28,8 @@ afterAll(async () => {
   await rm(sessions, { recursive: true, force: true });
 });
 
-const calib = dataset('input', [24, 1, 12, 12], 5, 10);
-const feeds = { input: { dtype: DataType.FLOAT, dims: [4, 1, 12, 12], data: (calib.inputs.input!.data as Float32Array).slice(0, 4 * 144) } };
+const calib = dataset('input', [24, 2, 12, 12], 5, 10);
+const feeds = { input: { dtype: DataType.FLOAT, dims: [4, 2, 12, 12], data: (calib.inputs.input!.data as Float32Array).slice(0, 4 * 288) } };
 
 async function logits(model: Model, options: RunnerOptions): Promise<Float32Array> {
   const r = await createRunner(model, { intraOpThreads: 1, ...options });

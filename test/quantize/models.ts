@@ -22,10 +22,14 @@ export function dataset(name: string, dims: number[], seed: number, labels?: num
   return ds;
 }
 
-/** Conv(+BN)+Relu -> MaxPool -> [Conv+BN+Relu, Conv+BN] + residual Add -> Relu -> GAP -> Flatten -> Gemm(transB). */
-export function residualCnn(opset = 17, channels = 8): Model {
+/**
+ * Conv(+BN)+Relu -> MaxPool -> [Conv+BN+Relu, Conv+BN] + residual Add -> Relu -> GAP -> Flatten ->
+ * Gemm(transB). Two input channels by default: a stem reduction of 18, quantized by default (a
+ * 1-channel stem, reduction 9, stays float: see small-conv.test.ts).
+ */
+export function residualCnn(opset = 17, channels = 8, inChannels = 2): Model {
   const b = new GraphBuilder({ opset });
-  const x = b.input('input', DataType.FLOAT, ['N', 1, 12, 12]);
+  const x = b.input('input', DataType.FLOAT, ['N', inChannels, 12, 12]);
   let seed = 10;
   const convBn = (inp: Value, cin: number, cout: number, name: string, relu: boolean): Value => {
     const w = b.initializer(`${name}.w`, DataType.FLOAT, [cout, cin, 3, 3], randomFloats(cout * cin * 9, seed++, Math.sqrt(2 / (9 * cin))));
@@ -37,7 +41,7 @@ export function residualCnn(opset = 17, channels = 8): Model {
     const bn = b.node('BatchNormalization', [conv, gamma, beta, mean, vr], { epsilon: 1e-5 }, { name: `${name}.bn` });
     return relu ? b.node('Relu', [bn], {}, { name: `${name}.relu` }) : bn;
   };
-  let h = convBn(x, 1, channels, 'stem', true);
+  let h = convBn(x, inChannels, channels, 'stem', true);
   h = b.node('MaxPool', [h], { kernel_shape: [2, 2], strides: [2, 2] }, { name: 'pool' });
   const r1 = convBn(h, channels, channels, 'block.conv1', true);
   const r2 = convBn(r1, channels, channels, 'block.conv2', false);

@@ -130,13 +130,13 @@ describe('opset upgrade to 13', () => {
 
   it('an opset-11 CNN quantizes per-channel (upgraded to 13) and matches FP32', async () => {
     const model = residualCnn(11);
-    const calib = dataset('input', [32, 1, 12, 12], 3);
+    const calib = dataset('input', [32, 2, 12, 12], 3);
     const { model: q, report } = await quantizeInt8(model, { calibration: calib });
     expect(report.preprocess.opset?.upgraded).toBe(true);
     expect(q.opsetVersion('')).toBe(13);
     expect(report.qdq.perChannel).toBe(true);
     expect(report.qdq.byOpType).toMatchObject({ Conv: 3, Gemm: 1, Add: 1 });
-    const agreement = (await compareOutputs(model, q, dataset('input', [64, 1, 12, 12], 4))).logits!;
+    const agreement = (await compareOutputs(model, q, dataset('input', [64, 2, 12, 12], 4))).logits!;
     expect(agreement.sqnrDb).toBeGreaterThan(30);
     expect(agreement.top1Agreement).toBeGreaterThanOrEqual(0.95);
   });

@@ -148,7 +148,7 @@ describe('QDQ numerics vs float64 reference', () => {
     const xv = b.input('x', DataType.FLOAT, [1, 2, 4, 4]);
     const y = b.node('Conv', [xv, b.initializer('w', DataType.FLOAT, [3, 2, 1, 1], randomFloats(6, 3))]);
     b.output(y, DataType.FLOAT, [1, 3, 4, 4]);
-    const q = quantizeQdq(b.build(), { ranges: new Map([['x', { min: -1, max: 1 }], [y.name, { min: -2, max: 2 }]]), perChannel: false });
+    const q = quantizeQdq(b.build(), { ranges: new Map([['x', { min: -1, max: 1 }], [y.name, { min: -2, max: 2 }]]), perChannel: false, minConvReduction: 0 });
     expect(dqAxes(q.model)).toEqual([{ axis: undefined, scaleLength: 1 }]);
     // The graph output keeps its name on the final DequantizeLinear.
     expect(q.model.graph.outputs[0]!.name).toBe(y.name);
@@ -201,35 +201,54 @@ describe('QDQ numerics vs float64 reference', () => {
     expectClose(fused, ref, 1e-4);
   });
 
-  it('residual Add: x feeds the Conv and the Add through separate DequantizeLinear nodes', async () => {
+  it('residual Add: h feeds the Conv and the Add through separate DequantizeLinear nodes', async () => {
     const xd = [1, 2, 4, 4];
     const x = randomFloats(32, 10);
+    const w0 = randomFloats(4, 12, 0.8);
     const w = randomFloats(36, 11, 0.3);
     const b = new GraphBuilder({ opset: 13 });
     const xv = b.input('x', DataType.FLOAT, xd);
-    const c = b.node('Conv', [xv, b.initializer('w', DataType.FLOAT, [2, 2, 3, 3], w)], { pads: [1, 1, 1, 1] }, { name: 'conv' });
-    const y = b.node('Add', [c, xv], {}, { name: 'add' });
+    const h = b.node('Conv', [xv, b.initializer('w0', DataType.FLOAT, [2, 2, 1, 1], w0)], {}, { name: 'conv0' });
+    const c = b.node('Conv', [h, b.initializer('w', DataType.FLOAT, [2, 2, 3, 3], w)], { pads: [1, 1, 1, 1] }, { name: 'conv' });
+    const y = b.node('Add', [c, h], {}, { name: 'add' });
     y.rename('y');
     b.output(y, DataType.FLOAT, xd);
-    const fpConv = conv2d(x, xd, w, [2, 2, 3, 3], null, 1);
+    const hFp = conv2d(x, xd, w0, [2, 2, 1, 1], null, 0);
+    const fpConv = conv2d(hFp, xd, w, [2, 2, 3, 3], null, 1);
     const xr: Range = { min: -1, max: 1 };
+    const hr = rangeOf(hFp);
     const cr = rangeOf(fpConv);
-    const yr = rangeOf(fpConv.map((v, i) => v + x[i]!));
-    const q = quantizeQdq(b.build(), { ranges: new Map([['x', xr], [c.name, cr], ['y', yr]]) });
-    expect(q.report.byOpType).toEqual({ Conv: 1, Add: 1 });
+    const yr = rangeOf(fpConv.map((v, i) => v + hFp[i]!));
+    const q = quantizeQdq(b.build(), { ranges: new Map([['x', xr], [h.name, hr], [c.name, cr], ['y', yr]]), minConvReduction: 0 });
+    expect(q.report.byOpType).toEqual({ Conv: 2, Add: 1 });
     expect(q.model.graph.outputs[0]!.name).toBe('y');
-    const xq = q.model.graph.nodes.filter((n) => n.opType === 'QuantizeLinear' && n.inputs[0]!.name === 'x');
-    expect(xq).toHaveLength(1);
-    expect(xq[0]!.outputs[0]!.consumers.map((n) => n.opType)).toEqual(['DequantizeLinear', 'DequantizeLinear']);
+    const hq = q.model.graph.nodes.filter((n) => n.opType === 'QuantizeLinear' && n.inputs[0]!.name === h.name);
+    expect(hq).toHaveLength(1);
+    expect(hq[0]!.outputs[0]!.consumers.map((n) => n.opType)).toEqual(['DequantizeLinear', 'DequantizeLinear']);
     const px = u8(xr);
+    const hQ = fq(conv2d(fq(x, px), xd, fqWeight(w0, [2, 2, 1, 1], 0).values, [2, 2, 1, 1], null, 0), u8(hr));
     const pw = fqWeight(w, [2, 2, 3, 3], 0);
-    const convQ = fq(conv2d(fq(x, px), xd, pw.values, [2, 2, 3, 3], null, 1), u8(cr));
-    const xfq = fq(x, px);
+    const convQ = fq(conv2d(hQ, xd, pw.values, [2, 2, 3, 3], null, 1), u8(cr));
     const py = u8(yr);
-    const ref = fq(convQ.map((v, i) => v + xfq[i]!), py);
+    const ref = fq(convQ.map((v, i) => v + hQ[i]!), py);
     const { plain, fused } = await runBoth(q.model, { x }, { x: xd });
     expectClose(plain, ref, 1e-5);
     expectClose(fused, ref, py.scale + 1e-5);
+  });
+
+  it('an Add reading a float tensor (here the graph input) stays float, with the reason', () => {
+    const xd = [1, 2, 4, 4];
+    const b = new GraphBuilder({ opset: 13 });
+    const xv = b.input('x', DataType.FLOAT, xd);
+    const c = b.node('Conv', [xv, b.initializer('w', DataType.FLOAT, [2, 2, 3, 3], randomFloats(36, 11, 0.3))], { pads: [1, 1, 1, 1] }, { name: 'conv' });
+    const y = b.node('Add', [c, xv], {}, { name: 'add' });
+    b.output(y, DataType.FLOAT, xd);
+    const r: Range = { min: -1, max: 1 };
+    const q = quantizeQdq(b.build(), { ranges: new Map([['x', r], [c.name, r], [y.name, r]]) });
+    expect(q.report.byOpType).toEqual({ Conv: 1 });
+    expect(q.report.skipped).toEqual([{ node: 'add', opType: 'Add', reason: "reads float tensor 'x': an int8 Add only pays off between int8 tensors" }]);
+    // Sensitivity analysis quantizes one node at a time and still gets it.
+    expect(quantizeQdq(b.build(), { ranges: new Map([['x', r], [c.name, r], [y.name, r]]), onlyNodes: ['add'] }).report.byOpType).toEqual({ Add: 1 });
   });
 
   it('Concat of two differently scaled inputs re-quantizes to the output range', async () => {

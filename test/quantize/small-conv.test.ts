@@ -8,13 +8,16 @@ import { quantizeInt8 } from '../../src/passes/quantize/int8.js';
 import { dataset, residualCnn } from './models.js';
 
 describe('small-reduction Conv left in float', () => {
-  it('a Cin=1 stem conv stays float with its reason; the boundary Q after the MaxPool is per-axis; numerics hold', async () => {
-    const fp32 = residualCnn();
+  it('by default a Cin=1 stem conv stays float with its reason, so does the Add reading its pool; the boundary Q after the MaxPool is per-axis; numerics hold', async () => {
+    const fp32 = residualCnn(17, 8, 1);
     const calib = dataset('input', [16, 1, 12, 12], 5);
-    const { model, report } = await quantizeInt8(fp32, { calibration: calib, minConvReduction: 16 });
+    // The default minConvReduction (16) applies.
+    const { model, report } = await quantizeInt8(fp32, { calibration: calib });
     const skipped = report.qdq.skipped.find((s) => s.node === 'stem.conv');
     expect(skipped?.reason).toMatch(/reduction size 9 .*< 16/);
     expect(report.qdq.byOpType.Conv).toBe(2);
+    // The residual Add reads the float pool output: it stays float too (int8 Add only between int8 tensors).
+    expect(report.qdq.skipped.find((s) => s.node === 'block.add')?.reason).toMatch(/reads float tensor/);
     const g = model.graph;
     expect(g.nodes.find((n) => n.name === 'stem.conv')!.inputs[1]!.producer).toBeNull();
     const boundary = g.nodes.find((n) => n.opType === 'QuantizeLinear' && n.inputs[0]!.producer?.opType === 'MaxPool')!;

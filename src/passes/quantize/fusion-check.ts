@@ -60,8 +60,13 @@ export interface FusionReport {
   integerKernelCount: number;
   /** Data-movement ops running on 8-bit data (their Q/DQ dropped), by op type. */
   eightBitDataMovement: Record<string, number>;
-  /** Float ops fed by a DequantizeLinear: run in float on dequantized data. */
+  /** Float ops fed by a DequantizeLinear that were meant to run in 8 bits: extra time. */
   unfused: UnfusedNode[];
+  /**
+   * Float ops the quantizer chose to keep float (options.keptFloat) that read dequantized
+   * activations at a float/int8 boundary: one DequantizeLinear each, by design.
+   */
+  keptFloat: UnfusedNode[];
   quantizeLinear: number;
   dequantizeLinear: number;
   optimizedNodes: number;
@@ -74,7 +79,15 @@ export interface FusionReport {
  * to a private temp folder (removed always); for a model over protobuf's limit onnxruntime writes
  * its weights to a side file there (see runner.ts), which is never read back: only the graph matters.
  */
-export async function checkFusion(model: Model | string, options: { runner?: RunnerOptions; reference?: Model } = {}): Promise<FusionReport> {
+export interface FusionCheckOptions {
+  runner?: RunnerOptions;
+  /** The QDQ model the file was written from (names and reasons); default: read the file. */
+  reference?: Model;
+  /** Nodes the quantizer kept float on purpose, with its reason (QdqReport.skipped). */
+  keptFloat?: readonly { node: string; reason: string }[];
+}
+
+export async function checkFusion(model: Model | string, options: FusionCheckOptions = {}): Promise<FusionReport> {
   const dir = await mkdtemp(join(options.runner?.tempDir ?? tmpdir(), 'model-opt-fusion-'));
   const optimizedPath = join(dir, 'optimized.onnx');
   try {
@@ -89,14 +102,15 @@ export async function checkFusion(model: Model | string, options: { runner?: Run
     // No baseDir: tensors in a side file stay unloaded (the analysis reads only the graph).
     const optimized = decodeModel(await readFile(optimizedPath), { sourceName: 'optimized model' });
     const reference = options.reference ?? (typeof model === 'string' ? decodeModel(await readFile(model), { sourceName: model }) : model);
-    return analyzeOptimized(optimized, reference);
+    return analyzeOptimized(optimized, reference, options.keptFloat);
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
 }
 
 /** The analysis on an already optimized graph (exported for tests). */
-export function analyzeOptimized(optimized: Model, reference?: Model): FusionReport {
+export function analyzeOptimized(optimized: Model, reference?: Model, keptFloatNodes: readonly { node: string; reason: string }[] = []): FusionReport {
+  const chosen = new Map(keptFloatNodes.map((k) => [k.node, k.reason]));
   const g = optimized.graph;
   const integerKernels: Record<string, number> = {};
   const eightBit: Record<string, number> = {};
@@ -122,26 +136,34 @@ export function analyzeOptimized(optimized: Model, reference?: Model): FusionRep
     if (node.opType === 'QGemm' && !node.inputs[7]) node.outputs.forEach((o) => quantizedValues.delete(o.name));
   }
   const unfused: UnfusedNode[] = [];
+  const keptFloat: UnfusedNode[] = [];
   for (const node of g.nodes) {
     if (node.opType === 'QuantizeLinear' || node.opType === 'DequantizeLinear' || INTEGER_KERNELS.has(node.opType)) continue;
     const dqInputs = node.inputs.filter((v) => v?.producer?.opType === 'DequantizeLinear').map((v) => v!.name);
     if (dqInputs.length === 0) continue;
     // Bias/weights DQ of a fused kernel never show here; a shape-only consumer is harmless.
     if (node.opType === 'Shape') continue;
-    unfused.push({ node: sourceOf(node.name, reference)?.name ?? node.name, opType: node.opType, dequantizedInputs: dqInputs, reason: explain(node, reference) });
+    const name = sourceOf(node.name, reference)?.name ?? node.name;
+    // Kept float by choice, and only activations dequantized (a DQ of a weight costs every run).
+    const choice = chosen.get(name);
+    const activationsOnly = node.inputs.every((v) => v?.producer?.opType !== 'DequantizeLinear' || !g.constantTensor(v.producer.inputs[0]!));
+    if (choice !== undefined && activationsOnly) keptFloat.push({ node: name, opType: node.opType, dequantizedInputs: dqInputs, reason: choice });
+    else unfused.push({ node: name, opType: node.opType, dequantizedInputs: dqInputs, reason: explain(node, reference) });
   }
+  const boundary = keptFloat.length > 0 ? ` (${keptFloat.length} op(s) kept float by choice read int8 data)` : '';
   const count = Object.values(integerKernels).reduce((a, b) => a + b, 0);
   const verdict =
     count === 0
       ? 'no integer kernels: onnxruntime runs this model in float with extra (de)quantize steps; expect it to be SLOWER than FP32'
       : unfused.length === 0
-        ? `${count} integer kernel(s), no DequantizeLinear -> float op left: INT8 should be faster here`
+        ? `${count} integer kernel(s), no DequantizeLinear -> float op left${boundary}: INT8 should be faster here`
         : `${count} integer kernel(s), but ${unfused.length} op(s) run in float on dequantized data: they cost extra time`;
   return {
     integerKernels,
     integerKernelCount: count,
     eightBitDataMovement: eightBit,
     unfused,
+    keptFloat,
     quantizeLinear: q,
     dequantizeLinear: dq,
     optimizedNodes: g.nodes.length,

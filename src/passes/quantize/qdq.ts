@@ -33,9 +33,10 @@ export interface QdqOptions {
   onlyNodes?: readonly string[];
   /**
    * Leave a Conv in float when its dot-product length (Cin/group x kh x kw) is below this;
-   * default 0 (off; 16 is a good value, see docs/quantize.md), 0 turns the rule off. Such convs (a 1-channel stem: 9) run slower as QLinearConv
-   * than as onnxruntime's float NCHWc Conv: the int8 GEMM pads a short reduction and the
-   * quantize/requantize work per output is no longer amortized.
+   * default 16, 0 turns the rule off. Such convs (a 1-channel 3x3 stem: 9) run faster as
+   * onnxruntime's float NCHWc Conv than as QLinearConv, even with padded channels: the int8
+   * kernel does a few multiply-adds per output pixel and kernel tap, then requantizes
+   * (measured on five models, docs/quantize.md).
    */
   minConvReduction?: number;
   /**
@@ -46,7 +47,7 @@ export interface QdqOptions {
 }
 
 /** Default of QdqOptions.minConvReduction. */
-export const MIN_CONV_REDUCTION = 0;
+export const MIN_CONV_REDUCTION = 16;
 
 /**
  * Float ops through which onnxruntime's QDQPropagationTransformer hoists a QuantizeLinear with a
@@ -56,6 +57,9 @@ export const MIN_CONV_REDUCTION = 0;
  * onnxruntime does not propagate.
  */
 const Q_HOISTING_OPS = new Set(['MaxPool', 'Reshape', 'Transpose', 'Squeeze', 'Unsqueeze', 'Slice']);
+
+/** Elementwise ops quantized only when every non-constant input is already int8 (see planQdq). */
+const ELEMENTWISE_INT8 = new Set(['Add', 'Mul']);
 
 /** Cin/group x kernel size of a Conv with a constant weight, if known. */
 function convReduction(node: Node, graph: Graph): number | undefined {
@@ -221,6 +225,17 @@ export function planQdq(model: Model, options: QdqOptions = {}): QdqPlan {
     if (fromFp32) {
       skipped.push({ ...label, reason: `reads the output of FP32 node '${fp32Outputs.get(fromFp32)!.name}'` });
       continue;
+    }
+    // An int8 Add/Mul pays off only between int8 tensors: a float input would need its own
+    // QuantizeLinear (as costly as the float op), and onnxruntime keeps such a QLinearAdd in NCHW
+    // (its transpose optimizer sees no gain in moving the other input), which drags the 8-bit ops
+    // after it (MaxPool) onto slow NCHW kernels. Sensitivity analysis (onlyNodes) still tries it.
+    if (ELEMENTWISE_INT8.has(node.opType) && !onlyNodes) {
+      const floatInput = node.inputs.find((v, i) => v && roles[i]?.role === 'activation' && !graph.constantTensor(v) && !producesQuantized(v));
+      if (floatInput) {
+        skipped.push({ ...label, reason: `reads float tensor '${floatInput.name}': an int8 ${node.opType} only pays off between int8 tensors` });
+        continue;
+      }
     }
     if (handler.output === 'passthrough' && !producesQuantized(node.inputs[0])) {
       skipped.push({ ...label, reason: 'input is not quantized (data-movement ops only run in 8-bit behind a quantized op)' });
