@@ -83,18 +83,18 @@ describe('input-channel padding', () => {
     for (let i = 0; i < ref.length; i++) expect(Math.abs(got[i]! - ref[i]!)).toBeLessThan(range * 0.05);
   });
 
-  it('pads 1-channel 1x1 and 3x3 convs; leaves 5x5/7x7 kernels, aligned channels and grouped convs alone', async () => {
+  it('pads 1x1, 3x3 and 5x5 convs; leaves 7x7 kernels, aligned channels and grouped convs alone', async () => {
     const cases: [ConvSpec, number | null][] = [
       [{ cin: 1, k: 3 }, 4],
       [{ cin: 1, k: 1 }, 4],
       [{ cin: 6, k: 3 }, 8],
-      [{ cin: 3, k: 5 }, null],
+      [{ cin: 3, k: 5 }, 4],
       [{ cin: 1, k: 7 }, null],
       [{ cin: 4, k: 3 }, null],
       [{ cin: 2, k: 3, group: 2, cout: 8 }, null],
     ];
     for (const [spec, to] of cases) {
-      // minConvReduction 0: the 1-channel stems (reduction 1 and 9) would otherwise stay float.
+      // minConvReduction 0: the 1-channel 3x3 stem (reduction 9) would otherwise stay float.
       const { report, model } = await quantizeInt8(convNet(spec), { calibration: dataset('input', [8, spec.cin, 10, 10], 2), minConvReduction: 0 });
       expect(report.qdq.paddedConvs.map((c) => c.to), JSON.stringify(spec)).toEqual(to === null ? [] : [to]);
       expect(model.graph.nodes.some((n) => n.opType === 'Pad')).toBe(to !== null);
@@ -105,5 +105,13 @@ describe('input-channel padding', () => {
     // conv1 reads the stem's 6-channel output, a tensor of the int8 region (Conv+Relu fuse with its Q).
     const { report } = await quantizeInt8(convNet({ cin: 4, k: 3, cout: 6 }), { calibration: dataset('input', [8, 4, 10, 10], 2) });
     expect(report.qdq.paddedConvs).toEqual([]);
+  });
+
+  it('by default a 1-channel 1x1 conv is quantized and padded, a 1-channel 3x3 one stays float', async () => {
+    const oneByOne = await quantizeInt8(convNet({ cin: 1, k: 1 }), { calibration: dataset('input', [8, 1, 10, 10], 2) });
+    expect(oneByOne.report.qdq.paddedConvs.map((c) => c.node)).toEqual(['stem']);
+    const threeByThree = await quantizeInt8(convNet({ cin: 1, k: 3 }), { calibration: dataset('input', [8, 1, 10, 10], 2) });
+    expect(threeByThree.report.qdq.paddedConvs).toEqual([]);
+    expect(threeByThree.report.qdq.skipped.map((s) => s.node)).toContain('stem');
   });
 });

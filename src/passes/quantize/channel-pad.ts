@@ -6,8 +6,8 @@
  * and the stem alone can cost more than the float Conv it replaced. Padding Cin up to the next
  * multiple of 4 with zero weights, and the float tensor with zeros before its QuantizeLinear,
  * computes exactly the same numbers (the added channels multiply zero weights) and lets the fast
- * kernel run. Measured on kernels of up to 3x3 only: for 5x5 the gain was inside the noise and for
- * 7x7 the padded conv was slower, so larger kernels are left alone (docs/quantize.md).
+ * kernel run. Measured (bench/quantize-stems.mjs, docs/quantize.md): faster for 1x1, 3x3 and 5x5
+ * stems; for 7x7 no better or slower, so larger kernels are left alone.
  * Works on the QDQ graph after applyQdq. Imports the IR only.
  */
 import { DataType } from '../../ir/dtype.js';
@@ -16,7 +16,7 @@ import { isTensorType, Tensor, type Graph, type Model, type Node, type Value } f
 /** Channel multiple onnxruntime's x86 symmetric-conv kernels need (KernelInputChannelAlignment). */
 export const CHANNEL_ALIGNMENT = 4;
 /** Largest kernel area (kh x kw) padded: where the measured gain holds. */
-export const MAX_PADDED_KERNEL_AREA = 9;
+export const MAX_PADDED_KERNEL_AREA = 25;
 
 export interface PaddedConv {
   node: string;
@@ -31,7 +31,7 @@ const isScalarLike = (t: Tensor | undefined): boolean => !!t && t.elementCount =
 
 /**
  * A quantized Conv reading DQ(Q(float x)), x a boundary tensor, with a 4-D int8 weight DQ(w), group 1, Cin not a
- * multiple of 4, kernel area <= 9, and x read by nothing else: what padding needs, or undefined.
+ * multiple of 4, kernel area <= 25, and x read by nothing else: what padding needs, or undefined.
  */
 function candidate(node: Node, graph: Graph, boundary: ReadonlySet<Value>): { x: Value; q: Node; wq: Tensor; wqValue: Value; cin: number } | undefined {
   if (node.opType !== 'Conv' || !(node.domain === '' || node.domain === 'ai.onnx')) return undefined;

@@ -32,11 +32,11 @@ export interface QdqOptions {
   /** Quantize only these nodes (by name); used by sensitivity analysis. */
   onlyNodes?: readonly string[];
   /**
-   * Leave a Conv in float when its dot-product length (Cin/group x kh x kw) is below this;
-   * default 16, 0 turns the rule off. Such convs (a 1-channel 3x3 stem: 9) run faster as
-   * onnxruntime's float NCHWc Conv than as QLinearConv, even with padded channels: the int8
-   * kernel does a few multiply-adds per output pixel and kernel tap, then requantizes
-   * (measured on five models, docs/quantize.md).
+   * Leave a Conv with a spatial kernel in float when its dot-product length (Cin/group x kh x kw)
+   * is below this; default 16, 0 turns the rule off. Such convs (a 1-channel 3x3 stem: 9) mostly
+   * run faster as onnxruntime's float NCHWc Conv than as QLinearConv, even with padded channels:
+   * the int8 kernel does a few multiply-adds per output pixel and kernel tap, then requantizes
+   * (bench/quantize-stems.mjs, docs/quantize.md). 1x1 convs are never left float by this rule.
    */
   minConvReduction?: number;
   /**
@@ -61,10 +61,13 @@ const Q_HOISTING_OPS = new Set(['MaxPool', 'Reshape', 'Transpose', 'Squeeze', 'U
 /** Elementwise ops quantized only when every non-constant input is already int8 (see planQdq). */
 const ELEMENTWISE_INT8 = new Set(['Add', 'Mul']);
 
-/** Cin/group x kernel size of a Conv with a constant weight, if known. */
+/**
+ * Cin/group x kernel size of a Conv with a constant weight and a spatial kernel (a 1x1 conv reads
+ * its input directly, without the per-tap indirection that makes short int8 reductions slow).
+ */
 function convReduction(node: Node, graph: Graph): number | undefined {
   const w = node.inputs[1] ? graph.constantTensor(node.inputs[1]) : undefined;
-  if (!w || w.dims.length < 3) return undefined;
+  if (!w || w.dims.length < 3 || w.dims.slice(2).every((d) => d === 1)) return undefined;
   return w.dims.slice(1).reduce((a, b) => a * b, 1);
 }
 
