@@ -1,20 +1,15 @@
 /**
  * Turning a data set into model feeds for the benchmark: concrete shapes per batch size, batches
- * padded to a fixed batch dim, tiling a small data set up to a large batch, numbers out of any
- * numeric tensor, and class labels out of a labels tensor.
- * Imports: ir/dtype, runtime/shapes (pure), data/tensor-ops (pure), errors.
+ * padded to a fixed batch dim, tiling a small data set up to a large batch. Re-exports the tensor
+ * and label helpers of src/metrics (numbers out of any numeric tensor, class labels, class axis).
+ * Imports: ir/dtype, runtime/shapes (pure), data/tensor-ops (pure), metrics, errors.
  */
 import { UsageError } from '../errors.js';
-import {
-  DataType,
-  bfloat16ToFloat32,
-  dtypeName,
-  float16ToFloat32,
-  type TensorData,
-  type TypedArray,
-} from '../ir/dtype.js';
+import type { TensorData } from '../ir/dtype.js';
 import { concatSamples, sliceSamples } from '../data/tensor-ops.js';
 import { formatShape, resolveShape, type IoSpec, type ShapeOverrides } from '../runtime/shapes.js';
+
+export { classAxis, labelIndices, toNumbers } from '../metrics/index.js';
 
 export type Feeds = Record<string, TensorData>;
 
@@ -78,61 +73,6 @@ export function tiledFeeds(inputs: Feeds, count: number, batchSize: number): Fee
     out[name] = concatSamples(parts);
   }
   return out;
-}
-
-/** Numeric view of a tensor (fp16/bf16 decoded, int64 converted) for metrics. */
-export function toNumbers(t: TensorData, what: string): ArrayLike<number> {
-  if (Array.isArray(t.data)) throw new UsageError(`${what} is a ${dtypeName(t.dtype)} tensor; metrics need numbers`);
-  const data = t.data as TypedArray;
-  if (t.dtype === DataType.FLOAT16 || t.dtype === DataType.BFLOAT16) {
-    const decode = t.dtype === DataType.FLOAT16 ? float16ToFloat32 : bfloat16ToFloat32;
-    const out = new Float32Array(data.length);
-    for (let i = 0; i < data.length; i++) out[i] = decode(data[i] as number);
-    return out;
-  }
-  if (data instanceof BigInt64Array || data instanceof BigUint64Array) {
-    const out = new Float64Array(data.length);
-    for (let i = 0; i < data.length; i++) out[i] = Number(data[i]!);
-    return out;
-  }
-  return data as Exclude<TypedArray, BigInt64Array | BigUint64Array>;
-}
-
-/**
- * Class indices from a labels tensor: integers of shape [N] or [N, 1], or one-hot / probability
- * rows [N, C] (argmax).
- */
-export function labelIndices(labels: TensorData, source: string): Int32Array {
-  const n = labels.dims[0] ?? 0;
-  const values = toNumbers(labels, `labels in ${source}`);
-  const per = n > 0 ? values.length / n : 0;
-  const out = new Int32Array(n);
-  if (per === 1) {
-    for (let i = 0; i < n; i++) {
-      const v = values[i]!;
-      if (!Number.isInteger(v) || v < 0) {
-        throw new UsageError(`${source}: label ${i} is ${v}; class labels must be non-negative integers`);
-      }
-      out[i] = v;
-    }
-    return out;
-  }
-  for (let i = 0; i < n; i++) {
-    let best = 0;
-    for (let j = 1; j < per; j++) if (values[i * per + j]! > values[i * per + best]!) best = j;
-    out[i] = best;
-  }
-  return out;
-}
-
-/** Elements per sample of an output batch and its class count (last dim), for metrics. */
-export function classAxis(t: TensorData, batch: number): { perSample: number; classes: number | null } {
-  const total = t.data.length;
-  const perSample = batch > 0 ? total / batch : 0;
-  const last = t.dims.length >= 2 ? t.dims[t.dims.length - 1]! : null;
-  // Only a [batch, ..., C] output whose sample is one row of C scores has a class axis.
-  const classes = last !== null && last > 1 && perSample === last ? last : null;
-  return { perSample, classes };
 }
 
 export { formatShape };

@@ -1,13 +1,13 @@
 /**
  * Facts about model and data files for the comparison and the reproducibility manifest: size on
  * disk, gzip-compressed size (a proxy for what pruning/quantization saves on the wire), sha256.
- * Reads files only. Imports fflate and errors.
+ * Reads files only. Imports ../util/gzip.js and errors.
  */
 import { createHash } from 'node:crypto';
 import { readFile, readdir, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { gzipSync } from 'fflate';
 import { InputError } from '../errors.js';
+import { gzipSize } from '../util/gzip.js';
 import type { FileInfo } from './types.js';
 
 export async function modelFileInfo(file: string): Promise<FileInfo> {
@@ -20,8 +20,7 @@ export async function modelFileInfo(file: string): Promise<FileInfo> {
   return {
     path: file,
     sizeBytes: bytes.byteLength,
-    // Level 6 is gzip's default, so the number matches `gzip -c model.onnx | wc -c` closely.
-    gzipBytes: gzipSync(bytes, { level: 6 }).byteLength,
+    gzipBytes: gzipSize(bytes),
     sha256: createHash('sha256').update(bytes).digest('hex'),
   };
 }

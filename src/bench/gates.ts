@@ -2,8 +2,9 @@
  * CI gates over a finished benchmark: pure functions of the measured models. A gate compares the
  * point estimate with the limit (so a model against itself never fails by noise alone) and carries
  * the 95% interval in its message so a reader sees how sure the verdict is.
- * Imports only bench types.
+ * Imports bench types and ../util/format.js (the p-value format the reporters use).
  */
+import { formatP } from '../util/format.js';
 import type { AccuracyBudget, GateResult, Gates, ModelResult } from './types.js';
 import type { Interval } from './stats.js';
 
@@ -13,8 +14,6 @@ const EPSILON = 1e-9;
 const fmt = (x: number, digits = 2): string => (Number.isFinite(x) ? x.toFixed(digits) : String(x));
 const interval = (i: Interval, digits: number, unit: string): string =>
   `${fmt(i.estimate, digits)}${unit} (95% CI ${fmt(i.low, digits)} to ${fmt(i.high, digits)}${unit})`;
-
-const formatP = (p: number): string => (p < 0.001 ? '<0.001' : String(+p.toPrecision(2)));
 
 export function formatBudget(budget: AccuracyBudget): string {
   return budget.kind === 'points' ? `${budget.value}pt` : `${+(budget.value * 100).toFixed(6)}%`;

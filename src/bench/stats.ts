@@ -1,11 +1,13 @@
 /**
  * Pure statistics for the benchmark: summary statistics of latency samples, a seeded bootstrap
  * confidence interval, paired speed-up ratios, McNemar's test for paired classification results,
- * top-k accuracy and agreement metrics between two outputs.
- * No I/O and no imports; every function is deterministic
- * (the bootstrap takes a seed) so results and tests are reproducible.
+ * accuracy; re-exports the top-k and agreement metrics of src/metrics, which other layers share.
+ * No I/O; every function is deterministic (the bootstrap takes a seed) so results and tests are
+ * reproducible. Imports: util/random, metrics.
  */
 import { seededRandom } from '../util/random.js';
+
+export { AgreementAccumulator, agreement, argmaxRows, topKCorrect, type AgreementMetrics } from '../metrics/index.js';
 
 /** Two-sided 95% standard-normal quantile. */
 export const Z_95 = 1.959963984540054;
@@ -372,136 +374,6 @@ export function mcnemarFromCounts(b: number, c: number, n: number): McNemarResul
 
 // ---- accuracy -----------------------------------------------------------------------------------
 
-/**
- * Per-sample top-k correctness: scores is row-major [n, classes]; a sample is right when its label
- * is among the k highest scores. Ties are broken toward the lower class index (like argmax), so a
- * constant row counts only classes 0..k-1.
- */
-export function topKCorrect(scores: ArrayLike<number>, classes: number, labels: ArrayLike<number>, k: number): Uint8Array {
-  const n = labels.length;
-  if (scores.length !== n * classes) {
-    throw new Error(`topKCorrect: ${scores.length} scores for ${n} samples x ${classes} classes`);
-  }
-  const out = new Uint8Array(n);
-  for (let i = 0; i < n; i++) {
-    const label = labels[i]!;
-    if (!(label >= 0 && label < classes)) continue;
-    const base = i * classes;
-    const target = scores[base + label]!;
-    // Rank of the label = classes that beat it (higher score, or equal score at a lower index).
-    let rank = 0;
-    for (let j = 0; j < classes && rank < k; j++) {
-      const s = scores[base + j]!;
-      if (s > target || (s === target && j < label)) rank++;
-    }
-    out[i] = rank < k && !Number.isNaN(target) ? 1 : 0;
-  }
-  return out;
-}
-
-export function argmaxRows(scores: ArrayLike<number>, classes: number): Int32Array {
-  const n = Math.floor(scores.length / classes);
-  const out = new Int32Array(n);
-  for (let i = 0; i < n; i++) {
-    let best = 0;
-    let bestValue = -Infinity;
-    for (let j = 0; j < classes; j++) {
-      const s = scores[i * classes + j]!;
-      if (s > bestValue) {
-        bestValue = s;
-        best = j;
-      }
-    }
-    out[i] = best;
-  }
-  return out;
-}
-
 export function accuracy(correct: ArrayLike<number>): number {
   return mean(correct);
-}
-
-// ---- agreement ----------------------------------------------------------------------------------
-
-export interface AgreementMetrics {
-  /** Elements compared. */
-  count: number;
-  /** Rows (samples) compared for top-1 agreement; 0 when the output has no class axis. */
-  rows: number;
-  /** Fraction of rows whose argmax matches (null when the output has no class axis). */
-  top1Agreement: number | null;
-  maxAbsError: number;
-  /** ||candidate - reference||_2 / ||reference||_2. */
-  relativeL2: number;
-  cosineSimilarity: number;
-  /** Signal-to-quantization-noise ratio, 10 log10(sum ref^2 / sum (cand - ref)^2); Infinity when identical. */
-  sqnrDb: number;
-}
-
-/**
- * Streaming accumulator so agreement over a large evaluation set needs no stored outputs:
- * add() one batch at a time (row-major, `classes` = size of the last axis, for top-1 agreement).
- */
-export class AgreementAccumulator {
-  private count = 0;
-  private rows = 0;
-  private rowMatches = 0;
-  private sumRef2 = 0;
-  private sumCand2 = 0;
-  private sumDot = 0;
-  private sumDiff2 = 0;
-  private maxAbs = 0;
-
-  constructor(private readonly classes: number | null) {}
-
-  add(reference: ArrayLike<number>, candidate: ArrayLike<number>): void {
-    if (reference.length !== candidate.length) {
-      throw new Error(`agreement: ${reference.length} reference vs ${candidate.length} candidate elements`);
-    }
-    for (let i = 0; i < reference.length; i++) {
-      const r = reference[i]!;
-      const c = candidate[i]!;
-      const d = c - r;
-      this.sumRef2 += r * r;
-      this.sumCand2 += c * c;
-      this.sumDot += r * c;
-      this.sumDiff2 += d * d;
-      const a = Math.abs(d);
-      // NaN must not hide: Math.max propagates it.
-      this.maxAbs = Number.isNaN(a) ? NaN : Math.max(this.maxAbs, a);
-    }
-    this.count += reference.length;
-    if (this.classes !== null && this.classes > 1) {
-      const ra = argmaxRows(reference, this.classes);
-      const ca = argmaxRows(candidate, this.classes);
-      for (let i = 0; i < ra.length; i++) if (ra[i] === ca[i]) this.rowMatches++;
-      this.rows += ra.length;
-    }
-  }
-
-  result(): AgreementMetrics {
-    const refNorm = Math.sqrt(this.sumRef2);
-    const candNorm = Math.sqrt(this.sumCand2);
-    let cosine: number;
-    // Identical outputs are exactly 1, not 1 - 1e-16 from rounding in the norms.
-    if (this.sumDiff2 === 0 && this.count > 0) cosine = 1;
-    else if (refNorm === 0 && candNorm === 0) cosine = 1;
-    else if (refNorm === 0 || candNorm === 0) cosine = 0;
-    else cosine = this.sumDot / (refNorm * candNorm);
-    return {
-      count: this.count,
-      rows: this.rows,
-      top1Agreement: this.rows > 0 ? this.rowMatches / this.rows : null,
-      maxAbsError: this.maxAbs,
-      relativeL2: refNorm === 0 ? (this.sumDiff2 === 0 ? 0 : Infinity) : Math.sqrt(this.sumDiff2) / refNorm,
-      cosineSimilarity: cosine,
-      sqnrDb: this.sumDiff2 === 0 ? Infinity : 10 * Math.log10(this.sumRef2 / this.sumDiff2),
-    };
-  }
-}
-
-export function agreement(reference: ArrayLike<number>, candidate: ArrayLike<number>, classes: number | null = null): AgreementMetrics {
-  const acc = new AgreementAccumulator(classes);
-  acc.add(reference, candidate);
-  return acc.result();
 }

@@ -4,7 +4,8 @@
  * (validated here, once), train through the library, write the student atomically after it ran in
  * onnxruntime, optionally benchmark it against the teacher, print a table or one JSON document.
  * Progress (backend, epochs, loss, accuracy, samples/s, ETA) goes to stderr.
- * May import: cli/common, errors; lazily train/*, onnx, data, runtime, bench, cli-table3.
+ * May import: cli/common, errors, train/defaults (tfjs-free); lazily train/*, onnx, data, runtime,
+ * bench, cli-table3.
  */
 import { existsSync } from 'node:fs';
 import { Command, InvalidArgumentError } from 'commander';
@@ -23,6 +24,7 @@ import {
   printJson,
   runCommand,
 } from './common.js';
+import { DEFAULT_DISTILL_SETTINGS as D } from '../train/defaults.js';
 import type { DistillReport } from '../train/distill.js';
 
 export const DISTILL_JSON_SCHEMA_VERSION = 1;
@@ -127,21 +129,21 @@ export function registerDistill(program: Command): void {
     .requiredOption('--data <file>', 'training data (.npz keyed by input name, with labels)')
     .option('--eval-data <file>', 'labelled evaluation data: accuracy each epoch, best epoch kept')
     .requiredOption('-o, --output <file>', 'where to write the trained student')
-    .option('--temperature <t>', 'softmax temperature of the soft targets', parsePositiveNumber, 4)
-    .option('--alpha <a>', 'weight of the label loss; 1 - alpha weighs the teacher (KL) loss', parseFraction, 0.5)
-    .option('--epochs <n>', 'passes over the training data', parseNonNegativeInt, 5)
-    .option('--batch-size <n>', 'samples per step', parsePositiveInt, 64)
-    .option('--lr <x>', 'learning rate', parseNonNegative, 1e-3)
-    .option('--optimizer <o>', 'adam (AdamW) or sgd (with momentum)', oneOf(['adam', 'sgd'] as const), 'adam')
-    .option('--momentum <m>', 'SGD momentum', parseFraction, 0.9)
-    .option('--schedule <s>', 'learning-rate schedule: cosine, step or constant', oneOf(['cosine', 'step', 'constant'] as const), 'cosine')
+    .option('--temperature <t>', 'softmax temperature of the soft targets', parsePositiveNumber, D.temperature)
+    .option('--alpha <a>', 'weight of the label loss; 1 - alpha weighs the teacher (KL) loss', parseFraction, D.alpha)
+    .option('--epochs <n>', 'passes over the training data', parseNonNegativeInt, D.epochs)
+    .option('--batch-size <n>', 'samples per step', parsePositiveInt, D.batchSize)
+    .option('--lr <x>', 'learning rate', parseNonNegative, D.learningRate)
+    .option('--optimizer <o>', 'adam (AdamW) or sgd (with momentum)', oneOf(['adam', 'sgd'] as const), D.optimizer)
+    .option('--momentum <m>', 'SGD momentum', parseFraction, D.momentum)
+    .option('--schedule <s>', 'learning-rate schedule: cosine, step or constant', oneOf(['cosine', 'step', 'constant'] as const), D.schedule)
     .option('--step-epochs <n>', 'step schedule: multiply the rate by --gamma every n epochs', parsePositiveInt)
-    .option('--gamma <g>', 'step schedule factor', parsePositiveNumber, 0.1)
-    .option('--weight-decay <w>', 'weight decay of kernels (decoupled for adam)', parseNonNegative, 0)
-    .option('--seed <n>', 'seed for shuffling and dropout', parseNonNegativeInt, 0)
-    .option('--loss <l>', 'kd (classification: CE + KL) or mse (regression outputs)', oneOf(['kd', 'mse'] as const), 'kd')
+    .option('--gamma <g>', 'step schedule factor', parsePositiveNumber, D.gamma)
+    .option('--weight-decay <w>', 'weight decay of kernels (decoupled for adam)', parseNonNegative, D.weightDecay)
+    .option('--seed <n>', 'seed for shuffling and dropout', parseNonNegativeInt, D.seed)
+    .option('--loss <l>', 'kd (classification: CE + KL) or mse (regression outputs)', oneOf(['kd', 'mse'] as const), D.loss)
     .option('--feature <t=s>', 'feature distillation: MSE between teacher tensor t and student tensor s (repeatable)', collect)
-    .option('--feature-weight <w>', 'weight of the feature losses', parseNonNegative, 1)
+    .option('--feature-weight <w>', 'weight of the feature losses', parseNonNegative, D.featureWeight)
     .option('--prune-to <s>', 'gradual magnitude pruning of the student weights to this sparsity during training', parseFraction)
     .option('--patience <n>', 'early stopping: epochs without eval improvement', parsePositiveInt)
     .option('--freeze-bn', 'keep BatchNormalization statistics frozen while training')

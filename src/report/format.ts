@@ -1,8 +1,11 @@
 /**
  * Number formatting shared by the reporters, so the table, Markdown and messages agree.
- * Pure; imports bench types only.
+ * Pure; imports bench types and ../util/format.js only.
  */
 import type { AccuracyResult, LatencyPoint } from '../bench/types.js';
+import { formatP } from '../util/format.js';
+
+export { formatP };
 
 export function formatMs(ms: number): string {
   if (!Number.isFinite(ms)) return '-';
@@ -58,12 +61,6 @@ export function formatAccuracy(a: AccuracyResult | undefined): string {
   const lo = formatPoints(d.low, 2).replace(' pt', '');
   const hi = formatPoints(d.high, 2).replace(' pt', '');
   return `${base} (${formatPoints(d.estimate)} [${lo}, ${hi}], p=${formatP(a.comparison.pValue)})`;
-}
-
-export function formatP(p: number): string {
-  if (!Number.isFinite(p)) return '-';
-  if (p < 0.001) return '<0.001';
-  return p.toFixed(p < 0.01 ? 3 : 2);
 }
 
 export function formatDb(db: number): string {

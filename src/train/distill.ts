@@ -6,8 +6,8 @@
  * runs and reproduces the interpreter's outputs, and evaluated there.
  * Students: any ONNX model, the teacher itself (fine-tuning), or the teacher narrowed by structured
  * channel pruning (`studentFromTeacher`, i.e. prune-then-distill recovery).
- * Imports: ../ir, ../data, ../runtime, ../passes/prune (pruneChannels), ../errors, ./backend,
- * ./onnx-graph, ./loop, ./optimizer.
+ * Imports: ../ir, ../data, ../runtime, ../metrics, ../passes/prune (pruneChannels), ../errors,
+ * ./backend, ./onnx-graph, ./loop, ./optimizer.
  */
 import * as tf from '@tensorflow/tfjs-core';
 import { InputError, UsageError } from '../errors.js';
@@ -15,12 +15,14 @@ import { DataType, elementCount, type TensorData } from '../ir/dtype.js';
 import type { Model } from '../ir/index.js';
 import { batches, type Dataset } from '../data/index.js';
 import { createCaptureRunner, createRunner, modelInputSpecs, type RunnerOptions } from '../runtime/index.js';
+import { labelIndices, toNumbers, top1Correct } from '../metrics/index.js';
 import { pruneChannels } from '../passes/prune/index.js';
 import { initTrainingBackend, type BackendInfo, type TrainingBackend } from './backend.js';
 import { evaluate, gatherRows, trainLoop, type EpochRecord, type FeaturePair, type LoopProgress, type TrainData } from './loop.js';
 import { TrainableGraph, tensorDataToTf } from './onnx-graph.js';
 import type { OptimizerKind, ScheduleKind } from './optimizer.js';
 import type { LayerSparsity } from './gradual-pruning.js';
+import { DEFAULT_DISTILL_SETTINGS } from './defaults.js';
 
 export const DISTILL_REPORT_SCHEMA = 1;
 
@@ -55,23 +57,8 @@ export interface DistillSettings {
   freezeNorm: boolean;
 }
 
-export const DEFAULT_DISTILL_SETTINGS: DistillSettings = {
-  epochs: 5,
-  batchSize: 64,
-  learningRate: 1e-3,
-  optimizer: 'adam',
-  momentum: 0.9,
-  schedule: 'cosine',
-  gamma: 0.1,
-  weightDecay: 0,
-  seed: 0,
-  temperature: 4,
-  alpha: 0.5,
-  loss: 'kd',
-  features: [],
-  featureWeight: 1,
-  freezeNorm: false,
-};
+// The defaults live in a tfjs-free module so that `--help` can show them (./defaults.ts).
+export { DEFAULT_DISTILL_SETTINGS };
 
 export interface DistillProgress {
   phase: 'backend' | 'teacher' | 'train' | 'eval' | 'validate';
@@ -194,7 +181,11 @@ export async function teacherTargets(
   return new Map([...parts].map(([k, v]) => [k, { dtype: DataType.FLOAT, dims: v.dims, data: v.data }]));
 }
 
+/** Top-1 accuracy of `outputName` on the labelled data in onnxruntime, plus the outputs (sample-first). */
 export async function onnxruntimeAccuracy(model: Model, data: Dataset, outputName: string, runnerOptions: RunnerOptions | undefined, label: string): Promise<{ accuracy: number; outputs: Float32Array }> {
+  if (!data.labels) throw new UsageError(`${data.source}: the evaluation data has no labels`);
+  // Index or one-hot labels; a label that is not a class index counts as a miss rather than an error.
+  const labels = labelIndices(data.labels, data.source, { invalid: 'never-correct' });
   const runner = await createRunner(model, { label, ...runnerOptions });
   const inputNames = new Set(runner.inputs.map((s) => s.name));
   let correct = 0;
@@ -211,20 +202,9 @@ export async function onnxruntimeAccuracy(model: Model, data: Dataset, outputNam
       const per = values.length / batch.size;
       outputs ??= new Float32Array(data.count * per);
       outputs.set(values, batch.start * per);
-      const lab = batch.labels!;
-      const lPer = lab.data.length / batch.size;
-      for (let i = 0; i < batch.size; i++) {
-        let best = 0;
-        for (let j = 1; j < per; j++) if (values[i * per + j]! > values[i * per + best]!) best = j;
-        let truth: number;
-        if (lPer === 1) truth = Number((lab.data as ArrayLike<number | bigint>)[i]);
-        else {
-          truth = 0;
-          const ld = lab.data as Float32Array;
-          for (let j = 1; j < lPer; j++) if (ld[i * lPer + j]! > ld[i * lPer + truth]!) truth = j;
-        }
-        if (best === truth) correct++;
-      }
+      // Each sample's values are its class scores.
+      const scores = toNumbers(out, `output '${outputName}'`);
+      for (const ok of top1Correct(scores, per, labels.subarray(batch.start, batch.start + batch.size))) correct += ok;
     }
   } finally {
     await runner.release();

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { evaluateGates } from '../../src/bench/gates.js';
+import { formatAccuracy } from '../../src/report/format.js';
 import { sampleResult } from './sample-result.js';
 
 // Sample: baseline 90.0%, candidate 88.8% on 500 samples (b = 10, c = 4): drop 1.2 pt.
@@ -19,6 +20,18 @@ describe('gates', () => {
     expect(fail!.message).toBe(
       'max-accuracy-drop: model-int8.onnx dropped 1.20 pt (95% CI -0.31 to 2.70 pt) on 500 samples (McNemar p=0.18); limit 1pt exceeded',
     );
+  });
+
+  it('max-accuracy-drop formats the McNemar p-value as the reporters do', () => {
+    const withP = (pValue: number) =>
+      models.map((m) =>
+        m.accuracy?.comparison ? { ...m, accuracy: { ...m.accuracy, comparison: { ...m.accuracy.comparison, pValue } } } : m,
+      );
+    const message = (pValue: number) => evaluateGates(withP(pValue), { maxAccuracyDrop: { kind: 'points', value: 5 } })[0]!.message;
+    expect(message(1)).toContain('(McNemar p=1.00)');
+    expect(message(0.0042)).toContain('(McNemar p=0.004)');
+    expect(message(0.0004)).toContain('(McNemar p=<0.001)');
+    expect(formatAccuracy(withP(1)[1]!.accuracy)).toContain('p=1.00)');
   });
 
   it('max-accuracy-drop relative: 1.2pt of 90% is a 1.333% drop', () => {

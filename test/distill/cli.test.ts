@@ -10,6 +10,8 @@ import { loadModel, saveModel } from '../../src/onnx/index.js';
 import { writeNpz } from '../../src/data/index.js';
 import { smallCnn, syntheticImages, templateTeacher } from './models.js';
 import { runInProcess } from '../helpers/cli.js';
+import { DEFAULT_DISTILL_SETTINGS as TFJS_FREE_DEFAULTS } from '../../src/train/defaults.js';
+import { DEFAULT_DISTILL_SETTINGS } from '../../src/train/distill.js';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'model-opt-distill-cli-'));
 const file = (name: string) => path.join(dir, name);
@@ -52,6 +54,16 @@ describe('model-opt distill', () => {
     expect(r.stdout).toMatch(/epoch/);
     expect(r.stdout).toMatch(/latency, batch 1/);
     expect(existsSync(file('out2.onnx'))).toBe(true);
+  });
+
+  it('shows the library defaults in --help, from the tfjs-free train/defaults module', async () => {
+    expect(TFJS_FREE_DEFAULTS).toEqual(DEFAULT_DISTILL_SETTINGS);
+    const r = await run(['--help']);
+    expect(r.code).toBe(0);
+    const help = r.stdout.replace(/\s+/g, ' ');
+    expect(help).toContain(`(default: ${DEFAULT_DISTILL_SETTINGS.temperature})`);
+    expect(help).toContain(`(default: ${DEFAULT_DISTILL_SETTINGS.learningRate})`);
+    expect(help).toContain(`(default: "${DEFAULT_DISTILL_SETTINGS.schedule}")`);
   });
 
   it('never overwrites an input and rejects contradictory flags (exit 2)', async () => {

@@ -7,10 +7,20 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll } from 'vitest';
 import { createRunner } from '../../src/runtime/index.js';
-import type { ChannelPlan } from '../../src/passes/prune/index.js';
+import type { ChannelPlan, MagnitudePruneOptions } from '../../src/passes/prune/index.js';
 
 export { seededRandom as rng } from '../../src/util/random.js';
 import { seededRandom as rng } from '../../src/util/random.js';
+
+/** Unstructured, per-layer 50% magnitude pruning of every layer: the options tests start from. */
+export const baseMagnitudeOptions: MagnitudePruneOptions = {
+  sparsity: 0.5,
+  pattern: { kind: 'unstructured' },
+  scope: 'layer',
+  excludeNodes: [],
+  excludeOpTypes: [],
+  pruneFirstLast: true,
+};
 
 export function randomArray(n: number, seed: number, scale = 1): Float32Array {
   const r = rng(seed);

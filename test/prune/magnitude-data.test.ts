@@ -7,18 +7,9 @@ import { writeNpz } from '../../src/data/index.js';
 import { loadModel, saveModel } from '../../src/onnx/index.js';
 import { DataType, type Model, type TensorData } from '../../src/ir/index.js';
 import { createCaptureRunner } from '../../src/runtime/index.js';
-import { collectMagnitudeStatistics, convTapMeans, prune, pruneMagnitude, type MagnitudePruneOptions } from '../../src/passes/prune/index.js';
-import { Net, randomArray, tempDir } from './helpers.js';
+import { collectMagnitudeStatistics, convTapMeans, prune, pruneMagnitude } from '../../src/passes/prune/index.js';
+import { baseMagnitudeOptions as base, Net, randomArray, tempDir } from './helpers.js';
 import { runInProcess } from '../helpers/cli.js';
-
-const base: MagnitudePruneOptions = {
-  sparsity: 0.5,
-  pattern: { kind: 'unstructured' },
-  scope: 'layer',
-  excludeNodes: [],
-  excludeOpTypes: [],
-  pruneFirstLast: true,
-};
 
 /** x [N,3,6,6] -> Conv c1 (3x3, pad 1) -> Relu -> Conv c2 (3x3, pad 1, no bias) -> Relu -> GAP -> Flatten -> Gemm fc. */
 function cnn(): Model {

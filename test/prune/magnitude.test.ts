@@ -2,17 +2,8 @@
 import { describe, expect, it } from 'vitest';
 import { DataType, type Model } from '../../src/ir/index.js';
 import { encodeModel } from '../../src/onnx/index.js';
-import { checkNM, pruneMagnitude, type MagnitudePruneOptions } from '../../src/passes/prune/index.js';
-import { feed, maxAbsDiff, Net, randomArray, runModel } from './helpers.js';
-
-const base: MagnitudePruneOptions = {
-  sparsity: 0.5,
-  pattern: { kind: 'unstructured' },
-  scope: 'layer',
-  excludeNodes: [],
-  excludeOpTypes: [],
-  pruneFirstLast: true,
-};
+import { checkNM, pruneMagnitude } from '../../src/passes/prune/index.js';
+import { baseMagnitudeOptions as base, feed, maxAbsDiff, Net, randomArray, runModel } from './helpers.js';
 
 function weights(model: Model, node: string): Float32Array {
   const n = model.graph.nodes.find((x) => x.name === node)!;

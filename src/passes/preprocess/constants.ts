@@ -160,10 +160,13 @@ export function foldConstants(graph: Graph): number {
   return count;
 }
 
-/** Initializers nothing reads any more (left behind by folding). Returns the count removed. */
-export function removeUnusedInitializers(graph: Graph): number {
+/**
+ * Initializers nothing reads any more (left behind by folding or quantization), in `graph` and,
+ * unless `nested` is false, in every If/Loop body below it. Returns the count removed.
+ */
+export function removeUnusedInitializers(graph: Graph, { nested = true }: { nested?: boolean } = {}): number {
   let count = 0;
-  for (const g of graph.allGraphs()) {
+  for (const g of nested ? graph.allGraphs() : [graph]) {
     for (const v of [...g.initializerValues]) {
       if (v.consumers.length === 0 && !v.isGraphOutput() && !v.isGraphInput()) {
         g.removeInitializer(v);

@@ -8,11 +8,11 @@
  * unstructured pattern can rank by |w| x sqrt(E[x_j^2]) (Wanda) and fold the zeroed weights' mean
  * contribution into the bias (bias correction), which is what keeps one-shot pruning accurate.
  * Imports: ./op-handlers.js, ./weights.js, ./types.js, ./channel-analysis.js (types),
- * ../../ir/index.js, ../../errors.js, fflate.
+ * ../../ir/index.js, ../../errors.js, ../../util/gzip.js.
  */
-import { gzipSync } from 'fflate';
 import { UsageError } from '../../errors.js';
 import { elementCount, type Model, type Node, type Tensor, type TypedArray } from '../../ir/index.js';
+import { gzipSize } from '../../util/gzip.js';
 import type { ChannelStatistics } from './channel-analysis.js';
 import { pruneRow } from './op-handlers.js';
 import type { MagnitudeLayerReport, MagnitudePruneOptions, MagnitudePruneReport } from './types.js';
@@ -105,10 +105,6 @@ export function weightGeometry(node: Node, tensor: Tensor, weightIndex: number):
     default:
       return undefined;
   }
-}
-
-function gzipSize(bytes: Uint8Array): number {
-  return gzipSync(bytes, { level: 6 }).byteLength;
 }
 
 function zeroFraction(t: Tensor): number {

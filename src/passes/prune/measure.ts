@@ -3,13 +3,14 @@
  * model once in onnxruntime), a check that the pruned model loads and runs with the original's
  * output shapes, file sizes raw and gzip, and top-1 accuracy on a labelled data set.
  * Imports: ./op-handlers.js, ../../ir/index.js, ../../onnx/index.js, ../../runtime/index.js,
- * ../../data/index.js, ../../errors.js, fflate.
+ * ../../data/index.js, ../../metrics/index.js, ../../util/gzip.js, ../../errors.js.
  */
-import { gzipSync } from 'fflate';
+import { gzipSize } from '../../util/gzip.js';
 import { InputError, UsageError } from '../../errors.js';
 import { elementCount, isTensorType, type Model, type Node, type TensorData, type Value } from '../../ir/index.js';
 import { encodeModel } from '../../onnx/index.js';
 import { batches, loadDataset, randomDataset, take } from '../../data/index.js';
+import { labelIndices, toNumbers, top1Correct } from '../../metrics/index.js';
 import { createCaptureRunner, createRunner, inferShapesByRunning, modelInputSpecs, type ShapeOverrides } from '../../runtime/index.js';
 import type { ChannelStatistics } from './channel-analysis.js';
 import { constantInput } from './weights.js';
@@ -21,7 +22,7 @@ export interface ModelSize {
 
 export function modelSize(model: Model): ModelSize {
   const bytes = encodeModel(model);
-  return { rawBytes: bytes.byteLength, gzipBytes: gzipSync(bytes, { level: 6 }).byteLength };
+  return { rawBytes: bytes.byteLength, gzipBytes: gzipSize(bytes) };
 }
 
 /** One random batch for the model's inputs (seeded, so runs repeat). */
@@ -132,20 +133,19 @@ export async function measureAccuracy(
   let data = await loadDataset(dataPath, modelInputSpecs(model));
   if (!data.labels) throw new UsageError(`${dataPath}: no 'labels' array, so accuracy cannot be measured`);
   if (options.maxSamples !== undefined) data = take(data, options.maxSamples);
+  // Index or one-hot labels (take keeps them); a label that is not a class index counts as a miss
+  // rather than an error.
+  const labels = labelIndices(data.labels!, dataPath, { invalid: 'never-correct' });
   const runner = await createRunner(model, { label: 'model under evaluation' });
   const outputName = options.outputName ?? runner.outputs[0]!.name;
   let correct = 0;
   try {
     for (const batch of batches(data, options.batchSize ?? 256)) {
       const out = (await runner.run(batch.feeds, [outputName]))[outputName]!;
-      const classes = out.dims[out.dims.length - 1]!;
-      const scores = out.data as Float32Array;
-      const labels = batch.labels!.data as ArrayLike<number | bigint>;
-      for (let s = 0; s < batch.size; s++) {
-        let best = 0;
-        for (let c = 1; c < classes; c++) if (scores[s * classes + c]! > scores[s * classes + best]!) best = c;
-        if (best === Number(labels[s])) correct++;
-      }
+      const scores = toNumbers(out, `output '${outputName}'`);
+      // Each sample's values are its class scores (an [N, C] output: C classes).
+      const classes = scores.length / batch.size;
+      for (const ok of top1Correct(scores, classes, labels.subarray(batch.start, batch.start + batch.size))) correct += ok;
     }
   } finally {
     await runner.release();

@@ -4,14 +4,13 @@
  * and collect calibration statistics in one streaming pass, quantize to QDQ, and measure the
  * result against FP32 on the calibration inputs (SQNR, top-1 agreement). Also the helpers the CLI
  * uses after writing the file (agreement, top-1 accuracy). Never mutates its input model.
- * Imports: preprocess, runtime, data (batching), bench/stats (metrics), IR, files beside it.
+ * Imports: preprocess, runtime, data (batching), metrics, IR, files beside it.
  */
 import { UsageError } from '../../errors.js';
 import type { TensorData } from '../../ir/dtype.js';
 import type { Model } from '../../ir/index.js';
 import { batches, take, type Dataset } from '../../data/index.js';
-import { AgreementAccumulator, topKCorrect, type AgreementMetrics } from '../../bench/stats.js';
-import { classAxis, labelIndices, toNumbers } from '../../bench/feeds.js';
+import { AgreementAccumulator, classAxis, labelIndices, toNumbers, top1Correct, type AgreementMetrics } from '../../metrics/index.js';
 import { createRunner, inferShapesByRunning, type Runner, type RunnerOptions } from '../../runtime/index.js';
 import { preprocess, TARGET_OPSET, type PreprocessReport } from '../preprocess/index.js';
 import { collectStatistics, computeRange, type CalibrationMethod, type Range, type RangeOptions, type TensorStatistics } from './calibrate.js';
@@ -239,7 +238,7 @@ export async function top1Accuracy(
       const out: TensorData = (await runner.run(b.feeds, [outputName]))[outputName]!;
       const { classes } = classAxis(out, b.size);
       if (!classes) throw new UsageError(`output '${outputName}' has no class axis [N, classes]; cannot compute top-1`);
-      const correct = topKCorrect(toNumbers(out, outputName), classes, labels.subarray(b.start, b.start + b.size), 1);
+      const correct = top1Correct(toNumbers(out, outputName), classes, labels.subarray(b.start, b.start + b.size));
       perSample.set(correct, b.start);
     }
   } finally {

@@ -6,11 +6,13 @@
  * ranges. Plan, then apply: `planQdq` decides every node and tensor (and so which tensors need
  * statistics), `applyQdq` edits a clone once. Only the main graph is quantized; nodes inside
  * If/Loop bodies are left in float and read quantized outer values through a DequantizeLinear.
- * Imports the IR, ./registry, ./quant-math, ./calibrate (types).
+ * Imports the IR, ../preprocess/constants (removeUnusedInitializers), ./registry, ./quant-math,
+ * ./calibrate (types).
  */
 import { InputError, UsageError } from '../../errors.js';
 import { DataType } from '../../ir/dtype.js';
 import { isTensorType, Tensor, type Graph, type Model, type Node, type Value } from '../../ir/index.js';
+import { removeUnusedInitializers } from '../preprocess/constants.js';
 import type { Range } from './calibrate.js';
 import { activationParams, quantizeBias, quantizeValues, quantizeWeight, type QuantParams, type QuantType } from './quant-math.js';
 import { padConvInputChannels, type PaddedConv } from './channel-pad.js';
@@ -525,10 +527,8 @@ export function applyQdq(model: Model, plan: QdqPlan, options: ApplyOptions): Qd
     report.byOpType[node.opType] = (report.byOpType[node.opType] ?? 0) + 1;
   }
 
-  // Float weights nothing reads any more.
-  for (const v of [...graph.initializerValues]) {
-    if (v.consumers.length === 0 && !v.isGraphOutput() && !v.isGraphInput()) graph.removeInitializer(v);
-  }
+  // Float weights nothing reads any more (only the main graph was edited).
+  removeUnusedInitializers(graph, { nested: false });
   graph.topologicalSort();
   if (options.padChannels !== false) {
     const boundary = new Set([...plan.tensors.values()].filter((tp) => !tp.producedByQuantized && tp.source === 'calibrated').map((tp) => tp.value));

@@ -1,0 +1,90 @@
+/**
+ * Agreement between a reference output and a candidate output of the same model (FP32 vs INT8,
+ * before vs after pruning): top-1 agreement, max abs error, relative L2, cosine similarity, SQNR.
+ * Streaming, so a large evaluation set needs no stored outputs. Pure and deterministic.
+ * Imports: ./classification (argmaxRows).
+ */
+import { argmaxRows } from './classification.js';
+
+export interface AgreementMetrics {
+  /** Elements compared. */
+  count: number;
+  /** Rows (samples) compared for top-1 agreement; 0 when the output has no class axis. */
+  rows: number;
+  /** Fraction of rows whose argmax matches (null when the output has no class axis). */
+  top1Agreement: number | null;
+  maxAbsError: number;
+  /** ||candidate - reference||_2 / ||reference||_2. */
+  relativeL2: number;
+  cosineSimilarity: number;
+  /** Signal-to-quantization-noise ratio, 10 log10(sum ref^2 / sum (cand - ref)^2); Infinity when identical. */
+  sqnrDb: number;
+}
+
+/**
+ * Streaming accumulator so agreement over a large evaluation set needs no stored outputs:
+ * add() one batch at a time (row-major, `classes` = size of the last axis, for top-1 agreement).
+ */
+export class AgreementAccumulator {
+  private count = 0;
+  private rows = 0;
+  private rowMatches = 0;
+  private sumRef2 = 0;
+  private sumCand2 = 0;
+  private sumDot = 0;
+  private sumDiff2 = 0;
+  private maxAbs = 0;
+
+  constructor(private readonly classes: number | null) {}
+
+  add(reference: ArrayLike<number>, candidate: ArrayLike<number>): void {
+    if (reference.length !== candidate.length) {
+      throw new Error(`agreement: ${reference.length} reference vs ${candidate.length} candidate elements`);
+    }
+    for (let i = 0; i < reference.length; i++) {
+      const r = reference[i]!;
+      const c = candidate[i]!;
+      const d = c - r;
+      this.sumRef2 += r * r;
+      this.sumCand2 += c * c;
+      this.sumDot += r * c;
+      this.sumDiff2 += d * d;
+      const a = Math.abs(d);
+      // NaN must not hide: Math.max propagates it.
+      this.maxAbs = Number.isNaN(a) ? NaN : Math.max(this.maxAbs, a);
+    }
+    this.count += reference.length;
+    if (this.classes !== null && this.classes > 1) {
+      const ra = argmaxRows(reference, this.classes);
+      const ca = argmaxRows(candidate, this.classes);
+      for (let i = 0; i < ra.length; i++) if (ra[i] === ca[i]) this.rowMatches++;
+      this.rows += ra.length;
+    }
+  }
+
+  result(): AgreementMetrics {
+    const refNorm = Math.sqrt(this.sumRef2);
+    const candNorm = Math.sqrt(this.sumCand2);
+    let cosine: number;
+    // Identical outputs are exactly 1, not 1 - 1e-16 from rounding in the norms.
+    if (this.sumDiff2 === 0 && this.count > 0) cosine = 1;
+    else if (refNorm === 0 && candNorm === 0) cosine = 1;
+    else if (refNorm === 0 || candNorm === 0) cosine = 0;
+    else cosine = this.sumDot / (refNorm * candNorm);
+    return {
+      count: this.count,
+      rows: this.rows,
+      top1Agreement: this.rows > 0 ? this.rowMatches / this.rows : null,
+      maxAbsError: this.maxAbs,
+      relativeL2: refNorm === 0 ? (this.sumDiff2 === 0 ? 0 : Infinity) : Math.sqrt(this.sumDiff2) / refNorm,
+      cosineSimilarity: cosine,
+      sqnrDb: this.sumDiff2 === 0 ? Infinity : 10 * Math.log10(this.sumRef2 / this.sumDiff2),
+    };
+  }
+}
+
+export function agreement(reference: ArrayLike<number>, candidate: ArrayLike<number>, classes: number | null = null): AgreementMetrics {
+  const acc = new AgreementAccumulator(classes);
+  acc.add(reference, candidate);
+  return acc.result();
+}
