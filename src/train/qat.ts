@@ -25,8 +25,8 @@ import { DataType } from '../ir/dtype.js';
 import type { Model, Value } from '../ir/index.js';
 import type { Dataset } from '../data/index.js';
 import type { RunnerOptions } from '../runtime/index.js';
-import { planQdq, quantizeQdq, type QdqOptions, type QdqReport } from '../passes/quantize/qdq.js';
-import { activationParams, type QuantParams } from '../passes/quantize/quant-math.js';
+import { activationParamResolver, planQdq, quantizeQdq, type QdqOptions, type QdqReport } from '../passes/quantize/qdq.js';
+import type { QuantParams } from '../passes/quantize/quant-math.js';
 import type { Range } from '../passes/quantize/calibrate.js';
 import { initTrainingBackend, type BackendInfo, type TrainingBackend } from './backend.js';
 import { evaluate, trainLoop, type EpochRecord } from './loop.js';
@@ -135,35 +135,8 @@ export async function quantizeAwareTraining(model: Model, options: QatOptions): 
   const graph = new TrainableGraph(model);
   try {
     // Activation parameters exactly as applyQdq computes them (passthrough tensors inherit).
-    const params = new Map<Value, QuantParams>();
-    const resolve = (value: Value): QuantParams => {
-      const done = params.get(value);
-      if (done) return done;
-      const tp = plan.tensors.get(value);
-      if (!tp) throw new UsageError(`QAT: tensor '${value.name}' is not in the quantization plan`);
-      const name = value.name;
-      let p: QuantParams;
-      if (tp.source === 'inherited') p = resolve(tp.inheritFrom!);
-      else {
-        let range: Range;
-        if (tp.source === 'constant') {
-          const data = model.graph.constantTensor(tp.value)!.toFloat64();
-          range = { min: Math.min(...data), max: Math.max(...data) };
-        } else {
-          const r = options.ranges.get(name);
-          if (!r) throw new UsageError(`QAT: no calibration range for tensor '${name}'`);
-          range = r;
-        }
-        let reluLike = false;
-        if (tp.clip) {
-          range = { min: Math.max(range.min, tp.clip.min), max: Math.min(range.max, tp.clip.max) };
-          reluLike = tp.clip.min >= 0;
-        }
-        p = activationParams(range.min, range.max, actType as typeof DataType.UINT8 | typeof DataType.INT8, symmetric, reluLike);
-      }
-      params.set(value, p);
-      return p;
-    };
+    const paramsOf = activationParamResolver(model.graph, plan, options.ranges, actType, symmetric);
+    const resolve = (value: Value): QuantParams => paramsOf(value).p;
     const activations = new Map<string, (t: tf.Tensor) => tf.Tensor>();
     for (const tp of plan.tensors.values()) {
       // constants PTQ quantizes offline are read as constants here (not trained): leave them exact

@@ -325,6 +325,54 @@ export function quantizeQdq(model: Model, options: ApplyOptions): { model: Model
   return { model: out, report };
 }
 
+/**
+ * The activation quantization parameters of every planned tensor, as applyQdq writes them and QAT
+ * fake-quantizes with them: calibrated (or constant) range, clamped by an absorbed Relu/Clip;
+ * passthrough tensors inherit their input's parameters (`root` is the tensor they come from).
+ */
+export function activationParamResolver(
+  graph: Graph,
+  plan: QdqPlan,
+  ranges: ReadonlyMap<string, Range>,
+  actType: QuantType,
+  symmetric: boolean,
+): (value: Value) => { root: Value; p: QuantParams } {
+  const done = new Map<Value, { root: Value; p: QuantParams }>();
+  const resolve = (value: Value): { root: Value; p: QuantParams } => {
+    const known = done.get(value);
+    if (known) return known;
+    const tp = plan.tensors.get(value);
+    if (!tp) throw new Error(`QDQ plan: tensor '${value.name}' is not planned`);
+    let result: { root: Value; p: QuantParams };
+    if (tp.source === 'inherited') result = resolve(tp.inheritFrom!);
+    else {
+      let range: Range;
+      if (tp.source === 'constant') {
+        let min = Infinity;
+        let max = -Infinity;
+        for (const x of graph.constantTensor(tp.value)!.toFloat64()) {
+          if (x < min) min = x;
+          if (x > max) max = x;
+        }
+        range = { min, max };
+      } else {
+        const r = ranges.get(tp.value.name);
+        if (!r) throw new InputError(`no calibration statistics for tensor '${tp.value.name}'`);
+        range = r;
+      }
+      let reluLike = false;
+      if (tp.clip) {
+        range = { min: Math.max(range.min, tp.clip.min), max: Math.min(range.max, tp.clip.max) };
+        reluLike = tp.clip.min >= 0;
+      }
+      result = { root: tp.value, p: activationParams(range.min, range.max, actType, symmetric, reluLike) };
+    }
+    done.set(value, result);
+    return result;
+  };
+  return resolve;
+}
+
 /** Apply a plan made on `model` to `model` itself. */
 export function applyQdq(model: Model, plan: QdqPlan, options: ApplyOptions): QdqReport {
   const graph = model.graph;
@@ -359,47 +407,21 @@ export function applyQdq(model: Model, plan: QdqPlan, options: ApplyOptions): Qd
     return n.outputs[0]!;
   };
 
-  // Activation parameters, resolving passthrough chains.
-  const params = new Map<Value, { p: QuantParams; scale: Value; zeroPoint: Value }>();
+  // Activation parameters (passthrough chains resolved), one scale/zero-point pair per root tensor.
+  const paramsOf = activationParamResolver(graph, plan, options.ranges, actType, symmetric);
+  const initializersOf = new Map<Value, { scale: Value; zeroPoint: Value }>();
   const resolve = (tp: TensorPlan): { p: QuantParams; scale: Value; zeroPoint: Value } => {
-    const done = params.get(tp.value);
-    if (done) return done;
-    let result: { p: QuantParams; scale: Value; zeroPoint: Value };
-    if (tp.source === 'inherited') {
-      const from = plan.tensors.get(tp.inheritFrom!);
-      if (!from) throw new Error(`QDQ plan: '${tp.value.name}' inherits from unplanned '${tp.inheritFrom!.name}'`);
-      result = resolve(from);
-    } else {
-      let range: Range;
-      if (tp.source === 'constant') {
-        const data = graph.constantTensor(tp.value)!.toFloat64();
-        let min = Infinity;
-        let max = -Infinity;
-        for (const x of data) {
-          if (x < min) min = x;
-          if (x > max) max = x;
-        }
-        range = { min, max };
-      } else {
-        const r = options.ranges.get(tp.value.name);
-        if (!r) throw new InputError(`no calibration statistics for tensor '${tp.value.name}'`);
-        range = r;
-      }
-      let reluLike = false;
-      if (tp.clip) {
-        range = { min: Math.max(range.min, tp.clip.min), max: Math.min(range.max, tp.clip.max) };
-        reluLike = tp.clip.min >= 0;
-      }
-      const p = activationParams(range.min, range.max, actType, symmetric, reluLike);
+    const { root, p } = paramsOf(tp.value);
+    let made = initializersOf.get(root);
+    if (!made) {
       const zpData = actType === DataType.UINT8 ? Uint8Array.of(p.zeroPoint) : Int8Array.of(p.zeroPoint);
-      result = {
-        p,
-        scale: init(`${tp.value.name}_scale`, DataType.FLOAT, [], Float32Array.of(p.scale)),
-        zeroPoint: init(`${tp.value.name}_zero_point`, actType, [], zpData),
+      made = {
+        scale: init(`${root.name}_scale`, DataType.FLOAT, [], Float32Array.of(p.scale)),
+        zeroPoint: init(`${root.name}_zero_point`, actType, [], zpData),
       };
+      initializersOf.set(root, made);
     }
-    params.set(tp.value, result);
-    return result;
+    return { p, ...made };
   };
 
   // A float -> int8 boundary behind an op onnxruntime would hoist the Q through: a per-axis Q
