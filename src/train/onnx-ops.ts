@@ -8,13 +8,13 @@
  * leave their result in NHWC; element-wise ops keep whichever layout they are given (see
  * ./onnx-graph.ts). Shapes and axes follow the ONNX operator spec for opsets 7 to 22.
  *
- * Imports: @tensorflow/tfjs-core, ../ir (types), ../errors, ../passes/preprocess/tensor-math (broadcastShape).
+ * Imports: @tensorflow/tfjs-core, ../ir (types), ../errors, ../ir/tensor-math (broadcastShape).
  */
 import * as tf from '@tensorflow/tfjs-core';
 import { UsageError } from '../errors.js';
 import { DataType } from '../ir/dtype.js';
 import type { Node } from '../ir/index.js';
-import { broadcastShape } from '../passes/preprocess/tensor-math.js';
+import { broadcastShape } from '../ir/tensor-math.js';
 
 /** A value during the forward pass, in ONNX layout, NHWC (rank-4 only), or both. */
 export interface ValueEntry {

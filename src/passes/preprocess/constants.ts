@@ -4,11 +4,11 @@
  * and nodes whose inputs are all constant are folded for a small set of ops evaluated here in
  * float64 (Cast, Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Add, Sub, Mul, Div, Neg, Sqrt,
  * Reciprocal, Identity). These edit the graph they are given (the pre-processing entry point works on
- * a clone). Imports the IR and ./tensor-math.
+ * a clone). Imports the IR (with ir/tensor-math).
  */
 import { DataType } from '../../ir/dtype.js';
 import { Tensor, type Graph, type Node, type Value } from '../../ir/index.js';
-import { elementwise, isNumericDtype, reshapeDims, tensorLike, toF64, transpose, type F64Tensor } from './tensor-math.js';
+import { elementwise, isNumericDtype, reshapeDims, tensorLike, toF64, transpose, type F64Tensor } from '../../ir/tensor-math.js';
 
 const isDefaultDomain = (n: Node): boolean => n.domain === '' || n.domain === 'ai.onnx';
 

@@ -2,12 +2,12 @@
  * Structural folds that make a graph quantize well: BatchNormalization folded into the Conv or
  * Gemm before it (when that node is its only producer-consumer link), and MatMul + Add(constant
  * bias) on 2-D inputs rewritten as Gemm (so the bias becomes an int32 bias of one QGemm instead of a
- * float Add after an integer MatMul). Both edit the graph they are given. Imports the IR and
- * ./tensor-math.
+ * float Add after an integer MatMul). Both edit the graph they are given. Imports the IR (with
+ * ir/tensor-math).
  */
 import { DataType } from '../../ir/dtype.js';
 import { isTensorType, Tensor, type Graph, type Node, type Value } from '../../ir/index.js';
-import { fromF64, isFloatDtype } from './tensor-math.js';
+import { fromF64, isFloatDtype } from '../../ir/tensor-math.js';
 
 const isDefaultDomain = (n: Node): boolean => n.domain === '' || n.domain === 'ai.onnx';
 

@@ -5,12 +5,12 @@
  * the outputs carry, which atoms it couples, and how to rewrite its tensors once channels go.
  * Ops without a row block the channels that reach them, so an unknown op never yields a wrong
  * model. Adding an op is adding a row; a duplicate key throws.
- * Imports: ./channel-analysis.js, ./weights.js, ../preprocess/tensor-math.js, ../../ir/index.js.
+ * Imports: ./channel-analysis.js, ./weights.js, ../../ir/tensor-math.js, ../../ir/index.js.
  */
 import { AttributeType, elementCount, type Node, type TensorData } from '../../ir/index.js';
 import { UNIT_BLOCK, type ChannelAnalysis, type ChannelConstants, type ChannelInfo, type ChannelRewrite } from './channel-analysis.js';
 import { addToBias, axisNorms, constantInput, PRUNABLE_DTYPES, setConstantInput, sliceAxis } from './weights.js';
-import { fromF64 } from '../preprocess/tensor-math.js';
+import { fromF64 } from '../../ir/tensor-math.js';
 
 /** Where a layer's weight sits and its reduction (input-channel) axis. */
 export interface WeightSlot {

@@ -2,10 +2,10 @@
  * Weight access for the pruning passes: find a node's constant input (initializer or Constant
  * node), slice tensors along an axis, per-channel norms, and write a rewritten constant back
  * without touching other readers of the same tensor.
- * Imports: ../../ir/index.js, ../../errors.js, ../preprocess/tensor-math.js (float64 -> storage).
+ * Imports: ../../ir/index.js, ../../errors.js, ../../ir/tensor-math.js (float64 -> storage).
  */
 import { InputError } from '../../errors.js';
-import { fromF64 } from '../preprocess/tensor-math.js';
+import { fromF64 } from '../../ir/tensor-math.js';
 import {
   DataType,
   dtypeInfo,

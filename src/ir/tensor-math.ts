@@ -1,11 +1,11 @@
 /**
- * The little host-side tensor arithmetic the pre-processing passes need to fold constants and
- * BatchNormalization: float64 views of tensors, dtype-preserving conversion back, broadcasting
+ * The little host-side tensor arithmetic the passes need (constant and BatchNormalization folding,
+ * pruning's weight edits, the trainer's broadcasting): float64 views of tensors, dtype-preserving conversion back, broadcasting
  * elementwise ops, transpose and reshape-shape resolution. Imports the IR only.
  */
-import { UsageError } from '../../errors.js';
-import { DataType, dtypeInfo, float32ToBfloat16, float32ToFloat16, type TensorData, type TypedArray } from '../../ir/dtype.js';
-import { Tensor } from '../../ir/index.js';
+import { UsageError } from '../errors.js';
+import { DataType, dtypeInfo, float32ToBfloat16, float32ToFloat16, type TensorData, type TypedArray } from './dtype.js';
+import { Tensor } from './tensor.js';
 
 export interface F64Tensor {
   dims: number[];
