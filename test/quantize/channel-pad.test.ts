@@ -114,4 +114,22 @@ describe('input-channel padding', () => {
     expect(threeByThree.report.qdq.paddedConvs).toEqual([]);
     expect(threeByThree.report.qdq.skipped.map((s) => s.node)).toContain('stem');
   });
+
+  it('depthwise 3x3 convs (reduction 9) are quantized by default: the small-reduction rule is for ungrouped convs', async () => {
+    const dw = await quantizeInt8(depthwiseNet(), { calibration: dataset('input', [8, 3, 10, 10], 2) });
+    expect(dw.report.qdq.skipped.filter((s) => s.opType === 'Conv')).toEqual([]);
+    expect(dw.report.qdq.byOpType.Conv).toBe(2);
+  });
 });
+
+/** input(3ch) -> Conv 3->16 3x3 -> Relu -> depthwise Conv 16x(1x3x3) -> Relu -> GAP -> Flatten -> Gemm. */
+function depthwiseNet(): Model {
+  const b = new GraphBuilder({ opset: 17 });
+  const x = b.input('input', DataType.FLOAT, ['N', 3, 10, 10]);
+  const c0 = b.node('Relu', [b.node('Conv', [x, b.initializer('w0', DataType.FLOAT, [16, 3, 3, 3], randomFloats(432, 3, 0.3))], { pads: [1, 1, 1, 1] }, { name: 'stem' })]);
+  const dw = b.node('Relu', [b.node('Conv', [c0, b.initializer('w1', DataType.FLOAT, [16, 1, 3, 3], randomFloats(144, 4, 0.5))], { pads: [1, 1, 1, 1], group: 16 }, { name: 'dw' })]);
+  const flat = b.node('Flatten', [b.node('GlobalAveragePool', [dw])], { axis: 1 });
+  const logits = b.node('Gemm', [flat, b.initializer('fc.w', DataType.FLOAT, [4, 16], randomFloats(64, 6, 0.5))], { transB: 1 }, { name: 'fc', outputs: ['logits'] }) as Value[];
+  b.output(logits[0]!, DataType.FLOAT, ['N', 4]);
+  return b.build();
+}

@@ -34,11 +34,12 @@ export interface QdqOptions {
   /** Quantize only these nodes (by name); used by sensitivity analysis. */
   onlyNodes?: readonly string[];
   /**
-   * Leave a Conv with a spatial kernel in float when its dot-product length (Cin/group x kh x kw)
-   * is below this; default 16, 0 turns the rule off. Such convs (a 1-channel 3x3 stem: 9) mostly
+   * Leave an ungrouped Conv with a spatial kernel in float when its dot-product length
+   * (Cin x kh x kw) is below this; default 16, 0 turns the rule off. Such convs (a 1-channel 3x3 stem: 9) mostly
    * run faster as onnxruntime's float NCHWc Conv than as QLinearConv, even with padded channels:
    * the int8 kernel does a few multiply-adds per output pixel and kernel tap, then requantizes
-   * (bench/quantize-stems.mjs, docs/quantize.md). 1x1 convs are never left float by this rule.
+   * (bench/quantize-stems.mjs, docs/quantize.md). 1x1 and grouped (depthwise) convs are never left
+   * float by this rule.
    */
   minConvReduction?: number;
   /**
@@ -64,12 +65,15 @@ const Q_HOISTING_OPS = new Set(['MaxPool', 'Reshape', 'Transpose', 'Squeeze', 'U
 const ELEMENTWISE_INT8 = new Set(['Add', 'Mul']);
 
 /**
- * Cin/group x kernel size of a Conv with a constant weight and a spatial kernel (a 1x1 conv reads
- * its input directly, without the per-tap indirection that makes short int8 reductions slow).
+ * Cin x kernel size of an ungrouped Conv with a constant weight and a spatial kernel: the convs the
+ * minConvReduction rule is about. Not for 1x1 convs (they read their input directly, without the
+ * per-tap indirection that makes short int8 reductions slow) nor grouped/depthwise ones (their
+ * reduction is always short and onnxruntime has dedicated int8 depthwise kernels: a MobileNetV2
+ * measured 2.15x with int8 depthwise convs, 1.50x with them float; docs/quantize.md).
  */
 function convReduction(node: Node, graph: Graph): number | undefined {
   const w = node.inputs[1] ? graph.constantTensor(node.inputs[1]) : undefined;
-  if (!w || w.dims.length < 3 || w.dims.slice(2).every((d) => d === 1)) return undefined;
+  if (!w || w.dims.length < 3 || w.dims.slice(2).every((d) => d === 1) || node.getInt('group', 1) !== 1) return undefined;
   return w.dims.slice(1).reduce((a, b) => a * b, 1);
 }
 
@@ -212,7 +216,7 @@ export function planQdq(model: Model, options: QdqOptions = {}): QdqPlan {
     }
     const reduction = node.opType === 'Conv' ? convReduction(node, graph) : undefined;
     if (reduction !== undefined && reduction < minReduction) {
-      skipped.push({ ...label, reason: `reduction size ${reduction} (Cin/group x kernel) < ${minReduction}: QLinearConv would be slower than float Conv` });
+      skipped.push({ ...label, reason: `reduction size ${reduction} (Cin x kernel) < ${minReduction}: QLinearConv would be slower than float Conv` });
       continue;
     }
     const roles = handler.inputs(node, graph);
