@@ -49,7 +49,10 @@ import type {
 export const DEFAULTS = {
   warmup: 10,
   iterations: 100,
+  /** Most timed runs per switch in warm mode, and the count in duration mode. */
   burst: 10,
+  /** Warm mode's default burst leaves at least about this many rounds to pair. */
+  pairedRounds: 20,
   /**
    * Untimed runs after each switch to another model, for at least this long (and at least one
    * run): the first ~1 ms of runs after a switch are slower (measured, docs/benchmark.md).
@@ -164,7 +167,12 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
   const warn = callbacks.onWarning ?? (() => {});
   const candidatesPaths = options.candidates ?? [];
   const warmup = options.warmup ?? DEFAULTS.warmup;
-  const burst = Math.max(1, Math.floor(options.burst ?? DEFAULTS.burst));
+  const interleave = options.interleave ?? 'warm';
+  if (interleave === 'cold' && options.burst !== undefined && options.burst !== 1) {
+    throw new UsageError('a burst of timed runs needs warm interleaving (cold is strict round-robin: one run per switch)');
+  }
+  const autoBurst = iterationsFor(options) === null ? DEFAULTS.burst : Math.min(DEFAULTS.burst, Math.max(1, Math.floor(iterationsFor(options)! / DEFAULTS.pairedRounds)));
+  const burst = interleave === 'cold' ? 1 : Math.max(1, Math.floor(options.burst ?? autoBurst));
   const durationMs = options.durationMs ?? null;
   const iterations = durationMs === null ? (options.iterations ?? DEFAULTS.iterations) : (options.iterations ?? null);
   const seed = options.seed ?? DEFAULTS.seed;
@@ -316,7 +324,7 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
       const stepLabel = batchSizes.length > 1 ? ` (batch ${batchSize}, ${index + 1}/${batchSizes.length})` : '';
       progress({ phase: 'warmup', message: `warming up${stepLabel}` });
       for (const model of models) for (let i = 0; i < warmup; i++) await runModel(model, feeds);
-      const times = await timeInterleaved(models, feeds, { iterations, durationMs, burst }, (done, total) =>
+      const times = await timeInterleaved(models, feeds, { iterations, durationMs, burst, rewarm: interleave === 'warm' }, (done, total) =>
         progress({ phase: 'latency', message: `timing${stepLabel}: ${done}${total ? `/${total}` : ''} runs per model`, fraction: total ? done / total : undefined }),
       );
       for (let m = 0; m < models.length; m++) {
@@ -328,9 +336,9 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
           throughput: (batchSize * 1000) / stats.mean,
           p99Interval: bootstrapPercentileCI(t, 99, { seed, resamples }),
         };
-        // Strict round-robin: group a full rotation (every model once in every slot) to cancel
-        // the slot effect. Bursts start warm, so each pair (same round, same place) stands alone.
-        const groupSize = burst > 1 ? 1 : models.length;
+        // Cold: group a full rotation (every model once in every slot) to cancel the slot effect.
+        // Warm: every burst starts re-warmed, so each pair (same round, same place) stands alone.
+        const groupSize = interleave === 'warm' ? 1 : models.length;
         if (m > 0) point.speedup = pairedSpeedup(times[0]!, t, { seed: seed + m, resamples, groupSize });
         latency[m]!.push(point);
       }
@@ -387,6 +395,7 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
         warmup,
         iterations,
         durationMs,
+        interleave,
         burst,
         batchSizes,
         threads: options.threads ?? null,
@@ -395,7 +404,7 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
         outputName,
         seed,
         bootstrapResamples: resamples,
-        interleaving: 'bursts, rotating start',
+        interleaving: 'rounds, rotating start',
       },
       data: { source, path: options.data ?? null, samples: dataset.count, labels: hasLabels },
       models: results,
@@ -417,6 +426,11 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
   }
 }
 
+/** Timed runs per model when fixed (not in duration mode). */
+function iterationsFor(options: BenchmarkOptions): number | null {
+  return options.durationMs === undefined ? (options.iterations ?? DEFAULTS.iterations) : (options.iterations ?? null);
+}
+
 function defaultBatchSize(inputs: readonly IoSpec[], overrides: Record<string, number[]>): number {
   const fixed = fixedBatchDim(inputs);
   if (fixed !== null) return fixed;
@@ -428,10 +442,10 @@ function defaultBatchSize(inputs: readonly IoSpec[], overrides: Record<string, n
 }
 
 /**
- * Timed runs, interleaved by model in bursts: each round gives every model, in a rotating order,
- * one untimed run (caches now hold this model, as in a deployment that serves one model) and then
- * `burst` timed runs in a row. burst 1 without the untimed run is strict round-robin, every run
- * right after another model's (cold caches). The rotation makes every model run equally often in
+ * Timed runs, interleaved by model in rounds: each round gives every model, in a rotating order,
+ * (warm) ~1 ms of untimed runs, so caches hold this model as in a deployment that serves one
+ * model, then `burst` timed runs in a row; or (cold, burst 1, no re-warming) strict round-robin,
+ * every run right after another model's. The rotation makes every model run equally often in
  * every slot; rounds are short, so drift still hits every model alike. Returns milliseconds per
  * run, per model, indexed so times[a][i] and times[b][i] (same round, same place in the burst)
  * form a pair.
@@ -439,10 +453,10 @@ function defaultBatchSize(inputs: readonly IoSpec[], overrides: Record<string, n
 async function timeInterleaved(
   models: LoadedModel[],
   feeds: Feeds,
-  plan: { iterations: number | null; durationMs: number | null; burst: number },
+  plan: { iterations: number | null; durationMs: number | null; burst: number; rewarm: boolean },
   onRound: (done: number, total: number | null) => void,
 ): Promise<Float64Array[]> {
-  const { iterations, durationMs, burst } = plan;
+  const { iterations, durationMs, burst, rewarm } = plan;
   const maxRuns = iterations ?? 1_000_000;
   const times = models.map(() => new Float64Array(maxRuns));
   const deadline = durationMs === null ? Infinity : performance.now() + durationMs;
@@ -454,7 +468,7 @@ async function timeInterleaved(
     for (let k = 0; k < models.length; k++) {
       const m = (round + k) % models.length;
       const runner = models[m]!.runner;
-      if (burst > 1) {
+      if (rewarm) {
         const warmUntil = performance.now() + DEFAULTS.switchWarmupMs;
         do await runner.run(feeds);
         while (performance.now() < warmUntil);

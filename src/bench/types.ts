@@ -31,10 +31,14 @@ export interface BenchmarkOptions {
   /** Time budget per batch size (all models together) instead of a fixed iteration count. */
   durationMs?: number;
   /**
-   * Timed runs of one model in a row before the next model runs; each burst follows ~1 ms of
-   * untimed runs of that model (at least one), so caches hold it: steady-state latency, as when
-   * one model is served. 1 = strict round-robin, every timed run right after another model's
-   * (cold caches). Default 10.
+   * 'warm' (default): after each switch to a model, ~1 ms of its untimed runs (at least one), then
+   * `burst` timed runs: steady-state latency, as when one model is served. 'cold': strict
+   * round-robin, every timed run right after another model's (cold caches; burst is 1).
+   */
+  interleave?: 'warm' | 'cold';
+  /**
+   * Warm mode: timed runs of one model per switch. Default: iterations / 20 clamped to 1..10 (so
+   * there are at least ~20 rounds to pair), 10 in duration mode.
    */
   burst?: number;
   /** Batch sizes to sweep; default [1] (or the batch dim fixed by the model or --shape). */
@@ -152,6 +156,7 @@ export interface BenchmarkResult {
     warmup: number;
     iterations: number | null;
     durationMs: number | null;
+    interleave: 'warm' | 'cold';
     burst: number;
     batchSizes: number[];
     threads: number | null;
@@ -160,7 +165,7 @@ export interface BenchmarkResult {
     outputName: string;
     seed: number;
     bootstrapResamples: number;
-    interleaving: 'bursts, rotating start';
+    interleaving: 'rounds, rotating start';
   };
   data: {
     source: 'file' | 'random';

@@ -34,6 +34,7 @@ interface BenchmarkFlags {
   maxSamples?: number;
   warmup?: number;
   iterations?: number;
+  interleave: 'warm' | 'cold';
   burst?: number;
   duration?: number;
   batchSize?: number[];
@@ -81,7 +82,8 @@ export function registerBenchmark(program: Command): void {
     .option('--max-samples <n>', 'evaluate at most n samples', parsePositiveInt)
     .option('--warmup <n>', 'untimed runs per model and batch size before timing (default 10)', parseNonNegativeInt)
     .option('--iterations <n>', 'timed runs per model and batch size (default 100)', parsePositiveInt)
-    .option('--burst <n>', 'timed runs of one model in a row, after ~1 ms of untimed runs, before switching models (default 10; 1 = strict round-robin, cold caches)', parsePositiveInt)
+    .addOption(new Option('--interleave <mode>', 'warm: ~1 ms of untimed runs after each switch of model (steady state); cold: strict round-robin, every run right after another model').choices(['warm', 'cold']).default('warm'))
+    .option('--burst <n>', 'warm: timed runs of one model per switch (default iterations/20, 1 to 10)', parsePositiveInt)
     .option('--duration <time>', 'time budget per batch size instead of --iterations, e.g. 10s or 500ms', parseDuration)
     .option('--batch-size <list>', 'batch sizes to sweep, e.g. 1,8,32 (needs a dynamic batch dim)', parsePositiveIntList)
     .option('--threads <n>', 'onnxruntime intra-op threads (default: onnxruntime chooses)', parsePositiveInt)
@@ -118,6 +120,7 @@ export function registerBenchmark(program: Command): void {
               data: flags.data,
               warmup: flags.warmup,
               iterations: flags.iterations,
+              interleave: flags.interleave,
               burst: flags.burst,
               durationMs: flags.duration,
               batchSizes: flags.batchSize,

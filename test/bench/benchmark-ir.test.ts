@@ -82,16 +82,20 @@ describe('benchmark: the done-when checks on an IR-built MLP', () => {
     expect(result.passed).toBe(false);
   });
 
-  it('times exactly --iterations runs per model in bursts (default 10) or strict round-robin (burst 1), and says which', async () => {
+  it('times exactly --iterations runs per model, warm (bursts of iterations/20, re-warmed after each switch) or cold (strict round-robin), and says which', async () => {
     const common = { baseline, candidates: [baseline], warmup: 2, iterations: 45, batchSizes: [1], threads: 1, measureMemory: false, bootstrapResamples: 200 };
-    const bursts = await benchmark(common);
-    expect(bursts.settings.burst).toBe(10);
-    for (const m of bursts.models) expect(m.latency[0]!.stats.count).toBe(45);
-    expect(methodLine(bursts)).toMatch(/45 timed runs per model, interleaved in bursts of 10 \(each after ~1 ms of untimed runs\)/);
-    const strict = await benchmark({ ...common, burst: 1 });
-    expect(strict.settings.burst).toBe(1);
-    for (const m of strict.models) expect(m.latency[0]!.stats.count).toBe(45);
-    expect(methodLine(strict)).toMatch(/interleaved round-robin \(cold caches\)/);
-    for (const r of [bursts, strict]) expect(Math.abs(r.models[1]!.latency[0]!.speedup!.estimate - 1)).toBeLessThan(0.15);
+    const warm = await benchmark(common);
+    expect(warm.settings).toMatchObject({ interleave: 'warm', burst: 2 });
+    for (const m of warm.models) expect(m.latency[0]!.stats.count).toBe(45);
+    expect(methodLine(warm)).toMatch(/45 timed runs per model, interleaved, bursts of 2 after ~1 ms of untimed runs/);
+    expect((await benchmark({ ...common, iterations: 30 })).settings.burst).toBe(1);
+    expect((await benchmark({ ...common, iterations: 600 })).settings.burst).toBe(10);
+    expect((await benchmark({ ...common, burst: 7 })).settings.burst).toBe(7);
+    const cold = await benchmark({ ...common, interleave: 'cold' });
+    expect(cold.settings).toMatchObject({ interleave: 'cold', burst: 1 });
+    for (const m of cold.models) expect(m.latency[0]!.stats.count).toBe(45);
+    expect(methodLine(cold)).toMatch(/interleaved round-robin \(cold caches\)/);
+    for (const r of [warm, cold]) expect(Math.abs(r.models[1]!.latency[0]!.speedup!.estimate - 1)).toBeLessThan(0.15);
+    await expect(benchmark({ ...common, interleave: 'cold', burst: 5 })).rejects.toThrow(/needs warm interleaving/);
   });
 });
