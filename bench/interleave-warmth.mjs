@@ -2,8 +2,8 @@
 // How much slower is a run right after another model ran? Two models (default: the example FP32
 // model and its INT8 quantization), batch 1, one thread. Prints (1) the median time of the k-th
 // run after switching models, k = 1..20, and (2) the speed-up FP32/INT8 measured three ways:
-// strict round-robin (every run right after the other model: what `--burst 1` times), bursts of
-// 10 after ~1 ms of untimed runs (the benchmark's default), and each model alone for a long stretch
+// strict round-robin (every run right after the other model: what `--interleave cold` times), bursts of
+// 10 after 3 untimed runs (the benchmark's warm mode), and each model alone for a long stretch
 // (what a server running one model sees). The machine is shared: compare the lines of one run.
 //   npm run build && node bench/interleave-warmth.mjs [fp32.onnx int8.onnx]
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -51,21 +51,19 @@ try {
   for (let m = 0; m < 2; m++) console.log(`  ${[a, b][m].split('/').pop().padEnd(22)} ${after[m].map((xs) => median(xs).toFixed(0)).join(' ')}`);
 
   // (2) speed-up three ways, interleaved with each other in blocks so drift hits all three alike.
-  const ratios = { 'round-robin (burst 1)': [], 'bursts of 10 after 1 ms': [], 'alone, 400 runs each': [] };
+  const ratios = { 'round-robin (cold)': [], 'bursts of 10 after 3 runs': [], 'alone, 400 runs each': [] };
   for (let block = 0; block < 8; block++) {
     const rr = [[], []];
     for (let i = 0; i < 300; i++) for (let m = 0; m < 2; m++) rr[m].push(await time(runners[m]));
-    ratios['round-robin (burst 1)'].push(median(rr[0]) / median(rr[1]));
+    ratios['round-robin (cold)'].push(median(rr[0]) / median(rr[1]));
     const bu = [[], []];
     for (let round = 0; round < 30; round++) {
       for (let m = 0; m < 2; m++) {
-        const until = performance.now() + 1;
-        do await runners[m].run(feeds);
-        while (performance.now() < until);
+        for (let i = 0; i < 3; i++) await runners[m].run(feeds);
         for (let j = 0; j < 10; j++) bu[m].push(await time(runners[m]));
       }
     }
-    ratios['bursts of 10 after 1 ms'].push(median(bu[0]) / median(bu[1]));
+    ratios['bursts of 10 after 3 runs'].push(median(bu[0]) / median(bu[1]));
     const al = [[], []];
     for (let m = 0; m < 2; m++) {
       for (let i = 0; i < 50; i++) await runners[m].run(feeds);

@@ -54,10 +54,12 @@ export const DEFAULTS = {
   /** Warm mode's default burst leaves at least about this many rounds to pair. */
   pairedRounds: 20,
   /**
-   * Untimed runs after each switch to another model, for at least this long (and at least one
-   * run): the first ~1 ms of runs after a switch are slower (measured, docs/benchmark.md).
+   * Untimed runs after each switch to another model: at least this many, and for at least
+   * switchWarmupMs. The first run after a switch is ~20% slower, the next two a few percent
+   * (measured, docs/benchmark.md); more would only move the pair's two halves apart in time.
    */
-  switchWarmupMs: 1,
+  switchWarmupRuns: 3,
+  switchWarmupMs: 0.25,
   evalBatchSize: 32,
   randomSamples: 64,
   seed: 0,
@@ -443,7 +445,7 @@ function defaultBatchSize(inputs: readonly IoSpec[], overrides: Record<string, n
 
 /**
  * Timed runs, interleaved by model in rounds: each round gives every model, in a rotating order,
- * (warm) ~1 ms of untimed runs, so caches hold this model as in a deployment that serves one
+ * (warm) 3 untimed runs (at least 0.25 ms), so caches hold this model as in a deployment that serves one
  * model, then `burst` timed runs in a row; or (cold, burst 1, no re-warming) strict round-robin,
  * every run right after another model's. The rotation makes every model run equally often in
  * every slot; rounds are short, so drift still hits every model alike. Returns milliseconds per
@@ -470,8 +472,7 @@ async function timeInterleaved(
       const runner = models[m]!.runner;
       if (rewarm) {
         const warmUntil = performance.now() + DEFAULTS.switchWarmupMs;
-        do await runner.run(feeds);
-        while (performance.now() < warmUntil);
+        for (let i = 0; i < DEFAULTS.switchWarmupRuns || performance.now() < warmUntil; i++) await runner.run(feeds);
       }
       for (let j = 0; j < count; j++) {
         const start = performance.now();

@@ -31,7 +31,7 @@ export interface BenchmarkOptions {
   /** Time budget per batch size (all models together) instead of a fixed iteration count. */
   durationMs?: number;
   /**
-   * 'warm' (default): after each switch to a model, ~1 ms of its untimed runs (at least one), then
+   * 'warm' (default): after each switch to a model, 3 of its untimed runs (at least 0.25 ms), then
    * `burst` timed runs: steady-state latency, as when one model is served. 'cold': strict
    * round-robin, every timed run right after another model's (cold caches; burst is 1).
    */

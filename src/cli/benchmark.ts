@@ -82,7 +82,7 @@ export function registerBenchmark(program: Command): void {
     .option('--max-samples <n>', 'evaluate at most n samples', parsePositiveInt)
     .option('--warmup <n>', 'untimed runs per model and batch size before timing (default 10)', parseNonNegativeInt)
     .option('--iterations <n>', 'timed runs per model and batch size (default 100)', parsePositiveInt)
-    .addOption(new Option('--interleave <mode>', 'warm: ~1 ms of untimed runs after each switch of model (steady state); cold: strict round-robin, every run right after another model').choices(['warm', 'cold']).default('warm'))
+    .addOption(new Option('--interleave <mode>', 'warm: 3 untimed runs after each switch of model (steady state); cold: strict round-robin, every run right after another model').choices(['warm', 'cold']).default('warm'))
     .option('--burst <n>', 'warm: timed runs of one model per switch (default iterations/20, 1 to 10)', parsePositiveInt)
     .option('--duration <time>', 'time budget per batch size instead of --iterations, e.g. 10s or 500ms', parseDuration)
     .option('--batch-size <list>', 'batch sizes to sweep, e.g. 1,8,32 (needs a dynamic batch dim)', parsePositiveIntList)

@@ -108,7 +108,7 @@ export function methodLine(result: BenchmarkResult): string {
       ? `${result.data.samples} samples from ${result.data.path}${result.data.labels ? '' : ' (no labels)'}`
       : `${result.data.samples} seeded random samples (seed ${s.seed})`;
   return (
-    `${data}; ${s.warmup} warm-up + ${rounds} timed runs per model, ${s.interleave === 'warm' ? `interleaved, ${s.burst === 1 ? 'each run' : `bursts of ${s.burst}`} after ~1 ms of untimed runs` : 'interleaved round-robin (cold caches)'}; ` +
+    `${data}; ${s.warmup} warm-up + ${rounds} timed runs per model, ${s.interleave === 'warm' ? `interleaved, ${s.burst === 1 ? 'each run' : `bursts of ${s.burst}`} after 3 untimed runs` : 'interleaved round-robin (cold caches)'}; ` +
     `threads ${s.threads ?? 'ORT default'}; speed-up = median of paired ratios (bootstrap 95% CI; n.s. = interval spans 1.0, ~noise = interval within ±2%)`
   );
 }
