@@ -169,14 +169,14 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
   const warn = callbacks.onWarning ?? (() => {});
   const candidatesPaths = options.candidates ?? [];
   const warmup = options.warmup ?? DEFAULTS.warmup;
+  const durationMs = options.durationMs ?? null;
+  const iterations = durationMs === null ? (options.iterations ?? DEFAULTS.iterations) : (options.iterations ?? null);
   const interleave = options.interleave ?? 'warm';
   if (interleave === 'cold' && options.burst !== undefined && options.burst !== 1) {
     throw new UsageError('a burst of timed runs needs warm interleaving (cold is strict round-robin: one run per switch)');
   }
-  const autoBurst = iterationsFor(options) === null ? DEFAULTS.burst : Math.min(DEFAULTS.burst, Math.max(1, Math.floor(iterationsFor(options)! / DEFAULTS.pairedRounds)));
+  const autoBurst = iterations === null ? DEFAULTS.burst : Math.min(DEFAULTS.burst, Math.max(1, Math.floor(iterations / DEFAULTS.pairedRounds)));
   const burst = interleave === 'cold' ? 1 : Math.max(1, Math.floor(options.burst ?? autoBurst));
-  const durationMs = options.durationMs ?? null;
-  const iterations = durationMs === null ? (options.iterations ?? DEFAULTS.iterations) : (options.iterations ?? null);
   const seed = options.seed ?? DEFAULTS.seed;
   const resamples = options.bootstrapResamples ?? DEFAULTS.bootstrapResamples;
   const providers = options.providers ?? ['cpu'];
@@ -428,11 +428,6 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
   }
 }
 
-/** Timed runs per model when fixed (not in duration mode). */
-function iterationsFor(options: BenchmarkOptions): number | null {
-  return options.durationMs === undefined ? (options.iterations ?? DEFAULTS.iterations) : (options.iterations ?? null);
-}
-
 function defaultBatchSize(inputs: readonly IoSpec[], overrides: Record<string, number[]>): number {
   const fixed = fixedBatchDim(inputs);
   if (fixed !== null) return fixed;
@@ -445,9 +440,9 @@ function defaultBatchSize(inputs: readonly IoSpec[], overrides: Record<string, n
 
 /**
  * Timed runs, interleaved by model in rounds: each round gives every model, in a rotating order,
- * (warm) 3 untimed runs (at least 0.25 ms), so caches hold this model as in a deployment that serves one
- * model, then `burst` timed runs in a row; or (cold, burst 1, no re-warming) strict round-robin,
- * every run right after another model's. The rotation makes every model run equally often in
+ * (warm) 3 untimed runs (at least 0.25 ms), so caches hold this model as in a deployment that
+ * serves one model, then `burst` timed runs in a row; or (cold, burst 1, no re-warming) strict
+ * round-robin, every run right after another model's. The rotation makes every model run equally often in
  * every slot; rounds are short, so drift still hits every model alike. Returns milliseconds per
  * run, per model, indexed so times[a][i] and times[b][i] (same round, same place in the burst)
  * form a pair.

@@ -7,6 +7,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { Model, Tensor, ExternalDataInfo } from '../ir/index.js';
+import { DataType } from '../ir/dtype.js';
 import { fileErrorReason, InputError, UsageError } from '../errors.js';
 import { onnxTypes, SCHEMA_IR_VERSION } from './schema.js';
 import { findUnknownFields, describeUnknownFields, type UnknownField } from './unknown-fields.js';
@@ -248,10 +249,10 @@ export async function saveModel(model: Model, file: string, options: SaveOptions
       try {
         let offset = 0;
         for (const { tensor, initializer } of tensors) {
-          if (!initializer || placed.has(tensor) || tensor.dtype === 8 || tensor.byteLength < threshold) continue;
+          if (!initializer || placed.has(tensor) || tensor.dtype === DataType.STRING || tensor.byteLength < threshold) continue;
           // Small int64 tensors are shapes, pads, axes: onnxruntime's shape inference reads them
           // from the model file and cannot follow them into a side file, whatever the threshold.
-          if (tensor.dtype === 7 && tensor.byteLength < SHAPE_LIKE_INLINE_BYTES) continue;
+          if (tensor.dtype === DataType.INT64 && tensor.byteLength < SHAPE_LIKE_INLINE_BYTES) continue;
           const bytes = tensor.rawBytes();
           const align = bytes.byteLength >= 4096 ? 4096 : 16;
           offset = Math.ceil(offset / align) * align;

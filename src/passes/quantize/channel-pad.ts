@@ -30,8 +30,9 @@ const only = <T>(xs: readonly T[]): T | undefined => (xs.length === 1 ? xs[0] : 
 const isScalarLike = (t: Tensor | undefined): boolean => !!t && t.elementCount === 1;
 
 /**
- * A quantized Conv reading DQ(Q(float x)), x a boundary tensor, with a 4-D int8 weight DQ(w), group 1, Cin not a
- * multiple of 4, kernel area <= 25, and x read by nothing else: what padding needs, or undefined.
+ * A quantized Conv reading DQ(Q(float x)), x a boundary tensor read by nothing else, with a 4-D
+ * int8 weight DQ(w), group 1, Cin not a multiple of 4 and a kernel area of at most 25: what padding
+ * needs, or undefined.
  */
 function candidate(node: Node, graph: Graph, boundary: ReadonlySet<Value>): { x: Value; q: Node; wq: Tensor; wqValue: Value; cin: number } | undefined {
   if (node.opType !== 'Conv' || !(node.domain === '' || node.domain === 'ai.onnx')) return undefined;

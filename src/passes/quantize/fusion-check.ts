@@ -74,11 +74,6 @@ export interface FusionReport {
   verdict: string;
 }
 
-/**
- * Analyze what onnxruntime (all optimizations, CPU) makes of a QDQ model. The optimized copy goes
- * to a private temp folder (removed always); for a model over protobuf's limit onnxruntime writes
- * its weights to a side file there (see runner.ts), which is never read back: only the graph matters.
- */
 export interface FusionCheckOptions {
   runner?: RunnerOptions;
   /** The QDQ model the file was written from (names and reasons); default: read the file. */
@@ -87,6 +82,11 @@ export interface FusionCheckOptions {
   keptFloat?: readonly { node: string; reason: string }[];
 }
 
+/**
+ * Analyze what onnxruntime (all optimizations, CPU) makes of a QDQ model. The optimized copy goes
+ * to a private temp folder (removed always); for a model over protobuf's limit onnxruntime writes
+ * its weights to a side file there (see runner.ts), which is never read back: only the graph matters.
+ */
 export async function checkFusion(model: Model | string, options: FusionCheckOptions = {}): Promise<FusionReport> {
   const dir = await mkdtemp(join(options.runner?.tempDir ?? tmpdir(), 'model-opt-fusion-'));
   const optimizedPath = join(dir, 'optimized.onnx');

@@ -35,11 +35,11 @@ export interface QdqOptions {
   onlyNodes?: readonly string[];
   /**
    * Leave an ungrouped Conv with a spatial kernel in float when its dot-product length
-   * (Cin x kh x kw) is below this; default 16, 0 turns the rule off. Such convs (a 1-channel 3x3 stem: 9) mostly
-   * run faster as onnxruntime's float NCHWc Conv than as QLinearConv, even with padded channels:
-   * the int8 kernel does a few multiply-adds per output pixel and kernel tap, then requantizes
-   * (bench/quantize-stems.mjs, docs/quantize.md). 1x1 and grouped (depthwise) convs are never left
-   * float by this rule.
+   * (Cin x kh x kw) is below this; default 16, 0 turns the rule off. Such convs (a 1-channel 3x3
+   * stem: 9) mostly run faster as onnxruntime's float NCHWc Conv than as QLinearConv, even with
+   * padded channels: the int8 kernel does a few multiply-adds per output pixel and kernel tap, then
+   * requantizes (bench/quantize-stems.mjs, docs/quantize.md). 1x1 and grouped (depthwise) convs
+   * are never left float by this rule.
    */
   minConvReduction?: number;
   /**
