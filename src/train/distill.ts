@@ -198,12 +198,11 @@ export async function onnxruntimeAccuracy(model: Model, data: Dataset, outputNam
         feeds[[...inputNames][0]!] = Object.values(batch.feeds)[0]!;
       }
       const out = (await runner.run(feeds, [outputName]))[outputName]!;
-      const values = out.data as Float32Array;
-      const per = values.length / batch.size;
-      outputs ??= new Float32Array(data.count * per);
-      outputs.set(values, batch.start * per);
       // Each sample's values are its class scores.
       const scores = toNumbers(out, `output '${outputName}'`);
+      const per = scores.length / batch.size;
+      outputs ??= new Float32Array(data.count * per);
+      outputs.set(scores, batch.start * per);
       for (const ok of top1Correct(scores, per, labels.subarray(batch.start, batch.start + batch.size))) correct += ok;
     }
   } finally {
