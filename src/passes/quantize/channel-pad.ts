@@ -8,7 +8,8 @@
  * computes exactly the same numbers (the added channels multiply zero weights) and lets the fast
  * kernel run. Measured (bench/quantize-stems.mjs, docs/quantize.md): faster for 1x1, 3x3 and 5x5
  * stems; for 7x7 no better or slower, so larger kernels are left alone.
- * Works on the QDQ graph after applyQdq. Imports the IR only.
+ * Part of applyQdq, which then drops the unpadded weights and re-sorts the graph. Imports the IR
+ * only.
  */
 import { DataType } from '../../ir/dtype.js';
 import { isTensorType, Tensor, type Graph, type Model, type Node, type Value } from '../../ir/index.js';
@@ -59,6 +60,7 @@ function candidate(node: Node, graph: Graph, boundary: ReadonlySet<Value>): { x:
 
 /**
  * Pad the input channels of every eligible quantized Conv of the main graph; returns what changed.
+ * Leaves the replaced int8 weights in place and the new nodes unsorted (the caller cleans up).
  * `boundary`: the float tensors quantized at a float -> int8 boundary (graph inputs, outputs of
  * float nodes), the only ones a float Pad can go before without splitting a fused int8 group.
  */
@@ -78,7 +80,6 @@ export function padConvInputChannels(model: Model, boundary: ReadonlySet<Value>)
     for (let o = 0; o < cout; o++) padded.set(src.subarray(o * c.cin * area, (o + 1) * c.cin * area), o * to * area);
     const weight = graph.addInitializer(Tensor.fromData(graph.uniqueName(`${c.wqValue.name}_padded`), { dtype: DataType.INT8, dims: [cout, to, kh, kw], data: padded }));
     node.inputs[1]!.producer!.setInput(0, weight);
-    if (c.wqValue.consumers.length === 0 && !c.wqValue.isGraphInput()) graph.removeInitializer(c.wqValue);
 
     const pads = graph.addInitializer(
       Tensor.fromData(graph.uniqueName(`${c.x.name}_channel_pads`), { dtype: DataType.INT64, dims: [8], data: BigInt64Array.from([0, 0, 0, 0, 0, to - c.cin, 0, 0].map(BigInt)) }),
@@ -93,6 +94,5 @@ export function padConvInputChannels(model: Model, boundary: ReadonlySet<Value>)
     }
     done.push({ node: node.name, tensor: c.x.name, from: c.cin, to });
   }
-  if (done.length > 0) graph.topologicalSort();
   return done;
 }

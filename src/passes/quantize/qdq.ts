@@ -553,12 +553,12 @@ export function applyQdq(model: Model, plan: QdqPlan, options: ApplyOptions): Qd
     report.byOpType[node.opType] = (report.byOpType[node.opType] ?? 0) + 1;
   }
 
-  // Float weights nothing reads any more (only the main graph was edited).
-  removeUnusedInitializers(graph, { nested: false });
-  graph.topologicalSort();
   if (options.padChannels !== false) {
     const boundary = new Set([...plan.tensors.values()].filter((tp) => !tp.producedByQuantized && tp.source === 'calibrated').map((tp) => tp.value));
     report.paddedConvs = padConvInputChannels(model, boundary);
   }
+  // Float weights (and unpadded int8 ones) nothing reads any more (only the main graph was edited).
+  removeUnusedInitializers(graph, { nested: false });
+  graph.topologicalSort();
   return report;
 }
