@@ -12,6 +12,11 @@ export function randomFloats(n: number, seed: number, scale = 1, offset = 0): Fl
   return out;
 }
 
+/** n floats uniform in [-scale, scale) drawn from an existing generator (continues its stream). */
+export function randomArray(rand: () => number, n: number, scale: number): Float32Array {
+  return Float32Array.from({ length: n }, () => (rand() * 2 - 1) * scale);
+}
+
 export function dataset(name: string, dims: number[], seed: number, labels?: number): Dataset {
   const n = dims.reduce((a, b) => a * b, 1);
   const ds: Dataset = { count: dims[0]!, inputs: { [name]: { dtype: DataType.FLOAT, dims, data: randomFloats(n, seed) } }, source: 'test', notes: [] };
