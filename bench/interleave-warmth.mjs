@@ -9,10 +9,10 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createRunner } from '../dist/runtime/index.js';
+import { median } from '../dist/bench/index.js';
+import { createRunner, modelInputSpecs } from '../dist/runtime/index.js';
 import { loadModel, saveModel } from '../dist/onnx/index.js';
 import { loadDataset } from '../dist/data/index.js';
-import { modelInputSpecs } from '../dist/runtime/index.js';
 import { quantizeInt8 } from '../dist/passes/quantize/index.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'interleave-'));
@@ -30,10 +30,6 @@ try {
   const dims = spec.shape.map((d) => (typeof d === 'number' ? d : 1));
   const n = dims.reduce((x, y) => x * y, 1);
   const feeds = { [spec.name]: { dtype: 1, dims, data: Float32Array.from({ length: n }, (_, i) => Math.sin(i)) } };
-  const median = (xs) => {
-    const s = [...xs].sort((x, y) => x - y);
-    return s[Math.floor(s.length / 2)];
-  };
   const time = async (r) => {
     const t = performance.now();
     await r.run(feeds);

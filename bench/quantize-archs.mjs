@@ -25,77 +25,72 @@ const { benchmark } = await import(dist('bench/index.js'));
 const { seededRandom } = await import(dist('util/random.js'));
 const { GraphBuilder, DataType } = mods.ir;
 
-function resnet18(seed = 1) {
+/**
+ * A seeded RGB 224x224 classifier: `body(x, convBn)` builds the feature extractor and returns its
+ * output and channel count; GAP, Flatten and FC 1000 follow. convBn(x, cin, cout, k, stride, act,
+ * group) is Conv + BatchNorm (+ Relu, or ReLU6 as Clip) with He-initialised weights.
+ */
+function classifier(seed, body) {
   const r = seededRandom(seed);
   const floats = (n, scale, offset = 0) => Float32Array.from({ length: n }, () => (r() * 2 - 1) * scale + offset);
   const b = new GraphBuilder({ opset: 17 });
   let n = 0;
-  const convBn = (x, cin, cout, k, stride, relu) => {
-    const name = `conv${n++}`;
-    const p = (k - 1) / 2;
-    const w = b.initializer(`${name}.w`, DataType.FLOAT, [cout, cin, k, k], floats(cout * cin * k * k, Math.sqrt(6 / (cin * k * k))));
-    const c = b.node('Conv', [x, w], { pads: [p, p, p, p], strides: [stride, stride] }, { name });
-    const bn = (key, s, o) => b.initializer(`${name}.bn.${key}`, DataType.FLOAT, [cout], floats(cout, s, o));
-    const y = b.node('BatchNormalization', [c, bn('g', 0.2, 1), bn('b', 0.1), bn('m', 0.1), bn('v', 0.2, 1)], { epsilon: 1e-5 }, { name: `${name}.bn` });
-    return relu ? b.node('Relu', [y]) : y;
-  };
-  let x = b.input('input', DataType.FLOAT, ['N', 3, 224, 224]);
-  x = convBn(x, 3, 64, 7, 2, true);
-  x = b.node('MaxPool', [x], { kernel_shape: [3, 3], strides: [2, 2], pads: [1, 1, 1, 1] }, { name: 'pool' });
-  let cin = 64;
-  for (const [s, cout] of [64, 128, 256, 512].entries()) {
-    for (let blk = 0; blk < 2; blk++) {
-      const stride = s > 0 && blk === 0 ? 2 : 1;
-      const h = convBn(convBn(x, cin, cout, 3, stride, true), cout, cout, 3, 1, false);
-      const skip = stride !== 1 || cin !== cout ? convBn(x, cin, cout, 1, stride, false) : x;
-      x = b.node('Relu', [b.node('Add', [h, skip])]);
-      cin = cout;
-    }
-  }
-  const flat = b.node('Flatten', [b.node('GlobalAveragePool', [x])], { axis: 1 });
-  const [logits] = b.node('Gemm', [flat, b.initializer('fc.w', DataType.FLOAT, [1000, 512], floats(512000, 0.05)), b.initializer('fc.b', DataType.FLOAT, [1000], floats(1000, 0.01))], { transB: 1 }, { outputs: ['logits'] });
-  b.output(logits, DataType.FLOAT, ['N', 1000]);
-  return b.build();
-}
-
-function mobilenetv2(seed = 1) {
-  const r = seededRandom(seed);
-  const floats = (n, scale, offset = 0) => Float32Array.from({ length: n }, () => (r() * 2 - 1) * scale + offset);
-  const b = new GraphBuilder({ opset: 17 });
-  let n = 0;
-  const convBn = (x, cin, cout, k, stride, relu6, group = 1) => {
+  const convBn = (x, cin, cout, k, stride, act, group = 1) => {
     const name = `conv${n++}`;
     const p = (k - 1) / 2;
     const w = b.initializer(`${name}.w`, DataType.FLOAT, [cout, cin / group, k, k], floats((cout * cin * k * k) / group, Math.sqrt(6 / ((cin / group) * k * k))));
     const c = b.node('Conv', [x, w], { pads: [p, p, p, p], strides: [stride, stride], group }, { name });
     const bn = (key, s, o) => b.initializer(`${name}.bn.${key}`, DataType.FLOAT, [cout], floats(cout, s, o));
     const y = b.node('BatchNormalization', [c, bn('g', 0.2, 1), bn('b', 0.1), bn('m', 0.1), bn('v', 0.2, 1)], { epsilon: 1e-5 }, { name: `${name}.bn` });
-    if (!relu6) return y;
+    if (act === 'relu') return b.node('Relu', [y]);
+    if (act !== 'relu6') return y;
     const lo = b.initializer(`${name}.lo`, DataType.FLOAT, [], Float32Array.of(0));
     const hi = b.initializer(`${name}.hi`, DataType.FLOAT, [], Float32Array.of(6));
     return b.node('Clip', [y, lo, hi]);
   };
-  let x = b.input('input', DataType.FLOAT, ['N', 3, 224, 224]);
-  x = convBn(x, 3, 32, 3, 2, true);
-  let cin = 32;
-  // expansion t, channels c, repeats, first stride s (the MobileNetV2 paper's table 2)
-  for (const [t, c, reps, s] of [[1, 16, 1, 1], [6, 24, 2, 2], [6, 32, 3, 2], [6, 64, 4, 2], [6, 96, 3, 1], [6, 160, 3, 2], [6, 320, 1, 1]]) {
-    for (let i = 0; i < reps; i++) {
-      const stride = i === 0 ? s : 1;
-      const hidden = cin * t;
-      let h = t === 1 ? x : convBn(x, cin, hidden, 1, 1, true);
-      h = convBn(h, hidden, hidden, 3, stride, true, hidden);
-      h = convBn(h, hidden, c, 1, 1, false);
-      x = stride === 1 && cin === c ? b.node('Add', [h, x]) : h;
-      cin = c;
-    }
-  }
-  x = convBn(x, cin, 1280, 1, 1, true);
-  const flat = b.node('Flatten', [b.node('GlobalAveragePool', [x])], { axis: 1 });
-  const [logits] = b.node('Gemm', [flat, b.initializer('fc.w', DataType.FLOAT, [1000, 1280], floats(1280000, 0.05)), b.initializer('fc.b', DataType.FLOAT, [1000], floats(1000, 0.01))], { transB: 1 }, { outputs: ['logits'] });
+  const [features, channels] = body(b, b.input('input', DataType.FLOAT, ['N', 3, 224, 224]), convBn);
+  const flat = b.node('Flatten', [b.node('GlobalAveragePool', [features])], { axis: 1 });
+  const fc = [b.initializer('fc.w', DataType.FLOAT, [1000, channels], floats(1000 * channels, 0.05)), b.initializer('fc.b', DataType.FLOAT, [1000], floats(1000, 0.01))];
+  const [logits] = b.node('Gemm', [flat, ...fc], { transB: 1 }, { outputs: ['logits'] });
   b.output(logits, DataType.FLOAT, ['N', 1000]);
   return b.build();
 }
+
+const resnet18 = () =>
+  classifier(1, (b, x, convBn) => {
+    x = convBn(x, 3, 64, 7, 2, 'relu');
+    x = b.node('MaxPool', [x], { kernel_shape: [3, 3], strides: [2, 2], pads: [1, 1, 1, 1] }, { name: 'pool' });
+    let cin = 64;
+    for (const [s, cout] of [64, 128, 256, 512].entries()) {
+      for (let blk = 0; blk < 2; blk++) {
+        const stride = s > 0 && blk === 0 ? 2 : 1;
+        const h = convBn(convBn(x, cin, cout, 3, stride, 'relu'), cout, cout, 3, 1, null);
+        const skip = stride !== 1 || cin !== cout ? convBn(x, cin, cout, 1, stride, null) : x;
+        x = b.node('Relu', [b.node('Add', [h, skip])]);
+        cin = cout;
+      }
+    }
+    return [x, cin];
+  });
+
+const mobilenetv2 = () =>
+  classifier(1, (b, x, convBn) => {
+    x = convBn(x, 3, 32, 3, 2, 'relu6');
+    let cin = 32;
+    // expansion t, channels c, repeats, first stride s (the MobileNetV2 paper's table 2)
+    for (const [t, c, reps, s] of [[1, 16, 1, 1], [6, 24, 2, 2], [6, 32, 3, 2], [6, 64, 4, 2], [6, 96, 3, 1], [6, 160, 3, 2], [6, 320, 1, 1]]) {
+      for (let i = 0; i < reps; i++) {
+        const stride = i === 0 ? s : 1;
+        const hidden = cin * t;
+        let h = t === 1 ? x : convBn(x, cin, hidden, 1, 1, 'relu6');
+        h = convBn(h, hidden, hidden, 3, stride, 'relu6', hidden);
+        h = convBn(h, hidden, c, 1, 1, null);
+        x = stride === 1 && cin === c ? b.node('Add', [h, x]) : h;
+        cin = c;
+      }
+    }
+    return [convBn(x, cin, 1280, 1, 1, 'relu6'), 1280];
+  });
 
 const builders = { resnet18, mobilenetv2 };
 if (!builders[arch]) {
