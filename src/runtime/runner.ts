@@ -5,8 +5,11 @@
  * An in-memory Model normally reaches onnxruntime as ONNX bytes; protobuf caps those at 2 GB, so a
  * large model (or one that already keeps tensors in side files) is written with external data to a
  * private temp folder, loaded from there, and the folder is removed before createRunner returns.
+ * A model that fixes its batch dim (most exports do, at 1) still takes batches of any size: run()
+ * splits them into batches of the fixed size and joins the outputs, so data passes need no
+ * per-model batch logic; timed code feeds exactly the fixed size and never takes that path.
  * Imports: ./shapes.js, ./ort-tensor.js, ./model-specs.js, ../ir/index.js (types), ../ir/dtype.js,
- * ../errors.js, node:fs/os/path; lazily onnxruntime-node and ../onnx/index.js.
+ * ../data/tensor-ops.js, ../errors.js, node:fs/os/path; lazily onnxruntime-node and ../onnx/index.js.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -15,6 +18,7 @@ import type * as Ort from 'onnxruntime-node';
 import { InputError, UsageError } from '../errors.js';
 import { dtypeFromOrt, dtypeName, type TensorData } from '../ir/dtype.js';
 import { Tensor, type Model, type Value } from '../ir/index.js';
+import { concatSamples, sliceSamples } from '../data/tensor-ops.js';
 import { fromOrtTensor, toOrtTensor, type OrtModule } from './ort-tensor.js';
 import { formatShape, type Dim, type IoSpec } from './shapes.js';
 
@@ -53,7 +57,11 @@ export const DEFAULT_EXTERNAL_DATA_THRESHOLD = 1.5 * 1024 ** 3;
 export interface Runner {
   readonly inputs: IoSpec[];
   readonly outputs: IoSpec[];
-  /** Runs one batch; returns the requested outputs (default: all graph outputs). */
+  /**
+   * Runs one batch; returns the requested outputs (default: all graph outputs). When the model
+   * fixes dim 0 of its inputs at k and the feeds hold n != k samples, runs ceil(n / k) batches of k
+   * (the last one padded with copies of the last sample) and joins the outputs along dim 0.
+   */
   run(feeds: Record<string, TensorData>, outputNames?: readonly string[]): Promise<Record<string, TensorData>>;
   release(): Promise<void>;
 }
@@ -259,48 +267,98 @@ async function openRunner(model: Model | Uint8Array | string, options: RunnerOpt
   const specByName = new Map(sessionInputs.map((s) => [s.name, s]));
   let released = false;
 
+async function runOnce(feeds: Record<string, TensorData>, wanted?: readonly string[]): Promise<Record<string, TensorData>> {
+    const ortFeeds: Record<string, Ort.Tensor> = {};
+    for (const [name, t] of Object.entries(feeds)) {
+      if (!inputNames.has(name)) {
+        throw new InputError(`${label}: '${name}' is not a model input (inputs: ${[...inputNames].join(', ')})`);
+      }
+      const spec = specByName.get(name);
+      if (spec && spec.dtype !== 0 && spec.dtype !== t.dtype) {
+        throw new InputError(`${label}: input '${name}' is ${dtypeName(t.dtype)} but the model expects ${dtypeName(spec.dtype)}`);
+      }
+      if (spec && !spec.unknownRank && spec.shape.length > 0) {
+        const bad = spec.shape.length !== t.dims.length || spec.shape.some((d, i) => typeof d === 'number' && d !== t.dims[i]);
+        if (bad) {
+          throw new InputError(`${label}: input '${name}' has shape [${t.dims}] but the model expects ${formatShape(spec.shape)}`);
+        }
+      }
+      ortFeeds[name] = toOrtTensor(ort, t, name);
+    }
+    for (const name of session.inputNames) {
+      if (!(name in ortFeeds)) throw new InputError(`${label}: no data for model input '${name}'`);
+    }
+    const fetch = wanted ? [...wanted] : session.outputNames;
+    for (const name of fetch) {
+      if (!outputNames.has(name)) {
+        throw new UsageError(`${label}: '${name}' is not a model output (outputs: ${[...outputNames].join(', ')})`);
+      }
+    }
+    let result: Ort.InferenceSession.ReturnType;
+    try {
+      result = await session.run(ortFeeds, fetch);
+    } catch (error) {
+      throw new InputError(`${label}: onnxruntime failed to run the model (${firstLine(error)})`, { cause: error });
+    }
+    const out: Record<string, TensorData> = {};
+    for (const name of fetch) {
+      const value = result[name];
+      if (!value || !('dims' in value)) throw new InputError(`${label}: output '${name}' is not a tensor`);
+      out[name] = fromOrtTensor(value as Ort.Tensor);
+    }
+    return out;
+  }
+
+  /**
+   * {k, n} when every fed input the model fixes at dim 0 = k (k the same for all) gets n != k
+   * samples, all of them the same n, and only dim 0 differs from the model's shape; else null
+   * (the feeds are run as they are, and any mismatch is reported there).
+   */
+  function fixedBatchSplit(feeds: Record<string, TensorData>): { k: number; n: number } | null {
+    let k: number | null = null;
+    let n: number | null = null;
+    for (const [name, t] of Object.entries(feeds)) {
+      const spec = specByName.get(name);
+      if (!spec || spec.unknownRank || spec.shape.length === 0 || spec.shape.length !== t.dims.length) return null;
+      const d0 = spec.shape[0];
+      if (typeof d0 !== 'number' || (k !== null && d0 !== k) || (n !== null && t.dims[0] !== n)) return null;
+      if (spec.shape.some((d, i) => i > 0 && typeof d === 'number' && d !== t.dims[i])) return null;
+      k = d0;
+      n = t.dims[0]!;
+    }
+    return k !== null && n !== null && n !== k && n > 0 && k > 0 ? { k, n } : null;
+  }
+
   return {
     inputs,
     outputs,
     async run(feeds, wanted) {
       if (released) throw new Error(`${label}: runner used after release()`);
-      const ortFeeds: Record<string, Ort.Tensor> = {};
-      for (const [name, t] of Object.entries(feeds)) {
-        if (!inputNames.has(name)) {
-          throw new InputError(`${label}: '${name}' is not a model input (inputs: ${[...inputNames].join(', ')})`);
+      const split = fixedBatchSplit(feeds);
+      if (split === null) return runOnce(feeds, wanted);
+      const { k, n } = split;
+      const parts: Record<string, TensorData>[] = [];
+      for (let start = 0; start < n; start += k) {
+        const chunk: Record<string, TensorData> = {};
+        for (const [name, t] of Object.entries(feeds)) {
+          const end = Math.min(start + k, n);
+          const part = sliceSamples(t, start, end);
+          chunk[name] = end - start === k ? part : concatSamples([part, ...Array.from({ length: k - (end - start) }, () => sliceSamples(t, n - 1, n))]);
         }
-        const spec = specByName.get(name);
-        if (spec && spec.dtype !== 0 && spec.dtype !== t.dtype) {
-          throw new InputError(`${label}: input '${name}' is ${dtypeName(t.dtype)} but the model expects ${dtypeName(spec.dtype)}`);
-        }
-        if (spec && !spec.unknownRank && spec.shape.length > 0) {
-          const bad = spec.shape.length !== t.dims.length || spec.shape.some((d, i) => typeof d === 'number' && d !== t.dims[i]);
-          if (bad) {
-            throw new InputError(`${label}: input '${name}' has shape [${t.dims}] but the model expects ${formatShape(spec.shape)}`);
-          }
-        }
-        ortFeeds[name] = toOrtTensor(ort, t, name);
-      }
-      for (const name of session.inputNames) {
-        if (!(name in ortFeeds)) throw new InputError(`${label}: no data for model input '${name}'`);
-      }
-      const fetch = wanted ? [...wanted] : session.outputNames;
-      for (const name of fetch) {
-        if (!outputNames.has(name)) {
-          throw new UsageError(`${label}: '${name}' is not a model output (outputs: ${[...outputNames].join(', ')})`);
-        }
-      }
-      let result: Ort.InferenceSession.ReturnType;
-      try {
-        result = await session.run(ortFeeds, fetch);
-      } catch (error) {
-        throw new InputError(`${label}: onnxruntime failed to run the model (${firstLine(error)})`, { cause: error });
+        parts.push(await runOnce(chunk, wanted));
       }
       const out: Record<string, TensorData> = {};
-      for (const name of fetch) {
-        const value = result[name];
-        if (!value || !('dims' in value)) throw new InputError(`${label}: output '${name}' is not a tensor`);
-        out[name] = fromOrtTensor(value as Ort.Tensor);
+      for (const name of Object.keys(parts[0]!)) {
+        const pieces = parts.map((p, i) => {
+          const t = p[name]!;
+          if (t.dims[0] !== k) {
+            throw new InputError(
+              `${label}: the model fixes its batch at ${k}, and its output '${name}' [${t.dims}] has no batch dim to join ${n} samples along; feed batches of ${k}`,
+            );
+          }
+          return sliceSamples(t, 0, Math.min(k, n - i * k));
+        });
+        out[name] = concatSamples(pieces);
       }
       return out;
     },

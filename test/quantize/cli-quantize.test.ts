@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { saveModel } from '../../src/onnx/index.js';
 import { writeNpz } from '../../src/data/index.js';
 import { createRunner } from '../../src/runtime/index.js';
-import { DataType } from '../../src/ir/index.js';
+import { DataType, isTensorType } from '../../src/ir/index.js';
 import { argmaxRows } from '../../src/bench/stats.js';
 import { dataset, residualCnn } from './models.js';
 import { runInProcess } from '../helpers/cli.js';
@@ -118,5 +118,25 @@ describe('model-opt quantize', () => {
       expect(doc.output.path).toBe(join(dir, 'guarded.missed-goal.onnx'));
     }
     expect(existsSync(doc.output.path)).toBe(true);
+  });
+  it('a model exported with a fixed batch of 1 quantizes with the default batch sizes, to the same numbers', async () => {
+    // Calibration, the onnxruntime check and the guard's evaluation all feed batches of 16-32; the
+    // runner splits them into single samples, so the result matches the dynamic-batch model's.
+    const fixed = residualCnn(17, 32);
+    for (const v of [...fixed.graph.inputs, ...fixed.graph.outputs]) {
+      if (isTensorType(v.type) && v.type.shape) v.type = { ...v.type, shape: [1, ...v.type.shape.slice(1)] };
+    }
+    const fixedPath = join(dir, 'fixed1.onnx');
+    await saveModel(fixed, fixedPath);
+    const args = ['--calibration-data', calibPath, '--eval-data', evalPath, '--max-accuracy-drop', '50pt', '--json'];
+    const a = await run([fixedPath, '-o', join(dir, 'fixed1.int8.onnx'), ...args]);
+    expect(a.stderr).not.toMatch(/error/);
+    expect(a.code).toBe(0);
+    const b = await run([modelPath, '-o', join(dir, 'dynamic.int8.onnx'), ...args]);
+    const [fixedDoc, dynamicDoc] = [JSON.parse(a.stdout), JSON.parse(b.stdout)];
+    expect(fixedDoc.report.calibration.samples).toBe(48);
+    expect(fixedDoc.agreement.logits.sqnrDb).toBeCloseTo(dynamicDoc.agreement.logits.sqnrDb, 6);
+    expect(fixedDoc.guard.attempts[0].accuracy).toBe(dynamicDoc.guard.attempts[0].accuracy);
+    expect(fixedDoc.fusion.unfused).toEqual([]);
   });
 });

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { InputError, UsageError } from '../../src/errors.js';
 import { DataType, float16ToFloat32, float32ToFloat16, type TensorData } from '../../src/ir/dtype.js';
+import { GraphBuilder, type Value } from '../../src/ir/index.js';
 import { createRunner } from '../../src/runtime/runner.js';
 
 const NODE = '/usr/share/libonnx-testdata/data/node';
@@ -80,6 +81,38 @@ describe.skipIf(!haveTestdata)('createRunner', () => {
     const runner = await createRunner(model('test_add'), { optimizedModelFilePath: path });
     await runner.release();
     expect(existsSync(path)).toBe(true);
+  });
+
+  it('a model with a fixed batch dim takes any number of samples: batches of that size, outputs joined', async () => {
+    // test_add fixes x and y at [3, 4, 5]: 7 samples run as 3 + 3 + 1 (padded), 1 as one padded batch.
+    const runner = await createRunner(model('test_add'), { intraOpThreads: 1 });
+    for (const n of [7, 6, 1]) {
+      const x = Float32Array.from({ length: n * 20 }, (_, i) => i * 0.25);
+      const y = Float32Array.from({ length: n * 20 }, (_, i) => 1000 - 2 * i);
+      const out = await runner.run({ x: { dtype: DataType.FLOAT, dims: [n, 4, 5], data: x }, y: { dtype: DataType.FLOAT, dims: [n, 4, 5], data: y } });
+      expect(out.sum!.dims).toEqual([n, 4, 5]);
+      expect(Array.from(out.sum!.data as Float32Array)).toEqual(Array.from({ length: n * 20 }, (_, i) => 1000 - 1.75 * i));
+    }
+    // Inputs that disagree on the sample count are not split: the shape error names the input.
+    const e = await failure(
+      runner.run({ x: { dtype: DataType.FLOAT, dims: [6, 4, 5], data: new Float32Array(120) }, y: { dtype: DataType.FLOAT, dims: [3, 4, 5], data: new Float32Array(60) } }),
+    );
+    expect(e.message).toBe(`${model('test_add')}: input 'x' has shape [6,4,5] but the model expects [3,4,5]`);
+    await runner.release();
+  });
+
+  it('a fixed-batch model whose output has no batch dim cannot be split: one-line error naming the output', async () => {
+    const b = new GraphBuilder({ opset: 13 });
+    const x = b.input('x', DataType.FLOAT, [2, 3]);
+    const [total] = b.node('ReduceSum', [x], { keepdims: 0 }, { name: 'sum', outputs: ['total'] }) as Value[];
+    b.output(total!, DataType.FLOAT, []);
+    const runner = await createRunner(b.build(), { label: 'sum.onnx' });
+    const one = await runner.run({ x: { dtype: DataType.FLOAT, dims: [2, 3], data: Float32Array.from([1, 2, 3, 4, 5, 6]) } });
+    expect(Array.from(one.total!.data as Float32Array)).toEqual([21]);
+    const e = await failure(runner.run({ x: { dtype: DataType.FLOAT, dims: [4, 3], data: new Float32Array(12) } }));
+    expect(e).toBeInstanceOf(InputError);
+    expect(e.message).toBe("sum.onnx: the model fixes its batch at 2, and its output 'total' [] has no batch dim to join 4 samples along; feed batches of 2");
+    await runner.release();
   });
 
   describe('errors', () => {
