@@ -53,7 +53,7 @@ export function smallCnn(channels = 4, options: { dropout?: boolean; seed?: numb
   const seed = options.seed ?? 1;
   const b = new GraphBuilder({ opset: 17 });
   const x = b.input('x', DataType.FLOAT, ['N', 1, SIDE, SIDE]);
-  const w = b.initializer('conv.w', DataType.FLOAT, [channels, 1, 3, 3], randomFloats(channels * 9, seed, -0.5, 0.5));
+  const w = b.initializer('conv.w', DataType.FLOAT, [channels, 1, 3, 3], randomFloats(channels * 9, seed, 0.5));
   const conv = one(b.node('Conv', [x, w, b.initializer('conv.b', DataType.FLOAT, [channels], new Float32Array(channels))], { pads: [1, 1, 1, 1] }, { name: 'conv', outputs: ['conv_out'] }));
   const bn = b.node('BatchNormalization', [
     conv,
@@ -66,7 +66,7 @@ export function smallCnn(channels = 4, options: { dropout?: boolean; seed?: numb
   if (options.dropout) h = b.node('Dropout', [h, b.initializer('ratio', DataType.FLOAT, [], Float32Array.of(0.2))], {}, { name: 'dropout' });
   const pool = b.node('MaxPool', [h], { kernel_shape: [2, 2], strides: [2, 2] }, { name: 'pool' });
   const flat = b.node('Flatten', [pool], {}, { name: 'flatten' });
-  const fc = one(b.node('Gemm', [flat, b.initializer('fc.w', DataType.FLOAT, [CLASSES, channels * 9], randomFloats(CLASSES * channels * 9, seed + 1, -0.3, 0.3)), b.initializer('fc.b', DataType.FLOAT, [CLASSES], new Float32Array(CLASSES))], { transB: 1 }, { name: 'fc', outputs: ['logits'] }));
+  const fc = one(b.node('Gemm', [flat, b.initializer('fc.w', DataType.FLOAT, [CLASSES, channels * 9], randomFloats(CLASSES * channels * 9, seed + 1, 0.3)), b.initializer('fc.b', DataType.FLOAT, [CLASSES], new Float32Array(CLASSES))], { transB: 1 }, { name: 'fc', outputs: ['logits'] }));
   b.output(fc, DataType.FLOAT, ['N', CLASSES]);
   return b.build();
 }

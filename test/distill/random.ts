@@ -1,12 +1,7 @@
 // Seeded numbers for the training tests (no vitest import, so scripts can use it too).
 
-export { seededRandom as rng } from '../../src/util/random.js';
-import { seededRandom as rng } from '../../src/util/random.js';
-
-export function randomFloats(n: number, seed: number, lo = -1, hi = 1): Float32Array {
-  const r = rng(seed);
-  return Float32Array.from({ length: n }, () => lo + (hi - lo) * r());
-}
+export { randomFloats, rng } from '../helpers/random.js';
+import { rng } from '../helpers/random.js';
 
 /**
  * Distinct values on a shuffled grid over [-span, span], none at the kinks 0, +-0.5, +-1 (ReLU,

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeNpz } from '../../src/data/index.js';
 import { DataType } from '../../src/ir/index.js';
 import { loadModel, saveModel } from '../../src/onnx/index.js';
-import { Net, randomArray, weightDims } from './helpers.js';
+import { Net, randomFloats, weightDims } from './helpers.js';
 import { runInProcess } from '../helpers/cli.js';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'model-opt-prune-'));
@@ -22,7 +22,7 @@ beforeAll(async () => {
   await saveModel(n.output(n.op('Gemm', 'fc', [f, n.init('fc.w', [4, 16]), n.init('fc.b', [4])], { transB: 1 }), ['N', 4]), modelPath);
   const count = 40;
   await writeNpz(dataPath, {
-    x: { dtype: DataType.FLOAT, dims: [count, 3, 6, 6], data: randomArray(count * 108, 5) },
+    x: { dtype: DataType.FLOAT, dims: [count, 3, 6, 6], data: randomFloats(count * 108, 5) },
     labels: { dtype: DataType.INT64, dims: [count], data: BigInt64Array.from({ length: count }, (_, i) => BigInt(i % 4)) },
   });
 });

@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { writeNpz } from '../../src/data/index.js';
 import { DataType, type Model, type TensorData } from '../../src/ir/index.js';
 import { collectChannelStatistics, pruneChannels, statisticsRequests } from '../../src/passes/prune/index.js';
-import { feed, filterZeroedReference, maxAbsDiff, maxAbsDiffInterior, Net, randomArray, runModel, tempDir } from './helpers.js';
+import { feed, filterZeroedReference, maxAbsDiff, maxAbsDiffInterior, Net, randomFloats, runModel, tempDir } from './helpers.js';
 
 const TOL = 1e-4;
 
@@ -163,9 +163,9 @@ describe('data-driven pruning (calibration statistics)', () => {
   function mlp(): Model {
     const n = new Net();
     const x = n.input('x', ['N', 4]);
-    const w1 = randomArray(32, 11, 0.5);
+    const w1 = randomFloats(32, 11, 0.5);
     for (let i = 0; i < 4; i++) w1[2 * 4 + i] = 3;
-    const b1 = randomArray(8, 12, 0.5);
+    const b1 = randomFloats(8, 12, 0.5);
     b1[2] = -100;
     const h = n.op('Relu', 'r1', [n.op('Gemm', 'fc1', [x, n.init('w1', [8, 4], w1), n.init('b1', [8], b1)], { transB: 1 })]);
     return n.output(n.op('Gemm', 'fc2', [h, n.init('w2', [3, 8]), n.init('b2', [3])], { transB: 1 }), ['N', 3]);

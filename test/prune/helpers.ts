@@ -9,8 +9,8 @@ import { afterAll } from 'vitest';
 import { createRunner } from '../../src/runtime/index.js';
 import type { ChannelPlan, MagnitudePruneOptions } from '../../src/passes/prune/index.js';
 
-export { seededRandom as rng } from '../../src/util/random.js';
-import { seededRandom as rng } from '../../src/util/random.js';
+export { rng } from '../helpers/random.js';
+import { randomFloats, rng } from '../helpers/random.js';
 
 /** Unstructured, per-layer 50% magnitude pruning of every layer: the options tests start from. */
 export const baseMagnitudeOptions: MagnitudePruneOptions = {
@@ -22,14 +22,11 @@ export const baseMagnitudeOptions: MagnitudePruneOptions = {
   pruneFirstLast: true,
 };
 
-export function randomArray(n: number, seed: number, scale = 1): Float32Array {
-  const r = rng(seed);
-  return Float32Array.from({ length: n }, () => (r() * 2 - 1) * scale);
-}
+export { randomFloats };
 
 /** Conv weights [cout, cin, 3, 3] where the filters listed in `weak` are scaled down 100x. */
 export function convWeight(cout: number, cin: number, seed: number, weak: number[] = [], k = 3): Float32Array {
-  const w = randomArray(cout * cin * k * k, seed, 0.5);
+  const w = randomFloats(cout * cin * k * k, seed, 0.5);
   const per = cin * k * k;
   for (const o of weak) for (let i = 0; i < per; i++) w[o * per + i]! *= 0.01;
   return w;
@@ -46,7 +43,7 @@ export class Net {
   }
   init(name: string, dims: number[], data?: Float32Array): Value {
     const n = dims.reduce((p, q) => p * q, 1);
-    return this.b.initializer(name, DataType.FLOAT, dims, data ?? randomArray(n, this.seed++, 0.5));
+    return this.b.initializer(name, DataType.FLOAT, dims, data ?? randomFloats(n, this.seed++, 0.5));
   }
   conv(name: string, x: Value, cin: number, cout: number, opts: { weak?: number[]; group?: number; bias?: boolean; k?: number } = {}): Value {
     const k = opts.k ?? 3;
@@ -85,7 +82,7 @@ export async function runModel(model: Model, feeds: Record<string, TensorData>):
 
 export function feed(name: string, dims: number[], seed = 7): Record<string, TensorData> {
   const n = dims.reduce((p, q) => p * q, 1);
-  return { [name]: { dtype: DataType.FLOAT, dims, data: randomArray(n, seed, 1) } };
+  return { [name]: { dtype: DataType.FLOAT, dims, data: randomFloats(n, seed, 1) } };
 }
 
 function zeroAlong(t: Tensor, axis: number, indices: number[]): void {

@@ -8,7 +8,7 @@ import { loadModel, saveModel } from '../../src/onnx/index.js';
 import { DataType, type Model, type TensorData } from '../../src/ir/index.js';
 import { createCaptureRunner } from '../../src/runtime/index.js';
 import { collectMagnitudeStatistics, convTapMeans, prune, pruneMagnitude } from '../../src/passes/prune/index.js';
-import { baseMagnitudeOptions as base, Net, randomArray, tempDir } from './helpers.js';
+import { baseMagnitudeOptions as base, Net, randomFloats, tempDir } from './helpers.js';
 import { runInProcess } from '../helpers/cli.js';
 
 /** x [N,3,6,6] -> Conv c1 (3x3, pad 1) -> Relu -> Conv c2 (3x3, pad 1, no bias) -> Relu -> GAP -> Flatten -> Gemm fc. */
@@ -24,7 +24,7 @@ function cnn(): Model {
 /** 48 samples with a positive mean, so a zeroed weight removes a non-zero mean contribution. */
 async function calibration(): Promise<string> {
   const file = path.join(tempDir('model-opt-prune-wanda-'), 'calib.npz');
-  const data = randomArray(48 * 3 * 36, 21, 1).map((v) => v + 0.7);
+  const data = randomFloats(48 * 3 * 36, 21, 1).map((v) => v + 0.7);
   await writeNpz(file, { x: { dtype: DataType.FLOAT, dims: [48, 3, 6, 6], data } });
   return file;
 }

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { DataType, type Model } from '../../src/ir/index.js';
 import { encodeModel } from '../../src/onnx/index.js';
 import { checkNM, pruneMagnitude } from '../../src/passes/prune/index.js';
-import { baseMagnitudeOptions as base, feed, maxAbsDiff, Net, randomArray, runModel } from './helpers.js';
+import { baseMagnitudeOptions as base, feed, maxAbsDiff, Net, randomFloats, runModel } from './helpers.js';
 
 function weights(model: Model, node: string): Float32Array {
   const n = model.graph.nodes.find((x) => x.name === node)!;
@@ -19,8 +19,8 @@ function model(): Model {
   const b = n.op('Relu', 'rb', [n.conv('c2', a, 8, 8)]);
   const f = n.op('Flatten', 'flat', [b], { axis: 1 });
   // Gemm weights 10x larger than the convs', so a global threshold treats the layers differently.
-  const h = n.op('Relu', 'rh', [n.op('Gemm', 'fc', [f, n.init('fc.w', [32, 128], randomArray(32 * 128, 3, 5))], { transB: 1 })]);
-  const w = n.b.constant('mm.w', { dtype: DataType.FLOAT, dims: [32, 4], data: randomArray(128, 4, 1) });
+  const h = n.op('Relu', 'rh', [n.op('Gemm', 'fc', [f, n.init('fc.w', [32, 128], randomFloats(32 * 128, 3, 5))], { transB: 1 })]);
+  const w = n.b.constant('mm.w', { dtype: DataType.FLOAT, dims: [32, 4], data: randomFloats(128, 4, 1) });
   return n.output(n.op('MatMul', 'mm', [h, w]), ['N', 4]);
 }
 

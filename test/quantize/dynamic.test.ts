@@ -11,8 +11,8 @@ import { loadModel } from '../../src/onnx/index.js';
 import { createRunner } from '../../src/runtime/index.js';
 import { quantizeDynamic, type DynamicOptions } from '../../src/passes/quantize/dynamic.js';
 import { dequantizeWeight, quantizeWeight } from '../../src/passes/quantize/dynamic-weights.js';
-import { seededRandom } from '../../src/util/random.js';
-import { randomArray } from './models.js';
+import { rng } from '../helpers/random.js';
+import { randomArray, randomFloats } from './models.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'model-opt-dyn-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
@@ -118,13 +118,13 @@ describe('quantizeDynamic', () => {
     ['int8 reduce-range', { reduceRange: true }],
   ] as [string, DynamicOptions][]) {
     it(`MatMul [N,64]x[64,24] (${label}) matches x·dequant(W) within half an activation step`, async () => {
-      const rand = seededRandom(7);
+      const rand = rng(7);
       const [m, k, n] = [5, 64, 24];
       const w = randomArray(rand, k * n, 0.3);
       const fp32 = matmulModel(k, n, w);
       const { model, report } = quantizeDynamic(fp32, options);
       expect(report.quantized.map((q) => q.node)).toEqual(['mm']);
-      const x = randomArray(seededRandom(9), m * k, 2);
+      const x = randomFloats(m * k, 9, 2);
       const got = (await run(model, { x: { dtype: DataType.FLOAT, dims: [m, k], data: x } })).y!;
       expect(got.dims).toEqual([m, n]);
       const q = quantizeWeight(w, k, n, options.weightType ?? 'int8', options.perChannel ?? true, options.reduceRange ?? false);
@@ -137,7 +137,7 @@ describe('quantizeDynamic', () => {
   }
 
   it('Gemm with transB, alpha, beta and a [N] bias folds into MatMulIntegerToFloat-ready form', async () => {
-    const rand = seededRandom(13);
+    const rand = rng(13);
     const [m, k, n] = [3, 32, 16];
     const wt = randomArray(rand, n * k, 0.4); // [N, K]
     const c = randomArray(rand, n, 0.5);
@@ -148,7 +148,7 @@ describe('quantizeDynamic', () => {
     const fp32 = b.build();
     const { model, report } = quantizeDynamic(fp32);
     expect(report.quantized).toEqual([{ node: 'gemm', opType: 'Gemm', weight: 'wt', shape: [k, n], perChannel: true, bias: true }]);
-    const xs = randomArray(seededRandom(17), m * k, 1);
+    const xs = randomFloats(m * k, 17, 1);
     const got = (await run(model, { x: { dtype: DataType.FLOAT, dims: [m, k], data: xs } }))[y.name]!;
     // Reference: alpha·x·W^T with W quantized as the pass does (alpha folded in), + beta·c.
     const w = new Float32Array(k * n);
@@ -160,7 +160,7 @@ describe('quantizeDynamic', () => {
   });
 
   it('MLP (MatMul+Add, Relu, MatMul+Add with the bias first): close to float64 of the float model, fully fused', async () => {
-    const rand = seededRandom(23);
+    const rand = rng(23);
     const [k, h, n] = [48, 64, 10];
     const w1 = randomArray(rand, k * h, 0.25);
     const b1 = randomArray(rand, h, 0.1);
@@ -177,7 +177,7 @@ describe('quantizeDynamic', () => {
     expect(report.quantizedByOpType).toEqual({ MatMul: 2 });
     expect(report.weightBytesAfter).toBeLessThan(report.weightBytesBefore / 3);
     const m = 8;
-    const xs = randomArray(seededRandom(29), m * k, 1);
+    const xs = randomFloats(m * k, 29, 1);
     const feeds = { x: { dtype: DataType.FLOAT, dims: [m, k], data: xs } };
     const got = (await run(model, feeds))[a2.name]!.data as Float32Array;
     // float64 of the float model: a few percent of the logit range at most.
@@ -199,7 +199,7 @@ describe('quantizeDynamic', () => {
   });
 
   it('Q/K/V-style MatMuls on one 3-D activation share one DynamicQuantizeLinear and stay exact to the bound', async () => {
-    const rand = seededRandom(31);
+    const rand = rng(31);
     const [bsz, seq, k, n] = [2, 5, 32, 16];
     const ws = [0, 1, 2].map(() => randomArray(rand, k * n, 0.3));
     const b = new GraphBuilder({ opset: 17 });
@@ -208,7 +208,7 @@ describe('quantizeDynamic', () => {
     const { model, report } = quantizeDynamic(b.build());
     expect(report.quantized).toHaveLength(3);
     expect(model.graph.nodes.filter((nd) => nd.opType === 'DynamicQuantizeLinear')).toHaveLength(1);
-    const xs = randomArray(seededRandom(37), bsz * seq * k, 1);
+    const xs = randomFloats(bsz * seq * k, 37, 1);
     const feeds = { x: { dtype: DataType.FLOAT, dims: [bsz, seq, k], data: xs } };
     const got = await run(model, feeds);
     ws.forEach((w, i) => {

@@ -7,8 +7,8 @@ import { encodeModel } from '../../src/onnx/index.js';
 import { createRunner } from '../../src/runtime/index.js';
 import { convertToFloat16 } from '../../src/passes/quantize/fp16.js';
 import type { TensorData } from '../../src/ir/dtype.js';
-import { seededRandom } from '../../src/util/random.js';
-import { randomArray } from './models.js';
+import { rng } from '../helpers/random.js';
+import { randomArray, randomFloats } from './models.js';
 
 const f32 = (dims: number[], data: Float32Array): TensorData => ({ dtype: DataType.FLOAT, dims, data });
 
@@ -37,7 +37,7 @@ function castChains(model: Model): Node[] {
 
 // x [N,16] -> MatMul w1 [16,32] -> Add b1 -> Relu -> Gemm(transB) w2 [8,32], b2 -> Sigmoid -> y [N,8]
 function mlp(seed = 3): { model: Model; w1: Float32Array; b1: Float32Array; w2: Float32Array; b2: Float32Array } {
-  const rand = seededRandom(seed);
+  const rand = rng(seed);
   const w1 = randomArray(rand, 16 * 32, 0.5);
   const b1 = randomArray(rand, 32, 0.1);
   const w2 = randomArray(rand, 8 * 32, 0.5);
@@ -74,7 +74,7 @@ function mlpReference(x: Float32Array, n: number, p: ReturnType<typeof mlp>): Fl
 // A small CNN with the structures real models have: Conv+BN+Relu, residual Add, pooling, Concat,
 // Reshape by a Constant shape, a Constant float scale, ConstantOfShape, Gemm and Softmax.
 function cnn(seed = 5): Model {
-  const rand = seededRandom(seed);
+  const rand = rng(seed);
   const b = new GraphBuilder({ opset: 17 });
   const x = b.input('input', DataType.FLOAT, ['N', 1, 8, 8]);
   const c1 = b.node('Conv', [x, b.initializer('conv1_w', DataType.FLOAT, [4, 1, 3, 3], randomArray(rand, 36, 0.6)), b.initializer('conv1_b', DataType.FLOAT, [4], randomArray(rand, 4, 0.1))], { pads: [1, 1, 1, 1] }, { name: 'conv1' });
@@ -116,7 +116,7 @@ describe('convertToFloat16', () => {
     const p = mlp();
     const { model, report } = convertToFloat16(p.model, {});
     const n = 16;
-    const x = randomArray(seededRandom(11), n * 16, 1);
+    const x = randomFloats(n * 16, 11, 1);
     const out = (await run(model, { x: f32([n, 16], x) })).y!;
     expect(out.dtype).toBe(DataType.FLOAT);
     const ref = mlpReference(x, n, p);
@@ -145,7 +145,7 @@ describe('convertToFloat16', () => {
     const fp32 = cnn();
     const { model, report } = convertToFloat16(fp32, {});
     const n = 4;
-    const x = f32([n, 1, 8, 8], randomArray(seededRandom(21), n * 64, 1));
+    const x = f32([n, 1, 8, 8], randomFloats(n * 64, 21, 1));
     const ref = (await run(fp32, { input: x })).probs!.data as Float32Array;
     const got = (await run(model, { input: x })).probs!.data as Float32Array;
     let maxErr = 0;
@@ -253,7 +253,7 @@ describe('convertToFloat16', () => {
     expect(model.graph.inputs[0]!.type).toMatchObject({ elemType: DataType.FLOAT16 });
     expect(model.graph.outputs[0]!.type).toMatchObject({ elemType: DataType.FLOAT16 });
     const { float32ToFloat16 } = await import('../../src/ir/dtype.js');
-    const x = randomArray(seededRandom(11), 16, 1);
+    const x = randomFloats(16, 11, 1);
     const out = (await run(model, { x: { dtype: DataType.FLOAT16, dims: [1, 16], data: Uint16Array.from(x, float32ToFloat16) } })).y!;
     expect(out.dtype).toBe(DataType.FLOAT16);
     const ref = mlpReference(Float32Array.from(x, (v) => float16ToFloat32(float32ToFloat16(v))), 1, p);

@@ -2,20 +2,8 @@
 import { DataType, GraphBuilder, type Model, type Value } from '../../src/ir/index.js';
 import type { Dataset } from '../../src/data/index.js';
 
-export { seededRandom as rng } from '../../src/util/random.js';
-import { seededRandom as rng } from '../../src/util/random.js';
-
-export function randomFloats(n: number, seed: number, scale = 1, offset = 0): Float32Array {
-  const r = rng(seed);
-  const out = new Float32Array(n);
-  for (let i = 0; i < n; i++) out[i] = (r() * 2 - 1) * scale + offset;
-  return out;
-}
-
-/** n floats uniform in [-scale, scale) drawn from an existing generator (continues its stream). */
-export function randomArray(rand: () => number, n: number, scale: number): Float32Array {
-  return Float32Array.from({ length: n }, () => (rand() * 2 - 1) * scale);
-}
+export { randomArray, randomFloats, rng } from '../helpers/random.js';
+import { randomFloats, rng } from '../helpers/random.js';
 
 export function dataset(name: string, dims: number[], seed: number, labels?: number): Dataset {
   const n = dims.reduce((a, b) => a * b, 1);

@@ -5,17 +5,10 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import * as tf from '@tensorflow/tfjs-core';
 import { initTrainingBackend } from '../../src/train/backend.js';
+import { randomFloats } from '../helpers/random.js';
 
-/** Deterministic inputs: a small LCG, so both backends see identical numbers. */
-function randomArray(n: number, seed: number): Float32Array {
-  let s = seed >>> 0;
-  const out = new Float32Array(n);
-  for (let i = 0; i < n; i++) {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    out[i] = s / 2 ** 32 - 0.5;
-  }
-  return out;
-}
+/** Deterministic inputs in [-0.5, 0.5), so both backends see identical numbers. */
+const randomArray = (n: number, seed: number): Float32Array => randomFloats(n, seed, 0.5);
 
 type Inputs = Record<string, { shape: number[]; data: Float32Array | Int32Array }>;
 
