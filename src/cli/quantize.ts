@@ -40,6 +40,7 @@ interface QuantizeFlags {
   percentile: number;
   batchSize?: number;
   perTensor?: boolean;
+  reduceRange?: boolean;
   minConvReduction?: number;
   padChannels: boolean;
   activationType: 'uint8' | 'int8';
@@ -84,13 +85,14 @@ export function registerQuantize(program: Command): void {
     .description('quantize a model to INT8 (static QDQ or dynamic) or convert it to FP16')
     .argument('<model>', 'the FP32 ONNX model (never modified)')
     .option('-o, --output <path>', 'where to write the quantized model (required unless --analyze)')
-    .addOption(new Option('--mode <mode>', 'int8 (static, calibrated QDQ), int8-dynamic (weights only, MatMul/Gemm) or fp16').choices(['int8', 'int8-dynamic', 'fp16']).default('int8'))
+    .addOption(new Option('--mode <mode>', 'int8 (static, calibrated QDQ), int8-dynamic (weights only: MatMul, Gemm, LSTM) or fp16').choices(['int8', 'int8-dynamic', 'fp16']).default('int8'))
     .option('--calibration-data <path>', 'calibration inputs: .npz/.npy/.jsonl or a test_data_set dir (required for int8)')
     .option('--calibration-count <n>', 'use the first n calibration samples', parsePositiveInt, 100)
     .addOption(new Option('--calibrate <method>', 'activation range method: minmax, percentile, entropy (KL) or mse').choices(['minmax', 'percentile', 'entropy', 'mse']).default('minmax'))
     .option('--percentile <p>', 'percentile kept by --calibrate percentile', parsePercentile, 99.99)
     .option('--batch-size <n>', 'samples per calibration run (default 16)', parsePositiveInt)
     .option('--per-tensor', 'one scale per weight tensor instead of one per output channel')
+    .option('--reduce-range', 'int8-dynamic: 7-bit weights, for x86 CPUs without VNNI (AVX2 only) whose u8s8 kernels can saturate')
     .option('--min-conv-reduction <n>', 'keep an ungrouped Conv float when Cin x kh x kw is below n (default 16: a 1-channel 3x3 stem is faster in float; 1x1 and depthwise convs never; 0 = off)', parseNonNegativeInt)
     .option('--no-pad-channels', 'do not pad the input channels of 1x1-5x5 stem convs to a multiple of 4 (same numbers; lets onnxruntime use its fast x86 int8 conv)')
     .addOption(new Option('--activation-type <type>', 'uint8 (asymmetric, fastest on x86) or int8 (symmetric)').choices(['uint8', 'int8']).default('uint8'))
@@ -122,6 +124,7 @@ async function quantizeAction(modelPath: string, flags: QuantizeFlags): Promise<
   if (flags.maxAccuracyDrop && flags.mode !== 'int8') throw new UsageError('--max-accuracy-drop is available with --mode int8');
   if (flags.analyze && flags.mode !== 'int8') throw new UsageError('--analyze is available with --mode int8');
   if (flags.qat && flags.mode !== 'int8') throw new UsageError('--qat is available with --mode int8');
+  if (flags.reduceRange && flags.mode !== 'int8-dynamic') throw new UsageError('--reduce-range is available with --mode int8-dynamic');
   if (flags.qat && !flags.data) throw new UsageError('--qat needs --data <labelled training data>');
   if (flags.qat && flags.maxAccuracyDrop) throw new UsageError('use either --qat or --max-accuracy-drop, not both');
   if (flags.mode === 'int8' && !flags.calibrationData) {
@@ -212,7 +215,7 @@ async function quantizeAction(modelPath: string, flags: QuantizeFlags): Promise<
       }
     } else if (flags.mode === 'int8-dynamic') {
       const { quantizeDynamic } = await import('../passes/quantize/dynamic.js');
-      const result = quantizeDynamic(model, { opTypes: flags.opTypes, excludeOpTypes: flags.excludeOpTypes, excludeNodes: flags.excludeNodes, perChannel: !flags.perTensor, onWarning });
+      const result = quantizeDynamic(model, { opTypes: flags.opTypes, excludeOpTypes: flags.excludeOpTypes, excludeNodes: flags.excludeNodes, perChannel: !flags.perTensor, reduceRange: flags.reduceRange, onWarning });
       written = result.model;
       passReport = result.report;
     } else {
@@ -310,6 +313,10 @@ async function renderSummary(doc: SummaryDocument): Promise<string> {
   } else if (doc.mode === 'int8-dynamic') {
     const qb = (r['quantizedByOpType'] ?? {}) as Record<string, number>;
     table.push(['nodes quantized', Object.entries(qb).map(([k, v]) => `${k} ${v}`).join(', ') || 'none']);
+    // One line per op type and reason: a CNN has dozens of Convs kept float for the same reason.
+    const kept = new Map<string, number>();
+    for (const k of (r['keptFloat'] ?? []) as { opType: string; reason: string }[]) kept.set(`${k.opType}: ${k.reason}`, (kept.get(`${k.opType}: ${k.reason}`) ?? 0) + 1);
+    if (kept.size > 0) table.push(['left in FP32', [...kept].map(([why, n]) => `${n} x ${why}`).join('\n')]);
   } else {
     table.push(['nodes converted', String(r['nodesConverted'] ?? '?')]);
     const kept = (r['keptFloat32'] ?? []) as unknown[];
@@ -339,7 +346,8 @@ async function renderSummary(doc: SummaryDocument): Promise<string> {
     ]);
   }
   table.push(['written', `${doc.output.path} (loaded and run in onnxruntime)`]);
-  return `${table.toString()}\n`;
+  const notes = ((r['notes'] ?? []) as string[]).map((n) => `note: ${n}\n`).join('');
+  return `${table.toString()}\n${notes}`;
 }
 
 async function renderSensitivity(rows: import('../passes/quantize/index.js').SensitivityRow[]): Promise<string> {

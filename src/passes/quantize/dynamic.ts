@@ -10,19 +10,24 @@
  * MatMulIntegerToFloat and, when the DynamicQuantizeLinear feeds only that node, into
  * DynamicQuantizeMatMul: one u8s8 integer GEMM with the scales and bias applied in its epilogue.
  * Emitting standard ops (instead of the contrib op directly) keeps the model valid ONNX for other
- * runtimes at no cost on onnxruntime. Conv, LSTM/GRU/RNN and Attention stay float: ConvInteger
+ * runtimes at no cost on onnxruntime.
+ *
+ * LSTM has no standard integer form: like onnxruntime's quantize_dynamic, an LSTM with constant
+ * W and R becomes com.microsoft DynamicQuantizeLSTM (W and R int8 per gate row, stored transposed
+ * as [directions, input, 4*hidden]); the model then runs on onnxruntime only, which the report
+ * says (exclude LSTM to keep standard ONNX). Conv, GRU/RNN and Attention stay float: ConvInteger
  * has no fused float epilogue in onnxruntime's CPU provider (its im2col path is slower than the
- * float Conv), and the recurrent/attention ops would need their own integer contrib kernels.
+ * float Conv), and GRU/RNN/attention have no integer kernels there.
  * Works on a clone; the input model is never mutated.
  * Imports: the IR, errors, ./dynamic-weights.js and ./fp16.js (weight-size helper only).
  */
 import { DataType, Graph, Tensor, type Model, type Node, type Value, isTensorType, visitGraphs } from '../../ir/index.js';
 import { UsageError } from '../../errors.js';
-import { quantizeWeight, type WeightType } from './dynamic-weights.js';
+import { quantizeWeight, type QuantizedWeight, type WeightType } from './dynamic-weights.js';
 import { modelWeightBytes } from './fp16.js';
 
 export interface DynamicOptions {
-  /** Op types to quantize; default ['MatMul', 'Gemm'] (the only ones this mode supports). */
+  /** Op types to quantize; default ['MatMul', 'Gemm', 'LSTM'] (the ones this mode supports). */
   opTypes?: string[];
   /** Op types to leave in float32 even if listed in opTypes. */
   excludeOpTypes?: string[];
@@ -43,8 +48,10 @@ export interface DynamicQuantizedNode {
   opType: string;
   /** The float weight it replaced. */
   weight: string;
-  /** Weight matrix [K, N] as multiplied (after transB). */
+  /** Weight matrix [K, N] as multiplied (after transB); for LSTM, one direction's W as [input, 4*hidden]. */
   shape: [number, number];
+  /** LSTM: the recurrent weight R, quantized alongside W. */
+  recurrentWeight?: string;
   perChannel: boolean;
   /** Whether a bias Add follows (Gemm C, or an existing MatMul + Add) so onnxruntime fuses it. */
   bias: boolean;
@@ -62,11 +69,12 @@ export interface DynamicReport {
   notes: string[];
 }
 
-const SUPPORTED = new Set(['MatMul', 'Gemm']);
+const SUPPORTED = new Set(['MatMul', 'Gemm', 'LSTM']);
+const DEFAULT_OP_TYPES = ['MatMul', 'Gemm', 'LSTM'];
+const MS_DOMAIN = 'com.microsoft';
 /** Left float on purpose; listed in the report so users see why. */
 const DOCUMENTED_FLOAT: Record<string, string> = {
   Conv: 'Conv stays float in dynamic mode (ConvInteger is slower than float Conv in onnxruntime on CPU); use --mode int8',
-  LSTM: 'LSTM stays float (onnxruntime needs the com.microsoft DynamicQuantizeLSTM kernel)',
   GRU: 'GRU stays float (no integer kernel)',
   RNN: 'RNN stays float (no integer kernel)',
   Attention: 'Attention stays float (its MatMuls are quantized only when exported as separate MatMul nodes)',
@@ -97,7 +105,7 @@ const label = (n: Node): string => n.name || n.opType;
 
 /** Quantize MatMul/Gemm weights to int8 with run-time activation quantization. */
 export function quantizeDynamic(model: Model, options: DynamicOptions = {}): { model: Model; report: DynamicReport } {
-  const opTypes = new Set(options.opTypes ?? ['MatMul', 'Gemm']);
+  const opTypes = new Set(options.opTypes ?? DEFAULT_OP_TYPES);
   for (const t of opTypes) {
     if (!SUPPORTED.has(t)) throw new UsageError(`--mode int8-dynamic cannot quantize op type '${t}' (supported: ${[...SUPPORTED].join(', ')})`);
   }
@@ -136,6 +144,7 @@ export function quantizeDynamic(model: Model, options: DynamicOptions = {}): { m
 
   // ---- plan ------------------------------------------------------------------------------------
   const plans: Plan[] = [];
+  const lstmPlans: LstmPlan[] = [];
   visitGraphs(out.graph, (graph) => {
     for (const node of graph.nodes) {
       if (!isDefaultDomain(node)) continue;
@@ -150,6 +159,12 @@ export function quantizeDynamic(model: Model, options: DynamicOptions = {}): { m
       }
       if (excluded.has(node.name)) {
         keep(node, 'node excluded');
+        continue;
+      }
+      if (node.opType === 'LSTM') {
+        const result = planLstm(node);
+        if (typeof result === 'string') keep(node, result);
+        else lstmPlans.push(result);
         continue;
       }
       const result = node.opType === 'MatMul' ? planMatMul(node) : planGemm(node);
@@ -271,20 +286,109 @@ export function quantizeDynamic(model: Model, options: DynamicOptions = {}): { m
     report.quantizedByOpType[node.opType] = (report.quantizedByOpType[node.opType] ?? 0) + 1;
   }
 
+  for (const p of lstmPlans) {
+    const { node } = p;
+    const [x, , , ...optional] = node.inputs;
+    const gates = (weight: Value, t: Tensor) => {
+      const q = quantizeGates(t.data as Float32Array, p.directions, 4 * p.hidden, t.dims[2]!, weightType, perChannel, reduceRange);
+      const home = weight.graph;
+      const dims = perChannel ? [p.directions, 4 * p.hidden] : [p.directions];
+      const dtype = weightType === 'int8' ? DataType.INT8 : DataType.UINT8;
+      return [
+        home.addInitializer(Tensor.fromData(names.value(`${weight.name}_quantized`), { dtype, dims: [p.directions, t.dims[2]!, 4 * p.hidden], data: q.data })),
+        home.addInitializer(Tensor.fromData(names.value(`${weight.name}_scale`), { dtype: DataType.FLOAT, dims, data: q.scales })),
+        home.addInitializer(Tensor.fromData(names.value(`${weight.name}_zero_point`), { dtype, dims, data: q.zeroPoints })),
+      ] as const;
+    };
+    const [wq, ws, wz] = gates(p.wValue, p.w);
+    const [rq, rs, rz] = gates(p.rValue, p.r);
+    // DynamicQuantizeLSTM: X, W, R, B, sequence_lens, initial_h, initial_c, P, then the scales and zero points.
+    const standard = Array.from({ length: 5 }, (_, i) => optional[i] ?? null);
+    node.setInputs([x ?? null, wq, rq, ...standard, ws, wz, rs, rz]);
+    node.opType = 'DynamicQuantizeLSTM';
+    node.domain = MS_DOMAIN;
+    oldWeights.add(p.wValue);
+    oldWeights.add(p.rValue);
+    report.quantized.push({ node: label(node), opType: 'LSTM', weight: p.wValue.name, recurrentWeight: p.rValue.name, shape: [p.w.dims[2]!, 4 * p.hidden], perChannel, bias: node.inputs[3] != null });
+    report.quantizedByOpType.LSTM = (report.quantizedByOpType.LSTM ?? 0) + 1;
+  }
+  if (lstmPlans.length > 0) {
+    if (out.opsetVersion(MS_DOMAIN) === undefined) out.opsetImports.push({ domain: MS_DOMAIN, version: 1 });
+    report.notes.push(
+      `${lstmPlans.length} LSTM node(s) became com.microsoft DynamicQuantizeLSTM (onnxruntime's integer LSTM kernel): the model now runs on onnxruntime only; exclude LSTM (--exclude-op-types LSTM) to keep standard ONNX.`,
+    );
+  }
+
   // Float weights nobody reads any more.
   for (const v of oldWeights) dropIfUnused(v);
   visitGraphs(out.graph, (g) => g.topologicalSort());
   report.weightBytesAfter = modelWeightBytes(out);
-  if (report.quantized.length === 0) report.notes.push('No MatMul/Gemm with a constant 2-D float weight was found: the model is unchanged.');
+  if (report.quantized.length === 0) report.notes.push('No MatMul/Gemm with a constant 2-D float weight (or LSTM with constant weights) was found: the model is unchanged.');
   if (weightType === 'int8' && !reduceRange) {
     report.notes.push(
-      'int8 weights use u8s8 kernels: on x86 CPUs without VNNI (AVX2 only) their int16 intermediate can saturate; use reduceRange (7-bit weights) there if accuracy drops.',
+      'int8 weights use u8s8 kernels: on x86 CPUs without VNNI (AVX2 only) their int16 intermediate can saturate; if accuracy drops there, use 7-bit weights (--reduce-range, option reduceRange).',
     );
   }
   return { model: out, report };
 }
 
 // ---- planning helpers ----------------------------------------------------------------------------
+
+interface LstmPlan {
+  node: Node;
+  wValue: Value;
+  rValue: Value;
+  w: Tensor;
+  r: Tensor;
+  directions: number;
+  hidden: number;
+}
+
+function planLstm(node: Node): LstmPlan | string {
+  const [x, wValue, rValue] = node.inputs;
+  if (!x || !wValue || !rValue) return 'missing input';
+  if (node.getInt('layout', 0) !== 0) return 'layout=1 (batch first): onnxruntime has no DynamicQuantizeLSTM kernel for it';
+  const w = floatConstant(wValue);
+  const r = floatConstant(rValue);
+  if (!w || !r) return 'W and R are not both constant float32 weights';
+  if (w.dims.length !== 3 || r.dims.length !== 3) return `W and R have rank ${w.dims.length} and ${r.dims.length}, not 3`;
+  const [directions, gateRows] = w.dims as [number, number, number];
+  const hidden = r.dims[2]!;
+  if (gateRows !== 4 * hidden || r.dims[0] !== directions || r.dims[1] !== gateRows) {
+    return `W [${w.dims}] and R [${r.dims}] do not fit an LSTM of hidden size ${hidden}`;
+  }
+  return { node, wValue, rValue, w, r, directions, hidden };
+}
+
+/**
+ * LSTM gate weights [directions, rows, k] (rows = 4*hidden) quantized per direction as the
+ * transposed [k, rows] matrix DynamicQuantizeLSTM multiplies by: data [directions, k, rows],
+ * scales and zero points [directions, rows] per channel or [directions] per tensor.
+ */
+export function quantizeGates(
+  w: Float32Array,
+  directions: number,
+  rows: number,
+  k: number,
+  type: WeightType,
+  perChannel: boolean,
+  reduceRange: boolean,
+): QuantizedWeight {
+  const per = perChannel ? rows : 1;
+  const data = type === 'int8' ? new Int8Array(directions * k * rows) : new Uint8Array(directions * k * rows);
+  const scales = new Float32Array(directions * per);
+  const zeroPoints = type === 'int8' ? new Int8Array(directions * per) : new Uint8Array(directions * per);
+  const transposed = new Float32Array(k * rows);
+  for (let d = 0; d < directions; d++) {
+    const base = d * rows * k;
+    for (let r = 0; r < rows; r++) for (let c = 0; c < k; c++) transposed[c * rows + r] = w[base + r * k + c]!;
+    const q = quantizeWeight(transposed, k, rows, type, perChannel, reduceRange);
+    data.set(q.data, d * k * rows);
+    scales.set(q.scales, d * per);
+    zeroPoints.set(q.zeroPoints, d * per);
+  }
+  return { data, scales, zeroPoints };
+}
 
 function floatConstant(v: Value | null | undefined): Tensor | undefined {
   if (!v) return undefined;

@@ -24,6 +24,7 @@ export const INTEGER_KERNELS = new Set([
   'ConvInteger',
   'MatMulIntegerToFloat',
   'DynamicQuantizeMatMul',
+  'DynamicQuantizeLSTM',
   'QLinearAdd',
   'QLinearMul',
   'QLinearConcat',
@@ -125,7 +126,7 @@ export function analyzeOptimized(optimized: Model, reference?: Model, keptFloatN
     else if (INTEGER_KERNELS.has(node.opType)) {
       integerKernels[node.opType] = (integerKernels[node.opType] ?? 0) + 1;
       // Kernels with an output scale produce 8-bit data.
-      if (!['MatMulIntegerToFloat', 'DynamicQuantizeMatMul', 'MatMulInteger', 'ConvInteger'].includes(node.opType)) node.outputs.forEach((o) => quantizedValues.add(o.name));
+      if (!['MatMulIntegerToFloat', 'DynamicQuantizeMatMul', 'DynamicQuantizeLSTM', 'MatMulInteger', 'ConvInteger'].includes(node.opType)) node.outputs.forEach((o) => quantizedValues.add(o.name));
     } else if (DATA_MOVEMENT.has(node.opType) && node.inputs[0] && quantizedValues.has(node.inputs[0].name)) {
       eightBit[node.opType] = (eightBit[node.opType] ?? 0) + 1;
       node.outputs.forEach((o) => quantizedValues.add(o.name));
