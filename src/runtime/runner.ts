@@ -267,7 +267,7 @@ async function openRunner(model: Model | Uint8Array | string, options: RunnerOpt
   const specByName = new Map(sessionInputs.map((s) => [s.name, s]));
   let released = false;
 
-async function runOnce(feeds: Record<string, TensorData>, wanted?: readonly string[]): Promise<Record<string, TensorData>> {
+  async function runOnce(feeds: Record<string, TensorData>, wanted?: readonly string[]): Promise<Record<string, TensorData>> {
     const ortFeeds: Record<string, Ort.Tensor> = {};
     for (const [name, t] of Object.entries(feeds)) {
       if (!inputNames.has(name)) {
@@ -339,11 +339,12 @@ async function runOnce(feeds: Record<string, TensorData>, wanted?: readonly stri
       const { k, n } = split;
       const parts: Record<string, TensorData>[] = [];
       for (let start = 0; start < n; start += k) {
+        const end = Math.min(start + k, n);
         const chunk: Record<string, TensorData> = {};
         for (const [name, t] of Object.entries(feeds)) {
-          const end = Math.min(start + k, n);
           const part = sliceSamples(t, start, end);
-          chunk[name] = end - start === k ? part : concatSamples([part, ...Array.from({ length: k - (end - start) }, () => sliceSamples(t, n - 1, n))]);
+          const padding = Array.from({ length: k - (end - start) }, () => sliceSamples(t, n - 1, n));
+          chunk[name] = padding.length === 0 ? part : concatSamples([part, ...padding]);
         }
         parts.push(await runOnce(chunk, wanted));
       }

@@ -169,12 +169,22 @@ describe('quantizeDynamic: LSTM', () => {
     });
   }
 
-  it('excluded, or batch-first (layout=1), an LSTM stays standard ONNX and float, with the reason', () => {
+  it('per-tensor weights: one scale per direction, still close to the float LSTM', async () => {
+    const c = lstmCase(2, 60);
+    const x = randomFloats(c.steps * c.batch * c.input, 8, 1);
+    const { model: q } = quantizeDynamic(lstmModel(c), { perChannel: false });
+    expect(q.graph.initializers.find((t) => t.name === 'W_scale')!.dims).toEqual([2]);
+    expect(maxAbsDiff(await runLstm(q, x, c), referenceLstm(c, x, c.w, c.r))).toBeLessThan(1e-2);
+  });
+
+  it('excluded, batch-first (layout=1) or with uint8 per-channel weights, an LSTM stays standard ONNX and float, with the reason', () => {
     const c = lstmCase(1, 50);
     const excluded = quantizeDynamic(lstmModel(c), { excludeOpTypes: ['LSTM'] });
     expect(excluded.report.quantized).toEqual([]);
     expect(excluded.report.keptFloat).toEqual([{ node: 'lstm', opType: 'LSTM', reason: 'op type excluded' }]);
     expect(excluded.model.opsetVersion('com.microsoft')).toBeUndefined();
+    const uint8 = quantizeDynamic(lstmModel(c), { weightType: 'uint8' });
+    expect(uint8.report.keptFloat[0]?.reason).toMatch(/uint8 weights per channel/);
     const batchFirst = quantizeDynamic(lstmModel({ ...c, steps: c.batch, batch: c.steps }, { layout: 1 }));
     expect(batchFirst.report.keptFloat[0]?.reason).toMatch(/layout=1/);
     expect(batchFirst.model.graph.nodes.map((n) => n.opType)).toEqual(['LSTM']);

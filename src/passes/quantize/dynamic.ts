@@ -72,6 +72,8 @@ export interface DynamicReport {
 const SUPPORTED = new Set(['MatMul', 'Gemm', 'LSTM']);
 const DEFAULT_OP_TYPES = ['MatMul', 'Gemm', 'LSTM'];
 const MS_DOMAIN = 'com.microsoft';
+/** onnxruntime's DynamicQuantizeLSTM rejects per-row uint8 zero points ("must be constant"). */
+const UINT8_PER_CHANNEL_LSTM = 'uint8 weights per channel: DynamicQuantizeLSTM needs one zero point per direction (use int8 or per-tensor)';
 /** Left float on purpose; listed in the report so users see why. */
 const DOCUMENTED_FLOAT: Record<string, string> = {
   Conv: 'Conv stays float in dynamic mode (ConvInteger is slower than float Conv in onnxruntime on CPU); use --mode int8',
@@ -162,7 +164,7 @@ export function quantizeDynamic(model: Model, options: DynamicOptions = {}): { m
         continue;
       }
       if (node.opType === 'LSTM') {
-        const result = planLstm(node);
+        const result = weightType === 'uint8' && perChannel ? UINT8_PER_CHANNEL_LSTM : planLstm(node);
         if (typeof result === 'string') keep(node, result);
         else lstmPlans.push(result);
         continue;
