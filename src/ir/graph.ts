@@ -764,6 +764,24 @@ export class Graph {
     return this.allGraphs().flatMap((g) => [...g.nodes]);
   }
 
+  /**
+   * Names every unnamed node here and in nested subgraphs `<opType>_<first output>` (unique in the
+   * tree), so reports, --exclude-nodes and per-node analysis can tell nodes apart; the names are
+   * stable across runs on the same model. Returns how many nodes were named.
+   */
+  nameUnnamedNodes(): number {
+    let named = 0;
+    for (const g of this.allGraphs()) {
+      for (const n of g._nodes) {
+        if (n.name !== '') continue;
+        const output = n.outputs.find((o) => o.name !== '')?.name;
+        n.name = this.uniqueNodeName(output ? `${n.opType}_${output}` : n.opType);
+        named++;
+      }
+    }
+    return named;
+  }
+
   /** Deep copy with fresh Values/Nodes; outer references map through `outer` (else kept). */
   clone(outer?: Map<Value, Value>): Graph {
     return cloneGraph(this, outer ?? new Map());

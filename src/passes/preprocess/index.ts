@@ -1,6 +1,7 @@
 /**
  * Shared pre-processing for the quantizers: model -> { model, report }, never mutating its input.
- * Steps, in order: Constant nodes -> initializers; Identity/Dropout removal; constant folding
+ * Steps, in order: unnamed nodes get names (`<opType>_<output>`, for reports and --exclude-nodes);
+ * Constant nodes -> initializers; Identity/Dropout removal; constant folding
  * (a small float64 evaluator here, not onnxruntime's optimizer: onnxruntime's optimized-model
  * output may contain its own fused ops and layout changes, which a portable QDQ model must not);
  * BatchNormalization folded into the preceding Conv/Gemm; MatMul + bias Add -> Gemm; opset upgrade
@@ -35,6 +36,8 @@ export interface PreprocessReport {
   batchNormsFolded: FoldRecord[];
   matMulAddFused: FoldRecord[];
   initializersRemoved: number;
+  /** Nodes that had no name and got one. */
+  nodesNamed: number;
   opset?: UpgradeResult;
   nodesBefore: number;
   nodesAfter: number;
@@ -51,6 +54,7 @@ export function preprocess(model: Model, options: PreprocessOptions = {}): { mod
     batchNormsFolded: [],
     matMulAddFused: [],
     initializersRemoved: 0,
+    nodesNamed: g.nameUnnamedNodes(),
     nodesBefore: model.graph.allNodes().length,
     nodesAfter: 0,
   };
@@ -63,6 +67,7 @@ export function preprocess(model: Model, options: PreprocessOptions = {}): { mod
   if (options.foldBatchNorm ?? true) report.batchNormsFolded = foldBatchNorms(g);
   if (options.fuseMatMulAdd ?? true) report.matMulAddFused = fuseMatMulAdd(g);
   report.initializersRemoved = removeUnusedInitializers(g);
+  report.nodesNamed += g.nameUnnamedNodes(); // nodes the steps above created
   g.topologicalSort();
   report.nodesAfter = g.allNodes().length;
   return { model: out, report };

@@ -119,6 +119,7 @@ export function quantizeDynamic(model: Model, options: DynamicOptions = {}): { m
   const warn = options.onWarning ?? (() => undefined);
 
   const out = model.clone();
+  out.graph.nameUnnamedNodes(); // reports and excludeNodes need a name for every node
   const report: DynamicReport = {
     mode: 'int8-dynamic',
     quantized: [],

@@ -194,6 +194,7 @@ export function convertToFloat16(model: Model, options: Fp16Options = {}): { mod
   }
 
   const out = model.clone();
+  out.graph.nameUnnamedNodes(); // reports and nodeBlockList need a name for every node
   const graph = out.graph;
   const opset = out.opsetVersion('') ?? 1;
   const stats: ConvertStats = { clamped: [], flushed: 0 };

@@ -8,7 +8,7 @@
  */
 import { UsageError } from '../../errors.js';
 import type { TensorData } from '../../ir/dtype.js';
-import type { Model } from '../../ir/index.js';
+import { isTensorType, type Model } from '../../ir/index.js';
 import { batches, take, type Dataset } from '../../data/index.js';
 import { AgreementAccumulator, classAxis, labelIndices, toNumbers, top1Correct, type AgreementMetrics } from '../../metrics/index.js';
 import { createRunner, inferShapesByRunning, type Runner, type RunnerOptions } from '../../runtime/index.js';
@@ -59,6 +59,8 @@ export interface Int8Report {
   qdq: QdqReport;
   /** Agreement with FP32 on the calibration inputs, per output. */
   agreement?: Record<string, AgreementMetrics>;
+  /** Advice for the user (e.g. a transformer-style graph, where dynamic INT8 usually wins). */
+  notes: string[];
 }
 
 /** What the accuracy guard and --analyze reuse without calibrating again. */
@@ -151,9 +153,30 @@ export async function quantizeInt8(model: Model, options: Int8Options): Promise<
     perTensorFallback,
     calibration: { method, percentile: method === 'percentile' ? (options.percentile ?? 99.99) : undefined, samples: calibration.count, batchSize, tensors: wanted.length, seconds },
     qdq,
+    notes: [],
   };
+  const transformer = transformerSigns(pre.model);
+  if (transformer) {
+    report.notes.push(
+      `Transformer-style graph (${transformer}): with static INT8, onnxruntime on CPU keeps the normalizations, activations and residual Adds in float between the integer kernels, which often makes the model slower than FP32; --mode int8-dynamic is usually the faster choice for transformers (onnxruntime's own advice). Compare both with model-opt benchmark.`,
+    );
+  }
   if (qdq.quantized.length === 0) warn('no node was quantized (no supported float ops, or all excluded)');
   return { model: quantized, report, context };
+}
+
+/** What marks `model` as transformer-like (LayerNormalization, MatMuls on 3-D activations), or undefined. */
+function transformerSigns(model: Model): string | undefined {
+  const nodes = model.graph.allNodes();
+  const signs: string[] = [];
+  if (nodes.some((n) => n.opType === 'LayerNormalization')) signs.push('LayerNormalization');
+  const matmul3d = nodes.filter((n) => {
+    if (n.opType !== 'MatMul' || !n.inputs[1] || !n.graph.constantTensor(n.inputs[1])) return false;
+    const t = n.inputs[0]?.type;
+    return t !== undefined && isTensorType(t) && (t.shape?.length ?? 0) >= 3;
+  }).length;
+  if (matmul3d > 0) signs.push(`${matmul3d} MatMul(s) with weights on 3-D activations`);
+  return signs.length > 0 ? signs.join(', ') : undefined;
 }
 
 /** One streaming calibration pass for the tensors of `names` not calibrated yet. */

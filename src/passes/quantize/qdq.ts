@@ -334,6 +334,19 @@ export function quantizeQdq(model: Model, options: ApplyOptions): { model: Model
  * fake-quantizes with them: calibrated (or constant) range, clamped by an absorbed Relu/Clip;
  * passthrough tensors inherit their input's parameters (`root` is the tensor they come from).
  */
+const isSoftmaxOutput = (v: Value): boolean => v.producer?.opType === 'Softmax' && (v.producer.domain === '' || v.producer.domain === 'ai.onnx');
+
+/**
+ * A quantized Softmax output always spans [0, 1] in steps of 1/256 (zero point 0 for uint8, -128
+ * for int8), whatever calibration saw: onnxruntime fuses DQ -> Softmax -> Q into QLinearSoftmax,
+ * whose kernel is built for that grid (its quantizer forces the same parameters). A calibrated
+ * range (e.g. max 0.07 for near-uniform attention) made a 2-layer transformer's logits 6 dB SQNR
+ * instead of 39 dB.
+ */
+function softmaxOutputParams(type: QuantType): QuantParams {
+  return { scale: 1 / 256, zeroPoint: type === DataType.UINT8 ? 0 : -128, type };
+}
+
 export function activationParamResolver(
   graph: Graph,
   plan: QdqPlan,
@@ -349,6 +362,7 @@ export function activationParamResolver(
     if (!tp) throw new Error(`QDQ plan: tensor '${value.name}' is not planned`);
     let result: { root: Value; p: QuantParams };
     if (tp.source === 'inherited') result = resolve(tp.inheritFrom!);
+    else if (tp.source !== 'constant' && isSoftmaxOutput(tp.value)) result = { root: tp.value, p: softmaxOutputParams(actType) };
     else {
       let range: Range;
       if (tp.source === 'constant') {
