@@ -53,6 +53,19 @@ describe('model-opt prune (CLI)', () => {
     expect(weightDims(written, 'fc')).toEqual([4, 8]);
   });
 
+  it('a model without node names: layers get <opType>_<output> names, per-layer FLOPs, the same plan', async () => {
+    const unnamed = await loadModel(modelPath);
+    for (const node of unnamed.graph.nodes) node.name = '';
+    const unnamedPath = path.join(dir, 'unnamed.onnx');
+    await saveModel(unnamed, unnamedPath);
+    const r = await cli(unnamedPath, '-o', path.join(dir, 'unnamed.channel.onnx'), '--pattern', 'channel', '--sparsity', '0.5', '--round-to', '4', '--json');
+    expect(r.code).toBe(0);
+    const doc = JSON.parse(r.stdout);
+    expect(doc.report.channelsRemoved).toBe(4 + 8);
+    const c2 = doc.report.layers.find((l: { node: string }) => l.node === `Conv_${unnamed.graph.nodes.find((n) => n.opType === 'Conv' && n.inputs[1]!.name === 'c2.w')!.outputs[0]!.name}`);
+    expect([c2.flopsBefore, c2.flopsAfter]).toEqual([2 * 576 * 72, 2 * 288 * 36]);
+  });
+
   it('unstructured table says zeros do not speed up dense runtimes and points to --pattern channel', async () => {
     const out = path.join(dir, 'sparse.onnx');
     const r = await cli(modelPath, '-o', out, '--sparsity', '0.5', '--prune-first-last');

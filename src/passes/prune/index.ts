@@ -144,6 +144,11 @@ export async function collectMagnitudeStatistics(
 /** Run one pruning pass and check and measure its result. The input model is not changed. */
 export async function prune(model: Model, options: PruneOptions, context: PruneContext = {}): Promise<PruneResult> {
   const progress = context.onProgress ?? (() => {});
+  if (model.graph.allNodes().some((n) => n.name === '')) {
+    // Layers, exclusions and per-layer FLOPs go by node name: give unnamed nodes stable names.
+    model = model.clone();
+    model.graph.nameUnnamedNodes();
+  }
   progress(`pruning (${options.pattern.kind === 'n:m' ? `${options.pattern.n}:${options.pattern.m}` : options.pattern.kind})`);
   let pruned: Model;
   let report: MagnitudePruneReport | ChannelPruneReport;
