@@ -9,7 +9,7 @@ import { DataType, GraphBuilder, type Model } from '../../src/ir/index.js';
 import type { TensorData } from '../../src/ir/dtype.js';
 import { loadModel } from '../../src/onnx/index.js';
 import { createRunner } from '../../src/runtime/index.js';
-import { quantizeDynamic, type DynamicOptions } from '../../src/passes/quantize/dynamic.js';
+import { quantizeDynamic, quantizeRows, type DynamicOptions } from '../../src/passes/quantize/dynamic.js';
 import { dequantizeWeight, quantizeWeight } from '../../src/passes/quantize/dynamic-weights.js';
 import { rng } from '../helpers/random.js';
 import { randomArray, randomFloats } from './models.js';
@@ -241,4 +241,46 @@ describe('quantizeDynamic', () => {
     expect(old.report.quantized).toEqual([]);
     expect(old.report.notes.join(' ')).toContain('opset 10');
   });
+});
+
+describe('quantizeDynamic: embedding Gather', () => {
+  it('quantizeRows: int8 symmetric, one scale per row (max|row|/127) or per table, round half to even', () => {
+    // Row 1's max is 127 * 2^-4, so 62.5 * 2^-4 is an exact tie (-> 62).
+    const w = Float32Array.from([1.27, -0.635, 0.01, 7.9375, 3.90625, 0, 0, 0, 0]);
+    const perRow = quantizeRows(w, 3, 3, true);
+    expect(Array.from(perRow.scales)).toEqual([0.01, 0.0625, 1].map(Math.fround));
+    expect(Array.from(perRow.data)).toEqual([127, -64, 1, 127, 62, 0, 0, 0, 0]);
+    const perTable = quantizeRows(w, 3, 3, false);
+    expect(Array.from(perTable.scales)).toEqual([0.0625]);
+    expect(Array.from(perTable.data)).toEqual([20, -10, 0, 127, 62, 0, 0, 0, 0]);
+  });
+
+  for (const perChannel of [true, false]) {
+    it(`${perChannel ? 'per-row' : 'per-table'} scales: onnxruntime returns exactly the dequantized rows, within half a step of the float table`, async () => {
+      const [rows, cols] = [50, 8];
+      const table = randomFloats(rows * cols, 31, 0.3);
+      for (let c = 0; c < cols; c++) table[3 * cols + c]! *= 20; // one row far larger than the rest
+      const b = new GraphBuilder({ opset: 17 });
+      const ids = b.input('ids', DataType.INT64, ['N', 5]);
+      // A Gather on a shape (not an embedding) is left alone and not reported.
+      const shape = b.node('Shape', [ids], {}, { name: 'shape' });
+      const len = b.node('Gather', [shape, b.initializer('one', DataType.INT64, [], BigInt64Array.of(1n))], { axis: 0 }, { name: 'seq_len' });
+      b.output(len, DataType.INT64, []);
+      b.output(b.node('Gather', [b.initializer('embedding', DataType.FLOAT, [rows, cols], table), ids], { axis: 0 }, { name: 'embed' }), DataType.FLOAT, ['N', 5, cols]);
+      const fp32 = b.build();
+      const { model, report } = quantizeDynamic(fp32, { perChannel });
+      expect(report.quantized.map((q) => [q.node, q.opType, q.shape])).toEqual([['embed', 'Gather', [rows, cols]]]);
+      expect(report.keptFloat).toEqual([]);
+      expect(model.graph.initializers.map((t) => t.name)).not.toContain('embedding');
+      const idList = [3, 0, 49, 7, 3, 12, 25, 1, 2, 48];
+      const out = (await run(model, { ids: { dtype: DataType.INT64, dims: [2, 5], data: BigInt64Array.from(idList, BigInt) } }))[fp32.graph.outputs[1]!.name]!;
+      const q = quantizeRows(table, rows, cols, perChannel);
+      const expected = idList.flatMap((r) => Array.from({ length: cols }, (_, c) => Math.fround(q.data[r * cols + c]! * q.scales[perChannel ? r : 0]!)));
+      expect(Array.from(out.data as Float32Array)).toEqual(expected);
+      idList.forEach((r, i) => {
+        const step = q.scales[perChannel ? r : 0]!;
+        for (let c = 0; c < cols; c++) expect(Math.abs((out.data as Float32Array)[i * cols + c]! - table[r * cols + c]!)).toBeLessThanOrEqual(step / 2 + 1e-6);
+      });
+    });
+  }
 });

@@ -12,6 +12,10 @@
  * Emitting standard ops (instead of the contrib op directly) keeps the model valid ONNX for other
  * runtimes at no cost on onnxruntime.
  *
+ * An embedding Gather (rows of a constant float [rows, cols] table) reads an int8 table with one
+ * scale per row (Gather -> Cast -> Mul by the gathered row scales) or per table (Gather ->
+ * DequantizeLinear): standard ops, 4x smaller table, as quantize_dynamic does for Gather.
+ *
  * LSTM has no standard integer form: like onnxruntime's quantize_dynamic, an LSTM with constant
  * W and R becomes com.microsoft DynamicQuantizeLSTM (W and R int8 per gate row, stored transposed
  * as [directions, input, 4*hidden]); the model then runs on onnxruntime only, which the report
@@ -19,15 +23,16 @@
  * has no fused float epilogue in onnxruntime's CPU provider (its im2col path is slower than the
  * float Conv), and GRU/RNN/attention have no integer kernels there.
  * Works on a clone; the input model is never mutated.
- * Imports: the IR, errors, ./dynamic-weights.js and ./fp16.js (weight-size helper only).
+ * Imports: the IR, errors, ./dynamic-weights.js, ./quant-math.js (rounding) and ./fp16.js (weight-size helper only).
  */
 import { DataType, Graph, Tensor, type Model, type Node, type Value, isTensorType, visitGraphs } from '../../ir/index.js';
 import { UsageError } from '../../errors.js';
 import { quantizeWeight, type QuantizedWeight, type WeightType } from './dynamic-weights.js';
 import { modelWeightBytes } from './fp16.js';
+import { roundHalfEven } from './quant-math.js';
 
 export interface DynamicOptions {
-  /** Op types to quantize; default ['MatMul', 'Gemm', 'LSTM'] (the ones this mode supports). */
+  /** Op types to quantize; default ['MatMul', 'Gemm', 'LSTM', 'Gather'] (the ones this mode supports). */
   opTypes?: string[];
   /** Op types to leave in float32 even if listed in opTypes. */
   excludeOpTypes?: string[];
@@ -69,8 +74,8 @@ export interface DynamicReport {
   notes: string[];
 }
 
-const SUPPORTED = new Set(['MatMul', 'Gemm', 'LSTM']);
-const DEFAULT_OP_TYPES = ['MatMul', 'Gemm', 'LSTM'];
+const SUPPORTED = new Set(['MatMul', 'Gemm', 'LSTM', 'Gather']);
+const DEFAULT_OP_TYPES = ['MatMul', 'Gemm', 'LSTM', 'Gather'];
 const MS_DOMAIN = 'com.microsoft';
 /** onnxruntime's DynamicQuantizeLSTM rejects per-row uint8 zero points ("must be constant"). */
 const UINT8_PER_CHANNEL_LSTM = 'uint8 weights per channel: DynamicQuantizeLSTM needs one zero point per direction (use int8 or per-tensor)';
@@ -148,6 +153,7 @@ export function quantizeDynamic(model: Model, options: DynamicOptions = {}): { m
   // ---- plan ------------------------------------------------------------------------------------
   const plans: Plan[] = [];
   const lstmPlans: LstmPlan[] = [];
+  const gatherPlans: GatherPlan[] = [];
   visitGraphs(out.graph, (graph) => {
     for (const node of graph.nodes) {
       if (!isDefaultDomain(node)) continue;
@@ -156,12 +162,20 @@ export function quantizeDynamic(model: Model, options: DynamicOptions = {}): { m
         continue;
       }
       if (!SUPPORTED.has(node.opType)) continue;
+      // Gathers on shapes and indices are everywhere; only an embedding table is worth a line.
+      const gather = node.opType === 'Gather' ? planGather(node) : undefined;
+      if (gather === null) continue;
       if (!opTypes.has(node.opType)) {
         keep(node, 'op type excluded');
         continue;
       }
       if (excluded.has(node.name)) {
         keep(node, 'node excluded');
+        continue;
+      }
+      if (gather !== undefined) {
+        if (typeof gather === 'string') keep(node, gather);
+        else gatherPlans.push(gather);
         continue;
       }
       if (node.opType === 'LSTM') {
@@ -322,11 +336,38 @@ export function quantizeDynamic(model: Model, options: DynamicOptions = {}): { m
     );
   }
 
+  for (const p of gatherPlans) {
+    const { node, table } = p;
+    const graph = node.graph;
+    const base = label(node);
+    const [rows, cols] = table.dims as [number, number];
+    const q = quantizeRows(table.data as Float32Array, rows, cols, perChannel);
+    const home = p.data.graph;
+    const qv = home.addInitializer(Tensor.fromData(names.value(`${p.data.name}_quantized`), { dtype: DataType.INT8, dims: [rows, cols], data: q.data }));
+    const indices = node.inputs[1]!;
+    const gathered = graph.insertBefore(node, { opType: 'Gather', name: names.node(`${base}_int8`), inputs: [qv, indices], outputs: [names.value(`${base}_int8`)], attributes: { axis: 0 } });
+    let result: Value;
+    if (perChannel) {
+      // Row scales [rows, 1], gathered with the rows: [..., 1] broadcasts over each row.
+      const sv = home.addInitializer(Tensor.fromData(names.value(`${p.data.name}_row_scale`), { dtype: DataType.FLOAT, dims: [rows, 1], data: q.scales }));
+      const scales = graph.insertBefore(node, { opType: 'Gather', name: names.node(`${base}_row_scale`), inputs: [sv, indices], outputs: [names.value(`${base}_row_scale`)], attributes: { axis: 0 } });
+      const cast = graph.insertBefore(node, { opType: 'Cast', name: names.node(`${base}_Cast`), inputs: [gathered.outputs[0]!], outputs: [names.value(`${base}_int8_float`)], attributes: { to: DataType.FLOAT } });
+      result = graph.insertBefore(node, { opType: 'Mul', name: names.node(`${base}_scale_Mul`), inputs: [cast.outputs[0]!, scales.outputs[0]!], outputs: [names.value(`${base}_dequantized`)] }).outputs[0]!;
+    } else {
+      const sv = home.addInitializer(Tensor.fromData(names.value(`${p.data.name}_scale`), { dtype: DataType.FLOAT, dims: [], data: q.scales }));
+      result = graph.insertBefore(node, { opType: 'DequantizeLinear', name: names.node(`${base}_DequantizeLinear`), inputs: [gathered.outputs[0]!, sv], outputs: [names.value(`${base}_dequantized`)] }).outputs[0]!;
+    }
+    replaceNode(graph, node, result);
+    oldWeights.add(p.data);
+    report.quantized.push({ node: base, opType: 'Gather', weight: p.data.name, shape: [rows, cols], perChannel, bias: false });
+    report.quantizedByOpType.Gather = (report.quantizedByOpType.Gather ?? 0) + 1;
+  }
+
   // Float weights nobody reads any more.
   for (const v of oldWeights) dropIfUnused(v);
   visitGraphs(out.graph, (g) => g.topologicalSort());
   report.weightBytesAfter = modelWeightBytes(out);
-  if (report.quantized.length === 0) report.notes.push('No MatMul/Gemm with a constant 2-D float weight (or LSTM with constant weights) was found: the model is unchanged.');
+  if (report.quantized.length === 0) report.notes.push('No MatMul/Gemm with a constant 2-D float weight, LSTM with constant weights or embedding Gather was found: the model is unchanged.');
   if (weightType === 'int8' && !reduceRange) {
     report.notes.push(
       'int8 weights use u8s8 kernels: on x86 CPUs without VNNI (AVX2 only) their int16 intermediate can saturate; if accuracy drops there, use 7-bit weights (--reduce-range, option reduceRange).',
@@ -336,6 +377,44 @@ export function quantizeDynamic(model: Model, options: DynamicOptions = {}): { m
 }
 
 // ---- planning helpers ----------------------------------------------------------------------------
+
+interface GatherPlan {
+  node: Node;
+  data: Value;
+  table: Tensor;
+}
+
+/**
+ * A Gather reading rows of a constant float [rows, cols] table (an embedding): the plan, or why it
+ * stays float; null for every other Gather (shapes, indices), which is not worth reporting.
+ */
+function planGather(node: Node): GatherPlan | string | null {
+  const [data, indices] = node.inputs;
+  const table = floatConstant(data);
+  if (!data || !indices || !table || table.dims.length !== 2) return null;
+  if (indices.constantTensor()) return 'indices are constant (fold constants first)';
+  if (node.getInt('axis', 0) !== 0) return `axis ${node.getInt('axis', 0)}: only row lookups (axis 0) are quantized`;
+  return { node, data, table };
+}
+
+/**
+ * Embedding rows as int8 symmetric: one scale per row (perRow) or one for the table, [-127, 127]
+ * (no integer kernel reads them, so no saturation concern), round half to even.
+ */
+export function quantizeRows(w: Float32Array, rows: number, cols: number, perRow: boolean): { data: Int8Array; scales: Float32Array } {
+  const scales = new Float32Array(perRow ? rows : 1);
+  const data = new Int8Array(rows * cols);
+  let tableMax = 0;
+  if (!perRow) for (let i = 0; i < w.length; i++) tableMax = Math.max(tableMax, Math.abs(w[i]!));
+  for (let r = 0; r < rows; r++) {
+    let max = tableMax;
+    if (perRow) for (let c = 0; c < cols; c++) max = Math.max(max, Math.abs(w[r * cols + c]!));
+    const scale = max > 0 && Number.isFinite(max) ? Math.fround(max / 127) : 1;
+    scales[perRow ? r : 0] = scale;
+    for (let c = 0; c < cols; c++) data[r * cols + c] = Math.max(-127, Math.min(127, roundHalfEven(w[r * cols + c]! / scale)));
+  }
+  return { data, scales };
+}
 
 interface LstmPlan {
   node: Node;
