@@ -240,7 +240,8 @@ async function quantizeAction(modelPath: string, flags: QuantizeFlags): Promise<
       await rm(target, { force: true });
       throw error;
     }
-    const keptFloat = flags.mode === 'int8' ? (passReport as import('../passes/quantize/index.js').Int8Report).qdq.skipped : undefined;
+    const qdqReport = flags.mode === 'int8' ? (passReport as import('../passes/quantize/index.js').Int8Report).qdq : undefined;
+    const keptFloat = qdqReport ? [...qdqReport.skipped, ...qdqReport.floatCompute.map((f) => ({ ...f, weightsDequantized: true }))] : undefined;
     const fusion = flags.mode === 'fp16' ? undefined : await q.checkFusion(target, { runner: runnerOptions, reference: written, keptFloat });
     const document = {
       schemaVersion: QUANTIZE_JSON_SCHEMA_VERSION,
@@ -310,6 +311,7 @@ async function renderSummary(doc: SummaryDocument): Promise<string> {
       table.push(['input channels padded', rep.qdq.paddedConvs.map((c) => `${c.node}: ${c.from} -> ${c.to} (fast int8 conv kernel)`).join('\n')]);
     }
     if (rep.qdq.skipped.length) table.push(['left in FP32', rep.qdq.skipped.map((s) => `${s.node} (${s.reason})`).join('\n')]);
+    if (rep.qdq.floatCompute.length) table.push(['float between int8', rep.qdq.floatCompute.map((s) => `${s.node} (${s.reason})`).join('\n')]);
   } else if (doc.mode === 'int8-dynamic') {
     const qb = (r['quantizedByOpType'] ?? {}) as Record<string, number>;
     table.push(['nodes quantized', Object.entries(qb).map(([k, v]) => `${k} ${v}`).join(', ') || 'none']);

@@ -143,6 +143,47 @@ describe('QDQ numerics vs float64 reference', () => {
     expectClose(fused, fp32, 0.02);
   });
 
+  it('ConvTranspose (2x2, stride 2): weights per output channel on axis 1, bias int32; runs float between int8 tensors', async () => {
+    const xd = [2, 3, 3, 3];
+    const wd = [3, 2, 2, 2]; // [Cin, Cout, kh, kw]
+    const x = randomFloats(54, 21);
+    const w = randomFloats(24, 22);
+    for (let i = 0; i < 24; i++) if (Math.floor(i / 4) % 2 === 1) w[i]! *= 0.02; // output channel 1 is 50x smaller
+    const bias = Float32Array.of(0.1, -0.05);
+    const b = new GraphBuilder({ opset: 13 });
+    const xv = b.input('x', DataType.FLOAT, xd);
+    const y = b.node('ConvTranspose', [xv, b.initializer('w', DataType.FLOAT, wd, w), b.initializer('b', DataType.FLOAT, [2], bias)], { strides: [2, 2] }, { name: 'up' });
+    const out = b.node('Sigmoid', [y], {}, { name: 'sig' });
+    b.output(out, DataType.FLOAT, [2, 2, 6, 6]);
+    const model = b.build();
+    // Non-overlapping 2x2 windows: y[n, o, 2i+a, 2j+c] = sum_ci x[n, ci, i, j] w[ci, o, a, c] + b[o].
+    const convT = (xs: ArrayLike<number>, ws: ArrayLike<number>, bs: ArrayLike<number>): Float64Array => {
+      const outp = new Float64Array(2 * 2 * 36);
+      for (let n = 0; n < 2; n++) for (let o = 0; o < 2; o++) for (let i = 0; i < 3; i++) for (let j = 0; j < 3; j++) for (let a = 0; a < 2; a++) for (let c = 0; c < 2; c++) {
+        let v = bs[o]!;
+        for (let ci = 0; ci < 3; ci++) v += xs[((n * 3 + ci) * 3 + i) * 3 + j]! * ws[((ci * 2 + o) * 2 + a) * 2 + c]!;
+        outp[((n * 2 + o) * 6 + 2 * i + a) * 6 + 2 * j + c] = v;
+      }
+      return outp;
+    };
+    const fp = convT(x, w, bias);
+    const xr: Range = { min: -1, max: 1 };
+    const yr = rangeOf(fp);
+    const q = quantizeQdq(model, { ranges: new Map([['x', xr], [y.name, yr]]), excludeOpTypes: ['Sigmoid'] });
+    expect(q.report.byOpType).toEqual({ ConvTranspose: 1 });
+    expect(q.report.floatCompute.map((f) => f.node)).toEqual(['up']);
+    expect(dqAxes(q.model)).toEqual([{ axis: 1, scaleLength: 2 }]);
+    const px = u8(xr);
+    const pw = fqWeight(w, wd, 1);
+    const py = u8(yr);
+    const ref = Float64Array.from(fq(convT(fq(x, px), pw.values, fqBias(bias, px.scale, pw.scales)), py), (v) => 1 / (1 + Math.exp(-v)));
+    const { plain, fused } = await runBoth(q.model, { x }, { x: xd });
+    expectClose(plain, ref, 1e-5);
+    expectClose(fused, ref, py.scale * 0.25 + 1e-5);
+    // Output channel 1 keeps its precision (per-channel scales): close to FP32 everywhere.
+    expectClose(fused, Float64Array.from(fp, (v) => 1 / (1 + Math.exp(-v))), 0.01);
+  });
+
   it('per-tensor Conv on request uses one weight scale', () => {
     const b = new GraphBuilder({ opset: 13 });
     const xv = b.input('x', DataType.FLOAT, [1, 2, 4, 4]);

@@ -80,7 +80,15 @@ export interface FusionCheckOptions {
   /** The QDQ model the file was written from (names and reasons); default: read the file. */
   reference?: Model;
   /** Nodes the quantizer kept float on purpose, with its reason (QdqReport.skipped). */
-  keptFloat?: readonly { node: string; reason: string }[];
+  keptFloat?: readonly KeptFloatNode[];
+}
+
+/** A float op the quantizer chose (not onnxruntime's fusion failing), with the reason. */
+export interface KeptFloatNode {
+  node: string;
+  reason: string;
+  /** It reads dequantized int8 weights on purpose (no integer kernel exists for it). */
+  weightsDequantized?: boolean;
 }
 
 /**
@@ -110,8 +118,8 @@ export async function checkFusion(model: Model | string, options: FusionCheckOpt
 }
 
 /** The analysis on an already optimized graph (exported for tests). */
-export function analyzeOptimized(optimized: Model, reference?: Model, keptFloatNodes: readonly { node: string; reason: string }[] = []): FusionReport {
-  const chosen = new Map(keptFloatNodes.map((k) => [k.node, k.reason]));
+export function analyzeOptimized(optimized: Model, reference?: Model, keptFloatNodes: readonly KeptFloatNode[] = []): FusionReport {
+  const chosen = new Map(keptFloatNodes.map((k) => [k.node, k]));
   const g = optimized.graph;
   const integerKernels: Record<string, number> = {};
   const eightBit: Record<string, number> = {};
@@ -148,7 +156,7 @@ export function analyzeOptimized(optimized: Model, reference?: Model, keptFloatN
     // Kept float by choice, and only activations dequantized (a DQ of a weight costs every run).
     const choice = chosen.get(name);
     const activationsOnly = node.inputs.every((v) => v?.producer?.opType !== 'DequantizeLinear' || !g.constantTensor(v.producer.inputs[0]!));
-    if (choice !== undefined && activationsOnly) keptFloat.push({ node: name, opType: node.opType, dequantizedInputs: dqInputs, reason: choice });
+    if (choice !== undefined && (activationsOnly || choice.weightsDequantized)) keptFloat.push({ node: name, opType: node.opType, dequantizedInputs: dqInputs, reason: choice.reason });
     else unfused.push({ node: name, opType: node.opType, dequantizedInputs: dqInputs, reason: explain(node, reference) });
   }
   const boundary = keptFloat.length > 0 ? ` (${keptFloat.length} op(s) kept float by choice read int8 data)` : '';

@@ -138,6 +138,8 @@ export interface QdqReport {
   qdqNodesAdded: number;
   /** Convs whose input channels were padded for onnxruntime's fast int8 kernel. */
   paddedConvs: PaddedConv[];
+  /** Quantized at their boundaries but computing in float (no integer kernel), with the reason. */
+  floatCompute: SkippedNode[];
 }
 
 const isDefaultDomain = (n: Node): boolean => n.domain === '' || n.domain === 'ai.onnx';
@@ -409,6 +411,7 @@ export function applyQdq(model: Model, plan: QdqPlan, options: ApplyOptions): Qd
     biasSaturated: 0,
     qdqNodesAdded: 0,
     paddedConvs: [],
+    floatCompute: [],
   };
   const nodeNames = new Set(graph.allNodes().map((n) => n.name));
   const nodeName = (base: string): string => {
@@ -565,6 +568,7 @@ export function applyQdq(model: Model, plan: QdqPlan, options: ApplyOptions): Qd
       absorbed: np.absorbed?.name,
     });
     report.byOpType[node.opType] = (report.byOpType[node.opType] ?? 0) + 1;
+    if (np.handler.floatCompute) report.floatCompute.push({ node: node.name, opType: node.opType, reason: np.handler.floatCompute });
   }
 
   if (options.padChannels !== false) {
