@@ -1,0 +1,114 @@
+#!/usr/bin/env node
+// Static INT8 on two shapes of model the CNN benchmarks do not cover, built with GraphBuilder and
+// seeded weights; 16 random calibration samples; timed with the benchmark library (batch 1,
+// 1 thread, interleaved bursts, median of paired ratios), SQNR of the outputs vs FP32:
+//   unet     3x64x64 -> conv 32 -> conv 64 /2 -> conv 64 -> ConvTranspose 2x2 /2 -> skip Add -> 1x1
+//            conv to 4 channels. Variants: default; ConvTranspose excluded (its float output keeps
+//            the skip Add float too).
+//   encoder  2 pre-LN transformer layers (d=64, 4 heads, T=16, FFN 256 with erf GELU), mean pool,
+//            classifier 10. Variants: static INT8 (default; the report advises dynamic); int8-dynamic.
+//   npm run build && node bench/quantize-unet-encoder.mjs unet|encoder [iterations=200]
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const dist = (p) => new URL(`../dist/${p}`, import.meta.url).href;
+const { DataType, GraphBuilder } = await import(dist('ir/index.js'));
+const { saveModel } = await import(dist('onnx/index.js'));
+const { createRunner } = await import(dist('runtime/index.js'));
+const { quantizeInt8 } = await import(dist('passes/quantize/index.js'));
+const { quantizeDynamic } = await import(dist('passes/quantize/dynamic.js'));
+const { benchmark } = await import(dist('bench/index.js'));
+const { agreement } = await import(dist('metrics/index.js'));
+const { seededRandom } = await import(dist('util/random.js'));
+
+const arch = process.argv[2] ?? 'unet';
+const iterations = Number(process.argv[3] ?? 200);
+const r = seededRandom(1);
+const floats = (n, scale, offset = 0) => Float32Array.from({ length: n }, () => (r() * 2 - 1) * scale + offset);
+
+function unet() {
+  const b = new GraphBuilder({ opset: 17 });
+  const w = (name, dims, scale) => b.initializer(name, DataType.FLOAT, dims, floats(dims.reduce((a, c) => a * c, 1), scale));
+  const conv = (x, name, cin, cout, k, stride) =>
+    b.node('Relu', [b.node('Conv', [x, w(`${name}.w`, [cout, cin, k, k], Math.sqrt(3 / (cin * k * k))), w(`${name}.b`, [cout], 0.1)], { pads: Array(4).fill((k - 1) / 2), strides: [stride, stride] }, { name })]);
+  const x = b.input('input', DataType.FLOAT, ['N', 3, 64, 64]);
+  const e = conv(x, 'enc1', 3, 32, 3, 1);
+  const d = conv(conv(e, 'down', 32, 64, 3, 2), 'mid', 64, 64, 3, 1);
+  const u = b.node('Relu', [b.node('ConvTranspose', [d, w('up.w', [64, 32, 2, 2], 0.2), w('up.b', [32], 0.1)], { strides: [2, 2] }, { name: 'up' })]);
+  const y = b.node('Conv', [b.node('Add', [u, e], {}, { name: 'skip' }), w('head.w', [4, 32, 1, 1], 0.3), w('head.b', [4], 0.1)], {}, { name: 'head' });
+  b.output(y, DataType.FLOAT, ['N', 4, 64, 64]);
+  return { model: b.build(), dims: [3, 64, 64] };
+}
+
+function encoder() {
+  const [T, D, F, H] = [16, 64, 256, 4];
+  const b = new GraphBuilder({ opset: 17 });
+  const w = (name, dims, scale, offset = 0) => b.initializer(name, DataType.FLOAT, dims, floats(dims.reduce((a, c) => a * c, 1), scale, offset));
+  const c = (name, v) => b.initializer(name, DataType.FLOAT, [], Float32Array.of(v));
+  const shape = (name, dims) => b.initializer(name, DataType.INT64, [dims.length], BigInt64Array.from(dims, BigInt));
+  const linear = (x, name, k, n) => b.node('Add', [b.node('MatMul', [x, w(`${name}.w`, [k, n], Math.sqrt(3 / k))], {}, { name }), w(`${name}.b`, [n], 0.02)]);
+  let x = b.input('input', DataType.FLOAT, ['N', T, D]);
+  for (let l = 0; l < 2; l++) {
+    const p = `l${l}.`;
+    const ln = b.node('LayerNormalization', [x, w(`${p}ln1.g`, [D], 0.1, 1), w(`${p}ln1.b`, [D], 0.1)], { axis: -1 });
+    const heads = (name, perm) => b.node('Transpose', [b.node('Reshape', [linear(ln, `${p}${name}`, D, D), shape(`${p}${name}.split`, [0, T, H, D / H])])], { perm });
+    const q = heads('q', [0, 2, 1, 3]);
+    const k = heads('k', [0, 2, 3, 1]);
+    const v = heads('v', [0, 2, 1, 3]);
+    const att = b.node('Softmax', [b.node('Mul', [b.node('MatMul', [q, k]), c(`${p}scale`, 1 / Math.sqrt(D / H))])], { axis: -1 });
+    const mixed = b.node('Reshape', [b.node('Transpose', [b.node('MatMul', [att, v])], { perm: [0, 2, 1, 3] }), shape(`${p}merge`, [0, T, D])]);
+    x = b.node('Add', [x, linear(mixed, `${p}o`, D, D)]);
+    const ln2 = b.node('LayerNormalization', [x, w(`${p}ln2.g`, [D], 0.1, 1), w(`${p}ln2.b`, [D], 0.1)], { axis: -1 });
+    const h = linear(ln2, `${p}fc1`, D, F);
+    const gelu = b.node('Mul', [b.node('Mul', [h, b.node('Add', [b.node('Erf', [b.node('Div', [h, c(`${p}sqrt2`, Math.SQRT2)])]), c(`${p}one`, 1)])]), c(`${p}half`, 0.5)]);
+    x = b.node('Add', [x, linear(gelu, `${p}fc2`, F, D)]);
+  }
+  const pooled = b.node('ReduceMean', [x], { axes: [1], keepdims: 0 });
+  const [logits] = b.node('Gemm', [pooled, w('cls.w', [10, D], 0.2), w('cls.b', [10], 0.02)], { transB: 1 }, { outputs: ['logits'] });
+  b.output(logits, DataType.FLOAT, ['N', 10]);
+  return { model: b.build(), dims: [T, D] };
+}
+
+const builders = { unet, encoder };
+if (!builders[arch]) {
+  console.error(`unknown architecture '${arch}' (${Object.keys(builders).join(', ')})`);
+  process.exit(2);
+}
+const { model, dims } = builders[arch]();
+const count = 16;
+const sample = dims.reduce((a, c) => a * c, 1);
+const calibration = { count, inputs: { input: { dtype: DataType.FLOAT, dims: [count, ...dims], data: floats(count * sample, 1) } }, source: 'random', notes: [] };
+const variants = { 'fp32.onnx': model };
+if (arch === 'unet') {
+  variants['int8.onnx'] = (await quantizeInt8(model, { calibration })).model;
+  variants['int8-no-convtranspose.onnx'] = (await quantizeInt8(model, { calibration, excludeOpTypes: ['ConvTranspose'] })).model;
+} else {
+  const { model: q, report } = await quantizeInt8(model, { calibration });
+  console.log(`static INT8 note: ${report.notes.join(' ').slice(0, 120)}...`);
+  variants['int8.onnx'] = q;
+  variants['int8-dynamic.onnx'] = quantizeDynamic(model).model;
+}
+
+const dir = mkdtempSync(join(tmpdir(), 'quantize-unet-encoder-'));
+try {
+  const feeds = { input: { dtype: DataType.FLOAT, dims: [count, ...dims], data: calibration.inputs.input.data } };
+  const outputs = {};
+  for (const [name, m] of Object.entries(variants)) {
+    await saveModel(m, join(dir, name));
+    const runner = await createRunner(m, { intraOpThreads: 1 });
+    outputs[name] = Object.values(await runner.run(feeds))[0].data;
+    await runner.release();
+  }
+  const names = Object.keys(variants);
+  const result = await benchmark({ baseline: join(dir, names[0]), candidates: names.slice(1).map((n) => join(dir, n)), batchSizes: [1], threads: 1, iterations, measureMemory: false });
+  console.log(`${arch}: batch 1, 1 thread, ${iterations} interleaved runs per model`);
+  for (const m of result.models) {
+    const point = m.latency[0];
+    const s = point.speedup;
+    const sq = m.role === 'baseline' ? '' : `, SQNR ${agreement(outputs[names[0]], outputs[m.label]).sqnrDb.toFixed(1)} dB`;
+    console.log(`  ${m.label.padEnd(28)} ${point.stats.p50.toFixed(3)} ms p50${s ? `, ${s.estimate.toFixed(2)}x [${s.low.toFixed(2)}, ${s.high.toFixed(2)}]` : ''}${sq}`);
+  }
+} finally {
+  rmSync(dir, { recursive: true, force: true });
+}
