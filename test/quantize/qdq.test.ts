@@ -7,6 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { DataType, GraphBuilder, type Model } from '../../src/ir/index.js';
 import { createRunner } from '../../src/runtime/index.js';
 import { quantizeQdq, type QdqOptions } from '../../src/passes/quantize/qdq.js';
+import { checkFusion } from '../../src/passes/quantize/fusion-check.js';
 import { activationParams, fakeQuantize, type QuantParams } from '../../src/passes/quantize/quant-math.js';
 import type { Range } from '../../src/passes/quantize/calibrate.js';
 import { randomFloats } from './models.js';
@@ -182,6 +183,38 @@ describe('QDQ numerics vs float64 reference', () => {
     expectClose(fused, ref, py.scale * 0.25 + 1e-5);
     // Output channel 1 keeps its precision (per-channel scales): close to FP32 everywhere.
     expectClose(fused, Float64Array.from(fp, (v) => 1 / (1 + Math.exp(-v))), 0.01);
+  });
+
+  it('Split: every piece keeps the input parameters, so onnxruntime splits 8-bit data (within one step of the float64 reference)', async () => {
+    const b = new GraphBuilder({ opset: 13 });
+    const xv = b.input('x', DataType.FLOAT, [1, 2, 4, 4]);
+    const r = b.node('Relu', [b.node('Conv', [xv, b.initializer('w', DataType.FLOAT, [4, 2, 1, 1], randomFloats(8, 41))], {}, { name: 'conv' })], {}, { name: 'relu' });
+    const pieces = b.node('Split', [r, b.initializer('sizes', DataType.INT64, [2], BigInt64Array.of(1n, 3n))], { axis: 1 }, { name: 'split', outputs: ['p0', 'p1'] }) as unknown as [typeof r, typeof r];
+    const cat = b.node('Concat', [b.node('Conv', [pieces[0], b.initializer('wa', DataType.FLOAT, [2, 1, 1, 1], randomFloats(2, 42))], {}, { name: 'ca' }), b.node('Conv', [pieces[1], b.initializer('wb', DataType.FLOAT, [2, 3, 1, 1], randomFloats(6, 43))], {}, { name: 'cb' })], { axis: 1 }, { name: 'cat' });
+    b.output(cat, DataType.FLOAT, [1, 4, 4, 4]);
+    b.output(pieces[1], DataType.FLOAT, [1, 3, 4, 4]);
+    const model = b.build();
+    const x = randomFloats(32, 44);
+    const ranges = new Map<string, Range>([['x', { min: -1, max: 1 }], [r.name, { min: 0, max: 1.5 }], ['ca_output', { min: -1, max: 1 }], ['cb_output', { min: -1, max: 1 }], [cat.name, { min: -1, max: 1 }]]);
+    for (const n of model.graph.nodes) for (const o of n.outputs) if (!ranges.has(o.name)) ranges.set(o.name, { min: -2, max: 2 });
+    const q = quantizeQdq(model, { ranges });
+    expect(q.report.byOpType.Split).toBe(1);
+    // The Q after each piece uses the Relu output's scale and zero point (the same initializers).
+    const qAfter = (name: string) => q.model.graph.nodes.find((n) => n.opType === 'QuantizeLinear' && n.inputs[0]!.name.startsWith(name))!;
+    const reluQ = qAfter(r.name);
+    for (const piece of ['p0', 'p1']) expect([qAfter(piece).inputs[1], qAfter(piece).inputs[2]]).toEqual([reluQ.inputs[1], reluQ.inputs[2]]);
+    const fusion = await checkFusion(q.model);
+    expect(fusion.unfused).toEqual([]);
+    expect(fusion.eightBitDataMovement.Split).toBe(1);
+    // The second graph output is the piece itself: quantized once (at the Relu), split unchanged.
+    const runner = await createRunner(q.model, { intraOpThreads: 1 });
+    const out = await runner.run({ x: { dtype: DataType.FLOAT, dims: [1, 2, 4, 4], data: x } });
+    await runner.release();
+    const pr = u8({ min: 0, max: 1.5 });
+    const px = u8({ min: -1, max: 1 });
+    const w = fqWeight(randomFloats(8, 41), [4, 2, 1, 1], 0);
+    const relu = fq(conv2d(fq(x, px), [1, 2, 4, 4], w.values, [4, 2, 1, 1], null, 0).map((v) => Math.max(0, v)), pr);
+    expectClose(out['p1']!.data as Float32Array, relu.subarray(16), pr.scale + 1e-6);
   });
 
   it('per-tensor Conv on request uses one weight scale', () => {

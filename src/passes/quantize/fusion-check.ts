@@ -180,13 +180,13 @@ export function analyzeOptimized(optimized: Model, reference?: Model, keptFloatN
   };
 }
 
-/** Why onnxruntime left `node` unfused, judged from the QDQ model it came from. */
 /** The QDQ-model node an optimized node came from (onnxruntime keeps names, adding suffixes). */
 function sourceOf(name: string, reference?: Model): Node | undefined {
   if (!reference) return undefined;
   return reference.graph.nodes.find((n) => n.name !== '' && (n.name === name || name.startsWith(`${n.name}_token`) || name.startsWith(`${n.name}/`)));
 }
 
+/** Why onnxruntime left `node` unfused, judged from the QDQ model it came from. */
 function explain(node: Node, reference?: Model): string {
   const original = sourceOf(node.name, reference);
   const op = original?.opType ?? node.opType;
@@ -194,7 +194,7 @@ function explain(node: Node, reference?: Model): string {
     return QDQ_HANDLERS.has(op) ? `onnxruntime did not fuse this ${op} (node not found in the QDQ model to tell why)` : `onnxruntime has no integer kernel for ${op}; it runs in float between DequantizeLinear and QuantizeLinear`;
   }
   if (!QDQ_HANDLERS.has(op) && !ABSORBABLE_ACTIVATIONS.has(op)) {
-    return `onnxruntime has no QDQ fusion for ${op}: it runs in float on dequantized data (exclude its neighbours or accept the cost)`;
+    return `${op} is not in model-opt's QDQ table, so it runs in float on dequantized data (exclude its neighbours or accept the cost)`;
   }
   const floatInput = original.inputs.find((v, i) => v && v.producer?.opType !== 'DequantizeLinear' && !(op === 'Gemm' && i === 2) && !(op === 'Conv' && i === 2) && !isShapeLike(op, i));
   if (floatInput) return `input '${floatInput.name}' is float (not from a DequantizeLinear): every input of the group must be quantized`;

@@ -96,6 +96,8 @@ interface NodePlan {
   roles: InputRole[];
   /** The tensor after the node (or after its absorbed Relu/Clip); undefined when left float. */
   output?: Value;
+  /** Outputs 1.. of a multi-output passthrough op (Split), quantized like `output`. */
+  moreOutputs?: Value[];
   absorbed?: Node;
 }
 
@@ -281,6 +283,7 @@ export function planQdq(model: Model, options: QdqOptions = {}): QdqPlan {
       if (!allQuantized) continue;
     }
     plan.output = out;
+    if (handler.allOutputs) plan.moreOutputs = node.outputs.slice(1).filter((o) => o.name !== '');
   }
 
   // 3. Tensor plans: outputs first, then activation inputs (merged by value).
@@ -295,13 +298,15 @@ export function planQdq(model: Model, options: QdqOptions = {}): QdqPlan {
   };
   for (const plan of nodes) {
     if (!plan.output) continue;
-    const tp = entry(plan.output);
-    tp.producedByQuantized = true;
-    if (plan.handler.output === 'passthrough') {
-      tp.source = 'inherited';
-      tp.inheritFrom = plan.node.inputs[0]!;
-    } else tp.source = 'calibrated';
-    if (plan.absorbed) tp.clip = clipBounds(plan.absorbed, graph);
+    for (const out of [plan.output, ...(plan.moreOutputs ?? [])]) {
+      const tp = entry(out);
+      tp.producedByQuantized = true;
+      if (plan.handler.output === 'passthrough') {
+        tp.source = 'inherited';
+        tp.inheritFrom = plan.node.inputs[0]!;
+      } else tp.source = 'calibrated';
+      if (plan.absorbed) tp.clip = clipBounds(plan.absorbed, graph);
+    }
   }
   for (const plan of nodes) {
     plan.roles.forEach((role, i) => {

@@ -7,8 +7,8 @@
  *   Conv -> QLinearConv; MatMul -> QLinearMatMul (MatMulIntegerToFloat without Q); Gemm -> QGemm
  *   (output Q optional); Add/Mul -> QLinearAdd/QLinearMul; Concat -> QLinearConcat;
  *   AveragePool/GlobalAveragePool/Sigmoid/LeakyRelu/Softmax -> QLinear*; MaxPool, Reshape,
- *   Flatten, Transpose, Squeeze, Unsqueeze, Resize, ... run on 8-bit data when input and output
- *   share one scale and zero point ("drop QDQ").
+ *   Flatten, Transpose, Squeeze, Unsqueeze, Resize, Split, ... run on 8-bit data when input and
+ *   outputs share one scale and zero point ("drop QDQ"; Split: every output).
  * Adding an operator is adding a row; duplicate rows throw. Imports the IR only.
  */
 import type { Graph, Node } from '../../ir/index.js';
@@ -46,6 +46,8 @@ export interface OpHandler {
    * float (weights stay float). The reason goes to the report ("float by choice").
    */
   floatCompute?: string;
+  /** Every output is quantized like output 0 (Split: each piece keeps the input's parameters). */
+  allOutputs?: boolean;
 }
 
 const act = { role: 'activation' } as const;
@@ -122,12 +124,13 @@ const HANDLERS: OpHandler[] = [
   { opType: 'GlobalAveragePool', kernel: 'QLinearGlobalAveragePool', output: 'quantize', absorbsActivation: false, inputs: () => [act] },
   { opType: 'Sigmoid', kernel: 'QLinearSigmoid', output: 'quantize', absorbsActivation: false, inputs: () => [act] },
   { opType: 'LeakyRelu', kernel: 'QLinearLeakyRelu', output: 'quantize', absorbsActivation: false, inputs: () => [act] },
-  ...['MaxPool', 'Reshape', 'Flatten', 'Transpose', 'Squeeze', 'Unsqueeze', 'Resize'].map(
+  ...['MaxPool', 'Reshape', 'Flatten', 'Transpose', 'Squeeze', 'Unsqueeze', 'Resize', 'Split'].map(
     (opType): OpHandler => ({
       opType,
       kernel: `${opType} (8-bit)`,
       output: 'passthrough',
       absorbsActivation: false,
+      allOutputs: opType === 'Split',
       inputs: () => [act],
       check: opType === 'MaxPool' ? (node) => (node.outputs.length > 1 && node.outputs[1]!.name !== '' ? 'MaxPool indices output is used' : undefined) : undefined,
     }),

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Static INT8 on two shapes of model the CNN benchmarks do not cover, built with GraphBuilder and
+// Static INT8 on blocks the classifier benchmarks do not cover, built with GraphBuilder and
 // seeded weights; 16 random calibration samples; timed with the benchmark library (batch 1,
 // 1 thread, interleaved bursts, median of paired ratios), SQNR of the outputs vs FP32:
 //   unet     3x64x64 -> conv 32 -> conv 64 /2 -> conv 64 -> ConvTranspose 2x2 /2 -> skip Add -> 1x1
@@ -7,7 +7,11 @@
 //            the skip Add float too).
 //   encoder  2 pre-LN transformer layers (d=64, 4 heads, T=16, FFN 256 with erf GELU), mean pool,
 //            classifier 10. Variants: static INT8 (default; the report advises dynamic); int8-dynamic.
-//   npm run build && node bench/quantize-unet-encoder.mjs unet|encoder [iterations=200]
+//   c2f      YOLOv8-style C2f block: 3x32x32 -> conv 64 -> Split 32/32 -> conv 32 on one half ->
+//            Concat -> 1x1 conv 8. Variants: default; Split excluded (--exclude-op-types Split:
+//            its pieces and the ops reading them stay float). To compare with the code before
+//            Split joined the QDQ table, run this script in a checkout of that commit.
+//   npm run build && node bench/quantize-blocks.mjs unet|encoder|c2f [iterations=200]
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -70,7 +74,22 @@ function encoder() {
   return { model: b.build(), dims: [T, D] };
 }
 
-const builders = { unet, encoder };
+function c2f() {
+  const b = new GraphBuilder({ opset: 17 });
+  const w = (name, dims, scale) => b.initializer(name, DataType.FLOAT, dims, floats(dims.reduce((a, c) => a * c, 1), scale));
+  const conv = (x, name, cin, cout, k) =>
+    b.node('Relu', [b.node('Conv', [x, w(`${name}.w`, [cout, cin, k, k], Math.sqrt(3 / (cin * k * k))), w(`${name}.b`, [cout], 0.1)], { pads: Array(4).fill((k - 1) / 2) }, { name })]);
+  const x = b.input('input', DataType.FLOAT, ['N', 3, 32, 32]);
+  const h = conv(x, 'cv1', 3, 64, 3);
+  const sizes = b.initializer('split.sizes', DataType.INT64, [2], BigInt64Array.of(32n, 32n));
+  const [a, c] = b.node('Split', [h, sizes], { axis: 1 }, { name: 'split', outputs: ['split.a', 'split.b'] });
+  const m = conv(conv(c, 'm1', 32, 32, 3), 'm2', 32, 32, 3);
+  const cat = b.node('Concat', [a, c, m], { axis: 1 }, { name: 'cat' });
+  b.output(b.node('Conv', [cat, w('cv2.w', [8, 96, 1, 1], 0.2), w('cv2.b', [8], 0.1)], {}, { name: 'cv2' }), DataType.FLOAT, ['N', 8, 32, 32]);
+  return { model: b.build(), dims: [3, 32, 32] };
+}
+
+const builders = { unet, encoder, c2f };
 if (!builders[arch]) {
   console.error(`unknown architecture '${arch}' (${Object.keys(builders).join(', ')})`);
   process.exit(2);
@@ -80,9 +99,10 @@ const count = 16;
 const sample = dims.reduce((a, c) => a * c, 1);
 const calibration = { count, inputs: { input: { dtype: DataType.FLOAT, dims: [count, ...dims], data: floats(count * sample, 1) } }, source: 'random', notes: [] };
 const variants = { 'fp32.onnx': model };
-if (arch === 'unet') {
+if (arch === 'unet' || arch === 'c2f') {
+  const excluded = arch === 'unet' ? 'ConvTranspose' : 'Split';
   variants['int8.onnx'] = (await quantizeInt8(model, { calibration })).model;
-  variants['int8-no-convtranspose.onnx'] = (await quantizeInt8(model, { calibration, excludeOpTypes: ['ConvTranspose'] })).model;
+  variants[`int8-no-${excluded.toLowerCase()}.onnx`] = (await quantizeInt8(model, { calibration, excludeOpTypes: [excluded] })).model;
 } else {
   const { model: q, report } = await quantizeInt8(model, { calibration });
   console.log(`static INT8 note: ${report.notes.join(' ').slice(0, 120)}...`);
@@ -90,7 +110,7 @@ if (arch === 'unet') {
   variants['int8-dynamic.onnx'] = quantizeDynamic(model).model;
 }
 
-const dir = mkdtempSync(join(tmpdir(), 'quantize-unet-encoder-'));
+const dir = mkdtempSync(join(tmpdir(), 'quantize-blocks-'));
 try {
   const feeds = { input: { dtype: DataType.FLOAT, dims: [count, ...dims], data: calibration.inputs.input.data } };
   const outputs = {};
