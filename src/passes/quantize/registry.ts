@@ -68,7 +68,7 @@ const HANDLERS: OpHandler[] = [
   },
   {
     // Weight [Cin, Cout, k...] (group 1): output channels on axis 1. On a small U-Net
-    // (bench/quantize-unet-encoder.mjs unet) 1.48-1.56x FP32 this way, 1.25-1.32x with the
+    // (bench/quantize-blocks.mjs unet) 1.48-1.56x FP32 this way, 1.25-1.32x with the
     // ConvTranspose left out (its float output kept the skip Add float too). Float weights gain
     // nothing: onnxruntime quantizes them itself when the op sits between DQ and Q.
     opType: 'ConvTranspose',
