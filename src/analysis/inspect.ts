@@ -43,6 +43,8 @@ export interface InspectReport {
   sparsestTensors: { name: string; shape: number[]; fraction: number }[];
   runtime: { loads: boolean; loadMs?: number; error?: string } | null;
   warnings: string[];
+  /** What to try next with model-opt, judged from the op types and inputs (heuristic). */
+  suggestions: string[];
 }
 
 export interface InspectOptions {
@@ -132,7 +134,50 @@ export function describeModel(model: Model, file: string, fileBytes: number): In
     sparsestTensors: sparsest.slice(0, 5),
     runtime: null,
     warnings: [],
+    suggestions: suggest(model, histogram, file),
   };
+}
+
+const QUANTIZED_OPS = new Set([
+  'QuantizeLinear', 'DequantizeLinear', 'DynamicQuantizeLinear', 'MatMulInteger', 'ConvInteger', 'QLinearConv', 'QLinearMatMul',
+  'com.microsoft.QGemm', 'com.microsoft.DynamicQuantizeLSTM', 'com.microsoft.DynamicQuantizeMatMul', 'com.microsoft.MatMulIntegerToFloat',
+]);
+
+/**
+ * Next steps for a newcomer, from the op types (a heuristic, not a measurement): an already
+ * quantized model, recurrent or transformer-style graphs (dynamic INT8), CNNs (static INT8 with
+ * calibration data, channel pruning), MLPs (either INT8 mode), and a fixed batch dim (batchify).
+ */
+function suggest(model: Model, ops: ReadonlyMap<string, number>, file: string): string[] {
+  const count = (...types: string[]): number => types.reduce((n, t) => n + (ops.get(t) ?? 0), 0);
+  const quantized = [...ops.keys()].filter((t) => QUANTIZED_OPS.has(t));
+  if (quantized.length > 0) {
+    return [`already quantized (${quantized.join(', ')}): quantize the FP32 original instead; compare both with model-opt benchmark`];
+  }
+  const out: string[] = [];
+  const recurrent = count('LSTM', 'GRU', 'RNN');
+  const transformer = count('LayerNormalization', 'com.microsoft.Attention', 'com.microsoft.MultiHeadAttention', 'com.microsoft.SkipLayerNormalization');
+  const convs = count('Conv', 'ConvTranspose');
+  const matmuls = count('MatMul', 'Gemm');
+  if (recurrent + transformer > 0) {
+    const what = [recurrent ? `${recurrent} recurrent op(s)` : '', transformer ? 'transformer ops' : ''].filter(Boolean).join(' and ');
+    out.push(`${what}: model-opt quantize ${file} -o out.onnx --mode int8-dynamic (no data needed; usually faster than static INT8 here)`);
+  } else if (convs > 0) {
+    out.push(`CNN (${convs} conv(s)): model-opt quantize ${file} -o out.onnx --calibration-data calib.npz (static INT8, 100 representative inputs)`);
+    out.push(`a smaller dense model: model-opt prune ${file} -o slim.onnx --pattern channel --sparsity 0.3, then model-opt distill to recover accuracy`);
+  } else if (matmuls > 0) {
+    out.push(`MatMul/Gemm model: model-opt quantize ${file} -o out.onnx --mode int8-dynamic (no data), or static INT8 with --calibration-data`);
+  }
+  const fixed = model.graph.inputs.filter((v) => !v.initializer).find((v) => {
+    const t = v.type as { kind?: string; shape?: Dim[] } | undefined;
+    return typeof t?.shape?.[0] === 'number';
+  });
+  // A recurrent model's dim 0 is usually time (layout 0), not a batch.
+  if (fixed && recurrent === 0) {
+    const d0 = (fixed.type as { shape: Dim[] }).shape[0];
+    out.push(`batch dim fixed at ${d0} (input '${fixed.name}'): model-opt batchify ${file} -o dynamic.onnx to batch requests or sweep batch sizes`);
+  }
+  return out;
 }
 
 function describeIo(value: { name: string; type?: unknown }): IoDescription {

@@ -63,5 +63,6 @@ export function renderInspect(report: InspectReport): string {
     lines.push(`  ${t.name} ${shapeText(t.shape)}: ${(100 * t.fraction).toFixed(1)}% zeros`);
   }
   for (const w of report.warnings) lines.push(`warning: ${w}`);
+  for (const s of report.suggestions) lines.push(`next: ${s}`);
   return `${lines.join('\n')}\n`;
 }

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DataType, GraphBuilder } from '../../src/ir/index.js';
 import { saveModel } from '../../src/onnx/index.js';
 import { runCli } from '../helpers/cli.js';
+import { describeModel } from '../../src/analysis/inspect.js';
 
 let dir: string;
 let modelPath: string;
@@ -99,5 +100,46 @@ describe('model-opt inspect', () => {
     const help = runCli(['inspect', '--help']);
     expect(help.status).toBe(0);
     expect(help.stdout).toMatch(/--json/);
+  });
+});
+
+describe('inspect suggestions (next steps from the op types)', () => {
+  const conv = (b: GraphBuilder, x: ReturnType<GraphBuilder['input']>) =>
+    b.node('Conv', [x, b.initializer('cw', DataType.FLOAT, [2, 1, 3, 3], new Float32Array(18).fill(0.1))], { pads: [1, 1, 1, 1] });
+
+  it('CNN with a fixed batch dim: static INT8 with calibration data, channel pruning, batchify', () => {
+    const b = new GraphBuilder({ opset: 17 });
+    b.output(conv(b, b.input('img', DataType.FLOAT, [1, 1, 8, 8])), DataType.FLOAT, [1, 2, 8, 8]);
+    const s = describeModel(b.build(), 'cnn.onnx', 0).suggestions;
+    expect(s).toHaveLength(3);
+    expect(s[0]).toBe('CNN (1 conv(s)): model-opt quantize cnn.onnx -o out.onnx --calibration-data calib.npz (static INT8, 100 representative inputs)');
+    expect(s[1]).toMatch(/^a smaller dense model: model-opt prune cnn.onnx -o slim.onnx --pattern channel/);
+    expect(s[2]).toBe("batch dim fixed at 1 (input 'img'): model-opt batchify cnn.onnx -o dynamic.onnx to batch requests or sweep batch sizes");
+  });
+
+  it('LSTM: dynamic INT8, and no batchify (its dim 0 is time)', () => {
+    const b = new GraphBuilder({ opset: 17 });
+    const x = b.input('x', DataType.FLOAT, [5, 1, 3]);
+    const [y] = b.node('LSTM', [x, b.initializer('W', DataType.FLOAT, [1, 8, 3], new Float32Array(24)), b.initializer('R', DataType.FLOAT, [1, 8, 2], new Float32Array(16))], { hidden_size: 2 }, { outputs: ['y'] }) as ReturnType<GraphBuilder['input']>[];
+    b.output(y!, DataType.FLOAT, [5, 1, 1, 2]);
+    expect(describeModel(b.build(), 'rnn.onnx', 0).suggestions).toEqual([
+      '1 recurrent op(s): model-opt quantize rnn.onnx -o out.onnx --mode int8-dynamic (no data needed; usually faster than static INT8 here)',
+    ]);
+  });
+
+  it('an already quantized model: quantize the original instead', () => {
+    const b = new GraphBuilder({ opset: 17 });
+    const x = b.input('x', DataType.FLOAT, ['N', 4]);
+    const scale = b.initializer('s', DataType.FLOAT, [], Float32Array.of(0.1));
+    b.output(b.node('DequantizeLinear', [b.node('QuantizeLinear', [x, scale]), scale]), DataType.FLOAT, ['N', 4]);
+    expect(describeModel(b.build(), 'q.onnx', 0).suggestions).toEqual([
+      'already quantized (QuantizeLinear, DequantizeLinear): quantize the FP32 original instead; compare both with model-opt benchmark',
+    ]);
+  });
+
+  it('the MatMul test model: either INT8 mode, no batch advice (its batch dim is symbolic)', () => {
+    expect(describeModel(buildModel(), 'tiny.onnx', 0).suggestions).toEqual([
+      'MatMul/Gemm model: model-opt quantize tiny.onnx -o out.onnx --mode int8-dynamic (no data), or static INT8 with --calibration-data',
+    ]);
   });
 });
