@@ -28,6 +28,14 @@ describe('fusion check', () => {
     expect(report.verdict).toMatch(/SLOWER/);
   });
 
+  it('a model with nothing quantized is called FP32, not slower', async () => {
+    const b = new GraphBuilder({ opset: 13 });
+    const x = b.input('x', DataType.FLOAT, ['N', 8]);
+    b.output(b.node('MatMul', [x, b.initializer('w', DataType.FLOAT, [8, 4], randomFloats(32, 2))]), DataType.FLOAT, ['N', 4]);
+    const report = await checkFusion(b.build());
+    expect(report.verdict).toBe('no integer kernels and no (de)quantize steps: the model runs as FP32 (nothing was quantized)');
+  });
+
   it('default INT8 settings on a residual CNN leave no DequantizeLinear -> float op', async () => {
     const model = residualCnn();
     const { model: q } = await quantizeInt8(model, { calibration: dataset('input', [32, 2, 12, 12], 7) });

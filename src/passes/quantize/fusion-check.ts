@@ -162,7 +162,9 @@ export function analyzeOptimized(optimized: Model, reference?: Model, keptFloatN
   const boundary = keptFloat.length > 0 ? ` (${keptFloat.length} op(s) kept float by choice read int8 data)` : '';
   const count = Object.values(integerKernels).reduce((a, b) => a + b, 0);
   const verdict =
-    count === 0
+    count === 0 && q + dq === 0
+      ? 'no integer kernels and no (de)quantize steps: the model runs as FP32 (nothing was quantized)'
+      : count === 0
       ? 'no integer kernels: onnxruntime runs this model in float with extra (de)quantize steps; expect it to be SLOWER than FP32'
       : unfused.length === 0
         ? `${count} integer kernel(s), no DequantizeLinear -> float op left${boundary}: INT8 should be faster here`

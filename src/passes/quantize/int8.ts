@@ -166,7 +166,10 @@ export async function quantizeInt8(model: Model, options: Int8Options): Promise<
       `Transformer-style graph (${transformer}): with static INT8, onnxruntime on CPU keeps the normalizations, activations and residual Adds in float between the integer kernels, which often makes the model slower than FP32; --mode int8-dynamic is usually the faster choice for transformers (onnxruntime's own advice). Compare both with model-opt benchmark.`,
     );
   }
-  if (qdq.quantized.length === 0) warn('no node was quantized (no supported float ops, or all excluded)');
+  if (qdq.quantized.length === 0) {
+    const recurrent = pre.model.graph.allNodes().some((n) => ['LSTM', 'GRU', 'RNN'].includes(n.opType));
+    warn(`no node was quantized (no supported float ops, or all excluded)${recurrent ? '; LSTMs are quantized by --mode int8-dynamic' : ''}`);
+  }
   return { model: quantized, report, context };
 }
 
