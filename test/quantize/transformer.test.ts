@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { DataType, GraphBuilder, type Model, type Value } from '../../src/ir/index.js';
 import { createRunner } from '../../src/runtime/index.js';
 import { agreement } from '../../src/metrics/index.js';
-import { analyzeSensitivity, quantizeInt8 } from '../../src/passes/quantize/index.js';
+import { analyzeSensitivity, checkFusion, quantizeInt8 } from '../../src/passes/quantize/index.js';
 import { dataset, randomFloats, residualCnn } from './models.js';
 
 const [T, D] = [8, 16];
@@ -55,6 +55,28 @@ describe('static INT8 on an attention block', () => {
     const sqnr = agreement(await logits(fp32, x, 32), await logits(model, x, 32)).sqnrDb;
     expect(sqnr).toBeGreaterThan(25); // a calibrated Softmax range gave single digits
     expect(report.notes.join(' ')).toMatch(/^Transformer-style graph \(LayerNormalization, 2 MatMul\(s\) with weights on 3-D activations\).*--mode int8-dynamic/);
+  });
+
+  it('a bias Add after a 3-D MatMul stays float, so onnxruntime folds MatMul + bias into MatMulIntegerToFloat', async () => {
+    const b = new GraphBuilder({ opset: 17 });
+    const x = b.input('x', DataType.FLOAT, ['N', T, D]);
+    const h = b.node('MatMul', [x, b.initializer('w1', DataType.FLOAT, [D, D], randomFloats(D * D, 21, 0.4))], {}, { name: 'fc1' });
+    const biased = b.node('Add', [h, b.initializer('b1', DataType.FLOAT, [D], randomFloats(D, 22, 0.2))], {}, { name: 'fc1_bias' });
+    const [y] = b.node('MatMul', [b.node('Relu', [biased], {}, { name: 'act' }), b.initializer('w2', DataType.FLOAT, [D, 4], randomFloats(D * 4, 23, 0.4))], {}, { name: 'fc2', outputs: ['logits'] }) as Value[];
+    b.output(y!, DataType.FLOAT, ['N', T, 4]);
+    const fp32 = b.build();
+    const calib = dataset('x', [16, T, D], 24);
+    const { model, report } = await quantizeInt8(fp32, { calibration: calib });
+    expect(report.qdq.skipped).toContainEqual({ node: 'fc1_bias', opType: 'Add', reason: expect.stringMatching(/^bias Add after a MatMul/) });
+    const fusion = await checkFusion(model, { keptFloat: report.qdq.skipped });
+    expect(fusion.integerKernels.MatMulIntegerToFloat).toBeGreaterThanOrEqual(1);
+    expect(fusion.unfused).toEqual([]);
+    const r = await createRunner(model, { intraOpThreads: 1 });
+    const f = await createRunner(fp32, { intraOpThreads: 1 });
+    const feeds = { x: calib.inputs.x! };
+    const sqnr = agreement((await f.run(feeds)).logits!.data as Float32Array, (await r.run(feeds)).logits!.data as Float32Array).sqnrDb;
+    await Promise.all([r.release(), f.release()]);
+    expect(sqnr).toBeGreaterThan(30);
   });
 
   it('no transformer note on a CNN', async () => {

@@ -165,6 +165,22 @@ function clipBounds(node: Node, graph: Graph): { min: number; max: number } | un
   return min === undefined || max === undefined ? undefined : { min, max };
 }
 
+/**
+ * An Add of a constant vector (a bias) to the only output of a MatMul with a constant weight: left
+ * float, the MatMul's output then stays float too, and onnxruntime fuses DQ -> MatMul -> Add into
+ * MatMulIntegerToFloat with the bias in its epilogue (2-D MatMul + bias became a Gemm in
+ * pre-processing; this is the 3-D case of transformers).
+ */
+function isBiasAfterMatMul(add: Node, graph: Graph): boolean {
+  return add.inputs.some((v, i) => {
+    const other = add.inputs[1 - i];
+    const mm = v?.producer;
+    if (!mm || mm.opType !== 'MatMul' || !isDefaultDomain(mm) || v!.uses().length !== 1 || !mm.inputs[1] || !graph.constantTensor(mm.inputs[1])) return false;
+    const bias = other ? graph.constantTensor(other) : undefined;
+    return !!bias && bias.dims.length === 1;
+  });
+}
+
 /** Decide what to quantize. Does not modify the model. */
 export function planQdq(model: Model, options: QdqOptions = {}): QdqPlan {
   const graph = model.graph;
@@ -243,6 +259,10 @@ export function planQdq(model: Model, options: QdqOptions = {}): QdqPlan {
     // QuantizeLinear (as costly as the float op), and onnxruntime keeps such a QLinearAdd in NCHW
     // (its transpose optimizer sees no gain in moving the other input), which drags the 8-bit ops
     // after it (MaxPool) onto slow NCHW kernels. Sensitivity analysis (onlyNodes) still tries it.
+    if (node.opType === 'Add' && !onlyNodes && isBiasAfterMatMul(node, graph)) {
+      skipped.push({ ...label, reason: 'bias Add after a MatMul: onnxruntime folds it into MatMulIntegerToFloat (float output), faster than QLinearMatMul + QLinearAdd' });
+      continue;
+    }
     if (ELEMENTWISE_INT8.has(node.opType) && !onlyNodes) {
       const floatInput = node.inputs.find((v, i) => v && roles[i]?.role === 'activation' && !graph.constantTensor(v) && !producesQuantized(v));
       if (floatInput) {
