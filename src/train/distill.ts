@@ -23,6 +23,7 @@ import { TrainableGraph, tensorDataToTf } from './onnx-graph.js';
 import type { OptimizerKind, ScheduleKind } from './optimizer.js';
 import type { LayerSparsity } from './gradual-pruning.js';
 import { DEFAULT_DISTILL_SETTINGS } from './defaults.js';
+import { withDynamicBatch } from './dynamic-batch.js';
 
 export const DISTILL_REPORT_SCHEMA = 1;
 
@@ -237,10 +238,12 @@ export async function distill(options: DistillOptions): Promise<{ model: Model; 
 
   const backend = await initTrainingBackend({ backend: options.backend ?? 'auto' });
   progress({ phase: 'backend', message: `training backend: ${backend.description}` });
-  const graph = new TrainableGraph(options.student);
+  const student = withDynamicBatch(options.student, 'student');
+  if (student.note) warn(student.note);
+  const graph = new TrainableGraph(student.model);
   try {
     const outputName = options.outputName ?? graph.outputNames()[0]!;
-    if (!graph.outputNames().includes(outputName) && !options.student.graph.value(outputName)) {
+    if (!graph.outputNames().includes(outputName) && !student.model.graph.value(outputName)) {
       throw new UsageError(`the student has no tensor '${outputName}'`);
     }
     const train = toTrainData(options.train, graph.inputNames(), 'training');

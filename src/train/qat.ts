@@ -33,6 +33,7 @@ import { evaluate, trainLoop, type EpochRecord } from './loop.js';
 import { TrainableGraph } from './onnx-graph.js';
 import { onnxruntimeAccuracy, teacherTargets, toTrainData } from './distill.js';
 import type { OptimizerKind, ScheduleKind } from './optimizer.js';
+import { withDynamicBatch } from './dynamic-batch.js';
 
 export const QAT_REPORT_SCHEMA = 1;
 
@@ -119,11 +120,14 @@ function fakeQuantWeight(axis: number | null): (w: tf.Tensor) => tf.Tensor {
 }
 
 /**
- * Fine-tunes `model` with fake quantization and returns the QDQ model, in the form PTQ writes
- * (quantizeQdq on the fine-tuned weights with the same ranges and options). `model` is not modified.
+ * Fine-tunes `original` with fake quantization and returns the QDQ model, in the form PTQ writes
+ * (quantizeQdq on the fine-tuned weights with the same ranges and options). `original` is not
+ * modified; a fixed batch dim is made dynamic in the copy that trains (see ./dynamic-batch.ts).
  */
-export async function quantizeAwareTraining(model: Model, options: QatOptions): Promise<{ model: Model; report: QatReport }> {
+export async function quantizeAwareTraining(original: Model, options: QatOptions): Promise<{ model: Model; report: QatReport }> {
   const progress = options.onProgress ?? (() => undefined);
+  const { model, note } = withDynamicBatch(original, 'model');
+  if (note) options.onWarning?.(note);
   const qdqOptions: QdqOptions = { ...options.qdq };
   const backend = await initTrainingBackend({ backend: options.backend ?? 'auto' });
   progress({ phase: 'backend', message: `training backend: ${backend.description}` });

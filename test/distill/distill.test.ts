@@ -54,6 +54,19 @@ describe('write-back', () => {
 });
 
 describe('learning', () => {
+  it('a student exported with a fixed batch (Reshape to [1, 36]) trains on a batch-dynamic copy and is written that way', async () => {
+    const warnings: string[] = [];
+    const student = smallCnn(4, { fixedBatch: 1 });
+    const { model, report } = await distill({ student, train, eval: evalSet, epochs: 2, batchSize: 32, learningRate: 0.01, backend: 'cpu', onWarning: (w) => warnings.push(w) });
+    expect(warnings).toEqual(['the student fixes its batch at 1: training uses a copy with a dynamic batch dim (Reshape flatten [1,36] -> [-1,36]); the written model keeps the dynamic batch dim']);
+    expect(model.graph.inputs[0]!.type).toMatchObject({ shape: ['N', 1, 6, 6] });
+    const reshape = model.graph.nodes.find((n) => n.name === 'flatten')!;
+    expect(Array.from(model.graph.constantTensor(reshape.inputs[1]!)!.data as BigInt64Array)).toEqual([-1n, 36n]);
+    expect(report.history.at(-1)!.evalAccuracy).toBeGreaterThan(0.5); // 4 classes: chance is 0.25
+    // The input model keeps its fixed batch.
+    expect(student.graph.inputs[0]!.type).toMatchObject({ shape: [1, 1, 6, 6] });
+  });
+
   it('labels only: a small CNN learns the task; the written model agrees with the interpreter in onnxruntime', async () => {
     const { report } = await distill({ student: smallCnn(4), train, eval: evalSet, epochs: 4, batchSize: 32, learningRate: 0.01, backend: 'cpu' });
     expect(report.mode).toBe('labels');

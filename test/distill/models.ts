@@ -48,11 +48,16 @@ export function templateTeacher(): Model {
   return b.build();
 }
 
-/** Conv(1->c, 3x3) -> BN -> Relu [-> Dropout] -> MaxPool 2 -> Flatten -> Gemm(9c -> 4). */
-export function smallCnn(channels = 4, options: { dropout?: boolean; seed?: number } = {}): Model {
+/**
+ * Conv(1->c, 3x3) -> BN -> Relu [-> Dropout] -> MaxPool 2 -> Flatten -> Gemm(9c -> 4). With
+ * `fixedBatch`, the batch dim is that number and the Flatten a Reshape to [fixedBatch, 9c], as
+ * exporters write it.
+ */
+export function smallCnn(channels = 4, options: { dropout?: boolean; seed?: number; fixedBatch?: number } = {}): Model {
   const seed = options.seed ?? 1;
+  const batch = options.fixedBatch ?? 'N';
   const b = new GraphBuilder({ opset: 17 });
-  const x = b.input('x', DataType.FLOAT, ['N', 1, SIDE, SIDE]);
+  const x = b.input('x', DataType.FLOAT, [batch, 1, SIDE, SIDE]);
   const w = b.initializer('conv.w', DataType.FLOAT, [channels, 1, 3, 3], randomFloats(channels * 9, seed, 0.5));
   const conv = one(b.node('Conv', [x, w, b.initializer('conv.b', DataType.FLOAT, [channels], new Float32Array(channels))], { pads: [1, 1, 1, 1] }, { name: 'conv', outputs: ['conv_out'] }));
   const bn = b.node('BatchNormalization', [
@@ -65,8 +70,11 @@ export function smallCnn(channels = 4, options: { dropout?: boolean; seed?: numb
   let h = one(b.node('Relu', [bn], {}, { name: 'relu', outputs: ['features'] }));
   if (options.dropout) h = b.node('Dropout', [h, b.initializer('ratio', DataType.FLOAT, [], Float32Array.of(0.2))], {}, { name: 'dropout' });
   const pool = b.node('MaxPool', [h], { kernel_shape: [2, 2], strides: [2, 2] }, { name: 'pool' });
-  const flat = b.node('Flatten', [pool], {}, { name: 'flatten' });
+  const flat =
+    options.fixedBatch === undefined
+      ? b.node('Flatten', [pool], {}, { name: 'flatten' })
+      : b.node('Reshape', [pool, b.initializer('flat.shape', DataType.INT64, [2], BigInt64Array.of(BigInt(options.fixedBatch), BigInt(channels * 9)))], {}, { name: 'flatten' });
   const fc = one(b.node('Gemm', [flat, b.initializer('fc.w', DataType.FLOAT, [CLASSES, channels * 9], randomFloats(CLASSES * channels * 9, seed + 1, 0.3)), b.initializer('fc.b', DataType.FLOAT, [CLASSES], new Float32Array(CLASSES))], { transB: 1 }, { name: 'fc', outputs: ['logits'] }));
-  b.output(fc, DataType.FLOAT, ['N', CLASSES]);
+  b.output(fc, DataType.FLOAT, [batch, CLASSES]);
   return b.build();
 }
