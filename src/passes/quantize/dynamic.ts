@@ -391,8 +391,8 @@ interface GatherPlan {
 function planGather(node: Node): GatherPlan | string | null {
   const [data, indices] = node.inputs;
   const table = floatConstant(data);
-  if (!data || !indices || !table || table.dims.length !== 2) return null;
-  if (indices.constantTensor()) return 'indices are constant (fold constants first)';
+  // Constant indices (e.g. position ids) pick constant rows: a constant, not a lookup per input.
+  if (!data || !indices || !table || table.dims.length !== 2 || indices.constantTensor()) return null;
   if (node.getInt('axis', 0) !== 0) return `axis ${node.getInt('axis', 0)}: only row lookups (axis 0) are quantized`;
   return { node, data, table };
 }
