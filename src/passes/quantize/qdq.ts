@@ -260,7 +260,7 @@ export function planQdq(model: Model, options: QdqOptions = {}): QdqPlan {
     // (its transpose optimizer sees no gain in moving the other input), which drags the 8-bit ops
     // after it (MaxPool) onto slow NCHW kernels. Sensitivity analysis (onlyNodes) still tries it.
     if (node.opType === 'Add' && !onlyNodes && isBiasAfterMatMul(node, graph)) {
-      skipped.push({ ...label, reason: 'bias Add after a MatMul: onnxruntime folds it into MatMulIntegerToFloat (float output), faster than QLinearMatMul + QLinearAdd' });
+      skipped.push({ ...label, reason: 'bias Add after a MatMul: left float, onnxruntime runs MatMul + bias as MatMulIntegerToFloat (float output; more accurate than QLinearMatMul + QLinearAdd with an int8 bias, as fast)' });
       continue;
     }
     if (ELEMENTWISE_INT8.has(node.opType) && !onlyNodes) {
