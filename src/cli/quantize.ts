@@ -310,7 +310,7 @@ async function renderSummary(doc: SummaryDocument): Promise<string> {
     if (rep.qdq.paddedConvs.length) {
       table.push(['input channels padded', rep.qdq.paddedConvs.map((c) => `${c.node}: ${c.from} -> ${c.to} (fast int8 conv kernel)`).join('\n')]);
     }
-    if (rep.qdq.skipped.length) table.push(['left in FP32', rep.qdq.skipped.map((s) => `${s.node} (${s.reason})`).join('\n')]);
+    if (rep.qdq.skipped.length) table.push(['left in FP32', describeSkipped(rep.qdq.skipped)]);
     if (rep.qdq.floatCompute.length) table.push(['float between int8', rep.qdq.floatCompute.map((s) => `${s.node} (${s.reason})`).join('\n')]);
   } else if (doc.mode === 'int8-dynamic') {
     const qb = (r['quantizedByOpType'] ?? {}) as Record<string, number>;
@@ -350,6 +350,22 @@ async function renderSummary(doc: SummaryDocument): Promise<string> {
   table.push(['written', `${doc.output.path} (loaded and run in onnxruntime)`]);
   const notes = ((r['notes'] ?? []) as string[]).map((n) => `note: ${n}\n`).join('');
   return `${table.toString()}\n${notes}`;
+}
+
+/**
+ * Nodes left float, one per line; past 12, grouped by op type and reason (names in the reason
+ * elided) with a count and the first three nodes, so a transformer's hundreds stay readable.
+ */
+function describeSkipped(skipped: readonly { node: string; opType: string; reason: string }[]): string {
+  if (skipped.length <= 12) return skipped.map((s) => `${s.node} (${s.reason})`).join('\n');
+  const groups = new Map<string, string[]>();
+  for (const s of skipped) {
+    const key = `${s.opType}: ${s.reason.replace(/'[^']*'/g, "'…'")}`;
+    groups.set(key, [...(groups.get(key) ?? []), s.node]);
+  }
+  return [...groups]
+    .map(([key, nodes]) => `${nodes.length} x ${key} (${nodes.slice(0, 3).join(', ')}${nodes.length > 3 ? ', …' : ''})`)
+    .join('\n');
 }
 
 async function renderSensitivity(rows: import('../passes/quantize/index.js').SensitivityRow[]): Promise<string> {
