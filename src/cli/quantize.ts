@@ -315,10 +315,9 @@ async function renderSummary(doc: SummaryDocument): Promise<string> {
   } else if (doc.mode === 'int8-dynamic') {
     const qb = (r['quantizedByOpType'] ?? {}) as Record<string, number>;
     table.push(['nodes quantized', Object.entries(qb).map(([k, v]) => `${k} ${v}`).join(', ') || 'none']);
-    // One line per op type and reason: a CNN has dozens of Convs kept float for the same reason.
-    const kept = new Map<string, number>();
-    for (const k of (r['keptFloat'] ?? []) as { opType: string; reason: string }[]) kept.set(`${k.opType}: ${k.reason}`, (kept.get(`${k.opType}: ${k.reason}`) ?? 0) + 1);
-    if (kept.size > 0) table.push(['left in FP32', [...kept].map(([why, n]) => `${n} x ${why}`).join('\n')]);
+    // Grouped always: a CNN has dozens of Convs kept float for the same reason.
+    const kept = (r['keptFloat'] ?? []) as { node: string; opType: string; reason: string }[];
+    if (kept.length > 0) table.push(['left in FP32', describeSkipped(kept, 0)]);
   } else {
     table.push(['nodes converted', String(r['nodesConverted'] ?? '?')]);
     const kept = (r['keptFloat32'] ?? []) as unknown[];
@@ -353,11 +352,11 @@ async function renderSummary(doc: SummaryDocument): Promise<string> {
 }
 
 /**
- * Nodes left float, one per line; past 12, grouped by op type and reason (names in the reason
- * elided) with a count and the first three nodes, so a transformer's hundreds stay readable.
+ * Nodes left float, one per line; past `listUpTo`, grouped by op type and reason (names in the
+ * reason elided) with a count and the first three nodes, so a transformer's hundreds stay readable.
  */
-function describeSkipped(skipped: readonly { node: string; opType: string; reason: string }[]): string {
-  if (skipped.length <= 12) return skipped.map((s) => `${s.node} (${s.reason})`).join('\n');
+function describeSkipped(skipped: readonly { node: string; opType: string; reason: string }[], listUpTo = 12): string {
+  if (skipped.length <= listUpTo) return skipped.map((s) => `${s.node} (${s.reason})`).join('\n');
   const groups = new Map<string, string[]>();
   for (const s of skipped) {
     const key = `${s.opType}: ${s.reason.replace(/'[^']*'/g, "'…'")}`;
