@@ -255,6 +255,17 @@ describe('quantizeDynamic: embedding Gather', () => {
     expect(Array.from(perTable.data)).toEqual([20, -10, 0, 127, 62, 0, 0, 0, 0]);
   });
 
+  it('a table also read by another op (tied embeddings) stays float: an int8 copy would only add to the size', () => {
+    const b = new GraphBuilder({ opset: 17 });
+    const ids = b.input('ids', DataType.INT64, ['N', 5]);
+    const table = b.initializer('wte', DataType.FLOAT, [20, 4], randomFloats(80, 51, 0.3));
+    const h = b.node('Gather', [table, ids], { axis: 0 }, { name: 'embed' });
+    b.output(b.node('MatMul', [h, b.node('Transpose', [table], { perm: [1, 0] }, { name: 'tied' })], {}, { name: 'lm_head' }), DataType.FLOAT, ['N', 5, 20]);
+    const { report } = quantizeDynamic(b.build());
+    expect(report.keptFloat.find((k) => k.node === 'embed')?.reason).toBe("the table is also read by 'tied' (Transpose): an int8 copy would only add to the size");
+    expect(report.quantized).toEqual([]);
+  });
+
   for (const perChannel of [true, false]) {
     it(`${perChannel ? 'per-row' : 'per-table'} scales: onnxruntime returns exactly the dequantized rows, within half a step of the float table`, async () => {
       const [rows, cols] = [50, 8];

@@ -394,6 +394,10 @@ function planGather(node: Node): GatherPlan | string | null {
   // Constant indices (e.g. position ids) pick constant rows: a constant, not a lookup per input.
   if (!data || !indices || !table || table.dims.length !== 2 || indices.constantTensor()) return null;
   if (node.getInt('axis', 0) !== 0) return `axis ${node.getInt('axis', 0)}: only row lookups (axis 0) are quantized`;
+  // A tied table (e.g. also transposed into an LM head) stays float for that reader: an int8 copy
+  // beside it would only make the model bigger.
+  const other = data.uses().find((u) => u.node.opType !== 'Gather' || u.index !== 0 || u.node.getInt('axis', 0) !== 0 || u.node.inputs[1]?.constantTensor());
+  if (other || data.isGraphOutput()) return `the table is also read by ${other ? `'${other.node.name}' (${other.node.opType})` : 'a graph output'}: an int8 copy would only add to the size`;
   return { node, data, table };
 }
 
