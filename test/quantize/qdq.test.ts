@@ -217,6 +217,25 @@ describe('QDQ numerics vs float64 reference', () => {
     expectClose(out['p1']!.data as Float32Array, relu.subarray(16), pr.scale + 1e-6);
   });
 
+  it('a data-movement op whose readers stay float is not quantized, so the Gemm before it keeps a float output', async () => {
+    // The shape an opset upgrade gives an old classifier head: Gemm -> Flatten -> Softmax -> Reshape.
+    const b = new GraphBuilder({ opset: 13 });
+    const x = b.input('x', DataType.FLOAT, ['N', 8]);
+    const fc = b.node('Gemm', [x, b.initializer('w', DataType.FLOAT, [4, 8], randomFloats(32, 61)), b.initializer('c', DataType.FLOAT, [4], randomFloats(4, 62, 0.1))], { transB: 1 }, { name: 'fc' });
+    const flat = b.node('Flatten', [fc], { axis: 1 }, { name: 'flat' });
+    const prob = b.node('Softmax', [flat], { axis: 1 }, { name: 'softmax' });
+    b.output(prob, DataType.FLOAT, ['N', 4]);
+    const model = b.build();
+    const ranges = new Map<string, Range>([['x', { min: -1, max: 1 }], [fc.name, { min: -3, max: 3 }], [flat.name, { min: -3, max: 3 }]]);
+    const q = quantizeQdq(model, { ranges });
+    expect(q.report.byOpType).toEqual({ Gemm: 1 });
+    expect(q.report.skipped).toContainEqual({ node: 'flat', opType: 'Flatten', reason: 'its readers stay float: in 8-bit it would only add a DequantizeLinear' });
+    expect(q.report.quantized[0]).toMatchObject({ node: 'fc', outputQuantized: false });
+    const fusion = await checkFusion(q.model);
+    expect(fusion.integerKernels).toEqual({ QGemm: 1 });
+    expect(fusion.unfused).toEqual([]);
+  });
+
   it('per-tensor Conv on request uses one weight scale', () => {
     const b = new GraphBuilder({ opset: 13 });
     const xv = b.input('x', DataType.FLOAT, [1, 2, 4, 4]);

@@ -278,6 +278,23 @@ export function planQdq(model: Model, options: QdqOptions = {}): QdqPlan {
     nodes.push({ node, handler, roles });
   }
 
+  // A data-movement op whose readers all stay float gains nothing in 8-bit (its output would only
+  // be dequantized again, and it would force a Q onto the op before it): drop it, repeatedly for
+  // chains (e.g. the Flatten -> Softmax -> Reshape an opset upgrade writes after a classifier).
+  for (let changed = true; changed; ) {
+    changed = false;
+    for (let i = nodes.length - 1; i >= 0; i--) {
+      const { node, handler } = nodes[i]!;
+      if (handler.output !== 'passthrough') continue;
+      const feedsInt8 = node.outputs.some((o) => o.name !== '' && o.uses().some((u) => quantizedNodes.has(u.node)));
+      if (feedsInt8) continue;
+      nodes.splice(i, 1);
+      quantizedNodes.delete(node);
+      skipped.push({ node: node.name, opType: node.opType, reason: 'its readers stay float: in 8-bit it would only add a DequantizeLinear' });
+      changed = true;
+    }
+  }
+
   // 2. Outputs: where the Q goes (after an absorbed Relu/Clip) and whether there is one.
   const readsAsActivation = (reader: Node, v: Value): boolean => {
     if (!quantizedNodes.has(reader)) return false;
