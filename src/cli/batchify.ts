@@ -30,7 +30,7 @@ export function registerBatchify(program: Command): void {
     .action(
       runCommand(async (model: string, flags: BatchifyFlags) => {
         const output = checkOutputPath(flags.output, [model]);
-        const [{ loadModel, saveModel }, { batchify, verifyBatchify }, { createRunner, parseShapeOverrides }] = await Promise.all([
+        const [{ loadModel, saveModel }, { batchify, describeReshapeEdit, verifyBatchify }, { createRunner, parseShapeOverrides }] = await Promise.all([
           import('../onnx/index.js'),
           import('../passes/batchify.js'),
           import('../runtime/index.js'),
@@ -55,7 +55,7 @@ export function registerBatchify(program: Command): void {
         const lines = [
           `${model}: batch size ${report.originalBatchSize} -> '${flags.dimName}'`,
           `  inputs: ${report.inputs.join(', ') || '-'}; outputs: ${report.outputs.join(', ') || '-'}; value_info entries: ${report.valueInfo}`,
-          ...report.reshapes.map((r) => `  Reshape '${r.node}': [${r.from.join(', ')}] -> [${r.to.join(', ')}]`),
+          ...report.reshapes.map((r) => `  Reshape ${describeReshapeEdit(r)}`),
           verification
             ? `  verified in onnxruntime at batch ${verification.batchSizes.join(' and ')}: max |diff| ${verification.maxAbsDiff.toExponential(2)}`
             : '  not verified (--no-verify)',

@@ -21,9 +21,17 @@ export interface BatchifyOptions {
 }
 
 export interface ReshapeEdit {
+  /** The Reshape's name ('' when it has none: see `output`). */
   node: string;
+  /** Its output tensor, which names an unnamed Reshape in messages. */
+  output: string;
   from: number[];
   to: number[];
+}
+
+/** "'name' [from] -> [to]", an unnamed Reshape by its output. */
+export function describeReshapeEdit(r: ReshapeEdit): string {
+  return `${r.node ? `'${r.node}'` : `(output '${r.output}')`}: [${r.from.join(', ')}] -> [${r.to.join(', ')}]`;
 }
 
 export interface BatchifyReport {
@@ -131,7 +139,7 @@ export function batchify(model: Model, options: BatchifyOptions = {}): { model: 
         g.removeNode(old.producer);
       }
     }
-    report.reshapes.push({ node: node.name, from, to });
+    report.reshapes.push({ node: node.name, output: node.outputs[0]!.name, from, to });
   }
   return { model: out, report };
 }

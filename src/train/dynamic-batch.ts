@@ -6,7 +6,7 @@
  * tfjs-free. Imports: ../ir/index.js, ../passes/batchify.js.
  */
 import { isTensorType, type Model } from '../ir/index.js';
-import { batchify } from '../passes/batchify.js';
+import { batchify, describeReshapeEdit } from '../passes/batchify.js';
 
 /** `model` itself when its batch dim is already dynamic, else a batchified copy and a note saying so. */
 export function withDynamicBatch(model: Model, role: string): { model: Model; note?: string } {
@@ -14,7 +14,7 @@ export function withDynamicBatch(model: Model, role: string): { model: Model; no
   if (!fixed) return { model };
   const { model: dynamic, report } = batchify(model);
   if (report.alreadyDynamic) return { model };
-  const reshapes = report.reshapes.map((r) => `${r.node} [${r.from}] -> [${r.to}]`).join(', ');
+  const reshapes = report.reshapes.map(describeReshapeEdit).join(', ');
   const caveats = report.warnings.length > 0 ? `; ${report.warnings.join('; ')}` : '';
   return {
     model: dynamic,

@@ -58,7 +58,7 @@ describe('learning', () => {
     const warnings: string[] = [];
     const student = smallCnn(4, { fixedBatch: 1 });
     const { model, report } = await distill({ student, train, eval: evalSet, epochs: 2, batchSize: 32, learningRate: 0.01, backend: 'cpu', onWarning: (w) => warnings.push(w) });
-    expect(warnings).toEqual(['the student fixes its batch at 1: training uses a copy with a dynamic batch dim (Reshape flatten [1,36] -> [-1,36]); the written model keeps the dynamic batch dim']);
+    expect(warnings).toEqual(["the student fixes its batch at 1: training uses a copy with a dynamic batch dim (Reshape 'flatten': [1, 36] -> [-1, 36]); the written model keeps the dynamic batch dim"]);
     expect(model.graph.inputs[0]!.type).toMatchObject({ shape: ['N', 1, 6, 6] });
     const reshape = model.graph.nodes.find((n) => n.name === 'flatten')!;
     expect(Array.from(model.graph.constantTensor(reshape.inputs[1]!)!.data as BigInt64Array)).toEqual([-1n, 36n]);

@@ -94,7 +94,7 @@ describe('quantization-aware training', () => {
     const { context: c } = await quantizeInt8(fixed, { calibration: train, calibrationCount: 64 });
     const warnings: string[] = [];
     const { model } = await quantizeAwareTraining(c.preprocessed, { ranges: c.ranges, qdq: c.qdqOptions, train, epochs: 1, batchSize: 64, backend: 'cpu', onWarning: (w) => warnings.push(w) });
-    expect(warnings[0]).toMatch(/^the model fixes its batch at 1: training uses a copy with a dynamic batch dim \(Reshape flatten \[1,36\] -> \[-1,36\]\)/);
+    expect(warnings[0]).toMatch(/^the model fixes its batch at 1: training uses a copy with a dynamic batch dim \(Reshape 'flatten': \[1, 36\] -> \[-1, 36\]\)/);
     expect(model.graph.inputs[0]!.type).toMatchObject({ shape: ['N', 1, 6, 6] });
     expect((await checkFusion(model)).unfused).toEqual([]);
   });

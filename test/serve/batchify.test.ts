@@ -10,7 +10,7 @@ describe('batchify', () => {
     const model = fixedBatchModel(1);
     const { model: out, report } = batchify(model);
     expect(report).toMatchObject({ originalBatchSize: 1, alreadyDynamic: false, inputs: ['x'], outputs: [report.outputs[0]] });
-    expect(report.reshapes).toEqual([{ node: 'flatten', from: [1, -1], to: [0, -1] }]);
+    expect(report.reshapes).toEqual([{ node: 'flatten', output: 'flatten_out', from: [1, -1], to: [0, -1] }]);
     const x = out.graph.inputs[0]!;
     expect(isTensorType(x.type) && x.type.shape).toEqual(['N', 1, 4, 4]);
     // The input model is untouched.
@@ -31,7 +31,7 @@ describe('batchify', () => {
   it('batch 4 with an explicit Reshape [4, 32]: the batch entry becomes -1; verified at 8 and 1', async () => {
     const model = fixedBatchModel(4, 'explicit');
     const { model: out, report } = batchify(model);
-    expect(report.reshapes).toEqual([{ node: 'flatten', from: [4, 32], to: [-1, 32] }]);
+    expect(report.reshapes).toEqual([{ node: 'flatten', output: 'flatten_out', from: [4, 32], to: [-1, 32] }]);
     // The old shape constant had no other user and is gone.
     expect(out.graph.initializers.map((t) => t.name)).not.toContain('flat_shape');
     const v = await verifyBatchify(model, out);
