@@ -145,6 +145,21 @@ describe('channel pruning by topology', () => {
     }
   });
 
+  it('Reshape [1,-1] or [1,96] in a model that fixes its batch at 1 is a flatten too (no shape needed)', async () => {
+    for (const target of [[1n, -1n], [1n, 96n]]) {
+      const n = new Net();
+      const x = n.input('x', [1, 3, 4, 4]);
+      const a = n.op('Relu', 'ra', [n.conv('ca', x, 3, 6, { weak: [1, 4, 5] })]);
+      const flat = n.b.node('Reshape', [a, n.b.initializer('shape', 7, [2], BigInt64Array.from(target))], {}, { name: 'flat' });
+      const model = n.output(n.op('Gemm', 'fc', [flat, n.init('w', [5, 96]), n.init('bias', [5])], { transB: 1 }), [1, 5]);
+      const r = await expectEquivalent(model, { sparsity: 0.5 }, [1, 3, 4, 4]);
+      expect(r.plan.removed.get('ca')).toEqual([1, 4, 5]);
+      expect(weightDims(r.model, 'fc')).toEqual([5, 48]);
+      const shape = r.model.graph.constantTensor(r.model.graph.nodes.find((m) => m.name === 'flat')!.inputs[1]!)!;
+      expect(Array.from(shape.data as BigInt64Array)).toEqual(target[1] === -1n ? [1n, -1n] : [1n, 48n]);
+    }
+  });
+
   it('an op the analysis does not understand blocks its channels; others still prune', async () => {
     const n = new Net();
     const x = n.input('x', ['N', 3, 4, 4]);

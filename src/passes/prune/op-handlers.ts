@@ -612,8 +612,19 @@ const flatten: ChannelOpHandler = {
   constants: passConstants,
 };
 
+/** Dim 0 the main graph's inputs fix (the batch size baked into an export), if any. */
+function fixedBatch(node: Node): number | undefined {
+  for (const v of node.graph.root.inputs) {
+    if (v.initializer || !v.type || !('shape' in v.type)) continue;
+    const d0 = v.type.shape?.[0];
+    if (typeof d0 === 'number') return d0;
+  }
+  return undefined;
+}
+
 /**
- * Reshape that flattens [N, C, ...] to [N, C*...]: handled when the target is [0,-1], or when the
+ * Reshape that flattens [N, C, ...] to [N, C*...]: handled when the target is [0,-1] (or [B,-1] /
+ * [B,K] in a model whose inputs fix the batch at B), or when the
  * input's shape is known so a literal feature count can be checked (and is then rewritten).
  */
 const reshape: ChannelOpHandler = {
@@ -626,6 +637,13 @@ const reshape: ChannelOpHandler = {
     if (info.rank === undefined || info.axis !== 1 - info.rank || info.block.size !== 1) return fail();
     const [d0, d1] = Array.from(shapeT.toFloat64());
     if (d0 === 0 && d1 === -1) return a.setInfo(node.outputs[0]!, flattenInfo(info));
+    // [B, -1] or [B, K] in a model that fixes its batch at B (how exporters write a flatten at
+    // batch 1): with dim 0 the batch, dim 1 holds everything else, so K is the feature count.
+    if (d0 !== undefined && d0 === fixedBatch(node)) {
+      if (d1 === -1) return a.setInfo(node.outputs[0]!, flattenInfo(info));
+      const out = flattenInfo(info);
+      if (d1 !== undefined && d1 > 0 && a.resolveBlock(out, d1)) return a.setInfo(node.outputs[0]!, out);
+    }
     // A literal target needs the input's real shape to prove it flattens exactly at axis 1.
     const x = node.inputs[0]!;
     const shape = x.type && 'shape' in x.type ? x.type.shape : undefined;
