@@ -11,7 +11,10 @@
 //            Concat -> 1x1 conv 8. Variants: default; Split excluded (--exclude-op-types Split:
 //            its pieces and the ops reading them stay float). To compare with the code before
 //            Split joined the QDQ table, run this script in a checkout of that commit.
-//   npm run build && node bench/quantize-blocks.mjs unet|encoder|c2f [iterations=200]
+//   mnv3     MobileNetV3-style: 3x160x160 -> 3x3/2 conv 16 -> 5 inverted residuals (1x1 expand,
+//            3x3 depthwise, 1x1 project; HardSwish after expand and depthwise) -> 1x1 conv 480 ->
+//            GAP -> FC 100. Variant: default only (HardSwish has no int8 form in onnxruntime).
+//   npm run build && node bench/quantize-blocks.mjs unet|encoder|c2f|mnv3 [iterations=200]
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -89,7 +92,26 @@ function c2f() {
   return { model: b.build(), dims: [3, 32, 32] };
 }
 
-const builders = { unet, encoder, c2f };
+function mnv3() {
+  const b = new GraphBuilder({ opset: 17 });
+  const w = (name, dims, scale) => b.initializer(name, DataType.FLOAT, dims, floats(dims.reduce((a, c) => a * c, 1), scale));
+  const conv = (x, name, cin, cout, k, stride = 1, group = 1, act = true) => {
+    const y = b.node('Conv', [x, w(`${name}.w`, [cout, cin / group, k, k], Math.sqrt(3 / ((cin / group) * k * k))), w(`${name}.b`, [cout], 0.05)], { pads: Array(4).fill((k - 1) / 2), strides: [stride, stride], group }, { name });
+    return act ? b.node('HardSwish', [y], {}, { name: `${name}.hs` }) : y;
+  };
+  let x = conv(b.input('input', DataType.FLOAT, ['N', 3, 160, 160]), 'stem', 3, 16, 3, 2);
+  for (const [i, [cin, hidden, cout, stride]] of [[16, 64, 24, 2], [24, 72, 24, 1], [24, 96, 40, 2], [40, 240, 40, 1], [40, 240, 80, 2]].entries()) {
+    let h = conv(x, `b${i}.expand`, cin, hidden, 1);
+    h = conv(h, `b${i}.dw`, hidden, hidden, 3, stride, hidden);
+    h = conv(h, `b${i}.project`, hidden, cout, 1, 1, 1, false);
+    x = stride === 1 && cin === cout ? b.node('Add', [h, x], {}, { name: `b${i}.add` }) : h;
+  }
+  x = b.node('Flatten', [b.node('GlobalAveragePool', [conv(x, 'last', 80, 480, 1)])], { axis: 1 });
+  b.output(b.node('Gemm', [x, w('fc.w', [100, 480], 0.05), w('fc.b', [100], 0.01)], { transB: 1 }, { name: 'fc' }), DataType.FLOAT, ['N', 100]);
+  return { model: b.build(), dims: [3, 160, 160] };
+}
+
+const builders = { unet, encoder, c2f, mnv3 };
 if (!builders[arch]) {
   console.error(`unknown architecture '${arch}' (${Object.keys(builders).join(', ')})`);
   process.exit(2);
@@ -103,6 +125,10 @@ if (arch === 'unet' || arch === 'c2f') {
   const excluded = arch === 'unet' ? 'ConvTranspose' : 'Split';
   variants['int8.onnx'] = (await quantizeInt8(model, { calibration })).model;
   variants[`int8-no-${excluded.toLowerCase()}.onnx`] = (await quantizeInt8(model, { calibration, excludeOpTypes: [excluded] })).model;
+} else if (arch === 'mnv3') {
+  const { model: q, report } = await quantizeInt8(model, { calibration });
+  console.log(`static INT8 note: ${report.notes.join(' ').slice(0, 120)}...`);
+  variants['int8.onnx'] = q;
 } else {
   const { model: q, report } = await quantizeInt8(model, { calibration });
   console.log(`static INT8 note: ${report.notes.join(' ').slice(0, 120)}...`);

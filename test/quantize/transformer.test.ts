@@ -79,6 +79,16 @@ describe('static INT8 on an attention block', () => {
     expect(sqnr).toBeGreaterThan(30);
   });
 
+  it('HardSwish after a conv: a note says it has no int8 form and costs a float pass', async () => {
+    const b = new GraphBuilder({ opset: 17 });
+    const x = b.input('x', DataType.FLOAT, ['N', 4, 8, 8]);
+    const c = b.node('Conv', [x, b.initializer('w', DataType.FLOAT, [8, 4, 3, 3], randomFloats(288, 71, 0.3))], { pads: [1, 1, 1, 1] }, { name: 'conv' });
+    b.output(b.node('Conv', [b.node('HardSwish', [c], {}, { name: 'hs' }), b.initializer('w2', DataType.FLOAT, [2, 8, 1, 1], randomFloats(16, 72, 0.3))], {}, { name: 'head' }), DataType.FLOAT, ['N', 2, 8, 8]);
+    const { report } = await quantizeInt8(b.build(), { calibration: dataset('x', [8, 4, 8, 8], 73) });
+    expect(report.notes).toHaveLength(1);
+    expect(report.notes[0]).toMatch(/^1 HardSwish\/HardSigmoid node\(s\): onnxruntime folds them into float convolutions for free but has no int8 form/);
+  });
+
   it('no transformer note on a CNN', async () => {
     const { report } = await quantizeInt8(residualCnn(), { calibration: dataset('input', [8, 2, 12, 12], 2) });
     expect(report.notes).toEqual([]);

@@ -160,6 +160,12 @@ export async function quantizeInt8(model: Model, options: Int8Options): Promise<
       'int8 (symmetric) activations: onnxruntime on x86 has no fast kernel for int8 x int8 convolutions and falls back to a slow path (the example CNN ran at 0.3-0.6x FP32 this way, 1.5x with uint8); keep uint8 activations for x86 CPUs and use int8 for runtimes that require it (e.g. TensorRT).',
     );
   }
+  const hardActivations = pre.model.graph.allNodes().filter((n) => n.opType === 'HardSwish' || n.opType === 'HardSigmoid').length;
+  if (hardActivations > 0) {
+    report.notes.push(
+      `${hardActivations} HardSwish/HardSigmoid node(s): onnxruntime folds them into float convolutions for free but has no int8 form, so after each int8 conv they run in float between a DequantizeLinear and a QuantizeLinear; expect little or no speed-up (a MobileNetV3-style model, bench/quantize-blocks.mjs mnv3, ran at 0.55-0.57x FP32). Measure with model-opt benchmark.`,
+    );
+  }
   const transformer = transformerSigns(pre.model);
   if (transformer) {
     report.notes.push(
