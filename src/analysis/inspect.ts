@@ -163,7 +163,12 @@ function suggest(model: Model, ops: ReadonlyMap<string, number>, file: string): 
     const what = [recurrent ? `${recurrent} recurrent op(s)` : '', transformer ? 'transformer ops' : ''].filter(Boolean).join(' and ');
     out.push(`${what}: model-opt quantize ${file} -o out.onnx --mode int8-dynamic (no data needed; usually faster than static INT8 here)`);
   } else if (convs > 0) {
-    out.push(`CNN (${convs} conv(s)): model-opt quantize ${file} -o out.onnx --calibration-data calib.npz (static INT8, 100 representative inputs)`);
+    const hard = count('HardSwish', 'HardSigmoid');
+    if (hard > 0) {
+      out.push(`CNN with ${hard} HardSwish/HardSigmoid: static INT8 is usually slower on onnxruntime's CPU (they have no int8 form; fused for free in FP32); check with model-opt quantize + model-opt benchmark`);
+    } else {
+      out.push(`CNN (${convs} conv(s)): model-opt quantize ${file} -o out.onnx --calibration-data calib.npz (static INT8, 100 representative inputs)`);
+    }
     out.push(`a smaller dense model: model-opt prune ${file} -o slim.onnx --pattern channel --sparsity 0.3, then model-opt distill to recover accuracy`);
   } else if (matmuls > 0) {
     out.push(`MatMul/Gemm model: model-opt quantize ${file} -o out.onnx --mode int8-dynamic (no data), or static INT8 with --calibration-data`);

@@ -117,6 +117,14 @@ describe('inspect suggestions (next steps from the op types)', () => {
     expect(s[2]).toBe("batch dim fixed at 1 (input 'img'): model-opt batchify cnn.onnx -o dynamic.onnx to batch requests or sweep batch sizes");
   });
 
+  it('CNN with HardSwish: static INT8 is flagged as usually slower', () => {
+    const b = new GraphBuilder({ opset: 17 });
+    b.output(b.node('HardSwish', [conv(b, b.input('img', DataType.FLOAT, ['N', 1, 8, 8]))]), DataType.FLOAT, ['N', 2, 8, 8]);
+    const s = describeModel(b.build(), 'mnv3.onnx', 0).suggestions;
+    expect(s[0]).toBe("CNN with 1 HardSwish/HardSigmoid: static INT8 is usually slower on onnxruntime's CPU (they have no int8 form; fused for free in FP32); check with model-opt quantize + model-opt benchmark");
+    expect(s).toHaveLength(2);
+  });
+
   it('LSTM: dynamic INT8, and no batchify (its dim 0 is time)', () => {
     const b = new GraphBuilder({ opset: 17 });
     const x = b.input('x', DataType.FLOAT, [5, 1, 3]);
