@@ -14,7 +14,9 @@
 //   mnv3     MobileNetV3-style: 3x160x160 -> 3x3/2 conv 16 -> 5 inverted residuals (1x1 expand,
 //            3x3 depthwise, 1x1 project; HardSwish after expand and depthwise) -> 1x1 conv 480 ->
 //            GAP -> FC 100. Variant: default only (HardSwish has no int8 form in onnxruntime).
-//   npm run build && node bench/quantize-blocks.mjs unet|encoder|c2f|mnv3 [iterations=200]
+//   effnet   EfficientNet-style: like mnv3 with SiLU (x * Sigmoid(x)) and a squeeze-excitation gate
+//            (GAP -> 1x1 -> SiLU -> 1x1 -> Sigmoid -> Mul) in every block. Variant: default only.
+//   npm run build && node bench/quantize-blocks.mjs unet|encoder|c2f|mnv3|effnet [iterations=200]
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -111,7 +113,28 @@ function mnv3() {
   return { model: b.build(), dims: [3, 160, 160] };
 }
 
-const builders = { unet, encoder, c2f, mnv3 };
+function effnet() {
+  const b = new GraphBuilder({ opset: 17 });
+  const w = (name, dims, scale) => b.initializer(name, DataType.FLOAT, dims, floats(dims.reduce((a, c) => a * c, 1), scale));
+  const silu = (y, name) => b.node('Mul', [y, b.node('Sigmoid', [y], {}, { name: `${name}.sigmoid` })], {}, { name: `${name}.silu` });
+  const conv = (x, name, cin, cout, k, stride = 1, group = 1, act = true) => {
+    const y = b.node('Conv', [x, w(`${name}.w`, [cout, cin / group, k, k], Math.sqrt(3 / ((cin / group) * k * k))), w(`${name}.b`, [cout], 0.05)], { pads: Array(4).fill((k - 1) / 2), strides: [stride, stride], group }, { name });
+    return act ? silu(y, name) : y;
+  };
+  let x = conv(b.input('input', DataType.FLOAT, ['N', 3, 160, 160]), 'stem', 3, 32, 3, 2);
+  for (const [i, [cin, hidden, cout, stride]] of [[32, 96, 24, 2], [24, 144, 24, 1], [24, 144, 40, 2], [40, 240, 40, 1], [40, 240, 80, 2]].entries()) {
+    let h = conv(conv(x, `b${i}.expand`, cin, hidden, 1), `b${i}.dw`, hidden, hidden, 3, stride, hidden);
+    const squeeze = Math.max(8, cin / 4);
+    const gate = b.node('Sigmoid', [conv(conv(b.node('GlobalAveragePool', [h]), `b${i}.se1`, hidden, squeeze, 1), `b${i}.se2`, squeeze, hidden, 1, 1, 1, false)]);
+    h = conv(b.node('Mul', [h, gate], {}, { name: `b${i}.se` }), `b${i}.project`, hidden, cout, 1, 1, 1, false);
+    x = stride === 1 && cin === cout ? b.node('Add', [h, x], {}, { name: `b${i}.add` }) : h;
+  }
+  x = b.node('Flatten', [b.node('GlobalAveragePool', [conv(x, 'last', 80, 320, 1)])], { axis: 1 });
+  b.output(b.node('Gemm', [x, w('fc.w', [100, 320], 0.05), w('fc.b', [100], 0.01)], { transB: 1 }, { name: 'fc' }), DataType.FLOAT, ['N', 100]);
+  return { model: b.build(), dims: [3, 160, 160] };
+}
+
+const builders = { unet, encoder, c2f, mnv3, effnet };
 if (!builders[arch]) {
   console.error(`unknown architecture '${arch}' (${Object.keys(builders).join(', ')})`);
   process.exit(2);
@@ -125,7 +148,7 @@ if (arch === 'unet' || arch === 'c2f') {
   const excluded = arch === 'unet' ? 'ConvTranspose' : 'Split';
   variants['int8.onnx'] = (await quantizeInt8(model, { calibration })).model;
   variants[`int8-no-${excluded.toLowerCase()}.onnx`] = (await quantizeInt8(model, { calibration, excludeOpTypes: [excluded] })).model;
-} else if (arch === 'mnv3') {
+} else if (arch === 'mnv3' || arch === 'effnet') {
   const { model: q, report } = await quantizeInt8(model, { calibration });
   console.log(`static INT8 note: ${report.notes.join(' ').slice(0, 120)}...`);
   variants['int8.onnx'] = q;

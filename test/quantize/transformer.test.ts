@@ -89,6 +89,22 @@ describe('static INT8 on an attention block', () => {
     expect(report.notes[0]).toMatch(/^1 HardSwish\/HardSigmoid node\(s\): onnxruntime folds them into float convolutions for free but has no int8 form/);
   });
 
+  it('SiLU around a depthwise conv: a note that the Sigmoid/Mul passes eat the gain on depthwise-heavy models; none without depthwise', async () => {
+    const build = (group: number) => {
+      const b = new GraphBuilder({ opset: 17 });
+      const x = b.input('x', DataType.FLOAT, ['N', 4, 8, 8]);
+      const c = b.node('Conv', [x, b.initializer('w', DataType.FLOAT, [4, 4 / group, 3, 3], randomFloats(36 * (4 / group), 81, 0.3))], { pads: [1, 1, 1, 1], group }, { name: 'conv' });
+      const silu = b.node('Mul', [c, b.node('Sigmoid', [c], {}, { name: 'sig' })], {}, { name: 'silu' });
+      b.output(b.node('Conv', [silu, b.initializer('w2', DataType.FLOAT, [2, 4, 1, 1], randomFloats(8, 82, 0.3))], {}, { name: 'head' }), DataType.FLOAT, ['N', 2, 8, 8]);
+      return b.build();
+    };
+    const depthwise = await quantizeInt8(build(4), { calibration: dataset('x', [8, 4, 8, 8], 83) });
+    expect(depthwise.report.notes).toHaveLength(1);
+    expect(depthwise.report.notes[0]).toMatch(/^1 Sigmoid-gated Mul\(s\) \(SiLU\/Swish, squeeze-excitation\) around 1 depthwise conv\(s\)/);
+    const regular = await quantizeInt8(build(1), { calibration: dataset('x', [8, 4, 8, 8], 83) });
+    expect(regular.report.notes).toEqual([]);
+  });
+
   it('no transformer note on a CNN', async () => {
     const { report } = await quantizeInt8(residualCnn(), { calibration: dataset('input', [8, 2, 12, 12], 2) });
     expect(report.notes).toEqual([]);

@@ -166,6 +166,12 @@ export async function quantizeInt8(model: Model, options: Int8Options): Promise<
       `${hardActivations} HardSwish/HardSigmoid node(s): onnxruntime folds them into float convolutions for free but has no int8 form, so after each int8 conv they run in float between a DequantizeLinear and a QuantizeLinear; expect little or no speed-up (a MobileNetV3-style model, bench/quantize-blocks.mjs mnv3, ran at 0.55-0.57x FP32). Measure with model-opt benchmark.`,
     );
   }
+  const gated = sigmoidGatedDepthwise(pre.model);
+  if (gated) {
+    report.notes.push(
+      `${gated.gates} Sigmoid-gated Mul(s) (SiLU/Swish, squeeze-excitation) around ${gated.depthwise} depthwise conv(s): in FP32 onnxruntime fuses SiLU into one float pass, in INT8 each gate costs a QLinearSigmoid and a QLinearMul pass, which on depthwise-heavy models (EfficientNet-style: bench/quantize-blocks.mjs effnet, 0.89-1.01x) eats the int8 conv gains; models with regular convs still gain. Measure with model-opt benchmark.`,
+    );
+  }
   const transformer = transformerSigns(pre.model);
   if (transformer) {
     report.notes.push(
@@ -177,6 +183,18 @@ export async function quantizeInt8(model: Model, options: Int8Options): Promise<
     warn(`no node was quantized (no supported float ops, or all excluded)${recurrent ? '; LSTMs are quantized by --mode int8-dynamic' : ''}`);
   }
   return { model: quantized, report, context };
+}
+
+/** Mul nodes gated by a Sigmoid, when the model also has depthwise convs (EfficientNet/MobileNet-style), or undefined. */
+function sigmoidGatedDepthwise(model: Model): { gates: number; depthwise: number } | undefined {
+  const nodes = model.graph.allNodes();
+  const gates = nodes.filter((n) => n.opType === 'Mul' && n.inputs.some((v) => v?.producer?.opType === 'Sigmoid')).length;
+  const depthwise = nodes.filter((n) => {
+    if (n.opType !== 'Conv' || n.getInt('group', 1) <= 1 || !n.inputs[1]) return false;
+    const w = n.graph.constantTensor(n.inputs[1]);
+    return w !== undefined && w.dims[1] === 1;
+  }).length;
+  return gates > 0 && depthwise > 0 ? { gates, depthwise } : undefined;
 }
 
 /** What marks `model` as transformer-like (LayerNormalization, MatMuls on 3-D activations), or undefined. */
