@@ -173,14 +173,10 @@ function suggest(model: Model, ops: ReadonlyMap<string, number>, file: string): 
   } else if (matmuls > 0) {
     out.push(`MatMul/Gemm model: model-opt quantize ${file} -o out.onnx --mode int8-dynamic (no data), or static INT8 with --calibration-data`);
   }
-  const fixed = model.graph.inputs.filter((v) => !v.initializer).find((v) => {
-    const t = v.type as { kind?: string; shape?: Dim[] } | undefined;
-    return typeof t?.shape?.[0] === 'number';
-  });
+  const fixed = model.graph.fixedBatchInput();
   // A recurrent model's dim 0 is usually time (layout 0), not a batch.
   if (fixed && recurrent === 0) {
-    const d0 = (fixed.type as { shape: Dim[] }).shape[0];
-    out.push(`batch dim fixed at ${d0} (input '${fixed.name}'): model-opt batchify ${file} -o dynamic.onnx to batch requests or sweep batch sizes`);
+    out.push(`batch dim fixed at ${fixed.size} (input '${fixed.input.name}'): model-opt batchify ${file} -o dynamic.onnx to batch requests or sweep batch sizes`);
   }
   return out;
 }

@@ -765,6 +765,19 @@ export class Graph {
   }
 
   /**
+   * The first fed input (no initializer) whose dim 0 is a number, and that number: the batch size
+   * an export baked in. Undefined when every input's dim 0 is symbolic or unknown.
+   */
+  fixedBatchInput(): { input: Value; size: number } | undefined {
+    for (const v of this.inputs) {
+      if (v.initializer || !v.type || !('shape' in v.type)) continue;
+      const d0 = v.type.shape?.[0];
+      if (typeof d0 === 'number') return { input: v, size: d0 };
+    }
+    return undefined;
+  }
+
+  /**
    * Names every unnamed node here and in nested subgraphs `<opType>_<first output>` (unique in the
    * tree), so reports, --exclude-nodes and per-node analysis can tell nodes apart; the names are
    * stable across runs on the same model. Returns how many nodes were named.

@@ -5,13 +5,12 @@
  * batch dim, Reshape targets -1/0 there), and the written model keeps the dynamic batch dim.
  * tfjs-free. Imports: ../ir/index.js, ../passes/batchify.js.
  */
-import { isTensorType, type Model } from '../ir/index.js';
+import type { Model } from '../ir/index.js';
 import { batchify, describeReshapeEdit } from '../passes/batchify.js';
 
 /** `model` itself when its batch dim is already dynamic, else a batchified copy and a note saying so. */
 export function withDynamicBatch(model: Model, role: string): { model: Model; note?: string } {
-  const fixed = model.graph.inputs.some((v) => !v.initializer && isTensorType(v.type) && typeof v.type.shape?.[0] === 'number');
-  if (!fixed) return { model };
+  if (!model.graph.fixedBatchInput()) return { model };
   const { model: dynamic, report } = batchify(model);
   if (report.alreadyDynamic) return { model };
   const reshapes = report.reshapes.map(describeReshapeEdit).join(', ');

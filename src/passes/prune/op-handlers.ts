@@ -612,16 +612,6 @@ const flatten: ChannelOpHandler = {
   constants: passConstants,
 };
 
-/** Dim 0 the main graph's inputs fix (the batch size baked into an export), if any. */
-function fixedBatch(node: Node): number | undefined {
-  for (const v of node.graph.root.inputs) {
-    if (v.initializer || !v.type || !('shape' in v.type)) continue;
-    const d0 = v.type.shape?.[0];
-    if (typeof d0 === 'number') return d0;
-  }
-  return undefined;
-}
-
 /**
  * Reshape that flattens [N, C, ...] to [N, C*...]: handled when the target is [0,-1] (or [B,-1] /
  * [B,K] in a model whose inputs fix the batch at B), or when the
@@ -639,7 +629,7 @@ const reshape: ChannelOpHandler = {
     if (d0 === 0 && d1 === -1) return a.setInfo(node.outputs[0]!, flattenInfo(info));
     // [B, -1] or [B, K] in a model that fixes its batch at B (how exporters write a flatten at
     // batch 1): with dim 0 the batch, dim 1 holds everything else, so K is the feature count.
-    if (d0 !== undefined && d0 === fixedBatch(node)) {
+    if (d0 !== undefined && d0 === node.graph.root.fixedBatchInput()?.size) {
       if (d1 === -1) return a.setInfo(node.outputs[0]!, flattenInfo(info));
       const out = flattenInfo(info);
       if (d1 !== undefined && d1 > 0 && a.resolveBlock(out, d1)) return a.setInfo(node.outputs[0]!, out);
