@@ -9,7 +9,11 @@ import { DataType, GraphBuilder, type Model } from '../../src/ir/index.js';
 import type { TensorData } from '../../src/ir/dtype.js';
 import { loadModel } from '../../src/onnx/index.js';
 import { createRunner } from '../../src/runtime/index.js';
-import { quantizeDynamic, quantizeRows, type DynamicOptions } from '../../src/passes/quantize/dynamic.js';
+import { quantizeDynamic, type DynamicOptions } from '../../src/passes/quantize/dynamic.js';
+import { quantizeWeight as quantizeSymmetric } from '../../src/passes/quantize/quant-math.js';
+
+/** Embedding rows as int8-dynamic quantizes them: one scale per row or per table. */
+const quantizeRows = (w: Float32Array, rows: number, cols: number, perRow: boolean) => quantizeSymmetric(w, [rows, cols], perRow ? 0 : null);
 import { dequantizeWeight, quantizeWeight } from '../../src/passes/quantize/dynamic-weights.js';
 import { rng } from '../helpers/random.js';
 import { randomArray, randomFloats } from './models.js';

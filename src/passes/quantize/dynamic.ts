@@ -23,13 +23,13 @@
  * has no fused float epilogue in onnxruntime's CPU provider (its im2col path is slower than the
  * float Conv), and GRU/RNN/attention have no integer kernels there.
  * Works on a clone; the input model is never mutated.
- * Imports: the IR, errors, ./dynamic-weights.js, ./quant-math.js (rounding) and ./fp16.js (weight-size helper only).
+ * Imports: the IR, errors, ./dynamic-weights.js, ./quant-math.js (int8 symmetric rows) and ./fp16.js (weight-size helper only).
  */
 import { DataType, Graph, Tensor, type Model, type Node, type Value, isTensorType, visitGraphs } from '../../ir/index.js';
 import { UsageError } from '../../errors.js';
 import { quantizeWeight, type QuantizedWeight, type WeightType } from './dynamic-weights.js';
 import { modelWeightBytes } from './fp16.js';
-import { roundHalfEven } from './quant-math.js';
+import { quantizeWeight as quantizeSymmetric } from './quant-math.js';
 
 export interface DynamicOptions {
   /** Op types to quantize; default ['MatMul', 'Gemm', 'LSTM', 'Gather'] (the ones this mode supports). */
@@ -341,7 +341,8 @@ export function quantizeDynamic(model: Model, options: DynamicOptions = {}): { m
     const graph = node.graph;
     const base = label(node);
     const [rows, cols] = table.dims as [number, number];
-    const q = quantizeRows(table.data as Float32Array, rows, cols, perChannel);
+    // int8 symmetric, one scale per row (axis 0) or per table: the static weights' own quantizer.
+    const q = quantizeSymmetric(table.data as Float32Array, table.dims, perChannel ? 0 : null);
     const home = p.data.graph;
     const qv = home.addInitializer(Tensor.fromData(names.value(`${p.data.name}_quantized`), { dtype: DataType.INT8, dims: [rows, cols], data: q.data }));
     const indices = node.inputs[1]!;
@@ -399,25 +400,6 @@ function planGather(node: Node): GatherPlan | string | null {
   const other = data.uses().find((u) => u.node.opType !== 'Gather' || u.index !== 0 || u.node.getInt('axis', 0) !== 0 || u.node.inputs[1]?.constantTensor());
   if (other || data.isGraphOutput()) return `the table is also read by ${other ? `'${other.node.name}' (${other.node.opType})` : 'a graph output'}: an int8 copy would only add to the size`;
   return { node, data, table };
-}
-
-/**
- * Embedding rows as int8 symmetric: one scale per row (perRow) or one for the table, [-127, 127]
- * (no integer kernel reads them, so no saturation concern), round half to even.
- */
-export function quantizeRows(w: Float32Array, rows: number, cols: number, perRow: boolean): { data: Int8Array; scales: Float32Array } {
-  const scales = new Float32Array(perRow ? rows : 1);
-  const data = new Int8Array(rows * cols);
-  let tableMax = 0;
-  if (!perRow) for (let i = 0; i < w.length; i++) tableMax = Math.max(tableMax, Math.abs(w[i]!));
-  for (let r = 0; r < rows; r++) {
-    let max = tableMax;
-    if (perRow) for (let c = 0; c < cols; c++) max = Math.max(max, Math.abs(w[r * cols + c]!));
-    const scale = max > 0 && Number.isFinite(max) ? Math.fround(max / 127) : 1;
-    scales[perRow ? r : 0] = scale;
-    for (let c = 0; c < cols; c++) data[r * cols + c] = Math.max(-127, Math.min(127, roundHalfEven(w[r * cols + c]! / scale)));
-  }
-  return { data, scales };
 }
 
 interface LstmPlan {
