@@ -265,6 +265,8 @@ async function openRunner(model: Model | Uint8Array | string, options: RunnerOpt
   const inputNames = new Set(session.inputNames);
   const outputNames = new Set(session.outputNames);
   const specByName = new Map(sessionInputs.map((s) => [s.name, s]));
+  // Only a model that fixes some input's dim 0 can need its batches split (checked once, not per run).
+  const anyFixedBatch = sessionInputs.some((s) => !s.unknownRank && typeof s.shape[0] === 'number');
   let released = false;
 
   async function runOnce(feeds: Record<string, TensorData>, wanted?: readonly string[]): Promise<Record<string, TensorData>> {
@@ -334,7 +336,7 @@ async function openRunner(model: Model | Uint8Array | string, options: RunnerOpt
     outputs,
     async run(feeds, wanted) {
       if (released) throw new Error(`${label}: runner used after release()`);
-      const split = fixedBatchSplit(feeds);
+      const split = anyFixedBatch ? fixedBatchSplit(feeds) : null;
       if (split === null) return runOnce(feeds, wanted);
       const { k, n } = split;
       const parts: Record<string, TensorData>[] = [];
