@@ -8,8 +8,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { dist } from './quantize-common.mjs';
 
-const dist = (p) => new URL(`../dist/${p}`, import.meta.url).href;
 const { DataType, GraphBuilder } = await import(dist('ir/index.js'));
 const { saveModel } = await import(dist('onnx/index.js'));
 const { createRunner } = await import(dist('runtime/index.js'));

@@ -9,8 +9,8 @@
 //   npm run build && node bench/operator-sweep.mjs fp16|int8|int8-dynamic [node|pytorch-converted|pytorch-operator|simple] [name regex]
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { dist } from './quantize-common.mjs';
 
-const dist = (p) => new URL(`../dist/${p}`, import.meta.url).href;
 const { loadModel } = await import(dist('onnx/index.js'));
 const { readTestDataSet } = await import(dist('data/index.js'));
 const { createRunner } = await import(dist('runtime/index.js'));
