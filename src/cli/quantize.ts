@@ -85,7 +85,7 @@ export function registerQuantize(program: Command): void {
     .description('quantize a model to INT8 (static QDQ or dynamic) or convert it to FP16')
     .argument('<model>', 'the FP32 ONNX model (never modified)')
     .option('-o, --output <path>', 'where to write the quantized model (required unless --analyze)')
-    .addOption(new Option('--mode <mode>', 'int8 (static, calibrated QDQ), int8-dynamic (weights only: MatMul, Gemm, LSTM, embeddings) or fp16').choices(['int8', 'int8-dynamic', 'fp16']).default('int8'))
+    .addOption(new Option('--mode <mode>', 'int8 (static, calibrated QDQ), int8-dynamic (weights only: MatMul, Gemm, LSTM, Attention, embeddings) or fp16').choices(['int8', 'int8-dynamic', 'fp16']).default('int8'))
     .option('--calibration-data <path>', 'calibration inputs: .npz/.npy/.jsonl or a test_data_set dir (required for int8)')
     .option('--calibration-count <n>', 'use the first n calibration samples', parsePositiveInt, 100)
     .addOption(new Option('--calibrate <method>', 'activation range method: minmax, percentile, entropy (KL) or mse').choices(['minmax', 'percentile', 'entropy', 'mse']).default('minmax'))

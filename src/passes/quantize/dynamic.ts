@@ -19,9 +19,12 @@
  * LSTM has no standard integer form: like onnxruntime's quantize_dynamic, an LSTM with constant
  * W and R becomes com.microsoft DynamicQuantizeLSTM (W and R int8 per gate row, stored transposed
  * as [directions, input, 4*hidden]); the model then runs on onnxruntime only, which the report
- * says (exclude LSTM to keep standard ONNX). Conv, GRU/RNN and Attention stay float: ConvInteger
- * has no fused float epilogue in onnxruntime's CPU provider (its im2col path is slower than the
- * float Conv), and GRU/RNN/attention have no integer kernels there.
+ * says (exclude LSTM to keep standard ONNX). The com.microsoft Attention of onnxruntime-optimized
+ * transformers becomes com.microsoft QAttention, as quantize_dynamic does: the packed Q/K/V
+ * projection [D, 3H] runs as one int8 GEMM per head on the DynamicQuantizeLinear'd input (per-column
+ * weight scales), the attention itself stays float. Conv, GRU/RNN and ONNX's own Attention stay
+ * float: ConvInteger has no fused float epilogue in onnxruntime's CPU provider (its im2col path is
+ * slower than the float Conv), and GRU/RNN/ONNX Attention have no integer kernels there.
  * Works on a clone; the input model is never mutated.
  * Imports: the IR, errors, ./dynamic-weights.js, ./quant-math.js (int8 symmetric rows) and ./fp16.js (weight-size helper only).
  */
@@ -32,7 +35,7 @@ import { modelWeightBytes } from './fp16.js';
 import { quantizeWeight as quantizeSymmetric } from './quant-math.js';
 
 export interface DynamicOptions {
-  /** Op types to quantize; default ['MatMul', 'Gemm', 'LSTM', 'Gather'] (the ones this mode supports). */
+  /** Op types to quantize; default ['MatMul', 'Gemm', 'LSTM', 'Gather', 'Attention'] (the ones this mode supports; Attention is com.microsoft's). */
   opTypes?: string[];
   /** Op types to leave in float32 even if listed in opTypes. */
   excludeOpTypes?: string[];
@@ -74,8 +77,8 @@ export interface DynamicReport {
   notes: string[];
 }
 
-const SUPPORTED = new Set(['MatMul', 'Gemm', 'LSTM', 'Gather']);
-const DEFAULT_OP_TYPES = ['MatMul', 'Gemm', 'LSTM', 'Gather'];
+const SUPPORTED = new Set(['MatMul', 'Gemm', 'LSTM', 'Gather', 'Attention']);
+const DEFAULT_OP_TYPES = ['MatMul', 'Gemm', 'LSTM', 'Gather', 'Attention'];
 const MS_DOMAIN = 'com.microsoft';
 /** onnxruntime's DynamicQuantizeLSTM rejects per-row uint8 zero points ("must be constant"). */
 const UINT8_PER_CHANNEL_LSTM = 'uint8 weights per channel: DynamicQuantizeLSTM needs one zero point per direction (use int8 or per-tensor)';
@@ -84,7 +87,7 @@ const DOCUMENTED_FLOAT: Record<string, string> = {
   Conv: 'Conv stays float in dynamic mode (ConvInteger is slower than float Conv in onnxruntime on CPU); use --mode int8',
   GRU: 'GRU stays float (no integer kernel)',
   RNN: 'RNN stays float (no integer kernel)',
-  Attention: 'Attention stays float (its MatMuls are quantized only when exported as separate MatMul nodes)',
+  Attention: "ONNX Attention (opset 23) stays float: onnxruntime has no integer kernel for it (com.microsoft Attention, from onnxruntime's transformer optimizer, becomes QAttention; MatMuls exported as separate nodes are quantized)",
   MultiHeadAttention: 'MultiHeadAttention stays float (no dynamic integer kernel)',
 };
 
@@ -105,6 +108,8 @@ interface Plan {
   /** Existing Add after a MatMul whose constant bias sits in slot 0: swap so onnxruntime fuses. */
   swapAdd?: Node;
   weightKey: string;
+  /** com.microsoft Attention: rewritten in place into QAttention instead of MatMulInteger + scales. */
+  attention?: true;
 }
 
 const isDefaultDomain = (n: Node): boolean => n.domain === '' || n.domain === 'ai.onnx';
@@ -156,6 +161,12 @@ export function quantizeDynamic(model: Model, options: DynamicOptions = {}): { m
   const gatherPlans: GatherPlan[] = [];
   visitGraphs(out.graph, (graph) => {
     for (const node of graph.nodes) {
+      if (node.domain === MS_DOMAIN && node.opType === 'Attention') {
+        const result = !opTypes.has('Attention') ? 'op type excluded' : excluded.has(node.name) ? 'node excluded' : planAttention(node);
+        if (typeof result === 'string') keep(node, result);
+        else plans.push(result);
+        continue;
+      }
       if (!isDefaultDomain(node)) continue;
       if (DOCUMENTED_FLOAT[node.opType]) {
         keep(node, DOCUMENTED_FLOAT[node.opType]!);
@@ -244,6 +255,20 @@ export function quantizeDynamic(model: Model, options: DynamicOptions = {}): { m
       perGraph.set(graph, dql);
     }
     const [xq, xScale, xZp] = dql as [Value, Value, Value];
+    if (p.attention) {
+      // QAttention: input, weight, bias, input_scale, weight_scale, mask_index, input_zero_point,
+      // weight_zero_point, past; the outputs (and past/present) stay as they were.
+      const [, , bias, mask, past] = node.inputs;
+      const biasValue =
+        bias ?? graph.addInitializer(Tensor.fromData(names.value(`${base}_bias`), { dtype: DataType.FLOAT, dims: [p.n], data: new Float32Array(p.n) }));
+      const inputs: (Value | null)[] = [xq, w.q, biasValue, xScale, w.scale, mask ?? null, xZp, w.zp ?? null, past ?? null];
+      while (inputs.length > 0 && inputs[inputs.length - 1] === null) inputs.pop();
+      node.setInputs(inputs);
+      node.opType = 'QAttention';
+      report.quantized.push({ node: base, opType: 'Attention', weight: p.weight.name, shape: [p.k, p.n], perChannel, bias: true });
+      report.quantizedByOpType.Attention = (report.quantizedByOpType.Attention ?? 0) + 1;
+      continue;
+    }
     const origOut = node.outputs[0]!;
     const outShape = isTensorType(origOut.type) ? origOut.type.shape : undefined;
     const typed = (v: Value, elemType: DataType, shape = outShape): Value => {
@@ -329,6 +354,12 @@ export function quantizeDynamic(model: Model, options: DynamicOptions = {}): { m
     report.quantized.push({ node: label(node), opType: 'LSTM', weight: p.wValue.name, recurrentWeight: p.rValue.name, shape: [p.w.dims[2]!, 4 * p.hidden], perChannel, bias: node.inputs[3] != null });
     report.quantizedByOpType.LSTM = (report.quantizedByOpType.LSTM ?? 0) + 1;
   }
+  const attentions = report.quantizedByOpType.Attention ?? 0;
+  if (attentions > 0) {
+    report.notes.push(
+      `${attentions} com.microsoft Attention node(s) became QAttention (onnxruntime's integer attention): the Q/K/V projection runs as int8 GEMMs on the dynamically quantized input; the attention scores stay float.`,
+    );
+  }
   if (lstmPlans.length > 0) {
     if (out.opsetVersion(MS_DOMAIN) === undefined) out.opsetImports.push({ domain: MS_DOMAIN, version: 1 });
     report.notes.push(
@@ -368,7 +399,7 @@ export function quantizeDynamic(model: Model, options: DynamicOptions = {}): { m
   for (const v of oldWeights) dropIfUnused(v);
   visitGraphs(out.graph, (g) => g.topologicalSort());
   report.weightBytesAfter = modelWeightBytes(out);
-  if (report.quantized.length === 0) report.notes.push('No MatMul/Gemm with a constant 2-D float weight, LSTM with constant weights or embedding Gather was found: the model is unchanged.');
+  if (report.quantized.length === 0) report.notes.push('No MatMul/Gemm with a constant 2-D float weight, LSTM or com.microsoft Attention with constant weights, or embedding Gather was found: the model is unchanged.');
   if (weightType === 'int8' && !reduceRange) {
     report.notes.push(
       'int8 weights use u8s8 kernels: on x86 CPUs without VNNI (AVX2 only) their int16 intermediate can saturate; if accuracy drops there, use 7-bit weights (--reduce-range, option reduceRange).',
@@ -462,6 +493,35 @@ function floatConstant(v: Value | null | undefined): Tensor | undefined {
   if (!v) return undefined;
   const t = v.constantTensor();
   return t && t.dtype === DataType.FLOAT && t.hasData ? t : undefined;
+}
+
+/** Attributes onnxruntime's QAttention schema accepts (anything else fails at load). */
+const QATTENTION_ATTRIBUTES = new Set(['num_heads', 'unidirectional', 'do_rotary', 'past_present_share_buffer', 'mask_filter_value', 'scale']);
+
+/**
+ * com.microsoft Attention with a constant packed [D, 3H] float weight and nothing QAttention lacks
+ * (Q, K, V of different sizes, a rotary dimension, attention_bias or past_sequence_length inputs),
+ * as onnxruntime's quantize_dynamic decides; otherwise why it stays float.
+ */
+function planAttention(node: Node): Plan | string {
+  const [x, weight, , , , attentionBias, pastLength] = node.inputs;
+  if (!x || !weight) return 'missing input';
+  if (node.attributes.has('qkv_hidden_sizes')) return 'qkv_hidden_sizes (Q, K, V projections of different sizes): QAttention has no such form (quantize_dynamic leaves it float too)';
+  const unknown = [...node.attributes.keys()].find((a) => !QATTENTION_ATTRIBUTES.has(a));
+  if (unknown) return `attribute '${unknown}' has no QAttention equivalent`;
+  for (const flag of ['do_rotary', 'past_present_share_buffer']) {
+    if (node.getInt(flag, 0) !== 0) return `${flag}=1: not kept for QAttention here (only the plain form is checked against onnxruntime)`;
+  }
+  if (attentionBias || pastLength) return `input '${(attentionBias ?? pastLength)!.name}' (attention_bias / past_sequence_length): QAttention has no such input`;
+  if (floatConstant(x)) return 'activation input is a constant (fold constants first)';
+  const w = floatConstant(weight);
+  if (!w) return weight.constantTensor() ? 'weight is not float32' : 'weights are not a constant';
+  const heads = node.getInt('num_heads', 0);
+  const [k, n] = w.dims as [number, number];
+  if (w.dims.length !== 2 || n % 3 !== 0 || heads <= 0 || (n / 3) % heads !== 0) {
+    return `weight '${weight.name}' [${w.dims}] is not a packed [D, 3 x hidden] Q/K/V projection for ${heads} heads`;
+  }
+  return { node, graph: node.graph, activation: x, weight, matrix: w.data as Float32Array, k, n, weightKey: `${weight.name}|n`, attention: true };
 }
 
 function planMatMul(node: Node): Plan | string {
