@@ -306,7 +306,12 @@ async function renderSummary(doc: SummaryDocument): Promise<string> {
     table.push(['weights / activations', `int8 ${rep.qdq.perChannel ? 'per-channel' : 'per-tensor'} / ${rep.qdq.activationType} ${rep.qdq.activationSymmetric ? 'symmetric' : 'asymmetric'}`]);
     table.push(['calibration', `${rep.calibration.method}${rep.calibration.percentile ? ` ${rep.calibration.percentile}` : ''}, ${rep.calibration.samples} samples, ${rep.calibration.tensors} tensors, ${rep.calibration.seconds.toFixed(2)} s`]);
     const pre = rep.preprocess;
-    table.push(['pre-processing', `${pre.batchNormsFolded.length} BatchNorm folded, ${pre.constantsToInitializers} Constant -> initializer, ${pre.constantsFolded} folded${pre.opset?.upgraded ? `, opset ${pre.opset.from} -> ${pre.opset.to}` : ''}`]);
+    const rewrites = [
+      pre.matMulAddFused.length > 0 ? `, ${pre.matMulAddFused.length} MatMul + Add -> Gemm` : '',
+      pre.reduceMeansToPool.length > 0 ? `, ${pre.reduceMeansToPool.length} ReduceMean -> GlobalAveragePool` : '',
+      pre.opset?.upgraded ? `, opset ${pre.opset.from} -> ${pre.opset.to}` : '',
+    ].join('');
+    table.push(['pre-processing', `${pre.batchNormsFolded.length} BatchNorm folded, ${pre.constantsToInitializers} Constant -> initializer, ${pre.constantsFolded} folded${rewrites}`]);
     if (rep.qdq.paddedConvs.length) {
       table.push(['input channels padded', rep.qdq.paddedConvs.map((c) => `${c.node}: ${c.from} -> ${c.to} (fast int8 conv kernel)`).join('\n')]);
     }

@@ -1,8 +1,9 @@
 /**
  * Structural folds that make a graph quantize well: BatchNormalization folded into the Conv or
- * Gemm before it (when that node is its only producer-consumer link), and MatMul + Add(constant
+ * Gemm before it (when that node is its only producer-consumer link), MatMul + Add(constant
  * bias) on 2-D inputs rewritten as Gemm (so the bias becomes an int32 bias of one QGemm instead of a
- * float Add after an integer MatMul). Both edit the graph they are given. Imports the IR (with
+ * float Add after an integer MatMul), and a spatial ReduceMean rewritten as GlobalAveragePool. All
+ * edit the graph they are given. Imports the IR (with
  * ir/tensor-math).
  */
 import { DataType } from '../../ir/dtype.js';
@@ -152,4 +153,49 @@ export function fuseMatMulAdd(graph: Graph): FoldRecord[] {
     }
   }
   return fused;
+}
+
+/**
+ * ReduceMean over every spatial axis of an N-C-spatial tensor (how Keras/tf2onnx and PyTorch's
+ * `x.mean((2, 3))` export global average pooling) -> GlobalAveragePool, followed by
+ * Flatten(axis 1) when keepdims is 0. The same numbers, but onnxruntime has an integer kernel for
+ * GlobalAveragePool (QLinearGlobalAveragePool) and none for ReduceMean. Needs the input's rank
+ * (declared, or inferred by running). Returns what was rewritten.
+ */
+export function reduceMeanToGlobalPool(graph: Graph, opset: number): FoldRecord[] {
+  const rewritten: FoldRecord[] = [];
+  for (const g of graph.allGraphs()) {
+    for (const rm of [...g.nodes]) {
+      if (rm.opType !== 'ReduceMean' || !isDefaultDomain(rm)) continue;
+      const [x, axesInput] = rm.inputs;
+      const y = rm.outputs[0];
+      const rank = x ? rankOf(x) : undefined;
+      if (!x || !y || rank === undefined || rank < 3) continue;
+      let axes: number[] | undefined;
+      if (opset >= 18) {
+        const t = axesInput ? g.constantTensor(axesInput) : undefined;
+        axes = t ? Array.from(t.toFloat64()) : undefined;
+      } else axes = rm.hasAttr('axes') ? rm.getInts('axes') : undefined;
+      if (!axes) continue;
+      const normalized = [...new Set(axes.map((a) => (a < 0 ? a + rank : a)))].sort((a, b) => a - b);
+      if (normalized.length !== rank - 2 || normalized.some((a, i) => a !== i + 2)) continue;
+      const keepdims = rm.getInt('keepdims', 1) !== 0;
+      const shape = isTensorType(x.type) ? x.type.shape : undefined;
+      const pooled = g.insertBefore(rm, { opType: 'GlobalAveragePool', inputs: [x], outputs: [g.uniqueName(`${y.name}__pool`)], name: `${rm.name}_pool` });
+      let result = pooled.outputs[0]!;
+      result.type = { kind: 'tensor', elemType: isTensorType(x.type) ? x.type.elemType : DataType.FLOAT, shape: shape ? [shape[0]!, shape[1]!, ...new Array<number>(rank - 2).fill(1)] : undefined };
+      if (!keepdims) {
+        const flat = g.insertBefore(rm, { opType: 'Flatten', inputs: [result], outputs: [g.uniqueName(`${y.name}__flat`)], attributes: { axis: 1 }, name: `${rm.name}_flatten` });
+        result = flat.outputs[0]!;
+        result.type = { kind: 'tensor', elemType: isTensorType(x.type) ? x.type.elemType : DataType.FLOAT, shape: shape ? [shape[0]!, shape[1]!] : undefined };
+      }
+      const type = y.type;
+      g.replaceAllUsesWith(y, result);
+      g.removeNode(rm, { force: true });
+      adoptName(g, y, result);
+      if (type && isTensorType(type) && type.shape) result.type = type;
+      rewritten.push({ removed: rm.name, into: pooled.name });
+    }
+  }
+  return rewritten;
 }

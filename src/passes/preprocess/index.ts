@@ -4,16 +4,18 @@
  * Constant nodes -> initializers; Identity/Dropout removal; constant folding
  * (a small float64 evaluator here, not onnxruntime's optimizer: onnxruntime's optimized-model
  * output may contain its own fused ops and layout changes, which a portable QDQ model must not);
- * BatchNormalization folded into the preceding Conv/Gemm; MatMul + bias Add -> Gemm; opset upgrade
- * to 13 when asked. Imports the IR and the files beside it.
+ * BatchNormalization folded into the preceding Conv/Gemm; spatial ReduceMean -> GlobalAveragePool;
+ * MatMul + bias Add -> Gemm; opset upgrade to 13 when asked. The last two need tensor ranks: when
+ * the file does not declare them, run `shapeRewrites` again once shapes are known (the INT8
+ * pipeline does, after inferring shapes by running). Imports the IR and the files beside it.
  */
 import type { Model } from '../../ir/index.js';
 import { constantsToInitializers, foldConstants, removeIdentities, removeUnusedInitializers } from './constants.js';
-import { foldBatchNorms, fuseMatMulAdd, type FoldRecord } from './fold-batchnorm.js';
+import { foldBatchNorms, fuseMatMulAdd, reduceMeanToGlobalPool, type FoldRecord } from './fold-batchnorm.js';
 import { upgradeOpset, TARGET_OPSET, type UpgradeResult } from './opset-upgrade.js';
 
 export { upgradeOpset, TARGET_OPSET, type UpgradeResult } from './opset-upgrade.js';
-export { foldBatchNorms, fuseMatMulAdd, type FoldRecord } from './fold-batchnorm.js';
+export { foldBatchNorms, fuseMatMulAdd, reduceMeanToGlobalPool, type FoldRecord } from './fold-batchnorm.js';
 export { constantsToInitializers, foldConstants, removeIdentities, removeUnusedInitializers } from './constants.js';
 
 export interface PreprocessOptions {
@@ -23,7 +25,7 @@ export interface PreprocessOptions {
   foldConstants?: boolean;
   /** Fold BatchNormalization into the Conv/Gemm before it; default true. */
   foldBatchNorm?: boolean;
-  /** Rewrite MatMul + constant bias Add on 2-D inputs as Gemm; default true. */
+  /** Rewrite MatMul + constant bias Add on 2-D inputs as Gemm, and a ReduceMean over all spatial axes as GlobalAveragePool; default true. */
   fuseMatMulAdd?: boolean;
   /** Upgrade the default-domain opset to 13 when it is lower; default false. */
   upgradeOpset?: boolean;
@@ -35,6 +37,8 @@ export interface PreprocessReport {
   constantsFolded: number;
   batchNormsFolded: FoldRecord[];
   matMulAddFused: FoldRecord[];
+  /** ReduceMean over all spatial axes rewritten as GlobalAveragePool (+ Flatten for keepdims 0). */
+  reduceMeansToPool: FoldRecord[];
   initializersRemoved: number;
   /** Nodes that had no name and got one. */
   nodesNamed: number;
@@ -53,6 +57,7 @@ export function preprocess(model: Model, options: PreprocessOptions = {}): { mod
     constantsFolded: 0,
     batchNormsFolded: [],
     matMulAddFused: [],
+    reduceMeansToPool: [],
     initializersRemoved: 0,
     nodesNamed: g.nameUnnamedNodes(),
     nodesBefore: model.graph.allNodes().length,
@@ -65,10 +70,20 @@ export function preprocess(model: Model, options: PreprocessOptions = {}): { mod
     report.constantsFolded = foldConstants(g);
   }
   if (options.foldBatchNorm ?? true) report.batchNormsFolded = foldBatchNorms(g);
-  if (options.fuseMatMulAdd ?? true) report.matMulAddFused = fuseMatMulAdd(g);
+  if (options.fuseMatMulAdd ?? true) shapeRewrites(out, report);
   report.initializersRemoved = removeUnusedInitializers(g);
   report.nodesNamed += g.nameUnnamedNodes(); // nodes the steps above created
   g.topologicalSort();
   report.nodesAfter = g.allNodes().length;
   return { model: out, report };
+}
+
+/**
+ * The rewrites that need tensor ranks (spatial ReduceMean -> GlobalAveragePool, then 2-D MatMul +
+ * bias -> Gemm), appended to `report`; safe to run again after shapes were inferred, when they
+ * find what the declared shapes did not show. MUTATES `model`.
+ */
+export function shapeRewrites(model: Model, report: Pick<PreprocessReport, 'matMulAddFused' | 'reduceMeansToPool'>): void {
+  report.reduceMeansToPool.push(...reduceMeanToGlobalPool(model.graph, model.opsetVersion('') ?? 0));
+  report.matMulAddFused.push(...fuseMatMulAdd(model.graph));
 }

@@ -7,7 +7,10 @@
  * multiple of 4 with zero weights, and the float tensor with zeros before its QuantizeLinear,
  * computes exactly the same numbers (the added channels multiply zero weights) and lets the fast
  * kernel run. Measured (bench/quantize-stems.mjs, docs/quantize.md): faster for 1x1, 3x3 and 5x5
- * stems; for 7x7 no better or slower, so larger kernels are left alone.
+ * stems; for 7x7 no better or slower, so larger kernels are left alone. Not behind a Transpose
+ * (the NHWC -> NCHW of Keras/tf2onnx exports): onnxruntime then cancels that Transpose against its
+ * own NHWC layout and runs the Pad on the innermost (channel) axis of the NHWC tensor, which costs
+ * more than padding saves (a 64x64x3 input: 1.39x against 1.61x unpadded, same model, one run).
  * Part of applyQdq, which then drops the unpadded weights and re-sorts the graph. Imports the IR
  * only.
  */
@@ -47,7 +50,7 @@ function candidate(node: Node, graph: Graph, boundary: ReadonlySet<Value>): { x:
   // A per-axis boundary scale would need padding too; those only follow data-movement ops.
   if (!isScalarLike(graph.constantTensor(q.inputs[1]!)) || (q.inputs[2] && !isScalarLike(graph.constantTensor(q.inputs[2])))) return undefined;
   const x = q.inputs[0]!;
-  if (!boundary.has(x) || x.consumers.length !== 1 || x.isGraphOutput()) return undefined;
+  if (!boundary.has(x) || x.consumers.length !== 1 || x.isGraphOutput() || x.producer?.opType === 'Transpose') return undefined;
   const wqValue = wdq.inputs[0]!;
   const wq = graph.constantTensor(wqValue);
   if (!wq || wq.dtype !== DataType.INT8 || wq.dims.length !== 4) return undefined;

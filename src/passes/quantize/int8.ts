@@ -12,7 +12,7 @@ import { isTensorType, type Model } from '../../ir/index.js';
 import { batches, take, type Dataset } from '../../data/index.js';
 import { AgreementAccumulator, classAxis, labelIndices, toNumbers, top1Correct, type AgreementMetrics } from '../../metrics/index.js';
 import { createRunner, inferShapesByRunning, type Runner, type RunnerOptions } from '../../runtime/index.js';
-import { preprocess, TARGET_OPSET, type PreprocessReport } from '../preprocess/index.js';
+import { preprocess, shapeRewrites, TARGET_OPSET, type PreprocessReport } from '../preprocess/index.js';
 import { collectStatistics, computeRange, type CalibrationMethod, type Range, type RangeOptions, type TensorStatistics } from './calibrate.js';
 import { planQdq, quantizeQdq, type QdqOptions, type QdqReport } from './qdq.js';
 import { DataType } from '../../ir/dtype.js';
@@ -122,6 +122,10 @@ export async function quantizeInt8(model: Model, options: Int8Options): Promise<
   // Value types decide what is float; fill in the ones the file does not declare.
   const firstBatch = batches(calibration, Math.min(batchSize, calibration.count)).next().value!.feeds;
   await inferShapesByRunning(pre.model, firstBatch, runnerOptions);
+  // Ranks the file did not declare are known now: a 2-D MatMul + bias becomes a Gemm (QGemm; left
+  // alone, onnxruntime fuses it into a float Gemm on dequantized weights), a spatial ReduceMean a
+  // GlobalAveragePool (integer kernel).
+  shapeRewrites(pre.model, pre.report);
 
   // Calibrate exactly what this plan declares; other variants (guard, analysis) add theirs lazily.
   const plan = planQdq(pre.model, qdqOptions);

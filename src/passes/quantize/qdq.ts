@@ -55,9 +55,12 @@ export const MIN_CONV_REDUCTION = 16;
 /**
  * Float ops through which onnxruntime's QDQPropagationTransformer hoists a QuantizeLinear with a
  * scalar scale (MaxPool-12, Reshape, Transpose, Squeeze, Unsqueeze, Slice). A float -> int8
- * boundary Q after them would land before them and turn e.g. a fast float NCHWc MaxPool into a
+ * boundary Q that would be hoisted up to a MaxPool would turn a fast float NCHWc MaxPool into a
  * slow uint8 NCHW one; such a Q gets a per-axis scale (all values equal: same numbers), which
- * onnxruntime does not propagate.
+ * onnxruntime does not propagate. Only then: a per-axis Q costs far more than a scalar one when
+ * onnxruntime's layout optimizer moves it onto the channels of an NHWC tensor (12k values of a
+ * Keras-style NHWC input, Transpose -> Q: 523 us per-axis vs a few us), and hoisting through the
+ * data-movement ops alone is harmless.
  */
 const Q_HOISTING_OPS = new Set(['MaxPool', 'Reshape', 'Transpose', 'Squeeze', 'Unsqueeze', 'Slice']);
 
@@ -493,6 +496,11 @@ export function applyQdq(model: Model, plan: QdqPlan, options: ApplyOptions): Qd
   const hoistBlockingAxis = (tp: TensorPlan): { axis: number; size: number } | undefined => {
     const producer = tp.value.producer;
     if (tp.producedByQuantized || tp.source !== 'calibrated' || opset < 13 || !producer || !Q_HOISTING_OPS.has(producer.opType)) return undefined;
+    let reachesMaxPool = false;
+    for (let p: Node | null | undefined = producer; p && Q_HOISTING_OPS.has(p.opType) && !reachesMaxPool; p = p.inputs[0]?.producer) {
+      reachesMaxPool = p.opType === 'MaxPool';
+    }
+    if (!reachesMaxPool) return undefined;
     const shape = isTensorType(tp.value.type) ? tp.value.type.shape : undefined;
     if (!shape) return undefined;
     for (let i = 1; i < shape.length; i++) {

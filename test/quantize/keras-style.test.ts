@@ -1,0 +1,115 @@
+// Exports from Keras/tf2onnx and PyTorch's `x.mean((2, 3))`: global average pooling as a spatial
+// ReduceMean, a Dense layer as MatMul + Add without declared intermediate shapes, and an NHWC input
+// behind a Transpose. Each rewrite is checked against onnxruntime on the original; the quantized
+// model must leave no float op on dequantized data and no per-axis input quantization.
+import { describe, expect, it } from 'vitest';
+import { DataType, GraphBuilder, type Model, type Value } from '../../src/ir/index.js';
+import { createRunner } from '../../src/runtime/index.js';
+import { preprocess, reduceMeanToGlobalPool } from '../../src/passes/preprocess/index.js';
+import { quantizeInt8 } from '../../src/passes/quantize/int8.js';
+import { checkFusion } from '../../src/passes/quantize/fusion-check.js';
+import { dataset, randomFloats } from './models.js';
+
+async function run(model: Model, x: Float32Array, dims: number[]): Promise<Float32Array> {
+  const r = await createRunner(model, { graphOptimizationLevel: 'disabled' });
+  try {
+    return Object.values(await r.run({ x: { dtype: DataType.FLOAT, dims, data: x } }))[0]!.data as Float32Array;
+  } finally {
+    await r.release();
+  }
+}
+
+const maxDiff = (a: Float32Array, b: Float32Array): number => a.reduce((m, v, i) => Math.max(m, Math.abs(v - b[i]!)), 0);
+
+/** x [N, C, ...spatial] -> ReduceMean(axes) (attribute before opset 18, input from 18 on). */
+function reduceMeanModel(opset: number, axes: number[], keepdims: number, spatial = [5, 7], declareShape = true): Model {
+  const b = new GraphBuilder({ opset });
+  const x = b.input('x', DataType.FLOAT, declareShape ? ['N', 3, ...spatial] : undefined);
+  const relu = x;
+  const rm =
+    opset >= 18
+      ? b.node('ReduceMean', [relu, b.initializer('axes', DataType.INT64, [axes.length], BigInt64Array.from(axes.map(BigInt)))], { keepdims }, { name: 'mean', outputs: ['y'] })
+      : b.node('ReduceMean', [relu], { axes, keepdims }, { name: 'mean', outputs: ['y'] });
+  b.output((Array.isArray(rm) ? rm[0] : rm) as Value, DataType.FLOAT, undefined);
+  return b.build();
+}
+
+describe('spatial ReduceMean -> GlobalAveragePool', () => {
+  const cases: [number, number[], number, number[]][] = [
+    [13, [2, 3], 0, [5, 7]],
+    [13, [-1, -2], 1, [5, 7]],
+    [18, [2, 3], 0, [5, 7]],
+    [18, [3, 2], 1, [5, 7]],
+    [13, [2], 0, [9]],
+    [13, [2, 3, 4], 0, [2, 3, 4]],
+  ];
+  for (const [opset, axes, keepdims, spatial] of cases) {
+    it(`opset ${opset}, axes [${axes}], keepdims ${keepdims}, ${spatial.length + 2}-D input: same outputs in onnxruntime`, async () => {
+      const model = reduceMeanModel(opset, axes, keepdims, spatial);
+      const { model: out, report } = preprocess(model);
+      expect(report.reduceMeansToPool).toEqual([{ removed: 'mean', into: 'mean_pool' }]);
+      expect(out.graph.nodes.map((n) => n.opType)).toEqual(keepdims ? ['GlobalAveragePool'] : ['GlobalAveragePool', 'Flatten']);
+      expect(out.graph.outputs[0]!.name).toBe('y');
+      const dims = [2, 3, ...spatial];
+      const x = randomFloats(dims.reduce((a, c) => a * c, 1), 7);
+      const [want, got] = [await run(model, x, dims), await run(out, x, dims)];
+      expect(got.length).toBe(want.length);
+      expect(maxDiff(got, want)).toBeLessThan(1e-6);
+    });
+  }
+
+  it('left alone: a reduction over channels, over only some spatial axes, or of unknown rank', () => {
+    for (const model of [reduceMeanModel(13, [1], 0), reduceMeanModel(13, [2], 1), reduceMeanModel(13, [1, 2, 3], 0), reduceMeanModel(13, [2, 3], 0, [5, 7], false)]) {
+      expect(reduceMeanToGlobalPool(model.clone().graph, 13)).toEqual([]);
+    }
+  });
+});
+
+/**
+ * Keras-style: x [N, 16, 16, 3] -> Transpose to NCHW -> Conv 3x3/2 + Clip(0, 6) -> depthwise ->
+ * Conv 1x1 -> ReduceMean(2, 3) -> MatMul + Add (Dense) -> Softmax; intermediate shapes undeclared.
+ */
+function kerasStyle(): Model {
+  const b = new GraphBuilder({ opset: 13 });
+  const x = b.input('x', DataType.FLOAT, ['N', 16, 16, 3]);
+  let h = b.node('Transpose', [x], { perm: [0, 3, 1, 2] }, { name: 'to_nchw' });
+  let seed = 70;
+  const conv = (inp: Value, cin: number, cout: number, k: number, stride: number, group: number, name: string): Value => {
+    const w = b.initializer(`${name}.w`, DataType.FLOAT, [cout, cin / group, k, k], randomFloats((cout * cin * k * k) / group, seed++, Math.sqrt(6 / ((k * k * cin) / group))));
+    const p = (k - 1) >> 1;
+    const c = b.node('Conv', [inp, w, b.initializer(`${name}.b`, DataType.FLOAT, [cout], randomFloats(cout, seed++, 0.1))], { kernel_shape: [k, k], strides: [stride, stride], pads: [p, p, p, p], group }, { name });
+    return b.node('Clip', [c, b.initializer(`${name}.lo`, DataType.FLOAT, [], Float32Array.of(0)), b.initializer(`${name}.hi`, DataType.FLOAT, [], Float32Array.of(6))], {}, { name: `${name}.relu6` });
+  };
+  h = conv(h, 3, 16, 3, 2, 1, 'stem');
+  h = conv(h, 16, 16, 3, 1, 16, 'dw');
+  h = conv(h, 16, 32, 1, 1, 1, 'pw');
+  const pooled = b.node('ReduceMean', [h], { axes: [2, 3], keepdims: 0 }, { name: 'pool' });
+  const mm = b.node('MatMul', [pooled, b.initializer('dense.w', DataType.FLOAT, [32, 10], randomFloats(320, seed++, 0.3))], {}, { name: 'dense' });
+  const logits = b.node('Add', [mm, b.initializer('dense.b', DataType.FLOAT, [10], randomFloats(10, seed++, 0.1))], {}, { name: 'dense.bias' });
+  const [probs] = b.node('Softmax', [logits], { axis: -1 }, { name: 'softmax', outputs: ['probs'] }) as Value[];
+  b.output(probs!, DataType.FLOAT, ['N', 10]);
+  return b.build();
+}
+
+describe('static INT8 of a Keras-style export', () => {
+  it('GAP and Dense become QLinearGlobalAveragePool and QGemm once shapes are inferred; the input Q stays scalar and unpadded', async () => {
+    const model = kerasStyle();
+    expect(preprocess(model).report.matMulAddFused).toEqual([]); // the file does not say the MatMul is 2-D
+    const calibration = dataset('x', [32, 16, 16, 3], 71);
+    const { model: q, report } = await quantizeInt8(model, { calibration });
+    expect(report.preprocess.reduceMeansToPool.map((r) => r.removed)).toEqual(['pool']);
+    expect(report.preprocess.matMulAddFused.map((r) => r.removed)).toEqual(['dense.bias']);
+    // One scalar QuantizeLinear for the input: a per-axis one lands on the NHWC channels after
+    // onnxruntime cancels the Transpose, and a channel Pad there costs more than it saves.
+    const inputQ = q.graph.nodes.find((n) => n.opType === 'QuantizeLinear' && n.inputs[0]?.name === 'to_nchw_out')!;
+    expect(q.graph.constantTensor(inputQ.inputs[1]!)!.dims).toEqual([]);
+    expect(report.qdq.paddedConvs).toEqual([]);
+    const fusion = await checkFusion(q);
+    expect(fusion.unfused).toEqual([]);
+    expect(fusion.integerKernels).toMatchObject({ QLinearConv: 3, QLinearGlobalAveragePool: 1, QGemm: 1 });
+    const x = calibration.inputs['x']!.data as Float32Array;
+    const [want, got] = [await run(model, x, [32, 16, 16, 3]), await run(q, x, [32, 16, 16, 3])];
+    expect(maxDiff(got, want)).toBeLessThan(0.03); // class probabilities
+    expect(maxDiff(got, want)).toBeGreaterThan(0);
+  });
+});
