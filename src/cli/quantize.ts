@@ -307,6 +307,7 @@ async function renderSummary(doc: SummaryDocument): Promise<string> {
     table.push(['calibration', `${rep.calibration.method}${rep.calibration.percentile ? ` ${rep.calibration.percentile}` : ''}, ${rep.calibration.samples} samples, ${rep.calibration.tensors} tensors, ${rep.calibration.seconds.toFixed(2)} s`]);
     const pre = rep.preprocess;
     const rewrites = [
+      pre.padsFolded.length > 0 ? `, ${pre.padsFolded.length} Pad -> Conv pads` : '',
       pre.matMulAddFused.length > 0 ? `, ${pre.matMulAddFused.length} MatMul + Add -> Gemm` : '',
       pre.reduceMeansToPool.length > 0 ? `, ${pre.reduceMeansToPool.length} ReduceMean -> GlobalAveragePool` : '',
       pre.opset?.upgraded ? `, opset ${pre.opset.from} -> ${pre.opset.to}` : '',

@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { DataType, GraphBuilder, type Model, type Value } from '../../src/ir/index.js';
 import { createRunner } from '../../src/runtime/index.js';
-import { preprocess, reduceMeanToGlobalPool } from '../../src/passes/preprocess/index.js';
+import { foldPadsIntoConvs, preprocess, reduceMeanToGlobalPool } from '../../src/passes/preprocess/index.js';
 import { quantizeInt8 } from '../../src/passes/quantize/int8.js';
 import { checkFusion } from '../../src/passes/quantize/fusion-check.js';
 import { dataset, randomFloats } from './models.js';
@@ -65,8 +65,71 @@ describe('spatial ReduceMean -> GlobalAveragePool', () => {
   });
 });
 
+/** x [N, 2, 6, 7] -> Pad -> Conv 3x3 (own pads [1, 0, 0, 1]) and, optionally, a second reader. */
+function padModel(opset: number, pads: number[], options: { value?: number; mode?: string; secondReader?: 'Conv' | 'Relu' } = {}): Model {
+  const b = new GraphBuilder({ opset });
+  const x = b.input('x', DataType.FLOAT, ['N', 2, 6, 7]);
+  const attrs: Record<string, unknown> = options.mode ? { mode: options.mode } : {};
+  let padded: Value;
+  if (opset < 11) padded = b.node('Pad', [x], { ...attrs, pads, ...(options.value ? { value: options.value } : {}) }, { name: 'pad' });
+  else {
+    const inputs = [x, b.initializer('pads', DataType.INT64, [pads.length], BigInt64Array.from(pads.map(BigInt)))];
+    if (options.value !== undefined) inputs.push(b.initializer('value', DataType.FLOAT, [], Float32Array.of(options.value)));
+    padded = b.node('Pad', inputs, attrs, { name: 'pad' });
+  }
+  const conv = (name: string, seed: number, convPads: number[]) =>
+    b.node('Conv', [padded, b.initializer(`${name}.w`, DataType.FLOAT, [3, 2, 3, 3], randomFloats(54, seed)), b.initializer(`${name}.b`, DataType.FLOAT, [3], randomFloats(3, seed + 1))], { kernel_shape: [3, 3], strides: [2, 2], pads: convPads }, { name });
+  const outs = [conv('conv', 80, [1, 0, 0, 1])];
+  if (options.secondReader === 'Conv') outs.push(conv('conv2', 82, [0, 0, 0, 0]));
+  if (options.secondReader === 'Relu') outs.push(b.node('Relu', [padded], {}, { name: 'relu' }));
+  outs.forEach((o) => b.output(o, DataType.FLOAT, undefined));
+  return b.build();
+}
+
+async function runAll(model: Model, x: Float32Array, dims: number[]): Promise<Float32Array[]> {
+  const r = await createRunner(model, { graphOptimizationLevel: 'disabled' });
+  try {
+    return Object.values(await r.run({ x: { dtype: DataType.FLOAT, dims, data: x } })).map((t) => t.data as Float32Array);
+  } finally {
+    await r.release();
+  }
+}
+
+describe('zero Pad folded into the Convs reading it', () => {
+  const cases: [string, number, number[], Parameters<typeof padModel>[2]][] = [
+    ['opset 13, Keras ZeroPadding2D((0, 1), (0, 1))', 13, [0, 0, 0, 0, 0, 0, 1, 1], {}],
+    ['opset 13, explicit value 0, two Conv readers', 13, [0, 0, 2, 1, 0, 0, 1, 2], { value: 0, secondReader: 'Conv' }],
+    ['opset 10, pads attribute', 10, [0, 0, 1, 1, 0, 0, 1, 1], {}],
+  ];
+  for (const [label, opset, pads, options] of cases) {
+    it(`${label}: same outputs in onnxruntime, Pad gone`, async () => {
+      const model = padModel(opset, pads, options);
+      const { model: out, report } = preprocess(model);
+      expect(report.padsFolded.map((f) => f.into)).toEqual(options.secondReader ? ['conv', 'conv2'] : ['conv']);
+      expect(out.graph.nodes.map((n) => n.opType)).not.toContain('Pad');
+      const conv = out.graph.nodes.find((n) => n.name === 'conv')!;
+      expect(conv.getInts('pads')).toEqual([1 + pads[2]!, pads[3]!, pads[6]!, 1 + pads[7]!]);
+      const x = randomFloats(3 * 2 * 6 * 7, 81);
+      const [want, got] = [await runAll(model, x, [3, 2, 6, 7]), await runAll(out, x, [3, 2, 6, 7])];
+      want.forEach((w, i) => expect(maxDiff(got[i]!, w)).toBeLessThan(1e-5));
+    });
+  }
+
+  it('left alone: a non-zero value, reflect mode, padded channels, or a reader that is not a Conv', () => {
+    for (const model of [
+      padModel(13, [0, 0, 0, 0, 0, 0, 1, 1], { value: 0.5 }),
+      padModel(13, [0, 0, 1, 1, 0, 0, 1, 1], { mode: 'reflect' }),
+      padModel(13, [0, 1, 0, 0, 0, 0, 1, 1]),
+      padModel(13, [0, 0, 0, 0, 0, 0, 1, 1], { secondReader: 'Relu' }),
+    ]) {
+      expect(foldPadsIntoConvs(model.clone().graph, 13)).toEqual([]);
+    }
+  });
+});
+
 /**
- * Keras-style: x [N, 16, 16, 3] -> Transpose to NCHW -> Conv 3x3/2 + Clip(0, 6) -> depthwise ->
+ * Keras-style: x [N, 16, 16, 3] -> Transpose to NCHW -> Conv 3x3/2 + Clip(0, 6) -> ZeroPadding2D ->
+ * 'valid' depthwise 3x3/2 ->
  * Conv 1x1 -> ReduceMean(2, 3) -> MatMul + Add (Dense) -> Softmax; intermediate shapes undeclared.
  */
 function kerasStyle(): Model {
@@ -74,14 +137,15 @@ function kerasStyle(): Model {
   const x = b.input('x', DataType.FLOAT, ['N', 16, 16, 3]);
   let h = b.node('Transpose', [x], { perm: [0, 3, 1, 2] }, { name: 'to_nchw' });
   let seed = 70;
-  const conv = (inp: Value, cin: number, cout: number, k: number, stride: number, group: number, name: string): Value => {
+  const conv = (inp: Value, cin: number, cout: number, k: number, stride: number, group: number, name: string, pad = (k - 1) >> 1): Value => {
     const w = b.initializer(`${name}.w`, DataType.FLOAT, [cout, cin / group, k, k], randomFloats((cout * cin * k * k) / group, seed++, Math.sqrt(6 / ((k * k * cin) / group))));
-    const p = (k - 1) >> 1;
+    const p = pad;
     const c = b.node('Conv', [inp, w, b.initializer(`${name}.b`, DataType.FLOAT, [cout], randomFloats(cout, seed++, 0.1))], { kernel_shape: [k, k], strides: [stride, stride], pads: [p, p, p, p], group }, { name });
     return b.node('Clip', [c, b.initializer(`${name}.lo`, DataType.FLOAT, [], Float32Array.of(0)), b.initializer(`${name}.hi`, DataType.FLOAT, [], Float32Array.of(6))], {}, { name: `${name}.relu6` });
   };
   h = conv(h, 3, 16, 3, 2, 1, 'stem');
-  h = conv(h, 16, 16, 3, 1, 16, 'dw');
+  h = b.node('Pad', [h, b.initializer('zp.pads', DataType.INT64, [8], BigInt64Array.of(0n, 0n, 0n, 0n, 0n, 0n, 1n, 1n))], { mode: 'constant' }, { name: 'zero_pad' });
+  h = conv(h, 16, 16, 3, 2, 16, 'dw', 0);
   h = conv(h, 16, 32, 1, 1, 1, 'pw');
   const pooled = b.node('ReduceMean', [h], { axes: [2, 3], keepdims: 0 }, { name: 'pool' });
   const mm = b.node('MatMul', [pooled, b.initializer('dense.w', DataType.FLOAT, [32, 10], randomFloats(320, seed++, 0.3))], {}, { name: 'dense' });
@@ -92,12 +156,13 @@ function kerasStyle(): Model {
 }
 
 describe('static INT8 of a Keras-style export', () => {
-  it('GAP and Dense become QLinearGlobalAveragePool and QGemm once shapes are inferred; the input Q stays scalar and unpadded', async () => {
+  it('the Pad folds into the depthwise conv, GAP and Dense become QLinearGlobalAveragePool and QGemm once shapes are inferred; the input Q stays scalar and unpadded', async () => {
     const model = kerasStyle();
     expect(preprocess(model).report.matMulAddFused).toEqual([]); // the file does not say the MatMul is 2-D
     const calibration = dataset('x', [32, 16, 16, 3], 71);
     const { model: q, report } = await quantizeInt8(model, { calibration });
     expect(report.preprocess.reduceMeansToPool.map((r) => r.removed)).toEqual(['pool']);
+    expect(report.preprocess.padsFolded).toEqual([{ removed: 'zero_pad', into: 'dw' }]);
     expect(report.preprocess.matMulAddFused.map((r) => r.removed)).toEqual(['dense.bias']);
     // One scalar QuantizeLinear for the input: a per-axis one lands on the NHWC channels after
     // onnxruntime cancels the Transpose, and a channel Pad there costs more than it saves.

@@ -4,18 +4,19 @@
  * Constant nodes -> initializers; Identity/Dropout removal; constant folding
  * (a small float64 evaluator here, not onnxruntime's optimizer: onnxruntime's optimized-model
  * output may contain its own fused ops and layout changes, which a portable QDQ model must not);
- * BatchNormalization folded into the preceding Conv/Gemm; spatial ReduceMean -> GlobalAveragePool;
+ * BatchNormalization folded into the preceding Conv/Gemm; zero Pads folded into the Convs reading
+ * them; spatial ReduceMean -> GlobalAveragePool;
  * MatMul + bias Add -> Gemm; opset upgrade to 13 when asked. The last two need tensor ranks: when
  * the file does not declare them, run `shapeRewrites` again once shapes are known (the INT8
  * pipeline does, after inferring shapes by running). Imports the IR and the files beside it.
  */
 import type { Model } from '../../ir/index.js';
 import { constantsToInitializers, foldConstants, removeIdentities, removeUnusedInitializers } from './constants.js';
-import { foldBatchNorms, fuseMatMulAdd, reduceMeanToGlobalPool, type FoldRecord } from './fold-batchnorm.js';
+import { foldBatchNorms, foldPadsIntoConvs, fuseMatMulAdd, reduceMeanToGlobalPool, type FoldRecord } from './fold-batchnorm.js';
 import { upgradeOpset, TARGET_OPSET, type UpgradeResult } from './opset-upgrade.js';
 
 export { upgradeOpset, TARGET_OPSET, type UpgradeResult } from './opset-upgrade.js';
-export { foldBatchNorms, fuseMatMulAdd, reduceMeanToGlobalPool, type FoldRecord } from './fold-batchnorm.js';
+export { foldBatchNorms, foldPadsIntoConvs, fuseMatMulAdd, reduceMeanToGlobalPool, type FoldRecord } from './fold-batchnorm.js';
 export { constantsToInitializers, foldConstants, removeIdentities, removeUnusedInitializers } from './constants.js';
 
 export interface PreprocessOptions {
@@ -23,7 +24,7 @@ export interface PreprocessOptions {
   constantsToInitializers?: boolean;
   /** Fold constant subexpressions and drop Identity/Dropout; default true. */
   foldConstants?: boolean;
-  /** Fold BatchNormalization into the Conv/Gemm before it; default true. */
+  /** Fold BatchNormalization into the Conv/Gemm before it, and zero Pads into the Convs after them; default true. */
   foldBatchNorm?: boolean;
   /** Rewrite MatMul + constant bias Add on 2-D inputs as Gemm, and a ReduceMean over all spatial axes as GlobalAveragePool; default true. */
   fuseMatMulAdd?: boolean;
@@ -36,6 +37,8 @@ export interface PreprocessReport {
   identitiesRemoved: number;
   constantsFolded: number;
   batchNormsFolded: FoldRecord[];
+  /** Zero Pads folded into the pads of the Convs reading them. */
+  padsFolded: FoldRecord[];
   matMulAddFused: FoldRecord[];
   /** ReduceMean over all spatial axes rewritten as GlobalAveragePool (+ Flatten for keepdims 0). */
   reduceMeansToPool: FoldRecord[];
@@ -56,6 +59,7 @@ export function preprocess(model: Model, options: PreprocessOptions = {}): { mod
     identitiesRemoved: 0,
     constantsFolded: 0,
     batchNormsFolded: [],
+    padsFolded: [],
     matMulAddFused: [],
     reduceMeansToPool: [],
     initializersRemoved: 0,
@@ -69,7 +73,10 @@ export function preprocess(model: Model, options: PreprocessOptions = {}): { mod
     report.identitiesRemoved = removeIdentities(g);
     report.constantsFolded = foldConstants(g);
   }
-  if (options.foldBatchNorm ?? true) report.batchNormsFolded = foldBatchNorms(g);
+  if (options.foldBatchNorm ?? true) {
+    report.batchNormsFolded = foldBatchNorms(g);
+    report.padsFolded = foldPadsIntoConvs(g, out.opsetVersion('') ?? 0);
+  }
   if (options.fuseMatMulAdd ?? true) shapeRewrites(out, report);
   report.initializersRemoved = removeUnusedInitializers(g);
   report.nodesNamed += g.nameUnnamedNodes(); // nodes the steps above created
