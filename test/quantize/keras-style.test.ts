@@ -69,7 +69,7 @@ describe('spatial ReduceMean -> GlobalAveragePool', () => {
 function padModel(opset: number, pads: number[], options: { value?: number; mode?: string; secondReader?: 'Conv' | 'Relu' } = {}): Model {
   const b = new GraphBuilder({ opset });
   const x = b.input('x', DataType.FLOAT, ['N', 2, 6, 7]);
-  const attrs: Record<string, unknown> = options.mode ? { mode: options.mode } : {};
+  const attrs: Record<string, string> = options.mode ? { mode: options.mode } : {};
   let padded: Value;
   if (opset < 11) padded = b.node('Pad', [x], { ...attrs, pads, ...(options.value ? { value: options.value } : {}) }, { name: 'pad' });
   else {
@@ -96,7 +96,7 @@ async function runAll(model: Model, x: Float32Array, dims: number[]): Promise<Fl
 }
 
 describe('zero Pad folded into the Convs reading it', () => {
-  const cases: [string, number, number[], Parameters<typeof padModel>[2]][] = [
+  const cases: [string, number, number[], NonNullable<Parameters<typeof padModel>[2]>][] = [
     ['opset 13, Keras ZeroPadding2D((0, 1), (0, 1))', 13, [0, 0, 0, 0, 0, 0, 1, 1], {}],
     ['opset 13, explicit value 0, two Conv readers', 13, [0, 0, 2, 1, 0, 0, 1, 2], { value: 0, secondReader: 'Conv' }],
     ['opset 10, pads attribute', 10, [0, 0, 1, 1, 0, 0, 1, 1], {}],
