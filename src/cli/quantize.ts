@@ -308,6 +308,7 @@ async function renderSummary(doc: SummaryDocument): Promise<string> {
     const pre = rep.preprocess;
     const rewrites = [
       pre.padsFolded.length > 0 ? `, ${pre.padsFolded.length} Pad -> Conv pads` : '',
+      pre.batchNormsToConv.length > 0 ? `, ${pre.batchNormsToConv.length} BatchNorm -> depthwise Conv` : '',
       pre.matMulAddFused.length > 0 ? `, ${pre.matMulAddFused.length} MatMul + Add -> Gemm` : '',
       pre.reduceMeansToPool.length > 0 ? `, ${pre.reduceMeansToPool.length} ReduceMean -> GlobalAveragePool` : '',
       pre.opset?.upgraded ? `, opset ${pre.opset.from} -> ${pre.opset.to}` : '',

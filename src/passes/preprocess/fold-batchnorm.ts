@@ -260,3 +260,57 @@ export function foldPadsIntoConvs(graph: Graph, opset: number): FoldRecord[] {
   }
   return folded;
 }
+
+/**
+ * A BatchNormalization left after folding (it reads a Concat, an Add, a pooling or the input:
+ * DenseNet's and pre-activation ResNets' BN -> ReLU -> Conv) rewritten as the per-channel affine map
+ * it computes at inference, a depthwise 1x1 Conv (group C, weight gamma / sqrt(var + eps), bias
+ * beta - mean x that): the same numbers, and onnxruntime runs it as an int8 depthwise QLinearConv
+ * with the ReLU after it fused, where a BatchNormalization has no integer kernel and runs in float
+ * between a DequantizeLinear and a QuantizeLinear. For the INT8 pipeline only (a float model gains
+ * nothing). Needs the input's rank (>= 3). Returns what was rewritten.
+ */
+export function batchNormsToDepthwiseConv(graph: Graph): FoldRecord[] {
+  const rewritten: FoldRecord[] = [];
+  for (const g of graph.allGraphs()) {
+    for (const bn of [...g.nodes]) {
+      if (bn.opType !== 'BatchNormalization' || !isDefaultDomain(bn)) continue;
+      const x = bn.inputs[0];
+      const y = bn.outputs[0];
+      const rank = x ? rankOf(x) : undefined;
+      if (!x || !y || rank === undefined || rank < 3) continue;
+      if (bn.getInt('training_mode', 0) !== 0 || bn.getInt('spatial', 1) !== 1) continue;
+      if (bn.outputs.slice(1).some((o) => o.name !== '' && (o.consumers.length > 0 || o.isGraphOutput()))) continue;
+      const params = bn.inputs.slice(1, 5).map((v) => (v ? g.constantTensor(v) : undefined));
+      if (params.length !== 4 || params.some((t) => !t || t.dtype !== DataType.FLOAT)) continue;
+      const [gamma, beta, mean, variance] = params.map((t) => t!.toFloat64()) as [Float64Array, Float64Array, Float64Array, Float64Array];
+      const channels = gamma.length;
+      const shape = isTensorType(x.type) ? x.type.shape : undefined;
+      if (typeof shape?.[1] === 'number' && shape[1] !== channels) continue;
+      const eps = bn.getFloat('epsilon', 1e-5);
+      const scale = new Float64Array(channels);
+      const shift = new Float64Array(channels);
+      for (let c = 0; c < channels; c++) {
+        scale[c] = gamma[c]! / Math.sqrt(variance[c]! + eps);
+        shift[c] = beta[c]! - mean[c]! * scale[c]!;
+      }
+      const ones = new Array<number>(rank - 2).fill(1);
+      const w = newInitializer(g, `${bn.name || 'bn'}_depthwise_weight`, DataType.FLOAT, [channels, 1, ...ones], scale);
+      const b = newInitializer(g, `${bn.name || 'bn'}_depthwise_bias`, DataType.FLOAT, [channels], shift);
+      const conv = g.insertBefore(bn, {
+        opType: 'Conv',
+        inputs: [x, w, b],
+        outputs: [g.uniqueName(`${y.name}__depthwise`)],
+        attributes: { group: channels, kernel_shape: ones },
+        name: `${bn.name || 'bn'}_depthwise`,
+      });
+      const out = conv.outputs[0]!;
+      out.type = y.type ?? x.type;
+      g.replaceAllUsesWith(y, out);
+      g.removeNode(bn, { force: true });
+      adoptName(g, y, out);
+      rewritten.push({ removed: bn.name || 'BatchNormalization', into: conv.name });
+    }
+  }
+  return rewritten;
+}

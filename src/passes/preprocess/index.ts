@@ -12,11 +12,11 @@
  */
 import type { Model } from '../../ir/index.js';
 import { constantsToInitializers, foldConstants, removeIdentities, removeUnusedInitializers } from './constants.js';
-import { foldBatchNorms, foldPadsIntoConvs, fuseMatMulAdd, reduceMeanToGlobalPool, type FoldRecord } from './fold-batchnorm.js';
+import { batchNormsToDepthwiseConv, foldBatchNorms, foldPadsIntoConvs, fuseMatMulAdd, reduceMeanToGlobalPool, type FoldRecord } from './fold-batchnorm.js';
 import { upgradeOpset, TARGET_OPSET, type UpgradeResult } from './opset-upgrade.js';
 
 export { upgradeOpset, TARGET_OPSET, type UpgradeResult } from './opset-upgrade.js';
-export { foldBatchNorms, foldPadsIntoConvs, fuseMatMulAdd, reduceMeanToGlobalPool, type FoldRecord } from './fold-batchnorm.js';
+export { batchNormsToDepthwiseConv, foldBatchNorms, foldPadsIntoConvs, fuseMatMulAdd, reduceMeanToGlobalPool, type FoldRecord } from './fold-batchnorm.js';
 export { constantsToInitializers, foldConstants, removeIdentities, removeUnusedInitializers } from './constants.js';
 
 export interface PreprocessOptions {
@@ -39,6 +39,8 @@ export interface PreprocessReport {
   batchNormsFolded: FoldRecord[];
   /** Zero Pads folded into the pads of the Convs reading them. */
   padsFolded: FoldRecord[];
+  /** BatchNormalizations with no Conv/Gemm to fold into, rewritten as depthwise 1x1 Convs (INT8 only). */
+  batchNormsToConv: FoldRecord[];
   matMulAddFused: FoldRecord[];
   /** ReduceMean over all spatial axes rewritten as GlobalAveragePool (+ Flatten for keepdims 0). */
   reduceMeansToPool: FoldRecord[];
@@ -60,6 +62,7 @@ export function preprocess(model: Model, options: PreprocessOptions = {}): { mod
     constantsFolded: 0,
     batchNormsFolded: [],
     padsFolded: [],
+    batchNormsToConv: [],
     matMulAddFused: [],
     reduceMeansToPool: [],
     initializersRemoved: 0,
@@ -87,10 +90,12 @@ export function preprocess(model: Model, options: PreprocessOptions = {}): { mod
 
 /**
  * The rewrites that need tensor ranks (spatial ReduceMean -> GlobalAveragePool, then 2-D MatMul +
- * bias -> Gemm), appended to `report`; safe to run again after shapes were inferred, when they
- * find what the declared shapes did not show. MUTATES `model`.
+ * bias -> Gemm; with `int8`, BatchNormalizations that could not be folded -> depthwise 1x1 Convs),
+ * appended to `report`; safe to run again after shapes were inferred, when they find what the
+ * declared shapes did not show. MUTATES `model`.
  */
-export function shapeRewrites(model: Model, report: Pick<PreprocessReport, 'matMulAddFused' | 'reduceMeansToPool'>): void {
+export function shapeRewrites(model: Model, report: Pick<PreprocessReport, 'matMulAddFused' | 'reduceMeansToPool' | 'batchNormsToConv'>, options: { int8?: boolean } = {}): void {
   report.reduceMeansToPool.push(...reduceMeanToGlobalPool(model.graph, model.opsetVersion('') ?? 0));
   report.matMulAddFused.push(...fuseMatMulAdd(model.graph));
+  if (options.int8) report.batchNormsToConv.push(...batchNormsToDepthwiseConv(model.graph));
 }

@@ -124,8 +124,9 @@ export async function quantizeInt8(model: Model, options: Int8Options): Promise<
   await inferShapesByRunning(pre.model, firstBatch, runnerOptions);
   // Ranks the file did not declare are known now: a 2-D MatMul + bias becomes a Gemm (QGemm; left
   // alone, onnxruntime fuses it into a float Gemm on dequantized weights), a spatial ReduceMean a
-  // GlobalAveragePool (integer kernel).
-  shapeRewrites(pre.model, pre.report);
+  // GlobalAveragePool, a BatchNormalization with nothing to fold into a depthwise Conv (integer
+  // kernels).
+  shapeRewrites(pre.model, pre.report, { int8: true });
 
   // Calibrate exactly what this plan declares; other variants (guard, analysis) add theirs lazily.
   const plan = planQdq(pre.model, qdqOptions);

@@ -1,11 +1,12 @@
-// Exports from Keras/tf2onnx and PyTorch's `x.mean((2, 3))`: global average pooling as a spatial
-// ReduceMean, a Dense layer as MatMul + Add without declared intermediate shapes, and an NHWC input
-// behind a Transpose. Each rewrite is checked against onnxruntime on the original; the quantized
+// Patterns of real exports that used to keep INT8 from paying off: Keras/tf2onnx and PyTorch's
+// `x.mean((2, 3))` global average pooling as a spatial ReduceMean, a Dense layer as MatMul + Add
+// without declared intermediate shapes, an NHWC input behind a Transpose, ZeroPadding2D as a Pad,
+// and DenseNet-style BatchNormalizations with no conv before them. Each rewrite is checked against onnxruntime on the original; the quantized
 // model must leave no float op on dequantized data and no per-axis input quantization.
 import { describe, expect, it } from 'vitest';
 import { DataType, GraphBuilder, type Model, type Value } from '../../src/ir/index.js';
 import { createRunner } from '../../src/runtime/index.js';
-import { foldPadsIntoConvs, preprocess, reduceMeanToGlobalPool } from '../../src/passes/preprocess/index.js';
+import { batchNormsToDepthwiseConv, foldPadsIntoConvs, preprocess, reduceMeanToGlobalPool } from '../../src/passes/preprocess/index.js';
 import { quantizeInt8 } from '../../src/passes/quantize/int8.js';
 import { checkFusion } from '../../src/passes/quantize/fusion-check.js';
 import { dataset, randomFloats } from './models.js';
@@ -176,5 +177,47 @@ describe('static INT8 of a Keras-style export', () => {
     const [want, got] = [await run(model, x, [32, 16, 16, 3]), await run(q, x, [32, 16, 16, 3])];
     expect(maxDiff(got, want)).toBeLessThan(0.03); // class probabilities
     expect(maxDiff(got, want)).toBeGreaterThan(0);
+  });
+});
+
+/** DenseNet-style: conv -> Concat(x, conv) -> BN -> ReLU -> Conv 1x1 -> GAP -> Gemm; one BN reads the Concat. */
+function denseStyle(): Model {
+  const b = new GraphBuilder({ opset: 13 });
+  const x = b.input('x', DataType.FLOAT, ['N', 4, 8, 8]);
+  const stem = b.node('Conv', [x, b.initializer('stem.w', DataType.FLOAT, [8, 4, 3, 3], randomFloats(288, 90, 0.3))], { kernel_shape: [3, 3], pads: [1, 1, 1, 1] }, { name: 'stem' });
+  const cat = b.node('Concat', [x, b.node('Relu', [stem], {}, { name: 'stem.relu' })], { axis: 1 }, { name: 'cat' });
+  const p = (k: string, seed: number, scale: number, offset = 0) => b.initializer(`bn.${k}`, DataType.FLOAT, [12], randomFloats(12, seed, scale, offset));
+  const bn = b.node('BatchNormalization', [cat, p('g', 91, 0.3, 1), p('b', 92, 0.3), p('m', 93, 0.2), p('v', 94, 0.3, 1)], { epsilon: 1e-3 }, { name: 'bn' });
+  const conv = b.node('Conv', [b.node('Relu', [bn], {}, { name: 'bn.relu' }), b.initializer('c.w', DataType.FLOAT, [16, 12, 1, 1], randomFloats(192, 95, 0.4))], { kernel_shape: [1, 1] }, { name: 'c' });
+  const flat = b.node('Flatten', [b.node('GlobalAveragePool', [conv], {}, { name: 'gap' })], { axis: 1 }, { name: 'flat' });
+  const [y] = b.node('Gemm', [flat, b.initializer('fc.w', DataType.FLOAT, [5, 16], randomFloats(80, 96, 0.3))], { transB: 1 }, { name: 'fc', outputs: ['y'] }) as Value[];
+  b.output(y!, DataType.FLOAT, ['N', 5]);
+  return b.build();
+}
+
+describe('a BatchNormalization with no conv to fold into (DenseNet, pre-activation ResNets)', () => {
+  it('becomes a depthwise 1x1 Conv with the same outputs in onnxruntime, and in INT8 a QLinearConv with nothing left in float', async () => {
+    const model = denseStyle();
+    const rewritten = model.clone();
+    expect(batchNormsToDepthwiseConv(rewritten.graph)).toEqual([]); // the Concat's rank is not declared
+    rewritten.graph.nodes.find((n) => n.name === 'cat')!.outputs[0]!.type = { kind: 'tensor', elemType: DataType.FLOAT, shape: ['N', 12, 8, 8] };
+    expect(batchNormsToDepthwiseConv(rewritten.graph)).toEqual([{ removed: 'bn', into: 'bn_depthwise' }]);
+    const dw = rewritten.graph.nodes.find((n) => n.name === 'bn_depthwise')!;
+    expect([dw.opType, dw.getInt('group'), dw.getInts('kernel_shape')]).toEqual(['Conv', 12, [1, 1]]);
+    const x = randomFloats(2 * 4 * 8 * 8, 97);
+    const dims = [2, 4, 8, 8];
+    expect(maxDiff(await run(rewritten, x, dims), await run(model, x, dims))).toBeLessThan(1e-5);
+    // A float pre-processing leaves it alone (nothing to gain without integer kernels).
+    expect(preprocess(model).model.graph.nodes.map((n) => n.opType)).toContain('BatchNormalization');
+
+    const calibration = dataset('x', [32, 4, 8, 8], 98);
+    const { model: q, report } = await quantizeInt8(model, { calibration });
+    expect(report.preprocess.batchNormsToConv).toEqual([{ removed: 'bn', into: 'bn_depthwise' }]);
+    const fusion = await checkFusion(q);
+    expect(fusion.unfused).toEqual([]);
+    expect(fusion.integerKernels).toMatchObject({ QLinearConv: 3, QLinearConcat: 1 });
+    const [want, got] = [await run(model, calibration.inputs['x']!.data as Float32Array, [32, 4, 8, 8]), await run(q, calibration.inputs['x']!.data as Float32Array, [32, 4, 8, 8])];
+    const scale = want.reduce((m, v) => Math.max(m, Math.abs(v)), 0);
+    expect(maxDiff(got, want)).toBeLessThan(0.05 * scale);
   });
 });
