@@ -268,7 +268,7 @@ export function foldPadsIntoConvs(graph: Graph, opset: number): FoldRecord[] {
  * beta - mean x that): the same numbers, and onnxruntime runs it as an int8 depthwise QLinearConv
  * with the ReLU after it fused, where a BatchNormalization has no integer kernel and runs in float
  * between a DequantizeLinear and a QuantizeLinear. For the INT8 pipeline only (a float model gains
- * nothing). Needs the input's rank (>= 3). Returns what was rewritten.
+ * nothing). Needs the input's rank (3 or 4). Returns what was rewritten.
  */
 export function batchNormsToDepthwiseConv(graph: Graph): FoldRecord[] {
   const rewritten: FoldRecord[] = [];
@@ -278,7 +278,8 @@ export function batchNormsToDepthwiseConv(graph: Graph): FoldRecord[] {
       const x = bn.inputs[0];
       const y = bn.outputs[0];
       const rank = x ? rankOf(x) : undefined;
-      if (!x || !y || rank === undefined || rank < 3) continue;
+      // 1-D and 2-D convolutions only: the int8 depthwise kernels this is for.
+      if (!x || !y || rank === undefined || rank < 3 || rank > 4) continue;
       if (bn.getInt('training_mode', 0) !== 0 || bn.getInt('spatial', 1) !== 1) continue;
       if (bn.outputs.slice(1).some((o) => o.name !== '' && (o.consumers.length > 0 || o.isGraphOutput()))) continue;
       const params = bn.inputs.slice(1, 5).map((v) => (v ? g.constantTensor(v) : undefined));
