@@ -48,7 +48,7 @@ describe('spatial ReduceMean -> GlobalAveragePool', () => {
     it(`opset ${opset}, axes [${axes}], keepdims ${keepdims}, ${spatial.length + 2}-D input: same outputs in onnxruntime`, async () => {
       const model = reduceMeanModel(opset, axes, keepdims, spatial);
       const { model: out, report } = preprocess(model);
-      expect(report.reduceMeansToPool).toEqual([{ removed: 'mean', into: 'mean_pool' }]);
+      expect(report.reduceMeansToPool).toEqual([{ removed: 'mean', into: 'mean' }]);
       expect(out.graph.nodes.map((n) => n.opType)).toEqual(keepdims ? ['GlobalAveragePool'] : ['GlobalAveragePool', 'Flatten']);
       expect(out.graph.outputs[0]!.name).toBe('y');
       const dims = [2, 3, ...spatial];
@@ -201,8 +201,8 @@ describe('a BatchNormalization with no conv to fold into (DenseNet, pre-activati
     const rewritten = model.clone();
     expect(batchNormsToDepthwiseConv(rewritten.graph)).toEqual([]); // the Concat's rank is not declared
     rewritten.graph.nodes.find((n) => n.name === 'cat')!.outputs[0]!.type = { kind: 'tensor', elemType: DataType.FLOAT, shape: ['N', 12, 8, 8] };
-    expect(batchNormsToDepthwiseConv(rewritten.graph)).toEqual([{ removed: 'bn', into: 'bn_depthwise' }]);
-    const dw = rewritten.graph.nodes.find((n) => n.name === 'bn_depthwise')!;
+    expect(batchNormsToDepthwiseConv(rewritten.graph)).toEqual([{ removed: 'bn', into: 'bn' }]);
+    const dw = rewritten.graph.nodes.find((n) => n.name === 'bn')!;
     expect([dw.opType, dw.getInt('group'), dw.getInts('kernel_shape')]).toEqual(['Conv', 12, [1, 1]]);
     const x = randomFloats(2 * 4 * 8 * 8, 97);
     const dims = [2, 4, 8, 8];
@@ -212,12 +212,16 @@ describe('a BatchNormalization with no conv to fold into (DenseNet, pre-activati
 
     const calibration = dataset('x', [32, 4, 8, 8], 98);
     const { model: q, report } = await quantizeInt8(model, { calibration });
-    expect(report.preprocess.batchNormsToConv).toEqual([{ removed: 'bn', into: 'bn_depthwise' }]);
+    expect(report.preprocess.batchNormsToConv).toEqual([{ removed: 'bn', into: 'bn' }]);
     const fusion = await checkFusion(q);
     expect(fusion.unfused).toEqual([]);
     expect(fusion.integerKernels).toMatchObject({ QLinearConv: 3, QLinearConcat: 1 });
     const [want, got] = [await run(model, calibration.inputs['x']!.data as Float32Array, [32, 4, 8, 8]), await run(q, calibration.inputs['x']!.data as Float32Array, [32, 4, 8, 8])];
     const scale = want.reduce((m, v) => Math.max(m, Math.abs(v)), 0);
     expect(maxDiff(got, want)).toBeLessThan(0.05 * scale);
+
+    // The rewritten node keeps the BatchNormalization's name, so --exclude-nodes still finds it.
+    const excluded = await quantizeInt8(model, { calibration, excludeNodes: ['bn'] });
+    expect(excluded.report.qdq.skipped).toContainEqual({ node: 'bn', opType: 'Conv', reason: 'excluded' });
   });
 });

@@ -148,6 +148,7 @@ export function fuseMatMulAdd(graph: Graph): FoldRecord[] {
       g.replaceAllUsesWith(out, gy);
       g.removeNode(add, { force: true });
       g.removeNode(mm, { force: true });
+      if (mm.name) gemm.name = mm.name; // --exclude-nodes and reports keep the user's name
       adoptName(g, out, gy);
       fused.push({ removed: add.name || 'Add', into: gemm.name });
     }
@@ -192,6 +193,7 @@ export function reduceMeanToGlobalPool(graph: Graph, opset: number): FoldRecord[
       const type = y.type;
       g.replaceAllUsesWith(y, result);
       g.removeNode(rm, { force: true });
+      if (rm.name) pooled.name = rm.name; // --exclude-nodes and reports keep the user's name
       adoptName(g, y, result);
       if (type && isTensorType(type) && type.shape) result.type = type;
       rewritten.push({ removed: rm.name, into: pooled.name });
@@ -309,6 +311,7 @@ export function batchNormsToDepthwiseConv(graph: Graph): FoldRecord[] {
       out.type = y.type ?? x.type;
       g.replaceAllUsesWith(y, out);
       g.removeNode(bn, { force: true });
+      if (bn.name) conv.name = bn.name; // --exclude-nodes and reports keep the user's name
       adoptName(g, y, out);
       rewritten.push({ removed: bn.name || 'BatchNormalization', into: conv.name });
     }
