@@ -145,6 +145,27 @@ describe('channel pruning by topology', () => {
     }
   });
 
+  it('ReduceMean over the spatial axes (Keras/PyTorch global average pooling) into MatMul: one row per channel, either keepdims', async () => {
+    for (const keepdims of [0, 1]) {
+      const n = new Net();
+      const x = n.input('x', ['N', 3, 4, 4]);
+      const a = n.op('Relu', 'ra', [n.conv('ca', x, 3, 6, { weak: [1, 4, 5] })]);
+      const pooled = n.op('ReduceMean', 'pool', [a], { axes: [2, 3], keepdims });
+      const flat = keepdims ? n.op('Flatten', 'flat', [pooled], { axis: 1 }) : pooled;
+      const model = n.output(n.op('MatMul', 'fc', [flat, n.init('w', [6, 5])]), ['N', 5]);
+      const r = await expectEquivalent(model, { sparsity: 0.5 }, [2, 3, 4, 4]);
+      expect(r.plan.removed.get('ca')).toEqual([1, 4, 5]);
+      expect(weightDims(r.model, 'fc')).toEqual([3, 5]);
+    }
+    // A mean over the channels mixes them: blocked.
+    const n = new Net();
+    const a = n.op('Relu', 'ra', [n.conv('ca', n.input('x', ['N', 3, 4, 4]), 3, 6, { weak: [1, 4, 5] })]);
+    const model = n.output(n.op('ReduceMean', 'pool', [a], { axes: [1], keepdims: 1 }), ['N', 1, 4, 4]);
+    const r = await expectEquivalent(model, { sparsity: 0.5 }, [2, 3, 4, 4]);
+    expect(r.plan.removed.has('ca')).toBe(false);
+    expect(r.plan.groups.find((g) => g.layers.includes('ca'))!.reason).toMatch(/pool.*reduces the batch or channel axis/);
+  });
+
   it('Reshape [1,-1] or [1,96] in a model that fixes its batch at 1 is a flatten too (no shape needed)', async () => {
     for (const target of [[1n, -1n], [1n, 96n]]) {
       const n = new Net();

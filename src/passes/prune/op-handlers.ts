@@ -294,6 +294,27 @@ const channelPreserving: ChannelOpHandler = {
   },
 };
 
+/**
+ * ReduceMean / ReduceMax over spatial axes only (global average pooling as Keras/tf2onnx and
+ * PyTorch's `x.mean((2, 3))` export it): channels stay on axis 1, whatever keepdims does to the rank.
+ */
+const spatialReduce: ChannelOpHandler = {
+  analyze(node, a, ctx) {
+    const info = a.use(node.inputs[0]);
+    if (!info) return;
+    if (!isAxisOne(info)) return a.block(info, `${label(node)} needs its channels on axis 1`);
+    const rank = info.rank!;
+    const axesT = ctx.opset >= 18 ? constantInput(node, 1) : undefined;
+    const axes = ctx.opset >= 18 ? (axesT ? Array.from(axesT.toFloat64()) : undefined) : node.hasAttr('axes') ? node.getInts('axes') : undefined;
+    if (!axes || axes.length === 0) return a.block(info, `${label(node)} reduces every axis, channels included`);
+    const normalized = new Set(axes.map((x) => (x < 0 ? x + rank : x)));
+    if (normalized.has(0) || normalized.has(1)) return a.block(info, `${label(node)} reduces the batch or channel axis`);
+    const outRank = node.getInt('keepdims', 1) !== 0 ? rank : rank - normalized.size;
+    a.setInfo(node.outputs[0]!, { ...info, axis: 1 - outRank, rank: outRank, fresh: false });
+  },
+  constants: passConstants,
+};
+
 /** Softmax-like ops: fine unless they normalise across the channel axis. */
 const softmaxLike: ChannelOpHandler = {
   analyze(node, a, ctx) {
@@ -726,6 +747,7 @@ const ROWS: [string, PruneOpRow][] = [
   ],
   ['BatchNormalization', { channels: batchNormalization }],
   ['Flatten', { channels: flatten }],
+  ...['ReduceMean', 'ReduceMax'].map((op): [string, PruneOpRow] => [op, { channels: spatialReduce }]),
   ['Reshape', { channels: reshape }],
   ['Concat', { channels: concat }],
   ...['Softmax', 'LogSoftmax', 'Hardmax'].map((op): [string, PruneOpRow] => [op, { channels: softmaxLike }]),
