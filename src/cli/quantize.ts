@@ -307,6 +307,7 @@ async function renderSummary(doc: SummaryDocument): Promise<string> {
     table.push(['calibration', `${rep.calibration.method}${rep.calibration.percentile ? ` ${rep.calibration.percentile}` : ''}, ${rep.calibration.samples} samples, ${rep.calibration.tensors} tensors, ${rep.calibration.seconds.toFixed(2)} s`]);
     const pre = rep.preprocess;
     const rewrites = [
+      pre.affineFolded.length > 0 ? `, ${pre.affineFolded.length} Mul/Add -> Conv` : '',
       pre.padsFolded.length > 0 ? `, ${pre.padsFolded.length} Pad -> Conv pads` : '',
       pre.batchNormsToConv.length > 0 ? `, ${pre.batchNormsToConv.length} BatchNorm -> depthwise Conv` : '',
       pre.matMulAddFused.length > 0 ? `, ${pre.matMulAddFused.length} MatMul + Add -> Gemm` : '',

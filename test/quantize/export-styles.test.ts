@@ -1,12 +1,13 @@
 // Patterns of real exports that used to keep INT8 from paying off: Keras/tf2onnx and PyTorch's
 // `x.mean((2, 3))` global average pooling as a spatial ReduceMean, a Dense layer as MatMul + Add
 // without declared intermediate shapes, an NHWC input behind a Transpose, ZeroPadding2D as a Pad,
-// and DenseNet-style BatchNormalizations with no conv before them. Each rewrite is checked against onnxruntime on the original; the quantized
+// DenseNet-style BatchNormalizations with no conv before them, and TensorFlow's BiasAdd or a
+// BatchNormalization exported as Mul + Add after a conv. Each rewrite is checked against onnxruntime on the original; the quantized
 // model must leave no float op on dequantized data and no per-axis input quantization.
 import { describe, expect, it } from 'vitest';
 import { DataType, GraphBuilder, type Model, type Value } from '../../src/ir/index.js';
 import { createRunner } from '../../src/runtime/index.js';
-import { batchNormsToDepthwiseConv, foldPadsIntoConvs, preprocess, reduceMeanToGlobalPool } from '../../src/passes/preprocess/index.js';
+import { batchNormsToDepthwiseConv, foldConvAffine, foldPadsIntoConvs, preprocess, reduceMeanToGlobalPool } from '../../src/passes/preprocess/index.js';
 import { quantizeInt8 } from '../../src/passes/quantize/int8.js';
 import { checkFusion } from '../../src/passes/quantize/fusion-check.js';
 import { dataset, randomFloats } from './models.js';
@@ -223,5 +224,40 @@ describe('a BatchNormalization with no conv to fold into (DenseNet, pre-activati
     // The rewritten node keeps the BatchNormalization's name, so --exclude-nodes still finds it.
     const excluded = await quantizeInt8(model, { calibration, excludeNodes: ['bn'] });
     expect(excluded.report.qdq.skipped).toContainEqual({ node: 'bn', opType: 'Conv', reason: 'excluded' });
+  });
+});
+
+describe('per-channel Mul / Add after a Conv (TensorFlow BiasAdd, BatchNormalization as Mul + Add)', () => {
+  /** Conv(no bias) -> Mul [1, 4, 1, 1] -> Add [4, 1, 1] -> Relu -> Conv(bias) -> Add(scalar) -> BN -> Relu -> Conv -> Add [1, 3] (not per channel). */
+  function affineModel(): Model {
+    const b = new GraphBuilder({ opset: 13 });
+    const x = b.input('x', DataType.FLOAT, ['N', 2, 6, 6]);
+    const c1 = b.node('Conv', [x, b.initializer('c1.w', DataType.FLOAT, [4, 2, 3, 3], randomFloats(72, 110, 0.4))], { kernel_shape: [3, 3], pads: [1, 1, 1, 1] }, { name: 'c1' });
+    const mul = b.node('Mul', [b.initializer('scale', DataType.FLOAT, [1, 4, 1, 1], randomFloats(4, 111, 0.5, 1)), c1], {}, { name: 'bn_mul' });
+    const add = b.node('Add', [mul, b.initializer('shift', DataType.FLOAT, [4, 1, 1], randomFloats(4, 112, 0.3))], {}, { name: 'bn_add' });
+    const r = b.node('Relu', [add], {}, { name: 'relu' });
+    const c2 = b.node('Conv', [r, b.initializer('c2.w', DataType.FLOAT, [3, 4, 1, 1], randomFloats(12, 113, 0.4)), b.initializer('c2.b', DataType.FLOAT, [3], randomFloats(3, 114, 0.1))], { kernel_shape: [1, 1] }, { name: 'c2' });
+    const biasAdd = b.node('Add', [c2, b.initializer('half', DataType.FLOAT, [], Float32Array.of(0.5))], {}, { name: 'bias_add' });
+    const p = (k: string, seed: number, scale: number, offset = 0) => b.initializer(`bn.${k}`, DataType.FLOAT, [3], randomFloats(3, seed, scale, offset));
+    const bn = b.node('BatchNormalization', [biasAdd, p('g', 115, 0.3, 1), p('b', 116, 0.2), p('m', 117, 0.2), p('v', 118, 0.3, 1)], {}, { name: 'bn' });
+    const c3 = b.node('Conv', [b.node('Relu', [bn], {}, { name: 'relu2' }), b.initializer('c3.w', DataType.FLOAT, [2, 3, 1, 1], randomFloats(6, 119, 0.4))], { kernel_shape: [1, 1] }, { name: 'c3' });
+    const [y] = b.node('Add', [c3, b.initializer('row', DataType.FLOAT, [1, 6], randomFloats(6, 120, 0.2))], {}, { name: 'row_add', outputs: ['y'] }) as Value[];
+    b.output(y!, DataType.FLOAT, ['N', 2, 6, 6]);
+    return b.build();
+  }
+
+  it('fold into the weights and bias (the BN after a bias Add too); an Add that broadcasts along W stays; same outputs in onnxruntime', async () => {
+    const model = affineModel();
+    const { model: out, report } = preprocess(model);
+    expect(report.affineFolded).toEqual([
+      { removed: 'bn_mul', into: 'c1' },
+      { removed: 'bn_add', into: 'c1' },
+      { removed: 'bias_add', into: 'c2' },
+    ]);
+    expect(report.batchNormsFolded).toEqual([{ removed: 'bn', into: 'c2' }]);
+    expect(out.graph.nodes.map((n) => n.opType)).toEqual(['Conv', 'Relu', 'Conv', 'Relu', 'Conv', 'Add']);
+    const x = randomFloats(2 * 2 * 6 * 6, 121);
+    expect(maxDiff(await run(out, x, [2, 2, 6, 6]), await run(model, x, [2, 2, 6, 6]))).toBeLessThan(1e-5);
+    expect(foldConvAffine(out.clone().graph)).toEqual([]); // nothing left to fold
   });
 });

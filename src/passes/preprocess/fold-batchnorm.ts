@@ -318,3 +318,68 @@ export function batchNormsToDepthwiseConv(graph: Graph): FoldRecord[] {
   }
   return rewritten;
 }
+
+/**
+ * A constant that broadcasts against a Conv output [N, C, ...spatial] (rank `rank`) as one value
+ * per output channel (dims [C, 1, 1], [1, C, 1, 1], a scalar, ...): that vector, else undefined.
+ */
+function perChannelConstant(t: Tensor, channels: number, rank: number): Float64Array | undefined {
+  if (!isFloatDtype(t.dtype) || t.dims.length > rank) return undefined;
+  const aligned = [...new Array<number>(rank - t.dims.length).fill(1), ...t.dims];
+  if (aligned.some((d, i) => d !== 1 && !(i === 1 && d === channels))) return undefined;
+  const values = t.toFloat64();
+  return values.length === channels ? values : new Float64Array(channels).fill(values[0]!);
+}
+
+/**
+ * Conv -> Mul(constant per channel) and Conv -> Add(constant per channel) folded into the Conv's
+ * weights and bias (what TensorFlow's BiasAdd or a BatchNormalization exported as Mul + Add
+ * leave behind; onnxruntime fuses them the same way in float models). Exact. Left in a QDQ model,
+ * each would be one more int8 op (QLinearMul / QLinearAdd with its own requantization) after every
+ * conv. Returns what was folded.
+ */
+export function foldConvAffine(graph: Graph): FoldRecord[] {
+  const folded: FoldRecord[] = [];
+  for (const g of graph.allGraphs()) {
+    for (const conv of [...g.nodes]) {
+      if (conv.opType !== 'Conv' || !isDefaultDomain(conv) || conv.graph !== g) continue;
+      for (;;) {
+        const y = conv.outputs[0];
+        if (!y || y.consumers.length !== 1 || y.isGraphOutput()) break;
+        const op = y.consumers[0]!;
+        if ((op.opType !== 'Mul' && op.opType !== 'Add') || !isDefaultDomain(op) || op.graph !== g || op.inputs.length !== 2) break;
+        const other = op.inputs[0] === y ? op.inputs[1] : op.inputs[0];
+        if (!other || other === y) break;
+        const t = g.constantTensor(other);
+        const wv = conv.inputs[1];
+        const w = wv ? g.constantTensor(wv) : undefined;
+        if (!t || !w || !isFloatDtype(w.dtype) || w.dims.length < 3) break;
+        const channels = w.dims[0]!;
+        const vector = perChannelConstant(t, channels, w.dims.length);
+        if (!vector) break;
+        const bv = conv.inputs[2];
+        const b = bv ? g.constantTensor(bv) : undefined;
+        if (bv && (!b || b.elementCount !== channels)) break;
+        const bias = b ? b.toFloat64() : new Float64Array(channels);
+        if (op.opType === 'Mul') {
+          const wData = w.toFloat64();
+          const per = wData.length / channels;
+          const scaled = Float64Array.from(wData, (v, i) => v * vector[Math.floor(i / per)]!);
+          conv.setInput(1, newInitializer(g, `${wv!.name}_scaled`, w.dtype, [...w.dims], scaled));
+          for (let c = 0; c < channels; c++) bias[c] = bias[c]! * vector[c]!;
+        } else {
+          for (let c = 0; c < channels; c++) bias[c] = bias[c]! + vector[c]!;
+        }
+        if (b || op.opType === 'Add') conv.setInput(2, newInitializer(g, `${bv?.name ?? `${conv.name || 'conv'}_bias`}_folded`, w.dtype, [channels], bias));
+        const out = op.outputs[0]!;
+        const type = out.type;
+        g.replaceAllUsesWith(out, y);
+        g.removeNode(op, { force: true });
+        adoptName(g, out, y);
+        if (type) y.type = type;
+        folded.push({ removed: op.name || op.opType, into: conv.name || 'Conv' });
+      }
+    }
+  }
+  return folded;
+}

@@ -4,19 +4,19 @@
  * Constant nodes -> initializers; Identity/Dropout removal; constant folding
  * (a small float64 evaluator here, not onnxruntime's optimizer: onnxruntime's optimized-model
  * output may contain its own fused ops and layout changes, which a portable QDQ model must not);
- * BatchNormalization folded into the preceding Conv/Gemm; zero Pads folded into the Convs reading
- * them; spatial ReduceMean -> GlobalAveragePool;
+ * BatchNormalization and per-channel Mul/Add folded into the preceding Conv (BN also Gemm); zero
+ * Pads folded into the Convs reading them; spatial ReduceMean -> GlobalAveragePool;
  * MatMul + bias Add -> Gemm; opset upgrade to 13 when asked. The last two need tensor ranks: when
  * the file does not declare them, run `shapeRewrites` again once shapes are known (the INT8
  * pipeline does, after inferring shapes by running). Imports the IR and the files beside it.
  */
 import type { Model } from '../../ir/index.js';
 import { constantsToInitializers, foldConstants, removeIdentities, removeUnusedInitializers } from './constants.js';
-import { batchNormsToDepthwiseConv, foldBatchNorms, foldPadsIntoConvs, fuseMatMulAdd, reduceMeanToGlobalPool, type FoldRecord } from './fold-batchnorm.js';
+import { batchNormsToDepthwiseConv, foldBatchNorms, foldConvAffine, foldPadsIntoConvs, fuseMatMulAdd, reduceMeanToGlobalPool, type FoldRecord } from './fold-batchnorm.js';
 import { upgradeOpset, TARGET_OPSET, type UpgradeResult } from './opset-upgrade.js';
 
 export { upgradeOpset, TARGET_OPSET, type UpgradeResult } from './opset-upgrade.js';
-export { batchNormsToDepthwiseConv, foldBatchNorms, foldPadsIntoConvs, fuseMatMulAdd, reduceMeanToGlobalPool, type FoldRecord } from './fold-batchnorm.js';
+export { batchNormsToDepthwiseConv, foldBatchNorms, foldConvAffine, foldPadsIntoConvs, fuseMatMulAdd, reduceMeanToGlobalPool, type FoldRecord } from './fold-batchnorm.js';
 export { constantsToInitializers, foldConstants, removeIdentities, removeUnusedInitializers } from './constants.js';
 
 export interface PreprocessOptions {
@@ -39,6 +39,8 @@ export interface PreprocessReport {
   batchNormsFolded: FoldRecord[];
   /** Zero Pads folded into the pads of the Convs reading them. */
   padsFolded: FoldRecord[];
+  /** Mul / Add by a per-channel constant after a Conv, folded into its weights and bias. */
+  affineFolded: FoldRecord[];
   /** BatchNormalizations with no Conv/Gemm to fold into, rewritten as depthwise 1x1 Convs (INT8 only). */
   batchNormsToConv: FoldRecord[];
   matMulAddFused: FoldRecord[];
@@ -62,6 +64,7 @@ export function preprocess(model: Model, options: PreprocessOptions = {}): { mod
     constantsFolded: 0,
     batchNormsFolded: [],
     padsFolded: [],
+    affineFolded: [],
     batchNormsToConv: [],
     matMulAddFused: [],
     reduceMeansToPool: [],
@@ -78,6 +81,8 @@ export function preprocess(model: Model, options: PreprocessOptions = {}): { mod
   }
   if (options.foldBatchNorm ?? true) {
     report.batchNormsFolded = foldBatchNorms(g);
+    report.affineFolded = foldConvAffine(g);
+    report.batchNormsFolded.push(...foldBatchNorms(g)); // a BN after a bias Add that just folded
     report.padsFolded = foldPadsIntoConvs(g, out.opsetVersion('') ?? 0);
   }
   if (options.fuseMatMulAdd ?? true) shapeRewrites(out, report);
