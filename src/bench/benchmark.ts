@@ -6,12 +6,12 @@
  * Timed runs are interleaved in rounds with a rotating start (A B C, B C A, C A B, ...) so that
  * drift (thermal, other processes, frequency scaling) hits every model alike; within a round each
  * model re-warms, then runs a burst, and the i-th runs of two models form a pair.
- * Imports: runtime, data, bench/*, errors.
+ * Imports: runtime, data, bench/*, errors; onnx lazily (integer inputs with random data).
  */
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { InputError, ModelOptError, UsageError } from '../errors.js';
-import { dtypeName } from '../ir/dtype.js';
+import { DataType, dtypeName } from '../ir/dtype.js';
 import { createRunner, describeSpec, formatShape, loadOrt, type IoSpec, type Runner, type RunnerOptions } from '../runtime/index.js';
 import { loadDataset, randomDataset, take, type Dataset } from '../data/index.js';
 import {
@@ -234,7 +234,9 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
       source = 'file';
     } else {
       const count = fixedBatch ?? options.maxSamples ?? DEFAULTS.randomSamples;
-      dataset = randomDataset(inputs, count, seed, { shapeOverrides: overrides });
+      // Integer inputs may be indices (token ids, token type ids): keep them inside their tables.
+      const integerBounds = inputs.some((s) => INTEGER_DTYPES.has(s.dtype)) ? await tableRowsOfIntegerInputs(baseline.file.path) : undefined;
+      dataset = randomDataset(inputs, count, seed, { shapeOverrides: overrides, integerBounds });
       source = 'random';
     }
     for (const line of dataset.notes) warn(`${dataset.source}: ${line}`);
@@ -485,3 +487,11 @@ async function timeInterleaved(
 }
 
 export { describeSpec };
+
+const INTEGER_DTYPES = new Set<number>([DataType.INT8, DataType.UINT8, DataType.INT16, DataType.UINT16, DataType.INT32, DataType.UINT32, DataType.INT64, DataType.UINT64]);
+
+/** Rows of the tables the baseline's integer inputs index (decodes the graph; only for integer inputs). */
+async function tableRowsOfIntegerInputs(file: string): Promise<Record<string, number>> {
+  const [{ loadModel }, { integerInputBounds }] = await Promise.all([import('../onnx/index.js'), import('../runtime/index.js')]);
+  return integerInputBounds(await loadModel(file));
+}

@@ -13,6 +13,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { ExitCode, GateError, UsageError } from '../errors.js';
 import {
   checkOutputPath,
+  collect,
   createProgress,
   note,
   parseAccuracyBudget,
@@ -54,6 +55,7 @@ interface QuantizeFlags {
   keepIoTypes: boolean;
   opBlockList?: string[];
   threads?: number;
+  shape?: string[];
   json?: boolean;
   qat?: boolean;
   data?: string;
@@ -106,6 +108,7 @@ export function registerQuantize(program: Command): void {
     .option('--no-keep-io-types', 'fp16: make model inputs/outputs float16 too')
     .option('--op-block-list <list>', 'fp16: extra op types kept in float32', parseStringList)
     .option('--threads <n>', 'onnxruntime intra-op threads for calibration and checks', parsePositiveInt)
+    .option('--shape <name=dims>', 'size of symbolic non-batch dims for the check on random inputs (no --calibration-data), e.g. input_ids=1x128 (repeatable)', collect)
     .option('--qat', 'int8: quantization-aware training after calibration (fake-quantized fine-tuning, straight-through estimator; needs --data)')
     .option('--data <path>', 'qat: labelled training data (.npz with labels)')
     .option('--qat-epochs <n>', 'qat: fine-tuning epochs', parsePositiveInt, 2)
@@ -145,6 +148,7 @@ async function quantizeAction(modelPath: string, flags: QuantizeFlags): Promise<
     note(`model-opt: warning: ${message}`, { json: flags.json });
   };
   const runnerOptions = flags.threads ? { intraOpThreads: flags.threads } : {};
+  const shapes = flags.shape ? runtime.parseShapeOverrides(flags.shape.join(',')) : undefined;
   try {
     progress.update(`loading ${modelPath}`);
     const model = await loadModel(modelPath, { onWarning });
@@ -225,13 +229,17 @@ async function quantizeAction(modelPath: string, flags: QuantizeFlags): Promise<
       passReport = result.report;
     }
 
+    // Inputs for the check below, made before anything is written (a symbolic dim without --shape
+    // fails here, not after the file exists).
+    const checkData = calibration
+      ? data.take(calibration, Math.min(flags.calibrationCount, 64))
+      : data.randomDataset(specs, 8, 0, { shapeOverrides: shapes, integerBounds: runtime.integerInputBounds(model) });
     const target = guard && !guard.met ? missedGoalPath(output!) : output!;
     progress.update(`writing ${target}`);
     await saveModel(written, target);
 
     // The written file must load and run before we call it a success.
     progress.update('checking the written model in onnxruntime');
-    const checkData = calibration ? data.take(calibration, Math.min(flags.calibrationCount, 64)) : data.randomDataset(specs, 8, 0);
     let agreement: Record<string, import('../bench/stats.js').AgreementMetrics>;
     try {
       agreement = await q.compareOutputs(model, target, checkData, { runner: runnerOptions, batchSize: flags.batchSize ?? 16 });

@@ -278,11 +278,14 @@ export function* batches(dataset: Dataset, batchSize: number, options: { dropLas
 export interface RandomDatasetOptions {
   /** `--shape` overrides for symbolic dims other than the sample dim. */
   shapeOverrides?: ShapeOverrides;
+  /** Per integer input, an exclusive upper bound (rows of the table it indexes: runtime's integerInputBounds). */
+  integerBounds?: Record<string, number>;
 }
 
 /**
  * `count` samples of seeded random data shaped by the input specs: standard normal floats,
- * integers in [0, 10) (small so they are valid as indices), bools 0/1. For latency-only runs.
+ * integers in [0, 10) (small so they are valid as indices; below `integerBounds` where given, e.g.
+ * token type ids into a 2-row table), bools 0/1. For latency-only runs.
  */
 export function randomDataset(inputSpecs: readonly IoSpec[], count: number, seed: number, options: RandomDatasetOptions = {}): Dataset {
   if (!Number.isInteger(count) || count <= 0) throw new UsageError(`random data set: expected a positive sample count, got ${count}`);
@@ -319,8 +322,9 @@ export function randomDataset(inputSpecs: readonly IoSpec[], count: number, seed
     } else if (isInteger(spec.dtype)) {
       const out = new info.array!(n);
       const big = out instanceof BigInt64Array || out instanceof BigUint64Array;
+      const range = Math.min(10, options.integerBounds?.[spec.name] ?? 10);
       for (let i = 0; i < n; i++) {
-        const v = Math.floor(random() * 10);
+        const v = Math.floor(random() * range);
         (out as unknown as (number | bigint)[])[i] = big ? BigInt(v) : v;
       }
       data = out;

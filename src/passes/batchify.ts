@@ -172,7 +172,7 @@ function asNumbers(t: TensorData): ArrayLike<number> {
  * naming the output, batch size and sample when they differ or the batchified model fails.
  */
 export async function verifyBatchify(original: Model, batchified: Model, options: VerifyBatchifyOptions = {}): Promise<VerifyBatchifyResult> {
-  const { createRunner, modelInputSpecs } = await import('../runtime/index.js');
+  const { createRunner, integerInputBounds, modelInputSpecs } = await import('../runtime/index.js');
   const { randomDataset, sliceSamples, concatSamples } = await import('../data/index.js');
   const atol = options.atol ?? 1e-4;
   const rtol = options.rtol ?? 1e-3;
@@ -184,7 +184,7 @@ export async function verifyBatchify(original: Model, batchified: Model, options
     specs.map((s) => ({ ...s, shape: [total, ...s.shape.slice(1)] })),
     total,
     options.seed ?? 7,
-    { shapeOverrides: overrides },
+    { shapeOverrides: overrides, integerBounds: integerInputBounds(original) },
   );
   const slice = (from: number, to: number): Record<string, TensorData> =>
     Object.fromEntries(Object.entries(data.inputs).map(([k, t]) => [k, sliceSamples(t, from, to)]));

@@ -4,7 +4,7 @@
  */
 export { createRunner, listExecutionProviders, loadOrt, needsExternalData, DEFAULT_EXTERNAL_DATA_THRESHOLD, type GraphOptimizationLevel, type Runner, type RunnerOptions } from './runner.js';
 export { captureIntermediates, createCaptureRunner, inferShapesByRunning, type CaptureRunner } from './capture.js';
-export { modelInputSpecs, modelOutputSpecs } from './model-specs.js';
+export { integerInputBounds, modelInputSpecs, modelOutputSpecs } from './model-specs.js';
 export {
   describeSpec,
   formatShape,

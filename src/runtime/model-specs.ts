@@ -3,7 +3,7 @@
  * Imports: ../ir/index.js, ./shapes.js, ../errors.js.
  */
 import { InputError } from '../errors.js';
-import { formatType, isTensorType, dtypeName, type Model, type Value } from '../ir/index.js';
+import { DataType, formatType, isTensorType, dtypeName, type Model, type Value } from '../ir/index.js';
 import type { IoSpec } from './shapes.js';
 
 function specOf(value: Value, role: 'input' | 'output'): IoSpec {
@@ -28,4 +28,44 @@ export function modelInputSpecs(model: Model): IoSpec[] {
 
 export function modelOutputSpecs(model: Model): IoSpec[] {
   return model.graph.outputs.map((v) => specOf(v, 'output'));
+}
+
+const INTEGER_DTYPES = new Set<number>([DataType.INT8, DataType.UINT8, DataType.INT16, DataType.UINT16, DataType.INT32, DataType.UINT32, DataType.INT64, DataType.UINT64]);
+const isIntegerDtype = (t: number): boolean => INTEGER_DTYPES.has(t);
+
+/** Ops an index tensor passes through unchanged in value on its way to a Gather. */
+const INDEX_PASSTHROUGH = new Set(['Cast', 'Unsqueeze', 'Squeeze', 'Reshape', 'Flatten', 'Identity', 'Expand', 'Slice', 'Transpose']);
+
+/**
+ * For each integer model input that ends up as the indices of a Gather (token ids into an
+ * embedding table, token type ids into a 2-row table), the number of rows of the smallest such
+ * table: random inputs must stay below it or onnxruntime refuses the run ("indices element out of
+ * data bounds"). Follows the input through casts and reshapes; inputs used otherwise are absent.
+ */
+export function integerInputBounds(model: Model): Record<string, number> {
+  const bounds: Record<string, number> = {};
+  for (const input of model.graph.inputs) {
+    if (input.initializer || !isTensorType(input.type) || !isIntegerDtype(input.type.elemType)) continue;
+    let bound = Infinity;
+    const seen = new Set<Value>();
+    const visit = (v: Value): void => {
+      if (seen.has(v)) return;
+      seen.add(v);
+      for (const { node, index } of v.uses()) {
+        if (INDEX_PASSTHROUGH.has(node.opType) && index === 0) {
+          for (const out of node.outputs.slice(0, 1)) visit(out);
+        } else if (node.opType === 'Gather' && index === 1) {
+          const data = node.inputs[0];
+          const dims = data ? data.constantTensor()?.dims ?? (isTensorType(data.type) ? data.type.shape : undefined) : undefined;
+          const rank = dims?.length ?? 0;
+          const axis = node.getInt('axis', 0);
+          const rows = dims?.[axis < 0 ? axis + rank : axis];
+          if (typeof rows === 'number' && rows > 0) bound = Math.min(bound, rows);
+        }
+      }
+    };
+    visit(input);
+    if (Number.isFinite(bound)) bounds[input.name] = bound;
+  }
+  return bounds;
 }

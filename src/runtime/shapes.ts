@@ -85,7 +85,8 @@ export function resolveShape(spec: IoSpec, overrides: ShapeOverrides = {}, defau
     const label = typeof d === 'string' && d !== '' ? `'${d}'` : '?';
     const example = spec.shape.map((x, j) => (typeof x === 'number' ? x : j === 0 ? 1 : 'D')).join('x');
     throw new UsageError(
-      `input '${spec.name}' ${formatShape(spec.shape)}: dim ${i} (${label}) is symbolic; pass --shape ${spec.name}=${example}`,
+      `input '${spec.name}' ${formatShape(spec.shape)}: dim ${i} (${label}) is symbolic; pass --shape ${spec.name}=${example}` +
+        (typeof d === 'string' && d !== '' ? ` (or --shape ${d}=D for every input with that dim)` : ''),
     );
   });
 }

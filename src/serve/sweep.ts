@@ -10,9 +10,9 @@ import os from 'node:os';
 import { sliceSamples } from '../data/tensor-ops.js';
 import { randomDataset, type Dataset } from '../data/dataset.js';
 import { UsageError, InputError } from '../errors.js';
-import type { TensorData } from '../ir/dtype.js';
+import { DataType, type TensorData } from '../ir/dtype.js';
 import type { Model } from '../ir/index.js';
-import type { IoSpec, RunnerOptions, ShapeOverrides } from '../runtime/index.js';
+import { integerInputBounds, type IoSpec, type RunnerOptions, type ShapeOverrides } from '../runtime/index.js';
 import { DynamicBatcher, type BatcherConfig } from './batcher.js';
 import { realClock, type Clock } from './clock.js';
 import { createOrtExecutors, type BatchExecutor } from './executor.js';
@@ -145,7 +145,7 @@ export async function runBatchingSweep(
   try {
     await pool(instances);
     if (!specs) throw new UsageError('runBatchingSweep: give inputSpecs with custom executors');
-    const dataset = options.dataset ?? randomDataset(specs, 64, options.seed ?? 1, { shapeOverrides: options.shapeOverrides ?? {} });
+    const dataset = options.dataset ?? randomDataset(specs, 64, options.seed ?? 1, { shapeOverrides: options.shapeOverrides ?? {}, integerBounds: await integerBoundsOf(options.model, specs) });
     const makeInputs = requestMaker(dataset);
     const { instances: _i, ...batcherConfig } = options.batching;
 
@@ -205,3 +205,12 @@ export async function runBatchingSweep(
 }
 
 export { describeSetting };
+
+/** Rows of the tables a model's integer inputs index (random token ids must stay inside them). */
+async function integerBoundsOf(model: Model | Uint8Array | string | undefined, specs: readonly IoSpec[]): Promise<Record<string, number> | undefined> {
+  const floatLike = new Set<number>([DataType.FLOAT, DataType.FLOAT16, DataType.BFLOAT16, DataType.DOUBLE, DataType.BOOL, DataType.STRING]);
+  if (model === undefined || specs.every((s) => floatLike.has(s.dtype))) return undefined;
+  if (typeof model !== 'string' && !(model instanceof Uint8Array)) return integerInputBounds(model);
+  const { decodeModel, loadModel } = await import('../onnx/index.js');
+  return integerInputBounds(typeof model === 'string' ? await loadModel(model) : decodeModel(model));
+}

@@ -41,7 +41,7 @@ describe('resolveShape', () => {
   });
   it('an unresolved dim names the input and the dim', () => {
     expect(() => resolveShape(image, {}, 1)).toThrow(
-      new UsageError("input 'x' [N,3,H,W]: dim 2 ('H') is symbolic; pass --shape x=1x3xDxD"),
+      new UsageError("input 'x' [N,3,H,W]: dim 2 ('H') is symbolic; pass --shape x=1x3xDxD (or --shape H=D for every input with that dim)"),
     );
     expect(() => resolveShape({ name: 'v', dtype: DataType.FLOAT, shape: [null, 7] })).toThrow(
       new UsageError("input 'v' [?,7]: dim 0 (?) is symbolic; pass --shape v=1x7"),

@@ -11,7 +11,7 @@ import { elementCount, isTensorType, type Model, type Node, type TensorData, typ
 import { encodeModel } from '../../onnx/index.js';
 import { batches, loadDataset, randomDataset, take } from '../../data/index.js';
 import { labelIndices, toNumbers, top1Correct } from '../../metrics/index.js';
-import { createCaptureRunner, createRunner, inferShapesByRunning, modelInputSpecs, type ShapeOverrides } from '../../runtime/index.js';
+import { createCaptureRunner, createRunner, inferShapesByRunning, integerInputBounds, modelInputSpecs, type ShapeOverrides } from '../../runtime/index.js';
 import type { ChannelStatistics } from './channel-analysis.js';
 import { constantInput } from './weights.js';
 
@@ -27,7 +27,7 @@ export function modelSize(model: Model): ModelSize {
 
 /** One random batch for the model's inputs (seeded, so runs repeat). */
 export function probeFeeds(model: Model, batch: number, shapes?: ShapeOverrides): Record<string, TensorData> {
-  return randomDataset(modelInputSpecs(model), batch, 0, { shapeOverrides: shapes }).inputs;
+  return randomDataset(modelInputSpecs(model), batch, 0, { shapeOverrides: shapes, integerBounds: integerInputBounds(model) }).inputs;
 }
 
 function numericShape(v: Value | null | undefined): number[] | undefined {
