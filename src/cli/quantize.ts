@@ -336,8 +336,8 @@ async function renderSummary(doc: SummaryDocument): Promise<string> {
     if (kept.length > 0) table.push(['left in FP32', describeSkipped(kept, 0)]);
   } else {
     table.push(['nodes converted', String(r['nodesConverted'] ?? '?')]);
-    const kept = (r['keptFloat32'] ?? []) as unknown[];
-    table.push(['kept float32', String(kept.length)]);
+    const kept = (r['keptFloat32'] ?? []) as { node: string; opType: string; reason: string }[];
+    table.push(['kept float32', kept.length === 0 ? '0' : `${kept.length}:\n${describeSkipped(kept, 8)}`]);
   }
   if (doc.fusion) {
     const f = doc.fusion;

@@ -260,6 +260,23 @@ describe('convertToFloat16', () => {
     (out.data as Uint16Array).forEach((bits, i) => expect(Math.abs(float16ToFloat32(bits) - ref[i]!)).toBeLessThan(4e-3));
   });
 
+  it('onnxruntime contrib ops (com.microsoft Gelu) stay float32, and the MatMuls after them still convert (their types propagate)', async () => {
+    const b = new GraphBuilder({ opset: 17, opsets: { 'com.microsoft': 1 } });
+    const x = b.input('x', DataType.FLOAT, ['N', 8]);
+    const h = b.node('MatMul', [x, b.initializer('w1', DataType.FLOAT, [8, 16], randomFloats(128, 30, 0.4))], {}, { name: 'mm1' });
+    const g = b.node('Gelu', [h], {}, { name: 'gelu', domain: 'com.microsoft' });
+    const y = b.node('MatMul', [b.node('Relu', [g], {}, { name: 'relu' }), b.initializer('w2', DataType.FLOAT, [16, 4], randomFloats(64, 31, 0.4))], {}, { name: 'mm2' });
+    b.output(y, DataType.FLOAT, ['N', 4]);
+    const model = b.build();
+    const { model: half, report } = convertToFloat16(model);
+    expect(report.keptFloat32).toEqual([{ node: 'gelu', opType: 'Gelu', reason: "custom domain 'com.microsoft'" }]);
+    expect(report.convertedByOpType).toEqual({ MatMul: 2, Relu: 1 });
+    const feeds = { x: { dtype: DataType.FLOAT, dims: [3, 8], data: randomFloats(24, 32, 1) } as TensorData };
+    const [want, got] = [await run(model, feeds), await run(half, feeds)];
+    const w = Object.values(want)[0]!.data as Float32Array;
+    (Object.values(got)[0]!.data as Float32Array).forEach((v, i) => expect(Math.abs(v - w[i]!)).toBeLessThan(1e-2));
+  });
+
   it('If subgraph: the node stays float32 and the outer value its branches read is cast back', async () => {
     const b = new GraphBuilder({ opset: 17 });
     const x = b.input('x', DataType.FLOAT, [3]);

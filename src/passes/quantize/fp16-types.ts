@@ -76,12 +76,39 @@ export function inferElementTypes(graph: Graph): Map<Value, DataType> {
   return types;
 }
 
+/** onnxruntime contrib ops whose outputs all have the type of input 0 (fused activations, attention, normalizations). */
+const MS_SAME_AS_INPUT = new Set([
+  'Attention', 'MultiHeadAttention', 'GroupQueryAttention', 'RotaryEmbedding', 'Gelu', 'FastGelu', 'BiasGelu', 'QuickGelu',
+  'BiasAdd', 'BiasSoftmax', 'FusedConv', 'FusedGemm', 'FusedMatMul', 'SkipLayerNormalization', 'SkipSimplifiedLayerNormalization',
+  'SimplifiedLayerNormalization', 'LayerNormalization',
+]);
+/** onnxruntime contrib ops with float32 outputs from 8-bit inputs. */
+const MS_FLOAT_OUT = new Set(['QAttention', 'DynamicQuantizeMatMul', 'MatMulIntegerToFloat', 'DynamicQuantizeLSTM']);
+
+/**
+ * Types through the com.microsoft ops of onnxruntime-optimized models (its transformer optimizer
+ * writes Attention, SkipLayerNormalization, Gelu, ...): without them every value after the first
+ * such op was untyped and the whole rest of the model stayed float32.
+ */
+function microsoftOutputTypes(
+  node: Node,
+  all: (t: DataType | undefined) => (DataType | undefined)[],
+  input: (i: number) => DataType | undefined,
+): (DataType | undefined)[] {
+  if (MS_SAME_AS_INPUT.has(node.opType)) return all(input(0));
+  if (MS_FLOAT_OUT.has(node.opType)) return all(DataType.FLOAT);
+  // EmbedLayerNormalization: embedding sum (type of the word table), mask index (int32), sum before the norm.
+  if (node.opType === 'EmbedLayerNormalization') return [input(2), DataType.INT32, input(2)].slice(0, node.outputs.length);
+  return all(undefined);
+}
+
 function outputTypes(node: Node, typeOf: (v: Value | null | undefined) => DataType | undefined): (DataType | undefined)[] {
   const n = node.outputs.length;
   const all = (t: DataType | undefined): (DataType | undefined)[] => Array.from({ length: n }, () => t);
   const input = (i: number): DataType | undefined => typeOf(node.inputs[i]);
   const dtypeAttr = (fallback: DataType | undefined): DataType | undefined =>
     node.hasAttr('dtype') ? (node.getInt('dtype') as DataType) : fallback;
+  if (node.domain === 'com.microsoft') return microsoftOutputTypes(node, all, input);
   if (node.domain !== '' && node.domain !== 'ai.onnx') return all(undefined);
   switch (node.opType) {
     case 'Cast':
