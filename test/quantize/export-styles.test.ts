@@ -261,3 +261,36 @@ describe('per-channel Mul / Add after a Conv (TensorFlow BiasAdd, BatchNormaliza
     expect(foldConvAffine(out.clone().graph)).toEqual([]); // nothing left to fold
   });
 });
+
+describe("a detector's output Concat of box coordinates and class scores", () => {
+  /** x -> Conv -> boxes (x 32, pixels) and Sigmoid class scores -> Concat on axis 1 -> output. */
+  function detectorHead(): Model {
+    const b = new GraphBuilder({ opset: 13 });
+    const x = b.input('x', DataType.FLOAT, ['N', 4, 6, 6]);
+    const conv = (name: string, cout: number, seed: number) =>
+      b.node('Conv', [x, b.initializer(`${name}.w`, DataType.FLOAT, [cout, 4, 3, 3], randomFloats(cout * 36, seed, 0.3)), b.initializer(`${name}.b`, DataType.FLOAT, [cout], randomFloats(cout, seed + 1, 0.1))], { kernel_shape: [3, 3], pads: [1, 1, 1, 1] }, { name });
+    const boxes = b.node('Mul', [b.node('Relu', [conv('box', 4, 130)], {}, { name: 'box.relu' }), b.initializer('stride', DataType.FLOAT, [], Float32Array.of(32))], {}, { name: 'box.scale' });
+    const scores = b.node('Sigmoid', [conv('cls', 5, 132)], {}, { name: 'cls.sigmoid' });
+    const [y] = b.node('Concat', [boxes, scores], { axis: 1 }, { name: 'output_concat', outputs: ['y'] }) as Value[];
+    b.output(y!, DataType.FLOAT, ['N', 9, 6, 6]);
+    return b.build();
+  }
+
+  it('stays float with the reason, so the class scores keep their resolution (they kept 2 levels on the shared scale)', async () => {
+    const model = detectorHead();
+    const calibration = dataset('x', [32, 4, 6, 6], 134);
+    const { model: q, report } = await quantizeInt8(model, { calibration });
+    const skipped = report.qdq.skipped.find((s) => s.node === 'output_concat')!;
+    expect(skipped.reason).toMatch(/^input 'cls.sigmoid_out' spans \d+x less than the whole Concat: on one 8-bit scale it would keep \d of 256 levels/);
+    const fusion = await checkFusion(q, { reference: q, keptFloat: report.qdq.skipped });
+    expect(fusion.integerKernels['QLinearConcat']).toBeUndefined();
+    expect(fusion.unfused).toEqual([]);
+    expect(fusion.keptFloat.map((k) => k.node)).toEqual(['output_concat']);
+    const x = calibration.inputs['x']!.data as Float32Array;
+    const [want, got] = [await run(model, x, [32, 4, 6, 6]), await run(q, x, [32, 4, 6, 6])];
+    // Channels 4..8 of each sample are the class scores in [0, 1].
+    let worst = 0;
+    for (let n = 0; n < 32; n++) for (let i = 4 * 36; i < 9 * 36; i++) worst = Math.max(worst, Math.abs(got[n * 324 + i]! - want[n * 324 + i]!));
+    expect(worst).toBeLessThan(0.02);
+  });
+});

@@ -14,7 +14,7 @@ import { AgreementAccumulator, classAxis, labelIndices, toNumbers, top1Correct, 
 import { createRunner, inferShapesByRunning, type Runner, type RunnerOptions } from '../../runtime/index.js';
 import { preprocess, shapeRewrites, TARGET_OPSET, type PreprocessReport } from '../preprocess/index.js';
 import { collectStatistics, computeRange, type CalibrationMethod, type Range, type RangeOptions, type TensorStatistics } from './calibrate.js';
-import { planQdq, quantizeQdq, type QdqOptions, type QdqReport } from './qdq.js';
+import { concatsWithMismatchedRanges, planQdq, quantizeQdq, type QdqOptions, type QdqReport } from './qdq.js';
 import { DataType } from '../../ir/dtype.js';
 
 export interface QuantizeProgress {
@@ -148,6 +148,12 @@ export async function quantizeInt8(model: Model, options: Int8Options): Promise<
   progress({ phase: 'calibrate', message: `calibrating ${wanted.length} tensors on ${calibration.count} samples`, fraction: 0 });
   const started = performance.now();
   await calibrateMore(context, wanted, (n) => progress({ phase: 'calibrate', message: `calibrating: ${n}/${calibration.count} samples`, fraction: n / calibration.count }));
+  // A Concat of tensors with very different ranges (boxes and class scores) stays float.
+  const mismatched = concatsWithMismatchedRanges(plan, context.ranges);
+  if (Object.keys(mismatched).length > 0) {
+    qdqOptions.floatNodes = { ...qdqOptions.floatNodes, ...mismatched };
+    await calibrateMore(context, planQdq(pre.model, qdqOptions).statistics);
+  }
   const seconds = (performance.now() - started) / 1000;
   progress({ phase: 'quantize', message: 'inserting QuantizeLinear/DequantizeLinear' });
   const { model: quantized, report: qdq } = quantizeQdq(pre.model, { ...qdqOptions, ranges: context.ranges });

@@ -33,6 +33,8 @@ export interface QdqOptions {
   excludeNodes?: readonly string[];
   /** Quantize only these nodes (by name); used by sensitivity analysis. */
   onlyNodes?: readonly string[];
+  /** Nodes kept float by a rule, with the reason for the report (treated like excludeNodes otherwise). */
+  floatNodes?: Readonly<Record<string, string>>;
   /**
    * Leave an ungrouped Conv with a spatial kernel in float when its dot-product length
    * (Cin x kh x kw) is below this; default 16, 0 turns the rule off. Such convs (a 1-channel 3x3
@@ -196,15 +198,16 @@ export function planQdq(model: Model, options: QdqOptions = {}): QdqPlan {
   const onlyNodes = options.onlyNodes ? new Set(options.onlyNodes) : undefined;
   const minReduction = options.minConvReduction ?? MIN_CONV_REDUCTION;
   const skipped: SkippedNode[] = [];
+  const floatNodes = new Map(Object.entries(options.floatNodes ?? {}));
   const selected = (n: Node): boolean =>
-    !excludedNodes.has(n.name) && !excludedTypes.has(n.opType) && (!onlyTypes || onlyTypes.has(n.opType)) && (!onlyNodes || onlyNodes.has(n.name));
+    !excludedNodes.has(n.name) && !floatNodes.has(n.name) && !excludedTypes.has(n.opType) && (!onlyTypes || onlyTypes.has(n.opType)) && (!onlyNodes || onlyNodes.has(n.name));
 
   // Outputs of explicitly excluded nodes stay float, and so do the nodes reading them: a Q right
   // after an excluded node would let onnxruntime fuse it into an integer kernel anyway.
   const fp32Outputs = new Map<Value, Node>();
   for (const node of graph.nodes) {
     if (!isDefaultDomain(node) || !QDQ_HANDLERS.has(node.opType)) continue;
-    if (!excludedNodes.has(node.name) && !excludedTypes.has(node.opType)) continue;
+    if (!excludedNodes.has(node.name) && !floatNodes.has(node.name) && !excludedTypes.has(node.opType)) continue;
     for (const out of node.outputs) {
       if (out.name === '') continue;
       fp32Outputs.set(out, node);
@@ -229,7 +232,9 @@ export function planQdq(model: Model, options: QdqOptions = {}): QdqPlan {
     if (!handler) continue;
     const label = { node: node.name, opType: node.opType };
     if (!selected(node)) {
-      if (excludedNodes.has(node.name) || excludedTypes.has(node.opType)) skipped.push({ ...label, reason: 'excluded' });
+      const rule = floatNodes.get(node.name);
+      if (rule !== undefined) skipped.push({ ...label, reason: rule });
+      else if (excludedNodes.has(node.name) || excludedTypes.has(node.opType)) skipped.push({ ...label, reason: 'excluded' });
       continue;
     }
     const problem = handler.check?.(node, graph);
@@ -629,4 +634,45 @@ export function applyQdq(model: Model, plan: QdqPlan, options: ApplyOptions): Qd
   removeUnusedInitializers(graph, { nested: false });
   graph.topologicalSort();
   return report;
+}
+
+/** Fewest 8-bit levels an input of a Concat may keep on the Concat's output scale. */
+export const MIN_CONCAT_INPUT_LEVELS = 16;
+
+/**
+ * Quantized Concats whose inputs span very different ranges, with the reason: QLinearConcat puts
+ * every input on the output's one scale, so an input with a range far below the others keeps only
+ * a few of the 256 levels. The classic case is a detector's output, Concat(boxes in pixels,
+ * class probabilities in [0, 1]): on a YOLO-style head the probabilities kept 2 distinct values.
+ * Needs the calibrated ranges; a Concat kept float still reads int8 producers (one DequantizeLinear
+ * per input, each on its own scale).
+ */
+export function concatsWithMismatchedRanges(plan: QdqPlan, ranges: ReadonlyMap<string, { min: number; max: number }>): Record<string, string> {
+  const out: Record<string, string> = {};
+  const width = (r: { min: number; max: number }): number => Math.max(r.max, 0) - Math.min(r.min, 0);
+  // The range a tensor is quantized over: its own, or that of the tensor it inherits parameters from.
+  const rangeOf = (v: Value): { min: number; max: number } | undefined => {
+    let tp = plan.tensors.get(v);
+    for (let hops = 0; tp?.source === 'inherited' && tp.inheritFrom && hops < 64; hops++) tp = plan.tensors.get(tp.inheritFrom);
+    if (!tp) return ranges.get(v.name);
+    if (isSoftmaxOutput(tp.value)) return { min: 0, max: 1 };
+    return ranges.get(tp.value.name);
+  };
+  for (const { node } of plan.nodes) {
+    if (node.opType !== 'Concat') continue;
+    const total = rangeOf(node.outputs[0]!);
+    if (!total || width(total) === 0) continue;
+    let worst: { name: string; levels: number; width: number } | undefined;
+    for (const v of node.inputs) {
+      const r = v ? rangeOf(v) : undefined;
+      if (!v || !r) continue;
+      const levels = (255 * width(r)) / width(total);
+      if (!worst || levels < worst.levels) worst = { name: v.name, levels, width: width(r) };
+    }
+    if (worst && worst.levels < MIN_CONCAT_INPUT_LEVELS) {
+      const ratio = worst.width > 0 ? `${(width(total) / worst.width).toFixed(0)}x` : 'far';
+      out[node.name] = `input '${worst.name}' spans ${ratio} less than the whole Concat: on one 8-bit scale it would keep ${Math.max(1, Math.round(worst.levels))} of 256 levels (e.g. class scores beside box coordinates)`;
+    }
+  }
+  return out;
 }
