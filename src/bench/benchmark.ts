@@ -30,6 +30,7 @@ import { buildManifest } from './manifest.js';
 import { measurePeakMemory } from './memory.js';
 import {
   AgreementAccumulator,
+  channelLayout,
   bootstrapPercentileCI,
   mcnemar,
   pairedSpeedup,
@@ -299,7 +300,7 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
           const r = toNumbers(ref, `output '${spec.name}'`);
           const c = toNumbers(cand, `output '${spec.name}'`);
           let acc = agreement[m]!.get(spec.name);
-          if (!acc) agreement[m]!.set(spec.name, (acc = new AgreementAccumulator(classes)));
+          if (!acc) agreement[m]!.set(spec.name, (acc = new AgreementAccumulator(classes, channelLayout(ref.dims))));
           acc.add(
             count === r.length ? r : Array.prototype.slice.call(r, 0, count),
             count === c.length ? c : Array.prototype.slice.call(c, 0, count),

@@ -7,7 +7,7 @@
  */
 import { seededRandom } from '../util/random.js';
 
-export { AgreementAccumulator, agreement, argmaxRows, topKCorrect, type AgreementMetrics } from '../metrics/index.js';
+export { AgreementAccumulator, agreement, channelLayout, argmaxRows, topKCorrect, type AgreementMetrics } from '../metrics/index.js';
 
 /** Two-sided 95% standard-normal quantile. */
 export const Z_95 = 1.959963984540054;

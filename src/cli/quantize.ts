@@ -305,7 +305,7 @@ type SummaryDocument = {
 
 async function renderSummary(doc: SummaryDocument): Promise<string> {
   const { default: Table } = await import('cli-table3');
-  const { formatBytes, formatDb } = await import('../report/format.js');
+  const { formatBytes, formatDb, formatWorstChannel } = await import('../report/format.js');
   const table = new Table({ head: ['', doc.mode], style: { head: [], border: [] } });
   const r = doc.report as Record<string, unknown>;
   if (doc.mode === 'int8') {
@@ -348,7 +348,7 @@ async function renderSummary(doc: SummaryDocument): Promise<string> {
   }
   table.push(['size', `${formatBytes(doc.input.sizeBytes)} -> ${formatBytes(doc.output.sizeBytes)} (${((doc.output.sizeBytes / doc.input.sizeBytes) * 100).toFixed(0)}%)`]);
   for (const [name, a] of Object.entries(doc.agreement)) {
-    table.push([`agreement '${name}'`, `SQNR ${formatDb(a.sqnrDb)}${a.top1Agreement !== null ? `, top-1 agreement ${(a.top1Agreement * 100).toFixed(2)}%` : ''} (${a.rows ? `${a.rows} samples` : `${a.count} values`})`]);
+    table.push([`agreement '${name}'`, `SQNR ${formatDb(a.sqnrDb)}${formatWorstChannel(a)}${a.top1Agreement !== null ? `, top-1 agreement ${(a.top1Agreement * 100).toFixed(2)}%` : ''} (${a.rows ? `${a.rows} samples` : `${a.count} values`})`]);
   }
   if (doc.guard) {
     const g = doc.guard;

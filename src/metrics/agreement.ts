@@ -19,6 +19,19 @@ export interface AgreementMetrics {
   cosineSimilarity: number;
   /** Signal-to-quantization-noise ratio, 10 log10(sum ref^2 / sum (cand - ref)^2); Infinity when identical. */
   sqnrDb: number;
+  /**
+   * For outputs of rank >= 3 ([N, C, ...]): the channel (index along axis 1) with the lowest SQNR.
+   * One overall SQNR can hide a channel that lost everything, e.g. class scores beside box
+   * coordinates in a detector's output.
+   */
+  worstChannel?: { index: number; sqnrDb: number };
+}
+
+/** Where axis 1 of an [N, C, ...] output is in its flat buffer: C channels of `inner` values each; none below rank 3. */
+export function channelLayout(dims: readonly number[]): { channels: number; inner: number } | undefined {
+  if (dims.length < 3) return undefined;
+  const inner = dims.slice(2).reduce((a, b) => a * b, 1);
+  return dims[1]! > 1 && inner > 0 ? { channels: dims[1]!, inner } : undefined;
 }
 
 /**
@@ -34,8 +47,19 @@ export class AgreementAccumulator {
   private sumDot = 0;
   private sumDiff2 = 0;
   private maxAbs = 0;
+  private readonly channelRef2?: Float64Array;
+  private readonly channelDiff2?: Float64Array;
 
-  constructor(private readonly classes: number | null) {}
+  /** `layout`: per-channel sums along axis 1 (channelLayout); add() must then get whole samples. */
+  constructor(
+    private readonly classes: number | null,
+    private readonly layout?: { channels: number; inner: number },
+  ) {
+    if (layout) {
+      this.channelRef2 = new Float64Array(layout.channels);
+      this.channelDiff2 = new Float64Array(layout.channels);
+    }
+  }
 
   add(reference: ArrayLike<number>, candidate: ArrayLike<number>): void {
     if (reference.length !== candidate.length) {
@@ -52,6 +76,16 @@ export class AgreementAccumulator {
       const a = Math.abs(d);
       // NaN must not hide: Math.max propagates it.
       this.maxAbs = Number.isNaN(a) ? NaN : Math.max(this.maxAbs, a);
+    }
+    if (this.layout) {
+      const { channels, inner } = this.layout;
+      for (let i = 0; i < reference.length; i++) {
+        const ch = Math.floor(i / inner) % channels;
+        const r = reference[i]!;
+        const d = candidate[i]! - r;
+        this.channelRef2![ch]! += r * r;
+        this.channelDiff2![ch]! += d * d;
+      }
     }
     this.count += reference.length;
     if (this.classes !== null && this.classes > 1) {
@@ -79,7 +113,18 @@ export class AgreementAccumulator {
       relativeL2: refNorm === 0 ? (this.sumDiff2 === 0 ? 0 : Infinity) : Math.sqrt(this.sumDiff2) / refNorm,
       cosineSimilarity: cosine,
       sqnrDb: this.sumDiff2 === 0 ? Infinity : 10 * Math.log10(this.sumRef2 / this.sumDiff2),
+      ...(this.channelRef2 ? { worstChannel: this.worstChannel() } : {}),
     };
+  }
+
+  private worstChannel(): { index: number; sqnrDb: number } {
+    let worst = { index: 0, sqnrDb: Infinity };
+    this.channelRef2!.forEach((ref2, ch) => {
+      const diff2 = this.channelDiff2![ch]!;
+      const db = diff2 === 0 ? Infinity : ref2 === 0 ? -Infinity : 10 * Math.log10(ref2 / diff2);
+      if (db < worst.sqnrDb) worst = { index: ch, sqnrDb: db };
+    });
+    return worst;
   }
 }
 

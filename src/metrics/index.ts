@@ -13,4 +13,4 @@ export {
   topKCorrect,
   type LabelOptions,
 } from './classification.js';
-export { AgreementAccumulator, agreement, type AgreementMetrics } from './agreement.js';
+export { AgreementAccumulator, agreement, channelLayout, type AgreementMetrics } from './agreement.js';

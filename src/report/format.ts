@@ -66,3 +66,13 @@ export function formatAccuracy(a: AccuracyResult | undefined): string {
 export function formatDb(db: number): string {
   return db === Infinity ? 'inf' : Number.isFinite(db) ? `${db.toFixed(1)} dB` : '-';
 }
+
+/**
+ * ", worst channel 5: 12.3 dB" when one channel along axis 1 agrees far worse (10 dB or more) than
+ * the output as a whole, else "": the overall SQNR can hide a channel that lost its resolution.
+ */
+export function formatWorstChannel(m: { sqnrDb: number; worstChannel?: { index: number; sqnrDb: number } }): string {
+  const w = m.worstChannel;
+  if (!w || !(w.sqnrDb < m.sqnrDb - 10)) return '';
+  return `, worst channel ${w.index}: ${formatDb(w.sqnrDb)}`;
+}

@@ -9,6 +9,7 @@ import {
   formatAccuracy,
   formatBytes,
   formatDb,
+  formatWorstChannel,
   formatMs,
   formatPercent,
   formatSpeedup,
@@ -93,7 +94,7 @@ export function agreementLines(result: BenchmarkResult): string[] {
         `${model.label} vs baseline, output '${name}': ` +
           (m.top1Agreement !== null ? `top-1 agreement ${formatPercent(m.top1Agreement)}, ` : '') +
           `max abs error ${m.maxAbsError.toPrecision(3)}, relative L2 ${m.relativeL2.toPrecision(3)}, ` +
-          `cosine ${m.cosineSimilarity.toFixed(6)}, SQNR ${formatDb(m.sqnrDb)}`,
+          `cosine ${m.cosineSimilarity.toFixed(6)}, SQNR ${formatDb(m.sqnrDb)}${formatWorstChannel(m)}`,
       );
     }
   }

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import {
   agreement,
   AgreementAccumulator,
+  channelLayout,
   bootstrapMedianCI,
   erfc,
   mcnemar,
@@ -12,6 +13,7 @@ import {
   summarize,
   topKCorrect,
 } from '../../src/bench/stats.js';
+import { formatWorstChannel } from '../../src/report/format.js';
 
 // Reference numbers below come from numpy 1.x (np.percentile default 'linear', std ddof=1) and
 // Python's math.comb / math.erfc; the script is quoted in the comments next to each block.
@@ -165,6 +167,25 @@ describe('accuracy and agreement', () => {
     acc.add(r.slice(0, 3), c.slice(0, 3));
     acc.add(r.slice(3), c.slice(3));
     expect(acc.result()).toEqual(m);
+  });
+
+  it('worst channel along axis 1 of an [N, C, L] output, streamed per sample (hand-computed)', () => {
+    // N=2, C=2, L=2. Channel 0: ref [10, 20 | 30, 40], errors 1 each -> 10 log10(3000 / 4) = 28.75 dB;
+    // channel 1: ref [1, 1 | 1, 1], errors 0.5 each -> 10 log10(4 / 1) = 6.02 dB.
+    const ref = [10, 20, 1, 1, 30, 40, 1, 1];
+    const cand = [11, 21, 1.5, 1.5, 31, 41, 1.5, 1.5];
+    expect(channelLayout([2, 2, 2])).toEqual({ channels: 2, inner: 2 });
+    expect(channelLayout([2, 10])).toBeUndefined();
+    const acc = new AgreementAccumulator(null, channelLayout([1, 2, 2]));
+    acc.add(ref.slice(0, 4), cand.slice(0, 4));
+    acc.add(ref.slice(4), cand.slice(4));
+    const m = acc.result();
+    expect(m.worstChannel!.index).toBe(1);
+    expect(m.worstChannel!.sqnrDb).toBeCloseTo(10 * Math.log10(4), 10);
+    expect(m.sqnrDb).toBeCloseTo(10 * Math.log10(3004 / 5), 10); // overall: 27.8 dB hides channel 1
+    expect(formatWorstChannel(m)).toBe(', worst channel 1: 6.0 dB');
+    expect(formatWorstChannel({ sqnrDb: 30, worstChannel: { index: 0, sqnrDb: 25 } })).toBe('');
+    expect(agreement(ref, cand).worstChannel).toBeUndefined();
   });
 
   it('identical outputs: zero error and infinite SQNR', () => {

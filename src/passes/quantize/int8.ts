@@ -10,7 +10,7 @@ import { UsageError } from '../../errors.js';
 import type { TensorData } from '../../ir/dtype.js';
 import { isTensorType, type Model } from '../../ir/index.js';
 import { batches, take, type Dataset } from '../../data/index.js';
-import { AgreementAccumulator, classAxis, labelIndices, toNumbers, top1Correct, type AgreementMetrics } from '../../metrics/index.js';
+import { AgreementAccumulator, channelLayout, classAxis, labelIndices, toNumbers, top1Correct, type AgreementMetrics } from '../../metrics/index.js';
 import { createRunner, inferShapesByRunning, type Runner, type RunnerOptions } from '../../runtime/index.js';
 import { preprocess, shapeRewrites, TARGET_OPSET, type PreprocessReport } from '../preprocess/index.js';
 import { collectStatistics, computeRange, type CalibrationMethod, type Range, type RangeOptions, type TensorStatistics } from './calibrate.js';
@@ -275,7 +275,7 @@ export async function compareOutputs(
         if (!ct) continue;
         let acc = accumulators.get(name);
         if (!acc) {
-          acc = new AgreementAccumulator(classAxis(t, b.size).classes);
+          acc = new AgreementAccumulator(classAxis(t, b.size).classes, channelLayout(t.dims));
           accumulators.set(name, acc);
         }
         acc.add(toNumbers(t, name), toNumbers(ct, name));
