@@ -50,3 +50,29 @@ describe('small-reduction Conv left in float', () => {
     expect(maxRef).toBeLessThan(range * 0.05);
   });
 });
+
+describe('grouped convs with few channels per group left in float', () => {
+  /** Conv 1x1 (16 -> 32) -> Relu -> grouped 3x3 (32 channels, `group` groups) -> Relu -> Conv 1x1 (32 -> 8). */
+  async function grouped(group: number, options: { minConvReduction?: number } = {}) {
+    const { DataType, GraphBuilder } = await import('../../src/ir/index.js');
+    const { randomFloats } = await import('./models.js');
+    const b = new GraphBuilder({ opset: 13 });
+    const x = b.input('input', DataType.FLOAT, ['N', 16, 8, 8]);
+    const conv = (inp: ReturnType<typeof b.input>, cin: number, cout: number, k: number, g: number, name: string, seed: number) =>
+      b.node('Conv', [inp, b.initializer(`${name}.w`, DataType.FLOAT, [cout, cin / g, k, k], randomFloats((cout * cin * k * k) / g, seed, 0.3))], { kernel_shape: [k, k], pads: k === 3 ? [1, 1, 1, 1] : [0, 0, 0, 0], group: g }, { name });
+    const a = b.node('Relu', [conv(x, 16, 32, 1, 1, 'pw1', 140)], {}, { name: 'pw1.relu' });
+    const gconv = b.node('Relu', [conv(a, 32, 32, 3, group, 'grouped', 141)], {}, { name: 'grouped.relu' });
+    b.output(conv(gconv, 32, 8, 1, 1, 'pw2', 142), DataType.FLOAT, ['N', 8, 8, 8]);
+    return quantizeInt8(b.build(), { calibration: dataset('input', [8, 16, 8, 8], 143), ...options });
+  }
+
+  it('4 channels per group (ResNeXt 32x4d): float with the reason, and its reader too (onnxruntime would fuse a DQ -> Conv -> Q sandwich anyway); 8 per group or the rule off: int8', async () => {
+    const narrow = await grouped(8);
+    expect(narrow.report.qdq.skipped.find((s) => s.node === 'grouped')?.reason).toMatch(/^grouped conv with 4 input channels per group \(< 8\)/);
+    expect(narrow.report.qdq.skipped.find((s) => s.node === 'pw2')?.reason).toBe("reads the output of FP32 node 'grouped'");
+    expect(narrow.report.qdq.byOpType.Conv).toBe(1);
+    expect((await grouped(4)).report.qdq.byOpType.Conv).toBe(3);
+    expect((await grouped(8, { minConvReduction: 0 })).report.qdq.byOpType.Conv).toBe(3);
+    expect((await grouped(32)).report.qdq.byOpType.Conv).toBe(3); // depthwise: its own fast int8 kernel
+  });
+});

@@ -76,6 +76,22 @@ const ELEMENTWISE_INT8 = new Set(['Add', 'Mul']);
  * reduction is always short and onnxruntime has dedicated int8 depthwise kernels: a MobileNetV2
  * measured 2.15x with int8 depthwise convs, 1.50x with them float; docs/quantize.md).
  */
+/**
+ * Fewest input channels per group for a grouped (not depthwise) Conv to run int8: below it
+ * onnxruntime's int8 grouped kernel is slower than its float one. Measured on a 128-channel 3x3
+ * conv at 28x28 between two 1x1 convs (batch 1, 1 thread, INT8 vs FP32 of the whole block): 4
+ * channels per group (ResNeXt's 32x4d) 0.69x, 8: 1.18x, 16: 1.08x, 32: 1.51x, 64: 1.87x.
+ */
+export const MIN_GROUP_CHANNELS = 8;
+
+/** Input channels per group of a grouped, non-depthwise Conv (group > 1, more than one channel per group), else undefined. */
+function groupedConvChannels(node: Node, graph: Graph): number | undefined {
+  const group = node.getInt('group', 1);
+  const w = node.inputs[1] ? graph.constantTensor(node.inputs[1]) : undefined;
+  if (group <= 1 || !w || w.dims.length < 3) return undefined;
+  return w.dims[1]! > 1 ? w.dims[1]! : undefined;
+}
+
 function convReduction(node: Node, graph: Graph): number | undefined {
   const w = node.inputs[1] ? graph.constantTensor(node.inputs[1]) : undefined;
   if (!w || w.dims.length < 3 || w.dims.slice(2).every((d) => d === 1) || node.getInt('group', 1) !== 1) return undefined;
@@ -202,12 +218,24 @@ export function planQdq(model: Model, options: QdqOptions = {}): QdqPlan {
   const selected = (n: Node): boolean =>
     !excludedNodes.has(n.name) && !floatNodes.has(n.name) && !excludedTypes.has(n.opType) && (!onlyTypes || onlyTypes.has(n.opType)) && (!onlyNodes || onlyNodes.has(n.name));
 
+  // Grouped convs with few channels per group stay float (onnxruntime's int8 grouped kernel is
+  // slower), like excluded nodes: between a DequantizeLinear and a QuantizeLinear onnxruntime would
+  // quantize the float weights itself and run the slow kernel anyway.
+  const narrowGroups = new Map<Node, string>();
+  for (const node of graph.nodes) {
+    if (node.opType !== 'Conv' || !isDefaultDomain(node) || minReduction <= 0 || !selected(node)) continue;
+    const perGroup = groupedConvChannels(node, graph);
+    if (perGroup !== undefined && perGroup < MIN_GROUP_CHANNELS) {
+      narrowGroups.set(node, `grouped conv with ${perGroup} input channels per group (< ${MIN_GROUP_CHANNELS}): onnxruntime's int8 grouped kernel is slower than its float one, so it and the ops reading it stay float`);
+    }
+  }
+
   // Outputs of explicitly excluded nodes stay float, and so do the nodes reading them: a Q right
   // after an excluded node would let onnxruntime fuse it into an integer kernel anyway.
   const fp32Outputs = new Map<Value, Node>();
   for (const node of graph.nodes) {
     if (!isDefaultDomain(node) || !QDQ_HANDLERS.has(node.opType)) continue;
-    if (!excludedNodes.has(node.name) && !floatNodes.has(node.name) && !excludedTypes.has(node.opType)) continue;
+    if (!excludedNodes.has(node.name) && !floatNodes.has(node.name) && !excludedTypes.has(node.opType) && !narrowGroups.has(node)) continue;
     for (const out of node.outputs) {
       if (out.name === '') continue;
       fp32Outputs.set(out, node);
@@ -245,6 +273,11 @@ export function planQdq(model: Model, options: QdqOptions = {}): QdqPlan {
     const reduction = node.opType === 'Conv' ? convReduction(node, graph) : undefined;
     if (reduction !== undefined && reduction < minReduction) {
       skipped.push({ ...label, reason: `reduction size ${reduction} (Cin x kernel) < ${minReduction}: QLinearConv would be slower than float Conv` });
+      continue;
+    }
+    const slowGroups = narrowGroups.get(node);
+    if (slowGroups !== undefined) {
+      skipped.push({ ...label, reason: slowGroups });
       continue;
     }
     const roles = handler.inputs(node, graph);
