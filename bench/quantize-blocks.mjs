@@ -16,7 +16,18 @@
 //            GAP -> FC 100. Variant: default only (HardSwish has no int8 form in onnxruntime).
 //   effnet   EfficientNet-style: like mnv3 with SiLU (x * Sigmoid(x)) and a squeeze-excitation gate
 //            (GAP -> 1x1 -> SiLU -> 1x1 -> Sigmoid -> Mul) in every block. Variant: default only.
-//   npm run build && node bench/quantize-blocks.mjs unet|encoder|c2f|mnv3|effnet [iterations=200]
+//   keras    a Keras/tf2onnx-style MobileNetV2-like export: NHWC input 64x64x3 -> Transpose, convs
+//            without bias followed by BatchNormalization as Mul + Add, ReLU6 as Clip,
+//            ZeroPadding2D (Pad) before each 'valid' stride-2 conv, depthwise blocks with residual
+//            Adds, ReduceMean pooling, Dense as MatMul + Add, Softmax. Variant: default only (the
+//            pre-processing folds and rules in docs/quantize.md are what make it fast).
+//   densenet DenseNet-style: 2 dense blocks of 4 BN-ReLU-Conv1x1-BN-ReLU-Conv3x3 layers (growth 16)
+//            on 3x64x64, a transition, BN-ReLU, GAP, Gemm. Variant: default only.
+//   resnext  3 ResNeXt-style blocks on 64x28x28 (1x1 to 128, 3x3 with 32 groups of 4, 1x1 back,
+//            residual Add). Variant: default only (grouped convs of 4 channels stay float).
+//   detector a detector head on 3x64x64: 3 strided SiLU convs, a box branch scaled to pixels and
+//            a Sigmoid class branch, concatenated as the output. Prints the class-score error.
+//   npm run build && node bench/quantize-blocks.mjs unet|encoder|c2f|mnv3|effnet|keras|densenet|resnext|detector [iterations=200]
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -134,7 +145,101 @@ function effnet() {
   return { model: b.build(), dims: [3, 160, 160] };
 }
 
-const builders = { unet, encoder, c2f, mnv3, effnet };
+function keras() {
+  const b = new GraphBuilder({ opset: 13 });
+  const w = (name, dims, scale, offset = 0) => b.initializer(name, DataType.FLOAT, dims, floats(dims.reduce((a, c) => a * c, 1), scale, offset));
+  let id = 0;
+  const conv = (x, cin, cout, k, stride, group, act) => {
+    const n = `conv${id++}`;
+    let pad = (k - 1) / 2;
+    if (stride === 2 && k === 3) {
+      x = b.node('Pad', [x, b.initializer(`${n}.pads`, DataType.INT64, [8], BigInt64Array.of(0n, 0n, 0n, 0n, 0n, 0n, 1n, 1n))], { mode: 'constant' }, { name: `${n}.zero_pad` });
+      pad = 0;
+    }
+    const c = b.node('Conv', [x, w(`${n}.w`, [cout, cin / group, k, k], Math.sqrt(6 / ((k * k * cin) / group)))], { kernel_shape: [k, k], strides: [stride, stride], pads: [pad, pad, pad, pad], group }, { name: n });
+    const bn = b.node('Add', [b.node('Mul', [c, w(`${n}.bn_scale`, [cout, 1, 1], 0.2, 1)], {}, { name: `${n}.bn_mul` }), w(`${n}.bn_shift`, [cout, 1, 1], 0.1)], {}, { name: `${n}.bn_add` });
+    return act ? b.node('Clip', [bn, b.initializer(`${n}.lo`, DataType.FLOAT, [], Float32Array.of(0)), b.initializer(`${n}.hi`, DataType.FLOAT, [], Float32Array.of(6))], {}, { name: `${n}.relu6` }) : bn;
+  };
+  const input = b.input('input', DataType.FLOAT, ['N', 64, 64, 3]);
+  let x = conv(b.node('Transpose', [input], { perm: [0, 3, 1, 2] }, { name: 'to_nchw' }), 3, 32, 3, 2, 1, true);
+  for (const [cin, cout, stride] of [[32, 32, 1], [32, 48, 2], [48, 48, 1], [48, 64, 2], [64, 64, 1]]) {
+    const e = conv(x, cin, cin * 4, 1, 1, 1, true);
+    const h = conv(conv(e, cin * 4, cin * 4, 3, stride, cin * 4, true), cin * 4, cout, 1, 1, 1, false);
+    x = cin === cout && stride === 1 ? b.node('Add', [x, h], {}, { name: `add${id}` }) : h;
+  }
+  x = b.node('ReduceMean', [conv(x, 64, 256, 1, 1, 1, true)], { axes: [2, 3], keepdims: 0 }, { name: 'pool' });
+  const dense = b.node('Add', [b.node('MatMul', [x, w('dense.w', [256, 10], 0.1)], {}, { name: 'dense' }), w('dense.b', [10], 0.1)], {}, { name: 'dense.bias' });
+  b.output(b.node('Softmax', [dense], { axis: -1 }, { name: 'softmax' }), DataType.FLOAT, ['N', 10]);
+  return { model: b.build(), dims: [64, 64, 3] };
+}
+
+function densenet() {
+  const b = new GraphBuilder({ opset: 13 });
+  const w = (name, dims, scale, offset = 0) => b.initializer(name, DataType.FLOAT, dims, floats(dims.reduce((a, c) => a * c, 1), scale, offset));
+  let id = 0;
+  const bn = (x, c) => {
+    const n = `bn${id++}`;
+    return b.node('BatchNormalization', [x, w(`${n}.g`, [c], 0.2, 1), w(`${n}.b`, [c], 0.2), w(`${n}.m`, [c], 0.1), w(`${n}.v`, [c], 0.2, 1)], { epsilon: 1e-5 }, { name: n });
+  };
+  const conv = (x, cin, cout, k, stride = 1) => {
+    const n = `conv${id++}`;
+    return b.node('Conv', [x, w(`${n}.w`, [cout, cin, k, k], Math.sqrt(6 / (k * k * cin)))], { kernel_shape: [k, k], strides: [stride, stride], pads: Array(4).fill((k - 1) / 2) }, { name: n });
+  };
+  const relu = (x) => b.node('Relu', [x], {}, { name: `relu${id++}` });
+  let h = b.node('MaxPool', [relu(bn(conv(b.input('input', DataType.FLOAT, ['N', 3, 64, 64]), 3, 32, 3, 2), 32))], { kernel_shape: [2, 2], strides: [2, 2] }, { name: 'pool0' });
+  let c = 32;
+  for (let block = 0; block < 2; block++) {
+    for (let l = 0; l < 4; l++) {
+      const y = conv(relu(bn(conv(relu(bn(h, c)), c, 64, 1), 64)), 64, 16, 3);
+      h = b.node('Concat', [h, y], { axis: 1 }, { name: `cat${id++}` });
+      c += 16;
+    }
+    if (block === 0) {
+      h = b.node('AveragePool', [conv(relu(bn(h, c)), c, c / 2, 1)], { kernel_shape: [2, 2], strides: [2, 2] }, { name: 'transition' });
+      c /= 2;
+    }
+  }
+  h = b.node('Flatten', [b.node('GlobalAveragePool', [relu(bn(h, c))], {}, { name: 'gap' })], { axis: 1 }, { name: 'flat' });
+  b.output(b.node('Gemm', [h, w('fc.w', [10, c], 0.1), w('fc.b', [10], 0.1)], { transB: 1 }, { name: 'fc' }), DataType.FLOAT, ['N', 10]);
+  return { model: b.build(), dims: [3, 64, 64] };
+}
+
+function resnext() {
+  const b = new GraphBuilder({ opset: 13 });
+  const w = (name, dims, scale) => b.initializer(name, DataType.FLOAT, dims, floats(dims.reduce((a, c) => a * c, 1), scale));
+  let id = 0;
+  const conv = (x, cin, cout, k, group, relu) => {
+    const n = `conv${id++}`;
+    const c = b.node('Conv', [x, w(`${n}.w`, [cout, cin / group, k, k], Math.sqrt(6 / ((k * k * cin) / group))), w(`${n}.b`, [cout], 0.1)], { kernel_shape: [k, k], pads: Array(4).fill((k - 1) / 2), group }, { name: n });
+    return relu ? b.node('Relu', [c], {}, { name: `${n}.relu` }) : c;
+  };
+  let x = b.input('input', DataType.FLOAT, ['N', 64, 28, 28]);
+  for (let i = 0; i < 3; i++) {
+    const h = conv(conv(conv(x, 64, 128, 1, 1, true), 128, 128, 3, 32, true), 128, 64, 1, 1, false);
+    x = b.node('Relu', [b.node('Add', [h, x], {}, { name: `add${i}` })], {}, { name: `out${i}` });
+  }
+  b.output(x, DataType.FLOAT, ['N', 64, 28, 28]);
+  return { model: b.build(), dims: [64, 28, 28] };
+}
+
+function detector() {
+  const b = new GraphBuilder({ opset: 17 });
+  const w = (name, dims, scale) => b.initializer(name, DataType.FLOAT, dims, floats(dims.reduce((a, c) => a * c, 1), scale));
+  let id = 0;
+  const conv = (x, cin, cout, k, stride, silu) => {
+    const n = `conv${id++}`;
+    const c = b.node('Conv', [x, w(`${n}.w`, [cout, cin, k, k], Math.sqrt(6 / (k * k * cin))), w(`${n}.b`, [cout], 0.1)], { kernel_shape: [k, k], strides: [stride, stride], pads: Array(4).fill((k - 1) / 2) }, { name: n });
+    return silu ? b.node('Mul', [c, b.node('Sigmoid', [c], {}, { name: `${n}.sigmoid` })], {}, { name: `${n}.silu` }) : c;
+  };
+  const h = conv(conv(conv(b.input('input', DataType.FLOAT, ['N', 3, 64, 64]), 3, 16, 3, 2, true), 16, 32, 3, 2, true), 32, 32, 3, 2, true);
+  const flat = (x, c, name) => b.node('Reshape', [x, b.initializer(`${name}.shape`, DataType.INT64, [3], BigInt64Array.of(0n, BigInt(c), 64n))], {}, { name });
+  const boxes = b.node('Mul', [flat(conv(conv(h, 32, 32, 3, 1, true), 32, 4, 1, 1, false), 4, 'box.flat'), b.initializer('stride', DataType.FLOAT, [], Float32Array.of(8))], {}, { name: 'box.pixels' });
+  const scores = flat(b.node('Sigmoid', [conv(conv(h, 32, 32, 3, 1, true), 32, 10, 1, 1, false)], {}, { name: 'cls.sigmoid' }), 10, 'cls.flat');
+  b.output(b.node('Concat', [boxes, scores], { axis: 1 }, { name: 'output_concat' }), DataType.FLOAT, ['N', 14, 64]);
+  return { model: b.build(), dims: [3, 64, 64] };
+}
+
+const builders = { unet, encoder, c2f, mnv3, effnet, keras, densenet, resnext, detector };
 if (!builders[arch]) {
   console.error(`unknown architecture '${arch}' (${Object.keys(builders).join(', ')})`);
   process.exit(2);
@@ -151,6 +256,12 @@ if (arch === 'unet' || arch === 'c2f') {
 } else if (arch === 'mnv3' || arch === 'effnet') {
   const { model: q, report } = await quantizeInt8(model, { calibration });
   console.log(`static INT8 note: ${report.notes.join(' ').slice(0, 120)}...`);
+  variants['int8.onnx'] = q;
+} else if (arch !== 'encoder') {
+  const { model: q, report } = await quantizeInt8(model, { calibration });
+  const pre = report.preprocess;
+  console.log(`pre-processing: ${pre.padsFolded.length} Pad, ${pre.affineFolded.length} Mul/Add, ${pre.batchNormsFolded.length} BN folded; ${pre.batchNormsToConv.length} BN -> depthwise Conv; ${pre.reduceMeansToPool.length} ReduceMean -> GAP; ${pre.matMulAddFused.length} MatMul + Add -> Gemm`);
+  console.log(`left float: ${report.qdq.skipped.map((k) => `${k.node} (${k.reason.slice(0, 60)})`).join('; ') || 'none'}`);
   variants['int8.onnx'] = q;
 } else {
   const { model: q, report } = await quantizeInt8(model, { calibration });
@@ -177,6 +288,13 @@ try {
     const s = point.speedup;
     const sq = m.role === 'baseline' ? '' : `, SQNR ${agreement(outputs[names[0]], outputs[m.label]).sqnrDb.toFixed(1)} dB`;
     console.log(`  ${m.label.padEnd(28)} ${point.stats.p50.toFixed(3)} ms p50${s ? `, ${s.estimate.toFixed(2)}x [${s.low.toFixed(2)}, ${s.high.toFixed(2)}]` : ''}${sq}`);
+  }
+  if (arch === 'detector') {
+    // Class scores: channels 4..13 of every sample's [14, 64] output.
+    const [ref, got] = [outputs['fp32.onnx'], outputs['int8.onnx']];
+    let worst = 0;
+    for (let n = 0; n < count; n++) for (let i = 4 * 64; i < 14 * 64; i++) worst = Math.max(worst, Math.abs(ref[n * 896 + i] - got[n * 896 + i]));
+    console.log(`  class scores: max |INT8 - FP32| ${worst.toFixed(4)} (scores in [0, 1])`);
   }
 } finally {
   rmSync(dir, { recursive: true, force: true });
