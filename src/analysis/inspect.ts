@@ -7,7 +7,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Dim, Graph, Model, Node, Tensor, TypedArray } from '../ir/index.js';
-import { DataType, byteSize, dtypeInfo, dtypeName, elementCount, visitGraphs } from '../ir/index.js';
+import { DataType, byteSize, dtypeInfo, dtypeName, elementCount, quantizedOpTypes, visitGraphs } from '../ir/index.js';
 import { loadModel } from '../onnx/index.js';
 
 export interface IoDescription {
@@ -138,10 +138,6 @@ export function describeModel(model: Model, file: string, fileBytes: number): In
   };
 }
 
-const QUANTIZED_OPS = new Set([
-  'QuantizeLinear', 'DequantizeLinear', 'DynamicQuantizeLinear', 'MatMulInteger', 'ConvInteger', 'QLinearConv', 'QLinearMatMul',
-  'com.microsoft.QGemm', 'com.microsoft.DynamicQuantizeLSTM', 'com.microsoft.DynamicQuantizeMatMul', 'com.microsoft.MatMulIntegerToFloat',
-]);
 
 /**
  * Next steps for a newcomer, from the op types (a heuristic, not a measurement): an already
@@ -150,7 +146,7 @@ const QUANTIZED_OPS = new Set([
  */
 function suggest(model: Model, ops: ReadonlyMap<string, number>, file: string): string[] {
   const count = (...types: string[]): number => types.reduce((n, t) => n + (ops.get(t) ?? 0), 0);
-  const quantized = [...ops.keys()].filter((t) => QUANTIZED_OPS.has(t));
+  const quantized = quantizedOpTypes(model);
   if (quantized.length > 0) {
     return [`already quantized (${quantized.join(', ')}): quantize the FP32 original instead; compare both with model-opt benchmark`];
   }

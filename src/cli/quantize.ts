@@ -152,6 +152,7 @@ async function quantizeAction(modelPath: string, flags: QuantizeFlags): Promise<
   try {
     progress.update(`loading ${modelPath}`);
     const model = await loadModel(modelPath, { onWarning });
+    if (flags.mode !== 'fp16') q.refuseQuantized(model, modelPath);
     const specs = runtime.modelInputSpecs(model);
     const calibration = flags.calibrationData ? await data.loadDataset(flags.calibrationData, specs) : undefined;
     const evalData = flags.evalData ? await data.loadDataset(flags.evalData, specs) : undefined;

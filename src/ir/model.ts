@@ -120,3 +120,20 @@ export class Model {
     return m;
   }
 }
+
+/** Ops that carry quantized data: a graph with any of them was quantized already (QDQ, QOperator or dynamic). */
+const QUANTIZED_OPS = new Set([
+  'QuantizeLinear', 'DequantizeLinear', 'DynamicQuantizeLinear', 'MatMulInteger', 'ConvInteger', 'QLinearConv', 'QLinearMatMul',
+  'com.microsoft.QGemm', 'com.microsoft.QLinearConv', 'com.microsoft.QLinearAdd', 'com.microsoft.QAttention', 'com.microsoft.DynamicQuantizeLSTM',
+  'com.microsoft.DynamicQuantizeMatMul', 'com.microsoft.MatMulIntegerToFloat', 'com.microsoft.QuantizeLinear', 'com.microsoft.DequantizeLinear',
+]);
+
+/** The quantized op types of `model` (domain-qualified for com.microsoft), each once, subgraphs included. */
+export function quantizedOpTypes(model: Model): string[] {
+  const found = new Set<string>();
+  for (const node of model.allNodes()) {
+    const key = node.domain === 'com.microsoft' ? `com.microsoft.${node.opType}` : node.domain === '' || node.domain === 'ai.onnx' ? node.opType : undefined;
+    if (key && QUANTIZED_OPS.has(key)) found.add(key);
+  }
+  return [...found];
+}

@@ -58,6 +58,18 @@ describe('model-opt quantize', () => {
     expect(sha(modelPath)).toBe(before);
   });
 
+  it('refuses to quantize an already quantized model (int8 and int8-dynamic), naming the file (exit 2)', async () => {
+    const once = join(dir, 'cnn.once.int8.onnx');
+    expect((await run([modelPath, '-o', once, '--calibration-data', calibPath, '--calibration-count', '16'])).code).toBe(0);
+    for (const mode of ['int8', 'int8-dynamic']) {
+      const twice = join(dir, `cnn.twice.${mode}.onnx`);
+      const { code, stderr } = await run([once, '-o', twice, '--mode', mode, '--calibration-data', calibPath]);
+      expect(code).toBe(2);
+      expect(stderr).toBe(`model-opt: error: ${once} is already quantized (QuantizeLinear, DequantizeLinear): quantize its FP32 original instead\n`);
+      expect(existsSync(twice)).toBe(false);
+    }
+  });
+
   it('never overwrites the input model (exit 2)', async () => {
     const { code, stderr } = await run([modelPath, '-o', modelPath, '--calibration-data', calibPath]);
     expect(code).toBe(2);

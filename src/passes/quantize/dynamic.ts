@@ -29,6 +29,7 @@
  * Imports: the IR, errors, ./dynamic-weights.js, ./quant-math.js (int8 symmetric rows) and ./fp16.js (weight-size helper only).
  */
 import { DataType, Graph, Tensor, type Model, type Node, type Value, isTensorType, visitGraphs } from '../../ir/index.js';
+import { refuseQuantized } from './registry.js';
 import { UsageError } from '../../errors.js';
 import { quantizeWeight, type QuantizedWeight, type WeightType } from './dynamic-weights.js';
 import { modelWeightBytes } from './fp16.js';
@@ -127,6 +128,7 @@ export function quantizeDynamic(model: Model, options: DynamicOptions = {}): { m
   const weightType = options.weightType ?? 'int8';
   const reduceRange = options.reduceRange ?? false;
   const warn = options.onWarning ?? (() => undefined);
+  refuseQuantized(model);
 
   const out = model.clone();
   out.graph.nameUnnamedNodes(); // reports and excludeNodes need a name for every node

@@ -15,7 +15,7 @@ export {
   type TensorStatistics,
 } from './calibrate.js';
 export { applyQdq, planQdq, quantizeQdq, requiredStatistics, type QdqOptions, type QdqPlan, type QdqReport } from './qdq.js';
-export { QDQ_HANDLERS, QUANTIZABLE_OP_TYPES, type OpHandler } from './registry.js';
+export { QDQ_HANDLERS, QUANTIZABLE_OP_TYPES, refuseQuantized, type OpHandler } from './registry.js';
 export { analyzeOptimized, checkFusion, INTEGER_KERNELS, type FusionReport, type KeptFloatNode, type UnfusedNode } from './fusion-check.js';
 export {
   compareOutputs,

@@ -15,6 +15,7 @@ import { createRunner, inferShapesByRunning, type Runner, type RunnerOptions } f
 import { preprocess, shapeRewrites, TARGET_OPSET, type PreprocessReport } from '../preprocess/index.js';
 import { collectStatistics, computeRange, type CalibrationMethod, type Range, type RangeOptions, type TensorStatistics } from './calibrate.js';
 import { concatsWithMismatchedRanges, planQdq, quantizeQdq, type QdqOptions, type QdqReport } from './qdq.js';
+import { refuseQuantized } from './registry.js';
 import { DataType } from '../../ir/dtype.js';
 
 export interface QuantizeProgress {
@@ -90,6 +91,7 @@ function defaultBatch(dataset: Dataset, model: Model, requested?: number): numbe
 export async function quantizeInt8(model: Model, options: Int8Options): Promise<{ model: Model; report: Int8Report; context: Int8Context }> {
   const progress = options.onProgress ?? (() => undefined);
   const warn = options.onWarning ?? (() => undefined);
+  refuseQuantized(model);
   progress({ phase: 'preprocess', message: 'pre-processing (constants, BatchNorm folding, opset)' });
   const pre = preprocess(model, { upgradeOpset: true });
   let perTensorFallback: string | undefined;

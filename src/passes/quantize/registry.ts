@@ -9,9 +9,10 @@
  *   AveragePool/GlobalAveragePool/Sigmoid/LeakyRelu/Softmax -> QLinear*; MaxPool, Reshape,
  *   Flatten, Transpose, Squeeze, Unsqueeze, Resize, Split, ... run on 8-bit data when input and
  *   outputs share one scale and zero point ("drop QDQ"; Split: every output).
- * Adding an operator is adding a row; duplicate rows throw. Imports the IR only.
+ * Adding an operator is adding a row; duplicate rows throw. Imports the IR and errors only.
  */
-import type { Graph, Node } from '../../ir/index.js';
+import { quantizedOpTypes, type Graph, type Model, type Node } from '../../ir/index.js';
+import { UsageError } from '../../errors.js';
 
 export type InputRole =
   | { role: 'activation' }
@@ -153,3 +154,13 @@ export const QUANTIZABLE_OP_TYPES: readonly string[] = HANDLERS.map((h) => h.opT
 
 /** Ops that may sit between a quantized node and its output Q (onnxruntime removes them). */
 export const ABSORBABLE_ACTIVATIONS = new Set(['Relu', 'Clip']);
+
+/**
+ * UsageError for a model that is already quantized (int8 and int8-dynamic): quantizing it again
+ * would requantize dequantized values, compounding the rounding, and leave Q/DQ chains onnxruntime
+ * cannot fuse.
+ */
+export function refuseQuantized(model: Model, label = 'the model'): void {
+  const ops = quantizedOpTypes(model);
+  if (ops.length > 0) throw new UsageError(`${label} is already quantized (${ops.join(', ')}): quantize its FP32 original instead`);
+}
