@@ -10,6 +10,7 @@ import { quantizeDynamic } from '../../src/passes/quantize/dynamic.js';
 import { quantizeWeight, dequantizeWeight } from '../../src/passes/quantize/dynamic-weights.js';
 import { roundHalfEven } from '../../src/passes/quantize/quant-math.js';
 import { randomFloats } from './models.js';
+import { maxAbsDiff } from '../helpers/numeric.js';
 
 const [B, S, D, HEADS] = [2, 6, 32, 4];
 const H = D; // hidden size of Q, K and V
@@ -93,11 +94,6 @@ async function run(model: Model, x: Float32Array, mask?: Int32Array): Promise<Fl
   }
 }
 
-const maxAbsDiff = (a: ArrayLike<number>, b: ArrayLike<number>): number => {
-  let m = 0;
-  for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i]! - b[i]!));
-  return m;
-};
 
 const mask = Int32Array.from({ length: B * S }, (_, i) => (i === S - 1 || i === 2 * S - 2 || i === 2 * S - 1 ? 0 : 1));
 

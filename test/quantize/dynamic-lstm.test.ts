@@ -7,6 +7,7 @@ import type { TensorData } from '../../src/ir/dtype.js';
 import { createRunner } from '../../src/runtime/index.js';
 import { quantizeDynamic, quantizeGates } from '../../src/passes/quantize/dynamic.js';
 import { randomFloats } from './models.js';
+import { maxAbsDiff } from '../helpers/numeric.js';
 
 interface LstmCase {
   steps: number;
@@ -114,11 +115,6 @@ async function runLstm(model: Model, x: Float32Array, c: LstmCase): Promise<Floa
   }
 }
 
-const maxAbsDiff = (a: ArrayLike<number>, b: ArrayLike<number>): number => {
-  let m = 0;
-  for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i]! - b[i]!));
-  return m;
-};
 
 describe('quantizeGates', () => {
   it('per direction: transposed to [k, 4H], int8 scale = max|row|/127 per gate row, round half to even', () => {

@@ -11,6 +11,7 @@ import { batchNormsToDepthwiseConv, foldConvAffine, foldPadsIntoConvs, preproces
 import { quantizeInt8 } from '../../src/passes/quantize/int8.js';
 import { checkFusion } from '../../src/passes/quantize/fusion-check.js';
 import { dataset, randomFloats } from './models.js';
+import { maxAbsDiff } from '../helpers/numeric.js';
 
 async function run(model: Model, x: Float32Array, dims: number[]): Promise<Float32Array> {
   const r = await createRunner(model, { graphOptimizationLevel: 'disabled' });
@@ -21,7 +22,6 @@ async function run(model: Model, x: Float32Array, dims: number[]): Promise<Float
   }
 }
 
-const maxDiff = (a: Float32Array, b: Float32Array): number => a.reduce((m, v, i) => Math.max(m, Math.abs(v - b[i]!)), 0);
 
 /** x [N, C, ...spatial] -> ReduceMean(axes) (attribute before opset 18, input from 18 on). */
 function reduceMeanModel(opset: number, axes: number[], keepdims: number, spatial = [5, 7], declareShape = true): Model {
@@ -56,7 +56,7 @@ describe('spatial ReduceMean -> GlobalAveragePool', () => {
       const x = randomFloats(dims.reduce((a, c) => a * c, 1), 7);
       const [want, got] = [await run(model, x, dims), await run(out, x, dims)];
       expect(got.length).toBe(want.length);
-      expect(maxDiff(got, want)).toBeLessThan(1e-6);
+      expect(maxAbsDiff(got, want)).toBeLessThan(1e-6);
     });
   }
 
@@ -113,7 +113,7 @@ describe('zero Pad folded into the Convs reading it', () => {
       expect(conv.getInts('pads')).toEqual([1 + pads[2]!, pads[3]!, pads[6]!, 1 + pads[7]!]);
       const x = randomFloats(3 * 2 * 6 * 7, 81);
       const [want, got] = [await runAll(model, x, [3, 2, 6, 7]), await runAll(out, x, [3, 2, 6, 7])];
-      want.forEach((w, i) => expect(maxDiff(got[i]!, w)).toBeLessThan(1e-5));
+      want.forEach((w, i) => expect(maxAbsDiff(got[i]!, w)).toBeLessThan(1e-5));
     });
   }
 
@@ -176,8 +176,8 @@ describe('static INT8 of a Keras-style export', () => {
     expect(fusion.integerKernels).toMatchObject({ QLinearConv: 3, QLinearGlobalAveragePool: 1, QGemm: 1 });
     const x = calibration.inputs['x']!.data as Float32Array;
     const [want, got] = [await run(model, x, [32, 16, 16, 3]), await run(q, x, [32, 16, 16, 3])];
-    expect(maxDiff(got, want)).toBeLessThan(0.03); // class probabilities
-    expect(maxDiff(got, want)).toBeGreaterThan(0);
+    expect(maxAbsDiff(got, want)).toBeLessThan(0.03); // class probabilities
+    expect(maxAbsDiff(got, want)).toBeGreaterThan(0);
   });
 });
 
@@ -207,7 +207,7 @@ describe('a BatchNormalization with no conv to fold into (DenseNet, pre-activati
     expect([dw.opType, dw.getInt('group'), dw.getInts('kernel_shape')]).toEqual(['Conv', 12, [1, 1]]);
     const x = randomFloats(2 * 4 * 8 * 8, 97);
     const dims = [2, 4, 8, 8];
-    expect(maxDiff(await run(rewritten, x, dims), await run(model, x, dims))).toBeLessThan(1e-5);
+    expect(maxAbsDiff(await run(rewritten, x, dims), await run(model, x, dims))).toBeLessThan(1e-5);
     // A float pre-processing leaves it alone (nothing to gain without integer kernels).
     expect(preprocess(model).model.graph.nodes.map((n) => n.opType)).toContain('BatchNormalization');
 
@@ -219,7 +219,7 @@ describe('a BatchNormalization with no conv to fold into (DenseNet, pre-activati
     expect(fusion.integerKernels).toMatchObject({ QLinearConv: 3, QLinearConcat: 1 });
     const [want, got] = [await run(model, calibration.inputs['x']!.data as Float32Array, [32, 4, 8, 8]), await run(q, calibration.inputs['x']!.data as Float32Array, [32, 4, 8, 8])];
     const scale = want.reduce((m, v) => Math.max(m, Math.abs(v)), 0);
-    expect(maxDiff(got, want)).toBeLessThan(0.05 * scale);
+    expect(maxAbsDiff(got, want)).toBeLessThan(0.05 * scale);
 
     // The rewritten node keeps the BatchNormalization's name, so --exclude-nodes still finds it.
     const excluded = await quantizeInt8(model, { calibration, excludeNodes: ['bn'] });
@@ -257,7 +257,7 @@ describe('per-channel Mul / Add after a Conv (TensorFlow BiasAdd, BatchNormaliza
     expect(report.batchNormsFolded).toEqual([{ removed: 'bn', into: 'c2' }]);
     expect(out.graph.nodes.map((n) => n.opType)).toEqual(['Conv', 'Relu', 'Conv', 'Relu', 'Conv', 'Add']);
     const x = randomFloats(2 * 2 * 6 * 6, 121);
-    expect(maxDiff(await run(out, x, [2, 2, 6, 6]), await run(model, x, [2, 2, 6, 6]))).toBeLessThan(1e-5);
+    expect(maxAbsDiff(await run(out, x, [2, 2, 6, 6]), await run(model, x, [2, 2, 6, 6]))).toBeLessThan(1e-5);
     expect(foldConvAffine(out.clone().graph)).toEqual([]); // nothing left to fold
   });
 });

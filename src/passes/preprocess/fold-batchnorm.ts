@@ -115,6 +115,21 @@ function adoptName(g: Graph, from: Value, to: Value): void {
   if (name !== '' && !g.value(name)) to.rename(name);
 }
 
+/**
+ * `result` (computed by `replacement`, inserted before `old`) takes the place of `old`'s output:
+ * its readers, its name and its declared type; `old` goes and `replacement` takes its node name,
+ * so --exclude-nodes, --analyze and reports still find it.
+ */
+function takeOver(g: Graph, old: Node, replacement: Node, result: Value): void {
+  const y = old.outputs[0]!;
+  const type = y.type;
+  g.replaceAllUsesWith(y, result);
+  g.removeNode(old, { force: true });
+  if (old.name) replacement.name = old.name;
+  adoptName(g, y, result);
+  if (type && isTensorType(type) && type.shape) result.type = type;
+}
+
 function rankOf(v: Value): number | undefined {
   return isTensorType(v.type) && v.type.shape ? v.type.shape.length : undefined;
 }
@@ -190,12 +205,7 @@ export function reduceMeanToGlobalPool(graph: Graph, opset: number): FoldRecord[
         result = flat.outputs[0]!;
         result.type = { kind: 'tensor', elemType: isTensorType(x.type) ? x.type.elemType : DataType.FLOAT, shape: shape ? [shape[0]!, shape[1]!] : undefined };
       }
-      const type = y.type;
-      g.replaceAllUsesWith(y, result);
-      g.removeNode(rm, { force: true });
-      if (rm.name) pooled.name = rm.name; // --exclude-nodes and reports keep the user's name
-      adoptName(g, y, result);
-      if (type && isTensorType(type) && type.shape) result.type = type;
+      takeOver(g, rm, pooled, result);
       rewritten.push({ removed: rm.name, into: pooled.name });
     }
   }
@@ -307,12 +317,8 @@ export function batchNormsToDepthwiseConv(graph: Graph): FoldRecord[] {
         attributes: { group: channels, kernel_shape: ones },
         name: `${bn.name || 'bn'}_depthwise`,
       });
-      const out = conv.outputs[0]!;
-      out.type = y.type ?? x.type;
-      g.replaceAllUsesWith(y, out);
-      g.removeNode(bn, { force: true });
-      if (bn.name) conv.name = bn.name; // --exclude-nodes and reports keep the user's name
-      adoptName(g, y, out);
+      conv.outputs[0]!.type = y.type ?? x.type;
+      takeOver(g, bn, conv, conv.outputs[0]!);
       rewritten.push({ removed: bn.name || 'BatchNormalization', into: conv.name });
     }
   }
