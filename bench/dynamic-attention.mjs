@@ -7,17 +7,10 @@
 // run, 1 thread, interleaved bursts, speed-up = median of paired ratios with its bootstrap interval.
 // Also prints the outputs' SQNR vs FP32.
 //   npm run build && node bench/dynamic-attention.mjs [D=256] [layers=4] [T=128] [iterations=100]
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { dist } from './quantize-common.mjs';
+import { compareVariants, dist } from './quantize-common.mjs';
 
 const { DataType, GraphBuilder } = await import(dist('ir/index.js'));
-const { saveModel } = await import(dist('onnx/index.js'));
-const { createRunner } = await import(dist('runtime/index.js'));
 const { quantizeDynamic } = await import(dist('passes/quantize/dynamic.js'));
-const { benchmark } = await import(dist('bench/index.js'));
-const { agreement } = await import(dist('metrics/index.js'));
 const { seededRandom } = await import(dist('util/random.js'));
 
 const [D, layers, T, iterations] = [256, 4, 128, 100].map((d, i) => Number(process.argv[2 + i] ?? d));
@@ -45,43 +38,18 @@ function encoder(seed = 1) {
   return b.build();
 }
 
-const dir = mkdtempSync(join(tmpdir(), 'dynamic-attention-'));
-try {
-  const fp32 = encoder();
-  const variants = {
-    'fp32.onnx': fp32,
-    'int8-dynamic.onnx': quantizeDynamic(fp32).model,
-    'int8-dynamic-attention-float.onnx': quantizeDynamic(fp32, { excludeOpTypes: ['Attention'] }).model,
-  };
-  const r = seededRandom(9);
-  const hidden = Float32Array.from({ length: T * D }, () => r() * 2 - 1);
-  const mask = Int32Array.from({ length: T }, (_, i) => (i < T - T / 8 ? 1 : 0)); // the last eighth is padding
-  const feeds = { hidden: { dtype: DataType.FLOAT, dims: [1, T, D], data: hidden }, mask: { dtype: DataType.INT32, dims: [1, T], data: mask } };
-  const outputs = {};
-  for (const [name, model] of Object.entries(variants)) {
-    await saveModel(model, join(dir, name));
-    const runner = await createRunner(model, { intraOpThreads: 1 });
-    outputs[name] = Object.values(await runner.run(feeds))[0];
-    await runner.release();
-  }
-  const names = Object.keys(variants);
-  const result = await benchmark({
-    baseline: join(dir, names[0]),
-    candidates: names.slice(1).map((n) => join(dir, n)),
-    batchSizes: [1],
-    threads: 1,
-    iterations,
-    measureMemory: false,
-  });
-  console.log(`${layers}-layer encoder, D=${D}, ${HEADS} heads, FFN ${4 * D}, ${T} tokens, batch 1, 1 thread, ${iterations} interleaved runs`);
-  for (const m of result.models) {
-    const point = m.latency[0];
-    const s = point.speedup;
-    const sq = m.role === 'baseline' ? '' : `, SQNR ${agreement(outputs[names[0]].data, outputs[m.label].data).sqnrDb.toFixed(1)} dB`;
-    console.log(
-      `  ${m.label.padEnd(34)} ${point.stats.p50.toFixed(3)} ms p50, ${(m.file.sizeBytes / 1024).toFixed(0)} KiB${s ? `, ${s.estimate.toFixed(2)}x [${s.low.toFixed(2)}, ${s.high.toFixed(2)}]` : ''}${sq}`,
-    );
-  }
-} finally {
-  rmSync(dir, { recursive: true, force: true });
-}
+const fp32 = encoder();
+const variants = {
+  'fp32.onnx': fp32,
+  'int8-dynamic.onnx': quantizeDynamic(fp32).model,
+  'int8-dynamic-attention-float.onnx': quantizeDynamic(fp32, { excludeOpTypes: ['Attention'] }).model,
+};
+const r = seededRandom(9);
+const hidden = Float32Array.from({ length: T * D }, () => r() * 2 - 1);
+const mask = Int32Array.from({ length: T }, (_, i) => (i < T - T / 8 ? 1 : 0)); // the last eighth is padding
+const feeds = { hidden: { dtype: DataType.FLOAT, dims: [1, T, D], data: hidden }, mask: { dtype: DataType.INT32, dims: [1, T], data: mask } };
+await compareVariants(variants, feeds, {
+  iterations,
+  batchSizes: [1],
+  title: `${layers}-layer encoder, D=${D}, ${HEADS} heads, FFN ${4 * D}, ${T} tokens, batch 1, 1 thread, ${iterations} interleaved runs`,
+});

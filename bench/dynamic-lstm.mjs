@@ -5,17 +5,10 @@
 // MatMul). Timed with the benchmark library: one utterance per run, 1 thread, interleaved bursts, speed-up as
 // the median of paired ratios with its bootstrap interval. Also prints the outputs' SQNR vs FP32.
 //   npm run build && node bench/dynamic-lstm.mjs [hidden=256] [steps=50] [iterations=200]
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { dist } from './quantize-common.mjs';
+import { compareVariants, dist } from './quantize-common.mjs';
 
 const { DataType, GraphBuilder } = await import(dist('ir/index.js'));
-const { saveModel } = await import(dist('onnx/index.js'));
-const { createRunner } = await import(dist('runtime/index.js'));
 const { quantizeDynamic } = await import(dist('passes/quantize/dynamic.js'));
-const { benchmark } = await import(dist('bench/index.js'));
-const { agreement } = await import(dist('metrics/index.js'));
 const { seededRandom } = await import(dist('util/random.js'));
 
 const [hidden, steps, iterations] = [256, 50, 200].map((d, i) => Number(process.argv[2 + i] ?? d));
@@ -44,41 +37,17 @@ function recognizer(seed = 1) {
   return b.build();
 }
 
-const dir = mkdtempSync(join(tmpdir(), 'dynamic-lstm-'));
-try {
-  const fp32 = recognizer();
-  const variants = {
-    'fp32.onnx': fp32,
-    'int8-dynamic.onnx': quantizeDynamic(fp32).model,
-    'int8-dynamic-no-lstm.onnx': quantizeDynamic(fp32, { excludeOpTypes: ['LSTM'] }).model,
-  };
-  const r = seededRandom(9);
-  const features = Float32Array.from({ length: steps * FEATURES }, () => r() * 2 - 1);
-  const outputs = {};
-  for (const [name, model] of Object.entries(variants)) {
-    await saveModel(model, join(dir, name));
-    const runner = await createRunner(model, { intraOpThreads: 1 });
-    outputs[name] = Object.values(await runner.run({ features: { dtype: DataType.FLOAT, dims: [steps, 1, FEATURES], data: features } }))[0];
-    await runner.release();
-  }
-  const names = Object.keys(variants);
-  const result = await benchmark({
-    baseline: join(dir, names[0]),
-    candidates: names.slice(1).map((n) => join(dir, n)),
-    // Dim 0 is time (LSTM layout 0), which the benchmark would read as a batch dim: leave it fixed.
-    threads: 1,
-    iterations,
-    measureMemory: false,
-  });
-  console.log(`2 stacked LSTMs (80 -> ${hidden}, then bidirectional ${hidden}) + MatMul ${CLASSES}, one utterance of ${steps} steps, 1 thread, ${iterations} interleaved runs`);
-  for (const m of result.models) {
-    const point = m.latency[0];
-    const s = point.speedup;
-    const sq = m.role === 'baseline' ? '' : `, SQNR ${agreement(outputs[names[0]].data, outputs[m.label].data).sqnrDb.toFixed(1)} dB`;
-    console.log(
-      `  ${m.label.padEnd(26)} ${(point.stats.p50).toFixed(3)} ms p50, ${(m.file.sizeBytes / 1024).toFixed(0)} KiB${s ? `, ${s.estimate.toFixed(2)}x [${s.low.toFixed(2)}, ${s.high.toFixed(2)}]` : ''}${sq}`,
-    );
-  }
-} finally {
-  rmSync(dir, { recursive: true, force: true });
-}
+const fp32 = recognizer();
+const variants = {
+  'fp32.onnx': fp32,
+  'int8-dynamic.onnx': quantizeDynamic(fp32).model,
+  'int8-dynamic-no-lstm.onnx': quantizeDynamic(fp32, { excludeOpTypes: ['LSTM'] }).model,
+};
+const r = seededRandom(9);
+const features = Float32Array.from({ length: steps * FEATURES }, () => r() * 2 - 1);
+await compareVariants(variants, { features: { dtype: DataType.FLOAT, dims: [steps, 1, FEATURES], data: features } }, {
+  iterations,
+  // Dim 0 is time (LSTM layout 0), which the benchmark would read as a batch dim: leave it fixed.
+  batchSizes: undefined,
+  title: `2 stacked LSTMs (80 -> ${hidden}, then bidirectional ${hidden}) + MatMul ${CLASSES}, one utterance of ${steps} steps, 1 thread, ${iterations} interleaved runs`,
+});

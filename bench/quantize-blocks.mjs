@@ -28,18 +28,11 @@
 //   detector a detector head on 3x64x64: 3 strided SiLU convs, a box branch scaled to pixels and
 //            a Sigmoid class branch, concatenated as the output. Prints the class-score error.
 //   npm run build && node bench/quantize-blocks.mjs unet|encoder|c2f|mnv3|effnet|keras|densenet|resnext|detector [iterations=200]
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { dist } from './quantize-common.mjs';
+import { compareVariants, dist } from './quantize-common.mjs';
 
 const { DataType, GraphBuilder } = await import(dist('ir/index.js'));
-const { saveModel } = await import(dist('onnx/index.js'));
-const { createRunner } = await import(dist('runtime/index.js'));
 const { quantizeInt8 } = await import(dist('passes/quantize/index.js'));
 const { quantizeDynamic } = await import(dist('passes/quantize/dynamic.js'));
-const { benchmark } = await import(dist('bench/index.js'));
-const { agreement } = await import(dist('metrics/index.js'));
 const { seededRandom } = await import(dist('util/random.js'));
 
 const arch = process.argv[2] ?? 'unet';
@@ -270,32 +263,15 @@ if (arch === 'unet' || arch === 'c2f') {
   variants['int8-dynamic.onnx'] = quantizeDynamic(model).model;
 }
 
-const dir = mkdtempSync(join(tmpdir(), 'quantize-blocks-'));
-try {
-  const feeds = { input: { dtype: DataType.FLOAT, dims: [count, ...dims], data: calibration.inputs.input.data } };
-  const outputs = {};
-  for (const [name, m] of Object.entries(variants)) {
-    await saveModel(m, join(dir, name));
-    const runner = await createRunner(m, { intraOpThreads: 1 });
-    outputs[name] = Object.values(await runner.run(feeds))[0].data;
-    await runner.release();
-  }
-  const names = Object.keys(variants);
-  const result = await benchmark({ baseline: join(dir, names[0]), candidates: names.slice(1).map((n) => join(dir, n)), batchSizes: [1], threads: 1, iterations, measureMemory: false });
-  console.log(`${arch}: batch 1, 1 thread, ${iterations} interleaved runs per model`);
-  for (const m of result.models) {
-    const point = m.latency[0];
-    const s = point.speedup;
-    const sq = m.role === 'baseline' ? '' : `, SQNR ${agreement(outputs[names[0]], outputs[m.label]).sqnrDb.toFixed(1)} dB`;
-    console.log(`  ${m.label.padEnd(28)} ${point.stats.p50.toFixed(3)} ms p50${s ? `, ${s.estimate.toFixed(2)}x [${s.low.toFixed(2)}, ${s.high.toFixed(2)}]` : ''}${sq}`);
-  }
-  if (arch === 'detector') {
-    // Class scores: channels 4..13 of every sample's [14, 64] output.
-    const [ref, got] = [outputs['fp32.onnx'], outputs['int8.onnx']];
-    let worst = 0;
-    for (let n = 0; n < count; n++) for (let i = 4 * 64; i < 14 * 64; i++) worst = Math.max(worst, Math.abs(ref[n * 896 + i] - got[n * 896 + i]));
-    console.log(`  class scores: max |INT8 - FP32| ${worst.toFixed(4)} (scores in [0, 1])`);
-  }
-} finally {
-  rmSync(dir, { recursive: true, force: true });
+const outputs = await compareVariants(variants, { input: { dtype: DataType.FLOAT, dims: [count, ...dims], data: calibration.inputs.input.data } }, {
+  iterations,
+  batchSizes: [1],
+  title: `${arch}: batch 1, 1 thread, ${iterations} interleaved runs per model`,
+});
+if (arch === 'detector') {
+  // Class scores: channels 4..13 of every sample's [14, 64] output.
+  const [ref, got] = [outputs['fp32.onnx'], outputs['int8.onnx']];
+  let worst = 0;
+  for (let n = 0; n < count; n++) for (let i = 4 * 64; i < 14 * 64; i++) worst = Math.max(worst, Math.abs(ref[n * 896 + i] - got[n * 896 + i]));
+  console.log(`  class scores: max |INT8 - FP32| ${worst.toFixed(4)} (scores in [0, 1])`);
 }

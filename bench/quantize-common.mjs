@@ -73,3 +73,41 @@ export function* randomBatches(count, batchSize, seed = 7) {
     yield { input: { dtype: 1, dims: [n, 1, 28, 28], data } };
   }
 }
+
+/**
+ * Saves each model of `variants` (file name -> Model; the first is the baseline) to a temp folder,
+ * runs it once on `feeds` for its first output, times them all with the benchmark library (1 thread,
+ * interleaved) and prints one line per model: p50, file size, speed-up with its interval, SQNR of
+ * the output against the baseline's. Returns the outputs by file name.
+ */
+export async function compareVariants(variants, feeds, { iterations, batchSizes, title }) {
+  const { mkdtempSync, rmSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const { join } = await import('node:path');
+  const { saveModel } = await import(dist('onnx/index.js'));
+  const { createRunner } = await import(dist('runtime/index.js'));
+  const { benchmark } = await import(dist('bench/index.js'));
+  const { agreement } = await import(dist('metrics/index.js'));
+  const dir = mkdtempSync(join(tmpdir(), 'model-opt-bench-'));
+  try {
+    const outputs = {};
+    for (const [name, model] of Object.entries(variants)) {
+      await saveModel(model, join(dir, name));
+      const runner = await createRunner(model, { intraOpThreads: 1 });
+      outputs[name] = Object.values(await runner.run(feeds))[0].data;
+      await runner.release();
+    }
+    const names = Object.keys(variants);
+    const result = await benchmark({ baseline: join(dir, names[0]), candidates: names.slice(1).map((n) => join(dir, n)), batchSizes, threads: 1, iterations, measureMemory: false });
+    console.log(title);
+    for (const m of result.models) {
+      const point = m.latency[0];
+      const s = point.speedup;
+      const sq = m.role === 'baseline' ? '' : `, SQNR ${agreement(outputs[names[0]], outputs[m.label]).sqnrDb.toFixed(1)} dB`;
+      console.log(`  ${m.label.padEnd(34)} ${point.stats.p50.toFixed(3)} ms p50, ${(m.file.sizeBytes / 1024).toFixed(0)} KiB${s ? `, ${s.estimate.toFixed(2)}x [${s.low.toFixed(2)}, ${s.high.toFixed(2)}]` : ''}${sq}`);
+    }
+    return outputs;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
