@@ -138,7 +138,6 @@ export function describeModel(model: Model, file: string, fileBytes: number): In
   };
 }
 
-
 /**
  * Next steps for a newcomer, from the op types (a heuristic, not a measurement): an already
  * quantized model, recurrent or transformer-style graphs (dynamic INT8), CNNs (static INT8 with

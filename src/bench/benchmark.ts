@@ -11,7 +11,7 @@
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { InputError, ModelOptError, UsageError } from '../errors.js';
-import { DataType, dtypeName } from '../ir/dtype.js';
+import { dtypeName, isIntegerDtype } from '../ir/dtype.js';
 import { createRunner, describeSpec, formatShape, loadOrt, type IoSpec, type Runner, type RunnerOptions } from '../runtime/index.js';
 import { loadDataset, randomDataset, take, type Dataset } from '../data/index.js';
 import {
@@ -236,7 +236,7 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
     } else {
       const count = fixedBatch ?? options.maxSamples ?? DEFAULTS.randomSamples;
       // Integer inputs may be indices (token ids, token type ids): keep them inside their tables.
-      const integerBounds = inputs.some((s) => INTEGER_DTYPES.has(s.dtype)) ? await tableRowsOfIntegerInputs(baseline.file.path) : undefined;
+      const integerBounds = inputs.some((s) => isIntegerDtype(s.dtype)) ? await tableRowsOfIntegerInputs(baseline.file.path) : undefined;
       dataset = randomDataset(inputs, count, seed, { shapeOverrides: overrides, integerBounds });
       source = 'random';
     }
@@ -488,8 +488,6 @@ async function timeInterleaved(
 }
 
 export { describeSpec };
-
-const INTEGER_DTYPES = new Set<number>([DataType.INT8, DataType.UINT8, DataType.INT16, DataType.UINT16, DataType.INT32, DataType.UINT32, DataType.INT64, DataType.UINT64]);
 
 /** Rows of the tables the baseline's integer inputs index (decodes the graph; only for integer inputs). */
 async function tableRowsOfIntegerInputs(file: string): Promise<Record<string, number>> {

@@ -135,6 +135,15 @@ for (const info of TABLE) {
   BY_TYPE.set(info.type, info);
 }
 
+const INTEGER_TYPES = new Set<number>([
+  DataType.INT8, DataType.UINT8, DataType.INT16, DataType.UINT16, DataType.INT32, DataType.UINT32, DataType.INT64, DataType.UINT64, DataType.INT4, DataType.UINT4,
+]);
+
+/** Whether an element type holds integers (signed or unsigned, 4 to 64 bits; not bool). */
+export function isIntegerDtype(type: number): boolean {
+  return INTEGER_TYPES.has(type);
+}
+
 /** Info for an ONNX element type; unknown numbers (a future ONNX) get a placeholder row. */
 export function dtypeInfo(type: number): DtypeInfo {
   return BY_TYPE.get(type) ?? row(type as DataType, `dtype(${type})`, 0, null, null, null, false);

@@ -3,7 +3,7 @@
  * Imports: ../ir/index.js, ./shapes.js, ../errors.js.
  */
 import { InputError } from '../errors.js';
-import { DataType, formatType, isTensorType, dtypeName, type Model, type Value } from '../ir/index.js';
+import { formatType, isIntegerDtype, isTensorType, dtypeName, type Model, type Value } from '../ir/index.js';
 import type { IoSpec } from './shapes.js';
 
 function specOf(value: Value, role: 'input' | 'output'): IoSpec {
@@ -29,9 +29,6 @@ export function modelInputSpecs(model: Model): IoSpec[] {
 export function modelOutputSpecs(model: Model): IoSpec[] {
   return model.graph.outputs.map((v) => specOf(v, 'output'));
 }
-
-const INTEGER_DTYPES = new Set<number>([DataType.INT8, DataType.UINT8, DataType.INT16, DataType.UINT16, DataType.INT32, DataType.UINT32, DataType.INT64, DataType.UINT64]);
-const isIntegerDtype = (t: number): boolean => INTEGER_DTYPES.has(t);
 
 /** Ops an index tensor passes through unchanged in value on its way to a Gather. */
 const INDEX_PASSTHROUGH = new Set(['Cast', 'Unsqueeze', 'Squeeze', 'Reshape', 'Flatten', 'Identity', 'Expand', 'Slice', 'Transpose']);

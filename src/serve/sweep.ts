@@ -10,7 +10,7 @@ import os from 'node:os';
 import { sliceSamples } from '../data/tensor-ops.js';
 import { randomDataset, type Dataset } from '../data/dataset.js';
 import { UsageError, InputError } from '../errors.js';
-import { DataType, type TensorData } from '../ir/dtype.js';
+import { isIntegerDtype, type TensorData } from '../ir/dtype.js';
 import type { Model } from '../ir/index.js';
 import { integerInputBounds, type IoSpec, type RunnerOptions, type ShapeOverrides } from '../runtime/index.js';
 import { DynamicBatcher, type BatcherConfig } from './batcher.js';
@@ -208,8 +208,7 @@ export { describeSetting };
 
 /** Rows of the tables a model's integer inputs index (random token ids must stay inside them). */
 async function integerBoundsOf(model: Model | Uint8Array | string | undefined, specs: readonly IoSpec[]): Promise<Record<string, number> | undefined> {
-  const floatLike = new Set<number>([DataType.FLOAT, DataType.FLOAT16, DataType.BFLOAT16, DataType.DOUBLE, DataType.BOOL, DataType.STRING]);
-  if (model === undefined || specs.every((s) => floatLike.has(s.dtype))) return undefined;
+  if (model === undefined || !specs.some((s) => isIntegerDtype(s.dtype))) return undefined;
   if (typeof model !== 'string' && !(model instanceof Uint8Array)) return integerInputBounds(model);
   const { decodeModel, loadModel } = await import('../onnx/index.js');
   return integerInputBounds(typeof model === 'string' ? await loadModel(model) : decodeModel(model));

@@ -1,10 +1,11 @@
 /**
- * Structural folds that make a graph quantize well: BatchNormalization folded into the Conv or
- * Gemm before it (when that node is its only producer-consumer link), MatMul + Add(constant
- * bias) on 2-D inputs rewritten as Gemm (so the bias becomes an int32 bias of one QGemm instead of a
- * float Add after an integer MatMul), and a spatial ReduceMean rewritten as GlobalAveragePool. All
- * edit the graph they are given. Imports the IR (with
- * ir/tensor-math).
+ * Structural folds that make a graph quantize well, each exact: BatchNormalization folded into the
+ * Conv or Gemm before it (when that node is its only producer-consumer link), a per-channel Mul /
+ * Add after a Conv folded into it, a zero Pad folded into the Convs reading it, MatMul +
+ * Add(constant bias) on 2-D inputs rewritten as Gemm (so the bias becomes an int32 bias of one QGemm
+ * instead of a float Add after an integer MatMul), a spatial ReduceMean rewritten as
+ * GlobalAveragePool, and (for INT8) a BatchNormalization with nothing to fold into rewritten as a
+ * depthwise 1x1 Conv. All edit the graph they are given. Imports the IR (with ir/tensor-math).
  */
 import { DataType } from '../../ir/dtype.js';
 import { isTensorType, Tensor, type Graph, type Node, type Value } from '../../ir/index.js';

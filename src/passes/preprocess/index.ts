@@ -5,10 +5,11 @@
  * (a small float64 evaluator here, not onnxruntime's optimizer: onnxruntime's optimized-model
  * output may contain its own fused ops and layout changes, which a portable QDQ model must not);
  * BatchNormalization and per-channel Mul/Add folded into the preceding Conv (BN also Gemm); zero
- * Pads folded into the Convs reading them; spatial ReduceMean -> GlobalAveragePool;
- * MatMul + bias Add -> Gemm; opset upgrade to 13 when asked. The last two need tensor ranks: when
- * the file does not declare them, run `shapeRewrites` again once shapes are known (the INT8
- * pipeline does, after inferring shapes by running). Imports the IR and the files beside it.
+ * Pads folded into the Convs reading them; spatial ReduceMean -> GlobalAveragePool and MatMul +
+ * bias Add -> Gemm, which need tensor ranks (when the file does not declare them, run
+ * `shapeRewrites` again once shapes are known: the INT8 pipeline does, after inferring shapes by
+ * running, and there also rewrites leftover BatchNormalizations as depthwise Convs); opset upgrade
+ * to 13 when asked. Imports the IR and the files beside it.
  */
 import type { Model } from '../../ir/index.js';
 import { constantsToInitializers, foldConstants, removeIdentities, removeUnusedInitializers } from './constants.js';

@@ -70,13 +70,6 @@ const Q_HOISTING_OPS = new Set(['MaxPool', 'Reshape', 'Transpose', 'Squeeze', 'U
 const ELEMENTWISE_INT8 = new Set(['Add', 'Mul']);
 
 /**
- * Cin x kernel size of an ungrouped Conv with a constant weight and a spatial kernel: the convs the
- * minConvReduction rule is about. Not for 1x1 convs (they read their input directly, without the
- * per-tap indirection that makes short int8 reductions slow) nor grouped/depthwise ones (their
- * reduction is always short and onnxruntime has dedicated int8 depthwise kernels: a MobileNetV2
- * measured 2.15x with int8 depthwise convs, 1.50x with them float; docs/quantize.md).
- */
-/**
  * Fewest input channels per group for a grouped (not depthwise) Conv to run int8: below it
  * onnxruntime's int8 grouped kernel is slower than its float one. Measured on a 128-channel 3x3
  * conv at 28x28 between two 1x1 convs (batch 1, 1 thread, INT8 vs FP32 of the whole block): 4
@@ -92,6 +85,13 @@ function groupedConvChannels(node: Node, graph: Graph): number | undefined {
   return w.dims[1]! > 1 ? w.dims[1]! : undefined;
 }
 
+/**
+ * Cin x kernel size of an ungrouped Conv with a constant weight and a spatial kernel: the convs the
+ * minConvReduction rule is about. Not for 1x1 convs (they read their input directly, without the
+ * per-tap indirection that makes short int8 reductions slow) nor grouped/depthwise ones (their
+ * reduction is always short and onnxruntime has dedicated int8 depthwise kernels: a MobileNetV2
+ * measured 2.15x with int8 depthwise convs, 1.50x with them float; docs/quantize.md).
+ */
 function convReduction(node: Node, graph: Graph): number | undefined {
   const w = node.inputs[1] ? graph.constantTensor(node.inputs[1]) : undefined;
   if (!w || w.dims.length < 3 || w.dims.slice(2).every((d) => d === 1) || node.getInt('group', 1) !== 1) return undefined;
