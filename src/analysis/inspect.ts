@@ -154,9 +154,16 @@ function suggest(model: Model, ops: ReadonlyMap<string, number>, file: string): 
   const transformer = count('LayerNormalization', 'com.microsoft.Attention', 'com.microsoft.MultiHeadAttention', 'com.microsoft.SkipLayerNormalization');
   const convs = count('Conv', 'ConvTranspose');
   const matmuls = count('MatMul', 'Gemm');
+  // Without data, the check after int8-dynamic runs on random inputs and needs sizes for symbolic
+  // non-batch dims (a sequence length): name them.
+  const symbolic = [...new Set(model.graph.inputs.filter((v) => !v.initializer).flatMap((v) => {
+    const shape = (v.type as { shape?: Dim[] } | undefined)?.shape ?? [];
+    return shape.slice(1).filter((d): d is string => typeof d === 'string' && d !== '');
+  }))];
+  const shapeFlag = symbolic.length > 0 ? ` ${symbolic.map((d) => `--shape ${d}=D`).join(' ')}` : '';
   if (recurrent + transformer > 0) {
     const what = [recurrent ? `${recurrent} recurrent op(s)` : '', transformer ? 'transformer ops' : ''].filter(Boolean).join(' and ');
-    out.push(`${what}: model-opt quantize ${file} -o out.onnx --mode int8-dynamic (no data needed; usually faster than static INT8 here)`);
+    out.push(`${what}: model-opt quantize ${file} -o out.onnx --mode int8-dynamic${shapeFlag} (no data needed; usually faster than static INT8 here)`);
   } else if (convs > 0) {
     const hard = count('HardSwish', 'HardSigmoid');
     if (hard > 0) {
@@ -166,7 +173,7 @@ function suggest(model: Model, ops: ReadonlyMap<string, number>, file: string): 
     }
     out.push(`a smaller dense model: model-opt prune ${file} -o slim.onnx --pattern channel --sparsity 0.3, then model-opt distill to recover accuracy`);
   } else if (matmuls > 0) {
-    out.push(`MatMul/Gemm model: model-opt quantize ${file} -o out.onnx --mode int8-dynamic (no data), or static INT8 with --calibration-data`);
+    out.push(`MatMul/Gemm model: model-opt quantize ${file} -o out.onnx --mode int8-dynamic${shapeFlag} (no data), or static INT8 with --calibration-data`);
   }
   const fixed = model.graph.fixedBatchInput();
   // A recurrent model's dim 0 is usually time (layout 0), not a batch.

@@ -135,6 +135,16 @@ describe('inspect suggestions (next steps from the op types)', () => {
     ]);
   });
 
+  it('a sequence model with a symbolic length: the dynamic INT8 command names --shape for it', () => {
+    const b = new GraphBuilder({ opset: 17 });
+    const ids = b.input('input_ids', DataType.INT64, ['batch', 'seq']);
+    const emb = b.node('Gather', [b.initializer('table', DataType.FLOAT, [100, 8], new Float32Array(800)), ids], { axis: 0 });
+    b.output(b.node('MatMul', [emb, b.initializer('w', DataType.FLOAT, [8, 4], new Float32Array(32))]), DataType.FLOAT, ['batch', 'seq', 4]);
+    expect(describeModel(b.build(), 'lm.onnx', 0).suggestions).toEqual([
+      'MatMul/Gemm model: model-opt quantize lm.onnx -o out.onnx --mode int8-dynamic --shape seq=D (no data), or static INT8 with --calibration-data',
+    ]);
+  });
+
   it('an already quantized model: quantize the original instead', () => {
     const b = new GraphBuilder({ opset: 17 });
     const x = b.input('x', DataType.FLOAT, ['N', 4]);
