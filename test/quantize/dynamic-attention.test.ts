@@ -167,6 +167,49 @@ describe('quantizeDynamic: com.microsoft Attention -> QAttention', () => {
     expect(maxAbsDiff(await run(q, x, mask), referenceAttention(dynamicFakeQuant(x), dequantizeWeight(expected, D, 3 * H), c))).toBeLessThan(2e-5);
   });
 
+  it('with past key/values (decoder step): past passes through into present unchanged, the new step is within 8-bit error', async () => {
+    const [P, T] = [4, 3]; // past length, new tokens
+    const hs = H / HEADS;
+    const b = new GraphBuilder({ opset: 17, opsets: { 'com.microsoft': 1 } });
+    const x = b.input('x', DataType.FLOAT, [1, T, D]);
+    const past = b.input('past', DataType.FLOAT, [2, 1, HEADS, P, hs]);
+    const outs = b.node(
+      'Attention',
+      [x, b.initializer('qkv.w', DataType.FLOAT, [D, 3 * H], randomFloats(D * 3 * H, 104, 0.3)), b.initializer('qkv.b', DataType.FLOAT, [3 * H], randomFloats(3 * H, 105, 0.1)), b.input('mask', DataType.INT32, [1, P + T]), past],
+      { num_heads: HEADS, unidirectional: 1 },
+      { domain: 'com.microsoft', name: 'attn', outputs: ['y', 'present'] },
+    ) as Value[];
+    b.output(outs[0]!, DataType.FLOAT, [1, T, H]);
+    b.output(outs[1]!, DataType.FLOAT, [2, 1, HEADS, P + T, hs]);
+    const model = b.build();
+    const { model: q } = quantizeDynamic(model);
+    expect(q.graph.nodes.find((n) => n.name === 'attn')!.inputs.map((v) => v?.name ?? '')).toEqual(['x_quantized', 'qkv.w_quantized', 'qkv.b', 'x_scale', 'qkv.w_scale', 'mask', 'x_zero_point', '', 'past']);
+    const pastData = randomFloats(2 * HEADS * P * hs, 106, 1);
+    const feeds: Record<string, TensorData> = {
+      x: { dtype: DataType.FLOAT, dims: [1, T, D], data: randomFloats(T * D, 107, 1) },
+      past: { dtype: DataType.FLOAT, dims: [2, 1, HEADS, P, hs], data: pastData },
+      mask: { dtype: DataType.INT32, dims: [1, P + T], data: new Int32Array(P + T).fill(1) },
+    };
+    const runAll = async (m: Model) => {
+      const runner = await createRunner(m, { intraOpThreads: 1 });
+      try {
+        return await runner.run(feeds);
+      } finally {
+        await runner.release();
+      }
+    };
+    const [want, got] = [await runAll(model), await runAll(q)];
+    const present = got.present!.data as Float32Array;
+    // present[k/v][0][head][0..P) is the past, copied.
+    for (let kv = 0; kv < 2; kv++) {
+      for (let h = 0; h < HEADS; h++) {
+        for (let i = 0; i < P * hs; i++) expect(present[((kv * HEADS + h) * (P + T)) * hs + i]).toBe(pastData[(kv * HEADS + h) * P * hs + i]);
+      }
+    }
+    expect(maxAbsDiff(present, want.present!.data as Float32Array)).toBeLessThan(0.02);
+    expect(maxAbsDiff(got.y!.data as Float32Array, want.y!.data as Float32Array)).toBeLessThan(0.02);
+  });
+
   it('stays float, with the reason, where QAttention has no equivalent or the user says so', () => {
     const c: Case = { w: randomFloats(D * 3 * H, 96, 0.3), bias: randomFloats(3 * H, 97, 0.1) };
     const reasons = (m: Model, options = {}) => {
