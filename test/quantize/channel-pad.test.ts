@@ -14,8 +14,8 @@ interface ConvSpec {
   cout?: number;
 }
 
-/** input -> Conv(spec) -> Relu -> Conv(cout -> 8, 3x3) -> Relu -> GAP -> Flatten -> Gemm. */
-function convNet({ cin, k, group = 1, cout = 8 }: ConvSpec): Model {
+/** input -> Conv(spec; 32 outputs unless given, as real stems have: narrower ones stay float) -> Relu -> Conv(cout -> 8, 3x3) -> Relu -> GAP -> Flatten -> Gemm. */
+function convNet({ cin, k, group = 1, cout = 32 }: ConvSpec): Model {
   const b = new GraphBuilder({ opset: 17 });
   const x = b.input('input', DataType.FLOAT, ['N', cin, 10, 10]);
   const w0 = b.initializer('stem.w', DataType.FLOAT, [cout, cin / group, k, k], randomFloats((cout * cin * k * k) / group, 3, 0.4));
@@ -59,10 +59,10 @@ describe('input-channel padding', () => {
     expect(pad.outputs[0]!.consumers.map((n) => n.opType)).toEqual(['QuantizeLinear']);
     const stem = g.nodes.find((n) => n.name === 'stem')!;
     const wq = g.constantTensor(stem.inputs[1]!.producer!.inputs[0]!)!;
-    expect(wq.dims).toEqual([8, 4, 3, 3]);
+    expect(wq.dims).toEqual([32, 4, 3, 3]);
     const w = wq.data as Int8Array;
     const plainW = plain.model.graph.constantTensor(plain.model.graph.nodes.find((n) => n.name === 'stem')!.inputs[1]!.producer!.inputs[0]!)!.data as Int8Array;
-    for (let o = 0; o < 8; o++) {
+    for (let o = 0; o < 32; o++) {
       // The original 3 channels keep their int8 values; channel 3 is all zeros.
       expect([...w.subarray(o * 36, o * 36 + 27)]).toEqual([...plainW.subarray(o * 27, o * 27 + 27)]);
       expect([...w.subarray(o * 36 + 27, o * 36 + 36)]).toEqual(new Array(9).fill(0));
@@ -102,8 +102,8 @@ describe('input-channel padding', () => {
   });
 
   it('never pads a conv whose input comes from another quantized node (no float tensor to pad)', async () => {
-    // conv1 reads the stem's 6-channel output, a tensor of the int8 region (Conv+Relu fuse with its Q).
-    const { report } = await quantizeInt8(convNet({ cin: 4, k: 3, cout: 6 }), { calibration: dataset('input', [8, 4, 10, 10], 2) });
+    // conv1 reads the stem's 34-channel output, a tensor of the int8 region (Conv+Relu fuse with its Q).
+    const { report } = await quantizeInt8(convNet({ cin: 4, k: 3, cout: 34 }), { calibration: dataset('input', [8, 4, 10, 10], 2) });
     expect(report.qdq.paddedConvs).toEqual([]);
   });
 
@@ -122,14 +122,14 @@ describe('input-channel padding', () => {
   });
 });
 
-/** input(3ch) -> Conv 3->16 3x3 -> Relu -> depthwise Conv 16x(1x3x3) -> Relu -> GAP -> Flatten -> Gemm. */
+/** input(3ch) -> Conv 3->32 3x3 -> Relu -> depthwise Conv 32x(1x3x3) -> Relu -> GAP -> Flatten -> Gemm. */
 function depthwiseNet(): Model {
   const b = new GraphBuilder({ opset: 17 });
   const x = b.input('input', DataType.FLOAT, ['N', 3, 10, 10]);
-  const c0 = b.node('Relu', [b.node('Conv', [x, b.initializer('w0', DataType.FLOAT, [16, 3, 3, 3], randomFloats(432, 3, 0.3))], { pads: [1, 1, 1, 1] }, { name: 'stem' })]);
-  const dw = b.node('Relu', [b.node('Conv', [c0, b.initializer('w1', DataType.FLOAT, [16, 1, 3, 3], randomFloats(144, 4, 0.5))], { pads: [1, 1, 1, 1], group: 16 }, { name: 'dw' })]);
+  const c0 = b.node('Relu', [b.node('Conv', [x, b.initializer('w0', DataType.FLOAT, [32, 3, 3, 3], randomFloats(864, 3, 0.3))], { pads: [1, 1, 1, 1] }, { name: 'stem' })]);
+  const dw = b.node('Relu', [b.node('Conv', [c0, b.initializer('w1', DataType.FLOAT, [32, 1, 3, 3], randomFloats(288, 4, 0.5))], { pads: [1, 1, 1, 1], group: 32 }, { name: 'dw' })]);
   const flat = b.node('Flatten', [b.node('GlobalAveragePool', [dw])], { axis: 1 });
-  const logits = b.node('Gemm', [flat, b.initializer('fc.w', DataType.FLOAT, [4, 16], randomFloats(64, 6, 0.5))], { transB: 1 }, { name: 'fc', outputs: ['logits'] }) as Value[];
+  const logits = b.node('Gemm', [flat, b.initializer('fc.w', DataType.FLOAT, [4, 32], randomFloats(128, 6, 0.5))], { transB: 1 }, { name: 'fc', outputs: ['logits'] }) as Value[];
   b.output(logits[0]!, DataType.FLOAT, ['N', 4]);
   return b.build();
 }

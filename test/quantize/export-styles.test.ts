@@ -145,10 +145,10 @@ function kerasStyle(): Model {
     const c = b.node('Conv', [inp, w, b.initializer(`${name}.b`, DataType.FLOAT, [cout], randomFloats(cout, seed++, 0.1))], { kernel_shape: [k, k], strides: [stride, stride], pads: [p, p, p, p], group }, { name });
     return b.node('Clip', [c, b.initializer(`${name}.lo`, DataType.FLOAT, [], Float32Array.of(0)), b.initializer(`${name}.hi`, DataType.FLOAT, [], Float32Array.of(6))], {}, { name: `${name}.relu6` });
   };
-  h = conv(h, 3, 16, 3, 2, 1, 'stem');
+  h = conv(h, 3, 32, 3, 2, 1, 'stem');
   h = b.node('Pad', [h, b.initializer('zp.pads', DataType.INT64, [8], BigInt64Array.of(0n, 0n, 0n, 0n, 0n, 0n, 1n, 1n))], { mode: 'constant' }, { name: 'zero_pad' });
-  h = conv(h, 16, 16, 3, 2, 16, 'dw', 0);
-  h = conv(h, 16, 32, 1, 1, 1, 'pw');
+  h = conv(h, 32, 32, 3, 2, 32, 'dw', 0);
+  h = conv(h, 32, 32, 1, 1, 1, 'pw');
   const pooled = b.node('ReduceMean', [h], { axes: [2, 3], keepdims: 0 }, { name: 'pool' });
   const mm = b.node('MatMul', [pooled, b.initializer('dense.w', DataType.FLOAT, [32, 10], randomFloats(320, seed++, 0.3))], {}, { name: 'dense' });
   const logits = b.node('Add', [mm, b.initializer('dense.b', DataType.FLOAT, [10], randomFloats(10, seed++, 0.1))], {}, { name: 'dense.bias' });
@@ -181,15 +181,15 @@ describe('static INT8 of a Keras-style export', () => {
   });
 });
 
-/** DenseNet-style: conv -> Concat(x, conv) -> BN -> ReLU -> Conv 1x1 -> GAP -> Gemm; one BN reads the Concat. */
+/** DenseNet-style (inside the network: 8-channel input): conv -> Concat(x, conv) -> BN -> ReLU -> Conv 1x1 -> GAP -> Gemm; one BN reads the Concat. */
 function denseStyle(): Model {
   const b = new GraphBuilder({ opset: 13 });
-  const x = b.input('x', DataType.FLOAT, ['N', 4, 8, 8]);
-  const stem = b.node('Conv', [x, b.initializer('stem.w', DataType.FLOAT, [8, 4, 3, 3], randomFloats(288, 90, 0.3))], { kernel_shape: [3, 3], pads: [1, 1, 1, 1] }, { name: 'stem' });
+  const x = b.input('x', DataType.FLOAT, ['N', 8, 8, 8]);
+  const stem = b.node('Conv', [x, b.initializer('stem.w', DataType.FLOAT, [8, 8, 3, 3], randomFloats(576, 90, 0.3))], { kernel_shape: [3, 3], pads: [1, 1, 1, 1] }, { name: 'stem' });
   const cat = b.node('Concat', [x, b.node('Relu', [stem], {}, { name: 'stem.relu' })], { axis: 1 }, { name: 'cat' });
-  const p = (k: string, seed: number, scale: number, offset = 0) => b.initializer(`bn.${k}`, DataType.FLOAT, [12], randomFloats(12, seed, scale, offset));
+  const p = (k: string, seed: number, scale: number, offset = 0) => b.initializer(`bn.${k}`, DataType.FLOAT, [16], randomFloats(16, seed, scale, offset));
   const bn = b.node('BatchNormalization', [cat, p('g', 91, 0.3, 1), p('b', 92, 0.3), p('m', 93, 0.2), p('v', 94, 0.3, 1)], { epsilon: 1e-3 }, { name: 'bn' });
-  const conv = b.node('Conv', [b.node('Relu', [bn], {}, { name: 'bn.relu' }), b.initializer('c.w', DataType.FLOAT, [16, 12, 1, 1], randomFloats(192, 95, 0.4))], { kernel_shape: [1, 1] }, { name: 'c' });
+  const conv = b.node('Conv', [b.node('Relu', [bn], {}, { name: 'bn.relu' }), b.initializer('c.w', DataType.FLOAT, [16, 16, 1, 1], randomFloats(256, 95, 0.4))], { kernel_shape: [1, 1] }, { name: 'c' });
   const flat = b.node('Flatten', [b.node('GlobalAveragePool', [conv], {}, { name: 'gap' })], { axis: 1 }, { name: 'flat' });
   const [y] = b.node('Gemm', [flat, b.initializer('fc.w', DataType.FLOAT, [5, 16], randomFloats(80, 96, 0.3))], { transB: 1 }, { name: 'fc', outputs: ['y'] }) as Value[];
   b.output(y!, DataType.FLOAT, ['N', 5]);
@@ -201,23 +201,23 @@ describe('a BatchNormalization with no conv to fold into (DenseNet, pre-activati
     const model = denseStyle();
     const rewritten = model.clone();
     expect(batchNormsToDepthwiseConv(rewritten.graph)).toEqual([]); // the Concat's rank is not declared
-    rewritten.graph.nodes.find((n) => n.name === 'cat')!.outputs[0]!.type = { kind: 'tensor', elemType: DataType.FLOAT, shape: ['N', 12, 8, 8] };
+    rewritten.graph.nodes.find((n) => n.name === 'cat')!.outputs[0]!.type = { kind: 'tensor', elemType: DataType.FLOAT, shape: ['N', 16, 8, 8] };
     expect(batchNormsToDepthwiseConv(rewritten.graph)).toEqual([{ removed: 'bn', into: 'bn' }]);
     const dw = rewritten.graph.nodes.find((n) => n.name === 'bn')!;
-    expect([dw.opType, dw.getInt('group'), dw.getInts('kernel_shape')]).toEqual(['Conv', 12, [1, 1]]);
-    const x = randomFloats(2 * 4 * 8 * 8, 97);
-    const dims = [2, 4, 8, 8];
+    expect([dw.opType, dw.getInt('group'), dw.getInts('kernel_shape')]).toEqual(['Conv', 16, [1, 1]]);
+    const x = randomFloats(2 * 8 * 8 * 8, 97);
+    const dims = [2, 8, 8, 8];
     expect(maxAbsDiff(await run(rewritten, x, dims), await run(model, x, dims))).toBeLessThan(1e-5);
     // A float pre-processing leaves it alone (nothing to gain without integer kernels).
     expect(preprocess(model).model.graph.nodes.map((n) => n.opType)).toContain('BatchNormalization');
 
-    const calibration = dataset('x', [32, 4, 8, 8], 98);
+    const calibration = dataset('x', [32, 8, 8, 8], 98);
     const { model: q, report } = await quantizeInt8(model, { calibration });
     expect(report.preprocess.batchNormsToConv).toEqual([{ removed: 'bn', into: 'bn' }]);
     const fusion = await checkFusion(q);
     expect(fusion.unfused).toEqual([]);
     expect(fusion.integerKernels).toMatchObject({ QLinearConv: 3, QLinearConcat: 1 });
-    const [want, got] = [await run(model, calibration.inputs['x']!.data as Float32Array, [32, 4, 8, 8]), await run(q, calibration.inputs['x']!.data as Float32Array, [32, 4, 8, 8])];
+    const [want, got] = [await run(model, calibration.inputs['x']!.data as Float32Array, [32, 8, 8, 8]), await run(q, calibration.inputs['x']!.data as Float32Array, [32, 8, 8, 8])];
     const scale = want.reduce((m, v) => Math.max(m, Math.abs(v)), 0);
     expect(maxAbsDiff(got, want)).toBeLessThan(0.05 * scale);
 
@@ -266,9 +266,9 @@ describe("a detector's output Concat of box coordinates and class scores", () =>
   /** x -> Conv -> boxes (x 32, pixels) and Sigmoid class scores -> Concat on axis 1 -> output. */
   function detectorHead(): Model {
     const b = new GraphBuilder({ opset: 13 });
-    const x = b.input('x', DataType.FLOAT, ['N', 4, 6, 6]);
+    const x = b.input('x', DataType.FLOAT, ['N', 8, 6, 6]);
     const conv = (name: string, cout: number, seed: number) =>
-      b.node('Conv', [x, b.initializer(`${name}.w`, DataType.FLOAT, [cout, 4, 3, 3], randomFloats(cout * 36, seed, 0.3)), b.initializer(`${name}.b`, DataType.FLOAT, [cout], randomFloats(cout, seed + 1, 0.1))], { kernel_shape: [3, 3], pads: [1, 1, 1, 1] }, { name });
+      b.node('Conv', [x, b.initializer(`${name}.w`, DataType.FLOAT, [cout, 8, 3, 3], randomFloats(cout * 72, seed, 0.3)), b.initializer(`${name}.b`, DataType.FLOAT, [cout], randomFloats(cout, seed + 1, 0.1))], { kernel_shape: [3, 3], pads: [1, 1, 1, 1] }, { name });
     const boxes = b.node('Mul', [b.node('Relu', [conv('box', 4, 130)], {}, { name: 'box.relu' }), b.initializer('stride', DataType.FLOAT, [], Float32Array.of(32))], {}, { name: 'box.scale' });
     const scores = b.node('Sigmoid', [conv('cls', 5, 132)], {}, { name: 'cls.sigmoid' });
     const [y] = b.node('Concat', [boxes, scores], { axis: 1 }, { name: 'output_concat', outputs: ['y'] }) as Value[];
@@ -278,7 +278,7 @@ describe("a detector's output Concat of box coordinates and class scores", () =>
 
   it('stays float with the reason, so the class scores keep their resolution (they kept 2 levels on the shared scale)', async () => {
     const model = detectorHead();
-    const calibration = dataset('x', [32, 4, 6, 6], 134);
+    const calibration = dataset('x', [32, 8, 6, 6], 134);
     const { model: q, report } = await quantizeInt8(model, { calibration });
     const skipped = report.qdq.skipped.find((s) => s.node === 'output_concat')!;
     expect(skipped.reason).toMatch(/^input 'cls.sigmoid_out' spans \d+x less than the whole Concat: on one 8-bit scale it would keep \d of 256 levels/);
@@ -287,7 +287,7 @@ describe("a detector's output Concat of box coordinates and class scores", () =>
     expect(fusion.unfused).toEqual([]);
     expect(fusion.keptFloat.map((k) => k.node)).toEqual(['output_concat']);
     const x = calibration.inputs['x']!.data as Float32Array;
-    const [want, got] = [await run(model, x, [32, 4, 6, 6]), await run(q, x, [32, 4, 6, 6])];
+    const [want, got] = [await run(model, x, [32, 8, 6, 6]), await run(q, x, [32, 8, 6, 6])];
     // Channels 4..8 of each sample are the class scores in [0, 1].
     let worst = 0;
     for (let n = 0; n < 32; n++) for (let i = 4 * 36; i < 9 * 36; i++) worst = Math.max(worst, Math.abs(got[n * 324 + i]! - want[n * 324 + i]!));

@@ -123,9 +123,9 @@ describe('models over 2 GB: the external-data route to onnxruntime', () => {
     const side = await readFile(`${file}.data`);
     const reloaded = await loadModel(file);
     const int8 = reloaded.graph.initializers.filter((t) => t.dtype === DataType.INT8 && t.byteLength >= 64);
-    // block.conv1/conv2 (8x8x3x3 = 576 bytes each), fc (10x8 = 80) and the stem (8x1x3x3, its
-    // input channels padded to 4: 8x4x3x3 = 288).
-    expect(int8.map((t) => t.byteLength).sort((x, y) => x - y)).toEqual([80, 288, 576, 576]);
+    // block.conv1/conv2 (32x32x3x3 = 9216 bytes each), fc (10x32 = 320) and the stem (32x2x3x3, its
+    // input channels padded to 4: 32x4x3x3 = 1152).
+    expect(int8.map((t) => t.byteLength).sort((x, y) => x - y)).toEqual([320, 1152, 9216, 9216]);
     const original = new Map(model.graph.initializers.map((t) => [t.name, t]));
     for (const t of int8) {
       expect(t.external).toBeDefined();

@@ -17,10 +17,11 @@ export function dataset(name: string, dims: number[], seed: number, labels?: num
 
 /**
  * Conv(+BN)+Relu -> MaxPool -> [Conv+BN+Relu, Conv+BN] + residual Add -> Relu -> GAP -> Flatten ->
- * Gemm(transB). Two input channels by default: a stem reduction of 18, quantized by default (a
- * 1-channel stem, reduction 9, stays float: see small-conv.test.ts).
+ * Gemm(transB). Two input channels by default: a stem reduction of 18, and 32 channels, so the
+ * stem is quantized by default (a 1-channel stem, reduction 9, or one with fewer than 32 outputs
+ * stays float: see small-conv.test.ts).
  */
-export function residualCnn(opset = 17, channels = 8, inChannels = 2): Model {
+export function residualCnn(opset = 17, channels = 32, inChannels = 2): Model {
   const b = new GraphBuilder({ opset });
   const x = b.input('input', DataType.FLOAT, ['N', inChannels, 12, 12]);
   let seed = 10;

@@ -125,7 +125,8 @@ describe('QDQ numerics vs float64 reference', () => {
     const yr: Range = { min: 0, max: rangeOf(fp).max };
     const sigR: Range = { min: 0.4, max: 1 };
     const ranges = new Map<string, Range>([['x', xr], [r.name, yr], [out.name, sigR]]);
-    const q = quantizeQdq(model, { ranges, excludeOpTypes: ['Sigmoid'] });
+    // minConvReduction 0: a 2 -> 3 conv on the model input would be a narrow image stem, kept float for speed.
+    const q = quantizeQdq(model, { ranges, excludeOpTypes: ['Sigmoid'], minConvReduction: 0 });
     expect(q.report.byOpType).toEqual({ Conv: 1 });
     expect(q.report.quantized[0]!.absorbed).toBe('relu');
     expect(dqAxes(q.model)).toEqual([{ axis: 0, scaleLength: 3 }]);
@@ -337,7 +338,8 @@ describe('QDQ numerics vs float64 reference', () => {
     const y = b.node('Add', [c, xv], {}, { name: 'add' });
     b.output(y, DataType.FLOAT, xd);
     const r: Range = { min: -1, max: 1 };
-    const q = quantizeQdq(b.build(), { ranges: new Map([['x', r], [c.name, r], [y.name, r]]) });
+    // minConvReduction 0: the 2 -> 2 conv on the model input would otherwise stay float as a narrow image stem.
+    const q = quantizeQdq(b.build(), { ranges: new Map([['x', r], [c.name, r], [y.name, r]]), minConvReduction: 0 });
     expect(q.report.byOpType).toEqual({ Conv: 1 });
     expect(q.report.skipped).toEqual([{ node: 'add', opType: 'Add', reason: "reads float tensor 'x': an int8 Add only pays off between int8 tensors" }]);
     // Sensitivity analysis quantizes one node at a time and still gets it.

@@ -76,3 +76,26 @@ describe('grouped convs with few channels per group left in float', () => {
     expect((await grouped(32)).report.qdq.byOpType.Conv).toBe(3); // depthwise: its own fast int8 kernel
   });
 });
+
+describe('narrow image stems left in float', () => {
+  /** NHWC image [N, 16, 16, 3] -> Transpose -> stem 3x3/2 (3 -> `stemOut`) -> Relu -> conv 3x3 (stemOut -> 16) -> Relu -> conv 1x1 (16 -> 32). */
+  async function stemNet(stemOut: number, options: { minConvReduction?: number } = {}) {
+    const { DataType, GraphBuilder } = await import('../../src/ir/index.js');
+    const { randomFloats } = await import('./models.js');
+    const b = new GraphBuilder({ opset: 13 });
+    const x = b.input('input', DataType.FLOAT, ['N', 16, 16, 3]);
+    const conv = (inp: ReturnType<typeof b.input>, cin: number, cout: number, k: number, stride: number, name: string, seed: number) =>
+      b.node('Relu', [b.node('Conv', [inp, b.initializer(`${name}.w`, DataType.FLOAT, [cout, cin, k, k], randomFloats(cout * cin * k * k, seed, 0.3))], { kernel_shape: [k, k], strides: [stride, stride], pads: k === 3 ? [1, 1, 1, 1] : [0, 0, 0, 0] }, { name })], {}, { name: `${name}.relu` });
+    const stem = conv(b.node('Transpose', [x], { perm: [0, 3, 1, 2] }, { name: 'to_nchw' }), 3, stemOut, 3, 2, 'stem', 150);
+    b.output(conv(conv(stem, stemOut, 16, 3, 1, 'c1', 151), 16, 32, 1, 1, 'c2', 152), DataType.FLOAT, ['N', 32, 8, 8]);
+    return quantizeInt8(b.build(), { calibration: dataset('input', [8, 16, 16, 3], 153), ...options });
+  }
+
+  it('a 3 -> 16 stem at the model input stays float with the reason, the 16-channel conv after it does not; 32 outputs or the rule off: int8', async () => {
+    const narrow = await stemNet(16);
+    expect(narrow.report.qdq.skipped.find((s) => s.node === 'stem')?.reason).toMatch(/^image stem with 16 output channels \(< 32\)/);
+    expect(narrow.report.qdq.byOpType.Conv).toBe(2); // c1 (16 -> 16 channels, not a stem) and c2
+    expect((await stemNet(32)).report.qdq.byOpType.Conv).toBe(3);
+    expect((await stemNet(16, { minConvReduction: 0 })).report.qdq.byOpType.Conv).toBe(3);
+  });
+});
