@@ -41,7 +41,8 @@ export interface QdqOptions {
    * stem: 9) mostly run faster as onnxruntime's float NCHWc Conv than as QLinearConv, even with
    * padded channels: the int8 kernel does a few multiply-adds per output pixel and kernel tap, then
    * requantizes (bench/quantize-stems.mjs, docs/quantize.md). 1x1 and grouped (depthwise) convs
-   * are never left float by this rule.
+   * are never left float by this rule. 0 also turns off the narrow image stem
+   * (MIN_STEM_OUTPUT_CHANNELS) and narrow grouped conv (MIN_GROUP_CHANNELS) rules.
    */
   minConvReduction?: number;
   /**
