@@ -27,7 +27,10 @@
 //            residual Add). Variant: default only (grouped convs of 4 channels stay float).
 //   detector a detector head on 3x64x64: 3 strided SiLU convs, a box branch scaled to pixels and
 //            a Sigmoid class branch, concatenated as the output. Prints the class-score error.
-//   npm run build && node bench/quantize-blocks.mjs unet|encoder|c2f|mnv3|effnet|keras|densenet|resnext|detector [iterations=200]
+//   stem16   a narrow image stem: 3x224x224 -> 3x3/2 conv to 16 -> two 3x3/2 convs of 64 -> GAP ->
+//            Gemm. resnext and stem16 also time the model quantized with minConvReduction 0 (the
+//            grouped-conv and narrow-stem rules off: what the code before them wrote).
+//   npm run build && node bench/quantize-blocks.mjs unet|encoder|c2f|mnv3|effnet|keras|densenet|resnext|detector|stem16 [iterations=200]
 import { compareVariants, dist } from './quantize-common.mjs';
 
 const { DataType, GraphBuilder } = await import(dist('ir/index.js'));
@@ -232,7 +235,18 @@ function detector() {
   return { model: b.build(), dims: [3, 64, 64] };
 }
 
-const builders = { unet, encoder, c2f, mnv3, effnet, keras, densenet, resnext, detector };
+function stem16() {
+  const b = new GraphBuilder({ opset: 13 });
+  const w = (name, dims, scale) => b.initializer(name, DataType.FLOAT, dims, floats(dims.reduce((a, c) => a * c, 1), scale));
+  const conv = (x, cin, cout, name) =>
+    b.node('Relu', [b.node('Conv', [x, w(`${name}.w`, [cout, cin, 3, 3], Math.sqrt(6 / (9 * cin))), w(`${name}.b`, [cout], 0.1)], { kernel_shape: [3, 3], strides: [2, 2], pads: [1, 1, 1, 1] }, { name })], {}, { name: `${name}.relu` });
+  const h = conv(conv(conv(b.input('input', DataType.FLOAT, ['N', 3, 224, 224]), 3, 16, 'stem'), 16, 64, 'c1'), 64, 64, 'c2');
+  const flat = b.node('Flatten', [b.node('GlobalAveragePool', [h], {}, { name: 'gap' })], { axis: 1 }, { name: 'flat' });
+  b.output(b.node('Gemm', [flat, w('fc.w', [10, 64], 0.1), w('fc.b', [10], 0.1)], { transB: 1 }, { name: 'fc' }), DataType.FLOAT, ['N', 10]);
+  return { model: b.build(), dims: [3, 224, 224] };
+}
+
+const builders = { unet, encoder, c2f, mnv3, effnet, keras, densenet, resnext, detector, stem16 };
 if (!builders[arch]) {
   console.error(`unknown architecture '${arch}' (${Object.keys(builders).join(', ')})`);
   process.exit(2);
@@ -256,6 +270,7 @@ if (arch === 'unet' || arch === 'c2f') {
   console.log(`pre-processing: ${pre.padsFolded.length} Pad, ${pre.affineFolded.length} Mul/Add, ${pre.batchNormsFolded.length} BN folded; ${pre.batchNormsToConv.length} BN -> depthwise Conv; ${pre.reduceMeansToPool.length} ReduceMean -> GAP; ${pre.matMulAddFused.length} MatMul + Add -> Gemm`);
   console.log(`left float: ${report.qdq.skipped.map((k) => `${k.node} (${k.reason.slice(0, 60)})`).join('; ') || 'none'}`);
   variants['int8.onnx'] = q;
+  if (arch === 'resnext' || arch === 'stem16') variants['int8-rules-off.onnx'] = (await quantizeInt8(model, { calibration, minConvReduction: 0 })).model;
 } else {
   const { model: q, report } = await quantizeInt8(model, { calibration });
   console.log(`static INT8 note: ${report.notes.join(' ').slice(0, 120)}...`);
