@@ -28,9 +28,14 @@
 //   detector a detector head on 3x64x64: 3 strided SiLU convs, a box branch scaled to pixels and
 //            a Sigmoid class branch, concatenated as the output. Prints the class-score error.
 //   stem16   a narrow image stem: 3x224x224 -> 3x3/2 conv to 16 -> two 3x3/2 convs of 64 -> GAP ->
-//            Gemm. resnext and stem16 also time the model quantized with minConvReduction 0 (the
-//            grouped-conv and narrow-stem rules off: what the code before them wrote).
-//   npm run build && node bench/quantize-blocks.mjs unet|encoder|c2f|mnv3|effnet|keras|densenet|resnext|detector|stem16 [iterations=200]
+//            Gemm; `stem16 N OUT SIDE` sets the stem's output channels and the input side (the
+//            sweep in docs/quantize.md: OUT 8, 16, 24, 32 at SIDE 12-224). resnext and stem16 also
+//            time the model quantized with minConvReduction 0 (the grouped-conv and narrow-stem
+//            rules off: what the code before them wrote).
+//   grouped  one 128-channel 3x3 conv in G groups (`grouped N G`, default 32: 4 channels per group)
+//            between two 1x1 convs on 128x28x28 (the per-group sweep in docs/quantize.md: G 32, 16,
+//            8, 4, 2). Also times the rules-off variant.
+//   npm run build && node bench/quantize-blocks.mjs unet|encoder|c2f|mnv3|effnet|keras|densenet|resnext|detector|stem16|grouped [iterations=200] [args]
 import { compareVariants, dist } from './quantize-common.mjs';
 
 const { DataType, GraphBuilder } = await import(dist('ir/index.js'));
@@ -236,17 +241,29 @@ function detector() {
 }
 
 function stem16() {
+  const [out, side] = [Number(process.argv[4] ?? 16), Number(process.argv[5] ?? 224)];
   const b = new GraphBuilder({ opset: 13 });
   const w = (name, dims, scale) => b.initializer(name, DataType.FLOAT, dims, floats(dims.reduce((a, c) => a * c, 1), scale));
   const conv = (x, cin, cout, name) =>
     b.node('Relu', [b.node('Conv', [x, w(`${name}.w`, [cout, cin, 3, 3], Math.sqrt(6 / (9 * cin))), w(`${name}.b`, [cout], 0.1)], { kernel_shape: [3, 3], strides: [2, 2], pads: [1, 1, 1, 1] }, { name })], {}, { name: `${name}.relu` });
-  const h = conv(conv(conv(b.input('input', DataType.FLOAT, ['N', 3, 224, 224]), 3, 16, 'stem'), 16, 64, 'c1'), 64, 64, 'c2');
+  const h = conv(conv(conv(b.input('input', DataType.FLOAT, ['N', 3, side, side]), 3, out, 'stem'), out, 64, 'c1'), 64, 64, 'c2');
   const flat = b.node('Flatten', [b.node('GlobalAveragePool', [h], {}, { name: 'gap' })], { axis: 1 }, { name: 'flat' });
   b.output(b.node('Gemm', [flat, w('fc.w', [10, 64], 0.1), w('fc.b', [10], 0.1)], { transB: 1 }, { name: 'fc' }), DataType.FLOAT, ['N', 10]);
-  return { model: b.build(), dims: [3, 224, 224] };
+  return { model: b.build(), dims: [3, side, side] };
 }
 
-const builders = { unet, encoder, c2f, mnv3, effnet, keras, densenet, resnext, detector, stem16 };
+function grouped() {
+  const group = Number(process.argv[4] ?? 32);
+  const b = new GraphBuilder({ opset: 13 });
+  const w = (name, dims, scale) => b.initializer(name, DataType.FLOAT, dims, floats(dims.reduce((a, c) => a * c, 1), scale));
+  const conv = (x, g, k, name) =>
+    b.node('Relu', [b.node('Conv', [x, w(`${name}.w`, [128, 128 / g, k, k], Math.sqrt(6 / ((k * k * 128) / g))), w(`${name}.b`, [128], 0.1)], { kernel_shape: [k, k], pads: Array(4).fill((k - 1) / 2), group: g }, { name })], {}, { name: `${name}.relu` });
+  const h = conv(conv(b.input('input', DataType.FLOAT, ['N', 128, 28, 28]), 1, 1, 'pw1'), group, 3, 'grouped');
+  b.output(b.node('Conv', [h, w('pw2.w', [128, 128, 1, 1], 0.15)], { kernel_shape: [1, 1] }, { name: 'pw2' }), DataType.FLOAT, ['N', 128, 28, 28]);
+  return { model: b.build(), dims: [128, 28, 28] };
+}
+
+const builders = { unet, encoder, c2f, mnv3, effnet, keras, densenet, resnext, detector, stem16, grouped };
 if (!builders[arch]) {
   console.error(`unknown architecture '${arch}' (${Object.keys(builders).join(', ')})`);
   process.exit(2);
@@ -270,7 +287,7 @@ if (arch === 'unet' || arch === 'c2f') {
   console.log(`pre-processing: ${pre.padsFolded.length} Pad, ${pre.affineFolded.length} Mul/Add, ${pre.batchNormsFolded.length} BN folded; ${pre.batchNormsToConv.length} BN -> depthwise Conv; ${pre.reduceMeansToPool.length} ReduceMean -> GAP; ${pre.matMulAddFused.length} MatMul + Add -> Gemm`);
   console.log(`left float: ${report.qdq.skipped.map((k) => `${k.node} (${k.reason.slice(0, 60)})`).join('; ') || 'none'}`);
   variants['int8.onnx'] = q;
-  if (arch === 'resnext' || arch === 'stem16') variants['int8-rules-off.onnx'] = (await quantizeInt8(model, { calibration, minConvReduction: 0 })).model;
+  if (arch === 'resnext' || arch === 'stem16' || arch === 'grouped') variants['int8-rules-off.onnx'] = (await quantizeInt8(model, { calibration, minConvReduction: 0 })).model;
 } else {
   const { model: q, report } = await quantizeInt8(model, { calibration });
   console.log(`static INT8 note: ${report.notes.join(' ').slice(0, 120)}...`);
