@@ -35,7 +35,11 @@
 //   grouped  one 128-channel 3x3 conv in G groups (`grouped N G`, default 32: 4 channels per group)
 //            between two 1x1 convs on 128x28x28 (the per-group sweep in docs/quantize.md: G 32, 16,
 //            8, 4, 2). Also times the rules-off variant.
-//   npm run build && node bench/quantize-blocks.mjs unet|encoder|c2f|mnv3|effnet|keras|densenet|resnext|detector|stem16|grouped [iterations=200] [args]
+//   resnet20 CIFAR-style ResNet-20: 3x32x32 -> 3x3 conv 16 (a narrow stem: float) -> 3 stages of 3
+//            basic residual blocks (16, 32, 64 channels; stride-2 1x1 projections) -> GAP -> Gemm.
+//            The first block's Add reads the float stem's output, which its first conv reads too:
+//            a layout anchor. Also times the model quantized with layoutAnchors false.
+//   npm run build && node bench/quantize-blocks.mjs unet|encoder|c2f|mnv3|effnet|keras|densenet|resnext|detector|stem16|grouped|resnet20 [iterations=200] [args]
 import { compareVariants, dist } from './quantize-common.mjs';
 
 const { DataType, GraphBuilder } = await import(dist('ir/index.js'));
@@ -263,7 +267,33 @@ function grouped() {
   return { model: b.build(), dims: [128, 28, 28] };
 }
 
-const builders = { unet, encoder, c2f, mnv3, effnet, keras, densenet, resnext, detector, stem16, grouped };
+function resnet20() {
+  const b = new GraphBuilder({ opset: 13 });
+  const w = (name, dims, scale) => b.initializer(name, DataType.FLOAT, dims, floats(dims.reduce((a, c) => a * c, 1), scale));
+  let id = 0;
+  const conv = (x, cin, cout, k, stride, relu) => {
+    const n = `conv${id++}`;
+    const c = b.node('Conv', [x, w(`${n}.w`, [cout, cin, k, k], Math.sqrt(3 / (k * k * cin))), w(`${n}.b`, [cout], 0.05)], { kernel_shape: [k, k], strides: [stride, stride], pads: Array(4).fill((k - 1) / 2) }, { name: n });
+    return relu ? b.node('Relu', [c], {}, { name: `${n}.relu` }) : c;
+  };
+  let x = conv(b.input('input', DataType.FLOAT, ['N', 3, 32, 32]), 3, 16, 3, 1, true);
+  let c = 16;
+  for (let stage = 0; stage < 3; stage++) {
+    for (let block = 0; block < 3; block++) {
+      const down = stage > 0 && block === 0;
+      const cout = down ? c * 2 : c;
+      const h = conv(conv(x, c, cout, 3, down ? 2 : 1, true), cout, cout, 3, 1, false);
+      const skip = down ? conv(x, c, cout, 1, 2, false) : x;
+      x = b.node('Relu', [b.node('Add', [h, skip], {}, { name: `add${stage}${block}` })], {}, { name: `out${stage}${block}` });
+      c = cout;
+    }
+  }
+  const flat = b.node('Flatten', [b.node('GlobalAveragePool', [x], {}, { name: 'gap' })], { axis: 1 }, { name: 'flat' });
+  b.output(b.node('Gemm', [flat, w('fc.w', [10, 64], 0.1), w('fc.b', [10], 0.1)], { transB: 1 }, { name: 'fc' }), DataType.FLOAT, ['N', 10]);
+  return { model: b.build(), dims: [3, 32, 32] };
+}
+
+const builders = { unet, encoder, c2f, mnv3, effnet, keras, densenet, resnext, detector, stem16, grouped, resnet20 };
 if (!builders[arch]) {
   console.error(`unknown architecture '${arch}' (${Object.keys(builders).join(', ')})`);
   process.exit(2);
@@ -288,6 +318,10 @@ if (arch === 'unet' || arch === 'c2f') {
   console.log(`left float: ${report.qdq.skipped.map((k) => `${k.node} (${k.reason.slice(0, 60)})`).join('; ') || 'none'}`);
   variants['int8.onnx'] = q;
   if (arch === 'resnext' || arch === 'stem16' || arch === 'grouped') variants['int8-rules-off.onnx'] = (await quantizeInt8(model, { calibration, minConvReduction: 0 })).model;
+  if (arch === 'resnet20') {
+    console.log(`layout anchors: ${report.qdq.layoutAnchors.map((a) => `${a.tensor} for ${a.enables.join(', ')}`).join('; ') || 'none'}`);
+    variants['int8-no-anchors.onnx'] = (await quantizeInt8(model, { calibration, layoutAnchors: false })).model;
+  }
 } else {
   const { model: q, report } = await quantizeInt8(model, { calibration });
   console.log(`static INT8 note: ${report.notes.join(' ').slice(0, 120)}...`);

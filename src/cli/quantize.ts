@@ -44,6 +44,7 @@ interface QuantizeFlags {
   reduceRange?: boolean;
   minConvReduction?: number;
   padChannels: boolean;
+  layoutAnchors: boolean;
   activationType: 'uint8' | 'int8';
   opTypes?: string[];
   excludeOpTypes?: string[];
@@ -97,6 +98,7 @@ export function registerQuantize(program: Command): void {
     .option('--reduce-range', 'int8-dynamic: 7-bit weights, for x86 CPUs without VNNI (AVX2 only) whose u8s8 kernels can saturate')
     .option('--min-conv-reduction <n>', 'keep an ungrouped Conv float when Cin x kh x kw is below n (default 16: a 1-channel 3x3 stem is faster in float; 1x1 and depthwise convs never); 0 turns this off, and the narrow-stem and grouped-conv rules too', parseNonNegativeInt)
     .option('--no-pad-channels', 'do not pad the input channels of 1x1-5x5 stem convs to a multiple of 4 (same numbers; lets onnxruntime use its fast x86 int8 conv)')
+    .option('--no-layout-anchors', 'keep an Add/Mul that reads a float tensor float, instead of reading it through an identity int8 conv that keeps onnxruntime in NHWC')
     .addOption(new Option('--activation-type <type>', 'uint8 (asymmetric, fastest on x86) or int8 (symmetric)').choices(['uint8', 'int8']).default('uint8'))
     .option('--op-types <list>', 'quantize only these op types, e.g. Conv,Gemm', parseStringList)
     .option('--exclude-op-types <list>', 'never quantize these op types', parseStringList)
@@ -172,6 +174,7 @@ async function quantizeAction(modelPath: string, flags: QuantizeFlags): Promise<
         perChannel: !flags.perTensor,
         minConvReduction: flags.minConvReduction,
         padChannels: flags.padChannels,
+        layoutAnchors: flags.layoutAnchors,
         activationType: flags.activationType,
         opTypes: flags.opTypes,
         excludeOpTypes: flags.excludeOpTypes,
@@ -326,6 +329,9 @@ async function renderSummary(doc: SummaryDocument): Promise<string> {
     table.push(['pre-processing', `${pre.batchNormsFolded.length} BatchNorm folded, ${pre.constantsToInitializers} Constant -> initializer, ${pre.constantsFolded} folded${rewrites}`]);
     if (rep.qdq.paddedConvs.length) {
       table.push(['input channels padded', rep.qdq.paddedConvs.map((c) => `${c.node}: ${c.from} -> ${c.to} (fast int8 conv kernel)`).join('\n')]);
+    }
+    if (rep.qdq.layoutAnchors?.length) {
+      table.push(['layout anchors', rep.qdq.layoutAnchors.map((a) => `'${a.tensor}' (${a.channels} ch) for ${a.enables.join(', ')}: an identity int8 1x1 depthwise conv, so onnxruntime keeps the int8 op in NHWC`).join('\n')]);
     }
     if (rep.qdq.skipped.length) table.push(['left in FP32', describeSkipped(rep.qdq.skipped)]);
     if (rep.qdq.floatCompute.length) table.push(['float between int8', rep.qdq.floatCompute.map((s) => `${s.node} (${s.reason})`).join('\n')]);

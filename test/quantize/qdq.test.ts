@@ -330,20 +330,63 @@ describe('QDQ numerics vs float64 reference', () => {
     expectClose(fused, ref, py.scale + 1e-5);
   });
 
-  it('an Add reading a float tensor (here the graph input) stays float, with the reason', () => {
+  it('an Add reading a float tensor that no quantized Conv reads (here a graph input) stays float, with the reason', () => {
     const xd = [1, 2, 4, 4];
     const b = new GraphBuilder({ opset: 13 });
     const xv = b.input('x', DataType.FLOAT, xd);
+    const zv = b.input('z', DataType.FLOAT, xd);
     const c = b.node('Conv', [xv, b.initializer('w', DataType.FLOAT, [2, 2, 3, 3], randomFloats(36, 11, 0.3))], { pads: [1, 1, 1, 1] }, { name: 'conv' });
-    const y = b.node('Add', [c, xv], {}, { name: 'add' });
+    const y = b.node('Add', [c, zv], {}, { name: 'add' });
     b.output(y, DataType.FLOAT, xd);
     const r: Range = { min: -1, max: 1 };
     // minConvReduction 0: the 2 -> 2 conv on the model input would otherwise stay float as a narrow image stem.
-    const q = quantizeQdq(b.build(), { ranges: new Map([['x', r], [c.name, r], [y.name, r]]), minConvReduction: 0 });
+    const q = quantizeQdq(b.build(), { ranges: new Map([['x', r], ['z', r], [c.name, r], [y.name, r]]), minConvReduction: 0 });
     expect(q.report.byOpType).toEqual({ Conv: 1 });
-    expect(q.report.skipped).toEqual([{ node: 'add', opType: 'Add', reason: "reads float tensor 'x': an int8 Add only pays off between int8 tensors" }]);
+    expect(q.report.skipped).toEqual([{ node: 'add', opType: 'Add', reason: "reads float tensor 'z': an int8 Add only pays off between int8 tensors" }]);
     // Sensitivity analysis quantizes one node at a time and still gets it.
-    expect(quantizeQdq(b.build(), { ranges: new Map([['x', r], [c.name, r], [y.name, r]]), onlyNodes: ['add'] }).report.byOpType).toEqual({ Add: 1 });
+    expect(quantizeQdq(b.build(), { ranges: new Map([['x', r], ['z', r], [c.name, r], [y.name, r]]), onlyNodes: ['add'] }).report.byOpType).toEqual({ Add: 1 });
+  });
+
+  it('layout anchor: an Add reading a float tensor that a quantized Conv also reads runs int8, both reading an identity int8 depthwise conv; numerics = float64 reference', async () => {
+    const xd = [1, 8, 5, 5];
+    const x = randomFloats(200, 30);
+    const w = randomFloats(8 * 8 * 9, 31, 0.2);
+    const b = new GraphBuilder({ opset: 13 });
+    const xv = b.input('x', DataType.FLOAT, xd);
+    const c = b.node('Conv', [xv, b.initializer('w', DataType.FLOAT, [8, 8, 3, 3], w)], { pads: [1, 1, 1, 1] }, { name: 'conv' });
+    c.type = { kind: 'tensor', elemType: DataType.FLOAT, shape: xd };
+    const y = b.node('Add', [c, xv], {}, { name: 'add' });
+    y.rename('y');
+    b.output(y, DataType.FLOAT, xd);
+    const xr: Range = { min: -1, max: 1 };
+    const pw = fqWeight(w, [8, 8, 3, 3], 0);
+    const fpConv = conv2d(fq(x, u8(xr)), xd, pw.values, [8, 8, 3, 3], null, 1);
+    const cr = rangeOf(fpConv);
+    const xQ = fq(x, u8(xr));
+    const convQ = fq(fpConv, u8(cr));
+    const yr = rangeOf(convQ.map((v, i) => v + xQ[i]!));
+    const ranges = new Map([['x', xr], [c.name, cr], ['y', yr]]);
+    const q = quantizeQdq(b.build(), { ranges });
+    expect(q.report.byOpType).toEqual({ Conv: 1, Add: 1 });
+    expect(q.report.layoutAnchors).toEqual([{ tensor: 'x', channels: 8, enables: ['add'] }]);
+    const anchor = q.model.graph.nodes.find((n) => n.name === 'x_layout_anchor')!;
+    expect(anchor.getInt('group')).toBe(8);
+    // Both readers of x read the anchor's output (each through its own DequantizeLinear).
+    const anchored = anchor.outputs[0]!.consumers[0]!;
+    expect(anchored.opType).toBe('QuantizeLinear');
+    expect(anchored.outputs[0]!.consumers.map((d) => d.outputs[0]!.consumers[0]!.name).sort()).toEqual(['add', 'conv']);
+    const ref = fq(convQ.map((v, i) => v + xQ[i]!), u8(yr));
+    const { plain, fused } = await runBoth(q.model, { x }, { x: xd });
+    expectClose(plain, ref, 1e-5);
+    expectClose(fused, ref, u8(yr).scale + 1e-5);
+    // In onnxruntime: two QLinearConvs (anchor, conv) and a QLinearAdd, nothing left in float.
+    const fusion = await checkFusion(q.model);
+    expect(fusion.integerKernels).toEqual({ QLinearConv: 2, QLinearAdd: 1 });
+    expect(fusion.unfused).toEqual([]);
+    // Without anchors the Add stays float, with the reason.
+    const plainPlan = quantizeQdq(b.build(), { ranges, layoutAnchors: false });
+    expect(plainPlan.report.byOpType).toEqual({ Conv: 1 });
+    expect(plainPlan.report.skipped[0]!.reason).toMatch(/^reads float tensor 'x'/);
   });
 
   it('Concat of two differently scaled inputs re-quantizes to the output range', async () => {

@@ -8,7 +8,7 @@ import { quantizeInt8 } from '../../src/passes/quantize/int8.js';
 import { dataset, residualCnn } from './models.js';
 
 describe('small-reduction Conv left in float', () => {
-  it('by default a Cin=1 stem conv stays float with its reason, so does the Add reading its pool; the boundary Q after the MaxPool is per-axis; numerics hold', async () => {
+  it('by default a Cin=1 stem conv stays float with its reason; the Add reading its pool runs int8 through a layout anchor; the boundary Q after the MaxPool is per-axis; numerics hold', async () => {
     const fp32 = residualCnn(17, 8, 1);
     const calib = dataset('input', [16, 1, 12, 12], 5);
     // The default minConvReduction (16) applies.
@@ -16,8 +16,10 @@ describe('small-reduction Conv left in float', () => {
     const skipped = report.qdq.skipped.find((s) => s.node === 'stem.conv');
     expect(skipped?.reason).toMatch(/reduction size 9 .*< 16/);
     expect(report.qdq.byOpType.Conv).toBe(2);
-    // The residual Add reads the float pool output: it stays float too (int8 Add only between int8 tensors).
-    expect(report.qdq.skipped.find((s) => s.node === 'block.add')?.reason).toMatch(/reads float tensor/);
+    // The residual Add reads the float pool output, which block.conv1 reads too: both read it
+    // through an identity int8 conv (onnxruntime then keeps the int8 Add in NHWC).
+    expect(report.qdq.byOpType.Add).toBe(1);
+    expect(report.qdq.layoutAnchors).toEqual([{ tensor: 'pool_out', channels: 8, enables: ['block.add'] }]);
     const g = model.graph;
     expect(g.nodes.find((n) => n.name === 'stem.conv')!.inputs[1]!.producer).toBeNull();
     const boundary = g.nodes.find((n) => n.opType === 'QuantizeLinear' && n.inputs[0]!.producer?.opType === 'MaxPool')!;

@@ -111,6 +111,7 @@ export async function quantizeInt8(model: Model, options: Int8Options): Promise<
     excludeNodes: options.excludeNodes,
     minConvReduction: options.minConvReduction,
     padChannels: options.padChannels,
+    layoutAnchors: options.layoutAnchors,
   };
   for (const name of options.excludeNodes ?? []) {
     if (!pre.model.graph.allNodes().some((n) => n.name === name)) warn(`--exclude-nodes: no node named '${name}' in the model`);

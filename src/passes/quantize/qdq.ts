@@ -50,6 +50,11 @@ export interface QdqOptions {
    * to a multiple of 4 so onnxruntime's fast x86 int8 conv kernel runs; same numbers. Default true.
    */
   padChannels?: boolean;
+  /**
+   * Let an int8 Add/Mul read a float -> int8 boundary tensor that a quantized Conv reads too,
+   * through an identity int8 1x1 depthwise Conv (a layout anchor; see anchorChannels). Default true.
+   */
+  layoutAnchors?: boolean;
 }
 
 /** Default of QdqOptions.minConvReduction. */
@@ -128,6 +133,8 @@ function convReduction(node: Node, graph: Graph): number | undefined {
 
 interface TensorPlan {
   value: Value;
+  /** Channels of the layout anchor its readers read through (see anchorChannels), if any. */
+  anchorChannels?: number;
   source: 'calibrated' | 'constant' | 'inherited';
   /** Passthrough ops: the tensor whose scale and zero point this one reuses. */
   inheritFrom?: Value;
@@ -152,6 +159,8 @@ interface NodePlan {
 
 export interface QdqPlan {
   nodes: NodePlan[];
+  /** Boundary tensors read through a layout anchor, with the elementwise nodes it lets run int8. */
+  anchors: Map<Value, { channels: number; enables: Node[] }>;
   tensors: Map<Value, TensorPlan>;
   skipped: SkippedNode[];
   /** Tensors that need calibration statistics. */
@@ -174,6 +183,14 @@ export interface QuantizedNodeInfo {
   absorbed?: string;
 }
 
+export interface LayoutAnchor {
+  /** The boundary tensor the anchor re-emits (its readers read the anchor). */
+  tensor: string;
+  channels: number;
+  /** The int8 Add/Mul nodes that stay in onnxruntime's NHWC layout thanks to it. */
+  enables: string[];
+}
+
 export interface QdqReport {
   activationType: 'uint8' | 'int8';
   activationSymmetric: boolean;
@@ -189,6 +206,8 @@ export interface QdqReport {
   qdqNodesAdded: number;
   /** Convs whose input channels were padded for onnxruntime's fast int8 kernel. */
   paddedConvs: PaddedConv[];
+  /** Identity int8 convs added so onnxruntime keeps int8 Adds/Muls in NHWC (see anchorChannels). */
+  layoutAnchors: LayoutAnchor[];
   /** Quantized at their boundaries but computing in float (no integer kernel), with the reason. */
   floatCompute: SkippedNode[];
 }
@@ -275,6 +294,7 @@ export function planQdq(model: Model, options: QdqOptions = {}): QdqPlan {
   // 1. Which nodes are quantized (passthrough ops only behind a quantized producer).
   const nodes: NodePlan[] = [];
   const quantizedNodes = new Set<Node>();
+  const anchors = new Map<Value, { channels: number; enables: Node[] }>();
   const producesQuantized = (v: Value | null | undefined): boolean => {
     let p = v?.producer;
     if (p && ABSORBABLE_ACTIVATIONS.has(p.opType) && p.inputs[0]?.producer) {
@@ -338,10 +358,17 @@ export function planQdq(model: Model, options: QdqOptions = {}): QdqPlan {
       continue;
     }
     if (ELEMENTWISE_INT8.has(node.opType) && !onlyNodes) {
-      const floatInput = node.inputs.find((v, i) => v && roles[i]?.role === 'activation' && !graph.constantTensor(v) && !producesQuantized(v));
-      if (floatInput) {
-        skipped.push({ ...label, reason: `reads float tensor '${floatInput.name}': an int8 ${node.opType} only pays off between int8 tensors` });
-        continue;
+      const activations = node.inputs.filter((v, i): v is Value => !!v && roles[i]?.role === 'activation' && !graph.constantTensor(v));
+      const floatInputs = activations.filter((v) => !producesQuantized(v));
+      if (floatInputs.length > 0) {
+        const channels = options.layoutAnchors === false || floatInputs.length !== 1 ? undefined : anchorChannels(floatInputs[0]!, activations, quantizedNodes, producesQuantized);
+        if (channels === undefined) {
+          skipped.push({ ...label, reason: `reads float tensor '${floatInputs[0]!.name}': an int8 ${node.opType} only pays off between int8 tensors` });
+          continue;
+        }
+        const anchor = anchors.get(floatInputs[0]!) ?? { channels, enables: [] };
+        anchor.enables.push(node);
+        anchors.set(floatInputs[0]!, anchor);
       }
     }
     if (handler.output === 'passthrough' && !producesQuantized(node.inputs[0])) {
@@ -425,8 +452,42 @@ export function planQdq(model: Model, options: QdqOptions = {}): QdqPlan {
       if (v && role.role === 'activation') entry(v).readers.push({ node: plan.node, index: i });
     });
   }
+  for (const [v, anchor] of anchors) entry(v).anchorChannels = anchor.channels;
   const statistics = [...tensors.values()].filter((t) => t.source === 'calibrated').map((t) => t.value.name);
-  return { nodes, tensors, skipped, statistics, perChannel };
+  return { nodes, anchors, tensors, skipped, statistics, perChannel };
+}
+
+/**
+ * A layout anchor: an identity int8 1x1 depthwise Conv (weights 1, scale 1, output on its input's
+ * scale: the same 8-bit values) behind the QuantizeLinear of a float -> int8 boundary tensor that
+ * a quantized Conv and an int8 Add/Mul both read; both then read the anchor. Why: onnxruntime runs
+ * QLinearConv in NHWC and wraps it in Transposes that its transpose optimizer then cancels. An int8
+ * Add reading a conv's NHWC output and the boundary tensor (NCHW: nothing produced it in NHWC)
+ * scores as a tie (one Transpose removed, one added), so the Add stays NCHW with a Transpose on
+ * each side, and the 8-bit MaxPool after it runs on onnxruntime's slow NCHW kernel. That is the
+ * first residual block after a float stem (the float stem itself is the narrow-stem or
+ * small-reduction rule's doing). The anchor is an NHWC conv, so every reader of its output is NHWC
+ * and all Transposes cancel: on the example (fashion-cnn: float 1-channel stem, MaxPool, residual
+ * block, MaxPool) 24 -> 18 kernels and INT8 vs FP32 1.53-1.57x against 1.45-1.54x with the Add
+ * float, in three benchmark runs on a loaded host (docs/quantize.md). Rank 4 only (measured).
+ *
+ * Returns the channels of the anchor that lets an int8 Add/Mul read the float tensor `v`,
+ * or undefined: `v` is rank 4 with a static channel count, a quantized Conv already reads it as
+ * its activation, and the elementwise op's other activation inputs are int8 outputs of quantized
+ * nodes with v's shape (no broadcasting).
+ */
+function anchorChannels(v: Value, activations: readonly Value[], quantizedNodes: ReadonlySet<Node>, producesQuantized: (v: Value) => boolean): number | undefined {
+  const shape = isTensorType(v.type) ? v.type.shape : undefined;
+  const channels = shape?.[1];
+  if (!shape || shape.length !== 4 || typeof channels !== 'number' || channels < 1) return undefined;
+  if (!v.uses().some((u) => u.index === 0 && u.node.opType === 'Conv' && quantizedNodes.has(u.node))) return undefined;
+  return activations.every((a) => {
+    if (a === v) return true;
+    const s = isTensorType(a.type) ? a.type.shape : undefined;
+    return producesQuantized(a) && !!s && s.length === 4 && s.every((d, i) => d === shape[i]);
+  })
+    ? channels
+    : undefined;
 }
 
 /** Tensors a QDQ quantization of `model` with `options` needs statistics for. */
@@ -527,6 +588,7 @@ export function applyQdq(model: Model, plan: QdqPlan, options: ApplyOptions): Qd
     biasSaturated: 0,
     qdqNodesAdded: 0,
     paddedConvs: [],
+    layoutAnchors: [...plan.anchors].map(([v, a]) => ({ tensor: v.name, channels: a.channels, enables: a.enables.map((n) => n.name) })),
     floatCompute: [],
   };
   const nodeNames = new Set(graph.allNodes().map((n) => n.name));
@@ -581,6 +643,21 @@ export function applyQdq(model: Model, plan: QdqPlan, options: ApplyOptions): Qd
     return undefined;
   };
 
+  // DQ -> identity depthwise 1x1 Conv (int8 weights 1, scale 1) -> Q on the same scale: the same
+  // 8-bit values, produced by an NHWC kernel in onnxruntime (see anchorChannels).
+  const layoutAnchor = (quantized: Value, v: Value, channels: number, scale: Value, zeroPoint: Value): Value => {
+    const floatType = isTensorType(v.type) ? { ...v.type, shape: v.type.shape?.slice() } : undefined;
+    const input = addNode('DequantizeLinear', [quantized, scale, zeroPoint], `${v.name}_anchor_input`);
+    input.type = floatType;
+    const ones = init(`${v.name}_anchor_weight`, DataType.INT8, [channels, 1, 1, 1], new Int8Array(channels).fill(1));
+    const weight = addNode('DequantizeLinear', [ones, init(`${v.name}_anchor_weight_scale`, DataType.FLOAT, [], Float32Array.of(1)), init(`${v.name}_anchor_weight_zero_point`, DataType.INT8, [], Int8Array.of(0))], `${v.name}_anchor_weight_dequantized`);
+    const conv = graph.addNode({ opType: 'Conv', inputs: [input, weight], outputs: [graph.uniqueName(`${v.name}_anchored`)], attributes: { group: channels, kernel_shape: [1, 1] }, name: nodeName(`${v.name}_layout_anchor`) });
+    conv.outputs[0]!.type = floatType;
+    const anchored = addNode('QuantizeLinear', [conv.outputs[0]!, scale, zeroPoint], `${v.name}_anchored`);
+    anchored.type = quantized.type;
+    return anchored;
+  };
+
   // Original activation input 0 of each node, before rewiring (bias scale needs its params).
   const input0 = new Map(plan.nodes.map((n) => [n.node, n.node.inputs[0] ?? null]));
 
@@ -602,6 +679,7 @@ export function applyQdq(model: Model, plan: QdqPlan, options: ApplyOptions): Qd
         quantized = addNode('QuantizeLinear', [v, s, z], `${v.name}_quantized`, { axis: axis.axis });
       } else quantized = addNode('QuantizeLinear', [v, scale, zeroPoint], `${v.name}_quantized`);
       quantized.type = { kind: 'tensor', elemType: actType, shape: isTensorType(v.type) ? v.type.shape?.slice() : undefined };
+      if (tp.anchorChannels !== undefined) quantized = layoutAnchor(quantized, v, tp.anchorChannels, scale, zeroPoint);
     }
     const dequantize = (name = `${v.name}_dequantized`): Value => {
       const d = addNode('DequantizeLinear', [quantized, scale, zeroPoint], name);
