@@ -474,7 +474,7 @@ export function planQdq(model: Model, options: QdqOptions = {}): QdqPlan {
  * Returns the channels of the anchor that lets an int8 Add/Mul read the float tensor `v`,
  * or undefined: `v` is rank 4 with a static channel count, a quantized Conv already reads it as
  * its activation, and the elementwise op's other activation inputs are int8 outputs of quantized
- * nodes with v's shape (no broadcasting).
+ * nodes with v's channels and spatial size (no broadcasting).
  */
 function anchorChannels(v: Value, activations: readonly Value[], quantizedNodes: ReadonlySet<Node>, producesQuantized: (v: Value) => boolean): number | undefined {
   const shape = isTensorType(v.type) ? v.type.shape : undefined;
@@ -484,7 +484,8 @@ function anchorChannels(v: Value, activations: readonly Value[], quantizedNodes:
   return activations.every((a) => {
     if (a === v) return true;
     const s = isTensorType(a.type) ? a.type.shape : undefined;
-    return producesQuantized(a) && !!s && s.length === 4 && s.every((d, i) => d === shape[i]);
+    // Same channels and spatial size (the batch dim may be symbolic on one side).
+    return producesQuantized(a) && !!s && s.length === 4 && s.every((d, i) => i === 0 || d === shape[i]);
   })
     ? channels
     : undefined;
