@@ -389,6 +389,23 @@ describe('QDQ numerics vs float64 reference', () => {
     expect(plainPlan.report.skipped[0]!.reason).toMatch(/^reads float tensor 'x'/);
   });
 
+  it('no layout anchor for an elementwise op whose only other input is a constant, nor for one that broadcasts', () => {
+    const xd = [1, 8, 5, 5];
+    const b = new GraphBuilder({ opset: 13 });
+    const xv = b.input('x', DataType.FLOAT, xd);
+    const c = b.node('Conv', [xv, b.initializer('w', DataType.FLOAT, [8, 8, 3, 3], randomFloats(576, 32, 0.2))], { pads: [1, 1, 1, 1] }, { name: 'conv' });
+    c.type = { kind: 'tensor', elemType: DataType.FLOAT, shape: xd };
+    const scaled = b.node('Mul', [xv, b.initializer('half', DataType.FLOAT, [], Float32Array.of(0.5))], {}, { name: 'scale' });
+    const pooled = b.node('GlobalAveragePool', [c], {}, { name: 'gap' });
+    pooled.type = { kind: 'tensor', elemType: DataType.FLOAT, shape: [1, 8, 1, 1] };
+    const gated = b.node('Mul', [xv, pooled], {}, { name: 'gate' });
+    b.output(b.node('Add', [scaled, gated], {}, { name: 'sum' }), DataType.FLOAT, xd);
+    const r: Range = { min: -1, max: 1 };
+    const q = quantizeQdq(b.build(), { ranges: new Map([['x', r], [c.name, r], [pooled.name, r], [scaled.name, r], [gated.name, r]]) });
+    expect(q.report.layoutAnchors).toEqual([]);
+    expect(q.report.skipped.filter((k) => k.opType === 'Mul').map((k) => k.node).sort()).toEqual(['gate', 'scale']);
+  });
+
   it('Concat of two differently scaled inputs re-quantizes to the output range', async () => {
     const a = randomFloats(6, 12, 0.5);
     const c = randomFloats(6, 13, 3);

@@ -473,22 +473,21 @@ export function planQdq(model: Model, options: QdqOptions = {}): QdqPlan {
  *
  * Returns the channels of the anchor that lets an int8 Add/Mul read the float tensor `v`,
  * or undefined: `v` is rank 4 with a static channel count, a quantized Conv already reads it as
- * its activation, and the elementwise op's other activation inputs are int8 outputs of quantized
- * nodes with v's channels and spatial size (no broadcasting).
+ * its activation, and the elementwise op has other activation inputs (not just constants), all int8
+ * outputs of quantized nodes with v's channels and spatial size (no broadcasting).
  */
 function anchorChannels(v: Value, activations: readonly Value[], quantizedNodes: ReadonlySet<Node>, producesQuantized: (v: Value) => boolean): number | undefined {
   const shape = isTensorType(v.type) ? v.type.shape : undefined;
   const channels = shape?.[1];
   if (!shape || shape.length !== 4 || typeof channels !== 'number' || channels < 1) return undefined;
   if (!v.uses().some((u) => u.index === 0 && u.node.opType === 'Conv' && quantizedNodes.has(u.node))) return undefined;
-  return activations.every((a) => {
-    if (a === v) return true;
+  if (activations.length < 2) return undefined;
+  // The other inputs: int8, same channels and spatial size (the batch dim may be symbolic on one side).
+  const sameInt8 = (a: Value): boolean => {
     const s = isTensorType(a.type) ? a.type.shape : undefined;
-    // Same channels and spatial size (the batch dim may be symbolic on one side).
     return producesQuantized(a) && !!s && s.length === 4 && s.every((d, i) => i === 0 || d === shape[i]);
-  })
-    ? channels
-    : undefined;
+  };
+  return activations.every((a) => a === v || sameInt8(a)) ? channels : undefined;
 }
 
 /** Tensors a QDQ quantization of `model` with `options` needs statistics for. */
