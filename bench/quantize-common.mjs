@@ -88,7 +88,9 @@ export async function compareVariants(variants, feeds, { iterations, batchSizes,
   const { createRunner } = await import(dist('runtime/index.js'));
   const { benchmark } = await import(dist('bench/index.js'));
   const { agreement } = await import(dist('metrics/index.js'));
-  const dir = mkdtempSync(join(tmpdir(), 'model-opt-bench-'));
+  // KEEP_MODELS=dir keeps the variants' files there (to inspect or benchmark them again).
+  const keep = process.env.KEEP_MODELS;
+  const dir = keep ?? mkdtempSync(join(tmpdir(), 'model-opt-bench-'));
   try {
     const outputs = {};
     for (const [name, model] of Object.entries(variants)) {
@@ -108,6 +110,6 @@ export async function compareVariants(variants, feeds, { iterations, batchSizes,
     }
     return outputs;
   } finally {
-    rmSync(dir, { recursive: true, force: true });
+    if (!keep) rmSync(dir, { recursive: true, force: true });
   }
 }
