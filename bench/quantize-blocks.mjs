@@ -22,7 +22,10 @@
 //            Adds, ReduceMean pooling, Dense as MatMul + Add, Softmax. Variant: default only (the
 //            pre-processing folds and rules in docs/quantize.md are what make it fast).
 //   densenet DenseNet-style: 2 dense blocks of 4 BN-ReLU-Conv1x1-BN-ReLU-Conv3x3 layers (growth 16)
-//            on 3x64x64, a transition, BN-ReLU, GAP, Gemm. Variant: default only.
+//            on 3x64x64, a transition, BN-ReLU, GAP, Gemm. `densenet N STEM` sets the stem's
+//            width (default 32; below 32 it is a float narrow stem and the first Concat reads it
+//            through a layout anchor).
+//   Any model whose INT8 form has layout anchors is also timed with layoutAnchors false.
 //   resnext  3 ResNeXt-style blocks on 64x28x28 (1x1 to 128, 3x3 with 32 groups of 4, 1x1 back,
 //            residual Add). Variant: default only (grouped convs of 4 channels stay float).
 //   detector a detector head on 3x64x64: 3 strided SiLU convs, a box branch scaled to pixels and
@@ -38,7 +41,7 @@
 //   resnet20 CIFAR-style ResNet-20: 3x32x32 -> 3x3 conv 16 (a narrow stem: float) -> 3 stages of 3
 //            basic residual blocks (16, 32, 64 channels; stride-2 1x1 projections) -> GAP -> Gemm.
 //            The first block's Add reads the float stem's output, which its first conv reads too:
-//            a layout anchor. Also times the model quantized with layoutAnchors false.
+//            a layout anchor.
 //   npm run build && node bench/quantize-blocks.mjs unet|encoder|c2f|mnv3|effnet|keras|densenet|resnext|detector|stem16|grouped|resnet20 [iterations=200] [args]
 import { compareVariants, dist } from './quantize-common.mjs';
 
@@ -179,6 +182,7 @@ function keras() {
 }
 
 function densenet() {
+  const stem = Number(process.argv[4] ?? 32);
   const b = new GraphBuilder({ opset: 13 });
   const w = (name, dims, scale, offset = 0) => b.initializer(name, DataType.FLOAT, dims, floats(dims.reduce((a, c) => a * c, 1), scale, offset));
   let id = 0;
@@ -191,8 +195,8 @@ function densenet() {
     return b.node('Conv', [x, w(`${n}.w`, [cout, cin, k, k], Math.sqrt(6 / (k * k * cin)))], { kernel_shape: [k, k], strides: [stride, stride], pads: Array(4).fill((k - 1) / 2) }, { name: n });
   };
   const relu = (x) => b.node('Relu', [x], {}, { name: `relu${id++}` });
-  let h = b.node('MaxPool', [relu(bn(conv(b.input('input', DataType.FLOAT, ['N', 3, 64, 64]), 3, 32, 3, 2), 32))], { kernel_shape: [2, 2], strides: [2, 2] }, { name: 'pool0' });
-  let c = 32;
+  let h = b.node('MaxPool', [relu(bn(conv(b.input('input', DataType.FLOAT, ['N', 3, 64, 64]), 3, stem, 3, 2), stem))], { kernel_shape: [2, 2], strides: [2, 2] }, { name: 'pool0' });
+  let c = stem;
   for (let block = 0; block < 2; block++) {
     for (let l = 0; l < 4; l++) {
       const y = conv(relu(bn(conv(relu(bn(h, c)), c, 64, 1), 64)), 64, 16, 3);
@@ -319,7 +323,7 @@ if (arch === 'unet' || arch === 'c2f') {
   variants['int8.onnx'] = q;
   if (arch === 'resnext' || arch === 'stem16' || arch === 'grouped') variants['int8-rules-off.onnx'] = (await quantizeInt8(model, { calibration, minConvReduction: 0 })).model;
   console.log(`layout anchors: ${report.qdq.layoutAnchors.map((a) => `${a.tensor} for ${a.enables.join(', ')}`).join('; ') || 'none'}`);
-  if (arch === 'resnet20') {
+  if (report.qdq.layoutAnchors.length > 0) {
     variants['int8-no-anchors.onnx'] = (await quantizeInt8(model, { calibration, layoutAnchors: false })).model;
   }
 } else {
