@@ -330,7 +330,7 @@ async function renderSummary(doc: SummaryDocument): Promise<string> {
     if (rep.qdq.paddedConvs.length) {
       table.push(['input channels padded', rep.qdq.paddedConvs.map((c) => `${c.node}: ${c.from} -> ${c.to} (fast int8 conv kernel)`).join('\n')]);
     }
-    if (rep.qdq.layoutAnchors?.length) {
+    if (rep.qdq.layoutAnchors.length) {
       table.push(['layout anchors', rep.qdq.layoutAnchors.map((a) => `'${a.tensor}' (${a.channels} ch) for ${a.enables.join(', ')}: an identity int8 1x1 depthwise conv, so onnxruntime keeps the int8 op in NHWC`).join('\n')]);
     }
     if (rep.qdq.skipped.length) table.push(['left in FP32', describeSkipped(rep.qdq.skipped)]);

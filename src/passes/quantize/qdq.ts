@@ -468,8 +468,10 @@ export function planQdq(model: Model, options: QdqOptions = {}): QdqPlan {
  * first residual block after a float stem (the float stem itself is the narrow-stem or
  * small-reduction rule's doing). The anchor is an NHWC conv, so every reader of its output is NHWC
  * and all Transposes cancel: on the example (fashion-cnn: float 1-channel stem, MaxPool, residual
- * block, MaxPool) 24 -> 18 kernels and INT8 vs FP32 1.53-1.57x against 1.45-1.54x with the Add
- * float, in three benchmark runs on a loaded host (docs/quantize.md). Rank 4 only (measured).
+ * block, MaxPool) 24 -> 18 kernels, INT8 vs FP32 ahead of the unanchored model in each of 8 runs
+ * side by side (median 1.53x vs 1.475x, busy host); a CIFAR ResNet-20 1.82x vs 1.56x
+ * (docs/quantize.md). Rank 4 only (measured). A channel Concat is not anchored: in NHWC it
+ * interleaves every pixel, which ate the gain on a DenseNet.
  *
  * Returns the channels of the anchor that lets an int8 Add/Mul read the float tensor `v`,
  * or undefined: `v` is rank 4 with a static channel count, a quantized Conv already reads it as
