@@ -2,7 +2,7 @@
 // `x.mean((2, 3))` global average pooling as a spatial ReduceMean, a Dense layer as MatMul + Add
 // without declared intermediate shapes, an NHWC input behind a Transpose, ZeroPadding2D as a Pad,
 // DenseNet-style BatchNormalizations with no conv before them, and TensorFlow's BiasAdd or a
-// BatchNormalization exported as Mul + Add after a conv. Each rewrite is checked against onnxruntime on the original; the quantized
+// BatchNormalization exported as Mul + Add after a conv, PyTorch's x.view(x.size(0), -1). Each rewrite is checked against onnxruntime on the original; the quantized
 // model must leave no float op on dequantized data and no per-axis input quantization.
 import { describe, expect, it } from 'vitest';
 import { DataType, GraphBuilder, type Model, type Value } from '../../src/ir/index.js';
@@ -292,5 +292,36 @@ describe("a detector's output Concat of box coordinates and class scores", () =>
     let worst = 0;
     for (let n = 0; n < 32; n++) for (let i = 4 * 36; i < 9 * 36; i++) worst = Math.max(worst, Math.abs(got[n * 324 + i]! - want[n * 324 + i]!));
     expect(worst).toBeLessThan(0.02);
+  });
+});
+
+/** PyTorch's `x.view(x.size(0), -1)` at opset 11: conv -> GAP -> Reshape(GAP, Concat(Unsqueeze(Gather(Shape(GAP), 0)), [-1])) -> Gemm. */
+function torchViewStyle(): Model {
+  const b = new GraphBuilder({ opset: 11 });
+  const x = b.input('x', DataType.FLOAT, ['N', 8, 8, 8]);
+  const conv = b.node('Relu', [b.node('Conv', [x, b.initializer('c.w', DataType.FLOAT, [32, 8, 3, 3], randomFloats(2304, 120, 0.2))], { kernel_shape: [3, 3], pads: [1, 1, 1, 1] }, { name: 'c' })], {}, { name: 'c.relu' });
+  const gap = b.node('GlobalAveragePool', [conv], {}, { name: 'gap' });
+  const n = b.node('Gather', [b.node('Shape', [gap], {}, { name: 'shape' }), b.initializer('zero', DataType.INT64, [], BigInt64Array.of(0n))], { axis: 0 }, { name: 'batch' });
+  const target = b.node('Concat', [b.node('Unsqueeze', [n], { axes: [0] }, { name: 'batch.unsqueeze' }), b.initializer('minus1', DataType.INT64, [1], BigInt64Array.of(-1n))], { axis: 0 }, { name: 'target' });
+  const flat = b.node('Reshape', [gap, target], {}, { name: 'view' });
+  const [y] = b.node('Gemm', [flat, b.initializer('fc.w', DataType.FLOAT, [5, 32], randomFloats(160, 121, 0.3))], { transB: 1 }, { name: 'fc', outputs: ['y'] }) as Value[];
+  b.output(y!, DataType.FLOAT, ['N', 5]);
+  return b.build();
+}
+
+describe("PyTorch's x.view(x.size(0), -1) before the classifier", () => {
+  it('the dynamic Reshape runs in 8 bits between QLinearGlobalAveragePool and QGemm; its int64 shape arithmetic is not reported as left in FP32', async () => {
+    const model = torchViewStyle();
+    const calibration = dataset('x', [16, 8, 8, 8], 122);
+    const { model: q, report } = await quantizeInt8(model, { calibration });
+    expect(report.qdq.byOpType).toEqual({ Conv: 1, GlobalAveragePool: 1, Reshape: 1, Gemm: 1 });
+    expect(report.qdq.skipped).toEqual([]);
+    const fusion = await checkFusion(q);
+    expect(fusion.unfused).toEqual([]);
+    expect(fusion.integerKernels).toMatchObject({ QLinearConv: 1, QLinearGlobalAveragePool: 1, QGemm: 1 });
+    const x = calibration.inputs['x']!.data as Float32Array;
+    const [want, got] = [await run(model, x, [16, 8, 8, 8]), await run(q, x, [16, 8, 8, 8])];
+    const range = Math.max(...want) - Math.min(...want);
+    expect(maxAbsDiff(got, want)).toBeLessThan(range * 0.05);
   });
 });

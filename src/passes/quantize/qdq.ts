@@ -10,7 +10,7 @@
  * ./calibrate (types).
  */
 import { InputError, UsageError } from '../../errors.js';
-import { DataType } from '../../ir/dtype.js';
+import { DataType, isIntegerDtype } from '../../ir/dtype.js';
 import { isTensorType, Tensor, type Graph, type Model, type Node, type Value } from '../../ir/index.js';
 import { removeUnusedInitializers } from '../preprocess/constants.js';
 import type { Range } from './calibrate.js';
@@ -341,7 +341,13 @@ export function planQdq(model: Model, options: QdqOptions = {}): QdqPlan {
       return t !== undefined && t !== DataType.FLOAT;
     });
     if (notFloat) {
-      skipped.push({ ...label, reason: `input '${notFloat.name}' is not float32` });
+      // Shape arithmetic (the Shape -> Gather -> Unsqueeze -> Concat of a dynamic Reshape) is not
+      // a candidate at all: no need to list it as left in FP32.
+      const integerOnly = node.outputs.every((o) => {
+        const t = knownElemType(o);
+        return t !== undefined && isIntegerDtype(t);
+      });
+      if (!integerOnly) skipped.push({ ...label, reason: `input '${notFloat.name}' is not float32` });
       continue;
     }
     const fromFp32 = node.inputs.find((v, i) => v && roles[i]?.role === 'activation' && fp32Outputs.has(v));
