@@ -45,6 +45,7 @@ interface QuantizeFlags {
   minConvReduction?: number;
   padChannels: boolean;
   layoutAnchors: boolean;
+  measureSpeed?: boolean | number;
   activationType: 'uint8' | 'int8';
   opTypes?: string[];
   excludeOpTypes?: string[];
@@ -110,6 +111,7 @@ export function registerQuantize(program: Command): void {
     .option('--no-keep-io-types', 'fp16: make model inputs/outputs float16 too')
     .option('--op-block-list <list>', 'fp16: extra op types kept in float32', parseStringList)
     .option('--threads <n>', 'onnxruntime intra-op threads for calibration and checks', parsePositiveInt)
+    .option('--measure-speed [runs]', 'after the checks, time the input model against the written one (batch 1, --threads or 1 thread, random inputs, 300 interleaved runs each by default): the measured answer to "will it be faster here?"', parsePositiveInt)
     .option('--shape <name=dims>', 'size of symbolic non-batch dims for the check on random inputs (no --calibration-data), e.g. input_ids=1x128 (repeatable)', collect)
     .option('--qat', 'int8: quantization-aware training after calibration (fake-quantized fine-tuning, straight-through estimator; needs --data)')
     .option('--data <path>', 'qat: labelled training data (.npz with labels)')
@@ -255,6 +257,7 @@ async function quantizeAction(modelPath: string, flags: QuantizeFlags): Promise<
     const qdqReport = flags.mode === 'int8' ? (passReport as import('../passes/quantize/index.js').Int8Report).qdq : undefined;
     const keptFloat = qdqReport ? [...qdqReport.skipped, ...qdqReport.floatCompute.map((f) => ({ ...f, weightsDequantized: true }))] : undefined;
     const fusion = flags.mode === 'fp16' ? undefined : await q.checkFusion(target, { runner: runnerOptions, reference: written, keptFloat });
+    const speed = flags.measureSpeed ? await measureSpeed(modelPath, target, flags, shapes, (m) => progress.update(m), onWarning) : undefined;
     const document = {
       schemaVersion: QUANTIZE_JSON_SCHEMA_VERSION,
       command: 'quantize',
@@ -264,6 +267,7 @@ async function quantizeAction(modelPath: string, flags: QuantizeFlags): Promise<
       seconds: (performance.now() - started) / 1000,
       report: passReport,
       fusion,
+      speed,
       agreement,
       guard: guard
         ? {
@@ -295,6 +299,33 @@ async function quantizeAction(modelPath: string, flags: QuantizeFlags): Promise<
   }
 }
 
+/** What --measure-speed reports: the written model against the input, one batch size, paired runs. */
+interface SpeedCheck {
+  batchSize: number;
+  threads: number;
+  runs: number;
+  baselineP50Ms: number;
+  p50Ms: number;
+  speedup: NonNullable<import('../bench/types.js').LatencyPoint['speedup']>;
+}
+
+async function measureSpeed(
+  baseline: string,
+  candidate: string,
+  flags: QuantizeFlags,
+  shapes: Record<string, number[]> | undefined,
+  update: (message: string) => void,
+  onWarning: (message: string) => void,
+): Promise<SpeedCheck> {
+  const { benchmark } = await import('../bench/index.js');
+  const runs = typeof flags.measureSpeed === 'number' ? flags.measureSpeed : 300;
+  const threads = flags.threads ?? 1;
+  update(`timing ${baseline} against ${candidate} (batch 1, ${threads} thread${threads === 1 ? '' : 's'}, ${runs} runs each)`);
+  const result = await benchmark({ baseline, candidates: [candidate], iterations: runs, batchSizes: [1], threads, shapes, measureMemory: false }, { onWarning });
+  const [base, written] = result.models.map((m) => m.latency[0]!);
+  return { batchSize: 1, threads, runs, baselineP50Ms: base!.stats.p50, p50Ms: written!.stats.p50, speedup: written!.speedup! };
+}
+
 type SummaryDocument = {
   mode: Mode;
   input: { path: string; sizeBytes: number };
@@ -302,6 +333,7 @@ type SummaryDocument = {
   seconds: number;
   report: unknown;
   fusion?: import('../passes/quantize/index.js').FusionReport;
+  speed?: SpeedCheck;
   agreement: Record<string, import('../bench/stats.js').AgreementMetrics>;
   qat?: import('../train/qat.js').QatReport;
   guard?: { budget: AccuracyBudget; baselineAccuracy: number; met: boolean; chosen: { fp32Nodes: string[]; accuracy: number; dropPoints: number }; attempts: unknown[] };
@@ -352,6 +384,15 @@ async function renderSummary(doc: SummaryDocument): Promise<string> {
     table.push(['DQ -> float op left', f.unfused.length === 0 ? 'none' : f.unfused.map((u) => `${u.node} (${u.opType}): ${u.reason}`).join('\n')]);
     if (f.keptFloat.length > 0) table.push(['float by choice, reads int8', f.keptFloat.map((u) => `${u.node} (${u.opType})`).join(', ')]);
     table.push(['will it be faster?', f.verdict]);
+  }
+  if (doc.speed) {
+    const { formatMs, formatSpeedup } = await import('../report/format.js');
+    const sp = doc.speed;
+    const slower = sp.speedup.verdict === 'slower' ? '; SLOWER than the input model here' : '';
+    table.push([
+      'measured speed-up',
+      `${formatSpeedup(sp.speedup)} at batch ${sp.batchSize}, ${sp.threads} thread${sp.threads === 1 ? '' : 's'}: p50 ${formatMs(sp.baselineP50Ms)} -> ${formatMs(sp.p50Ms)} ms (${sp.runs} interleaved runs each, random inputs)${slower}`,
+    ]);
   }
   table.push(['size', `${formatBytes(doc.input.sizeBytes)} -> ${formatBytes(doc.output.sizeBytes)} (${((doc.output.sizeBytes / doc.input.sizeBytes) * 100).toFixed(0)}%)`]);
   for (const [name, a] of Object.entries(doc.agreement)) {

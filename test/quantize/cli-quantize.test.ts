@@ -58,6 +58,27 @@ describe('model-opt quantize', () => {
     expect(sha(modelPath)).toBe(before);
   });
 
+  it('--measure-speed times the input model against the written one (paired interval) in the JSON and the table', async () => {
+    const out = join(dir, 'cnn.speed.onnx');
+    const { code, stdout } = await run([modelPath, '-o', out, '--calibration-data', calibPath, '--measure-speed', '40', '--json']);
+    expect(code).toBe(0);
+    const speed = JSON.parse(stdout).speed;
+    expect(speed).toMatchObject({ batchSize: 1, threads: 1, runs: 40 });
+    expect(speed.baselineP50Ms).toBeGreaterThan(0);
+    expect(speed.p50Ms).toBeGreaterThan(0);
+    expect(speed.speedup.low).toBeGreaterThan(0);
+    expect(speed.speedup.low).toBeLessThanOrEqual(speed.speedup.estimate);
+    expect(speed.speedup.estimate).toBeLessThanOrEqual(speed.speedup.high);
+    expect(['faster', 'slower', 'no significant difference', 'within noise']).toContain(speed.speedup.verdict);
+    rmSync(out);
+    const table = await run([modelPath, '-o', out, '--calibration-data', calibPath, '--measure-speed', '20']);
+    expect(table.code).toBe(0);
+    expect(table.stdout).toMatch(/measured speed-up .*\d\.\d\dx \[\d\.\d\d, \d\.\d\d\].* at batch 1, 1 thread: p50 [\d.]+ -> [\d.]+ ms \(20 interleaved runs each, random inputs\)/);
+    // Without the flag nothing is timed.
+    rmSync(out);
+    expect(JSON.parse((await run([modelPath, '-o', out, '--calibration-data', calibPath, '--json'])).stdout).speed).toBeUndefined();
+  });
+
   it('refuses to quantize an already quantized model (int8 and int8-dynamic), naming the file (exit 2)', async () => {
     const once = join(dir, 'cnn.once.int8.onnx');
     expect((await run([modelPath, '-o', once, '--calibration-data', calibPath, '--calibration-count', '16'])).code).toBe(0);

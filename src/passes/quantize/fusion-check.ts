@@ -167,7 +167,7 @@ export function analyzeOptimized(optimized: Model, reference?: Model, keptFloatN
       : count === 0
       ? 'no integer kernels: onnxruntime runs this model in float with extra (de)quantize steps; expect it to be SLOWER than FP32'
       : unfused.length === 0
-        ? `${count} integer kernel(s), no DequantizeLinear -> float op left${boundary}: INT8 should be faster here (small, narrow or SiLU-heavy models can still lose: confirm with model-opt benchmark)`
+        ? `${count} integer kernel(s), no DequantizeLinear -> float op left${boundary}: INT8 should be faster here (small, narrow or SiLU-heavy models can still lose: confirm with --measure-speed or model-opt benchmark)`
         : `${count} integer kernel(s), but ${unfused.length} op(s) run in float on dequantized data: they cost extra time`;
   return {
     integerKernels,
