@@ -377,6 +377,8 @@ async function renderSummary(doc: SummaryDocument): Promise<string> {
     table.push(['nodes converted', String(r['nodesConverted'] ?? '?')]);
     const kept = (r['keptFloat32'] ?? []) as { node: string; opType: string; reason: string }[];
     table.push(['kept float32', kept.length === 0 ? '0' : `${kept.length}:\n${describeSkipped(kept, 8)}`]);
+    const stored = (r['storedAsFloat16'] ?? []) as string[];
+    if (stored.length > 0) table.push(['float16 storage only', `${stored.length} weight(s) of float32-only ops, cast back to float32 when onnxruntime loads the model`]);
   }
   if (doc.fusion) {
     const f = doc.fusion;

@@ -2,7 +2,7 @@
 // out-of-range constants, calibration-range fallback, keep-io-types boundaries without cast chains,
 // block lists, subgraphs, size.
 import { describe, expect, it } from 'vitest';
-import { DataType, GraphBuilder, Tensor, float16ToFloat32, isTensorType, type Model, type Node, type Value } from '../../src/ir/index.js';
+import { DataType, GraphBuilder, Tensor, float16ToFloat32, float32ToFloat16, isTensorType, type Model, type Node, type Value } from '../../src/ir/index.js';
 import { encodeModel } from '../../src/onnx/index.js';
 import { createRunner } from '../../src/runtime/index.js';
 import { convertToFloat16 } from '../../src/passes/quantize/fp16.js';
@@ -275,6 +275,57 @@ describe('convertToFloat16', () => {
     const [want, got] = [await run(model, feeds), await run(half, feeds)];
     const w = Object.values(want)[0]!.data as Float32Array;
     (Object.values(got)[0]!.data as Float32Array).forEach((v, i) => expect(Math.abs(v - w[i]!)).toBeLessThan(1e-2));
+  });
+
+  it('a large weight of a float32-only contrib op (com.microsoft FusedMatMul) is stored as float16 with a Cast onnxruntime folds at load; outputs = float64 with float16-rounded weights', async () => {
+    const { mkdtempSync, rmSync } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const { join } = await import('node:path');
+    const { decodeModel } = await import('../../src/onnx/index.js');
+    const { readFileSync } = await import('node:fs');
+    const b = new GraphBuilder({ opset: 17, opsets: { 'com.microsoft': 1 } });
+    const x = b.input('x', DataType.FLOAT, ['N', 64]);
+    const wData = randomFloats(64 * 32, 40, 0.3);
+    const small = b.initializer('small', DataType.FLOAT, [32, 4], randomFloats(128, 41, 0.3)); // below 1024 values: stays float32
+    const h = b.node('FusedMatMul', [x, b.initializer('w', DataType.FLOAT, [64, 32], wData)], { alpha: 1.0 }, { name: 'fmm', domain: 'com.microsoft' });
+    const y = b.node('FusedMatMul', [h, small], { alpha: 1.0 }, { name: 'fmm2', domain: 'com.microsoft' });
+    b.output(y, DataType.FLOAT, ['N', 4]);
+    const model = b.build();
+    const { model: half, report } = convertToFloat16(model);
+    expect(report.storedAsFloat16).toEqual(['w']);
+    expect(half.graph.initializers.find((t) => t.name === 'w')!.dtype).toBe(DataType.FLOAT16);
+    expect(half.graph.initializers.find((t) => t.name === 'small')!.dtype).toBe(DataType.FLOAT);
+    const cast = half.graph.nodes.find((n) => n.opType === 'Cast')!;
+    expect(cast.inputs[0]!.name).toBe('w');
+    expect(cast.outputs[0]!.consumers.map((n) => n.name)).toEqual(['fmm']);
+    expect(report.weightBytesAfter).toBe(report.weightBytesBefore - 64 * 32 * 2);
+    // Reference: float64 matmuls with the weight rounded to float16.
+    const w16 = Float64Array.from(wData, (v) => float16ToFloat32(float32ToFloat16(v)));
+    const sw = Float64Array.from(model.graph.initializers.find((t) => t.name === 'small')!.toFloat64());
+    const xData = randomFloats(3 * 64, 42, 1);
+    const ref = new Float64Array(3 * 4);
+    for (let n = 0; n < 3; n++)
+      for (let o = 0; o < 4; o++) {
+        let acc = 0;
+        for (let k = 0; k < 32; k++) {
+          let hk = 0;
+          for (let i = 0; i < 64; i++) hk += xData[n * 64 + i]! * w16[i * 32 + k]!;
+          acc += hk * sw[k * 4 + o]!;
+        }
+        ref[n * 4 + o] = acc;
+      }
+    const got = Object.values(await run(half, { x: f32([3, 64], xData) }))[0]!.data as Float32Array;
+    got.forEach((v, i) => expect(Math.abs(v - ref[i]!)).toBeLessThan(1e-4));
+    // onnxruntime folds the Cast of the initializer when it loads the model.
+    const dir = mkdtempSync(join(tmpdir(), 'fp16-fold-'));
+    try {
+      const optimized = join(dir, 'opt.onnx');
+      const r = await createRunner(half, { graphOptimizationLevel: 'basic', optimizedModelFilePath: optimized });
+      await r.release();
+      expect(decodeModel(readFileSync(optimized)).graph.nodes.map((n) => n.opType)).not.toContain('Cast');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('If subgraph: the node stays float32 and the outer value its branches read is cast back', async () => {

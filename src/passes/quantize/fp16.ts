@@ -61,8 +61,17 @@ export interface Fp16Report {
   /** Nonzero constant values smaller than the smallest float16 subnormal, which became 0. */
   flushedToZero: number;
   castsInserted: number;
+  /**
+   * Float32 weights read only by nodes kept float32 for want of a float16 kernel (custom-domain ops
+   * such as onnxruntime's Attention on CPU), stored as float16 with a Cast back to float32 that
+   * onnxruntime folds at load: the file shrinks, those nodes still compute in float32.
+   */
+  storedAsFloat16: string[];
   notes: string[];
 }
+
+/** Fewest elements for a kept-float32 weight to be stored as float16 (below it a Cast is not worth it). */
+export const MIN_HALF_STORED_ELEMENTS = 1024;
 
 /**
  * Kept float32 by default: ops that lose accuracy in float16 (accumulating or index-producing) or
@@ -177,6 +186,13 @@ function convertInitializerInPlace(t: Tensor, stats: ConvertStats, warn: (m: str
   t.dtype = DataType.FLOAT16;
 }
 
+/** Every value finite and within ±65504 (nothing to clamp). */
+function withinFloat16(t: Tensor): boolean {
+  const values = t.toFloat64();
+  for (let i = 0; i < values.length; i++) if (!(Math.abs(values[i]!) <= FLOAT16_MAX)) return false;
+  return true;
+}
+
 function rangeOf(ranges: Fp16Options['activationRanges'], name: string): ActivationRange | undefined {
   if (!ranges) return undefined;
   if (ranges instanceof Map) return ranges.get(name);
@@ -208,6 +224,7 @@ export function convertToFloat16(model: Model, options: Fp16Options = {}): { mod
     clampedTensors: stats.clamped,
     flushedToZero: 0,
     castsInserted: 0,
+    storedAsFloat16: [],
     notes: [FP16_NOTE],
   };
 
@@ -225,6 +242,7 @@ export function convertToFloat16(model: Model, options: Fp16Options = {}): { mod
   const typeOf = (v: Value | null | undefined): DataType | undefined => (v ? (types.get(v) ?? v.constantTensor()?.dtype) : undefined);
   const isConstantNode = (n: Node): boolean => n.opType === 'Constant' && isDefaultDomain(n);
   const converted = new Set<Node>();
+  const noHalfKernel = new Set<Node>();
   for (const node of graph.nodes) {
     if (isConstantNode(node)) continue; // converted with its readers below
     const tensors = [...node.inputs, ...node.outputs].filter((v): v is Value => v !== null && v.name !== '');
@@ -233,7 +251,10 @@ export function convertToFloat16(model: Model, options: Fp16Options = {}): { mod
     const keep = (reason: string): void => {
       report.keptFloat32.push({ node: label(node), opType: node.opType, reason });
     };
-    if (!isDefaultDomain(node)) keep(`custom domain '${node.domain}'`);
+    if (!isDefaultDomain(node)) {
+      keep(`custom domain '${node.domain}'`);
+      noHalfKernel.add(node);
+    }
     else if (node.subgraphs().length > 0) keep('holds a subgraph (converted as a whole or not at all)');
     else if (blockedNodes.has(node.name)) keep('node block list');
     else if (blockedOps.has(node.opType)) keep('op block list');
@@ -298,7 +319,17 @@ export function convertToFloat16(model: Model, options: Fp16Options = {}): { mod
     const uses = v.uses();
     const want16 = uses.filter((u) => wants(u.node, u.index) === DataType.FLOAT16);
     if (want16.length === 0) {
-      newType.set(v, DataType.FLOAT);
+      // A weight of float32-only kernels: float16 in the file, Cast back to float32 (inserted below
+      // like any boundary Cast; onnxruntime folds it when the session loads).
+      const t = v.initializer;
+      const storeHalf =
+        t && !v.isGraphOutput() && t.elementCount >= MIN_HALF_STORED_ELEMENTS && uses.length > 0 && uses.every((u) => noHalfKernel.has(u.node)) && withinFloat16(t);
+      if (storeHalf) {
+        convertInitializerInPlace(t, stats, warn);
+        newType.set(v, DataType.FLOAT16);
+        retype(v, DataType.FLOAT16);
+        report.storedAsFloat16.push(v.name);
+      } else newType.set(v, DataType.FLOAT);
       continue;
     }
     const allSixteen = want16.length === uses.length && !(keepIoTypes && v.isGraphOutput());
