@@ -167,9 +167,9 @@ function suggest(model: Model, ops: ReadonlyMap<string, number>, file: string): 
   } else if (convs > 0) {
     const hard = count('HardSwish', 'HardSigmoid');
     if (hard > 0) {
-      out.push(`CNN with ${hard} HardSwish/HardSigmoid: static INT8 is usually slower on onnxruntime's CPU (they have no int8 form; fused for free in FP32); check with model-opt quantize + model-opt benchmark`);
+      out.push(`CNN with ${hard} HardSwish/HardSigmoid: static INT8 is usually slower on onnxruntime's CPU (they have no int8 form; fused for free in FP32); check with model-opt quantize ... --measure-speed`);
     } else {
-      out.push(`CNN (${convs} conv(s)): model-opt quantize ${file} -o out.onnx --calibration-data calib.npz (static INT8, 100 representative inputs)`);
+      out.push(`CNN (${convs} conv(s)): model-opt quantize ${file} -o out.onnx --calibration-data calib.npz --measure-speed (static INT8, 100 representative inputs; times it against FP32)`);
     }
     out.push(`a smaller dense model: model-opt prune ${file} -o slim.onnx --pattern channel --sparsity 0.3, then model-opt distill to recover accuracy`);
   } else if (matmuls > 0) {

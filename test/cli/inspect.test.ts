@@ -112,7 +112,7 @@ describe('inspect suggestions (next steps from the op types)', () => {
     b.output(conv(b, b.input('img', DataType.FLOAT, [1, 1, 8, 8])), DataType.FLOAT, [1, 2, 8, 8]);
     const s = describeModel(b.build(), 'cnn.onnx', 0).suggestions;
     expect(s).toHaveLength(3);
-    expect(s[0]).toBe('CNN (1 conv(s)): model-opt quantize cnn.onnx -o out.onnx --calibration-data calib.npz (static INT8, 100 representative inputs)');
+    expect(s[0]).toBe('CNN (1 conv(s)): model-opt quantize cnn.onnx -o out.onnx --calibration-data calib.npz --measure-speed (static INT8, 100 representative inputs; times it against FP32)');
     expect(s[1]).toMatch(/^a smaller dense model: model-opt prune cnn.onnx -o slim.onnx --pattern channel/);
     expect(s[2]).toBe("batch dim fixed at 1 (input 'img'): model-opt batchify cnn.onnx -o dynamic.onnx to batch requests or sweep batch sizes");
   });
@@ -121,7 +121,7 @@ describe('inspect suggestions (next steps from the op types)', () => {
     const b = new GraphBuilder({ opset: 17 });
     b.output(b.node('HardSwish', [conv(b, b.input('img', DataType.FLOAT, ['N', 1, 8, 8]))]), DataType.FLOAT, ['N', 2, 8, 8]);
     const s = describeModel(b.build(), 'mnv3.onnx', 0).suggestions;
-    expect(s[0]).toBe("CNN with 1 HardSwish/HardSigmoid: static INT8 is usually slower on onnxruntime's CPU (they have no int8 form; fused for free in FP32); check with model-opt quantize + model-opt benchmark");
+    expect(s[0]).toBe("CNN with 1 HardSwish/HardSigmoid: static INT8 is usually slower on onnxruntime's CPU (they have no int8 form; fused for free in FP32); check with model-opt quantize ... --measure-speed");
     expect(s).toHaveLength(2);
   });
 
