@@ -34,10 +34,21 @@ export function modelOutputSpecs(model: Model): IoSpec[] {
 const INDEX_PASSTHROUGH = new Set(['Cast', 'Unsqueeze', 'Squeeze', 'Reshape', 'Flatten', 'Identity', 'Expand', 'Slice', 'Transpose']);
 
 /**
+ * onnxruntime's fused embedding ops (com.microsoft): input index -> index of the table whose rows it
+ * picks (input_ids -> word table, segment_ids -> segment table, position_ids -> position table),
+ * or -1 for the attention mask (0 or 1).
+ */
+const EMBEDDING_OP_TABLES: Record<string, Record<number, number>> = {
+  EmbedLayerNormalization: { 0: 2, 1: 4, 7: -1, 8: 3 },
+  QEmbedLayerNormalization: { 0: 2, 1: 4, 7: -1 },
+};
+
+/**
  * For each integer model input that ends up as the indices of a Gather (token ids into an
  * embedding table, token type ids into a 2-row table), the number of rows of the smallest such
  * table: random inputs must stay below it or onnxruntime refuses the run ("indices element out of
- * data bounds"). Follows the input through casts and reshapes; inputs used otherwise are absent.
+ * data bounds"). The same for the ids of onnxruntime's fused (Q)EmbedLayerNormalization, whose mask
+ * gets 2 (0 or 1). Follows the input through casts and reshapes; inputs used otherwise are absent.
  */
 export function integerInputBounds(model: Model): Record<string, number> {
   const bounds: Record<string, number> = {};
@@ -51,6 +62,12 @@ export function integerInputBounds(model: Model): Record<string, number> {
       for (const { node, index } of v.uses()) {
         if (INDEX_PASSTHROUGH.has(node.opType) && index === 0) {
           for (const out of node.outputs.slice(0, 1)) visit(out);
+        } else if (node.domain === 'com.microsoft' && EMBEDDING_OP_TABLES[node.opType]?.[index] !== undefined) {
+          const table = EMBEDDING_OP_TABLES[node.opType]![index]!;
+          const data = table >= 0 ? node.inputs[table] : undefined;
+          const dims = data ? data.constantTensor()?.dims ?? (isTensorType(data.type) ? data.type.shape : undefined) : undefined;
+          const rows = table < 0 ? 2 : dims?.[0];
+          if (typeof rows === 'number' && rows > 0) bound = Math.min(bound, rows);
         } else if (node.opType === 'Gather' && index === 1) {
           const data = node.inputs[0];
           const dims = data ? data.constantTensor()?.dims ?? (isTensorType(data.type) ? data.type.shape : undefined) : undefined;

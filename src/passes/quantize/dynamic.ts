@@ -33,10 +33,13 @@ import { refuseQuantized } from './registry.js';
 import { UsageError } from '../../errors.js';
 import { quantizeWeight, type QuantizedWeight, type WeightType } from './dynamic-weights.js';
 import { modelWeightBytes } from './fp16.js';
-import { quantizeWeight as quantizeSymmetric } from './quant-math.js';
+import { activationParams, quantizeValues, quantizeWeight as quantizeSymmetric } from './quant-math.js';
 
 export interface DynamicOptions {
-  /** Op types to quantize; default ['MatMul', 'Gemm', 'LSTM', 'Gather', 'Attention'] (the ones this mode supports; Attention is com.microsoft's). */
+  /**
+   * Op types to quantize; default ['MatMul', 'Gemm', 'LSTM', 'Gather', 'Attention',
+   * 'EmbedLayerNormalization'] (the ones this mode supports; the last two are com.microsoft's).
+   */
   opTypes?: string[];
   /** Op types to leave in float32 even if listed in opTypes. */
   excludeOpTypes?: string[];
@@ -78,8 +81,8 @@ export interface DynamicReport {
   notes: string[];
 }
 
-const SUPPORTED = new Set(['MatMul', 'Gemm', 'LSTM', 'Gather', 'Attention']);
-const DEFAULT_OP_TYPES = ['MatMul', 'Gemm', 'LSTM', 'Gather', 'Attention'];
+const SUPPORTED = new Set(['MatMul', 'Gemm', 'LSTM', 'Gather', 'Attention', 'EmbedLayerNormalization']);
+const DEFAULT_OP_TYPES = ['MatMul', 'Gemm', 'LSTM', 'Gather', 'Attention', 'EmbedLayerNormalization'];
 const MS_DOMAIN = 'com.microsoft';
 /** onnxruntime's DynamicQuantizeLSTM rejects per-row uint8 zero points ("must be constant"). */
 const UINT8_PER_CHANNEL_LSTM = 'uint8 weights per channel: DynamicQuantizeLSTM needs one zero point per direction (use int8 or per-tensor)';
@@ -161,8 +164,15 @@ export function quantizeDynamic(model: Model, options: DynamicOptions = {}): { m
   const plans: Plan[] = [];
   const lstmPlans: LstmPlan[] = [];
   const gatherPlans: GatherPlan[] = [];
+  const embedPlans: EmbedPlan[] = [];
   visitGraphs(out.graph, (graph) => {
     for (const node of graph.nodes) {
+      if (node.domain === MS_DOMAIN && node.opType === 'EmbedLayerNormalization') {
+        const result = !opTypes.has(node.opType) ? 'op type excluded' : excluded.has(node.name) ? 'node excluded' : planEmbedLayerNorm(node);
+        if (typeof result === 'string') keep(node, result);
+        else embedPlans.push(result);
+        continue;
+      }
       if (node.domain === MS_DOMAIN && node.opType === 'Attention') {
         const result = !opTypes.has('Attention') ? 'op type excluded' : excluded.has(node.name) ? 'node excluded' : planAttention(node);
         if (typeof result === 'string') keep(node, result);
@@ -397,6 +407,54 @@ export function quantizeDynamic(model: Model, options: DynamicOptions = {}): { m
     report.quantizedByOpType.Gather = (report.quantizedByOpType.Gather ?? 0) + 1;
   }
 
+  for (const p of embedPlans) {
+    const { node } = p;
+    const base = label(node);
+    const home = node.graph;
+    // uint8 asymmetric, one scale per tensor: onnxruntime's QEmbedLayerNormalization dequantizes
+    // each table (and gamma, beta) with a scalar scale and zero point as it gathers.
+    const q = p.tensors.map(({ value, tensor }) => {
+      const values = tensor.data as Float32Array;
+      let min = Infinity;
+      let max = -Infinity;
+      for (const x of values) {
+        if (x < min) min = x;
+        if (x > max) max = x;
+      }
+      const params = activationParams(min, max, DataType.UINT8, false);
+      oldWeights.add(value);
+      return [
+        home.addInitializer(Tensor.fromData(names.value(`${value.name}_quantized`), { dtype: DataType.UINT8, dims: [...tensor.dims], data: quantizeValues(values, params) as Uint8Array })),
+        home.addInitializer(Tensor.fromData(names.value(`${value.name}_scale`), { dtype: DataType.FLOAT, dims: [], data: Float32Array.of(params.scale) })),
+        home.addInitializer(Tensor.fromData(names.value(`${value.name}_zero_point`), { dtype: DataType.UINT8, dims: [], data: Uint8Array.of(params.zeroPoint) })),
+      ] as const;
+    });
+    const [word, position, segment, gamma, beta] = [q[0]!, q[1]!, p.hasSegment ? q[2]! : null, q[p.hasSegment ? 3 : 2]!, q[p.hasSegment ? 4 : 3]!];
+    const [ids, segmentIds, , , , , , mask] = node.inputs;
+    // QEmbedLayerNormalization: input_ids, segment_ids, the five 8-bit tensors, mask, their five
+    // scales, then their five zero points; outputs layernorm_out and mask_index_out (required).
+    node.setInputs([
+      ids ?? null, segmentIds ?? null, word[0], position[0], segment?.[0] ?? null, gamma[0], beta[0], mask ?? null,
+      word[1], position[1], segment?.[1] ?? null, gamma[1], beta[1],
+      word[2], position[2], segment?.[2] ?? null, gamma[2], beta[2],
+    ]);
+    // Exactly two outputs (an unread embedding_sum goes; the plan checked it is unread).
+    const [output, maskIndex] = node.outputs;
+    const keptMaskIndex = maskIndex && maskIndex.name !== '' ? maskIndex : undefined;
+    for (const dropped of node.outputs.slice(keptMaskIndex ? 2 : 1)) node.graph.valueInfo = node.graph.valueInfo.filter((v) => v !== dropped);
+    node._setOutputs(keptMaskIndex ? [output!, keptMaskIndex] : [output!]);
+    if (!keptMaskIndex) node.addOutput(names.value(`${base}_mask_index`), { kind: 'tensor', elemType: DataType.INT32 });
+    node.opType = 'QEmbedLayerNormalization';
+    const [rows, cols] = p.tensors[0]!.tensor.dims as [number, number];
+    report.quantized.push({ node: base, opType: 'EmbedLayerNormalization', weight: p.tensors[0]!.value.name, shape: [rows, cols], perChannel: false, bias: false });
+    report.quantizedByOpType.EmbedLayerNormalization = (report.quantizedByOpType.EmbedLayerNormalization ?? 0) + 1;
+  }
+  if (embedPlans.length > 0) {
+    report.notes.push(
+      `${embedPlans.length} com.microsoft EmbedLayerNormalization node(s) became QEmbedLayerNormalization: word, position and segment tables, gamma and beta in uint8 (one scale each), dequantized as they are gathered; a size gain (the embeddings are often a quarter of a BERT's weights), onnxruntime only.`,
+    );
+  }
+
   // Float weights nobody reads any more.
   for (const v of oldWeights) dropIfUnused(v);
   visitGraphs(out.graph, (g) => g.topologicalSort());
@@ -433,6 +491,36 @@ function planGather(node: Node): GatherPlan | string | null {
   const other = data.uses().find((u) => u.node.opType !== 'Gather' || u.index !== 0 || u.node.getInt('axis', 0) !== 0 || u.node.inputs[1]?.constantTensor());
   if (other || data.isGraphOutput()) return `the table is also read by ${other ? `'${other.node.name}' (${other.node.opType})` : 'a graph output'}: an int8 copy would only add to the size`;
   return { node, data, table };
+}
+
+interface EmbedPlan {
+  node: Node;
+  /** word, position, [segment,] gamma, beta. */
+  tensors: { value: Value; tensor: Tensor }[];
+  hasSegment: boolean;
+}
+
+/**
+ * com.microsoft EmbedLayerNormalization with constant float tables, gamma and beta, no
+ * position_ids input, no embedding_sum reader and no attribute but epsilon: the plan for
+ * QEmbedLayerNormalization (as onnxruntime's quantize_dynamic writes it); otherwise why it stays float.
+ */
+function planEmbedLayerNorm(node: Node): EmbedPlan | string {
+  const [ids, , word, position, segment, gamma, beta, , positionIds] = node.inputs;
+  if (!ids || !word || !position || !gamma || !beta) return 'missing input';
+  if (positionIds) return `input '${positionIds.name}' (position_ids): QEmbedLayerNormalization has no such input`;
+  const sum = node.outputs[2];
+  if (sum && sum.name !== '' && (sum.uses().length > 0 || sum.isGraphOutput())) return `output '${sum.name}' (embedding_sum): QEmbedLayerNormalization has no such output`;
+  const unknown = [...node.attributes.keys()].find((a) => a !== 'epsilon');
+  if (unknown) return `attribute '${unknown}' has no QEmbedLayerNormalization equivalent`;
+  const values = [word, position, ...(segment ? [segment] : []), gamma, beta];
+  const tensors: { value: Value; tensor: Tensor }[] = [];
+  for (const value of values) {
+    const tensor = floatConstant(value);
+    if (!tensor) return `'${value.name}' is not a constant float32 tensor`;
+    tensors.push({ value, tensor });
+  }
+  return { node, tensors, hasSegment: Boolean(segment) };
 }
 
 interface LstmPlan {
