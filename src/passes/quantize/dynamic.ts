@@ -22,7 +22,8 @@
  * says (exclude LSTM to keep standard ONNX). The com.microsoft Attention of onnxruntime-optimized
  * transformers becomes com.microsoft QAttention, as quantize_dynamic does: the packed Q/K/V
  * projection [D, 3H] runs as one int8 GEMM per head on the DynamicQuantizeLinear'd input (per-column
- * weight scales), the attention itself stays float. Conv, GRU/RNN and ONNX's own Attention stay
+ * weight scales), the attention itself stays float; its fused EmbedLayerNormalization becomes
+ * QEmbedLayerNormalization (uint8 tables, gamma and beta). Conv, GRU/RNN and ONNX's own Attention stay
  * float: ConvInteger has no fused float epilogue in onnxruntime's CPU provider (its im2col path is
  * slower than the float Conv), and GRU/RNN/ONNX Attention have no integer kernels there.
  * Works on a clone; the input model is never mutated.

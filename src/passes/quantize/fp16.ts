@@ -5,7 +5,9 @@
  * Casts go only where a float16 value meets a float32 reader (and at the model boundary when
  * keepIoTypes): one Cast per value and target type, never a Cast feeding a Cast. Constants
  * (initializers, Constant nodes, ConstantOfShape/EyeLike attributes) are converted with their
- * readers; finite values beyond ±65504 are clamped with a warning naming the tensor.
+ * readers; finite values beyond ±65504 are clamped with a warning naming the tensor. Large weights
+ * read only by custom-domain ops (no float16 kernel) are stored as float16 behind a Cast back to
+ * float32 that onnxruntime folds at load.
  * Plan first (which nodes convert, what type every value gets), then edit once.
  * Works on a clone; the input model is never mutated. Subgraph bodies are left as they are
  * (their owner node stays float32, and outer values they read are cast back to float32).
@@ -254,8 +256,7 @@ export function convertToFloat16(model: Model, options: Fp16Options = {}): { mod
     if (!isDefaultDomain(node)) {
       keep(`custom domain '${node.domain}'`);
       noHalfKernel.add(node);
-    }
-    else if (node.subgraphs().length > 0) keep('holds a subgraph (converted as a whole or not at all)');
+    } else if (node.subgraphs().length > 0) keep('holds a subgraph (converted as a whole or not at all)');
     else if (blockedNodes.has(node.name)) keep('node block list');
     else if (blockedOps.has(node.opType)) keep('op block list');
     else if (attributeBlockReason(node)) keep(attributeBlockReason(node)!);
