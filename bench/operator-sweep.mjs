@@ -6,7 +6,8 @@
 //   fp16            max |error| / max |reference| per output must stay <= 2e-2;
 //   int8, dynamic   relative L2 error per output must stay <= 0.1 ("noisy" otherwise).
 // Prints every failure with its first error line and the counts. Takes a few minutes per folder.
-//   npm run build && node bench/operator-sweep.mjs fp16|int8|int8-dynamic [node|pytorch-converted|pytorch-operator|simple] [name regex]
+//   int8-all quantizes every node (onlyNodes, past the speed rules) to check each op's numerics.
+//   npm run build && node bench/operator-sweep.mjs fp16|int8|int8-all|int8-dynamic [node|pytorch-converted|pytorch-operator|simple] [name regex]
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { dist } from './quantize-common.mjs';
@@ -19,8 +20,8 @@ const { quantizeInt8 } = await import(dist('passes/quantize/index.js'));
 const { quantizeDynamic } = await import(dist('passes/quantize/dynamic.js'));
 
 const [mode = 'fp16', folder = 'node', pattern] = process.argv.slice(2);
-if (!['fp16', 'int8', 'int8-dynamic'].includes(mode)) {
-  console.error(`unknown mode '${mode}' (fp16, int8, int8-dynamic)`);
+if (!['fp16', 'int8', 'int8-all', 'int8-dynamic'].includes(mode)) {
+  console.error(`unknown mode '${mode}' (fp16, int8, int8-all, int8-dynamic)`);
   process.exit(2);
 }
 const root = `/usr/share/libonnx-testdata/data/${folder}`;
@@ -104,7 +105,11 @@ for (const name of readdirSync(root).sort()) {
     else {
       const first = Object.values(feeds)[0];
       const calibration = { count: first.dims[0] ?? 1, inputs: feeds, source: name, notes: [] };
-      const { model: q, report } = await quantizeInt8(model, { calibration, onWarning: () => {} });
+      // int8-all: every node quantized (onlyNodes, as sensitivity analysis does), past the speed
+      // rules that leave a lone op between float inputs and outputs float: the numerics of each op.
+      if (mode === 'int8-all') model.graph.nameUnnamedNodes();
+      const onlyNodes = mode === 'int8-all' ? model.allNodes().map((n) => n.name) : undefined;
+      const { model: q, report } = await quantizeInt8(model, { calibration, onlyNodes, onWarning: () => {} });
       if (report.qdq.quantized.length === 0) {
         counts.unchanged++;
         continue;

@@ -101,3 +101,43 @@ describe('narrow image stems left in float', () => {
     expect((await stemNet(16, { minConvReduction: 0 })).report.qdq.byOpType.Conv).toBe(3);
   });
 });
+
+describe('a light op between float ops stays float', () => {
+  it('the SiLU after a float narrow stem: its Sigmoid stays float with its Mul (no Q -> QLinearSigmoid -> DQ sandwich); the conv after it runs int8; numerics hold', async () => {
+    const { DataType, GraphBuilder } = await import('../../src/ir/index.js');
+    const { randomFloats } = await import('./models.js');
+    const { checkFusion } = await import('../../src/passes/quantize/fusion-check.js');
+    const b = new GraphBuilder({ opset: 13 });
+    const x = b.input('input', DataType.FLOAT, ['N', 3, 16, 16]);
+    const conv = (inp: ReturnType<typeof b.input>, cin: number, cout: number, name: string, seed: number) =>
+      b.node('Conv', [inp, b.initializer(`${name}.w`, DataType.FLOAT, [cout, cin, 3, 3], randomFloats(cout * cin * 9, seed, 0.3))], { kernel_shape: [3, 3], pads: [1, 1, 1, 1] }, { name });
+    const silu = (v: ReturnType<typeof b.input>, name: string) => b.node('Mul', [v, b.node('Sigmoid', [v], {}, { name: `${name}.sig` })], {}, { name: `${name}.silu` });
+    const h = silu(conv(x, 3, 16, 'stem', 160), 'stem');
+    const y = silu(conv(h, 16, 32, 'c1', 161), 'c1');
+    b.output(conv(y, 32, 8, 'c2', 162), DataType.FLOAT, ['N', 8, 16, 16]);
+    const fp32 = b.build();
+    const calib = dataset('input', [8, 3, 16, 16], 163);
+    const { model, report } = await quantizeInt8(fp32, { calibration: calib });
+    const reason = (node: string) => report.qdq.skipped.find((s) => s.node === node)?.reason;
+    expect(reason('stem')).toMatch(/^image stem/);
+    expect(reason('stem.silu')).toMatch(/^reads float tensor/);
+    expect(reason('stem.sig')).toMatch(/^between float ops/);
+    // The second SiLU reads an int8 conv output: QLinearSigmoid and QLinearMul.
+    expect(report.qdq.byOpType).toEqual({ Conv: 2, Sigmoid: 1, Mul: 1 });
+    expect((await checkFusion(model)).unfused).toEqual([]);
+    const feeds = { input: { ...calib.inputs.input!, dims: [2, 3, 16, 16], data: (calib.inputs.input!.data as Float32Array).subarray(0, 2 * 768) } };
+    const run = async (m: typeof model): Promise<Float32Array> => {
+      const r = await createRunner(m, { intraOpThreads: 1 });
+      try {
+        return Object.values(await r.run(feeds))[0]!.data as Float32Array;
+      } finally {
+        await r.release();
+      }
+    };
+    const [want, got] = [await run(fp32), await run(model)];
+    const range = Math.max(...want) - Math.min(...want);
+    let worst = 0;
+    for (let i = 0; i < want.length; i++) worst = Math.max(worst, Math.abs(got[i]! - want[i]!));
+    expect(worst).toBeLessThan(range * 0.05);
+  });
+});

@@ -112,6 +112,7 @@ export async function quantizeInt8(model: Model, options: Int8Options): Promise<
     minConvReduction: options.minConvReduction,
     padChannels: options.padChannels,
     layoutAnchors: options.layoutAnchors,
+    onlyNodes: options.onlyNodes,
   };
   for (const name of options.excludeNodes ?? []) {
     if (!pre.model.graph.allNodes().some((n) => n.name === name)) warn(`--exclude-nodes: no node named '${name}' in the model`);

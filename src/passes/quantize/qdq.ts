@@ -72,6 +72,18 @@ export const MIN_CONV_REDUCTION = 16;
  */
 const Q_HOISTING_OPS = new Set(['MaxPool', 'Reshape', 'Transpose', 'Squeeze', 'Unsqueeze', 'Slice']);
 
+/** Ops whose integer kernel pays for a QuantizeLinear and a DequantizeLinear around it. */
+const HEAVY_OPS = new Set(['Conv', 'ConvTranspose', 'MatMul', 'Gemm']);
+
+/** Whether a quantized node reads `node`'s outputs (looking past a Relu/Clip it may absorb). */
+function feedsQuantized(node: Node, quantizedNodes: ReadonlySet<Node>): boolean {
+  return node.outputs.some(
+    (o) =>
+      o.name !== '' &&
+      o.uses().some((u) => quantizedNodes.has(u.node) || (ABSORBABLE_ACTIVATIONS.has(u.node.opType) && u.node.outputs.some((a) => a.uses().some((w) => quantizedNodes.has(w.node))))),
+  );
+}
+
 /** Elementwise ops quantized only when every non-constant input is already int8 (see planQdq). */
 const ELEMENTWISE_INT8 = new Set(['Add', 'Mul']);
 
@@ -398,6 +410,22 @@ export function planQdq(model: Model, options: QdqOptions = {}): QdqPlan {
       nodes.splice(i, 1);
       quantizedNodes.delete(node);
       skipped.push({ node: node.name, opType: node.opType, reason: 'its readers stay float: in 8-bit it would only add a DequantizeLinear' });
+      changed = true;
+    }
+    // A light op (not a Conv or matrix product) between float ops: a QuantizeLinear before it and a
+    // DequantizeLinear after it cost more than its integer kernel saves. The SiLU after a float
+    // stem (x * Sigmoid(x)): the Mul reads the float x and stays float, and a QLinearSigmoid
+    // between them made five passes over the stem's output where float makes one (onnxruntime
+    // fuses x * Sigmoid(x) into QuickGelu). Not for sensitivity analysis, which quantizes one node
+    // at a time on purpose.
+    for (let i = nodes.length - 1; i >= 0 && !onlyNodes; i--) {
+      const { node, roles } = nodes[i]!;
+      if (HEAVY_OPS.has(node.opType) || nodes[i]!.handler.output === 'passthrough') continue;
+      const readsInt8 = node.inputs.some((v, j) => v && roles[j]?.role === 'activation' && producesQuantized(v));
+      if (readsInt8 || feedsQuantized(node, quantizedNodes)) continue;
+      nodes.splice(i, 1);
+      quantizedNodes.delete(node);
+      skipped.push({ node: node.name, opType: node.opType, reason: 'between float ops: in 8-bit it would only add a QuantizeLinear before it and a DequantizeLinear after it' });
       changed = true;
     }
   }
