@@ -25,6 +25,9 @@
 //            on 3x64x64, a transition, BN-ReLU, GAP, Gemm. `densenet N STEM` sets the stem's
 //            width (default 32; below 32 it is a float narrow stem and the first Concat reads it
 //            through a layout anchor).
+//   yolo     a YOLOv8n-style backbone: 3 -> 16 stem /2 (float: narrow), strided convs and C2f stages
+//            (Split, residual Adds, Concat) of 32-256 channels, SPPF (three MaxPool 5x5, Concat),
+//            SiLU everywhere; `yolo N SIDE` sets the input side (default 320).
 //   Any model whose INT8 form has layout anchors is also timed with layoutAnchors false.
 //   resnext  3 ResNeXt-style blocks on 64x28x28 (1x1 to 128, 3x3 with 32 groups of 4, 1x1 back,
 //            residual Add). Variant: default only (grouped convs of 4 channels stay float).
@@ -42,7 +45,7 @@
 //            basic residual blocks (16, 32, 64 channels; stride-2 1x1 projections) -> GAP -> Gemm.
 //            The first block's Add reads the float stem's output, which its first conv reads too:
 //            a layout anchor.
-//   npm run build && node bench/quantize-blocks.mjs unet|encoder|c2f|mnv3|effnet|keras|densenet|resnext|detector|stem16|grouped|resnet20 [iterations=200] [args]
+//   npm run build && node bench/quantize-blocks.mjs unet|encoder|c2f|mnv3|effnet|keras|densenet|resnext|detector|stem16|grouped|resnet20|yolo [iterations=200] [args]
 import { compareVariants, dist } from './quantize-common.mjs';
 
 const { DataType, GraphBuilder } = await import(dist('ir/index.js'));
@@ -297,7 +300,42 @@ function resnet20() {
   return { model: b.build(), dims: [3, 32, 32] };
 }
 
-const builders = { unet, encoder, c2f, mnv3, effnet, keras, densenet, resnext, detector, stem16, grouped, resnet20 };
+function yolo() {
+  const side = Number(process.argv[4] ?? 320);
+  const b = new GraphBuilder({ opset: 17 });
+  const w = (name, dims, scale) => b.initializer(name, DataType.FLOAT, dims, floats(dims.reduce((a, c) => a * c, 1), scale));
+  let id = 0;
+  const conv = (x, cin, cout, k, stride = 1) => {
+    const n = `conv${id++}`;
+    const c = b.node('Conv', [x, w(`${n}.w`, [cout, cin, k, k], Math.sqrt(3 / (k * k * cin))), w(`${n}.b`, [cout], 0.05)], { kernel_shape: [k, k], strides: [stride, stride], pads: Array(4).fill((k - 1) / 2) }, { name: n });
+    return b.node('Mul', [c, b.node('Sigmoid', [c], {}, { name: `${n}.sig` })], {}, { name: `${n}.silu` });
+  };
+  const c2fBlock = (x, c, blocks) => {
+    const half = c / 2;
+    const [a, rest] = b.node('Split', [conv(x, c, c, 1), b.initializer(`split${id}.sizes`, DataType.INT64, [2], BigInt64Array.of(BigInt(half), BigInt(half)))], { axis: 1 }, { name: `split${id++}`, outputs: 2 });
+    const parts = [a, rest];
+    let y = rest;
+    for (let i = 0; i < blocks; i++) {
+      y = b.node('Add', [y, conv(conv(y, half, half, 3), half, half, 3)], {}, { name: `res${id++}` });
+      parts.push(y);
+    }
+    return conv(b.node('Concat', parts, { axis: 1 }, { name: `cat${id++}` }), half * parts.length, c, 1);
+  };
+  let x = conv(b.input('input', DataType.FLOAT, ['N', 3, side, side]), 3, 16, 3, 2);
+  x = c2fBlock(conv(x, 16, 32, 3, 2), 32, 1);
+  x = c2fBlock(conv(x, 32, 64, 3, 2), 64, 2);
+  x = c2fBlock(conv(x, 64, 128, 3, 2), 128, 2);
+  x = c2fBlock(conv(x, 128, 256, 3, 2), 256, 1);
+  const s1 = conv(x, 256, 128, 1);
+  const pool = (v, name) => b.node('MaxPool', [v], { kernel_shape: [5, 5], pads: [2, 2, 2, 2], strides: [1, 1] }, { name });
+  const p1 = pool(s1, 'sppf.p1');
+  const p2 = pool(p1, 'sppf.p2');
+  const p3 = pool(p2, 'sppf.p3');
+  b.output(conv(b.node('Concat', [s1, p1, p2, p3], { axis: 1 }, { name: 'sppf.cat' }), 512, 256, 1), DataType.FLOAT, ['N', 256, side / 32, side / 32]);
+  return { model: b.build(), dims: [3, side, side] };
+}
+
+const builders = { unet, encoder, c2f, mnv3, effnet, keras, densenet, resnext, detector, stem16, grouped, resnet20, yolo };
 if (!builders[arch]) {
   console.error(`unknown architecture '${arch}' (${Object.keys(builders).join(', ')})`);
   process.exit(2);
