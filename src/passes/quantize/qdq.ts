@@ -419,8 +419,8 @@ export function planQdq(model: Model, options: QdqOptions = {}): QdqPlan {
     // fuses x * Sigmoid(x) into QuickGelu). Not for sensitivity analysis, which quantizes one node
     // at a time on purpose.
     for (let i = nodes.length - 1; i >= 0 && !onlyNodes; i--) {
-      const { node, roles } = nodes[i]!;
-      if (HEAVY_OPS.has(node.opType) || nodes[i]!.handler.output === 'passthrough') continue;
+      const { node, roles, handler } = nodes[i]!;
+      if (HEAVY_OPS.has(node.opType) || handler.output === 'passthrough') continue;
       const readsInt8 = node.inputs.some((v, j) => v && roles[j]?.role === 'activation' && producesQuantized(v));
       if (readsInt8 || feedsQuantized(node, quantizedNodes)) continue;
       nodes.splice(i, 1);
