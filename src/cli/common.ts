@@ -3,11 +3,12 @@
  * typed errors to exit codes, the progress spinner (stderr, only on a TTY and never under --json),
  * and JSON output. Subcommand files import library code lazily (`await import(...)`) inside their
  * action so `model-opt --help` never loads onnxruntime or tfjs.
- * May import: errors, report/json (the JSON replacer; types only otherwise), and ora/cli-table3 lazily.
+ * May import: errors, report/json (the JSON replacer; types only otherwise), and ora/cli-table3,
+ * bench and report/format lazily (--measure-speed).
  */
 import path from 'node:path';
 import { InvalidArgumentError } from 'commander';
-import type { AccuracyBudget } from '../bench/types.js';
+import type { AccuracyBudget, LatencyPoint } from '../bench/types.js';
 import { ExitCode, ModelOptError, UsageError } from '../errors.js';
 import { jsonReplacer } from '../report/json.js';
 
@@ -197,3 +198,42 @@ export async function createProgress(options: { json?: boolean; quiet?: boolean 
 export function note(text: string, options: { json?: boolean } = {}): void {
   if (!options.json) process.stderr.write(`${text}\n`);
 }
+
+/** What --measure-speed reports (quantize, prune): the written model against the input, paired runs. */
+export interface SpeedCheck {
+  batchSize: number;
+  threads: number;
+  runs: number;
+  baselineP50Ms: number;
+  p50Ms: number;
+  speedup: NonNullable<LatencyPoint['speedup']>;
+}
+
+/**
+ * Time `candidate` against `baseline` with the benchmark library on random inputs: the
+ * benchmark's default batch (1, or the batch the model fixes), `runs` interleaved runs each.
+ */
+export async function measureSpeed(
+  baseline: string,
+  candidate: string,
+  options: { runs: number; threads: number; shapes?: Record<string, number[]> },
+  update: (message: string) => void,
+  onWarning?: (message: string) => void,
+): Promise<SpeedCheck> {
+  const { benchmark } = await import('../bench/index.js');
+  const { runs, threads, shapes } = options;
+  update(`timing ${baseline} against ${candidate} (${threads} thread${threads === 1 ? '' : 's'}, ${runs} runs each)`);
+  const result = await benchmark({ baseline, candidates: [candidate], iterations: runs, threads, shapes, measureMemory: false }, { onWarning });
+  const [base, written] = result.models.map((m) => m.latency[0]!);
+  return { batchSize: base!.batchSize, threads, runs, baselineP50Ms: base!.stats.p50, p50Ms: written!.stats.p50, speedup: written!.speedup! };
+}
+
+/** One line for a SpeedCheck: '1.58x [1.55, 1.61] at batch 1, 1 thread: p50 0.133 -> 0.084 ms (...)'. */
+export async function formatSpeedCheck(sp: SpeedCheck): Promise<string> {
+  const { formatMs, formatSpeedup } = await import('../report/format.js');
+  const slower = sp.speedup.verdict === 'slower' ? '; SLOWER than the input model here' : '';
+  return `${formatSpeedup(sp.speedup)} at batch ${sp.batchSize}, ${sp.threads} thread${sp.threads === 1 ? '' : 's'}: p50 ${formatMs(sp.baselineP50Ms)} -> ${formatMs(sp.p50Ms)} ms (${sp.runs} interleaved runs each, random inputs)${slower}`;
+}
+
+/** Default timed runs per model for --measure-speed without a value. */
+export const MEASURE_SPEED_RUNS = 300;

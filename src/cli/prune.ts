@@ -2,11 +2,26 @@
  * `model-opt prune <model> -o out.onnx`: flags -> typed PruneOptions (validated here, once), run
  * the pruning library, write the model atomically after onnxruntime has run it, and print either
  * the per-layer table or one JSON document. The library loads lazily so `--help` stays light.
- * May import: cli/common, errors; lazily passes/prune, onnx, runtime/shapes, cli-table3.
+ * May import: cli/common, errors; lazily passes/prune, onnx, runtime/shapes, cli-table3 (and,
+ * through cli/common, bench for --measure-speed).
  */
 import { Command, InvalidArgumentError } from 'commander';
 import { UsageError } from '../errors.js';
-import { checkOutputPath, collect, createProgress, oneOf, parseFraction, parsePositiveInt, parseStringList, printJson, runCommand } from './common.js';
+import {
+  checkOutputPath,
+  collect,
+  createProgress,
+  formatSpeedCheck,
+  MEASURE_SPEED_RUNS,
+  measureSpeed,
+  oneOf,
+  parseFraction,
+  parsePositiveInt,
+  parseStringList,
+  printJson,
+  runCommand,
+  type SpeedCheck,
+} from './common.js';
 import type { ChannelPruneReport, MagnitudePruneReport, PrunePattern, PruneResult } from '../passes/prune/index.js';
 
 interface PruneFlags {
@@ -25,6 +40,7 @@ interface PruneFlags {
   evalData?: string;
   maxSamples?: number;
   shape?: string[];
+  measureSpeed?: boolean | number;
   json?: boolean;
 }
 
@@ -51,7 +67,7 @@ const count = (n: number | undefined): string =>
 const change = (a: number | undefined, b: number | undefined, fmt: (x: number | undefined) => string = count): string =>
   a === b ? fmt(a) : `${fmt(a)} -> ${fmt(b)}`;
 
-async function renderTable(result: PruneResult, input: string, output: string): Promise<string> {
+async function renderTable(result: PruneResult, input: string, output: string, speed?: SpeedCheck): Promise<string> {
   const { default: Table } = await import('cli-table3');
   const lines: string[] = [];
   const report = result.report;
@@ -115,6 +131,7 @@ async function renderTable(result: PruneResult, input: string, output: string): 
     );
   }
   lines.push(`checked in onnxruntime: loads and runs, outputs ${result.check.outputs.map((o) => `${o.name} ${o.dims.join('x')}`).join(', ')}`);
+  if (speed) lines.push(`measured speed-up: ${await formatSpeedCheck(speed)}`);
   for (const n of result.notes) lines.push(`note: ${n}`);
   lines.push(`wrote ${output} (from ${input})`);
   return `${lines.join('\n')}\n`;
@@ -140,6 +157,7 @@ export function registerPrune(program: Command): void {
     .option('--eval-data <path>', 'labelled data (.npz with labels) to measure top-1 accuracy before and after')
     .option('--max-samples <n>', 'evaluate at most n samples of --eval-data', parsePositiveInt)
     .option('--shape <name=dims>', 'size of symbolic input dims other than the batch, e.g. x=1x3x224x224 (repeatable)', collect)
+    .option('--measure-speed [runs]', 'after writing, time the input model against the pruned one (batch 1 or the model\'s fixed batch, 1 thread, random inputs, 300 interleaved runs each by default): does the pruning pay in latency?', parsePositiveInt)
     .option('--json', 'print one JSON document on stdout instead of the table')
     .action(
       runCommand(async (input: string, flags: PruneFlags) => {
@@ -165,6 +183,7 @@ export function registerPrune(program: Command): void {
         const shapes = flags.shape ? parseShapeOverrides(flags.shape.join(',')) : undefined;
         const progress = await createProgress({ json: flags.json });
         let result: PruneResult;
+        let speed: SpeedCheck | undefined;
         try {
           progress.update(`loading ${input}`);
           const model = await loadModel(input);
@@ -190,6 +209,10 @@ export function registerPrune(program: Command): void {
           );
           progress.update(`writing ${output}`);
           await saveModel(result.model, output);
+          if (flags.measureSpeed) {
+            const runs = typeof flags.measureSpeed === 'number' ? flags.measureSpeed : MEASURE_SPEED_RUNS;
+            speed = await measureSpeed(input, output, { runs, threads: 1, shapes }, (message) => progress.update(message));
+          }
         } finally {
           progress.stop();
         }
@@ -203,10 +226,11 @@ export function registerPrune(program: Command): void {
             size: { before: result.sizeBefore, after: result.sizeAfter },
             accuracy: result.accuracy ?? null,
             check: result.check,
+            speed,
             notes: result.notes,
           });
         } else {
-          process.stdout.write(await renderTable(result, input, output));
+          process.stdout.write(await renderTable(result, input, output, speed));
         }
       }),
     );

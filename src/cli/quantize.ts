@@ -15,6 +15,9 @@ import {
   checkOutputPath,
   collect,
   createProgress,
+  formatSpeedCheck,
+  MEASURE_SPEED_RUNS,
+  measureSpeed,
   note,
   parseAccuracyBudget,
   parseNonNegativeInt,
@@ -257,7 +260,9 @@ async function quantizeAction(modelPath: string, flags: QuantizeFlags): Promise<
     const qdqReport = flags.mode === 'int8' ? (passReport as import('../passes/quantize/index.js').Int8Report).qdq : undefined;
     const keptFloat = qdqReport ? [...qdqReport.skipped, ...qdqReport.floatCompute.map((f) => ({ ...f, weightsDequantized: true }))] : undefined;
     const fusion = flags.mode === 'fp16' ? undefined : await q.checkFusion(target, { runner: runnerOptions, reference: written, keptFloat });
-    const speed = flags.measureSpeed ? await measureSpeed(modelPath, target, flags, shapes, (m) => progress.update(m), onWarning) : undefined;
+    const speed = flags.measureSpeed
+      ? await measureSpeed(modelPath, target, { runs: typeof flags.measureSpeed === 'number' ? flags.measureSpeed : MEASURE_SPEED_RUNS, threads: flags.threads ?? 1, shapes }, (m) => progress.update(m), onWarning)
+      : undefined;
     const document = {
       schemaVersion: QUANTIZE_JSON_SCHEMA_VERSION,
       command: 'quantize',
@@ -299,34 +304,6 @@ async function quantizeAction(modelPath: string, flags: QuantizeFlags): Promise<
   }
 }
 
-/** What --measure-speed reports: the written model against the input, one batch size, paired runs. */
-interface SpeedCheck {
-  batchSize: number;
-  threads: number;
-  runs: number;
-  baselineP50Ms: number;
-  p50Ms: number;
-  speedup: NonNullable<import('../bench/types.js').LatencyPoint['speedup']>;
-}
-
-async function measureSpeed(
-  baseline: string,
-  candidate: string,
-  flags: QuantizeFlags,
-  shapes: Record<string, number[]> | undefined,
-  update: (message: string) => void,
-  onWarning: (message: string) => void,
-): Promise<SpeedCheck> {
-  const { benchmark } = await import('../bench/index.js');
-  const runs = typeof flags.measureSpeed === 'number' ? flags.measureSpeed : 300;
-  const threads = flags.threads ?? 1;
-  update(`timing ${baseline} against ${candidate} (${threads} thread${threads === 1 ? '' : 's'}, ${runs} runs each)`);
-  // The benchmark's default batch: 1, or the batch the model fixes.
-  const result = await benchmark({ baseline, candidates: [candidate], iterations: runs, threads, shapes, measureMemory: false }, { onWarning });
-  const [base, written] = result.models.map((m) => m.latency[0]!);
-  return { batchSize: base!.batchSize, threads, runs, baselineP50Ms: base!.stats.p50, p50Ms: written!.stats.p50, speedup: written!.speedup! };
-}
-
 type SummaryDocument = {
   mode: Mode;
   input: { path: string; sizeBytes: number };
@@ -334,7 +311,7 @@ type SummaryDocument = {
   seconds: number;
   report: unknown;
   fusion?: import('../passes/quantize/index.js').FusionReport;
-  speed?: SpeedCheck;
+  speed?: import('./common.js').SpeedCheck;
   agreement: Record<string, import('../bench/stats.js').AgreementMetrics>;
   qat?: import('../train/qat.js').QatReport;
   guard?: { budget: AccuracyBudget; baselineAccuracy: number; met: boolean; chosen: { fp32Nodes: string[]; accuracy: number; dropPoints: number }; attempts: unknown[] };
@@ -342,7 +319,7 @@ type SummaryDocument = {
 
 async function renderSummary(doc: SummaryDocument): Promise<string> {
   const { default: Table } = await import('cli-table3');
-  const { formatBytes, formatDb, formatMs, formatSpeedup, formatWorstChannel } = await import('../report/format.js');
+  const { formatBytes, formatDb, formatWorstChannel } = await import('../report/format.js');
   const table = new Table({ head: ['', doc.mode], style: { head: [], border: [] } });
   const r = doc.report as Record<string, unknown>;
   if (doc.mode === 'int8') {
@@ -388,14 +365,7 @@ async function renderSummary(doc: SummaryDocument): Promise<string> {
     if (f.keptFloat.length > 0) table.push(['float by choice, reads int8', f.keptFloat.map((u) => `${u.node} (${u.opType})`).join(', ')]);
     table.push(['will it be faster?', f.verdict]);
   }
-  if (doc.speed) {
-    const sp = doc.speed;
-    const slower = sp.speedup.verdict === 'slower' ? '; SLOWER than the input model here' : '';
-    table.push([
-      'measured speed-up',
-      `${formatSpeedup(sp.speedup)} at batch ${sp.batchSize}, ${sp.threads} thread${sp.threads === 1 ? '' : 's'}: p50 ${formatMs(sp.baselineP50Ms)} -> ${formatMs(sp.p50Ms)} ms (${sp.runs} interleaved runs each, random inputs)${slower}`,
-    ]);
-  }
+  if (doc.speed) table.push(['measured speed-up', await formatSpeedCheck(doc.speed)]);
   table.push(['size', `${formatBytes(doc.input.sizeBytes)} -> ${formatBytes(doc.output.sizeBytes)} (${((doc.output.sizeBytes / doc.input.sizeBytes) * 100).toFixed(0)}%)`]);
   for (const [name, a] of Object.entries(doc.agreement)) {
     table.push([`agreement '${name}'`, `SQNR ${formatDb(a.sqnrDb)}${formatWorstChannel(a)}${a.top1Agreement !== null ? `, top-1 agreement ${(a.top1Agreement * 100).toFixed(2)}%` : ''} (${a.rows ? `${a.rows} samples` : `${a.count} values`})`]);

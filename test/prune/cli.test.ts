@@ -53,6 +53,20 @@ describe('model-opt prune (CLI)', () => {
     expect(weightDims(written, 'fc')).toEqual([4, 8]);
   });
 
+  it('--measure-speed times the input against the pruned model (JSON speed with a paired interval; a table line)', async () => {
+    const out = path.join(dir, 'speed.onnx');
+    const r = await cli(modelPath, '-o', out, '--pattern', 'channel', '--sparsity', '0.5', '--round-to', '4', '--measure-speed', '30', '--json');
+    expect(r.code).toBe(0);
+    const speed = JSON.parse(r.stdout).speed;
+    expect(speed).toMatchObject({ batchSize: 1, threads: 1, runs: 30 });
+    expect(speed.baselineP50Ms).toBeGreaterThan(0);
+    expect(speed.speedup.low).toBeLessThanOrEqual(speed.speedup.estimate);
+    expect(speed.speedup.estimate).toBeLessThanOrEqual(speed.speedup.high);
+    const table = await cli(modelPath, '-o', path.join(dir, 'speed2.onnx'), '--sparsity', '0.5', '--measure-speed', '20');
+    expect(table.code).toBe(0);
+    expect(table.stdout).toMatch(/^measured speed-up: \d\.\d\dx \[\d\.\d\d, \d\.\d\d\].* at batch 1, 1 thread: p50 [\d.]+ -> [\d.]+ ms \(20 interleaved runs each, random inputs\)/m);
+  });
+
   it('a model without node names: layers get <opType>_<output> names, per-layer FLOPs, the same plan', async () => {
     const unnamed = await loadModel(modelPath);
     for (const node of unnamed.graph.nodes) node.name = '';
