@@ -387,6 +387,8 @@ describe('QDQ numerics vs float64 reference', () => {
     const plainPlan = quantizeQdq(b.build(), { ranges, layoutAnchors: false });
     expect(plainPlan.report.byOpType).toEqual({ Conv: 1 });
     expect(plainPlan.report.skipped[0]!.reason).toMatch(/^reads float tensor 'x'/);
+    // Nor with int8 activations (no QLinearConv fuses with them on this build).
+    expect(quantizeQdq(b.build(), { ranges, activationType: 'int8' }).report.layoutAnchors).toEqual([]);
   });
 
   it('no layout anchor for an elementwise op whose only other input is a constant, nor for one that broadcasts', () => {
