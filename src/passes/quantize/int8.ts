@@ -195,7 +195,7 @@ export async function quantizeInt8(model: Model, options: Int8Options): Promise<
   }
   if (qdq.quantized.length === 0) {
     const recurrent = pre.model.graph.allNodes().some((n) => ['LSTM', 'GRU', 'RNN'].includes(n.opType));
-    warn(`no node was quantized (no supported float ops, or all excluded)${recurrent ? '; LSTMs are quantized by --mode int8-dynamic' : ''}`);
+    warn(`no node was quantized (no supported float ops, all excluded, or all left float by the speed rules: see 'left in FP32')${recurrent ? '; LSTMs are quantized by --mode int8-dynamic' : ''}`);
   }
   return { model: quantized, report, context };
 }
