@@ -76,7 +76,7 @@ export function registerBenchmark(program: Command): void {
     .description('compare accuracy, latency, size and memory of candidate models against a baseline')
     .argument('<baseline>', 'the reference (usually FP32) ONNX model')
     .argument('[candidates...]', 'optimized ONNX models to compare against the baseline')
-    .option('--data <path>', 'evaluation data: .npz/.npy/.jsonl or a test_data_set dir (random inputs when absent)')
+    .option('--data <path>', 'evaluation data: .npz/.npy/.jsonl, a test_data_set dir, or a folder of PNG/JPEG images (class folders = labels; docs/data-formats.md) (random inputs when absent)')
     .option('--metric <name>', 'top1 (default with labels), top5, topK, or agreement')
     .option('--output-name <name>', 'model output holding the class scores (default: the first output)')
     .option('--max-samples <n>', 'evaluate at most n samples', parsePositiveInt)

@@ -93,7 +93,7 @@ export function registerQuantize(program: Command): void {
     .argument('<model>', 'the FP32 ONNX model (never modified)')
     .option('-o, --output <path>', 'where to write the quantized model (required unless --analyze)')
     .addOption(new Option('--mode <mode>', 'int8 (static, calibrated QDQ), int8-dynamic (weights only: MatMul, Gemm, LSTM, Attention, embeddings) or fp16').choices(['int8', 'int8-dynamic', 'fp16']).default('int8'))
-    .option('--calibration-data <path>', 'calibration inputs: .npz/.npy/.jsonl or a test_data_set dir (required for int8)')
+    .option('--calibration-data <path>', 'calibration inputs: .npz/.npy/.jsonl, a test_data_set dir or a folder of PNG/JPEG images (required for int8)')
     .option('--calibration-count <n>', 'use the first n calibration samples', parsePositiveInt, 100)
     .addOption(new Option('--calibrate <method>', 'activation range method: minmax, percentile, entropy (KL) or mse').choices(['minmax', 'percentile', 'entropy', 'mse']).default('minmax'))
     .option('--percentile <p>', 'percentile kept by --calibrate percentile', parsePercentile, 99.99)

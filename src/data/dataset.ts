@@ -1,6 +1,6 @@
 /**
- * Data sets for a model: load one from a file (.npy, .npz, .jsonl, .pb) or a model-zoo test-set
- * directory, validated against the model's input specs; take the first N samples; cut batches;
+ * Data sets for a model: load one from a file (.npy, .npz, .jsonl, .pb), a model-zoo test-set
+ * directory or a folder of PNG/JPEG images (./images.ts), validated against the model's input specs; take the first N samples; cut batches;
  * or generate a seeded random one for latency-only runs.
  *
  * Dim 0 of every array is the sample dim. Dtype policy (documented in docs/data-formats.md):
@@ -8,7 +8,7 @@
  * saves float64 by default, so refusing it would only annoy); integer data is converted to another
  * integer dtype when every value fits, with a note; anything else (ints for a float input, floats
  * for an int input) is an InputError, because such data usually still needs scaling or encoding.
- * Imports: ./npy.js, ./npz.js, ./jsonl.js, ./test-data-set.js, ./tensor-ops.js,
+ * Imports: ./npy.js, ./npz.js, ./jsonl.js, ./test-data-set.js, ./images.js, ./tensor-ops.js,
  * ../runtime/shapes.js, ../ir/dtype.js, ../errors.js.
  */
 import { seededRandom } from '../util/random.js';
@@ -30,6 +30,7 @@ import { readNpy } from './npy.js';
 import { readNpz } from './npz.js';
 import { concatSamples, convertFloat, convertInteger, isConvertibleFloat, isInteger, sliceSamples } from './tensor-ops.js';
 import { readTensorFile, readTestDataSets, testSetFeeds } from './test-data-set.js';
+import { isImageFolder, readImageFolder } from './images.js';
 
 export interface Dataset {
   /** Number of samples (dim 0 of every input). */
@@ -67,6 +68,11 @@ export async function loadDataset(path: string, inputSpecs: readonly IoSpec[], o
     throw new InputError(`${path}: cannot read data set (no such file or directory)`);
   }
   const notes: string[] = [];
+  if (isDirectory && (await isImageFolder(path))) {
+    const images = await readImageFolder(path, inputSpecs);
+    notes.push(...images.notes);
+    return finish(path, inputSpecs, images.inputs, images.labels, notes);
+  }
   if (isDirectory) {
     const sets = await readTestDataSets(path);
     const arrays: Record<string, TensorData[]> = {};
