@@ -231,7 +231,7 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
     let dataset: Dataset;
     let source: 'file' | 'random';
     if (options.data) {
-      dataset = await loadDataset(options.data, inputs);
+      dataset = await loadDataset(options.data, inputs, { maxSamples: options.maxSamples });
       source = 'file';
     } else {
       const count = fixedBatch ?? options.maxSamples ?? DEFAULTS.randomSamples;

@@ -161,7 +161,7 @@ async function quantizeAction(modelPath: string, flags: QuantizeFlags): Promise<
     const model = await loadModel(modelPath, { onWarning });
     if (flags.mode !== 'fp16') q.refuseQuantized(model, modelPath);
     const specs = runtime.modelInputSpecs(model);
-    const calibration = flags.calibrationData ? await data.loadDataset(flags.calibrationData, specs) : undefined;
+    const calibration = flags.calibrationData ? await data.loadDataset(flags.calibrationData, specs, { maxSamples: flags.calibrationCount }) : undefined;
     const evalData = flags.evalData ? await data.loadDataset(flags.evalData, specs) : undefined;
     const started = performance.now();
 

@@ -50,6 +50,11 @@ export interface Dataset {
 export interface LoadDatasetOptions {
   /** Key (npz/jsonl) holding labels; default 'labels' or 'label', whichever exists. */
   labelsKey?: string;
+  /**
+   * Image folders only: decode at most this many images, spread evenly over the sorted files (so
+   * every class folder contributes) instead of every image of a large folder.
+   */
+  maxSamples?: number;
 }
 
 const DEFAULT_LABEL_KEYS = ['labels', 'label'];
@@ -69,7 +74,7 @@ export async function loadDataset(path: string, inputSpecs: readonly IoSpec[], o
   }
   const notes: string[] = [];
   if (isDirectory && (await isImageFolder(path))) {
-    const images = await readImageFolder(path, inputSpecs);
+    const images = await readImageFolder(path, inputSpecs, options.maxSamples);
     notes.push(...images.notes);
     return finish(path, inputSpecs, images.inputs, images.labels, notes);
   }

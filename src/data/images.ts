@@ -182,10 +182,20 @@ function imageInput(dir: string, specs: readonly IoSpec[]): { spec: IoSpec; layo
 }
 
 /** Load an image folder as the samples of a single image input (and labels from class folders). */
-export async function readImageFolder(dir: string, specs: readonly IoSpec[]): Promise<{ inputs: Record<string, TensorData>; labels?: TensorData; notes: string[] }> {
+export async function readImageFolder(
+  dir: string,
+  specs: readonly IoSpec[],
+  maxSamples?: number,
+): Promise<{ inputs: Record<string, TensorData>; labels?: TensorData; notes: string[] }> {
   const { spec, layout, channels, height, width } = imageInput(dir, specs);
-  const { files, labels, classes } = await listImages(dir);
-  if (files.length === 0) throw new InputError(`${dir}: no .png/.jpg/.jpeg images`);
+  const listed = await listImages(dir);
+  if (listed.files.length === 0) throw new InputError(`${dir}: no .png/.jpg/.jpeg images`);
+  // At most maxSamples, evenly spread over the sorted files: every class folder contributes.
+  const total = listed.files.length;
+  const picked = maxSamples !== undefined && maxSamples < total ? Array.from({ length: maxSamples }, (_, i) => Math.floor((i * total) / maxSamples)) : undefined;
+  const files = picked ? picked.map((i) => listed.files[i]!) : listed.files;
+  const labels = listed.labels && picked ? picked.map((i) => listed.labels![i]!) : listed.labels;
+  const classes = listed.classes;
   const pre = await readPreprocess(dir, channels);
   const per = channels * height * width;
   const raw = spec.dtype === DataType.UINT8;
@@ -210,6 +220,7 @@ export async function readImageFolder(dir: string, specs: readonly IoSpec[]): Pr
       ? `${spec.name}: raw 8-bit pixels (uint8 input)`
       : `${spec.name}: (pixel / ${pre.scale} - mean) / std with mean [${pre.mean.join(', ')}], std [${pre.std.join(', ')}]${pre.channels === 'bgr' ? ', BGR' : ''}`,
   ];
+  if (picked) notes.push(`${files.length} of ${total} images, evenly spread over the sorted files`);
   if (resized > 0) notes.push(`${resized} image(s) resized to ${height}x${width} (${pre.resize}, bilinear)`);
   const result: { inputs: Record<string, TensorData>; labels?: TensorData; notes: string[] } = {
     inputs: { [spec.name]: { dtype: raw ? DataType.UINT8 : DataType.FLOAT, dims, data } },

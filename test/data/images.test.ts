@@ -99,6 +99,23 @@ describe('image folders', () => {
     px.forEach((v, i) => expect(Math.abs(v - [200, 100, 50][i]!)).toBeLessThanOrEqual(3));
   });
 
+  it('maxSamples decodes at most that many images, spread evenly over the sorted files so every class contributes', async () => {
+    const dir = folder('many');
+    for (const cls of ['a', 'b']) {
+      mkdirSync(join(dir, cls));
+      for (let k = 0; k < 5; k++) {
+        const v = cls === 'a' ? k : 100 + k;
+        writePng(join(dir, cls, `${k}.png`), 1, 1, () => [v, v, v]);
+      }
+    }
+    const ds = await loadDataset(dir, spec([1, 1, 1, 1]), { maxSamples: 4 });
+    expect(ds.count).toBe(4);
+    // Files 0, 2, 5, 7 of 10: a/0, a/2, b/0, b/2.
+    expect(Array.from(ds.labels!.data as BigInt64Array, Number)).toEqual([0, 0, 1, 1]);
+    expect(Array.from(ds.inputs.image!.data as Float32Array, (v) => Math.round(v * 255))).toEqual([0, 2, 100, 102]);
+    expect(ds.notes).toContain('4 of 10 images, evenly spread over the sorted files');
+  });
+
   it('refused with a message naming the folder or file: two inputs, a symbolic size, a bad preprocess.json, images beside class folders', async () => {
     const dir = folder('errors');
     writePng(join(dir, 'a.png'), 2, 2, () => [1, 2, 3]);
