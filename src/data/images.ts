@@ -6,10 +6,12 @@
  * business, written once beside the images in `preprocess.json` (every key optional):
  *
  *   { "scale": 255, "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225],
- *     "resize": "stretch" | "center-crop", "shorter": 256, "channels": "rgb" | "bgr" }
+ *     "resize": "stretch" | "center-crop", "shorter": 256, "channels": "rgb" | "bgr",
+ *     "size": [224, 224] }
  *
  * value = (pixel / scale - mean[c]) / std[c] for float inputs (defaults: scale 255, mean 0, std 1,
- * i.e. [0, 1]); uint8 inputs get the raw pixels. "stretch" (default) resizes to H x W; "center-crop"
+ * i.e. [0, 1]; float16/float64 inputs get the same values converted); uint8 inputs get the raw
+ * pixels. `size` [H, W] is needed when the model leaves its height or width symbolic. "stretch" (default) resizes to H x W; "center-crop"
  * resizes the shorter side to `shorter` (default max(H, W)) keeping the aspect ratio, then cuts the
  * centre. Bilinear with half-pixel centres. 1-channel inputs take the luma (ITU-R 601) of colour
  * images and a grey image as it is. Layout NCHW or NHWC from where the model's 1 or 3 channels are.
@@ -22,6 +24,8 @@ import { DataType, dtypeName, type TensorData } from '../ir/dtype.js';
 import type { IoSpec } from '../runtime/shapes.js';
 
 const IMAGE_EXTENSIONS = new Set(['.png', '.jpg', '.jpeg']);
+/** Float inputs take float32 values (converted to the input's precision by the data set loader). */
+const FLOAT_INPUTS = new Set<number>([DataType.FLOAT, DataType.FLOAT16, DataType.DOUBLE]);
 const isImage = (name: string): boolean => IMAGE_EXTENSIONS.has(extname(name).toLowerCase());
 
 export interface ImagePreprocess {
@@ -31,6 +35,8 @@ export interface ImagePreprocess {
   resize: 'stretch' | 'center-crop';
   shorter?: number;
   channels: 'rgb' | 'bgr';
+  /** [height, width] for a model whose image size is symbolic. */
+  size?: [number, number];
 }
 
 /** An RGBA image, 8 bits per channel. */
@@ -78,7 +84,7 @@ async function readPreprocess(dir: string, channels: number): Promise<ImagePrepr
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw new InputError(`${path}: ${(error as Error).message}`);
   }
-  const known = new Set(['scale', 'mean', 'std', 'resize', 'shorter', 'channels']);
+  const known = new Set(['scale', 'mean', 'std', 'resize', 'shorter', 'channels', 'size']);
   const unknown = Object.keys(raw).find((k) => !known.has(k));
   if (unknown) throw new InputError(`${path}: unknown key '${unknown}' (expected ${[...known].join(', ')})`);
   const perChannel = (key: string, fallback: number): number[] => {
@@ -100,7 +106,10 @@ async function readPreprocess(dir: string, channels: number): Promise<ImagePrepr
   if (order !== 'rgb' && order !== 'bgr') throw new InputError(`${path}: 'channels' must be "rgb" or "bgr"`);
   const shorter = raw.shorter;
   if (shorter !== undefined && !(typeof shorter === 'number' && Number.isInteger(shorter) && shorter > 0)) throw new InputError(`${path}: 'shorter' must be a positive integer`);
-  return { scale, mean: perChannel('mean', 0), std, resize, shorter: shorter as number | undefined, channels: order };
+  const size = raw.size;
+  const positive = (x: unknown): boolean => typeof x === 'number' && Number.isInteger(x) && x > 0;
+  if (size !== undefined && !(Array.isArray(size) && size.length === 2 && size.every(positive))) throw new InputError(`${path}: 'size' must be [height, width] in pixels`);
+  return { scale, mean: perChannel('mean', 0), std, resize, shorter: shorter as number | undefined, channels: order, size: size as [number, number] | undefined };
 }
 
 async function decode(file: string): Promise<Rgba> {
@@ -168,7 +177,7 @@ export function imagePlanes(img: Rgba, height: number, width: number, channels: 
 }
 
 /** The image input of a single-input model: layout, size and channels, or why it cannot take images. */
-function imageInput(dir: string, specs: readonly IoSpec[]): { spec: IoSpec; layout: 'nchw' | 'nhwc'; channels: number; height: number; width: number } {
+function imageInput(dir: string, specs: readonly IoSpec[]): { spec: IoSpec; layout: 'nchw' | 'nhwc'; channels: number; height: unknown; width: unknown } {
   if (specs.length !== 1) throw new InputError(`${dir}: an image folder feeds a model with one image input; this one has ${specs.length} inputs`);
   const spec = specs[0]!;
   const shape = spec.shape;
@@ -176,8 +185,7 @@ function imageInput(dir: string, specs: readonly IoSpec[]): { spec: IoSpec; layo
   const layout = shape.length === 4 && isChannels(shape[1]) ? 'nchw' : shape.length === 4 && isChannels(shape[3]) ? 'nhwc' : undefined;
   if (!layout) throw new InputError(`${dir}: input '${spec.name}' ${JSON.stringify(shape)} is not an image (rank 4 with 1 or 3 channels at dim 1 or 3)`);
   const [h, w, c] = layout === 'nchw' ? [shape[2], shape[3], shape[1]] : [shape[1], shape[2], shape[3]];
-  if (typeof h !== 'number' || typeof w !== 'number') throw new InputError(`${dir}: input '${spec.name}' has a symbolic height or width; fix it in the model (model-opt batchify handles only the batch)`);
-  if (spec.dtype !== DataType.FLOAT && spec.dtype !== DataType.UINT8) throw new InputError(`${dir}: input '${spec.name}' is ${dtypeName(spec.dtype)}; image folders feed float32 or uint8 inputs`);
+  if (!FLOAT_INPUTS.has(spec.dtype) && spec.dtype !== DataType.UINT8) throw new InputError(`${dir}: input '${spec.name}' is ${dtypeName(spec.dtype)}; image folders feed float or uint8 inputs`);
   return { spec, layout, channels: c as number, height: h, width: w };
 }
 
@@ -187,7 +195,15 @@ export async function readImageFolder(
   specs: readonly IoSpec[],
   maxSamples?: number,
 ): Promise<{ inputs: Record<string, TensorData>; labels?: TensorData; notes: string[] }> {
-  const { spec, layout, channels, height, width } = imageInput(dir, specs);
+  const { spec, layout, channels, height: modelHeight, width: modelWidth } = imageInput(dir, specs);
+  const pre = await readPreprocess(dir, channels);
+  // The model's size, or preprocess.json's for a symbolic one (they must agree when both exist).
+  const fixed = typeof modelHeight === 'number' && typeof modelWidth === 'number';
+  if (!fixed && !pre.size) throw new InputError(`${dir}: input '${spec.name}' has a symbolic height or width; give the size in ${join(dir, 'preprocess.json')}: {"size": [height, width]}`);
+  if (fixed && pre.size && (pre.size[0] !== modelHeight || pre.size[1] !== modelWidth)) {
+    throw new InputError(`${join(dir, 'preprocess.json')}: size [${pre.size}] but input '${spec.name}' is ${modelHeight}x${modelWidth}`);
+  }
+  const [height, width] = fixed ? [modelHeight, modelWidth] : pre.size!;
   const listed = await listImages(dir);
   if (listed.files.length === 0) throw new InputError(`${dir}: no .png/.jpg/.jpeg images`);
   // At most maxSamples, evenly spread over the sorted files: every class folder contributes.
@@ -196,7 +212,6 @@ export async function readImageFolder(
   const files = picked ? picked.map((i) => listed.files[i]!) : listed.files;
   const labels = listed.labels && picked ? picked.map((i) => listed.labels![i]!) : listed.labels;
   const classes = listed.classes;
-  const pre = await readPreprocess(dir, channels);
   const per = channels * height * width;
   const raw = spec.dtype === DataType.UINT8;
   const data = raw ? new Uint8Array(files.length * per) : new Float32Array(files.length * per);

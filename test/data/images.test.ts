@@ -116,11 +116,17 @@ describe('image folders', () => {
     expect(ds.notes).toContain('4 of 10 images, evenly spread over the sorted files');
   });
 
-  it('refused with a message naming the folder or file: two inputs, a symbolic size, a bad preprocess.json, images beside class folders', async () => {
+  it('refused with a message naming the folder or file: two inputs, a symbolic size without "size", a bad preprocess.json, images beside class folders; "size" and float16 inputs work', async () => {
     const dir = folder('errors');
     writePng(join(dir, 'a.png'), 2, 2, () => [1, 2, 3]);
     await expect(loadDataset(dir, [...spec([1, 3, 2, 2]), { name: 'mask', dtype: DataType.FLOAT, shape: [1, 2] }])).rejects.toThrow(/errors: an image folder feeds a model with one image input; this one has 2 inputs/);
-    await expect(loadDataset(dir, spec([1, 3, 'H', 'W']))).rejects.toThrow(/symbolic height or width/);
+    await expect(loadDataset(dir, spec([1, 3, 'H', 'W']))).rejects.toThrow(/symbolic height or width; give the size in .*preprocess.json: \{"size": \[height, width\]\}/);
+    writeFileSync(join(dir, 'preprocess.json'), JSON.stringify({ size: [4, 6] }));
+    expect((await loadDataset(dir, spec(['N', 3, 'H', 'W']))).inputs.image!.dims).toEqual([1, 3, 4, 6]);
+    await expect(loadDataset(dir, spec([1, 3, 2, 2]))).rejects.toThrow(/size \[4,6\] but input 'image' is 2x2/);
+    // A float16 input gets the same values in float16.
+    rmSync(join(dir, 'preprocess.json'));
+    expect((await loadDataset(dir, spec([1, 3, 2, 2], DataType.FLOAT16))).inputs.image!.dtype).toBe(DataType.FLOAT16);
     writeFileSync(join(dir, 'preprocess.json'), JSON.stringify({ mean: [0.1, 0.2] }));
     await expect(loadDataset(dir, spec([1, 3, 2, 2]))).rejects.toThrow(/preprocess.json: 'mean' has 2 values but the model's image has 3 channel\(s\)/);
     writeFileSync(join(dir, 'preprocess.json'), JSON.stringify({ average: 1 }));
