@@ -240,7 +240,6 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
       dataset = randomDataset(inputs, count, seed, { shapeOverrides: overrides, integerBounds });
       source = 'random';
     }
-    for (const line of dataset.notes) warn(`${dataset.source}: ${line}`);
     if (options.maxSamples !== undefined && dataset.count > options.maxSamples) dataset = take(dataset, options.maxSamples);
     if (dataset.count === 0) throw new InputError(`${options.data ?? 'random inputs'}: no samples to run`);
     const hasLabels = dataset.labels !== undefined && metric.name !== 'agreement';
@@ -411,7 +410,7 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
         bootstrapResamples: resamples,
         interleaving: 'rounds, rotating start',
       },
-      data: { source, path: options.data ?? null, samples: dataset.count, labels: hasLabels },
+      data: { source, path: options.data ?? null, samples: dataset.count, labels: hasLabels, notes: [...dataset.notes] },
       models: results,
       gates,
       passed: gates.every((g) => g.passed),

@@ -172,6 +172,8 @@ export interface BenchmarkResult {
     path: string | null;
     samples: number;
     labels: boolean;
+    /** What loading did (conversions, images decoded and how they were normalized). */
+    notes: string[];
   };
   models: ModelResult[];
   gates: GateResult[];

@@ -82,6 +82,7 @@ export function renderTable(result: BenchmarkResult, options: TableOptions = {})
   const lines = [table.toString()];
   lines.push(...agreementLines(result));
   lines.push(methodLine(result));
+  for (const n of result.data.notes) lines.push(`data: ${n}`);
   for (const gate of result.gates) lines.push(`${gate.passed ? 'PASS' : 'FAIL'} ${gate.message}`);
   return `${lines.join('\n')}\n`;
 }

@@ -22,7 +22,7 @@ const quick = { warmup: 2, iterations: 30, measureMemory: false, bootstrapResamp
 describe('benchmark on a fixed-batch Softmax model', () => {
   it('model vs itself on random data: identical outputs, speed-up about 1', async () => {
     const result = await benchmark({ baseline: SOFTMAX, candidates: [SOFTMAX], ...quick });
-    expect(result.data).toEqual({ source: 'random', path: null, samples: 10, labels: false });
+    expect(result.data).toEqual({ source: 'random', path: null, samples: 10, labels: false, notes: [] });
     expect(result.settings.batchSizes).toEqual([10]);
     const [base, cand] = result.models;
     expect(base!.label).toBe('model.onnx');
@@ -54,7 +54,7 @@ describe('benchmark on a fixed-batch Softmax model', () => {
     await writeNpz(data, { '0': { dtype: DataType.FLOAT, dims: [n, 20], data: x }, labels: { dtype: DataType.INT64, dims: [n], data: labels } });
     const result = await benchmark({ baseline: SOFTMAX, candidates: [SOFTMAX], data, ...quick, gates: { maxAccuracyDrop: { kind: 'points', value: 0 } } });
     const [base, cand] = result.models;
-    expect(result.data).toEqual({ source: 'file', path: data, samples: 25, labels: true });
+    expect(result.data).toEqual({ source: 'file', path: data, samples: 25, labels: true, notes: [] });
     expect(base!.accuracy).toMatchObject({ metric: 'top1', correct: 20, total: 25, value: 0.8 });
     expect(cand!.accuracy!.comparison).toMatchObject({ n: 25, baselineOnly: 0, candidateOnly: 0, pValue: 1 });
     expect(cand!.accuracy!.comparison!.difference.estimate).toBe(0);

@@ -69,7 +69,7 @@ export function sampleResult(): BenchmarkResult {
       bootstrapResamples: 2000,
       interleaving: 'rounds, rotating start',
     },
-    data: { source: 'file', path: 'eval.npz', samples: 500, labels: true },
+    data: { source: 'file', path: 'eval.npz', samples: 500, labels: true, notes: [] },
     models: [baseline, candidate],
     gates: [],
     passed: true,
