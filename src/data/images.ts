@@ -49,8 +49,8 @@ interface Rgba {
 /** Whether `dir` holds images (at its top or one folder down) rather than model-zoo test sets. */
 export async function isImageFolder(dir: string): Promise<boolean> {
   const entries = await readdir(dir, { withFileTypes: true });
-  if (entries.some((e) => e.isFile() && isImage(e.name))) return true;
   if (entries.some((e) => e.isFile() && e.name.endsWith('.pb')) || entries.some((e) => e.name.startsWith('test_data_set_'))) return false;
+  if (entries.some((e) => e.isFile() && isImage(e.name))) return true;
   for (const e of entries) {
     if (e.isDirectory() && (await readdir(join(dir, e.name))).some(isImage)) return true;
   }
