@@ -219,13 +219,20 @@ export async function measureSpeed(
   options: { runs: number; threads: number; shapes?: Record<string, number[]> },
   update: (message: string) => void,
   onWarning?: (message: string) => void,
-): Promise<SpeedCheck> {
+): Promise<SpeedCheck | undefined> {
   const { benchmark } = await import('../bench/index.js');
   const { runs, threads, shapes } = options;
   update(`timing ${baseline} against ${candidate} (${threads} thread${threads === 1 ? '' : 's'}, ${runs} runs each)`);
-  const result = await benchmark({ baseline, candidates: [candidate], iterations: runs, threads, shapes, measureMemory: false }, { onWarning });
-  const [base, written] = result.models.map((m) => m.latency[0]!);
-  return { batchSize: base!.batchSize, threads, runs, baselineP50Ms: base!.stats.p50, p50Ms: written!.stats.p50, speedup: written!.speedup! };
+  try {
+    const result = await benchmark({ baseline, candidates: [candidate], iterations: runs, threads, shapes, measureMemory: false }, { onWarning });
+    const [base, written] = result.models.map((m) => m.latency[0]!);
+    return { batchSize: base!.batchSize, threads, runs, baselineP50Ms: base!.stats.p50, p50Ms: written!.stats.p50, speedup: written!.speedup! };
+  } catch (error) {
+    // The model is written and checked; only the timing failed (e.g. a symbolic dim without --shape).
+    if (!(error instanceof ModelOptError)) throw error;
+    onWarning?.(`--measure-speed: not measured: ${error.message}`);
+    return undefined;
+  }
 }
 
 /** One line for a SpeedCheck: '1.58x [1.55, 1.61] at batch 1, 1 thread: p50 0.133 -> 0.084 ms (...)'. */

@@ -14,6 +14,7 @@ import {
   formatSpeedCheck,
   MEASURE_SPEED_RUNS,
   measureSpeed,
+  note,
   oneOf,
   parseFraction,
   parsePositiveInt,
@@ -211,7 +212,10 @@ export function registerPrune(program: Command): void {
           await saveModel(result.model, output);
           if (flags.measureSpeed) {
             const runs = typeof flags.measureSpeed === 'number' ? flags.measureSpeed : MEASURE_SPEED_RUNS;
-            speed = await measureSpeed(input, output, { runs, threads: 1, shapes }, (message) => progress.update(message));
+            speed = await measureSpeed(input, output, { runs, threads: 1, shapes }, (message) => progress.update(message), (message) => {
+              progress.stop();
+              note(`model-opt: warning: ${message}`, { json: flags.json });
+            });
           }
         } finally {
           progress.stop();

@@ -79,6 +79,25 @@ describe('model-opt quantize', () => {
     expect(JSON.parse((await run([modelPath, '-o', out, '--calibration-data', calibPath, '--json'])).stdout).speed).toBeUndefined();
   });
 
+  it('--measure-speed on a model with a symbolic size and no --shape: a warning naming --shape, the model written, exit 0', async () => {
+    const { GraphBuilder } = await import('../../src/ir/index.js');
+    const b = new GraphBuilder({ opset: 13 });
+    const x = b.input('x', DataType.FLOAT, ['N', 8, 'H', 'W']);
+    const w = b.initializer('w', DataType.FLOAT, [16, 8, 3, 3], dataset('w', [1152], 30).inputs.w!.data as Float32Array);
+    b.output(b.node('Relu', [b.node('Conv', [x, w], { pads: [1, 1, 1, 1] }, { name: 'c' })], {}, { name: 'r' }), DataType.FLOAT, ['N', 16, 'H', 'W']);
+    const symbolic = join(dir, 'symbolic.onnx');
+    await saveModel(b.build(), symbolic);
+    const calib = join(dir, 'symbolic.npz');
+    await writeNpz(calib, dataset('x', [8, 8, 10, 10], 31).inputs);
+    const out = join(dir, 'symbolic.int8.onnx');
+    const r = await run([symbolic, '-o', out, '--calibration-data', calib, '--measure-speed', '10', '--json']);
+    expect(r.code).toBe(0);
+    const doc = JSON.parse(r.stdout);
+    expect(doc.warnings.join('\n')).toContain("--measure-speed: not measured: input 'x' [N,8,H,W]: dim 2 ('H') is symbolic; pass --shape");
+    expect(doc.speed).toBeUndefined();
+    expect(existsSync(out)).toBe(true);
+  });
+
   it('refuses to quantize an already quantized model (int8 and int8-dynamic), naming the file (exit 2)', async () => {
     const once = join(dir, 'cnn.once.int8.onnx');
     expect((await run([modelPath, '-o', once, '--calibration-data', calibPath, '--calibration-count', '16'])).code).toBe(0);
