@@ -124,6 +124,29 @@ describe('int8-dynamic: com.microsoft EmbedLayerNormalization -> QEmbedLayerNorm
     expect(maxAbsDiff(got.y!.data as Float32Array, want.y!.data as Float32Array)).toBeLessThan(0.03);
   });
 
+  it('without segment ids and table: the optional inputs stay empty and onnxruntime runs it', async () => {
+    const b = new GraphBuilder({ opset: 17, opsets: { 'com.microsoft': 1 } });
+    const input = b.input('input_ids', DataType.INT32, ['batch', S]);
+    const inputs: (Value | null)[] = [input, null, b.initializer('word', DataType.FLOAT, [VOCAB, H], tables.word), b.initializer('position', DataType.FLOAT, [POSITIONS, H], tables.position), null, b.initializer('gamma', DataType.FLOAT, [H], tables.gamma), b.initializer('beta', DataType.FLOAT, [H], tables.beta)];
+    const [y] = b.node('EmbedLayerNormalization', inputs, { epsilon: EPS }, { domain: 'com.microsoft', name: 'embed', outputs: ['y', 'mask_index'] }) as Value[];
+    b.output(y!, DataType.FLOAT, ['batch', S, H]);
+    const model = b.build();
+    const { model: q, report } = quantizeDynamic(model);
+    expect(report.quantizedByOpType).toEqual({ EmbedLayerNormalization: 1 });
+    const node = q.graph.nodes.find((n) => n.name === 'embed')!;
+    expect([node.inputs[1], node.inputs[4], node.inputs[10], node.inputs[15]]).toEqual([null, null, null, null]);
+    const idsOnly = { input_ids: feeds.input_ids! };
+    const runIds = async (m: Model): Promise<Float32Array> => {
+      const r = await createRunner(m, { intraOpThreads: 1 });
+      try {
+        return (await r.run(idsOnly)).y!.data as Float32Array;
+      } finally {
+        await r.release();
+      }
+    };
+    expect(maxAbsDiff(await runIds(q), await runIds(model))).toBeLessThan(0.03);
+  });
+
   it('stays float, with the reason, with a position_ids input or a read embedding_sum output', () => {
     for (const [options, reason] of [
       [{ positionIds: true }, /position_ids/],
