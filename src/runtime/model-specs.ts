@@ -51,6 +51,7 @@ const EMBEDDING_OP_TABLES: Record<string, Record<number, number>> = {
  * gets 2 (0 or 1). Follows the input through casts and reshapes; inputs used otherwise are absent.
  */
 export function integerInputBounds(model: Model): Record<string, number> {
+  const dimsOf = (data: Value | null | undefined) => (data ? data.constantTensor()?.dims ?? (isTensorType(data.type) ? data.type.shape : undefined) : undefined);
   const bounds: Record<string, number> = {};
   for (const input of model.graph.inputs) {
     if (input.initializer || !isTensorType(input.type) || !isIntegerDtype(input.type.elemType)) continue;
@@ -64,13 +65,10 @@ export function integerInputBounds(model: Model): Record<string, number> {
           for (const out of node.outputs.slice(0, 1)) visit(out);
         } else if (node.domain === 'com.microsoft' && EMBEDDING_OP_TABLES[node.opType]?.[index] !== undefined) {
           const table = EMBEDDING_OP_TABLES[node.opType]![index]!;
-          const data = table >= 0 ? node.inputs[table] : undefined;
-          const dims = data ? data.constantTensor()?.dims ?? (isTensorType(data.type) ? data.type.shape : undefined) : undefined;
-          const rows = table < 0 ? 2 : dims?.[0];
+          const rows = table < 0 ? 2 : dimsOf(node.inputs[table])?.[0];
           if (typeof rows === 'number' && rows > 0) bound = Math.min(bound, rows);
         } else if (node.opType === 'Gather' && index === 1) {
-          const data = node.inputs[0];
-          const dims = data ? data.constantTensor()?.dims ?? (isTensorType(data.type) ? data.type.shape : undefined) : undefined;
+          const dims = dimsOf(node.inputs[0]);
           const rank = dims?.length ?? 0;
           const axis = node.getInt('axis', 0);
           const rows = dims?.[axis < 0 ? axis + rank : axis];

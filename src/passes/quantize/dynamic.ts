@@ -414,7 +414,7 @@ export function quantizeDynamic(model: Model, options: DynamicOptions = {}): { m
     const home = node.graph;
     // uint8 asymmetric, one scale per tensor: onnxruntime's QEmbedLayerNormalization dequantizes
     // each table (and gamma, beta) with a scalar scale and zero point as it gathers.
-    const q = p.tensors.map(({ value, tensor }) => {
+    const quantize = ({ value, tensor }: EmbedTensor) => {
       const values = tensor.data as Float32Array;
       let min = Infinity;
       let max = -Infinity;
@@ -429,8 +429,12 @@ export function quantizeDynamic(model: Model, options: DynamicOptions = {}): { m
         home.addInitializer(Tensor.fromData(names.value(`${value.name}_scale`), { dtype: DataType.FLOAT, dims: [], data: Float32Array.of(params.scale) })),
         home.addInitializer(Tensor.fromData(names.value(`${value.name}_zero_point`), { dtype: DataType.UINT8, dims: [], data: Uint8Array.of(params.zeroPoint) })),
       ] as const;
-    });
-    const [word, position, segment, gamma, beta] = [q[0]!, q[1]!, p.hasSegment ? q[2]! : null, q[p.hasSegment ? 3 : 2]!, q[p.hasSegment ? 4 : 3]!];
+    };
+    const word = quantize(p.word);
+    const position = quantize(p.position);
+    const segment = p.segment ? quantize(p.segment) : undefined;
+    const gamma = quantize(p.gamma);
+    const beta = quantize(p.beta);
     const [ids, segmentIds, , , , , , mask] = node.inputs;
     // QEmbedLayerNormalization: input_ids, segment_ids, the five 8-bit tensors, mask, their five
     // scales, then their five zero points; outputs layernorm_out and mask_index_out (required).
@@ -446,8 +450,8 @@ export function quantizeDynamic(model: Model, options: DynamicOptions = {}): { m
     node._setOutputs(keptMaskIndex ? [output!, keptMaskIndex] : [output!]);
     if (!keptMaskIndex) node.addOutput(names.value(`${base}_mask_index`), { kind: 'tensor', elemType: DataType.INT32 });
     node.opType = 'QEmbedLayerNormalization';
-    const [rows, cols] = p.tensors[0]!.tensor.dims as [number, number];
-    report.quantized.push({ node: base, opType: 'EmbedLayerNormalization', weight: p.tensors[0]!.value.name, shape: [rows, cols], perChannel: false, bias: false });
+    const [rows, cols] = p.word.tensor.dims as [number, number];
+    report.quantized.push({ node: base, opType: 'EmbedLayerNormalization', weight: p.word.value.name, shape: [rows, cols], perChannel: false, bias: false });
     report.quantizedByOpType.EmbedLayerNormalization = (report.quantizedByOpType.EmbedLayerNormalization ?? 0) + 1;
   }
   if (embedPlans.length > 0) {
@@ -494,11 +498,18 @@ function planGather(node: Node): GatherPlan | string | null {
   return { node, data, table };
 }
 
+interface EmbedTensor {
+  value: Value;
+  tensor: Tensor;
+}
+
 interface EmbedPlan {
   node: Node;
-  /** word, position, [segment,] gamma, beta. */
-  tensors: { value: Value; tensor: Tensor }[];
-  hasSegment: boolean;
+  word: EmbedTensor;
+  position: EmbedTensor;
+  segment?: EmbedTensor;
+  gamma: EmbedTensor;
+  beta: EmbedTensor;
 }
 
 /**
@@ -514,14 +525,14 @@ function planEmbedLayerNorm(node: Node): EmbedPlan | string {
   if (sum && sum.name !== '' && (sum.uses().length > 0 || sum.isGraphOutput())) return `output '${sum.name}' (embedding_sum): QEmbedLayerNormalization has no such output`;
   const unknown = [...node.attributes.keys()].find((a) => a !== 'epsilon');
   if (unknown) return `attribute '${unknown}' has no QEmbedLayerNormalization equivalent`;
-  const values = [word, position, ...(segment ? [segment] : []), gamma, beta];
-  const tensors: { value: Value; tensor: Tensor }[] = [];
-  for (const value of values) {
+  const slots: Record<string, EmbedTensor> = {};
+  for (const [role, value] of Object.entries({ word, position, segment, gamma, beta })) {
+    if (!value) continue;
     const tensor = floatConstant(value);
     if (!tensor) return `'${value.name}' is not a constant float32 tensor`;
-    tensors.push({ value, tensor });
+    slots[role] = { value, tensor };
   }
-  return { node, tensors, hasSegment: Boolean(segment) };
+  return { node, word: slots.word!, position: slots.position!, segment: slots.segment, gamma: slots.gamma!, beta: slots.beta! };
 }
 
 interface LstmPlan {

@@ -145,8 +145,6 @@ function convReduction(node: Node, graph: Graph): number | undefined {
 
 interface TensorPlan {
   value: Value;
-  /** Channels of the layout anchor its readers read through (see anchorChannels), if any. */
-  anchorChannels?: number;
   source: 'calibrated' | 'constant' | 'inherited';
   /** Passthrough ops: the tensor whose scale and zero point this one reuses. */
   inheritFrom?: Value;
@@ -489,7 +487,6 @@ export function planQdq(model: Model, options: QdqOptions = {}): QdqPlan {
       if (v && role.role === 'activation') entry(v).readers.push({ node: plan.node, index: i });
     });
   }
-  for (const [v, anchor] of anchors) entry(v).anchorChannels = anchor.channels;
   const statistics = [...tensors.values()].filter((t) => t.source === 'calibrated').map((t) => t.value.name);
   return { nodes, anchors, tensors, skipped, statistics, perChannel };
 }
@@ -718,7 +715,8 @@ export function applyQdq(model: Model, plan: QdqPlan, options: ApplyOptions): Qd
         quantized = addNode('QuantizeLinear', [v, s, z], `${v.name}_quantized`, { axis: axis.axis });
       } else quantized = addNode('QuantizeLinear', [v, scale, zeroPoint], `${v.name}_quantized`);
       quantized.type = { kind: 'tensor', elemType: actType, shape: isTensorType(v.type) ? v.type.shape?.slice() : undefined };
-      if (tp.anchorChannels !== undefined) quantized = layoutAnchor(quantized, v, tp.anchorChannels, scale, zeroPoint);
+      const anchor = plan.anchors.get(v);
+      if (anchor) quantized = layoutAnchor(quantized, v, anchor.channels, scale, zeroPoint);
     }
     const dequantize = (name = `${v.name}_dequantized`): Value => {
       const d = addNode('DequantizeLinear', [quantized, scale, zeroPoint], name);
