@@ -1,7 +1,18 @@
 /**
  * model-opt's public library API: a few re-exports, nothing else. Everything a CLI command does is
  * a typed function here (`import { quantizeInt8, benchmark } from 'model-opt'`).
+ *
+ * Loading this module loads neither onnxruntime-node nor tfjs (test/cli/lazy-load.test.ts checks
+ * it): every module re-exported here imports them only inside the functions that need them
+ * (createRunner, the training workflows, initTrainingBackend). The one exception is the class
+ * TrainableGraph, whose module needs tfjs-core at load: it is exported as a type only, and made
+ * with `await createTrainableGraph(model)` (after `await initTrainingBackend()`), which loads
+ * tfjs on first use. Add nothing here that imports onnxruntime-node or @tensorflow/* at top level;
+ * wrap it the same way instead.
+ * Imports: anything in src/ (train/onnx-graph.js only as a type and lazily).
  */
+import type { Model } from './ir/index.js';
+import type { TrainableGraph } from './train/onnx-graph.js';
 
 // The model graph and ONNX files.
 export * from './ir/index.js';
@@ -24,8 +35,19 @@ export { convertToFloat16 } from './passes/quantize/fp16.js';
 export { quantizeDynamic } from './passes/quantize/dynamic.js';
 export { prune, pruneChannels, pruneMagnitude } from './passes/prune/index.js';
 export { batchify } from './passes/batchify.js';
-export { distill, studentFromTeacher } from './train/distill.js';
-export { quantizeAwareTraining } from './train/qat.js';
-export { TrainableGraph } from './train/onnx-graph.js';
+// Workflows: what each CLI command does, start to end (load, run, write, check), as functions.
+export { quantizeWorkflow, sensitivityWorkflow, type QuantizeWorkflowOptions, type QuantizeResult, type SensitivityResult } from './app/quantize.js';
+export { pruneWorkflow, type PruneWorkflowOptions, type PruneWorkflowResult } from './app/prune.js';
+export { distill, distillWorkflow, studentFromTeacher, type DistillWorkflowOptions, type DistillWorkflowResult } from './app/distill.js';
+export { quantizeAwareTraining, type QatOptions, type QatReport } from './app/qat.js';
+export { speedCheck, type SpeedCheck } from './app/speed-check.js';
+export type { WorkflowEvents } from './app/events.js';
+export type { TrainableGraph } from './train/onnx-graph.js';
 export { initTrainingBackend } from './train/backend.js';
 export { DynamicBatcher, runBatchingSweep, writeTritonRepository } from './serve/index.js';
+
+/** A trainable tfjs view of `model` (see TrainableGraph); loads tfjs-core on first use. */
+export async function createTrainableGraph(model: Model): Promise<TrainableGraph> {
+  const { TrainableGraph: Graph } = await import('./train/onnx-graph.js');
+  return new Graph(model);
+}

@@ -6,37 +6,23 @@
  * Timed runs are interleaved in rounds with a rotating start (A B C, B C A, C A B, ...) so that
  * drift (thermal, other processes, frequency scaling) hits every model alike; within a round each
  * model re-warms, then runs a burst, and the i-th runs of two models form a pair.
- * Imports: runtime, data, bench/*, errors; onnx lazily (integer inputs with random data).
+ * Accuracy and agreement come from src/evaluate (one run of each model per batch); the statistics
+ * from src/metrics. Imports: runtime, data, evaluate, metrics, bench/*, errors; onnx lazily
+ * (integer inputs with random data).
  */
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { InputError, ModelOptError, UsageError } from '../errors.js';
 import { dtypeName, isIntegerDtype } from '../ir/dtype.js';
 import { createRunner, describeSpec, formatShape, loadOrt, type IoSpec, type Runner, type RunnerOptions } from '../runtime/index.js';
-import { loadDataset, randomDataset, take, type Dataset } from '../data/index.js';
-import {
-  batchFeeds,
-  classAxis,
-  fixedBatchDim,
-  labelIndices,
-  shapesForBatch,
-  tiledFeeds,
-  toNumbers,
-  type Feeds,
-} from './feeds.js';
+import { fixedBatchSize, loadDataset, randomDataset, take, type Dataset } from '../data/index.js';
+import { agreementWithReference, DEFAULT_EVAL_BATCH, evaluateMany, runBatch, topKAccuracy } from '../evaluate/index.js';
+import { bootstrapPercentileCI, mcnemar, pairedSpeedup, summarize } from '../metrics/index.js';
+import { shapesForBatch, tiledFeeds, type Feeds } from './feeds.js';
 import { hashTree, modelFileInfo } from './files.js';
 import { evaluateGates } from './gates.js';
 import { buildManifest } from './manifest.js';
 import { measurePeakMemory } from './memory.js';
-import {
-  AgreementAccumulator,
-  channelLayout,
-  bootstrapPercentileCI,
-  mcnemar,
-  pairedSpeedup,
-  summarize,
-  topKCorrect,
-} from './stats.js';
 import type {
   AccuracyResult,
   BenchmarkCallbacks,
@@ -61,7 +47,7 @@ export const DEFAULTS = {
    */
   switchWarmupRuns: 3,
   switchWarmupMs: 0.25,
-  evalBatchSize: 32,
+  evalBatchSize: DEFAULT_EVAL_BATCH,
   randomSamples: 64,
   seed: 0,
   bootstrapResamples: 2000,
@@ -152,17 +138,8 @@ async function loadModel(
   return { role, label, file: info, runner, loadMs: performance.now() - start };
 }
 
-async function runModel(model: LoadedModel, feeds: Feeds): Promise<Feeds> {
-  try {
-    return await model.runner.run(feeds);
-  } catch (error) {
-    if (error instanceof ModelOptError) throw error;
-    const message = error instanceof Error ? error.message.split('\n')[0] : String(error);
-    const shapes = Object.entries(feeds)
-      .map(([n, t]) => `${n}=${t.dims.join('x')}`)
-      .join(', ');
-    throw new InputError(`${model.file.path}: onnxruntime failed to run with inputs ${shapes} (${message})`, { cause: error });
-  }
+function runModel(model: LoadedModel, feeds: Feeds): Promise<Feeds> {
+  return runBatch({ runner: model.runner, label: model.file.path }, feeds);
 }
 
 export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkCallbacks = {}): Promise<BenchmarkResult> {
@@ -227,7 +204,7 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
     }
 
     // ---- data ----
-    const fixedBatch = fixedBatchDim(inputs);
+    const fixedBatch = fixedBatchSize(inputs) ?? null;
     let dataset: Dataset;
     let source: 'file' | 'random';
     if (options.data) {
@@ -257,63 +234,28 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
       );
     }
 
-    // ---- accuracy and agreement (untimed) ----
-    const evalBatch = fixedBatch ?? options.evalBatchSize ?? DEFAULTS.evalBatchSize;
-    const labelIds = hasLabels ? labelIndices(dataset.labels!, options.data ?? 'data') : null;
-    const correct = models.map(() => new Uint8Array(dataset.count));
-    const agreement = models.map(() => new Map<string, AgreementAccumulator>());
-    for (let start = 0; start < dataset.count; start += evalBatch) {
-      const size = Math.min(evalBatch, dataset.count - start);
-      progress({ phase: 'accuracy', message: `evaluating ${start + size}/${dataset.count} samples`, fraction: start / dataset.count });
-      const feeds = batchFeeds(dataset.inputs, start, size, fixedBatch ?? undefined);
-      const baseOut = await runModel(baseline, feeds);
-      for (let m = 0; m < models.length; m++) {
-        const out = m === 0 ? baseOut : await runModel(models[m]!, feeds);
-        if (labelIds) {
-          const scores = out[outputName];
-          if (!scores) throw new InputError(`${models[m]!.file.path}: output '${outputName}' missing from the run`);
-          const { perSample, classes } = classAxis(scores, feeds[inputs[0]!.name]!.dims[0]!);
-          if (classes === null) {
-            throw new UsageError(
-              `--metric ${metric.name}: output '${outputName}' of ${models[m]!.file.path} is ${formatShape(scores.dims)}, ` +
-                'not [batch, classes] scores; pick another with --output-name or use --metric agreement',
-            );
-          }
-          const numbers = toNumbers(scores, `output '${outputName}'`);
-          const ok = topKCorrect(
-            Array.prototype.slice.call(numbers, 0, size * perSample) as number[],
-            classes,
-            labelIds.subarray(start, start + size),
-            metric.k,
-          );
-          correct[m]!.set(ok, start);
-        }
-        if (m === 0) continue;
-        for (const spec of outputs) {
-          const ref = baseOut[spec.name];
-          const cand = out[spec.name];
-          if (!ref || !cand || Array.isArray(ref.data) || Array.isArray(cand.data)) continue;
-          const batch = feeds[inputs[0]!.name]!.dims[0]!;
-          const { perSample, classes } = classAxis(ref, batch);
-          const count = size * perSample;
-          const r = toNumbers(ref, `output '${spec.name}'`);
-          const c = toNumbers(cand, `output '${spec.name}'`);
-          let acc = agreement[m]!.get(spec.name);
-          if (!acc) agreement[m]!.set(spec.name, (acc = new AgreementAccumulator(classes, channelLayout(ref.dims))));
-          acc.add(
-            count === r.length ? r : Array.prototype.slice.call(r, 0, count),
-            count === c.length ? c : Array.prototype.slice.call(c, 0, count),
-          );
-        }
-      }
-    }
-    const accuracy: (AccuracyResult | undefined)[] = models.map((_, m) => {
-      if (!labelIds) return undefined;
-      const ok = correct[m]!;
-      let n = 0;
-      for (const v of ok) n += v;
-      const result: AccuracyResult = { metric: metric.name, k: metric.k, correct: n, total: ok.length, value: n / ok.length };
-      if (m > 0) result.comparison = mcnemar(correct[0]!, ok);
+    // ---- accuracy and agreement (untimed): every model once per batch, candidates against the baseline ----
+    const evaluated = await evaluateMany(
+      models.map((model, m) => ({
+        model: model.runner,
+        label: model.file.path,
+        metrics: {
+          accuracy: hasLabels ? topKAccuracy({ k: metric.k, output: outputName, hint: '; pick another with --output-name or use --metric agreement' }) : undefined,
+          agreement: m > 0 ? agreementWithReference() : undefined,
+        },
+      })),
+      dataset,
+      {
+        batchSize: options.evalBatchSize ?? DEFAULTS.evalBatchSize,
+        onProgress: (done, total) => progress({ phase: 'accuracy', message: `evaluating ${done}/${total} samples`, fraction: done / total }),
+      },
+    );
+    const baselineCorrect = evaluated[0]!.accuracy?.perSample;
+    const accuracy: (AccuracyResult | undefined)[] = evaluated.map((e, m) => {
+      if (!e.accuracy) return undefined;
+      const { correct, total, accuracy: value, perSample } = e.accuracy;
+      const result: AccuracyResult = { metric: metric.name, k: metric.k, correct, total, value };
+      if (m > 0) result.comparison = mcnemar(baselineCorrect!, perSample);
       return result;
     });
 
@@ -377,7 +319,7 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
       };
       const a = accuracy[m];
       if (a) r.accuracy = a;
-      if (m > 0) r.agreement = Object.fromEntries([...agreement[m]!].map(([name, acc]) => [name, acc.result()]));
+      if (m > 0) r.agreement = evaluated[m]!.agreement ?? {};
       return r;
     });
 
@@ -431,8 +373,8 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
 }
 
 function defaultBatchSize(inputs: readonly IoSpec[], overrides: Record<string, number[]>): number {
-  const fixed = fixedBatchDim(inputs);
-  if (fixed !== null) return fixed;
+  const fixed = fixedBatchSize(inputs);
+  if (fixed !== undefined) return fixed;
   for (const spec of inputs) {
     const own = overrides[spec.name];
     if (own && own.length > 0) return own[0]!;

@@ -1,26 +1,14 @@
 /**
- * Turning a data set into model feeds for the benchmark: concrete shapes per batch size, batches
- * padded to a fixed batch dim, tiling a small data set up to a large batch. Re-exports the tensor
- * and label helpers of src/metrics (numbers out of any numeric tensor, class labels, class axis).
- * Imports: ir/dtype, runtime/shapes (pure), data/tensor-ops (pure), metrics, errors.
+ * Turning a data set into model feeds for the benchmark's timed runs: concrete shapes per batch
+ * size, tiling a small data set up to a large batch. (Evaluation batches are src/evaluate's.)
+ * Imports: ir/dtype (types), runtime (pure shape helpers), data (sample slicing), errors.
  */
 import { UsageError } from '../errors.js';
 import type { TensorData } from '../ir/dtype.js';
-import { concatSamples, sliceSamples } from '../data/tensor-ops.js';
-import { formatShape, resolveShape, type IoSpec, type ShapeOverrides } from '../runtime/shapes.js';
-
-export { classAxis, labelIndices, toNumbers } from '../metrics/index.js';
+import { concatSamples, sliceSamples } from '../data/index.js';
+import { formatShape, resolveShape, type IoSpec, type ShapeOverrides } from '../runtime/index.js';
 
 export type Feeds = Record<string, TensorData>;
-
-/** The batch dim a model fixes (same fixed dim 0 on every input), or null when it is dynamic. */
-export function fixedBatchDim(inputs: readonly IoSpec[]): number | null {
-  for (const spec of inputs) {
-    const d = spec.shape[0];
-    if (typeof d === 'number') return d;
-  }
-  return null;
-}
 
 /**
  * Concrete input shapes for one batch size. Dim 0 is the batch dim of every input; other symbolic
@@ -44,20 +32,6 @@ export function shapesForBatch(inputs: readonly IoSpec[], batchSize: number, ove
   return out;
 }
 
-/** Samples [start, start + size) of every input, padded by repeating the last sample up to `padTo`. */
-export function batchFeeds(inputs: Feeds, start: number, size: number, padTo?: number): Feeds {
-  const out: Feeds = {};
-  for (const [name, t] of Object.entries(inputs)) {
-    let part = sliceSamples(t, start, start + size);
-    if (padTo !== undefined && padTo > size) {
-      const last = sliceSamples(t, start + size - 1, start + size);
-      part = concatSamples([part, ...Array.from({ length: padTo - size }, () => last)]);
-    }
-    out[name] = part;
-  }
-  return out;
-}
-
 /** The first `batchSize` samples, cycling through the data set when it has fewer. */
 export function tiledFeeds(inputs: Feeds, count: number, batchSize: number): Feeds {
   const out: Feeds = {};
@@ -74,5 +48,3 @@ export function tiledFeeds(inputs: Feeds, count: number, batchSize: number): Fee
   }
   return out;
 }
-
-export { formatShape };

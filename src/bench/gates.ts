@@ -6,7 +6,7 @@
  */
 import { formatP } from '../util/format.js';
 import type { AccuracyBudget, GateResult, Gates, ModelResult } from './types.js';
-import type { Interval } from './stats.js';
+import type { Interval } from '../metrics/index.js';
 
 /** Allowance for float round-off when a measured value equals the limit exactly. */
 const EPSILON = 1e-9;

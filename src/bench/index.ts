@@ -1,8 +1,7 @@
 /**
  * The benchmark library: run a baseline and candidates, measure accuracy and latency, evaluate
- * gates. Re-exports only.
+ * gates. Re-exports only (the pure statistics it uses are src/metrics').
  */
 export { benchmark, checkCompatible, parseMetric, DEFAULTS } from './benchmark.js';
 export { evaluateGates, formatBudget } from './gates.js';
-export * from './stats.js';
 export type * from './types.js';

@@ -3,7 +3,7 @@
  * which reporters print as null), shared by the library, the gates and every reporter.
  * Imports only types.
  */
-import type { AgreementMetrics, Interval, McNemarResult, SpeedupVerdict, SummaryStats } from './stats.js';
+import type { AgreementMetrics, Interval, McNemarResult, SpeedupVerdict, SummaryStats } from '../metrics/index.js';
 
 /** '0.5pt' = percentage points of accuracy; '1%' = relative to the baseline's accuracy. */
 export type AccuracyBudget = { kind: 'points'; value: number } | { kind: 'relative'; value: number };

@@ -3,11 +3,13 @@
  * Reshape targets with the batch size baked in rewritten to 0/-1), check in onnxruntime that every
  * sample's outputs match the original at several batch sizes, then save atomically and load the
  * written file in onnxruntime before reporting success.
- * May import: cli/common, errors, commander; lazily passes/batchify, onnx, runtime.
+ * May import: cli/*, errors, commander, app/output-path; lazily passes/batchify, onnx, runtime, ir.
  */
 import type { Command } from 'commander';
 import { ExitCode } from '../errors.js';
-import { checkOutputPath, collect, note, printJson, runCommand } from './common.js';
+import { checkOutputPath } from '../app/output-path.js';
+import { note, printJson, runCommand } from './common.js';
+import { sharedOption } from './options.js';
 
 interface BatchifyFlags {
   output: string;
@@ -25,8 +27,8 @@ export function registerBatchify(program: Command): void {
     .requiredOption('-o, --output <file>', 'where to write the batchable model')
     .option('--dim-name <name>', 'name of the symbolic batch dim', 'N')
     .option('--no-verify', 'skip running both models in onnxruntime to compare outputs')
-    .option('--shape <name=dims>', 'size of other symbolic dims for the check, e.g. x=1x3x224x224 (repeatable)', collect)
-    .option('--json', 'print one JSON document on stdout')
+    .addOption(sharedOption('shape'))
+    .addOption(sharedOption('json'))
     .action(
       runCommand(async (model: string, flags: BatchifyFlags) => {
         const output = checkOutputPath(flags.output, [model]);

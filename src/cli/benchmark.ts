@@ -3,28 +3,15 @@
  * library, print one reporter's output (table or --json) and optionally write --markdown; a failed
  * gate exits 1 naming gate, model, value and interval. The library and reporters load lazily so
  * `model-opt --help` stays light.
- * May import: cli/common, errors; lazily bench, report, runtime/shapes.
+ * May import: cli/*, errors, app/output-path; lazily bench, report, ir/io-spec.
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { ExitCode, GateError, UsageError } from '../errors.js';
 import { registerBatchingOptions, runBatchingBenchmark, type BatchingFlags } from './dynamic-batching.js';
-import {
-  checkOutputPath,
-  collect,
-  createProgress,
-  note,
-  parseAccuracyBudget,
-  parseMilliseconds,
-  parseNonNegativeInt,
-  parsePositiveInt,
-  parsePositiveNumber,
-  parsePositiveIntList,
-  parseStringList,
-  printJson,
-  reportError,
-  runCommand,
-  writeTextAtomic,
-} from './common.js';
+import { checkOutputPath } from '../app/output-path.js';
+import { createProgress, printJson, reportError, runCommand, workflowEvents, writeTextAtomic } from './common.js';
+import { sharedOption } from './options.js';
+import { parseAccuracyBudget, parseMilliseconds, parseNonNegativeInt, parsePositiveInt, parsePositiveNumber, parsePositiveIntList } from './parsers.js';
 import type { AccuracyBudget } from '../bench/types.js';
 
 interface BenchmarkFlags {
@@ -78,7 +65,7 @@ export function registerBenchmark(program: Command): void {
     .argument('[candidates...]', 'optimized ONNX models to compare against the baseline')
     .option('--data <path>', 'evaluation data: .npz/.npy/.jsonl, a test_data_set dir, or a folder of PNG/JPEG images (class folders = labels; docs/data-formats.md) (random inputs when absent)')
     .option('--metric <name>', 'top1 (default with labels), top5, topK, or agreement')
-    .option('--output-name <name>', 'model output holding the class scores (default: the first output)')
+    .addOption(sharedOption('outputName'))
     .option('--max-samples <n>', 'evaluate at most n samples', parsePositiveInt)
     .option('--warmup <n>', 'untimed runs per model and batch size before timing (default 10)', parseNonNegativeInt)
     .option('--iterations <n>', 'timed runs per model and batch size (default 100)', parsePositiveInt)
@@ -86,15 +73,15 @@ export function registerBenchmark(program: Command): void {
     .option('--burst <n>', 'warm: timed runs of one model per switch (default iterations/20, 1 to 10)', parsePositiveInt)
     .option('--duration <time>', 'time budget per batch size instead of --iterations, e.g. 10s or 500ms', parseDuration)
     .option('--batch-size <list>', 'batch sizes to sweep, e.g. 1,8,32 (needs a dynamic batch dim)', parsePositiveIntList)
-    .option('--threads <n>', 'onnxruntime intra-op threads (default: onnxruntime chooses)', parsePositiveInt)
-    .option('--shape <name=dims>', 'size of symbolic dims, e.g. x=1x3x224x224 (repeatable)', collect)
-    .option('--provider <list>', 'execution providers in order of preference (default cpu)', parseStringList)
+    .addOption(sharedOption('threads'))
+    .addOption(sharedOption('shape'))
+    .addOption(sharedOption('provider'))
     .option('--seed <n>', 'seed for random inputs and the bootstrap (default 0)', parseNonNegativeInt)
     .option('--no-memory', 'skip measuring peak memory (one child process per model)')
     .option('--max-accuracy-drop <budget>', 'gate: largest accuracy drop, e.g. 0.5pt (points) or 1% (relative)', parseAccuracyBudget)
     .option('--min-speedup <x>', 'gate: smallest speed-up of every candidate, e.g. 1.5', parseFactor)
     .option('--max-latency-p99 <ms>', 'gate: largest p99 latency in milliseconds', parseMilliseconds)
-    .option('--json', 'print one JSON document on stdout instead of the table')
+    .addOption(sharedOption('json'))
     .option('--markdown <file>', 'also write a Markdown report (for CI summaries and PR comments)')
     .addOption(new Option('--bootstrap <n>', 'bootstrap resamples for intervals').argParser(parsePositiveInt).default(2000).hideHelp());
   registerBatchingOptions(command);
@@ -104,7 +91,7 @@ export function registerBenchmark(program: Command): void {
           if (candidates.length) throw new UsageError('--dynamic-batching measures one model at a time; drop the candidate models');
           return runBatchingBenchmark(baseline, flags);
         }
-        const { parseShapeOverrides } = await import('../runtime/shapes.js');
+        const { parseShapeOverrides } = await import('../ir/io-spec.js');
         const shapes = flags.shape ? parseShapeOverrides(flags.shape.join(',')) : undefined;
         const markdownPath = flags.markdown
           ? checkOutputPath(flags.markdown, [baseline, ...candidates, ...(flags.data ? [flags.data] : [])], '--markdown')
@@ -142,13 +129,7 @@ export function registerBenchmark(program: Command): void {
               // callers get their own command rather than the host process's argv.
               command: commandLine((command.parent as unknown as { rawArgs?: string[] } | null)?.rawArgs ?? process.argv),
             },
-            {
-              onProgress: (event) => progress.update(event.message),
-              onWarning: (message) => {
-                progress.stop();
-                note(`model-opt: warning: ${message}`, { json: flags.json });
-              },
-            },
+            { ...workflowEvents(progress, flags), onProgress: (event) => progress.update(event.message) },
           );
         } finally {
           progress.stop();

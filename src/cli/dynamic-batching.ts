@@ -2,22 +2,14 @@
  * The dynamic-batching flags shared by `model-opt benchmark --dynamic-batching` and
  * `model-opt export-triton` (registerBatchingOptions, batchingSweepOptionsFromFlags,
  * runBatchingBenchmark), so both commands parse them the same way.
- * May import: cli/common, errors, commander; lazily serve, report/batching-*, onnx, runtime, data.
+ * May import: cli/*, errors, commander, app/output-path; lazily serve, report/batching-*, onnx, ir, data.
  */
 import fs from 'node:fs';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { ExitCode, GateError, UsageError } from '../errors.js';
-import {
-  checkOutputPath,
-  createProgress,
-  note,
-  parseNonNegativeInt,
-  parseNumber,
-  parseMilliseconds,
-  parsePositiveInt,
-  parsePositiveIntList,
-  writeTextAtomic,
-} from './common.js';
+import { checkOutputPath } from '../app/output-path.js';
+import { createProgress, note, writeTextAtomic } from './common.js';
+import { parseNonNegativeInt, parseNumber, parseMilliseconds, parsePositiveInt, parsePositiveIntList } from './parsers.js';
 import type { BatchingSweepOptions, BatchingSweepResult } from '../serve/sweep.js';
 
 // ---- shared dynamic-batching flags --------------------------------------------------------------
@@ -138,14 +130,14 @@ export async function batchingSweepOptionsFromFlags(
     ...(flags.sloP99 !== undefined ? { sloP99Ms: flags.sloP99 } : {}),
   };
   if (flags.shape) {
-    const { parseShapeOverrides } = await import('../runtime/shapes.js');
+    const { parseShapeOverrides } = await import('../ir/io-spec.js');
     sweep.shapeOverrides = parseShapeOverrides(flags.shape.join(','));
   }
   if (flags.data) {
     const [{ loadDataset }, { loadModel }, { modelInputSpecs }] = await Promise.all([
       import('../data/index.js'),
       import('../onnx/index.js'),
-      import('../runtime/index.js'),
+      import('../ir/io-spec.js'),
     ]);
     sweep.dataset = await loadDataset(flags.data, modelInputSpecs(await loadModel(model)));
   }

@@ -2,21 +2,15 @@
  * `model-opt export-triton <model> --out <repo>`: writes <repo>/<name>/config.pbtxt and
  * <repo>/<name>/1/model.onnx with the dynamic_batching settings given, or found by the SLO search
  * (--slo-p99).
- * May import: cli/common, cli/dynamic-batching, errors, commander; lazily serve, onnx.
+ * May import: cli/*, errors, commander; lazily serve, onnx.
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
 import { ExitCode, GateError, UsageError } from '../errors.js';
-import {
-  collect,
-  note,
-  parseNonNegativeInt,
-  parsePositiveInt,
-  parseStringList,
-  printJson,
-  runCommand,
-} from './common.js';
+import { note, printJson, runCommand } from './common.js';
+import { sharedOption } from './options.js';
+import { parseNonNegativeInt } from './parsers.js';
 import {
   batchingSweepOptionsFromFlags,
   readText,
@@ -44,11 +38,11 @@ export function registerExportTriton(program: Command): void {
     .option('--name <name>', 'model name in the repository (default: the model file name)');
   registerBatcherSettingOptions(command);
   command
-    .option('--threads <n>', 'onnxruntime intra-op threads for the --slo-p99 search', parsePositiveInt)
-    .option('--shape <name=dims>', 'size of symbolic non-batch dims, e.g. x=1x3x224x224 (repeatable)', collect)
-    .option('--provider <list>', 'execution providers for the --slo-p99 search (default cpu)', parseStringList)
+    .addOption(sharedOption('threads'))
+    .addOption(sharedOption('shape'))
+    .addOption(sharedOption('provider'))
     .option('--seed <n>', 'seed for the random requests of the search', parseNonNegativeInt)
-    .option('--json', 'print one JSON document on stdout')
+    .addOption(sharedOption('json'))
     .action(
       runCommand(async (model: string, flags: ExportFlags) => {
         const [{ loadModel, ensureDistinctOutput }, serve] = await Promise.all([import('../onnx/index.js'), import('../serve/index.js')]);

@@ -1,12 +1,13 @@
 /**
  * The model-opt command-line program: builds the commander program from one register function per
- * subcommand and runs it. The only place that maps a run to an exit code.
+ * subcommand and runs it. The only place that turns a run into an exit code (the action's code,
+ * recorded on the program by runCommand).
  * May import: cli/*, errors. Library code is imported lazily by each subcommand's action.
  */
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { ExitCode } from '../errors.js';
-import { reportError, takeExitCode } from './common.js';
+import { exitCodeOf, reportError } from './common.js';
 import { registerInspect } from './inspect.js';
 import { registerBenchmark } from './benchmark.js';
 import { registerQuantize } from './quantize.js';
@@ -50,5 +51,5 @@ export async function main(argv: string[]): Promise<number> {
     }
     return reportError(error);
   }
-  return takeExitCode();
+  return exitCodeOf(program);
 }

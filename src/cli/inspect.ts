@@ -1,10 +1,11 @@
 /**
  * `model-opt inspect <model>`: what a model is made of, as a table or one JSON document.
- * May import: cli/common; lazily analysis/inspect and report/inspect.
+ * May import: cli/common, cli/options; lazily analysis/inspect and report/inspect.
  */
 import type { Command } from 'commander';
 import { ExitCode } from '../errors.js';
 import { printJson, runCommand } from './common.js';
+import { sharedOption } from './options.js';
 
 export const INSPECT_SCHEMA_VERSION = 1;
 
@@ -18,7 +19,7 @@ export function registerInspect(program: Command): void {
     .command('inspect')
     .description('show inputs, outputs, opsets, op types, parameters, sparsity and whether onnxruntime loads a model')
     .argument('<model>', 'the .onnx model file')
-    .option('--json', 'print one JSON document on stdout instead of tables')
+    .addOption(sharedOption('json'))
     .option('--no-runtime', 'skip the onnxruntime load check')
     .action(
       runCommand(async (modelPath: string, flags: InspectFlags) => {

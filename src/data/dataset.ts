@@ -8,8 +8,8 @@
  * saves float64 by default, so refusing it would only annoy); integer data is converted to another
  * integer dtype when every value fits, with a note; anything else (ints for a float input, floats
  * for an int input) is an InputError, because such data usually still needs scaling or encoding.
- * Imports: ./npy.js, ./npz.js, ./jsonl.js, ./test-data-set.js, ./images.js, ./tensor-ops.js,
- * ../runtime/shapes.js, ../ir/dtype.js, ../errors.js.
+ * Imports: ./npy.js, ./npz.js, ./jsonl.js, ./test-data-set.js, ./images.js, ./dtype-convert.js,
+ * ../ir/io-spec.js, ../ir/samples.js, ../ir/dtype.js, ../util/random.js, ../errors.js.
  */
 import { seededRandom } from '../util/random.js';
 import { stat } from 'node:fs/promises';
@@ -24,11 +24,12 @@ import {
   float32ToFloat16,
   type TensorData,
 } from '../ir/dtype.js';
-import { formatShape, resolveShape, type IoSpec, type ShapeOverrides } from '../runtime/shapes.js';
+import { formatShape, resolveShape, type IoSpec, type ShapeOverrides } from '../ir/io-spec.js';
+import { concatSamples, sliceSamples } from '../ir/samples.js';
 import { readJsonl } from './jsonl.js';
 import { readNpy } from './npy.js';
 import { readNpz } from './npz.js';
-import { concatSamples, convertFloat, convertInteger, isConvertibleFloat, isInteger, sliceSamples } from './tensor-ops.js';
+import { convertFloat, convertInteger, isConvertibleFloat, isInteger } from './dtype-convert.js';
 import { readTensorFile, readTestDataSets, testSetFeeds } from './test-data-set.js';
 import { isImageFolder, readImageFolder } from './images.js';
 

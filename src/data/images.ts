@@ -15,13 +15,13 @@
  * resizes the shorter side to `shorter` (default max(H, W)) keeping the aspect ratio, then cuts the
  * centre. Bilinear with half-pixel centres. 1-channel inputs take the luma (ITU-R 601) of colour
  * images and a grey image as it is. Layout NCHW or NHWC from where the model's 1 or 3 channels are.
- * Imports: ir/dtype, errors, runtime/shapes (types), pngjs, jpeg-js.
+ * Imports: ir/dtype, ir/io-spec (types), errors, pngjs, jpeg-js.
  */
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { extname, join } from 'node:path';
 import { InputError } from '../errors.js';
 import { DataType, dtypeName, type TensorData } from '../ir/dtype.js';
-import type { IoSpec } from '../runtime/shapes.js';
+import type { IoSpec } from '../ir/io-spec.js';
 
 const IMAGE_EXTENSIONS = new Set(['.png', '.jpg', '.jpeg']);
 /** Float inputs take float32 values (converted to the input's precision by the data set loader). */

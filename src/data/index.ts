@@ -17,4 +17,4 @@ export {
   type LoadDatasetOptions,
   type RandomDatasetOptions,
 } from './dataset.js';
-export { concatSamples, sliceSamples } from './tensor-ops.js';
+export { concatSamples, sliceSamples } from '../ir/samples.js';

@@ -2,11 +2,11 @@
  * JSON Lines data: one JSON object per line, input name -> nested arrays for ONE sample (no
  * sample dim), plus an optional label (number or nested array). Values take the dtype of the model
  * input they feed, since JSON has no dtypes.
- * Imports: ./files.js, ../runtime/shapes.js, ../ir/dtype.js, ../errors.js.
+ * Imports: ./files.js, ../ir/io-spec.js (types), ../ir/dtype.js, ../errors.js.
  */
 import { InputError } from '../errors.js';
 import { DataType, dtypeInfo, float32ToBfloat16, float32ToFloat16, type TensorData } from '../ir/dtype.js';
-import type { IoSpec } from '../runtime/shapes.js';
+import type { IoSpec } from '../ir/io-spec.js';
 import { readBytes } from './files.js';
 
 /** Flattens a nested JSON array, returning its shape; throws a message on ragged input. */

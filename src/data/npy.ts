@@ -2,7 +2,7 @@
  * NumPy .npy reading and writing (format versions 1.0, 2.0 and 3.0; C order only).
  * Decoded arrays follow the project dtype table: float16 as Uint16Array bits, bool as Uint8Array,
  * int64 as BigInt64Array, fixed-width unicode/bytes as string[].
- * Imports: ../ir/dtype.js, ../errors.js, ./files.js.
+ * Imports: ../ir/dtype.js, ../errors.js, ./files.js, ../util/atomic-write.js.
  */
 import { InputError, UsageError } from '../errors.js';
 import {
@@ -13,7 +13,8 @@ import {
   type TensorData,
   type TypedArray,
 } from '../ir/dtype.js';
-import { readBytes, writeBytesAtomic } from './files.js';
+import { readBytes } from './files.js';
+import { writeBytesAtomic } from '../util/atomic-write.js';
 
 const MAGIC = [0x93, 0x4e, 0x55, 0x4d, 0x50, 0x59]; // \x93NUMPY
 // NumPy pads headers so data starts on a 64-byte boundary and leaves room to grow the first axis

@@ -1,12 +1,13 @@
 /**
  * NumPy .npz archives (np.savez and np.savez_compressed): a zip of .npy members, one per key.
  * Zip handling is fflate's (stored and deflated members, zip64 as NumPy writes it).
- * Imports: ./npy.js, ./files.js, ../ir/dtype.js, ../errors.js, fflate.
+ * Imports: ./npy.js, ./files.js, ../util/atomic-write.js, ../ir/dtype.js, ../errors.js, fflate.
  */
 import { unzipSync, zipSync, type Zippable } from 'fflate';
 import { InputError } from '../errors.js';
 import type { TensorData } from '../ir/dtype.js';
-import { readBytes, writeBytesAtomic } from './files.js';
+import { readBytes } from './files.js';
+import { writeBytesAtomic } from '../util/atomic-write.js';
 import { decodeNpy, encodeNpy } from './npy.js';
 
 /** Decodes .npz bytes into arrays keyed as np.load keys them (member name without '.npy'). */

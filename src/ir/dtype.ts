@@ -144,6 +144,16 @@ export function isIntegerDtype(type: number): boolean {
   return INTEGER_TYPES.has(type);
 }
 
+/**
+ * Whether model-opt computes on values of this element type as floats: float32, float64, float16
+ * and bfloat16, i.e. the table's float rows of 16 bits or more. The 8- and 4-bit float formats
+ * are storage formats here (no arithmetic, no conversion, never pruned or cast to fp16).
+ */
+export function isFloatDtype(type: number): boolean {
+  const info = dtypeInfo(type);
+  return info.isFloat && info.bits >= 16;
+}
+
 /** Info for an ONNX element type; unknown numbers (a future ONNX) get a placeholder row. */
 export function dtypeInfo(type: number): DtypeInfo {
   return BY_TYPE.get(type) ?? row(type as DataType, `dtype(${type})`, 0, null, null, null, false);

@@ -1,10 +1,11 @@
 /**
  * The little host-side tensor arithmetic the passes need (constant and BatchNormalization folding,
  * pruning's weight edits, the trainer's broadcasting): float64 views of tensors, dtype-preserving conversion back, broadcasting
- * elementwise ops, transpose and reshape-shape resolution. Imports the IR only.
+ * elementwise ops, transpose and reshape-shape resolution.
+ * Imports: ./dtype.js, ./tensor.js, ../errors.js.
  */
 import { UsageError } from '../errors.js';
-import { DataType, dtypeInfo, float32ToBfloat16, float32ToFloat16, type TensorData, type TypedArray } from './dtype.js';
+import { DataType, dtypeInfo, float32ToBfloat16, float32ToFloat16, isFloatDtype, isIntegerDtype, type TensorData, type TypedArray } from './dtype.js';
 import { Tensor } from './tensor.js';
 
 export interface F64Tensor {
@@ -16,28 +17,9 @@ export function toF64(t: Tensor): F64Tensor {
   return { dims: [...t.dims], data: t.toFloat64() };
 }
 
-const NUMERIC = new Set<number>([
-  DataType.FLOAT,
-  DataType.DOUBLE,
-  DataType.FLOAT16,
-  DataType.BFLOAT16,
-  DataType.INT8,
-  DataType.UINT8,
-  DataType.INT16,
-  DataType.UINT16,
-  DataType.INT32,
-  DataType.UINT32,
-  DataType.INT64,
-  DataType.UINT64,
-  DataType.BOOL,
-]);
-
+/** Types toF64/fromF64 handle: the arithmetic floats, 8- to 64-bit integers and bool. */
 export function isNumericDtype(dtype: number): boolean {
-  return NUMERIC.has(dtype);
-}
-
-export function isFloatDtype(dtype: number): boolean {
-  return dtype === DataType.FLOAT || dtype === DataType.DOUBLE || dtype === DataType.FLOAT16 || dtype === DataType.BFLOAT16;
+  return isFloatDtype(dtype) || (isIntegerDtype(dtype) && dtypeInfo(dtype).bits >= 8) || dtype === DataType.BOOL;
 }
 
 /** Float64 values -> storage of `dtype` (integers truncated toward zero, fp16/bf16 as bits). */

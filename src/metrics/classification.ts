@@ -32,26 +32,19 @@ export function toNumbers(t: TensorData, what: string): ArrayLike<number> {
   return data as Exclude<TypedArray, BigInt64Array | BigUint64Array>;
 }
 
-/** The label index that no prediction matches (what `labelIndices` gives an unusable label). */
+/** The label index that no prediction matches (what `labelIndices` gives a label beyond int32). */
 export const NO_CLASS = -1;
 
 const INT32_MAX = 0x7fffffff;
 
-export interface LabelOptions {
-  /**
-   * What an index label that is not a class index (negative, fractional, NaN) does: 'error'
-   * (default) throws a UsageError naming it; 'never-correct' maps it to NO_CLASS, so the sample
-   * counts as misclassified. Either way a label beyond int32 is NO_CLASS (no model has that many
-   * classes, so it is out of range like any label >= classes).
-   */
-  invalid?: 'error' | 'never-correct';
-}
-
 /**
  * Class indices from a labels tensor: integers of shape [N] or [N, 1], or one-hot / probability
- * rows [N, C] (argmax, first index on ties).
+ * rows [N, C] (argmax, first index on ties). The one label policy of every command: an index label
+ * that is not a class index (negative, fractional, NaN) is a UsageError naming `source` and the
+ * sample; a label beyond int32 is NO_CLASS (no model has that many classes, so it is out of range,
+ * a miss, like any label >= classes).
  */
-export function labelIndices(labels: TensorData, source: string, options: LabelOptions = {}): Int32Array {
+export function labelIndices(labels: TensorData, source: string): Int32Array {
   const n = labels.dims[0] ?? 0;
   const values = toNumbers(labels, `labels in ${source}`);
   const per = n > 0 ? values.length / n : 0;
@@ -60,10 +53,6 @@ export function labelIndices(labels: TensorData, source: string, options: LabelO
     for (let i = 0; i < n; i++) {
       const v = values[i]!;
       if (!Number.isInteger(v) || v < 0) {
-        if (options.invalid === 'never-correct') {
-          out[i] = NO_CLASS;
-          continue;
-        }
         throw new UsageError(`${source}: label ${i} is ${v}; class labels must be non-negative integers`);
       }
       out[i] = v > INT32_MAX ? NO_CLASS : v;

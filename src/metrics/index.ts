@@ -1,7 +1,8 @@
 /**
- * Pure metrics that several layers need (the benchmark, quantize, prune, training): label and
- * output handling, top-k / top-1 correctness, output agreement. A leaf: it imports only ir/dtype
- * and errors, never bench, passes, train or runtime. Re-exports only.
+ * Pure metrics and statistics that several layers need (evaluate, the benchmark, serving, the
+ * reporters): label and output handling, top-k / top-1 correctness, output agreement, summary
+ * statistics, bootstrap intervals, paired speed-up, McNemar's test. A leaf: it imports only
+ * ir/dtype, util/random and errors, never bench, passes, train or runtime. Re-exports only.
  */
 export {
   NO_CLASS,
@@ -11,6 +12,32 @@ export {
   toNumbers,
   top1Correct,
   topKCorrect,
-  type LabelOptions,
 } from './classification.js';
 export { AgreementAccumulator, agreement, channelLayout, type AgreementMetrics } from './agreement.js';
+export {
+  accuracy,
+  bootstrapMedianCI,
+  bootstrapPercentileCI,
+  erfc,
+  max,
+  mcnemar,
+  mcnemarFromCounts,
+  MCNEMAR_EXACT_BELOW,
+  mean,
+  median,
+  min,
+  pairedSpeedup,
+  percentile,
+  percentileSorted,
+  SPEEDUP_NOISE_THRESHOLD,
+  speedupVerdict,
+  std,
+  summarize,
+  Z_95,
+  type BootstrapOptions,
+  type Interval,
+  type McNemarResult,
+  type Speedup,
+  type SpeedupVerdict,
+  type SummaryStats,
+} from './statistics.js';

@@ -1,16 +1,17 @@
 /**
  * ONNX file I/O: the only code that touches protobuf. ModelProto bytes <-> IR with full fidelity
  * (see convert.ts), external data (side files, required beyond protobuf's 2 GB), future-field
- * detection, and atomic writes. Imports protobufjs, node:fs/path, the IR and errors.
+ * detection, and atomic writes (temp files and flushes from util/atomic-write, renamed together).
+ * Imports protobufjs, node:fs/path, the IR, ../util/atomic-write.js and errors.
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { randomBytes } from 'node:crypto';
 import type { Model, Tensor, ExternalDataInfo } from '../ir/index.js';
 import { DataType } from '../ir/dtype.js';
 import { fileErrorReason, InputError, UsageError } from '../errors.js';
 import { onnxTypes, SCHEMA_IR_VERSION } from './schema.js';
 import { findUnknownFields, describeUnknownFields, type UnknownField } from './unknown-fields.js';
+import { tempPathBeside, writeAllAt, writeFileFlushed } from '../util/atomic-write.js';
 import {
   allTensors,
   modelFromProto,
@@ -209,15 +210,6 @@ const INLINE_LIMIT = 1.5 * 1024 ** 3;
 const SHAPE_LIKE_INLINE_BYTES = 1024;
 const PROTOBUF_LIMIT = 2 ** 31 - 1;
 
-function tempPath(target: string): string {
-  return path.join(path.dirname(target), `.${path.basename(target)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
-}
-
-function writeAll(fd: number, data: Uint8Array, position: number): void {
-  let done = 0;
-  while (done < data.byteLength) done += fs.writeSync(fd, data, done, data.byteLength - done, position + done);
-}
-
 /**
  * Save atomically: data goes to temp files in the target folder, renamed into place only when
  * complete; on failure nothing is left behind. Does not check that `file` differs from the model's
@@ -242,7 +234,7 @@ export async function saveModel(model: Model, file: string, options: SaveOptions
     let tensorOpts: TensorEncodeOptions = { embedExternal: true };
     if (useExternal) {
       const dataTarget = resolveExternalPath(path.dirname(target), location, target);
-      const dataTemp = tempPath(dataTarget);
+      const dataTemp = tempPathBeside(dataTarget);
       temps.push(dataTemp);
       const placed = new Map<Tensor, ExternalDataInfo>();
       const fd = fs.openSync(dataTemp, 'w');
@@ -256,7 +248,7 @@ export async function saveModel(model: Model, file: string, options: SaveOptions
           const bytes = tensor.rawBytes();
           const align = bytes.byteLength >= 4096 ? 4096 : 16;
           offset = Math.ceil(offset / align) * align;
-          writeAll(fd, bytes, offset);
+          writeAllAt(fd, bytes, offset);
           placed.set(tensor, {
             location,
             offset,
@@ -280,15 +272,9 @@ export async function saveModel(model: Model, file: string, options: SaveOptions
     if (bytes.byteLength > PROTOBUF_LIMIT) {
       throw new UsageError(`${file}: the model is ${bytes.byteLength} bytes, over protobuf's 2 GB limit; save with external data`);
     }
-    const modelTemp = tempPath(target);
+    const modelTemp = tempPathBeside(target);
     temps.push(modelTemp);
-    const fd = fs.openSync(modelTemp, 'w');
-    try {
-      writeAll(fd, bytes, 0);
-      fs.fsyncSync(fd);
-    } finally {
-      fs.closeSync(fd);
-    }
+    writeFileFlushed(modelTemp, bytes);
     renames.push([modelTemp, target]);
     for (const [from, to] of renames) fs.renameSync(from, to);
     // A side file nothing went into is not kept.

@@ -3,12 +3,12 @@
  * onnxruntime (added only while it is serialized, then removed, so the caller's model ends as it
  * was and a multi-GB model is never copied), and onnxruntime returns them with the real outputs.
  * Also fills in missing value types/shapes by running the model with everything captured.
- * Imports: ./runner.js, ../ir/index.js, ../ir/dtype.js, ../data/tensor-ops.js, ../errors.js.
+ * Imports: ./runner.js, ../ir/index.js, ../ir/dtype.js, ../ir/samples.js, ../errors.js.
  */
 import { UsageError } from '../errors.js';
 import type { TensorData } from '../ir/dtype.js';
 import { isTensorType, type Dim, type Model, type TensorType, type Value } from '../ir/index.js';
-import { sliceSamples } from '../data/tensor-ops.js';
+import { sliceSamples } from '../ir/samples.js';
 import { createRunnerWithOutputs, type Runner, type RunnerOptions } from './runner.js';
 
 export interface CaptureRunner {

@@ -1,17 +1,21 @@
 /**
  * Runtime: onnxruntime-node behind a small Runner, intermediate-tensor capture, input specs and
- * `--shape` resolution. Re-exports only; onnxruntime-node itself loads on the first createRunner.
+ * `--shape` resolution (those two from ir/). Re-exports only; onnxruntime-node itself loads on
+ * the first createRunner.
  */
 export { createRunner, listExecutionProviders, loadOrt, needsExternalData, DEFAULT_EXTERNAL_DATA_THRESHOLD, type GraphOptimizationLevel, type Runner, type RunnerOptions } from './runner.js';
 export { captureIntermediates, createCaptureRunner, inferShapesByRunning, type CaptureRunner } from './capture.js';
-export { integerInputBounds, modelInputSpecs, modelOutputSpecs } from './model-specs.js';
+// The pure io specs live in ir/ (data/ uses them too); re-exported here for existing callers.
+export { integerInputBounds } from '../ir/input-bounds.js';
 export {
   describeSpec,
   formatShape,
+  modelInputSpecs,
+  modelOutputSpecs,
   parseShapeOverrides,
   resolveShape,
   type Dim,
   type IoSpec,
   type ShapeOverrides,
-} from './shapes.js';
+} from '../ir/io-spec.js';
 export { fromOrtTensor, toOrtTensor } from './ort-tensor.js';

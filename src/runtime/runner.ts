@@ -8,8 +8,8 @@
  * A model that fixes its batch dim (most exports do, at 1) still takes batches of any size: run()
  * splits them into batches of the fixed size and joins the outputs, so data passes need no
  * per-model batch logic; timed code feeds exactly the fixed size and never takes that path.
- * Imports: ./shapes.js, ./ort-tensor.js, ./model-specs.js, ../ir/index.js (types), ../ir/dtype.js,
- * ../data/tensor-ops.js, ../errors.js, node:fs/os/path; lazily onnxruntime-node and ../onnx/index.js.
+ * Imports: ./ort-tensor.js, ../ir/index.js, ../ir/dtype.js, ../ir/io-spec.js, ../ir/samples.js,
+ * ../errors.js, node:fs/os/path; lazily onnxruntime-node and ../onnx/index.js.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -18,9 +18,9 @@ import type * as Ort from 'onnxruntime-node';
 import { InputError, UsageError } from '../errors.js';
 import { dtypeFromOrt, dtypeName, type TensorData } from '../ir/dtype.js';
 import { Tensor, type Model, type Value } from '../ir/index.js';
-import { concatSamples, sliceSamples } from '../data/tensor-ops.js';
 import { fromOrtTensor, toOrtTensor, type OrtModule } from './ort-tensor.js';
-import { formatShape, type Dim, type IoSpec } from './shapes.js';
+import { formatShape, modelInputSpecs, modelOutputSpecs, type Dim, type IoSpec } from '../ir/io-spec.js';
+import { concatSamples, sliceSamples } from '../ir/samples.js';
 
 export type GraphOptimizationLevel = 'disabled' | 'basic' | 'extended' | 'all';
 
@@ -148,7 +148,7 @@ async function serializeForSession(
   options: RunnerOptions,
   label: string,
 ): Promise<{ source: string | Uint8Array; tempFolder?: string; declared?: { inputs: IoSpec[]; outputs: IoSpec[] } }> {
-  const [{ encodeModel, saveModel }, { modelInputSpecs, modelOutputSpecs }] = await Promise.all([import('../onnx/index.js'), import('./model-specs.js')]);
+  const { encodeModel, saveModel } = await import('../onnx/index.js');
   const graph = model.graph;
   const outputs = graph.outputs;
   if (extraOutputs.length > 0) graph.outputs = [...outputs, ...extraOutputs];

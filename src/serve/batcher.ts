@@ -11,9 +11,9 @@
  * Requests are concatenated along dim 0 and outputs split back by each request's sample count.
  * maxQueueSize rejects new requests when that many are waiting; defaultTimeoutUs rejects requests
  * that waited longer (timeout_action REJECT); preserveOrdering delivers responses in request order.
- * Imports: ./clock.js, ./executor.js, ../data/tensor-ops.js, ../ir/dtype.js, ../errors.js.
+ * Imports: ./clock.js, ./executor.js (types), ../ir/samples.js, ../ir/dtype.js, ../errors.js.
  */
-import { concatSamples, sliceSamples } from '../data/tensor-ops.js';
+import { concatSamples, sliceSamples } from '../ir/samples.js';
 import { InputError, UsageError } from '../errors.js';
 import type { TensorData } from '../ir/dtype.js';
 import { realClock, type Clock, type TimerHandle } from './clock.js';

@@ -2,12 +2,13 @@
  * What the batcher runs a batch on. The real executor is an onnxruntime session (src/runtime
  * createRunner, one per model instance); the simulated one waits a known cost on a Clock, so the
  * batching logic and the SLO search can be tested with deterministic timing.
- * Imports: ../ir/dtype.js, ../errors.js, ./clock.js; lazily ../runtime/index.js.
+ * Imports: ../ir/dtype.js, ../ir/io-spec.js (types), ../errors.js, ./clock.js; lazily ../runtime/index.js.
  */
 import { InputError } from '../errors.js';
 import { DataType, type TensorData } from '../ir/dtype.js';
 import type { Model } from '../ir/index.js';
-import type { IoSpec, RunnerOptions } from '../runtime/index.js';
+import type { IoSpec } from '../ir/io-spec.js';
+import type { RunnerOptions } from '../runtime/index.js';
 import type { Clock } from './clock.js';
 
 export interface BatchExecutor {

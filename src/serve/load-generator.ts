@@ -7,9 +7,10 @@
  * time (arrival to dispatch) and compute time (the executor's run of the whole batch).
  * Open-loop latency counts from the scheduled arrival time, so the generator's own timer lateness
  * is charged to the request rather than hidden (no coordinated omission).
- * Imports: ./clock.js, ./batcher.js (types), ../bench/stats.js, ../ir/dtype.js (types).
+ * Imports: ./clock.js, ./batcher.js (types), ../metrics (summarize), ../util/random.js, ../ir/dtype.js (types).
  */
-import { seededRandom, summarize } from '../bench/stats.js';
+import { seededRandom } from '../util/random.js';
+import { summarize } from '../metrics/index.js';
 import { UsageError } from '../errors.js';
 import type { TensorData } from '../ir/dtype.js';
 import { RequestRejectedError, type InferenceResult } from './batcher.js';

@@ -4,15 +4,18 @@
  * comparison, without batching (max batch size 1, same instances); with `sloP99Ms` it also runs the
  * SLO search and recommends settings (with the Triton dynamic_batching block to deploy them).
  * Returns a plain record; reporters (src/report/batching-*.ts) print it.
- * Imports: ./*, ../data/index.js, ../runtime (lazily, through ./executor.js), ../ir, ../errors.js.
+ * Imports: ./*, ../data/dataset.js, ../ir (with ir/samples, ir/io-spec, ir/input-bounds), ../errors.js;
+ * ../runtime only lazily, through ./executor.js (and its RunnerOptions type).
  */
 import os from 'node:os';
-import { sliceSamples } from '../data/tensor-ops.js';
+import { sliceSamples } from '../ir/samples.js';
 import { randomDataset, type Dataset } from '../data/dataset.js';
 import { UsageError, InputError } from '../errors.js';
 import { isIntegerDtype, type TensorData } from '../ir/dtype.js';
 import type { Model } from '../ir/index.js';
-import { integerInputBounds, type IoSpec, type RunnerOptions, type ShapeOverrides } from '../runtime/index.js';
+import { integerInputBounds } from '../ir/input-bounds.js';
+import type { IoSpec, ShapeOverrides } from '../ir/io-spec.js';
+import type { RunnerOptions } from '../runtime/index.js';
 import { DynamicBatcher, type BatcherConfig } from './batcher.js';
 import { realClock, type Clock } from './clock.js';
 import { createOrtExecutors, type BatchExecutor } from './executor.js';

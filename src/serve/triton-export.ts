@@ -4,14 +4,15 @@
  * and <out>/<name>/1/model.onnx, both atomically; the written model is loaded in onnxruntime
  * before success is reported. An existing config can be given as the base: its other fields
  * (optimization, parameters, ...) are kept.
- * Imports: ./triton-config.js, ./executor.js, ../onnx/index.js, ../runtime/index.js (lazily), ../data/files.js, ../ir, ../errors.js.
+ * Imports: ./triton-config.js, ./executor.js, ../onnx/index.js, ../runtime/index.js (lazily), ../util/atomic-write.js,
+ * ../ir (with ir/io-spec types), ../errors.js.
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { writeBytesAtomic } from '../data/files.js';
+import { writeBytesAtomic } from '../util/atomic-write.js';
 import { InputError, UsageError } from '../errors.js';
 import type { Model } from '../ir/index.js';
-import type { IoSpec } from '../runtime/shapes.js';
+import type { IoSpec } from '../ir/io-spec.js';
 import { checkBatchable } from './executor.js';
 import type { BatchingSetting } from './slo-search.js';
 import { formatTritonConfig, tritonDataType, type TritonModelConfig, type TritonTensor } from './triton-config.js';

@@ -4,10 +4,10 @@
  * is trained through the tfjs interpreter (./onnx-graph.ts) by ./loop.ts; the trained values are
  * written back into the student's ONNX graph, which is then loaded in onnxruntime to check that it
  * runs and reproduces the interpreter's outputs, and evaluated there.
- * Students: any ONNX model, the teacher itself (fine-tuning), or the teacher narrowed by structured
- * channel pruning (`studentFromTeacher`, i.e. prune-then-distill recovery).
- * Imports: ../ir, ../data, ../runtime, ../metrics, ../passes/prune (pruneChannels), ../errors,
- * ./backend, ./onnx-graph, ./loop, ./optimizer.
+ * Students: any ONNX model that trains at any batch size; making one (the teacher narrowed by channel
+ * pruning, a fixed-batch model batchified) is app/distill.ts's job.
+ * Imports: ../ir, ../data, ../runtime, ../evaluate, ../errors, ./backend, ./onnx-graph, ./loop,
+ * ./optimizer.
  */
 import * as tf from '@tensorflow/tfjs-core';
 import { InputError, UsageError } from '../errors.js';
@@ -15,15 +15,13 @@ import { DataType, elementCount, type TensorData } from '../ir/dtype.js';
 import type { Model } from '../ir/index.js';
 import { batches, type Dataset } from '../data/index.js';
 import { createCaptureRunner, createRunner, modelInputSpecs, type RunnerOptions } from '../runtime/index.js';
-import { labelIndices, toNumbers, top1Correct } from '../metrics/index.js';
-import { pruneChannels } from '../passes/prune/index.js';
+import { top1Accuracy } from '../evaluate/index.js';
 import { initTrainingBackend, type BackendInfo, type TrainingBackend } from './backend.js';
 import { evaluate, gatherRows, trainLoop, type EpochRecord, type FeaturePair, type LoopProgress, type TrainData } from './loop.js';
 import { TrainableGraph, tensorDataToTf } from './onnx-graph.js';
 import type { OptimizerKind, ScheduleKind } from './optimizer.js';
 import type { LayerSparsity } from './gradual-pruning.js';
 import { DEFAULT_DISTILL_SETTINGS } from './defaults.js';
-import { withDynamicBatch } from './dynamic-batch.js';
 
 export const DISTILL_REPORT_SCHEMA = 1;
 
@@ -124,13 +122,6 @@ export interface DistillReport {
   sparsity?: { target: number; layers: LayerSparsity[]; overall: number };
 }
 
-/** The teacher narrowed to `width` of its channels by structured (L2) channel pruning. */
-export function studentFromTeacher(teacher: Model, width: number): Model {
-  if (!(width > 0 && width <= 1)) throw new UsageError(`--width must be in (0, 1], got ${width}`);
-  if (width === 1) return teacher.clone();
-  return pruneChannels(teacher, { width }).model;
-}
-
 function labelsAreClasses(labels: TensorData): boolean {
   return (labels.dtype !== DataType.FLOAT && labels.dtype !== DataType.DOUBLE) || (labels.dims.length === 2 && (labels.dims[1] ?? 1) > 1);
 }
@@ -182,34 +173,19 @@ export async function teacherTargets(
   return new Map([...parts].map(([k, v]) => [k, { dtype: DataType.FLOAT, dims: v.dims, data: v.data }]));
 }
 
-/** Top-1 accuracy of `outputName` on the labelled data in onnxruntime, plus the outputs (sample-first). */
-export async function onnxruntimeAccuracy(model: Model, data: Dataset, outputName: string, runnerOptions: RunnerOptions | undefined, label: string): Promise<{ accuracy: number; outputs: Float32Array }> {
-  if (!data.labels) throw new UsageError(`${data.source}: the evaluation data has no labels`);
-  // Index or one-hot labels; a label that is not a class index counts as a miss rather than an error.
-  const labels = labelIndices(data.labels, data.source, { invalid: 'never-correct' });
-  const runner = await createRunner(model, { label, ...runnerOptions });
-  const inputNames = new Set(runner.inputs.map((s) => s.name));
-  let correct = 0;
-  let outputs: Float32Array | undefined;
-  try {
-    for (const batch of batches(data, 256)) {
-      const feeds: Record<string, TensorData> = {};
-      for (const [k, v] of Object.entries(batch.feeds)) if (inputNames.has(k)) feeds[k] = v;
-      if (Object.keys(feeds).length !== inputNames.size && inputNames.size === 1 && Object.keys(batch.feeds).length === 1) {
-        feeds[[...inputNames][0]!] = Object.values(batch.feeds)[0]!;
-      }
-      const out = (await runner.run(feeds, [outputName]))[outputName]!;
-      // Each sample's values are its class scores.
-      const scores = toNumbers(out, `output '${outputName}'`);
-      const per = scores.length / batch.size;
-      outputs ??= new Float32Array(data.count * per);
-      outputs.set(scores, batch.start * per);
-      for (const ok of top1Correct(scores, per, labels.subarray(batch.start, batch.start + batch.size))) correct += ok;
-    }
-  } finally {
-    await runner.release();
-  }
-  return { accuracy: correct / data.count, outputs: outputs ?? new Float32Array(0) };
+/**
+ * Top-1 accuracy of `outputName` on the labelled data in onnxruntime (src/evaluate: its label
+ * policy and batch rule). A one-input data set whose array is named otherwise feeds a one-input model.
+ */
+export async function onnxruntimeAccuracy(model: Model, data: Dataset, outputName: string, runnerOptions: RunnerOptions | undefined, label: string): Promise<{ accuracy: number }> {
+  const inputNames = modelInputSpecs(model).map((s) => s.name);
+  const arrays = Object.values(data.inputs);
+  const inputs =
+    inputNames.length === 1 && arrays.length === 1 && !(inputNames[0]! in data.inputs)
+      ? { [inputNames[0]!]: arrays[0]! }
+      : Object.fromEntries(Object.entries(data.inputs).filter(([name]) => inputNames.includes(name)));
+  const { accuracy } = await top1Accuracy(model, { ...data, inputs }, { outputName, runner: runnerOptions, label });
+  return { accuracy };
 }
 
 export function toTrainData(dataset: Dataset, inputNames: string[], role: string): TrainData {
@@ -222,7 +198,10 @@ export function toTrainData(dataset: Dataset, inputNames: string[], role: string
   return { count: dataset.count, inputs, labels: dataset.labels };
 }
 
-/** Distills (or, without a teacher, trains) the student. The input models are not modified. */
+/**
+ * Distills (or, without a teacher, trains) the student. The input models are not modified. The
+ * student must train at any batch size: app/distill.ts's `distill` batchifies a fixed-batch one first.
+ */
 export async function distill(options: DistillOptions): Promise<{ model: Model; report: DistillReport }> {
   const settings: DistillSettings = { ...DEFAULT_DISTILL_SETTINGS };
   const optionalKeys = new Set(['stepEpochs', 'pruneTo', 'patience']);
@@ -238,12 +217,10 @@ export async function distill(options: DistillOptions): Promise<{ model: Model; 
 
   const backend = await initTrainingBackend({ backend: options.backend ?? 'auto' });
   progress({ phase: 'backend', message: `training backend: ${backend.description}` });
-  const student = withDynamicBatch(options.student, 'student');
-  if (student.note) warn(student.note);
-  const graph = new TrainableGraph(student.model);
+  const graph = new TrainableGraph(options.student);
   try {
     const outputName = options.outputName ?? graph.outputNames()[0]!;
-    if (!graph.outputNames().includes(outputName) && !student.model.graph.value(outputName)) {
+    if (!graph.outputNames().includes(outputName) && !options.student.graph.value(outputName)) {
       throw new UsageError(`the student has no tensor '${outputName}'`);
     }
     const train = toTrainData(options.train, graph.inputNames(), 'training');

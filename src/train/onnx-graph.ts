@@ -13,7 +13,7 @@
  */
 import * as tf from '@tensorflow/tfjs-core';
 import { InputError, UsageError } from '../errors.js';
-import { DataType, type TensorData } from '../ir/dtype.js';
+import { DataType, isFloatDtype, type TensorData } from '../ir/dtype.js';
 import type { Graph, Model, Node, Tensor, Value } from '../ir/index.js';
 import { opHandler, type OpContext, type ValueEntry } from './onnx-ops.js';
 
@@ -46,8 +46,6 @@ export interface ForwardResult {
   updates: Array<{ name: string; value: tf.Tensor }>;
 }
 
-const FLOAT_TYPES = new Set<number>([DataType.FLOAT, DataType.DOUBLE, DataType.FLOAT16, DataType.BFLOAT16]);
-
 function isDefaultDomain(node: Node): boolean {
   return node.domain === '' || node.domain === 'ai.onnx';
 }
@@ -61,7 +59,7 @@ export function tensorToFloat32(t: Tensor): Float32Array {
 /** An IR tensor as a tf tensor: floats as float32, integers as int32, booleans as bool. */
 export function irTensorToTf(t: Tensor): tf.Tensor {
   const dims = [...t.dims];
-  if (FLOAT_TYPES.has(t.dtype)) return tf.tensor(tensorToFloat32(t), dims, 'float32');
+  if (isFloatDtype(t.dtype)) return tf.tensor(tensorToFloat32(t), dims, 'float32');
   if (t.dtype === DataType.BOOL) return tf.tensor(Uint8Array.from(t.data as Uint8Array), dims, 'bool');
   if (t.dtype === DataType.STRING) throw new UsageError(`tensor '${t.name}': string tensors cannot be trained on`);
   const f = t.toFloat64();
@@ -70,7 +68,7 @@ export function irTensorToTf(t: Tensor): tf.Tensor {
 
 /** A host tensor (dataset batch) as a tf tensor in ONNX layout. */
 export function tensorDataToTf(td: TensorData): tf.Tensor {
-  if (FLOAT_TYPES.has(td.dtype)) {
+  if (isFloatDtype(td.dtype)) {
     const data = td.data instanceof Float32Array ? td.data : Float32Array.from(td.data as ArrayLike<number>, Number);
     return tf.tensor(data, [...td.dims], 'float32');
   }

@@ -1,47 +1,61 @@
 /**
- * Quantization-aware training (QAT): fine-tune an FP32 model with fake quantization in its forward
- * pass so that its weights survive INT8, then export it through the PTQ code path.
+ * Quantization-aware training (QAT), the training half: fine-tune an FP32 model with fake
+ * quantization in its forward pass so that its weights survive INT8. What to fake-quantize, and
+ * with which activation parameters, comes in as plain data (a FakeQuantPlan, made by app/qat.ts from
+ * the PTQ plan and ranges); exporting the result as a QDQ model is app/qat.ts's job too.
  *
- *   - Where: exactly the tensors and weights the PTQ plan (planQdq) quantizes, so the fine-tuned
- *     model sees in training what its QDQ export will compute.
- *   - Activations: fake-quantized with the PTQ calibration ranges (kept fixed), asymmetric uint8 or
- *     symmetric int8 as PTQ chooses; straight-through estimator, zero gradient outside the range.
+ *   - Activations: fake-quantized with fixed parameters (the PTQ calibration ranges), asymmetric
+ *     uint8 or symmetric int8 as PTQ chooses; straight-through estimator, zero gradient outside the
+ *     range.
  *   - Weights: symmetric int8 over [-127, 127], per channel or per tensor as PTQ, the scale recomputed
  *     from the current weights each step (as PTQ will from the final ones); the straight-through
  *     estimator passes the gradient unchanged.
  *   - Loss: cross-entropy with labels, optionally distillation from the FP32 model (the teacher runs
  *     once in onnxruntime, like `distill`).
- *   - Export: the trained FP32 weights go through quantizeQdq with the same ranges and options, so
- *     the result has exactly the form PTQ writes and onnxruntime fuses it the same way.
  *
- * The input is the FP32 model PTQ quantized (Int8Context.preprocessed: BatchNormalization folded,
- * value types filled in) with its ranges (Int8Context.ranges) and options (Int8Context.qdqOptions).
- * Imports: @tensorflow/tfjs-core, ../passes/quantize (plan, apply, quant math), ../data, ../runtime,
- * ../errors, ./backend, ./onnx-graph, ./loop, ./distill (teacher cache and evaluation helpers).
+ * The model must train at any batch size (app/ batchifies a fixed-batch model first).
+ * Imports: @tensorflow/tfjs-core, ../ir, ../data, ../runtime, ../errors, ./backend, ./onnx-graph,
+ * ./loop, ./distill (teacher cache and data helpers).
  */
 import * as tf from '@tensorflow/tfjs-core';
 import { UsageError } from '../errors.js';
 import { DataType } from '../ir/dtype.js';
-import type { Model, Value } from '../ir/index.js';
+import type { Model } from '../ir/index.js';
 import type { Dataset } from '../data/index.js';
 import type { RunnerOptions } from '../runtime/index.js';
-import { activationParamResolver, planQdq, quantizeQdq, type QdqOptions, type QdqReport } from '../passes/quantize/qdq.js';
-import type { QuantParams } from '../passes/quantize/quant-math.js';
-import type { Range } from '../passes/quantize/calibrate.js';
 import { initTrainingBackend, type BackendInfo, type TrainingBackend } from './backend.js';
 import { evaluate, trainLoop, type EpochRecord } from './loop.js';
 import { TrainableGraph } from './onnx-graph.js';
-import { onnxruntimeAccuracy, teacherTargets, toTrainData } from './distill.js';
+import { teacherTargets, toTrainData } from './distill.js';
 import type { OptimizerKind, ScheduleKind } from './optimizer.js';
-import { withDynamicBatch } from './dynamic-batch.js';
 
-export const QAT_REPORT_SCHEMA = 1;
+/** Fixed quantization parameters of one activation tensor: q = clamp(round(x / scale) + zeroPoint). */
+export interface ActivationQuantParams {
+  scale: number;
+  zeroPoint: number;
+  type: typeof DataType.UINT8 | typeof DataType.INT8;
+}
 
-export interface QatOptions {
-  /** The ranges PTQ calibrated, by tensor name (Int8Context.ranges). */
-  ranges: ReadonlyMap<string, Range>;
-  /** The QDQ options PTQ used (Int8Context.qdqOptions). */
-  qdq?: QdqOptions;
+/** What to fake-quantize while training, by tensor name. */
+export interface FakeQuantPlan {
+  /** Activation tensors and their fixed parameters. */
+  activations: ReadonlyMap<string, ActivationQuantParams>;
+  /** Weight initializers: the per-channel axis, or null for one scale per tensor. */
+  weights: ReadonlyMap<string, number | null>;
+}
+
+export interface QatProgress {
+  phase: 'backend' | 'teacher' | 'train' | 'eval' | 'export';
+  message: string;
+  epoch?: number;
+  epochs?: number;
+  loss?: number;
+  accuracy?: number;
+  samplesPerSecond?: number;
+  etaSeconds?: number;
+}
+
+export interface FakeQuantTrainingOptions {
   /** Training data (model inputs and labels, sample dim first). */
   train: Dataset;
   /** Labelled data to pick the best epoch and report accuracy. */
@@ -62,12 +76,14 @@ export interface QatOptions {
   backend?: TrainingBackend | 'auto';
   outputName?: string;
   runner?: RunnerOptions;
-  onProgress?: (event: { phase: 'backend' | 'teacher' | 'train' | 'eval' | 'export'; message: string; epoch?: number; epochs?: number; loss?: number; accuracy?: number; samplesPerSecond?: number; etaSeconds?: number }) => void;
-  onWarning?: (message: string) => void;
+  onProgress?: (event: QatProgress) => void;
 }
 
-export interface QatReport {
-  schemaVersion: number;
+export interface FakeQuantTrainingResult {
+  /** The fine-tuned FP32 model (the weights chosen: best epoch with eval data, else the last). */
+  model: Model;
+  /** The output the loss read. */
+  outputName: string;
   backend: BackendInfo;
   epochs: number;
   history: EpochRecord[];
@@ -76,13 +92,10 @@ export interface QatReport {
   fakeQuantized: { activations: number; weights: number };
   /** Fake-quantized accuracy (interpreter) before and after fine-tuning. */
   fakeQuantAccuracy: { before?: number; after?: number };
-  /** The exported QDQ model in onnxruntime. */
-  accuracy?: number;
-  qdq: QdqReport;
 }
 
 /** x -> dequantize(quantize(x)) with fixed parameters; gradient passed inside the range, zero outside. */
-function fakeQuantActivation(p: QuantParams): (t: tf.Tensor) => tf.Tensor {
+function fakeQuantActivation(p: ActivationQuantParams): (t: tf.Tensor) => tf.Tensor {
   const qmin = p.type === DataType.UINT8 ? 0 : -128;
   const qmax = p.type === DataType.UINT8 ? 255 : 127;
   const lo = (qmin - p.zeroPoint) * p.scale;
@@ -120,40 +133,21 @@ function fakeQuantWeight(axis: number | null): (w: tf.Tensor) => tf.Tensor {
 }
 
 /**
- * Fine-tunes `original` with fake quantization and returns the QDQ model, in the form PTQ writes
- * (quantizeQdq on the fine-tuned weights with the same ranges and options). `original` is not
- * modified; a fixed batch dim is made dynamic in the copy that trains (see ./dynamic-batch.ts).
+ * Fine-tunes `model` with fake quantization where `plan` says and returns the trained FP32 model
+ * with the training record. `model` is not modified.
  */
-export async function quantizeAwareTraining(original: Model, options: QatOptions): Promise<{ model: Model; report: QatReport }> {
+export async function trainFakeQuantized(model: Model, plan: FakeQuantPlan, options: FakeQuantTrainingOptions): Promise<FakeQuantTrainingResult> {
   const progress = options.onProgress ?? (() => undefined);
-  const { model, note } = withDynamicBatch(original, 'model');
-  if (note) options.onWarning?.(note);
-  const qdqOptions: QdqOptions = { ...options.qdq };
   const backend = await initTrainingBackend({ backend: options.backend ?? 'auto' });
   progress({ phase: 'backend', message: `training backend: ${backend.description}` });
 
-  const plan = planQdq(model, qdqOptions);
-  const actType = qdqOptions.activationType === 'int8' ? DataType.INT8 : DataType.UINT8;
-  const symmetric = qdqOptions.activationSymmetric ?? actType === DataType.INT8;
-
   const graph = new TrainableGraph(model);
   try {
-    // Activation parameters exactly as applyQdq computes them (passthrough tensors inherit).
-    const paramsOf = activationParamResolver(model.graph, plan, options.ranges, actType, symmetric);
-    const resolve = (value: Value): QuantParams => paramsOf(value).p;
     const activations = new Map<string, (t: tf.Tensor) => tf.Tensor>();
-    for (const tp of plan.tensors.values()) {
-      // constants PTQ quantizes offline are read as constants here (not trained): leave them exact
-      if (tp.source === 'constant' && !tp.producedByQuantized) continue;
-      activations.set(tp.value.name, fakeQuantActivation(resolve(tp.value)));
-    }
+    for (const [name, p] of plan.activations) activations.set(name, fakeQuantActivation(p));
     const weights = new Map<string, (w: tf.Tensor) => tf.Tensor>();
-    for (const np of plan.nodes) {
-      np.roles.forEach((role, i) => {
-        const v = np.node.inputs[i];
-        if (!v || role.role !== 'weight' || !graph.variables.has(v.name)) return;
-        weights.set(v.name, fakeQuantWeight(plan.perChannel ? role.axis : null));
-      });
+    for (const [name, axis] of plan.weights) {
+      if (graph.variables.has(name)) weights.set(name, fakeQuantWeight(axis));
     }
     graph.hooks = { activations, weights };
 
@@ -194,26 +188,18 @@ export async function quantizeAwareTraining(original: Model, options: QatOptions
           etaSeconds: e.etaSeconds,
         }),
     });
-    progress({ phase: 'export', message: 'exporting the fine-tuned model as QDQ' });
     const trained = graph.exportModel(result.values);
-    const { model: quantized, report: qdq } = quantizeQdq(trained, { ...qdqOptions, ranges: options.ranges });
-    let accuracy: number | undefined;
-    if (options.eval?.labels) accuracy = (await onnxruntimeAccuracy(quantized, options.eval, outputName, options.runner, 'QAT model')).accuracy;
     const after = result.history.length > 0 ? (result.bestEpoch !== undefined ? result.history[result.bestEpoch - 1]!.evalAccuracy : result.history.at(-1)!.evalAccuracy) : before;
     return {
-      model: quantized,
-      report: {
-        schemaVersion: QAT_REPORT_SCHEMA,
-        backend,
-        epochs,
-        history: result.history,
-        bestEpoch: result.bestEpoch,
-        samplesPerSecond: result.samplesPerSecond,
-        fakeQuantized: { activations: activations.size, weights: weights.size },
-        fakeQuantAccuracy: { before, after },
-        accuracy,
-        qdq,
-      },
+      model: trained,
+      outputName,
+      backend,
+      epochs,
+      history: result.history,
+      bestEpoch: result.bestEpoch,
+      samplesPerSecond: result.samplesPerSecond,
+      fakeQuantized: { activations: activations.size, weights: weights.size },
+      fakeQuantAccuracy: { before, after },
     };
   } finally {
     graph.dispose();

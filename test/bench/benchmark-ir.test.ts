@@ -6,7 +6,7 @@ import { benchmark } from '../../src/bench/benchmark.js';
 import { writeNpz } from '../../src/data/index.js';
 import { DataType } from '../../src/ir/index.js';
 import { saveModel } from '../../src/onnx/index.js';
-import { seededRandom } from '../../src/bench/stats.js';
+import { seededRandom } from '../../src/util/random.js';
 import { methodLine } from '../../src/report/table.js';
 import { mlpModel, slowedCopy } from './models.js';
 

@@ -6,7 +6,7 @@ import { main } from '../../src/cli/index.js';
 import { writeNpz } from '../../src/data/index.js';
 import { DataType } from '../../src/ir/index.js';
 import { saveModel } from '../../src/onnx/index.js';
-import { seededRandom } from '../../src/bench/stats.js';
+import { seededRandom } from '../../src/util/random.js';
 import { mlpModel, slowedCopy } from './models.js';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'model-opt-cli-bench-'));

@@ -1,6 +1,6 @@
 // Tiny models built with the IR for benchmark tests, and a deliberately slowed copy.
 import { DataType, GraphBuilder, Tensor, type Model } from '../../src/ir/index.js';
-import { seededRandom } from '../../src/bench/stats.js';
+import { seededRandom } from '../../src/util/random.js';
 
 /** x [N, 64] -> MatMul [64,H] -> Relu -> MatMul [H,10] -> logits [N, 10]; seeded weights. */
 export function mlpModel(seed = 1, hidden = 128): Model {

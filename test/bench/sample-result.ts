@@ -1,5 +1,5 @@
 // A hand-made benchmark result for gate and reporter tests (no runtime needed).
-import { mcnemarFromCounts, summarize, type Interval } from '../../src/bench/stats.js';
+import { mcnemarFromCounts, summarize, type Interval } from '../../src/metrics/index.js';
 import type { BenchmarkResult, LatencyPoint, ModelResult } from '../../src/bench/types.js';
 
 export function latencyPoint(times: number[], batchSize = 1, speedup?: Interval & { verdict: 'faster' | 'slower' | 'no significant difference' }): LatencyPoint {

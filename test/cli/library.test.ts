@@ -21,7 +21,7 @@ describe('public library API (package self-reference, built dist/)', () => {
       // [1,2,3] x [[1,0],[0,1],[1,1]] = [4, 5]
       expect(Array.from(out[runner.outputs[0]!.name]!.data as Float32Array)).toEqual([4, 5]);
       await runner.release();
-      for (const name of ['quantizeInt8', 'quantizeDynamic', 'convertToFloat16', 'prune', 'benchmark', 'batchify']) {
+      for (const name of ['quantizeInt8', 'quantizeDynamic', 'convertToFloat16', 'prune', 'benchmark', 'batchify', 'createTrainableGraph', 'initTrainingBackend']) {
         expect(typeof (lib as Record<string, unknown>)[name]).toBe('function');
       }
     } finally {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseAccuracyBudget, parsePositiveIntList } from '../../src/cli/common.js';
+import { parseAccuracyBudget, parsePositiveIntList } from '../../src/cli/parsers.js';
 
 describe('cli option parsers', () => {
   it('parses accuracy budgets in points and percent', () => {

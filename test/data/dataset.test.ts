@@ -7,7 +7,7 @@ import { InputError, UsageError } from '../../src/errors.js';
 import { DataType, float16ToFloat32 } from '../../src/ir/dtype.js';
 import { batches, loadDataset, randomDataset, take, type Dataset } from '../../src/data/dataset.js';
 import { writeNpz } from '../../src/data/npz.js';
-import type { IoSpec } from '../../src/runtime/shapes.js';
+import type { IoSpec } from '../../src/ir/io-spec.js';
 
 const files = join(import.meta.dirname, 'files');
 const file = (name: string) => join(files, name);

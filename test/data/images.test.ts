@@ -9,7 +9,7 @@ import { PNG } from 'pngjs';
 import jpeg from 'jpeg-js';
 import { loadDataset } from '../../src/data/index.js';
 import { DataType } from '../../src/ir/index.js';
-import type { IoSpec } from '../../src/runtime/shapes.js';
+import type { IoSpec } from '../../src/ir/io-spec.js';
 
 const root = mkdtempSync(join(tmpdir(), 'model-opt-images-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as tf from '@tensorflow/tfjs-core';
 import { decodeModel, encodeModel } from '../../src/onnx/index.js';
 import { initTrainingBackend } from '../../src/train/backend.js';
-import { distill, studentFromTeacher } from '../../src/train/distill.js';
+import { distill, studentFromTeacher } from '../../src/app/distill.js';
 import { TrainableGraph } from '../../src/train/onnx-graph.js';
 import { learningRateAt } from '../../src/train/optimizer.js';
 import { sparsityAt, isUpdateStep } from '../../src/train/gradual-pruning.js';

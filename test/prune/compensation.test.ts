@@ -5,7 +5,8 @@
 // data-driven 'activation' criterion.
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { writeNpz } from '../../src/data/index.js';
+import { loadDataset, writeNpz } from '../../src/data/index.js';
+import { modelInputSpecs } from '../../src/runtime/index.js';
 import { DataType, type Model, type TensorData } from '../../src/ir/index.js';
 import { collectChannelStatistics, pruneChannels, statisticsRequests } from '../../src/passes/prune/index.js';
 import { feed, filterZeroedReference, maxAbsDiff, maxAbsDiffInterior, Net, randomFloats, runModel, tempDir } from './helpers.js';
@@ -184,7 +185,7 @@ describe('data-driven pruning (calibration statistics)', () => {
     const { file } = await calibration(model);
     const requests = statisticsRequests(model);
     expect(requests).toEqual([{ name: 'r1_out', axis: -1 }]);
-    const stats = await collectChannelStatistics(model, requests, file);
+    const stats = await collectChannelStatistics(model, requests, await loadDataset(file, modelInputSpecs(model)));
     const s = stats.get('r1_out')!;
     expect(s.mean[2]).toBe(0);
     expect(s.variance[2]).toBe(0);
@@ -194,7 +195,7 @@ describe('data-driven pruning (calibration statistics)', () => {
   it("criterion 'activation' removes the dead unit that l2 keeps; mean compensation keeps the output mean", async () => {
     const model = mlp();
     const { file, inputs } = await calibration(model);
-    const statistics = await collectChannelStatistics(model, statisticsRequests(model), file);
+    const statistics = await collectChannelStatistics(model, statisticsRequests(model), await loadDataset(file, modelInputSpecs(model)));
     const byNorm = pruneChannels(model, { sparsity: 0.25, criterion: 'l2' });
     expect(byNorm.plan.removed.get('fc1')).not.toContain(2);
     const byActivation = pruneChannels(model, { sparsity: 0.25, criterion: 'activation', statistics });

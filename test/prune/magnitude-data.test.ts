@@ -3,10 +3,10 @@
 // zeroes exactly the hand-computed weights.
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { writeNpz } from '../../src/data/index.js';
+import { loadDataset, writeNpz } from '../../src/data/index.js';
 import { loadModel, saveModel } from '../../src/onnx/index.js';
 import { DataType, type Model, type TensorData } from '../../src/ir/index.js';
-import { createCaptureRunner } from '../../src/runtime/index.js';
+import { createCaptureRunner, modelInputSpecs } from '../../src/runtime/index.js';
 import { collectMagnitudeStatistics, convTapMeans, prune, pruneMagnitude } from '../../src/passes/prune/index.js';
 import { baseMagnitudeOptions as base, Net, randomFloats, tempDir } from './helpers.js';
 import { runInProcess } from '../helpers/cli.js';
@@ -58,7 +58,7 @@ describe('bias correction', () => {
   it("keeps each pruned layer's mean output on the calibration data (Conv 3x3 padded, Gemm; float64)", async () => {
     const model = cnn();
     const file = await calibration();
-    const stats = await collectMagnitudeStatistics(model, base, file, { spatial: true });
+    const stats = await collectMagnitudeStatistics(model, base, await loadDataset(file, modelInputSpecs(model)), { spatial: true });
     expect(stats.spatialMeans.size).toBe(2); // the inputs of c1 and c2, both padded 3x3
     expect(stats.spatialMeans.get(model.graph.nodes.find((n) => n.name === 'c2')!.inputs[0]!.name)!.dims).toEqual([6, 6, 6]);
     const c2Out = model.graph.nodes.find((n) => n.name === 'c2')!.outputs[0]!.name;
@@ -88,7 +88,7 @@ describe('bias correction', () => {
   it('per-channel means alone (no per-pixel map) are exact for Gemm but only close for a padded Conv', async () => {
     const model = cnn();
     const file = await calibration();
-    const { statistics, spatialMeans } = await collectMagnitudeStatistics(model, base, file);
+    const { statistics, spatialMeans } = await collectMagnitudeStatistics(model, base, await loadDataset(file, modelInputSpecs(model)));
     expect(spatialMeans.size).toBe(0);
     const c2Out = model.graph.nodes.find((n) => n.name === 'c2')!.outputs[0]!.name;
     const before = (await channelMeans(model, file, [c2Out]))[c2Out]!;
@@ -111,7 +111,7 @@ describe('bias correction', () => {
   it('prune(): calibration data turns on bias correction and the activation criterion; the report says so', async () => {
     const model = cnn();
     const file = await calibration();
-    const r = await prune(model, { ...base, criterion: 'activation', calibrationData: file });
+    const r = await prune(model, { ...base, criterion: 'activation', calibrationData: await loadDataset(file, modelInputSpecs(model)) });
     const report = r.report as import('../../src/passes/prune/index.js').MagnitudePruneReport;
     expect(report.criterion).toBe('activation');
     expect(report.biasCorrection).toBe(true);

@@ -1,8 +1,9 @@
-// Calibrators against hand-computed ranges, the re-binning histogram, and the streaming service.
+// Calibrators against hand-computed ranges and the re-binning histogram (the streaming service: test/calibration).
 import { describe, expect, it } from 'vitest';
-import { DataType, GraphBuilder } from '../../src/ir/index.js';
+import { DataType } from '../../src/ir/index.js';
 import { activationParams, fakeQuantize } from '../../src/passes/quantize/quant-math.js';
-import { collectStatistics, computeRange, StreamingHistogram, type TensorStatistics } from '../../src/passes/quantize/calibrate.js';
+import { StreamingHistogram, type TensorStatistics } from '../../src/calibration/index.js';
+import { computeRange } from '../../src/passes/quantize/calibrate.js';
 
 function stats(values: number[] | Float32Array, bins = 4096): TensorStatistics {
   const h = new StreamingHistogram(bins);
@@ -95,37 +96,5 @@ describe('range methods vs hand-computed ranges', () => {
     // A clean uniform distribution keeps (almost) its full range.
     const u = Float32Array.from({ length: 10000 }, (_, i) => (i % 1000) / 1000);
     expect(computeRange(stats(u), { method: 'mse' }).max).toBeGreaterThan(0.9);
-  });
-});
-
-describe('collectStatistics (streaming over onnxruntime)', () => {
-  it('captures an intermediate tensor batch by batch: min/max of relu(x * 2 - 1) over all batches', async () => {
-    const b = new GraphBuilder({ opset: 17 });
-    const x = b.input('x', DataType.FLOAT, ['N', 4]);
-    const two = b.initializer('two', DataType.FLOAT, [], Float32Array.of(2));
-    const one = b.initializer('one', DataType.FLOAT, [], Float32Array.of(1));
-    const m = b.node('Mul', [x, two]);
-    m.rename('m');
-    const s = b.node('Sub', [m, one]);
-    s.rename('s');
-    const y = b.node('Relu', [s]);
-    b.output(y, DataType.FLOAT, ['N', 4]);
-    const model = b.build();
-    function* batches() {
-      // values 0..39 / 10 over 5 batches of 2 samples
-      for (let k = 0; k < 5; k++) {
-        yield { x: { dtype: DataType.FLOAT, dims: [2, 4], data: Float32Array.from({ length: 8 }, (_, i) => (k * 8 + i) / 10) } };
-      }
-    }
-    let progressCalls = 0;
-    const result = await collectStatistics(model, ['s', 'x'], batches(), { onProgress: () => progressCalls++ });
-    expect(progressCalls).toBe(5);
-    const st = result.get('s')!;
-    expect(st.min).toBeCloseTo(-1, 6);
-    expect(st.max).toBeCloseTo(2 * 3.9 - 1, 5);
-    expect(st.count).toBe(40);
-    expect(st.histogram!.total).toBe(40);
-    expect(result.get('x')!.max).toBeCloseTo(3.9, 6);
-    expect(computeRange(st, { method: 'percentile', percentile: 100 }).max).toBeCloseTo(6.8, 4);
   });
 });

@@ -8,7 +8,7 @@ import { saveModel } from '../../src/onnx/index.js';
 import { writeNpz } from '../../src/data/index.js';
 import { createRunner } from '../../src/runtime/index.js';
 import { DataType, isTensorType } from '../../src/ir/index.js';
-import { argmaxRows } from '../../src/bench/stats.js';
+import { argmaxRows } from '../../src/metrics/index.js';
 import { dataset, residualCnn } from './models.js';
 import { runInProcess } from '../helpers/cli.js';
 

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { UsageError } from '../../src/errors.js';
 import { DataType, GraphBuilder, isTensorType, type Model } from '../../src/ir/index.js';
 import { captureIntermediates, createCaptureRunner, inferShapesByRunning } from '../../src/runtime/capture.js';
-import { modelInputSpecs, modelOutputSpecs } from '../../src/runtime/model-specs.js';
+import { modelInputSpecs, modelOutputSpecs } from '../../src/ir/io-spec.js';
 import { createRunner } from '../../src/runtime/runner.js';
 
 // y = relu(x @ W) + b, W = [[1, -1, 2], [0.5, 1, -3]], b = [10, 20, 30] (a Constant node)

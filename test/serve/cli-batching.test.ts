@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Command } from 'commander';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { runCommand, takeExitCode } from '../../src/cli/common.js';
+import { exitCodeOf, runCommand } from '../../src/cli/common.js';
 import { registerBatchingOptions, runBatchingBenchmark, type BatchingFlags } from '../../src/cli/dynamic-batching.js';
 import { saveModel } from '../../src/onnx/index.js';
 import type { BatchingSweepResult } from '../../src/serve/sweep.js';
@@ -29,13 +29,14 @@ async function run(args: string[]): Promise<{ code: number; out: string; err: st
   let err = '';
   const o = vi.spyOn(process.stdout, 'write').mockImplementation((s) => ((out += String(s)), true));
   const e = vi.spyOn(process.stderr, 'write').mockImplementation((s) => ((err += String(s)), true));
+  const p = program();
   try {
-    await program().parseAsync(['node', 'model-opt', ...args]);
+    await p.parseAsync(['node', 'model-opt', ...args]);
   } finally {
     o.mockRestore();
     e.mockRestore();
   }
-  return { code: takeExitCode(), out, err };
+  return { code: exitCodeOf(p), out, err };
 }
 
 describe('benchmark --dynamic-batching (onnxruntime)', () => {

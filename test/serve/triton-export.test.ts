@@ -5,7 +5,7 @@ import { Command } from 'commander';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { registerBatchify } from '../../src/cli/batchify.js';
 import { registerExportTriton } from '../../src/cli/export-triton.js';
-import { takeExitCode } from '../../src/cli/common.js';
+import { exitCodeOf } from '../../src/cli/common.js';
 import { saveModel } from '../../src/onnx/index.js';
 import { modelInputSpecs, modelOutputSpecs } from '../../src/runtime/index.js';
 import { buildTritonConfig, writeTritonRepository } from '../../src/serve/triton-export.js';
@@ -31,7 +31,7 @@ async function cli(register: (p: Command) => void, args: string[]): Promise<{ co
     o.mockRestore();
     e.mockRestore();
   }
-  return { code: takeExitCode(), out, err };
+  return { code: exitCodeOf(program), out, err };
 }
 
 describe('Triton export', () => {

@@ -7,9 +7,9 @@
  * GlobalAveragePool, and (for INT8) a BatchNormalization with nothing to fold into rewritten as a
  * depthwise 1x1 Conv. All edit the graph they are given. Imports the IR (with ir/tensor-math).
  */
-import { DataType } from '../../ir/dtype.js';
+import { DataType, isFloatDtype } from '../../ir/dtype.js';
 import { isTensorType, Tensor, type Graph, type Node, type Value } from '../../ir/index.js';
-import { fromF64, isFloatDtype } from '../../ir/tensor-math.js';
+import { fromF64 } from '../../ir/tensor-math.js';
 
 const isDefaultDomain = (n: Node): boolean => n.domain === '' || n.domain === 'ai.onnx';
 

@@ -1,13 +1,15 @@
 /**
  * Pruning passes: magnitude (unstructured), N:M and structured channel pruning, plus `prune`, the
  * entry the CLI calls: run one pass, check the result in onnxruntime, measure sizes, FLOPs and
- * (with labelled data) accuracy before and after; with calibration data, first collect the
- * activation statistics the data-aware options need. Distillation calls `pruneChannels` directly
- * to build a narrower student.
- * Imports: the modules of this folder, ../../ir, ../../runtime (shape inference), ../../errors.js.
+ * (with a labelled Dataset) accuracy before and after; with a calibration Dataset, first collect
+ * the activation statistics the data-aware options need (through the calibration service).
+ * Distillation calls `pruneChannels` directly to build a narrower student.
+ * Imports: the modules of this folder, ../../ir, ../../data (types), ../../runtime (shape
+ * inference), ../../errors.js.
  */
 import { UsageError } from '../../errors.js';
 import { isTensorType, type Model } from '../../ir/index.js';
+import type { Dataset } from '../../data/index.js';
 import { inferShapesByRunning, type ShapeOverrides } from '../../runtime/index.js';
 import type { ChannelStatistics } from './channel-analysis.js';
 import { pruneChannels, statisticsRequests } from './channel.js';
@@ -58,14 +60,15 @@ export interface PruneOptions {
   /** Sizes of symbolic input dims other than the batch, for the onnxruntime check. */
   shapes?: ShapeOverrides;
   /**
-   * Unlabelled data (.npz etc.) to measure channel means and variances on. Channel pattern: the
+   * Unlabelled data to measure channel means and variances on (its first maxSamples samples). Channel pattern: the
    * means replace removed channels (bias compensation); criterion 'activation' ranks by them.
    * Unstructured / N:M: criterion 'activation' ranks weights by |w| x input RMS, and bias
    * correction keeps each layer's mean output.
    */
-  calibrationData?: string;
-  /** Labelled data (.npz etc.) to measure top-1 accuracy before and after. */
-  evalData?: string;
+  calibrationData?: Dataset;
+  /** Labelled data to measure top-1 accuracy before and after (its first maxSamples samples). */
+  evalData?: Dataset;
+  /** Use at most this many samples of calibrationData and evalData. */
   maxSamples?: number;
 }
 
@@ -107,7 +110,7 @@ export const NOTES = {
 export async function collectMagnitudeStatistics(
   model: Model,
   options: Pick<PruneOptions, 'excludeNodes' | 'excludeOpTypes' | 'pruneFirstLast' | 'maxSamples' | 'shapes'>,
-  dataPath: string,
+  data: Dataset,
   collect: { spatial?: boolean } = {},
 ): Promise<{ statistics: ChannelStatistics; spatialMeans: Map<string, { dims: number[]; mean: Float64Array }> }> {
   const requests = magnitudeStatisticsRequests(model, options);
@@ -131,7 +134,7 @@ export async function collectMagnitudeStatistics(
     }
   }
   const all = [...requests.map(({ name, axis }) => ({ name, axis })), ...[...flat.values()].map((f) => ({ name: f.flatName, axis: -1 }))];
-  const collected = await collectChannelStatistics(copy, all, dataPath, { maxSamples: options.maxSamples });
+  const collected = await collectChannelStatistics(copy, all, data, { maxSamples: options.maxSamples });
   const spatialMeans = new Map<string, { dims: number[]; mean: Float64Array }>();
   for (const [name, f] of flat) {
     const s = collected.get(f.flatName);

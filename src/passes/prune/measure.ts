@@ -1,17 +1,19 @@
 /**
  * What the prune command measures around a pass: FLOPs per layer (shapes observed by running the
  * model once in onnxruntime), a check that the pruned model loads and runs with the original's
- * output shapes, file sizes raw and gzip, and top-1 accuracy on a labelled data set.
- * Imports: ./op-handlers.js, ../../ir/index.js, ../../onnx/index.js, ../../runtime/index.js,
- * ../../data/index.js, ../../metrics/index.js, ../../util/gzip.js, ../../errors.js.
+ * output shapes, file sizes raw and gzip, top-1 accuracy on a labelled data set (src/evaluate) and
+ * per-channel activation statistics (the calibration service).
+ * Imports: ./weights.js, ./channel-analysis.js (types), ../../ir, ../../onnx, ../../runtime,
+ * ../../data, ../../evaluate, ../../calibration, ../../util/gzip.js, ../../errors.js.
  */
 import { gzipSize } from '../../util/gzip.js';
-import { InputError, UsageError } from '../../errors.js';
+import { InputError } from '../../errors.js';
 import { elementCount, isTensorType, type Model, type Node, type TensorData, type Value } from '../../ir/index.js';
 import { encodeModel } from '../../onnx/index.js';
-import { batches, loadDataset, randomDataset, take } from '../../data/index.js';
-import { labelIndices, toNumbers, top1Correct } from '../../metrics/index.js';
-import { createCaptureRunner, createRunner, inferShapesByRunning, integerInputBounds, modelInputSpecs, type ShapeOverrides } from '../../runtime/index.js';
+import { randomDataset, take, type Dataset } from '../../data/index.js';
+import { collectStatistics } from '../../calibration/index.js';
+import { top1Accuracy } from '../../evaluate/index.js';
+import { createRunner, inferShapesByRunning, integerInputBounds, modelInputSpecs, type ShapeOverrides } from '../../runtime/index.js';
 import type { ChannelStatistics } from './channel-analysis.js';
 import { constantInput } from './weights.js';
 
@@ -124,87 +126,36 @@ export interface Accuracy {
   samples: number;
 }
 
-/** Top-1 accuracy of the model's first output (or `outputName`) against the data set's labels. */
-export async function measureAccuracy(
-  model: Model,
-  dataPath: string,
-  options: { outputName?: string; maxSamples?: number; batchSize?: number } = {},
-): Promise<Accuracy> {
-  let data = await loadDataset(dataPath, modelInputSpecs(model));
-  if (!data.labels) throw new UsageError(`${dataPath}: no 'labels' array, so accuracy cannot be measured`);
+/**
+ * Top-1 accuracy of the model's first output (or `outputName`) against the data set's labels, on
+ * its first `maxSamples` samples (src/evaluate: its label policy and batch rule).
+ */
+export async function measureAccuracy(model: Model, data: Dataset, options: { outputName?: string; maxSamples?: number; batchSize?: number } = {}): Promise<Accuracy> {
   if (options.maxSamples !== undefined) data = take(data, options.maxSamples);
-  // Index or one-hot labels (take keeps them); a label that is not a class index counts as a miss
-  // rather than an error.
-  const labels = labelIndices(data.labels!, dataPath, { invalid: 'never-correct' });
-  const runner = await createRunner(model, { label: 'model under evaluation' });
-  const outputName = options.outputName ?? runner.outputs[0]!.name;
-  let correct = 0;
-  try {
-    for (const batch of batches(data, options.batchSize ?? 256)) {
-      const out = (await runner.run(batch.feeds, [outputName]))[outputName]!;
-      const scores = toNumbers(out, `output '${outputName}'`);
-      // Each sample's values are its class scores (an [N, C] output: C classes).
-      const classes = scores.length / batch.size;
-      for (const ok of top1Correct(scores, classes, labels.subarray(batch.start, batch.start + batch.size))) correct += ok;
-    }
-  } finally {
-    await runner.release();
-  }
-  return { top1: data.count ? correct / data.count : 0, samples: data.count };
+  const r = await top1Accuracy(model, data, { outputName: options.outputName, batchSize: options.batchSize });
+  return { top1: r.accuracy, samples: r.total };
 }
+
+/** Batch of the channel statistics runs (kept from before the calibration service, so statistics stay the same). */
+const CHANNEL_STATISTICS_BATCH = 256;
 
 /**
  * Mean and variance of every element along the channel axis (`axis`, counted from the end) of the
- * named tensors over a data set, reduced over batch and all other axes: one streaming pass.
+ * named tensors over a data set's first `maxSamples` samples, reduced over batch and all other
+ * axes: prune's requests to the calibration service (one streaming pass).
  */
 export async function collectChannelStatistics(
   model: Model,
   requests: readonly { name: string; axis: number }[],
-  dataPath: string,
+  data: Dataset,
   options: { maxSamples?: number; batchSize?: number } = {},
 ): Promise<ChannelStatistics> {
-  let data = await loadDataset(dataPath, modelInputSpecs(model));
   if (options.maxSamples !== undefined) data = take(data, options.maxSamples);
-  const names = [...new Set(requests.map((r) => r.name))];
-  const axisOf = new Map(requests.map((r) => [r.name, r.axis]));
-  const sums = new Map<string, { s: Float64Array; s2: Float64Array; n: number }>();
-  const runner = await createCaptureRunner(model, names, { label: 'model for channel statistics' });
-  try {
-    for (const batch of batches(data, options.batchSize ?? 256)) {
-      const out = await runner.run(batch.feeds);
-      for (const name of names) {
-        const t = out[name]!;
-        const pos = t.dims.length + axisOf.get(name)!;
-        const len = t.dims[pos]!;
-        const outer = elementCount(t.dims.slice(0, pos));
-        const inner = elementCount(t.dims.slice(pos + 1));
-        let acc = sums.get(name);
-        if (!acc) sums.set(name, (acc = { s: new Float64Array(len), s2: new Float64Array(len), n: 0 }));
-        const x = t.data as Float32Array;
-        for (let o = 0; o < outer; o++) {
-          for (let c = 0; c < len; c++) {
-            const base = (o * len + c) * inner;
-            let s = 0;
-            let s2 = 0;
-            for (let i = 0; i < inner; i++) {
-              const v = x[base + i]!;
-              s += v;
-              s2 += v * v;
-            }
-            acc.s[c] = acc.s[c]! + s;
-            acc.s2[c] = acc.s2[c]! + s2;
-          }
-        }
-        acc.n += outer * inner;
-      }
-    }
-  } finally {
-    await runner.release();
-  }
-  const stats: ChannelStatistics = new Map();
-  for (const [name, { s, s2, n }] of sums) {
-    const mean = s.map((x) => x / n);
-    stats.set(name, { mean, variance: s2.map((x, i) => Math.max(0, x / n - mean[i]! * mean[i]!)) });
-  }
-  return stats;
+  const collected = await collectStatistics(
+    model,
+    requests.map((r) => ({ tensor: r.name, kind: 'channel-moments' as const, axis: r.axis })),
+    data,
+    { batchSize: options.batchSize ?? CHANNEL_STATISTICS_BATCH, runner: { label: 'model for channel statistics' } },
+  );
+  return collected.channels;
 }

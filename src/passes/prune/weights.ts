@@ -10,6 +10,7 @@ import {
   DataType,
   dtypeInfo,
   elementCount,
+  isFloatDtype,
   isTensorType,
   Tensor,
   type Node,
@@ -18,8 +19,11 @@ import {
   type Value,
 } from '../../ir/index.js';
 
-/** Float dtypes whose zero is the all-zero bit pattern, so pruning may write 0 into storage. */
-export const PRUNABLE_DTYPES: ReadonlySet<number> = new Set([DataType.FLOAT, DataType.DOUBLE, DataType.FLOAT16, DataType.BFLOAT16]);
+/**
+ * Float dtypes whose zero is the all-zero bit pattern, so pruning may write 0 into storage: the
+ * arithmetic floats of the one dtype table (isFloatDtype), as a has() view for this folder's callers.
+ */
+export const PRUNABLE_DTYPES: Pick<ReadonlySet<number>, 'has'> = { has: (dtype: number): boolean => isFloatDtype(dtype) };
 
 /** The constant tensor behind input `index` of `node`, if the input is a constant. */
 export function constantInput(node: Node, index: number): Tensor | undefined {

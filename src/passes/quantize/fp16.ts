@@ -11,13 +11,14 @@
  * Plan first (which nodes convert, what type every value gets), then edit once.
  * Works on a clone; the input model is never mutated. Subgraph bodies are left as they are
  * (their owner node stays float32, and outer values they read are cast back to float32).
- * Imports the IR, errors and ./fp16-types.js.
+ * Imports the IR (with ir/unique-names), errors and ./fp16-types.js.
  */
 import {
   DataType,
   FLOAT16_MAX,
   Tensor,
   float32ToFloat16,
+  isFloatDtype,
   isTensorType,
   visitGraphs,
   type Graph,
@@ -25,6 +26,7 @@ import {
   type Node,
   type Value,
 } from '../../ir/index.js';
+import { uniqueNodeNamer } from '../../ir/unique-names.js';
 import { UsageError } from '../../errors.js';
 import { castAttribute, castTarget, inferElementTypes } from './fp16-types.js';
 
@@ -128,7 +130,6 @@ const ANY_TYPE_INPUTS: Record<string, number[]> = { Cast: [0], CastLike: [0], Sh
 const FLOAT32_INPUTS: Record<string, number[]> = { Resize: [1, 2], Upsample: [1] };
 const FLOAT32_OUTPUTS: Record<string, number[]> = { LayerNormalization: [1, 2] };
 
-const FLOAT_TYPES = new Set<number>([DataType.FLOAT, DataType.FLOAT16, DataType.DOUBLE, DataType.BFLOAT16]);
 const isDefaultDomain = (n: Node): boolean => n.domain === '' || n.domain === 'ai.onnx';
 const label = (n: Node): string => n.name || n.opType;
 
@@ -303,13 +304,7 @@ export function convertToFloat16(model: Model, options: Fp16Options = {}): { mod
   for (const v of graph.initializerValues) if (!v.isGraphInput() && v.initializer!.dtype === DataType.FLOAT) constants.push(v);
 
   // ---- apply ----------------------------------------------------------------------------------
-  const nodeNames = new Set(out.allNodes().map((n) => n.name));
-  const nodeName = (base: string): string => {
-    let name = base;
-    for (let i = 1; nodeNames.has(name); i++) name = `${base}_${i}`;
-    nodeNames.add(name);
-    return name;
-  };
+  const nodeName = uniqueNodeNamer(out.allNodes());
   const retype = (v: Value, t: DataType): void => {
     if (isTensorType(v.type)) v.type = { ...v.type, kind: 'tensor', elemType: t, shape: v.type.shape ? [...v.type.shape] : undefined };
     else if (!v.type) v.type = { kind: 'tensor', elemType: t };
@@ -376,7 +371,7 @@ export function convertToFloat16(model: Model, options: Fp16Options = {}): { mod
     if (p && p.opType === 'Cast' && isDefaultDomain(p) && p.inputs[0] && p.graph === graph) {
       const src = p.inputs[0];
       const srcType = newType.get(src) ?? typeOf(src);
-      if (srcType !== undefined && FLOAT_TYPES.has(castTarget(p) ?? 0)) return castTo(src, to);
+      if (srcType !== undefined && isFloatDtype(castTarget(p) ?? 0)) return castTo(src, to);
     }
     let perType = castCache.get(v);
     if (!perType) castCache.set(v, (perType = new Map()));
@@ -467,9 +462,9 @@ function foldCastChains(graph: Graph): void {
       const a = b.inputs[0]?.producer;
       if (!a || a.opType !== 'Cast' || !isDefaultDomain(a) || a.graph !== graph) continue;
       const src = a.inputs[0];
-      if (!src || !FLOAT_TYPES.has(castTarget(a) ?? 0) || !FLOAT_TYPES.has(castTarget(b) ?? 0)) continue;
+      if (!src || !isFloatDtype(castTarget(a) ?? 0) || !isFloatDtype(castTarget(b) ?? 0)) continue;
       const srcType = elemType(src);
-      if (srcType === undefined || !FLOAT_TYPES.has(srcType)) continue;
+      if (srcType === undefined || !isFloatDtype(srcType)) continue;
       b.setInput(0, src);
       if (a.outputs[0]!.uses().length === 0 && !a.outputs[0]!.isGraphOutput()) graph.removeNode(a);
       changed = true;

@@ -4,12 +4,16 @@
  * quantized, on calibration inputs: the lower, the more the node hurts. The guard measures top-1
  * on the evaluation set; while the drop exceeds the budget it keeps the most sensitive nodes in
  * FP32 (1, 2, 3, ... of them; fewer FP32 nodes = faster model) and returns the first model within
- * budget, or the best one found when none is. Imports ./int8 and ./qdq, runtime, data.
+ * budget, or the best one found when none is. Both measurements are src/evaluate's (top-1 with its
+ * label policy, agreement against FP32); the analysis uses the first CHECK_SAMPLE_COUNT calibration
+ * samples. Imports ./int8, ./qdq, ./registry, evaluate, calibration (sample count), data, runtime.
  */
 import type { Model } from '../../ir/index.js';
 import { take, type Dataset } from '../../data/index.js';
 import type { RunnerOptions } from '../../runtime/index.js';
-import { compareOutputs, requantize, top1Accuracy, type Int8Context, type QuantizeProgress } from './int8.js';
+import { CHECK_SAMPLE_COUNT } from '../../calibration/index.js';
+import { compareOutputs, top1Accuracy } from '../../evaluate/index.js';
+import { requantize, type Int8Context, type QuantizeProgress } from './int8.js';
 import { QDQ_HANDLERS } from './registry.js';
 import type { QdqReport } from './qdq.js';
 
@@ -53,7 +57,7 @@ export async function analyzeSensitivity(
 ): Promise<SensitivityRow[]> {
   const full = await requantize(context, {});
   const nodes = full.report.quantized.filter((q) => QDQ_HANDLERS.get(q.opType)?.output !== 'passthrough');
-  const data = take(context.calibration, options.samples ?? 64);
+  const data = take(context.calibration, options.samples ?? CHECK_SAMPLE_COUNT);
   const rows: SensitivityRow[] = [];
   const passthroughs = full.report.quantized.filter((q) => QDQ_HANDLERS.get(q.opType)?.output === 'passthrough').map((q) => q.node);
   for (const [i, q] of nodes.entries()) {

@@ -1,27 +1,15 @@
 /**
- * Quantization passes: INT8 static (QDQ, calibrated), the calibration service, the fusion check,
- * the accuracy guard; INT8 dynamic and FP16 live beside them (dynamic.ts, fp16.ts). Re-exports only.
+ * Quantization passes: INT8 static (QDQ, calibrated through src/calibration), range methods, the
+ * fusion check, the accuracy guard; INT8 dynamic and FP16 live beside them (dynamic.ts, fp16.ts).
+ * Re-exports only.
  */
-export {
-  CALIBRATION_METHODS,
-  collectStatistics,
-  computeRange,
-  entropyRange,
-  mseRange,
-  percentileRange,
-  StreamingHistogram,
-  type CalibrationMethod,
-  type Range,
-  type TensorStatistics,
-} from './calibrate.js';
+export { CALIBRATION_METHODS, computeRange, entropyRange, mseRange, percentileRange, type CalibrationMethod, type Range } from './calibrate.js';
 export { applyQdq, planQdq, quantizeQdq, requiredStatistics, type QdqOptions, type QdqPlan, type QdqReport } from './qdq.js';
 export { QDQ_HANDLERS, QUANTIZABLE_OP_TYPES, refuseQuantized, type OpHandler } from './registry.js';
 export { analyzeOptimized, checkFusion, INTEGER_KERNELS, type FusionReport, type KeptFloatNode, type UnfusedNode } from './fusion-check.js';
 export {
-  compareOutputs,
   quantizeInt8,
   requantize,
-  top1Accuracy,
   type Int8Context,
   type Int8Options,
   type Int8Report,

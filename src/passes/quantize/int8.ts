@@ -1,19 +1,20 @@
 /**
  * INT8 static quantization end to end, as a pass: pre-process (opset upgrade when below 13,
  * per-tensor fallback when that is impossible), fill in value types by running the model, declare
- * and collect calibration statistics in one streaming pass, quantize to QDQ, and measure the
- * result against FP32 on the calibration inputs (SQNR, top-1 agreement). Also the helpers the CLI
- * uses after writing the file (agreement, top-1 accuracy). Never mutates its input model.
- * Imports: preprocess, runtime, data (batching), metrics, IR, files beside it.
+ * the tensors to calibrate and ask the calibration service for their statistics in one streaming
+ * pass, quantize to QDQ. Re-quantizing with other options (the guard, --analyze) reuses the
+ * statistics and calibrates only what is new. Never mutates its input model. Measuring the result
+ * (agreement, top-1) is src/evaluate's job.
+ * Imports: preprocess, calibration, runtime (shape inference), data (batching), IR, files beside it.
  */
 import { UsageError } from '../../errors.js';
-import type { TensorData } from '../../ir/dtype.js';
 import { isTensorType, type Model } from '../../ir/index.js';
 import { batches, take, type Dataset } from '../../data/index.js';
-import { AgreementAccumulator, channelLayout, classAxis, labelIndices, toNumbers, top1Correct, type AgreementMetrics } from '../../metrics/index.js';
-import { createRunner, inferShapesByRunning, type Runner, type RunnerOptions } from '../../runtime/index.js';
+import type { AgreementMetrics } from '../../metrics/index.js';
+import { calibrationBatchSize, collectStatistics, DEFAULT_CALIBRATION_COUNT, type StatisticRequest, type TensorStatistics } from '../../calibration/index.js';
+import { inferShapesByRunning, type RunnerOptions } from '../../runtime/index.js';
 import { preprocess, shapeRewrites, TARGET_OPSET, type PreprocessReport } from '../preprocess/index.js';
-import { collectStatistics, computeRange, type CalibrationMethod, type Range, type RangeOptions, type TensorStatistics } from './calibrate.js';
+import { computeRange, type CalibrationMethod, type Range, type RangeOptions } from './calibrate.js';
 import { concatsWithMismatchedRanges, planQdq, quantizeQdq, type QdqOptions, type QdqReport } from './qdq.js';
 import { refuseQuantized } from './registry.js';
 import { DataType } from '../../ir/dtype.js';
@@ -27,7 +28,7 @@ export interface QuantizeProgress {
 export interface Int8Options extends QdqOptions {
   /** Calibration samples (model inputs, sample dim first). */
   calibration: Dataset;
-  /** Use the first N calibration samples; default 100. */
+  /** Use the first N calibration samples; default DEFAULT_CALIBRATION_COUNT (100). */
   calibrationCount?: number;
   /** Batch size for calibration runs; default 16 (or the model's fixed batch). */
   batchSize?: number;
@@ -80,13 +81,6 @@ export interface Int8Context {
   runner: RunnerOptions;
 }
 
-function defaultBatch(dataset: Dataset, model: Model, requested?: number): number {
-  const first = model.graph.inputs.find((v) => !v.initializer);
-  const d0 = first && first.type && 'shape' in first.type ? first.type.shape?.[0] : undefined;
-  if (typeof d0 === 'number') return d0;
-  return Math.max(1, Math.min(requested ?? 16, dataset.count));
-}
-
 /** Quantize `model` to INT8 QDQ. Returns the new model, its report and the reusable context. */
 export async function quantizeInt8(model: Model, options: Int8Options): Promise<{ model: Model; report: Int8Report; context: Int8Context }> {
   const progress = options.onProgress ?? (() => undefined);
@@ -118,9 +112,9 @@ export async function quantizeInt8(model: Model, options: Int8Options): Promise<
     if (!pre.model.graph.allNodes().some((n) => n.name === name)) warn(`--exclude-nodes: no node named '${name}' in the model`);
   }
 
-  const calibration = take(options.calibration, options.calibrationCount ?? 100);
+  const calibration = take(options.calibration, options.calibrationCount ?? DEFAULT_CALIBRATION_COUNT);
   if (calibration.count === 0) throw new UsageError('the calibration data set has no samples');
-  const batchSize = defaultBatch(calibration, pre.model, options.batchSize);
+  const batchSize = calibrationBatchSize(pre.model, calibration, options.batchSize);
   const runnerOptions: RunnerOptions = { ...options.runner };
 
   // Value types decide what is float; fill in the ones the file does not declare.
@@ -231,13 +225,12 @@ async function calibrateMore(context: Int8Context, names: readonly string[], onS
   const missing = names.filter((n) => !context.ranges.has(n));
   if (missing.length === 0) return;
   const { calibration, batchSize } = context;
-  const stats = await collectStatistics(
+  const requests: StatisticRequest[] = missing.map((tensor) => (context.histograms ? { tensor, kind: 'histogram', bins: context.bins } : { tensor, kind: 'range' }));
+  const { ranges: stats } = await collectStatistics(
     context.preprocessed,
-    missing,
-    (function* () {
-      for (const b of batches(calibration, batchSize)) yield b.feeds;
-    })(),
-    { histograms: context.histograms, bins: context.bins, runner: context.runner, totalSamples: calibration.count, onProgress: (p) => onSamples?.(p.samples) },
+    requests,
+    calibration,
+    { batchSize, runner: context.runner, onProgress: (p) => onSamples?.(p.samples) },
   );
   for (const [name, s] of stats) {
     context.statistics.set(name, s);
@@ -253,67 +246,4 @@ export async function requantize(context: Int8Context, overrides: Partial<QdqOpt
   const options = { ...context.qdqOptions, ...overrides };
   await calibrateMore(context, planQdq(context.preprocessed, options).statistics);
   return quantizeQdq(context.preprocessed, { ...options, ranges: context.ranges });
-}
-
-async function runnerFor(model: Model | string | Runner, options: RunnerOptions): Promise<{ runner: Runner; own: boolean }> {
-  if (typeof model === 'object' && 'run' in model) return { runner: model, own: false };
-  return { runner: await createRunner(model, options), own: true };
-}
-
-/** Agreement of a candidate with a reference on a data set, per output (streaming). */
-export async function compareOutputs(
-  reference: Model | string | Runner,
-  candidate: Model | string | Runner,
-  dataset: Dataset,
-  options: { batchSize?: number; runner?: RunnerOptions } = {},
-): Promise<Record<string, AgreementMetrics>> {
-  const ref = await runnerFor(reference, options.runner ?? {});
-  const cand = await runnerFor(candidate, options.runner ?? {});
-  try {
-    const accumulators = new Map<string, AgreementAccumulator>();
-    for (const b of batches(dataset, options.batchSize ?? 16)) {
-      const r = await ref.runner.run(b.feeds);
-      const c = await cand.runner.run(b.feeds);
-      for (const [name, t] of Object.entries(r)) {
-        const ct = c[name];
-        if (!ct) continue;
-        let acc = accumulators.get(name);
-        if (!acc) {
-          acc = new AgreementAccumulator(classAxis(t, b.size).classes, channelLayout(t.dims));
-          accumulators.set(name, acc);
-        }
-        acc.add(toNumbers(t, name), toNumbers(ct, name));
-      }
-    }
-    return Object.fromEntries([...accumulators].map(([k, a]) => [k, a.result()]));
-  } finally {
-    if (ref.own) await ref.runner.release();
-    if (cand.own) await cand.runner.release();
-  }
-}
-
-/** Top-1 accuracy of a model on a labelled data set (first output unless named). */
-export async function top1Accuracy(
-  model: Model | string | Runner,
-  dataset: Dataset,
-  options: { batchSize?: number; outputName?: string; runner?: RunnerOptions } = {},
-): Promise<{ correct: number; total: number; accuracy: number; perSample: Uint8Array }> {
-  if (!dataset.labels) throw new UsageError(`${dataset.source}: the evaluation data has no labels`);
-  const labels = labelIndices(dataset.labels, dataset.source);
-  const { runner, own } = await runnerFor(model, options.runner ?? {});
-  const perSample = new Uint8Array(dataset.count);
-  try {
-    const outputName = options.outputName ?? runner.outputs[0]!.name;
-    for (const b of batches(dataset, options.batchSize ?? 32)) {
-      const out: TensorData = (await runner.run(b.feeds, [outputName]))[outputName]!;
-      const { classes } = classAxis(out, b.size);
-      if (!classes) throw new UsageError(`output '${outputName}' has no class axis [N, classes]; cannot compute top-1`);
-      const correct = top1Correct(toNumbers(out, outputName), classes, labels.subarray(b.start, b.start + b.size));
-      perSample.set(correct, b.start);
-    }
-  } finally {
-    if (own) await runner.release();
-  }
-  const correct = perSample.reduce((a, b) => a + b, 0);
-  return { correct, total: dataset.count, accuracy: dataset.count > 0 ? correct / dataset.count : 0, perSample };
 }

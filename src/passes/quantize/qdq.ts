@@ -12,6 +12,7 @@
 import { InputError, UsageError } from '../../errors.js';
 import { DataType, isIntegerDtype } from '../../ir/dtype.js';
 import { isTensorType, Tensor, type Graph, type Model, type Node, type Value } from '../../ir/index.js';
+import { uniqueNodeNamer } from '../../ir/unique-names.js';
 import { removeUnusedInitializers } from '../preprocess/constants.js';
 import type { Range } from './calibrate.js';
 import { activationParams, quantizeBias, quantizeValues, quantizeWeight, type QuantParams, type QuantType } from './quant-math.js';
@@ -627,13 +628,7 @@ export function applyQdq(model: Model, plan: QdqPlan, options: ApplyOptions): Qd
     layoutAnchors: [...plan.anchors].map(([v, a]) => ({ tensor: v.name, channels: a.channels, enables: a.enables.map((n) => n.name) })),
     floatCompute: [],
   };
-  const nodeNames = new Set(graph.allNodes().map((n) => n.name));
-  const nodeName = (base: string): string => {
-    let name = base;
-    for (let i = 1; nodeNames.has(name); i++) name = `${base}_${i}`;
-    nodeNames.add(name);
-    return name;
-  };
+  const nodeName = uniqueNodeNamer(graph.allNodes());
   const init = (base: string, dtype: DataType, dims: number[], data: Float32Array | Uint8Array | Int8Array | Int32Array): Value =>
     graph.addInitializer(Tensor.fromData(graph.uniqueName(base), { dtype, dims, data }));
   const addNode = (opType: string, inputs: Value[], outputName: string, attributes: Record<string, number> = {}): Value => {

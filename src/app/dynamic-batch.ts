@@ -2,8 +2,9 @@
  * Training runs batches of any size, but many exported models fix their batch dim (often at 1)
  * and bake it into Reshape targets ([1, 64]), which the training interpreter cannot run at batch
  * 64. Such a model is trained on a batchified copy (passes/batchify: inputs/outputs get a symbolic
- * batch dim, Reshape targets -1/0 there), and the written model keeps the dynamic batch dim.
- * tfjs-free. Imports: ../ir/index.js, ../passes/batchify.js.
+ * batch dim, Reshape targets -1/0 there), and the written model keeps the dynamic batch dim. The
+ * step before distillation and QAT; train/ receives the batchified model.
+ * tfjs-free. May import: ir, passes/batchify.
  */
 import type { Model } from '../ir/index.js';
 import { batchify, describeReshapeEdit } from '../passes/batchify.js';

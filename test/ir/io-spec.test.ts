@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { UsageError } from '../../src/errors.js';
 import { DataType } from '../../src/ir/dtype.js';
-import { parseShapeOverrides, resolveShape, type IoSpec } from '../../src/runtime/shapes.js';
+import { parseShapeOverrides, resolveShape, type IoSpec } from '../../src/ir/io-spec.js';
 
 const image: IoSpec = { name: 'x', dtype: DataType.FLOAT, shape: ['N', 3, 'H', 'W'] };
 

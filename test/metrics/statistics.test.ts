@@ -12,7 +12,7 @@ import {
   percentile,
   summarize,
   topKCorrect,
-} from '../../src/bench/stats.js';
+} from '../../src/metrics/index.js';
 import { formatWorstChannel } from '../../src/report/format.js';
 
 // Reference numbers below come from numpy 1.x (np.percentile default 'linear', std ddof=1) and

@@ -1,53 +1,20 @@
 /**
- * Small host-side tensor helpers the data layer needs: slicing and concatenating along the sample
- * dim (views where possible), and the dtype conversions loadDataset allows.
+ * The element-type conversions loadDataset allows: float to float (rounding to the target
+ * precision) and integer to integer (range-checked).
  * Imports: ../ir/dtype.js only.
  */
 import {
   DataType,
   dtypeInfo,
-  elementCount,
   float16ToFloat32,
   float32ToFloat16,
   bfloat16ToFloat32,
   float32ToBfloat16,
+  isFloatDtype,
   type TensorData,
   type TypedArray,
 } from '../ir/dtype.js';
 
-/** Samples [start, end) along dim 0; a view on the same memory for typed arrays. */
-export function sliceSamples(t: TensorData, start: number, end: number): TensorData {
-  const per = elementCount(t.dims.slice(1));
-  const bits = dtypeInfo(t.dtype).bits;
-  if (bits === 4 && per % 2 === 1) throw new Error(`cannot slice packed 4-bit samples of odd size ${per}`);
-  const scale = bits === 4 ? 0.5 : 1;
-  const data = Array.isArray(t.data)
-    ? t.data.slice(start * per, end * per)
-    : (t.data as TypedArray).subarray(start * per * scale, end * per * scale);
-  return { dtype: t.dtype, dims: [end - start, ...t.dims.slice(1)], data };
-}
-
-/** Concatenates tensors of one dtype and equal trailing dims along dim 0 (copies). */
-export function concatSamples(parts: readonly TensorData[]): TensorData {
-  const first = parts[0]!;
-  if (parts.length === 1) return first;
-  const count = parts.reduce((n, p) => n + (p.dims[0] ?? 1), 0);
-  const dims = [count, ...first.dims.slice(1)];
-  if (Array.isArray(first.data)) {
-    return { dtype: first.dtype, dims, data: parts.flatMap((p) => p.data as string[]) };
-  }
-  const Ctor = dtypeInfo(first.dtype).array!;
-  const total = parts.reduce((n, p) => n + p.data.length, 0);
-  const out = new Ctor(total);
-  let offset = 0;
-  for (const p of parts) {
-    (out as Float32Array).set(p.data as Float32Array, offset);
-    offset += p.data.length;
-  }
-  return { dtype: first.dtype, dims, data: out };
-}
-
-const FLOATS_WE_CONVERT = new Set<number>([DataType.FLOAT, DataType.DOUBLE, DataType.FLOAT16, DataType.BFLOAT16]);
 const INT_RANGES: Partial<Record<number, [bigint, bigint]>> = {
   [DataType.INT8]: [-128n, 127n],
   [DataType.UINT8]: [0n, 255n],
@@ -59,8 +26,9 @@ const INT_RANGES: Partial<Record<number, [bigint, bigint]>> = {
   [DataType.UINT64]: [0n, 2n ** 64n - 1n],
 };
 
+/** float32, float64, float16 or bfloat16 (see isFloatDtype). */
 export function isConvertibleFloat(dtype: number): boolean {
-  return FLOATS_WE_CONVERT.has(dtype);
+  return isFloatDtype(dtype);
 }
 export function isInteger(dtype: number): boolean {
   return dtype in INT_RANGES;

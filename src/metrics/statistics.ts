@@ -1,13 +1,11 @@
 /**
- * Pure statistics for the benchmark: summary statistics of latency samples, a seeded bootstrap
- * confidence interval, paired speed-up ratios, McNemar's test for paired classification results,
- * accuracy; re-exports the top-k and agreement metrics of src/metrics, which other layers share.
- * No I/O; every function is deterministic (the bootstrap takes a seed) so results and tests are
- * reproducible. Imports: util/random, metrics.
+ * Pure statistics: summary statistics of samples (latency, serving), a seeded bootstrap confidence
+ * interval, paired speed-up ratios, McNemar's test for paired classification results, accuracy.
+ * Used by the benchmark, the serving load generator and the reporters. No I/O; every function is
+ * deterministic (the bootstrap takes a seed) so results and tests are reproducible.
+ * Imports: util/random.
  */
 import { seededRandom } from '../util/random.js';
-
-export { AgreementAccumulator, agreement, channelLayout, argmaxRows, topKCorrect, type AgreementMetrics } from '../metrics/index.js';
 
 /** Two-sided 95% standard-normal quantile. */
 export const Z_95 = 1.959963984540054;
@@ -98,8 +96,6 @@ export function summarize(xs: ArrayLike<number>): SummaryStats {
 }
 
 // ---- seeded bootstrap -------------------------------------------------------------------------
-
-export { seededRandom } from '../util/random.js';
 
 /** k-th smallest (0-based) of arr[0..n); reorders arr. Hoare quickselect, expected O(n). */
 function select(arr: Float64Array, k: number): number {

@@ -1,11 +1,15 @@
 /**
- * Input/output specs (name, dtype, possibly symbolic shape) and resolving symbolic dims to numbers
- * from `--shape` overrides. Pure data; never loads onnxruntime, so src/data may use it too.
- * Imports: ../ir/types.js, ../ir/dtype.js, ../errors.js.
+ * Model inputs and outputs as runners and data readers see them (IoSpec: name, dtype, possibly
+ * symbolic shape), read from an in-memory Model, and resolving symbolic dims to numbers from
+ * `--shape` overrides. Pure data: never loads onnxruntime, so runtime/, data/, bench/ and serve/
+ * all use it.
+ * Imports: ./dtype.js, ./types.js, ./model.js and ./graph.js (types), ../errors.js.
  */
-import { UsageError } from '../errors.js';
-import { dtypeName, type DataType } from '../ir/dtype.js';
-import { formatShape, type Dim } from '../ir/types.js';
+import { InputError, UsageError } from '../errors.js';
+import { dtypeName, type DataType } from './dtype.js';
+import type { Value } from './graph.js';
+import type { Model } from './model.js';
+import { formatShape, formatType, isTensorType, type Dim } from './types.js';
 
 export { formatShape, type Dim };
 
@@ -46,7 +50,6 @@ export function parseShapeOverrides(text: string): ShapeOverrides {
   }
   return out;
 }
-
 
 /**
  * A concrete shape for one input: its `--shape` override if there is one (checked against the
@@ -94,4 +97,28 @@ export function resolveShape(spec: IoSpec, overrides: ShapeOverrides = {}, defau
 /** 'x: float32[N,3,224,224]' for messages. */
 export function describeSpec(spec: IoSpec): string {
   return `${spec.name}: ${dtypeName(spec.dtype)}${spec.unknownRank ? '[...]' : formatShape(spec.shape)}`;
+}
+
+function specOf(value: Value, role: 'input' | 'output'): IoSpec {
+  const type = value.type;
+  if (!isTensorType(type)) {
+    throw new InputError(
+      `model ${role} '${value.name}' is ${type ? formatType(type, dtypeName) : 'untyped'}; model-opt handles tensor ${role}s only`,
+    );
+  }
+  const spec: IoSpec = { name: value.name, dtype: type.elemType, shape: type.shape ? [...type.shape] : [] };
+  if (!type.shape) spec.unknownRank = true;
+  return spec;
+}
+
+/**
+ * The inputs a caller must feed: graph inputs without an initializer (older models also list
+ * their weights as inputs; those have defaults and are not fed).
+ */
+export function modelInputSpecs(model: Model): IoSpec[] {
+  return model.graph.inputs.filter((v) => !v.initializer).map((v) => specOf(v, 'input'));
+}
+
+export function modelOutputSpecs(model: Model): IoSpec[] {
+  return model.graph.outputs.map((v) => specOf(v, 'output'));
 }

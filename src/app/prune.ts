@@ -1,0 +1,65 @@
+/**
+ * The prune workflow (`model-opt prune` as a function): load the model and the data sets, run the
+ * pruning library (which checks the result in onnxruntime and measures sizes and accuracy), write
+ * the model atomically (never over an input) and optionally time it against the input.
+ * May import: app/*, types from below; onnx, data, ir, passes/prune (lazily).
+ */
+import type { Accuracy, ModelSize, PruneOptions, PruneResult, RunCheck } from '../passes/prune/index.js';
+import type { WorkflowEvents } from './events.js';
+import { checkOutputPath } from './output-path.js';
+import { speedCheck, type SpeedCheck } from './speed-check.js';
+
+export interface PruneWorkflowOptions extends Omit<PruneOptions, 'calibrationData' | 'evalData'> {
+  /** The model file (never modified). */
+  model: string;
+  /** Where to write the pruned model (never over an input). */
+  output: string;
+  /** Unlabelled data file for activation statistics. */
+  calibrationData?: string;
+  /** Labelled data file: top-1 accuracy before and after. */
+  evalData?: string;
+  /** Time the input model against the written one, this many runs each (1 thread). */
+  measureSpeedRuns?: number;
+}
+
+/** What `model-opt prune --json` prints (less its schema version and command name). */
+export interface PruneWorkflowResult {
+  input: string;
+  output: string;
+  report: PruneResult['report'];
+  size: { before: ModelSize; after: ModelSize };
+  accuracy: { before: Accuracy; after: Accuracy } | null;
+  check: RunCheck;
+  speed?: SpeedCheck;
+  notes: string[];
+}
+
+export async function pruneWorkflow(options: PruneWorkflowOptions, events: WorkflowEvents = {}): Promise<PruneWorkflowResult> {
+  const { model: input, output: requested, calibrationData: calibrationPath, evalData: evalPath, measureSpeedRuns, ...pruneOptions } = options;
+  const output = checkOutputPath(requested, [input, ...(evalPath ? [evalPath] : []), ...(calibrationPath ? [calibrationPath] : [])]);
+  const [{ prune }, { loadModel, saveModel }, { modelInputSpecs }, { loadDataset }] = await Promise.all([
+    import('../passes/prune/index.js'),
+    import('../onnx/index.js'),
+    import('../ir/io-spec.js'),
+    import('../data/index.js'),
+  ]);
+  const progress = events.onProgress ?? (() => undefined);
+  progress(`loading ${input}`);
+  const model = await loadModel(input);
+  const calibrationData = calibrationPath ? await loadDataset(calibrationPath, modelInputSpecs(model)) : undefined;
+  const evalData = evalPath ? await loadDataset(evalPath, modelInputSpecs(model)) : undefined;
+  const result = await prune(model, { ...pruneOptions, calibrationData, evalData }, { onProgress: progress });
+  progress(`writing ${output}`);
+  await saveModel(result.model, output);
+  const speed = measureSpeedRuns ? await speedCheck(input, output, { runs: measureSpeedRuns, threads: 1, shapes: options.shapes }, events) : undefined;
+  return {
+    input,
+    output,
+    report: result.report,
+    size: { before: result.sizeBefore, after: result.sizeAfter },
+    accuracy: result.accuracy ?? null,
+    check: result.check,
+    speed,
+    notes: result.notes,
+  };
+}

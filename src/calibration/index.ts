@@ -1,0 +1,17 @@
+/**
+ * The calibration service: statistics declared by tensor name and kind, collected in one streamed
+ * pass with bounded memory; the streaming histogram; the shared sample counts. Re-exports only.
+ */
+export {
+  calibrationBatchSize,
+  collectStatistics,
+  DEFAULT_CALIBRATION_BATCH,
+  type CalibrationProgress,
+  type ChannelMoments,
+  type CollectedStatistics,
+  type CollectOptions,
+  type StatisticRequest,
+  type TensorStatistics,
+} from './statistics.js';
+export { DEFAULT_BINS, StreamingHistogram } from './histogram.js';
+export { CHECK_SAMPLE_COUNT, DEFAULT_CALIBRATION_COUNT } from './defaults.js';

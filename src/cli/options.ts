@@ -1,0 +1,43 @@
+/**
+ * The flags several commands share, each defined once with one help text: a command adds one with
+ * `.addOption(sharedOption('json'))`. Flags of one command stay in that command's file.
+ * May import: commander, cli/parsers, app/speed-check (its default run count; no heavy imports).
+ */
+import { Option } from 'commander';
+import { MEASURE_SPEED_RUNS } from '../app/speed-check.js';
+import { collect, parsePositiveInt, parseStringList } from './parsers.js';
+
+const SHARED_OPTIONS = {
+  json: () => new Option('--json', 'print one JSON document on stdout instead of the human report'),
+  shape: () =>
+    new Option('--shape <name=dims>', 'size of symbolic input dims other than the batch, for runs on random inputs, e.g. x=1x3x224x224 (repeatable)').argParser(collect),
+  threads: () => new Option('--threads <n>', 'onnxruntime intra-op threads (default: onnxruntime chooses; --measure-speed times with 1)').argParser(parsePositiveInt),
+  provider: () => new Option('--provider <list>', 'onnxruntime execution providers in order of preference (default cpu)').argParser(parseStringList),
+  outputName: () => new Option('--output-name <name>', 'model output holding the class scores (default: the first output)'),
+  calibrationData: () =>
+    new Option('--calibration-data <path>', 'representative inputs, no labels needed: .npz/.npy/.jsonl, a test_data_set dir or a folder of PNG/JPEG images'),
+  evalData: () => new Option('--eval-data <path>', 'labelled evaluation data (formats as --calibration-data, with labels) to measure top-1 accuracy'),
+  measureSpeed: () =>
+    new Option(
+      '--measure-speed [runs]',
+      `after writing and checking, time the input model against the written one (batch 1 or the model's fixed batch, --threads or 1 thread, random inputs, ${MEASURE_SPEED_RUNS} interleaved runs each by default): the measured answer to "will it be faster here?"`,
+    ).argParser(parsePositiveInt),
+  backend: () =>
+    new Option('--backend <name>', 'training backend: auto (tensorflow when tfjs-node is installed, else wasm), wasm, cpu or tensorflow')
+      .choices(['auto', 'wasm', 'cpu', 'tensorflow'])
+      .default('auto'),
+  excludeNodes: () => new Option('--exclude-nodes <list>', 'leave these nodes (by name) as they are (comma-separated, repeatable)').argParser(parseStringList),
+  excludeOpTypes: () => new Option('--exclude-op-types <list>', 'leave nodes of these op types as they are, e.g. MatMul (comma-separated, repeatable)').argParser(parseStringList),
+} as const;
+
+export type SharedOptionName = keyof typeof SHARED_OPTIONS;
+
+/** A fresh commander Option for a shared flag (an Option object belongs to one command). */
+export function sharedOption(name: SharedOptionName): Option {
+  return SHARED_OPTIONS[name]();
+}
+
+/** `--measure-speed [runs]` as a run count: undefined when not given, the default count for a bare flag. */
+export function measureSpeedRuns(flag: boolean | number | undefined): number | undefined {
+  return flag ? (typeof flag === 'number' ? flag : MEASURE_SPEED_RUNS) : undefined;
+}

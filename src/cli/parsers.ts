@@ -1,0 +1,78 @@
+/**
+ * Option parsers (commander argParsers): turn a flag's text into a typed value, once, at the edge;
+ * a bad value throws InvalidArgumentError with a one-line message (exit 2).
+ * May import: commander, bench types (the accuracy budget).
+ */
+import { InvalidArgumentError } from 'commander';
+import type { AccuracyBudget } from '../bench/types.js';
+
+export function parsePositiveInt(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n <= 0) throw new InvalidArgumentError(`expected a positive integer, got '${value}'`);
+  return n;
+}
+
+export function parseNonNegativeInt(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError(`expected a non-negative integer, got '${value}'`);
+  return n;
+}
+
+export function parseNumber(value: string): number {
+  const n = Number(value);
+  if (value.trim() === '' || !Number.isFinite(n)) throw new InvalidArgumentError(`expected a number, got '${value}'`);
+  return n;
+}
+
+export function parsePositiveNumber(value: string): number {
+  const n = parseNumber(value);
+  if (n <= 0) throw new InvalidArgumentError(`expected a positive number, got '${value}'`);
+  return n;
+}
+
+/** '20' or '20ms' -> 20 (milliseconds). */
+export function parseMilliseconds(value: string): number {
+  const n = parseNumber(value.trim().replace(/ms$/, ''));
+  if (n <= 0) throw new InvalidArgumentError(`expected a positive number of milliseconds, got '${value}'`);
+  return n;
+}
+
+export function parseFraction(value: string): number {
+  const n = parseNumber(value);
+  if (n < 0 || n > 1) throw new InvalidArgumentError(`expected a number between 0 and 1, got '${value}'`);
+  return n;
+}
+
+/** A parser that accepts only the listed words (commander's .choices() without an Option object). */
+export function oneOf<T extends string>(allowed: readonly T[]): (value: string) => T {
+  return (value) => {
+    if ((allowed as readonly string[]).includes(value)) return value as T;
+    throw new InvalidArgumentError(`expected one of ${allowed.join(', ')}, got '${value}'`);
+  };
+}
+
+/** '1,8,32' -> [1, 8, 32] */
+export function parsePositiveIntList(value: string): number[] {
+  return value.split(',').map((part) => parsePositiveInt(part.trim()));
+}
+
+/** 'a,b, c' -> ['a', 'b', 'c'] (empty entries dropped); repeatable options accumulate. */
+export function parseStringList(value: string, previous: string[] = []): string[] {
+  return [...previous, ...value.split(',').map((s) => s.trim()).filter((s) => s.length > 0)];
+}
+
+/** Collect a repeatable option. */
+export function collect(value: string, previous: string[] = []): string[] {
+  return [...previous, value];
+}
+
+/**
+ * An accuracy budget: '0.5' or '0.5pt' means percentage points, '1%' a relative drop.
+ */
+export function parseAccuracyBudget(value: string): AccuracyBudget {
+  const text = value.trim();
+  const match = /^(\d+(?:\.\d+)?)\s*(pt|pts|%)?$/.exec(text);
+  if (!match) throw new InvalidArgumentError(`expected an accuracy drop like '0.5pt' or '1%', got '${value}'`);
+  const n = Number(match[1]);
+  return match[2] === '%' ? { kind: 'relative', value: n / 100 } : { kind: 'points', value: n };
+}

@@ -1,0 +1,118 @@
+/**
+ * The human report of `model-opt quantize`: one table over a QuantizeResult (what was quantized,
+ * pre-processing, what onnxruntime fuses, size, agreement with FP32, guard, QAT, speed), the pass
+ * notes under it, and the `--analyze` sensitivity table. Pure functions of the typed results.
+ * May import: cli-table3, report/format, report/speed-check, result types of app and passes.
+ */
+import Table from 'cli-table3';
+import type { QuantizeResult } from '../app/quantize.js';
+import type { Int8Report, SensitivityRow } from '../passes/quantize/index.js';
+import { formatBytes, formatDb, formatWorstChannel } from './format.js';
+import { formatSpeedCheck } from './speed-check.js';
+
+type Row = [string, string];
+
+function int8Rows(rep: Int8Report): Row[] {
+  const rows: Row[] = [];
+  rows.push(['nodes quantized', Object.entries(rep.qdq.byOpType).map(([k, v]) => `${k} ${v}`).join(', ') || 'none']);
+  rows.push(['weights / activations', `int8 ${rep.qdq.perChannel ? 'per-channel' : 'per-tensor'} / ${rep.qdq.activationType} ${rep.qdq.activationSymmetric ? 'symmetric' : 'asymmetric'}`]);
+  rows.push(['calibration', `${rep.calibration.method}${rep.calibration.percentile ? ` ${rep.calibration.percentile}` : ''}, ${rep.calibration.samples} samples, ${rep.calibration.tensors} tensors, ${rep.calibration.seconds.toFixed(2)} s`]);
+  const pre = rep.preprocess;
+  const rewrites = [
+    pre.affineFolded.length > 0 ? `, ${pre.affineFolded.length} Mul/Add -> Conv` : '',
+    pre.padsFolded.length > 0 ? `, ${pre.padsFolded.length} Pad -> Conv pads` : '',
+    pre.batchNormsToConv.length > 0 ? `, ${pre.batchNormsToConv.length} BatchNorm -> depthwise Conv` : '',
+    pre.matMulAddFused.length > 0 ? `, ${pre.matMulAddFused.length} MatMul + Add -> Gemm` : '',
+    pre.reduceMeansToPool.length > 0 ? `, ${pre.reduceMeansToPool.length} ReduceMean -> GlobalAveragePool` : '',
+    pre.opset?.upgraded ? `, opset ${pre.opset.from} -> ${pre.opset.to}` : '',
+  ].join('');
+  rows.push(['pre-processing', `${pre.batchNormsFolded.length} BatchNorm folded, ${pre.constantsToInitializers} Constant -> initializer, ${pre.constantsFolded} folded${rewrites}`]);
+  if (rep.qdq.paddedConvs.length) {
+    rows.push(['input channels padded', rep.qdq.paddedConvs.map((c) => `${c.node}: ${c.from} -> ${c.to} (fast int8 conv kernel)`).join('\n')]);
+  }
+  if (rep.qdq.layoutAnchors.length) {
+    rows.push(['layout anchors', rep.qdq.layoutAnchors.map((a) => `'${a.tensor}' (${a.channels} ch) for ${a.enables.join(', ')}: an identity int8 1x1 depthwise conv, so onnxruntime keeps the int8 op in NHWC`).join('\n')]);
+  }
+  if (rep.qdq.skipped.length) rows.push(['left in FP32', describeSkipped(rep.qdq.skipped)]);
+  if (rep.qdq.floatCompute.length) rows.push(['float between int8', rep.qdq.floatCompute.map((s) => `${s.node} (${s.reason})`).join('\n')]);
+  return rows;
+}
+
+/** The rows that describe what the pass did, by mode. */
+function passRows(report: QuantizeResult['report']): Row[] {
+  if (report.mode === 'int8') return int8Rows(report);
+  if (report.mode === 'int8-dynamic') {
+    const rows: Row[] = [['nodes quantized', Object.entries(report.quantizedByOpType).map(([k, v]) => `${k} ${v}`).join(', ') || 'none']];
+    // Grouped always: a CNN has dozens of Convs kept float for the same reason.
+    if (report.keptFloat.length > 0) rows.push(['left in FP32', describeSkipped(report.keptFloat, 0)]);
+    return rows;
+  }
+  const kept = report.keptFloat32;
+  const rows: Row[] = [
+    ['nodes converted', String(report.nodesConverted)],
+    ['kept float32', kept.length === 0 ? '0' : `${kept.length}:\n${describeSkipped(kept, 8)}`],
+  ];
+  const stored = report.storedAsFloat16;
+  if (stored.length > 0) rows.push(['float16 storage only', `${stored.length} weight(s) of float32-only ops, cast back to float32 when onnxruntime loads the model`]);
+  return rows;
+}
+
+const percent = (x: number | undefined): string => (x === undefined ? '-' : `${(x * 100).toFixed(2)}%`);
+
+export function renderQuantizeSummary(result: QuantizeResult): string {
+  const table = new Table({ head: ['', result.mode], style: { head: [], border: [] } });
+  table.push(...passRows(result.report));
+  if (result.fusion) {
+    const f = result.fusion;
+    table.push(['integer kernels (onnxruntime)', `${f.integerKernelCount}: ${Object.entries(f.integerKernels).map(([k, v]) => `${k} ${v}`).join(', ') || 'none'}`]);
+    table.push(['DQ -> float op left', f.unfused.length === 0 ? 'none' : f.unfused.map((u) => `${u.node} (${u.opType}): ${u.reason}`).join('\n')]);
+    if (f.keptFloat.length > 0) table.push(['float by choice, reads int8', f.keptFloat.map((u) => `${u.node} (${u.opType})`).join(', ')]);
+    table.push(['will it be faster?', f.verdict]);
+  }
+  if (result.speed) table.push(['measured speed-up', formatSpeedCheck(result.speed)]);
+  table.push(['size', `${formatBytes(result.input.sizeBytes)} -> ${formatBytes(result.output.sizeBytes)} (${((result.output.sizeBytes / result.input.sizeBytes) * 100).toFixed(0)}%)`]);
+  for (const [name, a] of Object.entries(result.agreement)) {
+    table.push([`agreement '${name}'`, `SQNR ${formatDb(a.sqnrDb)}${formatWorstChannel(a)}${a.top1Agreement !== null ? `, top-1 agreement ${(a.top1Agreement * 100).toFixed(2)}%` : ''} (${a.rows ? `${a.rows} samples` : `${a.count} values`})`]);
+  }
+  if (result.guard) {
+    const g = result.guard;
+    const budget = g.budget.kind === 'points' ? `${g.budget.value}pt` : `${g.budget.value * 100}%`;
+    table.push([
+      'accuracy guard',
+      `FP32 ${(g.baselineAccuracy * 100).toFixed(2)}%, INT8 ${(g.chosen.accuracy * 100).toFixed(2)}% (drop ${g.chosen.dropPoints.toFixed(2)}pt, budget ${budget}) ${g.met ? 'met' : 'MISSED'}; ${g.chosen.fp32Nodes.length} node(s) in FP32${g.chosen.fp32Nodes.length ? `: ${g.chosen.fp32Nodes.join(', ')}` : ''}`,
+    ]);
+  }
+  if (result.qat) {
+    const t = result.qat;
+    table.push([
+      'quantization-aware training',
+      `${t.epochs} epoch(s) on ${t.backend.name}, ${t.samplesPerSecond.toFixed(0)} samples/s; fake-quantized accuracy ${percent(t.fakeQuantAccuracy.before)} -> ${percent(t.fakeQuantAccuracy.after)}${t.accuracy !== undefined ? `; exported model ${percent(t.accuracy)} in onnxruntime` : ''}`,
+    ]);
+  }
+  table.push(['written', `${result.output.path} (loaded and run in onnxruntime)`]);
+  const notes = result.report.notes.map((n) => `note: ${n}\n`).join('');
+  return `${table.toString()}\n${notes}`;
+}
+
+/**
+ * Nodes left float, one per line; past `listUpTo`, grouped by op type and reason (names in the
+ * reason elided) with a count and the first three nodes, so a transformer's hundreds stay readable.
+ */
+export function describeSkipped(skipped: readonly { node: string; opType: string; reason: string }[], listUpTo = 12): string {
+  if (skipped.length <= listUpTo) return skipped.map((s) => `${s.node} (${s.reason})`).join('\n');
+  const groups = new Map<string, string[]>();
+  for (const s of skipped) {
+    const key = `${s.opType}: ${s.reason.replace(/'[^']*'/g, "'…'")}`;
+    groups.set(key, [...(groups.get(key) ?? []), s.node]);
+  }
+  return [...groups]
+    .map(([key, nodes]) => `${nodes.length} x ${key} (${nodes.slice(0, 3).join(', ')}${nodes.length > 3 ? ', …' : ''})`)
+    .join('\n');
+}
+
+/** `--analyze`: nodes ranked by the SQNR of the model's output with only that node quantized. */
+export function renderSensitivity(rows: readonly SensitivityRow[]): string {
+  const table = new Table({ head: ['rank', 'node', 'op', 'output SQNR (dB)', 'top-1 agreement'], style: { head: [], border: [] } });
+  rows.forEach((r, i) => table.push([String(i + 1), r.node, r.opType, Number.isFinite(r.sqnrDb) ? r.sqnrDb.toFixed(1) : 'inf', r.top1Agreement === null ? '-' : `${(r.top1Agreement * 100).toFixed(2)}%`]));
+  return `Per-node sensitivity (only that node quantized; lowest SQNR = most sensitive):\n${table.toString()}\n`;
+}

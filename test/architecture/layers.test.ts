@@ -1,0 +1,102 @@
+/**
+ * The layer rules of docs/design.md as a check: every relative import in src/ (static, type-only,
+ * re-export or dynamic `import()`) must point from a folder to a folder of lower rank, so there is
+ * no folder-level cycle and siblings (passes/train/bench/serve/analysis, runtime/data, ...) never
+ * import each other. A new folder fails here until it is given a rank. Also: CLI files stay small
+ * (flags, parsing, exit codes; workflows live in src/app/).
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+const SRC = path.resolve(__dirname, '../../src');
+
+/** Higher imports lower, never the reverse; equal ranks are siblings and do not import each other. */
+export const LAYERS: ReadonlyMap<string, number> = new Map([
+  ['cli', 8],
+  ['report', 7],
+  ['app', 6],
+  ['passes', 5],
+  ['train', 5],
+  ['bench', 5],
+  ['serve', 5],
+  ['analysis', 5],
+  ['evaluate', 4],
+  ['calibration', 4],
+  ['runtime', 3],
+  ['data', 3],
+  ['onnx', 2],
+  ['metrics', 2],
+  ['ir', 1],
+  ['util', 1],
+  ['errors.ts', 0],
+]);
+/** The public API re-exports from every layer. */
+const EXEMPT = new Set(['index.ts']);
+
+function sourceFiles(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+    const p = path.join(dir, e.name);
+    if (e.isDirectory()) return sourceFiles(p);
+    return p.endsWith('.ts') && !p.endsWith('.test.ts') ? [p] : [];
+  });
+}
+
+/** The top-level entry below src/ that holds `file` (a folder name, or a root file name). */
+function unit(file: string): string {
+  return path.relative(SRC, file).split(path.sep)[0]!;
+}
+
+const IMPORT = /(?:^|[\s;])(?:import|export)\b[^'"`;]*?\bfrom\s*['"](\.{1,2}\/[^'"]+)['"]|\bimport\(\s*['"](\.{1,2}\/[^'"]+)['"]\s*\)|^\s*import\s*['"](\.{1,2}\/[^'"]+)['"]/gm;
+
+function importsOf(file: string): { line: number; target: string }[] {
+  const text = readFileSync(file, 'utf8');
+  const out: { line: number; target: string }[] = [];
+  for (const m of text.matchAll(IMPORT)) {
+    const spec = m[1] ?? m[2] ?? m[3]!;
+    const line = text.slice(0, m.index).split('\n').length;
+    out.push({ line, target: path.resolve(path.dirname(file), spec.replace(/\.js$/, '.ts')) });
+  }
+  return out;
+}
+
+describe('layering of src/', () => {
+  const files = sourceFiles(SRC);
+
+  it('finds the imports it checks (the scanner is not blind)', () => {
+    const all = files.flatMap(importsOf);
+    expect(files.length).toBeGreaterThan(80);
+    expect(all.length).toBeGreaterThan(300);
+  });
+
+  it('every top-level folder has a rank', () => {
+    const unknown = [...new Set(files.map(unit))].filter((u) => !LAYERS.has(u) && !EXEMPT.has(u));
+    expect(unknown).toEqual([]);
+  });
+
+  it('imports only point to lower layers (no cycles, no sibling imports)', () => {
+    const violations: string[] = [];
+    for (const file of files) {
+      const from = unit(file);
+      if (EXEMPT.has(from)) continue;
+      for (const { line, target } of importsOf(file)) {
+        const to = unit(target);
+        if (to === from) continue;
+        const a = LAYERS.get(from);
+        const b = LAYERS.get(to);
+        if (a === undefined || b === undefined || b >= a) {
+          violations.push(`${path.relative(SRC, file)}:${line} (${from}, rank ${a}) imports ${path.relative(SRC, target)} (${to}, rank ${b})`);
+        }
+      }
+    }
+    expect(violations).toEqual([]);
+  });
+
+  it('CLI files stay small: flags, parsing, exit codes', () => {
+    const large = files
+      .filter((f) => unit(f) === 'cli')
+      .map((f) => ({ file: path.relative(SRC, f), lines: readFileSync(f, 'utf8').split('\n').length }))
+      .filter((f) => f.lines > 220);
+    expect(large).toEqual([]);
+  });
+});
