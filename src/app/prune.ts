@@ -1,10 +1,13 @@
 /**
  * The prune workflow (`model-opt prune` as a function): load the model and the data sets, run the
  * pruning library (which checks the result in onnxruntime and measures sizes and accuracy), write
- * the model atomically (never over an input) and optionally time it against the input.
+ * the model atomically (never over an input) and optionally time it against the input. With data
+ * and no `--shape`, the checks and timings that need concrete input shapes (the onnxruntime check,
+ * FLOPs, the speed check) take them from the data's first sample (./data-shapes.ts).
  * May import: app/*, types from below; onnx, data, ir, passes/prune (lazily).
  */
 import type { Accuracy, ModelSize, PruneOptions, PruneResult, RunCheck } from '../passes/prune/index.js';
+import type { InputValues } from '../data/index.js';
 import type { WorkflowEvents } from './events.js';
 import { checkOutputPath } from './output-path.js';
 import { speedCheck, type SpeedCheck } from './speed-check.js';
@@ -20,6 +23,8 @@ export interface PruneWorkflowOptions extends Omit<PruneOptions, 'calibrationDat
   evalData?: string;
   /** Time the input model against the written one, this many runs each (1 thread). */
   measureSpeedRuns?: number;
+  /** `--input` values: inputs given once for all samples of the data files. */
+  inputValues?: InputValues;
 }
 
 /** What `model-opt prune --json` prints (less its schema version and command name). */
@@ -35,7 +40,7 @@ export interface PruneWorkflowResult {
 }
 
 export async function pruneWorkflow(options: PruneWorkflowOptions, events: WorkflowEvents = {}): Promise<PruneWorkflowResult> {
-  const { model: input, output: requested, calibrationData: calibrationPath, evalData: evalPath, measureSpeedRuns, ...pruneOptions } = options;
+  const { model: input, output: requested, calibrationData: calibrationPath, evalData: evalPath, measureSpeedRuns, inputValues, ...pruneOptions } = options;
   const output = checkOutputPath(requested, [input, ...(evalPath ? [evalPath] : []), ...(calibrationPath ? [calibrationPath] : [])]);
   const [{ prune }, { loadModel, saveModel }, { modelInputSpecs }, { loadDataset }] = await Promise.all([
     import('../passes/prune/index.js'),
@@ -46,12 +51,14 @@ export async function pruneWorkflow(options: PruneWorkflowOptions, events: Workf
   const progress = events.onProgress ?? (() => undefined);
   progress(`loading ${input}`);
   const model = await loadModel(input);
-  const calibrationData = calibrationPath ? await loadDataset(calibrationPath, modelInputSpecs(model)) : undefined;
-  const evalData = evalPath ? await loadDataset(evalPath, modelInputSpecs(model)) : undefined;
-  const result = await prune(model, { ...pruneOptions, calibrationData, evalData }, { onProgress: progress });
+  const calibrationData = calibrationPath ? await loadDataset(calibrationPath, modelInputSpecs(model), { constants: inputValues }) : undefined;
+  const evalData = evalPath ? await loadDataset(evalPath, modelInputSpecs(model), { constants: inputValues }) : undefined;
+  const { checkShapes } = await import('./data-shapes.js');
+  const shapes = checkShapes(pruneOptions.shapes, calibrationData, evalData);
+  const result = await prune(model, { ...pruneOptions, shapes, calibrationData, evalData }, { onProgress: progress });
   progress(`writing ${output}`);
   await saveModel(result.model, output);
-  const speed = measureSpeedRuns ? await speedCheck(input, output, { runs: measureSpeedRuns, threads: 1, shapes: options.shapes }, events) : undefined;
+  const speed = measureSpeedRuns ? await speedCheck(input, output, { runs: measureSpeedRuns, threads: 1, shapes }, events) : undefined;
   return {
     input,
     output,

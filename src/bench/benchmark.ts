@@ -15,10 +15,11 @@ import { performance } from 'node:perf_hooks';
 import { InputError, ModelOptError, UsageError } from '../errors.js';
 import { dtypeName, isIntegerDtype } from '../ir/dtype.js';
 import { createRunner, describeSpec, formatShape, loadOrt, type IoSpec, type Runner, type RunnerOptions } from '../runtime/index.js';
+import { batchAxes } from '../ir/io-spec.js';
 import { fixedBatchSize, loadDataset, randomDataset, take, type Dataset } from '../data/index.js';
 import { agreementWithReference, DEFAULT_EVAL_BATCH, evaluateMany, runBatch, topKAccuracy } from '../evaluate/index.js';
 import { bootstrapPercentileCI, mcnemar, pairedSpeedup, summarize } from '../metrics/index.js';
-import { shapesForBatch, tiledFeeds, type Feeds } from './feeds.js';
+import { canBatch, latencyFeeds, shapesForBatch, type Feeds } from './feeds.js';
 import { hashTree, modelFileInfo } from './files.js';
 import { evaluateGates } from './gates.js';
 import { buildManifest } from './manifest.js';
@@ -208,13 +209,13 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
     let dataset: Dataset;
     let source: 'file' | 'random';
     if (options.data) {
-      dataset = await loadDataset(options.data, inputs, { maxSamples: options.maxSamples });
+      dataset = await loadDataset(options.data, inputs, { maxSamples: options.maxSamples, constants: options.constants });
       source = 'file';
     } else {
       const count = fixedBatch ?? options.maxSamples ?? DEFAULTS.randomSamples;
       // Integer inputs may be indices (token ids, token type ids): keep them inside their tables.
       const integerBounds = inputs.some((s) => isIntegerDtype(s.dtype)) ? await tableRowsOfIntegerInputs(baseline.file.path) : undefined;
-      dataset = randomDataset(inputs, count, seed, { shapeOverrides: overrides, integerBounds });
+      dataset = randomDataset(inputs, count, seed, { shapeOverrides: overrides, integerBounds, constants: options.constants });
       source = 'random';
     }
     if (options.maxSamples !== undefined && dataset.count > options.maxSamples) dataset = take(dataset, options.maxSamples);
@@ -260,13 +261,22 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
     });
 
     // ---- latency (timed, interleaved) ----
-    const batchSizes = options.batchSizes ?? [defaultBatchSize(inputs, overrides)];
+    let batchSizes = options.batchSizes ?? [defaultBatchSize(inputs, overrides)];
+    if (!canBatch(dataset) && batchSizes.some((b) => b !== 1)) {
+      // Every input is a scalar or a whole feed: there is no batch dim to stack samples along.
+      dataset.notes.push(`no input has a batch dim to stack samples along (${inputs.map(describeSpec).join(', ')}): timed batches of 1 only`);
+      batchSizes = [1];
+    }
     const latency: LatencyPoint[][] = models.map(() => []);
     let largestFeeds: Feeds | null = null;
+    let largestBatch = 0;
     for (const [index, batchSize] of batchSizes.entries()) {
       const shapes = shapesForBatch(inputs, batchSize, overrides);
       const feeds = feedsForLatency(dataset, shapes, batchSize, source);
-      if (!largestFeeds || batchSize >= (largestFeeds[inputs[0]!.name]?.dims[0] ?? 0)) largestFeeds = feeds;
+      if (!largestFeeds || batchSize >= largestBatch) {
+        largestFeeds = feeds;
+        largestBatch = batchSize;
+      }
       const stepLabel = batchSizes.length > 1 ? ` (batch ${batchSize}, ${index + 1}/${batchSizes.length})` : '';
       progress({ phase: 'warmup', message: `warming up${stepLabel}` });
       for (const model of models) for (let i = 0; i < warmup; i++) await runModel(model, feeds);
@@ -360,7 +370,7 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
   }
 
   function feedsForLatency(dataset: Dataset, shapes: Record<string, number[]>, batchSize: number, source: 'file' | 'random'): Feeds {
-    const feeds = tiledFeeds(dataset.inputs, dataset.count, batchSize);
+    const feeds = latencyFeeds(dataset, batchSize);
     for (const [name, t] of Object.entries(feeds)) {
       const want = shapes[name];
       // Data fixes the non-batch dims it was recorded with; only say so when random data disagrees.
@@ -375,9 +385,11 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
 function defaultBatchSize(inputs: readonly IoSpec[], overrides: Record<string, number[]>): number {
   const fixed = fixedBatchSize(inputs);
   if (fixed !== undefined) return fixed;
+  const axes = batchAxes(inputs);
   for (const spec of inputs) {
     const own = overrides[spec.name];
-    if (own && own.length > 0) return own[0]!;
+    const axis = spec.unknownRank ? 0 : axes[spec.name];
+    if (own && axis !== null && axis !== undefined && own.length > axis) return own[axis]!;
   }
   return 1;
 }

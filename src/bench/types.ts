@@ -53,6 +53,8 @@ export interface BenchmarkOptions {
   metric?: string;
   /** Model output holding the class scores; default the first output. */
   outputName?: string;
+  /** `--input` values: inputs given once for all samples (e.g. { sr: 16000 }), with data or random inputs. */
+  constants?: Readonly<Record<string, number | readonly number[]>>;
   /** Use at most this many evaluation samples. */
   maxSamples?: number;
   /** Batch size for the accuracy pass; default 32 (or the fixed batch dim). */

@@ -10,7 +10,7 @@ import { ExitCode, GateError, UsageError } from '../errors.js';
 import { registerBatchingOptions, runBatchingBenchmark, type BatchingFlags } from './dynamic-batching.js';
 import { checkOutputPath } from '../app/output-path.js';
 import { createProgress, printJson, reportError, runCommand, workflowEvents, writeTextAtomic } from './common.js';
-import { sharedOption } from './options.js';
+import { sharedOption, type InputValueFlags } from './options.js';
 import { parseAccuracyBudget, parseMilliseconds, parseNonNegativeInt, parsePositiveInt, parsePositiveNumber, parsePositiveIntList } from './parsers.js';
 import type { AccuracyBudget } from '../bench/types.js';
 
@@ -27,6 +27,7 @@ interface BenchmarkFlags {
   batchSize?: number[];
   threads?: number;
   shape?: string[];
+  input?: InputValueFlags;
   provider?: string[];
   seed?: number;
   memory: boolean;
@@ -75,6 +76,7 @@ export function registerBenchmark(program: Command): void {
     .option('--batch-size <list>', 'batch sizes to sweep, e.g. 1,8,32 (needs a dynamic batch dim)', parsePositiveIntList)
     .addOption(sharedOption('threads'))
     .addOption(sharedOption('shape'))
+    .addOption(sharedOption('input'))
     .addOption(sharedOption('provider'))
     .option('--seed <n>', 'seed for random inputs and the bootstrap (default 0)', parseNonNegativeInt)
     .option('--no-memory', 'skip measuring peak memory (one child process per model)')
@@ -113,6 +115,7 @@ export function registerBenchmark(program: Command): void {
               batchSizes: flags.batchSize,
               threads: flags.threads,
               shapes,
+              constants: flags.input,
               providers: flags.provider,
               metric: flags.metric,
               outputName: flags.outputName,

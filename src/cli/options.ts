@@ -3,12 +3,17 @@
  * `.addOption(sharedOption('json'))`. Flags of one command stay in that command's file.
  * May import: commander, cli/parsers, app/speed-check (its default run count; no heavy imports).
  */
-import { Option } from 'commander';
+import { InvalidArgumentError, Option } from 'commander';
 import { MEASURE_SPEED_RUNS } from '../app/speed-check.js';
 import { collect, parsePositiveInt, parseStringList } from './parsers.js';
 
 const SHARED_OPTIONS = {
   json: () => new Option('--json', 'print one JSON document on stdout instead of the human report'),
+  input: () =>
+    new Option(
+      '--input <name=value>',
+      'one value for a model input, for every sample (data files and random inputs): a number for a scalar such as a sample rate (sr=16000), or a comma list for a 1-D input; dtype from the model (repeatable)',
+    ).argParser(parseInputValue),
   shape: () =>
     new Option('--shape <name=dims>', 'size of symbolic input dims other than the batch, for runs on random inputs, e.g. x=1x3x224x224 (repeatable)').argParser(collect),
   threads: () => new Option('--threads <n>', 'onnxruntime intra-op threads (default: onnxruntime chooses; --measure-speed times with 1)').argParser(parsePositiveInt),
@@ -35,6 +40,26 @@ export type SharedOptionName = keyof typeof SHARED_OPTIONS;
 /** A fresh commander Option for a shared flag (an Option object belongs to one command). */
 export function sharedOption(name: SharedOptionName): Option {
   return SHARED_OPTIONS[name]();
+}
+
+/** Input name -> value(s), as `--input` collects them (the data layer's InputValues). */
+export type InputValueFlags = Record<string, number | number[]>;
+
+/** One `--input name=value` added to the earlier ones: 'sr=16000' -> { sr: 16000 }, 'k=1,2' -> { k: [1, 2] }. */
+export function parseInputValue(text: string, previous: InputValueFlags | undefined): InputValueFlags {
+  const out: InputValueFlags = Object.assign(Object.create(null) as InputValueFlags, previous);
+  const eq = text.lastIndexOf('=');
+  const name = eq > 0 ? text.slice(0, eq).trim() : '';
+  const valueText = eq > 0 ? text.slice(eq + 1).trim() : '';
+  if (!name || !valueText) throw new InvalidArgumentError(`'${text}': expected name=value (e.g. sr=16000) or name=v1,v2,...`);
+  const parts = valueText.split(',').map((v) => v.trim());
+  const values = parts.map(Number);
+  if (parts.some((v) => v === '') || values.some((v) => !Number.isFinite(v))) {
+    throw new InvalidArgumentError(`'${text}': values must be numbers (a comma list for a 1-D input)`);
+  }
+  if (Object.prototype.hasOwnProperty.call(out, name)) throw new InvalidArgumentError(`'${name}' is given twice`);
+  out[name] = parts.length === 1 ? values[0]! : values;
+  return out;
 }
 
 /** `--measure-speed [runs]` as a run count: undefined when not given, the default count for a bare flag. */

@@ -8,7 +8,7 @@
 import { Command, InvalidArgumentError } from 'commander';
 import { ExitCode, UsageError } from '../errors.js';
 import { createProgress, printJson, runCommand, workflowEvents } from './common.js';
-import { measureSpeedRuns, sharedOption } from './options.js';
+import { measureSpeedRuns, sharedOption, type InputValueFlags } from './options.js';
 import { oneOf, parseFraction, parsePositiveInt } from './parsers.js';
 import type { PrunePattern } from '../passes/prune/index.js';
 
@@ -28,6 +28,7 @@ interface PruneFlags {
   evalData?: string;
   maxSamples?: number;
   shape?: string[];
+  input?: InputValueFlags;
   measureSpeed?: boolean | number;
   json?: boolean;
 }
@@ -82,6 +83,7 @@ export function registerPrune(program: Command): void {
     .addOption(sharedOption('evalData'))
     .option('--max-samples <n>', 'evaluate at most n samples of --eval-data', parsePositiveInt)
     .addOption(sharedOption('shape'))
+    .addOption(sharedOption('input'))
     .addOption(sharedOption('measureSpeed'))
     .addOption(sharedOption('json'))
     .action(runCommand(async (input: string, flags: PruneFlags) => pruneAction(input, flags)));
@@ -112,6 +114,7 @@ async function pruneAction(input: string, flags: PruneFlags): Promise<number> {
         excludeOpTypes: flags.excludeOpTypes ?? [],
         pruneFirstLast: Boolean(flags.pruneFirstLast),
         shapes: flags.shape ? parseShapeOverrides(flags.shape.join(',')) : undefined,
+        inputValues: flags.input,
         evalData: flags.evalData,
         maxSamples: flags.maxSamples,
         measureSpeedRuns: measureSpeedRuns(flags.measureSpeed),

@@ -4,17 +4,10 @@
  */
 export { decodeNpy, encodeNpy, readNpy, writeNpy } from './npy.js';
 export { decodeNpz, encodeNpz, readNpz, writeNpz, type NpzWriteOptions } from './npz.js';
-export { readJsonl, type JsonlData } from './jsonl.js';
+export { readJsonl, type JsonlData, type ReadJsonlOptions } from './jsonl.js';
 export { readTensorFile, readTestDataSet, readTestDataSets, testSetFeeds, type NamedTensorData, type TestDataSet } from './test-data-set.js';
-export {
-  batches,
-  fixedBatchSize,
-  loadDataset,
-  randomDataset,
-  take,
-  type Batch,
-  type Dataset,
-  type LoadDatasetOptions,
-  type RandomDatasetOptions,
-} from './dataset.js';
+export { loadDataset, type Dataset, type LoadDatasetOptions } from './dataset.js';
+export { batchEnd, batches, feedsOf, fixedBatchSize, take, type Batch } from './batching.js';
+export { randomDataset, type RandomDatasetOptions } from './random.js';
+export { type InputValues } from './constants.js';
 export { concatSamples, sliceSamples } from '../ir/samples.js';

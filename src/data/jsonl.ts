@@ -1,7 +1,8 @@
 /**
- * JSON Lines data: one JSON object per line, input name -> nested arrays for ONE sample (no
- * sample dim), plus an optional label (number or nested array). Values take the dtype of the model
- * input they feed, since JSON has no dtypes.
+ * JSON Lines data: one JSON object per line, input name -> nested arrays (or a plain number) for
+ * ONE sample: the input's complete value (rank r) or the input without its batch dim (rank r - 1;
+ * ./fit.ts decides), plus an optional label (number or nested array) and an optional "sequence"
+ * id (an integer). Values take the dtype of the model input they feed, since JSON has no dtypes.
  * Imports: ./files.js, ../ir/io-spec.js (types), ../ir/dtype.js, ../errors.js.
  */
 import { InputError } from '../errors.js';
@@ -56,15 +57,29 @@ function toTyped(values: unknown[], dtype: DataType, what: string): TensorData['
 
 export interface JsonlData {
   count: number;
+  /** Per input, the lines' values stacked along a new dim 0. */
   inputs: Record<string, TensorData>;
   labels?: TensorData;
+  /** The lines' "sequence" ids, when the lines have them. */
+  sequences?: Int32Array;
 }
 
+export interface ReadJsonlOptions {
+  labelsKey?: string;
+  /** Inputs given elsewhere (--input): lines may leave them out, and any value in a line is ignored. */
+  skip?: ReadonlySet<string>;
+}
+
+const SEQUENCE_KEY = 'sequence';
+
 /**
- * Reads a JSONL file against the model's input specs. Every line must give every input with the
- * same per-sample shape; labels are read from `labelsKey` (default: 'label' or 'labels').
+ * Reads a JSONL file against the model's input specs. Every line must give every input (but
+ * `skip`) with the same shape; labels are read from `labelsKey` (default: 'label' or 'labels').
  */
-export async function readJsonl(path: string, inputSpecs: readonly IoSpec[], options: { labelsKey?: string } = {}): Promise<JsonlData> {
+export async function readJsonl(path: string, allSpecs: readonly IoSpec[], options: ReadJsonlOptions = {}): Promise<JsonlData> {
+  const inputSpecs = allSpecs.filter((s) => !options.skip?.has(s.name));
+  const hasSequenceInput = allSpecs.some((s) => s.name === SEQUENCE_KEY);
+  const sequences: number[] = [];
   const text = new TextDecoder().decode(await readBytes(path));
   const lines = text.split('\n');
   const flat: Record<string, unknown[]> = {};
@@ -105,6 +120,14 @@ export async function readJsonl(path: string, inputSpecs: readonly IoSpec[], opt
         throw new InputError(`${where}: input '${spec.name}' has shape [${shape}] but earlier lines have [${previous}]`);
       }
     }
+    if (!hasSequenceInput && (SEQUENCE_KEY in obj || sequences.length > 0)) {
+      const id = obj[SEQUENCE_KEY];
+      if (sequences.length !== count || !(SEQUENCE_KEY in obj)) throw new InputError(`${where}: "${SEQUENCE_KEY}" is given on some lines only`);
+      if (!Number.isSafeInteger(id) || Math.abs(id as number) > 2 ** 31 - 1) {
+        throw new InputError(`${where}: "${SEQUENCE_KEY}" must be an integer id, found ${JSON.stringify(id)}`);
+      }
+      sequences.push(id as number);
+    }
     if (count === 0 && labelKey === undefined) labelKey = ['label', 'labels'].find((k) => k in obj);
     if (labelKey !== undefined) {
       if (!(labelKey in obj)) {
@@ -135,6 +158,7 @@ export async function readJsonl(path: string, inputSpecs: readonly IoSpec[], opt
     }
   }
   const result: JsonlData = { count, inputs };
+  if (sequences.length > 0) result.sequences = Int32Array.from(sequences);
   if (labelKey !== undefined) {
     const allInts = labelValues.every((v) => Number.isInteger(v));
     const dtype = allInts ? DataType.INT64 : DataType.FLOAT;

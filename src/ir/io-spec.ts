@@ -1,8 +1,8 @@
 /**
  * Model inputs and outputs as runners and data readers see them (IoSpec: name, dtype, possibly
  * symbolic shape), read from an in-memory Model, and resolving symbolic dims to numbers from
- * `--shape` overrides. Pure data: never loads onnxruntime, so runtime/, data/, bench/ and serve/
- * all use it.
+ * `--shape` overrides, and where each input's batch dim is (batchAxes). Pure data: never loads
+ * onnxruntime, so runtime/, data/, bench/ and serve/ all use it.
  * Imports: ./dtype.js, ./types.js, ./model.js and ./graph.js (types), ../errors.js.
  */
 import { InputError, UsageError } from '../errors.js';
@@ -54,9 +54,10 @@ export function parseShapeOverrides(text: string): ShapeOverrides {
 /**
  * A concrete shape for one input: its `--shape` override if there is one (checked against the
  * declared rank and fixed dims), else the declared dims with symbolic ones taken from a dim-name
- * override or, for dim 0, from `defaultBatch`. UsageError naming the input and dim otherwise.
+ * override or, for the batch dim (`batchAxis`, default 0; null: none), from `defaultBatch`.
+ * UsageError naming the input and dim otherwise.
  */
-export function resolveShape(spec: IoSpec, overrides: ShapeOverrides = {}, defaultBatch?: number): number[] {
+export function resolveShape(spec: IoSpec, overrides: ShapeOverrides = {}, defaultBatch?: number, batchAxis: number | null = 0): number[] {
   const own = Object.prototype.hasOwnProperty.call(overrides, spec.name) ? overrides[spec.name] : undefined;
   if (own) {
     if (!spec.unknownRank) {
@@ -84,14 +85,93 @@ export function resolveShape(spec: IoSpec, overrides: ShapeOverrides = {}, defau
       const byName = Object.prototype.hasOwnProperty.call(overrides, d) ? overrides[d] : undefined;
       if (byName && byName.length === 1) return byName[0]!;
     }
-    if (i === 0 && defaultBatch !== undefined) return defaultBatch;
+    if (i === batchAxis && defaultBatch !== undefined) return defaultBatch;
     const label = typeof d === 'string' && d !== '' ? `'${d}'` : '?';
-    const example = spec.shape.map((x, j) => (typeof x === 'number' ? x : j === 0 ? 1 : 'D')).join('x');
+    const example = spec.shape.map((x, j) => (typeof x === 'number' ? x : j === (batchAxis ?? 0) ? 1 : 'D')).join('x');
     throw new UsageError(
       `input '${spec.name}' ${formatShape(spec.shape)}: dim ${i} (${label}) is symbolic; pass --shape ${spec.name}=${example}` +
         (typeof d === 'string' && d !== '' ? ` (or --shape ${d}=D for every input with that dim)` : ''),
     );
   });
+}
+
+/**
+ * Where each input's batch dim is: an axis, or null for an input without one (a scalar, or a
+ * tensor the model takes whole). A null-prototype record keyed by input name. The rule:
+ * 1. A symbolic dim name that two or more inputs share (at most once each) and that is dim 0 of
+ *    at least one of them, e.g. 'batch' in input [batch,256] and state [2,batch,32], is the batch
+ *    dim, at its position in each input that has it (several candidates: the one most inputs
+ *    share, then the one at dim 0 of most inputs, then the first). An input without that name
+ *    takes rule 2 for itself only when the dim rule 2 would pick is unnamed (?); else it has none.
+ * 2. Otherwise dim 0 of every input of rank >= 1 whose dim 0 is symbolic or (when no input has a
+ *    symbolic dim 0) equals the model's fixed batch (the first such input's dim 0), except a rank-3
+ *    input whose dim 0 is a fixed small number (<= 16) and dim 1 symbolic, the [layers, batch,
+ *    hidden] state of an LSTM/GRU export: axis 1 (when dim 0 is 1, only if another input has a
+ *    symbolic dim 0: a lone [1,seq,hidden] is a fixed batch of 1). Rank 0: none. Unknown rank: 0.
+ */
+export function batchAxes(inputSpecs: readonly IoSpec[]): Record<string, number | null> {
+  const out: Record<string, number | null> = Object.create(null);
+  const symbolic = (d: Dim | undefined): boolean => d !== undefined && typeof d !== 'number';
+  const stateShaped = (s: IoSpec): boolean => {
+    const d0 = s.shape[0];
+    return !s.unknownRank && s.shape.length === 3 && typeof d0 === 'number' && d0 <= 16 && symbolic(s.shape[1]);
+  };
+  // A lone [1,seq,hidden] (a fixed batch of 1) is not a state; [1,batch,hidden] next to [batch,...] is.
+  const others = inputSpecs.filter((s) => !s.unknownRank && s.shape.length > 0 && !stateShaped(s));
+  const othersSymbolic = others.some((s) => symbolic(s.shape[0]));
+  const isState = (s: IoSpec): boolean => stateShaped(s) && (othersSymbolic || (s.shape[0] as number) >= 2);
+  // Rule 2's axis for one input, given whether some input has a symbolic dim 0 and the fixed batch.
+  const ruleTwo = (s: IoSpec, anySymbolic: boolean, fixed: number | undefined): number | null => {
+    if (s.unknownRank) return 0;
+    if (s.shape.length === 0) return null;
+    if (isState(s)) return 1;
+    const d0 = s.shape[0];
+    if (symbolic(d0)) return 0;
+    return !anySymbolic && d0 === fixed ? 0 : null;
+  };
+  const candidates = inputSpecs.filter((s) => !s.unknownRank && s.shape.length > 0 && !isState(s));
+  const anySymbolic = candidates.some((s) => symbolic(s.shape[0]));
+  const fixed = anySymbolic ? undefined : (candidates.find((s) => typeof s.shape[0] === 'number')?.shape[0] as number | undefined);
+
+  // Rule 1: shared symbolic names.
+  const uses = new Map<string, { inputs: number; atZero: number; once: boolean }>();
+  for (const s of inputSpecs) {
+    const seen = new Map<string, number>();
+    for (const d of s.shape) if (typeof d === 'string' && d !== '') seen.set(d, (seen.get(d) ?? 0) + 1);
+    for (const [name, n] of seen) {
+      const u = uses.get(name) ?? { inputs: 0, atZero: 0, once: true };
+      u.inputs++;
+      if (s.shape[0] === name) u.atZero++;
+      if (n > 1) u.once = false;
+      uses.set(name, u);
+    }
+  }
+  let best: string | undefined;
+  for (const [name, u] of uses) {
+    if (u.inputs < 2 || u.atZero === 0 || !u.once) continue;
+    const b = best === undefined ? undefined : uses.get(best)!;
+    if (!b || u.inputs > b.inputs || (u.inputs === b.inputs && u.atZero > b.atZero)) best = name;
+  }
+  for (const s of inputSpecs) {
+    if (best !== undefined && !s.unknownRank) {
+      const at = s.shape.indexOf(best);
+      if (at >= 0) {
+        out[s.name] = at;
+        continue;
+      }
+      const axis = ruleTwo(s, anySymbolic, fixed);
+      const d = axis === null ? undefined : s.shape[axis];
+      out[s.name] = axis !== null && (d === null || d === '') ? axis : null;
+      continue;
+    }
+    out[s.name] = ruleTwo(s, anySymbolic, fixed);
+  }
+  return out;
+}
+
+/** The input's shape without its batch dim (the shape of one sample); the full shape when it has none. */
+export function sampleShape(shape: readonly Dim[], batchAxis: number | null): Dim[] {
+  return batchAxis === null ? [...shape] : shape.filter((_, i) => i !== batchAxis);
 }
 
 /** 'x: float32[N,3,224,224]' for messages. */

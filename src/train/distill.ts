@@ -189,6 +189,18 @@ export async function onnxruntimeAccuracy(model: Model, data: Dataset, outputNam
 }
 
 export function toTrainData(dataset: Dataset, inputNames: string[], role: string): TrainData {
+  const axes = dataset.batchAxes ? Object.entries(dataset.batchAxes).filter(([, axis]) => axis !== 0) : [];
+  const constants = Object.keys(dataset.constants ?? {});
+  if (axes.length > 0 || constants.length > 0) {
+    const what = [
+      ...axes.map(([name, axis]) => (axis === null ? `'${name}' has no batch dim` : `'${name}' has its batch dim at ${axis}`)),
+      ...constants.map((name) => `'${name}' is one value for all samples`),
+    ];
+    throw new UsageError(
+      `${dataset.source}: training needs every input batched along dim 0, but ${what.join(', ')}; ` +
+        'models with scalar, state or whole-feed inputs can be quantized and pruned, not yet distilled or trained with QAT',
+    );
+  }
   const inputs: Record<string, TensorData> = {};
   for (const name of inputNames) {
     const t = dataset.inputs[name] ?? (inputNames.length === 1 && Object.keys(dataset.inputs).length === 1 ? Object.values(dataset.inputs)[0] : undefined);

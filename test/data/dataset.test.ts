@@ -102,11 +102,18 @@ describe('loadDataset from .npz/.npy', () => {
         `${file('xy.npz')}: input 'x': data has shape [4,1,2,2] but the model expects float32[N,1,2,3] (dim 3 is 2, not 3)`,
       );
     });
-    it('rank mismatch', async () => {
-      const spec: IoSpec = { name: 'x', dtype: DataType.FLOAT, shape: [1, 2, 2] };
+    it('rank mismatch names both conventions', async () => {
+      const spec: IoSpec = { name: 'x', dtype: DataType.FLOAT, shape: ['N', 2] };
       expect(await message(loadDataset(file('xy.npz'), [spec]))).toBe(
-        `${file('xy.npz')}: input 'x': data has shape [4,1,2,2] (rank 4) but the model expects float32[1,2,2] (rank 3; dim 0 is the sample dim)`,
+        `${file('xy.npz')}: input 'x': data has shape [4,1,2,2] but the model expects float32[N,2]: give [count,2] (samples along dim 0) or [count,1,2] (one complete x per sample)`,
       );
+    });
+    it('rank r + 1 is one complete feed per sample: a batch dim of 1 is dropped', async () => {
+      const ds = await loadDataset(file('xy.npz'), [{ name: 'x', dtype: DataType.FLOAT, shape: [1, 2, 2] }]);
+      expect(ds.count).toBe(4);
+      expect(ds.inputs.x!.dims).toEqual([4, 2, 2]);
+      expect(ds.batchAxes).toBeUndefined();
+      expect(Array.from(ds.inputs.x!.data as Float32Array)).toEqual(xValues);
     });
     it('ints for a float input', async () => {
       expect(await message(loadDataset(file('u8.npy'), [{ name: 'img', dtype: DataType.FLOAT, shape: ['N'] }]))).toBe(
@@ -180,7 +187,11 @@ describe('loadDataset from JSONL', () => {
       "line 2: input 'ids' has shape [2] but earlier lines have [1]",
     ],
     ['non-integer for int64', '{"x": [[1,2],[3,4]], "ids": [1.5]}\n', "input 'ids': int64 needs integers, found 1.5"],
-    ['wrong per-sample shape', '{"x": [1,2,3,4], "ids": [1]}\n', "input 'x': data has shape [1,4] (rank 2) but the model expects float32[N,2,2]"],
+    [
+      'wrong per-sample shape',
+      '{"x": [1,2,3,4], "ids": [1]}\n',
+      "input 'x': data has shape [4] but the model expects float32[N,2,2]: give each line [2,2] (one sample) or [1,2,2] (one complete x)",
+    ],
   ];
   it.each(bad)('%s', async (_name, content, expected) => {
     const p = join(tmp, 'bad.jsonl');
@@ -219,7 +230,7 @@ describe('randomDataset', () => {
   const specs: IoSpec[] = [
     { name: 'x', dtype: DataType.FLOAT, shape: ['N', 4, 'H'] },
     { name: 'ids', dtype: DataType.INT64, shape: ['N', 5] },
-    { name: 'mask', dtype: DataType.BOOL, shape: [1, 5] },
+    { name: 'mask', dtype: DataType.BOOL, shape: ['N', 5] },
   ];
   it('is seeded, shaped by specs and overrides, standard normal floats and small ints', () => {
     const a = randomDataset(specs, 500, 42, { shapeOverrides: { H: [3] } });
@@ -252,9 +263,12 @@ describe('fixedBatchSize', () => {
   it('is the fixed dim 0 when a model fixes it, else undefined', async () => {
     const { fixedBatchSize } = await import('../../src/data/dataset.js');
     expect(fixedBatchSize([X])).toBeUndefined();
-    expect(fixedBatchSize([X, { name: 'm', dtype: DataType.BOOL, shape: [1, 5] }])).toBe(1);
-    expect(() => fixedBatchSize([{ name: 'a', dtype: DataType.FLOAT, shape: [1] }, { name: 'b', dtype: DataType.FLOAT, shape: [2] }])).toThrow(
-      new UsageError("model inputs fix different batch sizes (1 and 2 for 'b')"),
-    );
+    expect(fixedBatchSize([{ ...X, shape: [1, 1, 2, 2] }, { name: 'm', dtype: DataType.BOOL, shape: [1, 5] }])).toBe(1);
+    // A [1,5] input next to a symbolic batch has no batch dim (fed whole), so it fixes nothing.
+    expect(fixedBatchSize([X, { name: 'm', dtype: DataType.BOOL, shape: [1, 5] }])).toBeUndefined();
+    // All fixed: the first input's dim 0 is the batch; an input that differs is fed whole.
+    expect(fixedBatchSize([{ name: 'a', dtype: DataType.FLOAT, shape: [1] }, { name: 'b', dtype: DataType.FLOAT, shape: [2] }])).toBe(1);
+    // A state [2,batch,32] fixes nothing; its 2 is not a batch size.
+    expect(fixedBatchSize([{ name: 'input', dtype: DataType.FLOAT, shape: ['batch', 256] }, { name: 'state', dtype: DataType.FLOAT, shape: [2, 'batch', 32] }])).toBeUndefined();
   });
 });

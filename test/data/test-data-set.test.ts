@@ -35,9 +35,13 @@ describe.skipIf(!existsSync(ADD))('model-zoo test sets', () => {
 
   it('loadDataset + runner reproduce the stored output of test_add', async () => {
     const runner = await createRunner(join(ADD, 'model.onnx'));
+    // x, y float32[3,4,5]: the set is one complete feed (a batch of 3), so one sample run whole.
     const ds = await loadDataset(ADD, runner.inputs);
-    expect(ds.count).toBe(3);
-    const [batch] = [...batches(ds, ds.count)];
+    expect(ds.count).toBe(1);
+    expect(ds.inputs.x!.dims).toEqual([1, 3, 4, 5]);
+    expect(ds.notes).toEqual(["'x' holds complete feeds of batch 3: samples run one at a time"]);
+    const [batch] = [...batches(ds, 8)];
+    expect(batch!.feeds.x!.dims).toEqual([3, 4, 5]);
     const out = await runner.run(batch!.feeds);
     expect(maxAbsDiff(out.sum!, ds.outputs!.sum!)).toBeLessThanOrEqual(1e-6);
     await runner.release();
@@ -50,23 +54,33 @@ describe.skipIf(!existsSync(ADD))('model-zoo test sets', () => {
     expect(feeds.indices!.dtype).toBe(DataType.INT64);
     const out = await runner.run(feeds);
     expect(maxAbsDiff(out.y!, set!.outputs[0]!.tensor)).toBe(0);
-    // The same set as a data set is refused: its inputs disagree on the sample count.
-    await expect(loadDataset(GATHER, runner.inputs)).rejects.toThrow(`${GATHER}: input 'indices' has 3 samples but 'data' has 5`);
+    // As a data set it is one complete feed: data [5,4,3,2] is the batch, indices [3] has none.
+    const ds = await loadDataset(GATHER, runner.inputs);
+    expect(ds.count).toBe(1);
+    const [batch] = [...batches(ds, 4)];
+    expect(batch!.feeds.data!.dims).toEqual([5, 4, 3, 2]);
+    expect(batch!.feeds.indices!.dims).toEqual([3]);
+    expect(maxAbsDiff((await runner.run(batch!.feeds)).y!, set!.outputs[0]!.tensor)).toBe(0);
     await runner.release();
   });
 
-  it('several test sets concatenate along dim 0; inputs map in order when names do not match', async () => {
+  it('several test sets are one complete feed each; inputs map in order when names do not match', async () => {
     const dir = join(tmp, 'two-sets');
     cpSync(join(ADD, 'test_data_set_0'), join(dir, 'test_data_set_0'), { recursive: true });
     cpSync(join(ADD, 'test_data_set_0'), join(dir, 'test_data_set_1'), { recursive: true });
     const specs = ['a', 'b'].map((name) => ({ name, dtype: DataType.FLOAT, shape: ['N', 4, 5] }));
     const ds = await loadDataset(dir, specs);
-    expect(ds.count).toBe(6);
-    expect(ds.inputs.a!.dims).toEqual([6, 4, 5]);
+    expect(ds.count).toBe(2);
+    expect(ds.inputs.a!.dims).toEqual([2, 3, 4, 5]);
+    expect(ds.batchAxes).toEqual(Object.assign(Object.create(null), { a: null, b: null }));
     const a = ds.inputs.a!.data as Float32Array;
     expect(Array.from(a.subarray(60, 120))).toEqual(Array.from(a.subarray(0, 60)));
     expect(ds.outputs!.sum!.dims).toEqual([6, 4, 5]);
-    expect(ds.notes).toEqual(['2 test sets concatenated along dim 0']);
+    expect(ds.notes).toEqual(["'a' holds complete feeds of batch 3: samples run one at a time", '2 test sets, one complete feed each']);
+    expect([...batches(ds, 4)].map((b) => [b.start, b.size, b.feeds.a!.dims.join('x')])).toEqual([
+      [0, 1, '3x4x5'],
+      [1, 1, '3x4x5'],
+    ]);
   });
 
   it('bad directories and corrupt .pb files name the path', async () => {

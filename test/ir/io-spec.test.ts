@@ -1,8 +1,8 @@
-// --shape parsing and symbolic-dim resolution.
+// --shape parsing, symbolic-dim resolution and batch-axis detection.
 import { describe, expect, it } from 'vitest';
 import { UsageError } from '../../src/errors.js';
 import { DataType } from '../../src/ir/dtype.js';
-import { parseShapeOverrides, resolveShape, type IoSpec } from '../../src/ir/io-spec.js';
+import { batchAxes, parseShapeOverrides, resolveShape, type IoSpec } from '../../src/ir/io-spec.js';
 
 const image: IoSpec = { name: 'x', dtype: DataType.FLOAT, shape: ['N', 3, 'H', 'W'] };
 
@@ -48,6 +48,42 @@ describe('resolveShape', () => {
     );
     expect(() => resolveShape({ name: 'u', dtype: DataType.FLOAT, shape: [], unknownRank: true })).toThrow(
       new UsageError("input 'u' declares no shape; pass --shape u=DIMxDIMx..."),
+    );
+  });
+});
+
+describe('batchAxes', () => {
+  const f = (name: string, shape: (number | string | null)[]): IoSpec => ({ name, dtype: DataType.FLOAT, shape });
+  const axes = (specs: IoSpec[]) => ({ ...batchAxes(specs) });
+  it('a symbolic name shared by the inputs: the streaming VAD (batch at input dim 0, state dim 1, sr none)', () => {
+    expect(axes([f('input', ['batch', 256]), f('state', [2, 'batch', 32]), { name: 'sr', dtype: DataType.INT64, shape: [] }])).toEqual({ input: 0, state: 1, sr: null });
+  });
+  it('one image input [N,3,224,224]: dim 0', () => {
+    expect(axes([image])).toEqual({ x: 0 });
+    expect(axes([f('x', ['N', 3, 224, 224])])).toEqual({ x: 0 });
+  });
+  it('a fixed-batch [1,3,32,32] model: dim 0 (the fixed batch)', () => {
+    expect(axes([f('x', [1, 3, 32, 32])])).toEqual({ x: 0 });
+    expect(axes([f('x', [1, 3, 32, 32]), f('info', [1, 2]), f('table', [5, 4])])).toEqual({ x: 0, info: 0, table: null });
+  });
+  it('unnamed [?,576] + [2,?,128] + []: dim 0, dim 1 (an LSTM state), none', () => {
+    expect(axes([f('input', [null, 576]), f('state', [2, null, 128]), { name: 'sr', dtype: DataType.INT64, shape: [] }])).toEqual({ input: 0, state: 1, sr: null });
+  });
+  it('shared names: the one at dim 0 wins over a shared sequence dim; a fixed [1,5] next to a symbolic batch has none', () => {
+    expect(axes([f('ids', ['batch', 'seq']), f('mask', ['batch', 'seq']), f('pos', [1, 5])])).toEqual({ ids: 0, mask: 0, pos: null });
+    // An input without the shared name takes rule 2 only for an unnamed dim.
+    expect(axes([f('a', ['batch', 3]), f('b', ['batch', 4]), f('c', [null, 5]), f('d', ['other', 5])])).toEqual({ a: 0, b: 0, c: 0, d: null });
+    // A name shared only away from dim 0 ([1,seq] twice) is not a batch dim.
+    expect(axes([f('a', [1, 'seq']), f('b', [1, 'seq'])])).toEqual({ a: 0, b: 0 });
+    expect(axes([{ name: 'u', dtype: DataType.FLOAT, shape: [], unknownRank: true }])).toEqual({ u: 0 });
+    // [1,seq,768] with a fixed batch of 1 is not an LSTM state; [1,?,64] next to [?,10] is.
+    expect(axes([f('x', [1, 'seq', 768]), f('mask', [1, 'seq'])])).toEqual({ x: 0, mask: 0 });
+    expect(axes([f('x', [null, 10]), f('h0', [1, null, 64])])).toEqual({ x: 0, h0: 1 });
+  });
+  it('resolveShape takes the default batch at the batch axis', () => {
+    expect(resolveShape(f('state', [2, 'batch', 32]), {}, 4, 1)).toEqual([2, 4, 32]);
+    expect(() => resolveShape(f('state', [2, 'batch', 32]), {}, undefined, 1)).toThrow(
+      new UsageError("input 'state' [2,batch,32]: dim 1 ('batch') is symbolic; pass --shape state=2x1x32 (or --shape batch=D for every input with that dim)"),
     );
   });
 });
