@@ -4,6 +4,10 @@
  * atomically (never over an input; a missed accuracy goal goes to `.missed-goal.onnx`), load and run
  * the written file in onnxruntime against FP32 (agreement), check what onnxruntime fuses, and
  * optionally time it. `sensitivityWorkflow` is `--analyze`: the per-node sensitivity, nothing written.
+ * A pass that quantized nothing is a UsageError (nothing written) unless `opTypes` was given. Modes
+ * that need no data (int8-dynamic, fp16) still write their model when the check cannot make inputs
+ * (a symbolic dim without `--shape` or data): the written file is then only loaded in onnxruntime,
+ * `agreement` is null and `checks` says why (a warning names `--shape`).
  * May import: errors, calibration/defaults, app/*, types from below; onnx, data, runtime, evaluate,
  * passes (lazily).
  */
@@ -12,7 +16,7 @@ import { UsageError } from '../errors.js';
 import { CHECK_SAMPLE_COUNT, DEFAULT_CALIBRATION_COUNT } from '../calibration/defaults.js';
 import type { Model } from '../ir/index.js';
 import type { ShapeOverrides } from '../ir/io-spec.js';
-import type { Dataset } from '../data/index.js';
+import type { Dataset, InputValues } from '../data/index.js';
 import type { RunnerOptions } from '../runtime/index.js';
 import type { AgreementMetrics } from '../metrics/index.js';
 import type { CalibrationMethod } from '../passes/quantize/calibrate.js';
@@ -63,6 +67,8 @@ export interface QuantizeWorkflowOptions {
   threads?: number;
   /** Sizes of symbolic non-batch dims (the check on random inputs, the speed check). */
   shapes?: ShapeOverrides;
+  /** `--input` values: inputs given once for all samples (calibration, evaluation and random check data). */
+  inputValues?: InputValues;
   /** Time the input model against the written one, this many runs each. */
   measureSpeedRuns?: number;
   /** int8: quantization-aware training after calibration. */
@@ -78,11 +84,22 @@ export interface QuantizeResult {
   report: Int8Report | DynamicReport | Fp16Report;
   fusion?: FusionReport;
   speed?: SpeedCheck;
-  /** Agreement of the written model with FP32, per output (the onnxruntime check). */
-  agreement: Record<string, AgreementMetrics>;
+  /** Agreement of the written model with FP32, per output (the onnxruntime check); null when it was skipped. */
+  agreement: Record<string, AgreementMetrics> | null;
+  /** What the onnxruntime check after writing did: compared with FP32, or only loaded the file (and why). */
+  checks: QuantizeChecks;
   guard?: Omit<GuardResult, 'model' | 'qdq'>;
   qat?: QatReport;
   warnings: string[];
+}
+
+export interface QuantizeChecks {
+  /** True: the written model ran in onnxruntime and was compared with FP32; false: it was only loaded (a session created). */
+  ran: boolean;
+  /** Inputs the comparison ran on: 'calibration' (the data's first samples), 'random' (seeded), or null. */
+  inputs: 'calibration' | 'random' | null;
+  /** Why the comparison was skipped, when it was. */
+  note?: string;
 }
 
 export interface SensitivityResult {
@@ -116,15 +133,15 @@ async function loadInputs(options: QuantizeWorkflowOptions, events: WorkflowEven
   const model = await loadModel(options.model, { onWarning });
   if (options.mode !== 'fp16') q.refuseQuantized(model, options.model);
   const specs = runtime.modelInputSpecs(model);
-  const calibration = options.calibrationData ? await data.loadDataset(options.calibrationData, specs, { maxSamples: calibrationCount }) : undefined;
-  const evalData = options.evalData ? await data.loadDataset(options.evalData, specs) : undefined;
+  const calibration = options.calibrationData ? await data.loadDataset(options.calibrationData, specs, { maxSamples: calibrationCount, constants: options.inputValues }) : undefined;
+  const evalData = options.evalData ? await data.loadDataset(options.evalData, specs, { constants: options.inputValues }) : undefined;
   return { model, specs, calibration, evalData, calibrationCount, runner, warnings, onWarning, onProgress, runtime, data, q, evaluate };
 }
 
 /** The INT8 static pass with the workflow's options. */
 async function int8(model: Model, calibration: Dataset | undefined, inputs: Awaited<ReturnType<typeof loadInputs>>, options: QuantizeWorkflowOptions) {
   if (!calibration) throw new UsageError('--mode int8 needs --calibration-data (representative inputs); without data use --mode int8-dynamic');
-  return inputs.q.quantizeInt8(model, {
+  const result = await inputs.q.quantizeInt8(model, {
     calibration,
     calibrationCount: inputs.calibrationCount,
     batchSize: options.batchSize,
@@ -142,6 +159,20 @@ async function int8(model: Model, calibration: Dataset | undefined, inputs: Awai
     onProgress: (e) => inputs.onProgress(e.message),
     onWarning: inputs.onWarning,
   });
+  await refuseNothingQuantized(result.report, model, options, inputs.onWarning);
+  return result;
+}
+
+/**
+ * A pass that quantized nothing: a UsageError saying why (nothing is written), or with an explicit
+ * `opTypes` list (the user asked for exactly those) a warning.
+ */
+async function refuseNothingQuantized(report: Int8Report | DynamicReport, model: Model, options: QuantizeWorkflowOptions, onWarning: (message: string) => void): Promise<void> {
+  const { nothingQuantizedReason } = await import('../passes/quantize/nothing-quantized.js');
+  const reason = nothingQuantizedReason(report, model);
+  if (!reason) return;
+  if (!options.opTypes || options.opTypes.length === 0) throw new UsageError(`${options.model}: ${reason}`);
+  onWarning(`${options.model}: ${reason.split('. ')[0]} (--op-types ${options.opTypes.join(',')})`);
 }
 
 /** `--analyze`: quantize in memory, then the per-node sensitivity (lowest SQNR first). Writes nothing. */
@@ -181,27 +212,49 @@ export async function quantizeWorkflow(options: QuantizeWorkflowOptions, events:
   } else if (options.mode === 'int8-dynamic') {
     const { quantizeDynamic } = await import('../passes/quantize/dynamic.js');
     const perChannel = options.perChannel ?? true;
-    ({ model: written, report } = quantizeDynamic(model, { opTypes: options.opTypes, excludeOpTypes: options.excludeOpTypes, excludeNodes: options.excludeNodes, perChannel, reduceRange: options.reduceRange, onWarning }));
+    const result = quantizeDynamic(model, { opTypes: options.opTypes, excludeOpTypes: options.excludeOpTypes, excludeNodes: options.excludeNodes, perChannel, reduceRange: options.reduceRange, onWarning });
+    await refuseNothingQuantized(result.report, model, options, onWarning);
+    ({ model: written, report } = result);
   } else {
     const { convertToFloat16 } = await import('../passes/quantize/fp16.js');
     ({ model: written, report } = convertToFloat16(model, { keepIoTypes: options.keepIoTypes ?? true, opBlockList: options.opBlockList, nodeBlockList: options.excludeNodes, onWarning }));
   }
 
-  // Inputs for the check below, made before anything is written (a symbolic dim without shapes
-  // fails here, not after the file exists).
-  const checkData = calibration
-    ? data.take(calibration, Math.min(inputs.calibrationCount, CHECK_SAMPLE_COUNT))
-    : data.randomDataset(specs, 8, 0, { shapeOverrides: options.shapes, integerBounds: runtime.integerInputBounds(model) });
+  // Inputs for the check below, made before anything is written. Without data a symbolic dim
+  // that no --shape sizes fails here: for int8 (always with data) that cannot happen; int8-dynamic
+  // and fp16 need no data, so they write the model and only load it (a warning names --shape).
+  let checkData: Dataset | undefined;
+  let skipped: string | undefined;
+  if (calibration) checkData = data.take(calibration, Math.min(inputs.calibrationCount, CHECK_SAMPLE_COUNT));
+  else {
+    try {
+      checkData = data.randomDataset(specs, 8, 0, { shapeOverrides: options.shapes, integerBounds: runtime.integerInputBounds(model), constants: options.inputValues });
+    } catch (error) {
+      // Only a missing size is skippable (its message names --shape); other usage errors stand.
+      if (!(error instanceof UsageError) || options.mode === 'int8' || !error.message.includes('--shape')) throw error;
+      skipped = error.message;
+    }
+  }
   const target = guard && !guard.met ? missedGoalPath(output) : output;
   onProgress(`writing ${target}`);
   const { saveModel } = await import('../onnx/index.js');
   await saveModel(written, target);
 
-  // The written file must load and run before we call it a success.
+  // The written file must load (and, when inputs could be made, run) before we call it a success.
   onProgress('checking the written model in onnxruntime');
-  let agreement: Record<string, AgreementMetrics>;
+  let agreement: Record<string, AgreementMetrics> | null = null;
+  let checks: QuantizeChecks;
   try {
-    agreement = await evaluate.compareOutputs(model, target, checkData, { runner, batchSize: options.batchSize ?? 16 });
+    if (checkData) {
+      agreement = await evaluate.compareOutputs(model, target, checkData, { runner, batchSize: options.batchSize ?? 16 });
+      checks = { ran: true, inputs: calibration ? 'calibration' : 'random' };
+    } else {
+      const session = await runtime.createRunner(target, { ...runner, label: target });
+      await session.release();
+      const note = `the comparison with FP32 in onnxruntime was skipped (the written model was only loaded): ${skipped}, or give --calibration-data`;
+      checks = { ran: false, inputs: null, note };
+      onWarning(note);
+    }
   } catch (error) {
     await rm(target, { force: true });
     throw error;
@@ -210,7 +263,7 @@ export async function quantizeWorkflow(options: QuantizeWorkflowOptions, events:
   const keptFloat = qdqReport ? [...qdqReport.skipped, ...qdqReport.floatCompute.map((f) => ({ ...f, weightsDequantized: true }))] : undefined;
   const fusion = options.mode === 'fp16' ? undefined : await q.checkFusion(target, { runner, reference: written, keptFloat });
   const speed = options.measureSpeedRuns
-    ? await speedCheck(options.model, target, { runs: options.measureSpeedRuns, threads: options.threads ?? 1, shapes: options.shapes }, { onProgress, onWarning })
+    ? await speedCheck(options.model, target, { runs: options.measureSpeedRuns, threads: options.threads ?? 1, shapes: options.shapes, data: calibration ?? evalData }, { onProgress, onWarning })
     : undefined;
   return {
     mode: options.mode,
@@ -221,6 +274,7 @@ export async function quantizeWorkflow(options: QuantizeWorkflowOptions, events:
     fusion,
     speed,
     agreement,
+    checks,
     guard: guard
       ? {
           budget: guard.budget,

@@ -9,7 +9,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { ExitCode, GateError, UsageError } from '../errors.js';
 import { DEFAULT_CALIBRATION_COUNT } from '../calibration/defaults.js';
 import { createProgress, printJson, reportError, runCommand, workflowEvents } from './common.js';
-import { measureSpeedRuns, sharedOption } from './options.js';
+import { measureSpeedRuns, sharedOption, type InputValueFlags } from './options.js';
 import { parseAccuracyBudget, parseNonNegativeInt, parsePositiveInt, parsePositiveNumber, parseStringList } from './parsers.js';
 import type { QuantizeMode, QuantizeWorkflowOptions } from '../app/quantize.js';
 
@@ -30,6 +30,7 @@ interface QuantizeFlags extends Pick<QuantizeWorkflowOptions, SameAsOptions> {
   analyze?: boolean;
   keepIoTypes: boolean;
   shape?: string[];
+  input?: InputValueFlags;
   json?: boolean;
   qat?: boolean;
   data?: string;
@@ -75,6 +76,7 @@ export function registerQuantize(program: Command): void {
     .addOption(sharedOption('threads'))
     .addOption(sharedOption('measureSpeed'))
     .addOption(sharedOption('shape'))
+    .addOption(sharedOption('input'))
     .option('--qat', 'int8: quantization-aware training after calibration (fake-quantized fine-tuning, straight-through estimator; needs --data)')
     .option('--data <path>', 'qat: labelled training data (.npz with labels)')
     .option('--qat-epochs <n>', 'qat: fine-tuning epochs', parsePositiveInt, 2)
@@ -129,6 +131,7 @@ async function quantizeAction(modelPath: string, flags: QuantizeFlags): Promise<
     opBlockList: flags.opBlockList,
     threads: flags.threads,
     shapes: flags.shape ? parseShapeOverrides(flags.shape.join(',')) : undefined,
+    inputValues: flags.input,
     measureSpeedRuns: measureSpeedRuns(flags.measureSpeed),
     qat: flags.qat ? { data: flags.data!, epochs: flags.qatEpochs, learningRate: flags.qatLr, teacher: flags.qatTeacher, backend: flags.backend } : undefined,
   };

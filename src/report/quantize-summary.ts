@@ -43,6 +43,7 @@ function passRows(report: QuantizeResult['report']): Row[] {
   if (report.mode === 'int8') return int8Rows(report);
   if (report.mode === 'int8-dynamic') {
     const rows: Row[] = [['nodes quantized', Object.entries(report.quantizedByOpType).map(([k, v]) => `${k} ${v}`).join(', ') || 'none']];
+    if (report.opset) rows.push(['pre-processing', report.opset.upgraded ? `opset ${report.opset.from} -> ${report.opset.to}` : `opset ${report.opset.from} not upgraded (${report.opset.blockers.join('; ')})`]);
     // Grouped always: a CNN has dozens of Convs kept float for the same reason.
     if (report.keptFloat.length > 0) rows.push(['left in FP32', describeSkipped(report.keptFloat, 0)]);
     return rows;
@@ -71,7 +72,8 @@ export function renderQuantizeSummary(result: QuantizeResult): string {
   }
   if (result.speed) table.push(['measured speed-up', formatSpeedCheck(result.speed)]);
   table.push(['size', `${formatBytes(result.input.sizeBytes)} -> ${formatBytes(result.output.sizeBytes)} (${((result.output.sizeBytes / result.input.sizeBytes) * 100).toFixed(0)}%)`]);
-  for (const [name, a] of Object.entries(result.agreement)) {
+  if (result.agreement === null) table.push(['agreement', `not measured: ${result.checks.note ?? 'no inputs for the check'}`]);
+  for (const [name, a] of Object.entries(result.agreement ?? {})) {
     table.push([`agreement '${name}'`, `SQNR ${formatDb(a.sqnrDb)}${formatWorstChannel(a)}${a.top1Agreement !== null ? `, top-1 agreement ${(a.top1Agreement * 100).toFixed(2)}%` : ''} (${a.rows ? `${a.rows} samples` : `${a.count} values`})`]);
   }
   if (result.guard) {
@@ -89,7 +91,7 @@ export function renderQuantizeSummary(result: QuantizeResult): string {
       `${t.epochs} epoch(s) on ${t.backend.name}, ${t.samplesPerSecond.toFixed(0)} samples/s; fake-quantized accuracy ${percent(t.fakeQuantAccuracy.before)} -> ${percent(t.fakeQuantAccuracy.after)}${t.accuracy !== undefined ? `; exported model ${percent(t.accuracy)} in onnxruntime` : ''}`,
     ]);
   }
-  table.push(['written', `${result.output.path} (loaded and run in onnxruntime)`]);
+  table.push(['written', `${result.output.path} (${result.checks.ran ? 'loaded and run' : 'loaded, not run,'} in onnxruntime)`]);
   const notes = result.report.notes.map((n) => `note: ${n}\n`).join('');
   return `${table.toString()}\n${notes}`;
 }

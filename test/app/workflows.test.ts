@@ -43,9 +43,12 @@ describe('quantizeWorkflow (library)', () => {
     expect(cli.code).toBe(0);
     const doc = JSON.parse(cli.stdout);
     const [name] = Object.keys(doc.agreement);
-    expect(Object.keys(result.agreement)).toEqual(Object.keys(doc.agreement));
-    expect(result.agreement[name!]!.sqnrDb).toBe(doc.agreement[name!].sqnrDb);
-    expect(result.agreement[name!]!.sqnrDb).toBeGreaterThan(20);
+    const agreement = result.agreement!;
+    expect(result.checks).toEqual({ ran: true, inputs: 'calibration' });
+    expect(doc.checks).toEqual({ ran: true, inputs: 'calibration' });
+    expect(Object.keys(agreement)).toEqual(Object.keys(doc.agreement));
+    expect(agreement[name!]!.sqnrDb).toBe(doc.agreement[name!].sqnrDb);
+    expect(agreement[name!]!.sqnrDb).toBeGreaterThan(20);
     expect(result.report.mode).toBe('int8');
     expect(result.report.mode === 'int8' && result.report.calibration.samples).toBe(doc.report.calibration.samples);
     expect(result.fusion?.integerKernelCount).toBe(doc.fusion.integerKernelCount);

@@ -79,7 +79,7 @@ describe('model-opt quantize', () => {
     expect(JSON.parse((await run([modelPath, '-o', out, '--calibration-data', calibPath, '--json'])).stdout).speed).toBeUndefined();
   });
 
-  it('--measure-speed on a model with a symbolic size and no --shape: a warning naming --shape, the model written, exit 0', async () => {
+  it('--measure-speed on a model with a symbolic size and no --shape: sizes from the calibration data; without data a warning naming --shape, the model written, exit 0', async () => {
     const { GraphBuilder } = await import('../../src/ir/index.js');
     const b = new GraphBuilder({ opset: 13 });
     const x = b.input('x', DataType.FLOAT, ['N', 8, 'H', 'W']);
@@ -93,9 +93,16 @@ describe('model-opt quantize', () => {
     const r = await run([symbolic, '-o', out, '--calibration-data', calib, '--measure-speed', '10', '--json']);
     expect(r.code).toBe(0);
     const doc = JSON.parse(r.stdout);
-    expect(doc.warnings.join('\n')).toContain("--measure-speed: not measured: input 'x' [N,8,H,W]: dim 2 ('H') is symbolic; pass --shape");
-    expect(doc.speed).toBeUndefined();
+    expect(doc.warnings.join('\n')).not.toContain('--shape');
+    expect(doc.speed).toMatchObject({ batchSize: 1, runs: 10 });
     expect(existsSync(out)).toBe(true);
+    const fp16 = join(dir, 'symbolic.fp16.onnx');
+    const noData = await run([symbolic, '-o', fp16, '--mode', 'fp16', '--measure-speed', '10', '--json']);
+    expect(noData.code).toBe(0);
+    const noDataDoc = JSON.parse(noData.stdout);
+    expect(noDataDoc.warnings.join('\n')).toContain("--measure-speed: not measured: input 'x' [N,8,H,W]: dim 2 ('H') is symbolic; pass --shape");
+    expect(noDataDoc.speed).toBeUndefined();
+    expect(existsSync(fp16)).toBe(true);
   });
 
   it('refuses to quantize an already quantized model (int8 and int8-dynamic), naming the file (exit 2)', async () => {

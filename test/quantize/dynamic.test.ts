@@ -225,7 +225,7 @@ describe('quantizeDynamic', () => {
     expect(ops.filter((o) => o === 'MatMulIntegerToFloat')).toHaveLength(3);
   });
 
-  it('leaves Conv, transA Gemm and non-constant weights float, with reasons; opset < 11 quantizes nothing', () => {
+  it('leaves Conv, transA Gemm and non-constant weights float, with reasons; opset < 11 is upgraded to 13 first', () => {
     const b = new GraphBuilder({ opset: 17 });
     const x = b.input('x', DataType.FLOAT, [1, 1, 4, 4]);
     const z = b.input('z', DataType.FLOAT, [4, 4]);
@@ -240,10 +240,13 @@ describe('quantizeDynamic', () => {
     expect(report.keptFloat.map((k) => k.node)).toEqual(['conv', 'gemm_ta', 'mm_dynamic_weight']);
     expect(report.keptFloat[1]!.reason).toContain('transA');
     expect(report.keptFloat[2]!.reason).toContain('not a constant');
+    // Below opset 11 the model is upgraded to 13 first (nothing here needs a rewrite), then planned as above.
     fp32.opsetImports[0]!.version = 10;
     const old = quantizeDynamic(fp32);
+    expect(old.report.opset).toMatchObject({ upgraded: true, from: 10, to: 13 });
+    expect(old.model.opsetVersion('')).toBe(13);
     expect(old.report.quantized).toEqual([]);
-    expect(old.report.notes.join(' ')).toContain('opset 10');
+    expect(old.report.notes.join(' ')).toContain('opset 10 upgraded to 13');
   });
 });
 

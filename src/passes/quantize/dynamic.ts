@@ -28,8 +28,10 @@
  * slower than the float Conv), and GRU/RNN/ONNX Attention have no integer kernels there.
  * Plan, then apply: every node is planned through the op table (./dynamic-ops.ts, one row per op
  * type) before the graph is edited once. Works on a clone; the input model is never mutated.
+ * A model below opset 11 (DynamicQuantizeLinear) is first upgraded to 13 by the preprocess
+ * upgrader, as the INT8 static pass does; the report says so (`opset`).
  * Imports: the IR, errors, ./dynamic-ops.js (the op table), ./dynamic-weights.js (types),
- * ./registry.js (refuseQuantized) and ./fp16.js (weight-size helper only).
+ * ./registry.js (refuseQuantized), ./fp16.js (weight-size helper only), ../preprocess/opset-upgrade.
  */
 import { visitGraphs, type Model, type Node } from '../../ir/index.js';
 import { UsageError } from '../../errors.js';
@@ -46,6 +48,7 @@ import {
 import type { WeightType } from './dynamic-weights.js';
 import { modelWeightBytes } from './fp16.js';
 import { refuseQuantized } from './registry.js';
+import { upgradeOpset, type UpgradeResult } from '../preprocess/opset-upgrade.js';
 
 export { quantizeGates, type DynamicQuantizedNode } from './dynamic-ops.js';
 
@@ -65,7 +68,7 @@ export interface DynamicOptions {
   weightType?: WeightType;
   /** 7-bit weights: avoids int16 saturation of u8s8 kernels on x86 CPUs without VNNI (AVX2-only). */
   reduceRange?: boolean;
-  /** Non-fatal findings (skipped nodes, an opset too old). */
+  /** Non-fatal findings. Kept for callers; the pass now reports everything in its report (keptFloat, opset, notes). */
   onWarning?: (message: string) => void;
 }
 
@@ -78,8 +81,13 @@ export interface DynamicReport {
   /** Bytes of initializers and constant tensors before and after. */
   weightBytesBefore: number;
   weightBytesAfter: number;
+  /** The opset upgrade, when the model was below DYNAMIC_MIN_OPSET (upgraded to 13, or why not). */
+  opset?: UpgradeResult;
   notes: string[];
 }
+
+/** The lowest default-domain opset this mode writes (DynamicQuantizeLinear); older models are upgraded to 13. */
+export const DYNAMIC_MIN_OPSET = 11;
 
 const SUPPORTED = new Set(DYNAMIC_OP_TYPES);
 const label = (n: Node): string => n.name || n.opType;
@@ -97,7 +105,6 @@ export function quantizeDynamic(model: Model, options: DynamicOptions = {}): { m
     weightType: options.weightType ?? 'int8',
     reduceRange: options.reduceRange ?? false,
   };
-  const warn = options.onWarning ?? (() => undefined);
   refuseQuantized(model);
 
   const out = model.clone();
@@ -118,13 +125,18 @@ export function quantizeDynamic(model: Model, options: DynamicOptions = {}): { m
   };
 
   const opset = out.opsetVersion('') ?? 1;
-  if (opset < 11) {
-    const msg = `opset ${opset} is below 11, which DynamicQuantizeLinear needs; upgrade the model's opset first (nothing was quantized)`;
-    warn(msg);
-    report.notes.push(msg);
-    for (const node of out.allNodes()) if (SUPPORTED.has(node.opType)) keep(node, `opset ${opset} < 11`);
-    report.weightBytesAfter = report.weightBytesBefore;
-    return { model: out, report };
+  if (opset < DYNAMIC_MIN_OPSET) {
+    // DynamicQuantizeLinear needs opset 11: upgrade as the INT8 static pass does (to 13).
+    report.opset = upgradeOpset(out);
+    if (report.opset.upgraded) {
+      report.notes.push(`opset ${report.opset.from} upgraded to ${report.opset.to} (DynamicQuantizeLinear needs ${DYNAMIC_MIN_OPSET})`);
+    } else {
+      // No warning: the report says it, and the quantize workflow refuses a model with nothing quantized.
+      report.notes.push(`opset ${opset} is below ${DYNAMIC_MIN_OPSET}, which DynamicQuantizeLinear needs, and could not be upgraded (${report.opset.blockers.join('; ')}): nothing was quantized`);
+      for (const node of out.allNodes()) if (SUPPORTED.has(node.opType)) keep(node, `opset ${opset} < ${DYNAMIC_MIN_OPSET}`);
+      report.weightBytesAfter = report.weightBytesBefore;
+      return { model: out, report };
+    }
   }
 
   // ---- plan: every node through its row of the op table, nothing edited yet ----------------------

@@ -1,0 +1,66 @@
+/**
+ * "Nothing was quantized": why a quantize pass (INT8 static or dynamic) left every node float, as
+ * one message for the user, read from the pass's report (excluded, kept float by a rule with its
+ * reason, an opset too old, no supported op at all; recurrent layers need int8-dynamic). The quantize
+ * workflow turns it into an error unless the user gave an explicit op list. Pure.
+ * Imports: types of the passes beside it, ./dynamic-ops (the op types int8-dynamic quantizes), the IR (types).
+ */
+import type { Model } from '../../ir/index.js';
+import type { DynamicReport } from './dynamic.js';
+import { DYNAMIC_OP_TYPES } from './dynamic-ops.js';
+import type { Int8Report } from './int8.js';
+
+interface Kept {
+  node: string;
+  opType: string;
+  reason: string;
+}
+
+const EXCLUDED = new Set(['excluded', 'op type excluded', 'node excluded']);
+
+/** 'Conv: <reason> (c1, c2, …)' per distinct reason (quoted names elided), at most `limit`. */
+function groupReasons(kept: readonly Kept[], limit = 3): string {
+  const groups = new Map<string, string[]>();
+  for (const k of kept) {
+    const key = `${k.opType}: ${k.reason.replace(/'[^']*'/g, "'…'")}`;
+    groups.set(key, [...(groups.get(key) ?? []), k.node]);
+  }
+  const parts = [...groups].slice(0, limit).map(([key, nodes]) => `${nodes.length} x ${key}`);
+  if (groups.size > limit) parts.push(`${groups.size - limit} more reason(s)`);
+  return parts.join('; ');
+}
+
+/**
+ * Why nothing was quantized, or undefined when something was. `model` (the input) is used for the
+ * hint that LSTM/GRU/RNN layers are quantized by int8-dynamic only.
+ */
+export function nothingQuantizedReason(report: Int8Report | DynamicReport, model?: Model): string | undefined {
+  const kept: readonly Kept[] = report.mode === 'int8' ? report.qdq.skipped : report.keptFloat;
+  const quantized = report.mode === 'int8' ? report.qdq.quantized.length : report.quantized.length;
+  if (quantized > 0) return undefined;
+  // int8-dynamic also lists ops it never quantizes (Conv, GRU, ...): those are not candidates.
+  const candidates = report.mode === 'int8' ? kept : kept.filter((k) => DYNAMIC_OP_TYPES.includes(k.opType));
+  const others = kept.filter((k) => !candidates.includes(k));
+  let why: string;
+  if (report.mode === 'int8-dynamic' && report.opset && !report.opset.upgraded) {
+    why = `the model is opset ${report.opset.from}, below the 11 DynamicQuantizeLinear needs, and could not be upgraded (${report.opset.blockers.join('; ')})`;
+  } else if (candidates.length === 0) {
+    why =
+      report.mode === 'int8'
+        ? 'the model has no op this mode quantizes (Conv, MatMul, Gemm, ... on float32 tensors)'
+        : 'the model has no MatMul/Gemm with a constant 2-D float32 weight, LSTM, embedding Gather or com.microsoft Attention';
+    if (others.length > 0) why += ` (float in this mode: ${groupReasons(others)})`;
+  } else if (candidates.every((k) => EXCLUDED.has(k.reason))) {
+    why = `every candidate was excluded (--exclude-nodes / --exclude-op-types): ${candidates.map((k) => k.node).slice(0, 5).join(', ')}${candidates.length > 5 ? ', …' : ''}`;
+  } else {
+    why = `every candidate was left float${report.mode === 'int8' ? ' (by the speed rules or exclusions)' : ''}: ${groupReasons(candidates)}`;
+  }
+  const recurrent = report.mode === 'int8' && model?.graph.allNodes().some((n) => ['LSTM', 'GRU', 'RNN'].includes(n.opType));
+  const convOnly = report.mode === 'int8-dynamic' && candidates.length === 0 && others.some((k) => k.opType === 'Conv');
+  const hint = recurrent
+    ? '; LSTMs are quantized by --mode int8-dynamic'
+    : convOnly
+      ? '; convolutional models are quantized by --mode int8 (with --calibration-data)'
+      : '';
+  return `nothing was quantized: ${why}${hint}. Writing an unchanged copy would help no one; to accept this, name the op types with --op-types`;
+}
