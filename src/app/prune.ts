@@ -8,6 +8,7 @@
  */
 import type { Accuracy, ModelSize, PruneOptions, PruneResult, RunCheck } from '../passes/prune/index.js';
 import type { InputValues } from '../data/index.js';
+import type { FeedbackPair } from '../calibration/index.js';
 import type { WorkflowEvents } from './events.js';
 import { checkOutputPath } from './output-path.js';
 import { speedCheck, type SpeedCheck } from './speed-check.js';
@@ -25,6 +26,8 @@ export interface PruneWorkflowOptions extends Omit<PruneOptions, 'calibrationDat
   measureSpeedRuns?: number;
   /** `--input` values: inputs given once for all samples of the data files. */
   inputValues?: InputValues;
+  /** `--feedback OUTPUT=INPUT`: states made by running the FP32 model over the data in order. */
+  feedback?: readonly FeedbackPair[];
 }
 
 /** What `model-opt prune --json` prints (less its schema version and command name). */
@@ -40,19 +43,15 @@ export interface PruneWorkflowResult {
 }
 
 export async function pruneWorkflow(options: PruneWorkflowOptions, events: WorkflowEvents = {}): Promise<PruneWorkflowResult> {
-  const { model: input, output: requested, calibrationData: calibrationPath, evalData: evalPath, measureSpeedRuns, inputValues, ...pruneOptions } = options;
+  const { model: input, output: requested, calibrationData: calibrationPath, evalData: evalPath, measureSpeedRuns, inputValues, feedback, ...pruneOptions } = options;
   const output = checkOutputPath(requested, [input, ...(evalPath ? [evalPath] : []), ...(calibrationPath ? [calibrationPath] : [])]);
-  const [{ prune }, { loadModel, saveModel }, { modelInputSpecs }, { loadDataset }] = await Promise.all([
-    import('../passes/prune/index.js'),
-    import('../onnx/index.js'),
-    import('../ir/io-spec.js'),
-    import('../data/index.js'),
-  ]);
+  const [{ prune }, { loadModel, saveModel }] = await Promise.all([import('../passes/prune/index.js'), import('../onnx/index.js')]);
   const progress = events.onProgress ?? (() => undefined);
   progress(`loading ${input}`);
   const model = await loadModel(input);
-  const calibrationData = calibrationPath ? await loadDataset(calibrationPath, modelInputSpecs(model), { constants: inputValues }) : undefined;
-  const evalData = evalPath ? await loadDataset(evalPath, modelInputSpecs(model), { constants: inputValues }) : undefined;
+  const { loadModelData } = await import('./load-data.js');
+  const calibrationData = calibrationPath ? await loadModelData(model, calibrationPath, { inputValues, feedback, onProgress: progress }) : undefined;
+  const evalData = evalPath ? await loadModelData(model, evalPath, { inputValues, feedback, onProgress: progress }) : undefined;
   const { checkShapes } = await import('./data-shapes.js');
   const shapes = checkShapes(pruneOptions.shapes, calibrationData, evalData);
   const result = await prune(model, { ...pruneOptions, shapes, calibrationData, evalData }, { onProgress: progress });

@@ -17,6 +17,7 @@ import { CHECK_SAMPLE_COUNT, DEFAULT_CALIBRATION_COUNT } from '../calibration/de
 import type { Model } from '../ir/index.js';
 import type { ShapeOverrides } from '../ir/io-spec.js';
 import type { Dataset, InputValues } from '../data/index.js';
+import type { FeedbackPair } from '../calibration/index.js';
 import type { RunnerOptions } from '../runtime/index.js';
 import type { AgreementMetrics } from '../metrics/index.js';
 import type { CalibrationMethod } from '../passes/quantize/calibrate.js';
@@ -69,6 +70,8 @@ export interface QuantizeWorkflowOptions {
   shapes?: ShapeOverrides;
   /** `--input` values: inputs given once for all samples (calibration, evaluation and random check data). */
   inputValues?: InputValues;
+  /** `--feedback OUTPUT=INPUT`: states made by running the FP32 model over the data in order. */
+  feedback?: readonly FeedbackPair[];
   /** Time the input model against the written one, this many runs each. */
   measureSpeedRuns?: number;
   /** int8: quantization-aware training after calibration. */
@@ -133,8 +136,10 @@ async function loadInputs(options: QuantizeWorkflowOptions, events: WorkflowEven
   const model = await loadModel(options.model, { onWarning });
   if (options.mode !== 'fp16') q.refuseQuantized(model, options.model);
   const specs = runtime.modelInputSpecs(model);
-  const calibration = options.calibrationData ? await data.loadDataset(options.calibrationData, specs, { maxSamples: calibrationCount, constants: options.inputValues }) : undefined;
-  const evalData = options.evalData ? await data.loadDataset(options.evalData, specs, { constants: options.inputValues }) : undefined;
+  const { loadModelData } = await import('./load-data.js');
+  const dataOptions = { inputValues: options.inputValues, feedback: options.feedback, runner, onProgress };
+  const calibration = options.calibrationData ? await loadModelData(model, options.calibrationData, { ...dataOptions, maxSamples: calibrationCount }) : undefined;
+  const evalData = options.evalData ? await loadModelData(model, options.evalData, dataOptions) : undefined;
   return { model, specs, calibration, evalData, calibrationCount, runner, warnings, onWarning, onProgress, runtime, data, q, evaluate };
 }
 

@@ -1,6 +1,7 @@
 /**
  * The calibration service: statistics declared by tensor name and kind, collected in one streamed
- * pass with bounded memory; the streaming histogram; the shared sample counts. Re-exports only.
+ * pass with bounded memory; the streaming histogram; the shared sample counts; recurrent feedback
+ * (a streaming model's state filled in by running it). Re-exports only.
  */
 export {
   calibrationBatchSize,
@@ -15,3 +16,4 @@ export {
 } from './statistics.js';
 export { DEFAULT_BINS, StreamingHistogram } from './histogram.js';
 export { CHECK_SAMPLE_COUNT, DEFAULT_CALIBRATION_COUNT } from './defaults.js';
+export { fedBackInputs, parseFeedback, withFeedback, type FeedbackPair } from './feedback.js';

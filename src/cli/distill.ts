@@ -75,7 +75,7 @@ export function registerDistill(program: Command): void {
     .option('--width <x>', 'with --student-from-teacher: fraction of channels kept', parseFraction, 0.5)
     .option('--labels-only', 'train the student on the labels alone (baseline without soft targets)')
     .requiredOption('--data <file>', 'training data (.npz keyed by input name, with labels)')
-    .addOption(sharedOption('evalData'))
+    .addOption(sharedOption('evalData', 'accuracy after each epoch; the best epoch is kept'))
     .requiredOption('-o, --output <file>', 'where to write the trained student')
     .option('--temperature <t>', 'softmax temperature of the soft targets', parsePositiveNumber, D.temperature)
     .option('--alpha <a>', 'weight of the label loss; 1 - alpha weighs the teacher (KL) loss', parseFraction, D.alpha)

@@ -16,12 +16,17 @@ const SHARED_OPTIONS = {
     ).argParser(parseInputValue),
   shape: () =>
     new Option('--shape <name=dims>', 'size of symbolic input dims other than the batch, for runs on random inputs, e.g. x=1x3x224x224 (repeatable)').argParser(collect),
-  threads: () => new Option('--threads <n>', 'onnxruntime intra-op threads (default: onnxruntime chooses; --measure-speed times with 1)').argParser(parsePositiveInt),
+  threads: () => new Option('--threads <n>', 'onnxruntime intra-op threads (default: onnxruntime chooses)').argParser(parsePositiveInt),
   provider: () => new Option('--provider <list>', 'onnxruntime execution providers in order of preference (default cpu)').argParser(parseStringList),
   outputName: () => new Option('--output-name <name>', 'model output holding the class scores (default: the first output)'),
   calibrationData: () =>
     new Option('--calibration-data <path>', 'representative inputs, no labels needed: .npz/.npy/.jsonl, a test_data_set dir or a folder of PNG/JPEG images'),
-  evalData: () => new Option('--eval-data <path>', 'labelled evaluation data (formats as --calibration-data, with labels) to measure top-1 accuracy'),
+  evalData: () => new Option('--eval-data <path>', 'labelled evaluation data (formats as --calibration-data, with labels)'),
+  feedback: () =>
+    new Option(
+      '--feedback <output=input>',
+      "streaming models: feed output OUTPUT of each sample into input INPUT of the next (e.g. stateN=state), so a recurrent state is made by running the FP32 model over the data in order; each sequence (key 'sequence' in the data, else all samples) starts from zeros (repeatable)",
+    ).argParser(collect),
   measureSpeed: () =>
     new Option(
       '--measure-speed [runs]',
@@ -37,9 +42,15 @@ const SHARED_OPTIONS = {
 
 export type SharedOptionName = keyof typeof SHARED_OPTIONS;
 
-/** A fresh commander Option for a shared flag (an Option object belongs to one command). */
-export function sharedOption(name: SharedOptionName): Option {
-  return SHARED_OPTIONS[name]();
+/**
+ * A fresh commander Option for a shared flag (an Option object belongs to one command). `purpose`
+ * adds what this command does with it to the one shared text, e.g. sharedOption('evalData',
+ * 'top-1 accuracy before and after').
+ */
+export function sharedOption(name: SharedOptionName, purpose?: string): Option {
+  const option = SHARED_OPTIONS[name]();
+  if (purpose) option.description = `${option.description}: ${purpose}`;
+  return option;
 }
 
 /** Input name -> value(s), as `--input` collects them (the data layer's InputValues). */

@@ -29,6 +29,7 @@ interface PruneFlags {
   maxSamples?: number;
   shape?: string[];
   input?: InputValueFlags;
+  feedback?: string[];
   measureSpeed?: boolean | number;
   json?: boolean;
 }
@@ -73,14 +74,15 @@ export function registerPrune(program: Command): void {
     .option('--pattern <p>', 'unstructured (the default), N:M such as 2:4, or channel', parsePattern)
     .option('--scope <s>', 'rank weights/channels per layer (default) or over the whole model (global); unstructured and N:M also: output (per filter / row)', oneOf(['global', 'layer', 'output'] as const))
     .option('--criterion <c>', 'ranking, activation needs --calibration-data and is the default when it is given; channel: l1 or l2 filter norm after folding BatchNormalization (default l2) or activation; unstructured, N:M: magnitude |w| (default) or activation |w| x input RMS (Wanda)', oneOf(['l1', 'l2', 'activation', 'magnitude'] as const))
-    .addOption(sharedOption('calibrationData'))
+    .addOption(sharedOption('calibrationData', 'activation statistics for data-aware ranking; channel: mean compensation of removed channels; unstructured, N:M: bias correction'))
+    .addOption(sharedOption('feedback'))
     .option('--no-bias-correction', 'unstructured, N:M: with --calibration-data, do not fold the zeroed weights\' mean contribution into the bias')
     .option('--compensation <c>', 'channel pattern: what replaces a removed channel: mean (default; measured with --calibration-data, else the BatchNormalization running mean), zeroed-filter, or none', oneOf(['mean', 'zeroed-filter', 'none'] as const))
     .option('--round-to <n>', 'channel pattern: keep channel counts a multiple of n (onnxruntime\'s blocked CPU convolutions use blocks of 16 on AVX-512, 8 on AVX2: other counts can be slower); 1 = exact', parsePositiveInt, 16)
     .addOption(sharedOption('excludeNodes'))
     .addOption(sharedOption('excludeOpTypes'))
     .option('--prune-first-last', 'also prune the first and last weighted layers (dense by default; unstructured and N:M)')
-    .addOption(sharedOption('evalData'))
+    .addOption(sharedOption('evalData', 'top-1 accuracy before and after'))
     .option('--max-samples <n>', 'evaluate at most n samples of --eval-data', parsePositiveInt)
     .addOption(sharedOption('shape'))
     .addOption(sharedOption('input'))
@@ -90,7 +92,11 @@ export function registerPrune(program: Command): void {
 }
 
 async function pruneAction(input: string, flags: PruneFlags): Promise<number> {
-  const [{ checkOutputPath }, { parseShapeOverrides }] = await Promise.all([import('../app/output-path.js'), import('../ir/io-spec.js')]);
+  const [{ checkOutputPath }, { parseShapeOverrides }, { parseFeedback }] = await Promise.all([
+    import('../app/output-path.js'),
+    import('../ir/io-spec.js'),
+    import('../calibration/feedback.js'),
+  ]);
   checkOutputPath(flags.output, [input, ...(flags.evalData ? [flags.evalData] : []), ...(flags.calibrationData ? [flags.calibrationData] : [])]);
   const pattern = flags.pattern ?? ({ kind: 'unstructured' } as PrunePattern);
   const sparsity = sparsityOf(pattern, flags.sparsity);
@@ -115,6 +121,7 @@ async function pruneAction(input: string, flags: PruneFlags): Promise<number> {
         pruneFirstLast: Boolean(flags.pruneFirstLast),
         shapes: flags.shape ? parseShapeOverrides(flags.shape.join(',')) : undefined,
         inputValues: flags.input,
+        feedback: flags.feedback?.map(parseFeedback),
         evalData: flags.evalData,
         maxSamples: flags.maxSamples,
         measureSpeedRuns: measureSpeedRuns(flags.measureSpeed),

@@ -31,6 +31,7 @@ interface QuantizeFlags extends Pick<QuantizeWorkflowOptions, SameAsOptions> {
   keepIoTypes: boolean;
   shape?: string[];
   input?: InputValueFlags;
+  feedback?: string[];
   json?: boolean;
   qat?: boolean;
   data?: string;
@@ -53,7 +54,8 @@ export function registerQuantize(program: Command): void {
     .argument('<model>', 'the FP32 ONNX model (never modified)')
     .option('-o, --output <path>', 'where to write the quantized model (required unless --analyze)')
     .addOption(new Option('--mode <mode>', 'int8 (static, calibrated QDQ: needs --calibration-data), int8-dynamic (weights only: MatMul, Gemm, LSTM, Attention, embeddings) or fp16').choices(['int8', 'int8-dynamic', 'fp16']).default('int8'))
-    .addOption(sharedOption('calibrationData'))
+    .addOption(sharedOption('calibrationData', 'the ranges of static INT8 (required for --mode int8) and the check of the written model'))
+    .addOption(sharedOption('feedback'))
     .option('--calibration-count <n>', 'use the first n calibration samples', parsePositiveInt, DEFAULT_CALIBRATION_COUNT)
     .addOption(new Option('--calibrate <method>', 'activation range method: minmax, percentile, entropy (KL) or mse').choices(['minmax', 'percentile', 'entropy', 'mse']).default('minmax'))
     .option('--percentile <p>', 'percentile kept by --calibrate percentile', parsePercentile, 99.99)
@@ -68,12 +70,12 @@ export function registerQuantize(program: Command): void {
     .addOption(sharedOption('excludeOpTypes'))
     .addOption(sharedOption('excludeNodes'))
     .option('--max-accuracy-drop <budget>', 'accuracy guard: largest top-1 drop, e.g. 0.5pt or 1% (needs --eval-data)', parseAccuracyBudget)
-    .addOption(sharedOption('evalData'))
+    .addOption(sharedOption('evalData', 'the accuracy guard and --analyze'))
     .addOption(sharedOption('outputName'))
     .option('--analyze', 'print the per-node sensitivity table (int8) and write no model')
     .option('--no-keep-io-types', 'fp16: make model inputs/outputs float16 too')
     .option('--op-block-list <list>', 'fp16: extra op types kept in float32', parseStringList)
-    .addOption(sharedOption('threads'))
+    .addOption(sharedOption('threads', 'calibration and checks; --measure-speed times with 1 unless given'))
     .addOption(sharedOption('measureSpeed'))
     .addOption(sharedOption('shape'))
     .addOption(sharedOption('input'))
@@ -104,7 +106,11 @@ function checkFlags(modelPath: string, flags: QuantizeFlags, checkOutputPath: (o
 }
 
 async function quantizeAction(modelPath: string, flags: QuantizeFlags): Promise<number> {
-  const [{ checkOutputPath }, { parseShapeOverrides }] = await Promise.all([import('../app/output-path.js'), import('../ir/io-spec.js')]);
+  const [{ checkOutputPath }, { parseShapeOverrides }, { parseFeedback }] = await Promise.all([
+    import('../app/output-path.js'),
+    import('../ir/io-spec.js'),
+    import('../calibration/feedback.js'),
+  ]);
   checkFlags(modelPath, flags, checkOutputPath);
   const options: QuantizeWorkflowOptions = {
     model: modelPath,
@@ -132,6 +138,7 @@ async function quantizeAction(modelPath: string, flags: QuantizeFlags): Promise<
     threads: flags.threads,
     shapes: flags.shape ? parseShapeOverrides(flags.shape.join(',')) : undefined,
     inputValues: flags.input,
+    feedback: flags.feedback?.map(parseFeedback),
     measureSpeedRuns: measureSpeedRuns(flags.measureSpeed),
     qat: flags.qat ? { data: flags.data!, epochs: flags.qatEpochs, learningRate: flags.qatLr, teacher: flags.qatTeacher, backend: flags.backend } : undefined,
   };
