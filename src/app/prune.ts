@@ -54,10 +54,10 @@ export async function pruneWorkflow(options: PruneWorkflowOptions, events: Workf
   const evalData = evalPath ? await loadModelData(model, evalPath, { inputValues, feedback, onProgress: progress }) : undefined;
   const { checkShapes } = await import('./data-shapes.js');
   const shapes = checkShapes(pruneOptions.shapes, calibrationData, evalData);
-  const result = await prune(model, { ...pruneOptions, shapes, calibrationData, evalData }, { onProgress: progress });
+  const result = await prune(model, { ...pruneOptions, shapes, calibrationData, evalData, inputValues }, { onProgress: progress });
   progress(`writing ${output}`);
   await saveModel(result.model, output);
-  const speed = measureSpeedRuns ? await speedCheck(input, output, { runs: measureSpeedRuns, threads: 1, shapes }, events) : undefined;
+  const speed = measureSpeedRuns ? await speedCheck(input, output, { runs: measureSpeedRuns, threads: 1, shapes, data: calibrationData ?? evalData, inputValues }, events) : undefined;
   return {
     input,
     output,

@@ -1,14 +1,17 @@
 /**
  * The speed check after quantize or prune (`--measure-speed`): the written model timed against the
- * input with the benchmark library, paired and interleaved, on random inputs. Symbolic dims take
- * their sizes from `--shape`, else from the data the user gave (./data-shapes.ts). A timing that
+ * input with the benchmark library, paired and interleaved, on random inputs laid out by the
+ * model's batch axes (the benchmark's latency feeds, through the data layer). Symbolic dims take
+ * their sizes from `--shape`, else from the data the user gave (./data-shapes.ts); inputs without
+ * a batch dim (a sample rate) take `--input` values, else the data's first value. A timing that
  * cannot run (e.g. a symbolic dim with neither) is a warning, not a failure: the model is already
  * written and checked.
- * May import: errors, app/data-shapes (lazily), bench (lazily), types of bench and data.
+ * May import: errors, ir/dtype, app/data-shapes (lazily), bench (lazily), types of bench and data.
  */
 import { ModelOptError } from '../errors.js';
+import { DataType, elementCount, isIntegerDtype, type TensorData } from '../ir/dtype.js';
 import type { LatencyPoint } from '../bench/types.js';
-import type { Dataset } from '../data/index.js';
+import type { Dataset, InputValues } from '../data/index.js';
 import type { WorkflowEvents } from './events.js';
 
 /** Default timed runs per model when a speed check is asked for without a count. */
@@ -33,6 +36,8 @@ export interface SpeedCheckOptions {
   shapes?: Record<string, number[]>;
   /** Data the user gave (calibration or evaluation): without `shapes`, its first sample's shapes. */
   data?: Dataset;
+  /** `--input` values for the random inputs (a sample rate, sizes). */
+  inputValues?: InputValues;
 }
 
 /**
@@ -43,12 +48,13 @@ export interface SpeedCheckOptions {
 export async function speedCheck(baseline: string, candidate: string, options: SpeedCheckOptions = {}, events: WorkflowEvents = {}): Promise<SpeedCheck | undefined> {
   const [{ benchmark }, { checkShapes }] = await Promise.all([import('../bench/index.js'), import('./data-shapes.js')]);
   const shapes = checkShapes(options.shapes, options.data);
+  const constants = { ...(options.data ? valuesFromData(options.data) : {}), ...options.inputValues };
   const runs = options.runs ?? MEASURE_SPEED_RUNS;
   const threads = options.threads ?? 1;
   events.onProgress?.(`timing ${baseline} against ${candidate} (${threads} thread${threads === 1 ? '' : 's'}, ${runs} runs each)`);
   try {
     const result = await benchmark(
-      { baseline, candidates: [candidate], iterations: runs, threads, shapes, measureMemory: false },
+      { baseline, candidates: [candidate], iterations: runs, threads, shapes, measureMemory: false, ...(Object.keys(constants).length > 0 ? { constants } : {}) },
       { onWarning: events.onWarning },
     );
     const [base, written] = result.models.map((m) => m.latency[0]!);
@@ -58,4 +64,27 @@ export async function speedCheck(baseline: string, candidate: string, options: S
     events.onWarning?.(`--measure-speed: not measured: ${error.message}${options.data || options.shapes ? '' : ', or give --calibration-data'}`);
     return undefined;
   }
+}
+
+/**
+ * The values of the data's inputs that have no batch dim (constants, and inputs whose samples are
+ * whole feeds, e.g. a sample rate stored per sample): the first sample's, as `--input` values, for
+ * the random inputs of the timing. Numeric values of rank 0 or 1 only; others are left random.
+ */
+export function valuesFromData(dataset: Dataset): Record<string, number | number[]> {
+  const out: Record<string, number | number[]> = {};
+  const numeric = (t: TensorData): boolean =>
+    !Array.isArray(t.data) && (t.dtype === DataType.FLOAT || t.dtype === DataType.DOUBLE || (isIntegerDtype(t.dtype) && t.data.length === elementCount(t.dims)));
+  const add = (name: string, t: TensorData, dims: readonly number[], per: number): void => {
+    if (!numeric(t) || dims.length > 1) return;
+    const values = Array.from((t.data as ArrayLike<number | bigint>) as ArrayLike<number>, Number).slice(0, per);
+    out[name] = dims.length === 0 ? values[0]! : values;
+  };
+  for (const [name, t] of Object.entries(dataset.constants ?? {})) add(name, t, t.dims, elementCount(t.dims));
+  const axes = dataset.batchAxes;
+  for (const [name, t] of Object.entries(dataset.inputs)) {
+    if (!axes || !Object.prototype.hasOwnProperty.call(axes, name) || axes[name] !== null || !t.dims[0]) continue;
+    add(name, t, t.dims.slice(1), elementCount(t.dims.slice(1)));
+  }
+  return out;
 }

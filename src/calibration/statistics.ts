@@ -15,6 +15,7 @@
  */
 import { UsageError } from '../errors.js';
 import { DataType, elementCount, type TensorData } from '../ir/dtype.js';
+import { batchAxes } from '../ir/io-spec.js';
 import type { Model } from '../ir/index.js';
 import { batches as datasetBatches, fixedBatchSize, type Dataset } from '../data/index.js';
 import { createCaptureRunner, modelInputSpecs, type RunnerOptions } from '../runtime/index.js';
@@ -140,11 +141,18 @@ export async function collectStatistics(
   if (names.length === 0) return result;
   let source: Iterable<Feeds> | AsyncIterable<Feeds>;
   let totalSamples = options.totalSamples;
+  // Samples per batch, for progress: a Dataset's batches say; other feeds, the extent of an input's
+  // batch dim (where the model has it: a state [2,batch,H] at dim 1, a scalar none).
+  const batchSizes = new WeakMap<Feeds, number>();
+  const axes = batchAxes(modelInputSpecs(model));
   if (isDataset(data)) {
     if (data.count === 0) throw new UsageError(`${data.source}: the calibration data set has no samples`);
     const batchSize = options.batchSize ?? calibrationBatchSize(model, data);
     source = (function* () {
-      for (const b of datasetBatches(data, batchSize)) yield b.feeds;
+      for (const b of datasetBatches(data, batchSize)) {
+        batchSizes.set(b.feeds, b.size);
+        yield b.feeds;
+      }
     })();
     totalSamples ??= data.count;
   } else {
@@ -174,8 +182,7 @@ export async function collectStatistics(
       for (const [name, state] of ranges) addRange(state.stats, numericView(captured[name]!, name));
       for (const [name, state] of moments) addMoments(state, captured[name]!, name);
       batchCount++;
-      const first = Object.values(feeds)[0];
-      samples += first?.dims[0] ?? 1;
+      samples += batchSizes.get(feeds) ?? feedsBatchSize(feeds, axes);
       options.onProgress?.({ batches: batchCount, samples, totalSamples });
     }
   } finally {
@@ -189,6 +196,15 @@ export async function collectStatistics(
     result.channels.set(name, { mean, variance: s2.map((x, i) => Math.max(0, x / n - mean[i]! * mean[i]!)) });
   }
   return result;
+}
+
+/** The samples in a feed: the extent of the first input's batch dim (`axes`: ir/io-spec's batchAxes), else 1. */
+function feedsBatchSize(feeds: Feeds, axes: Readonly<Record<string, number | null>>): number {
+  for (const [name, t] of Object.entries(feeds)) {
+    const axis = name in axes ? axes[name] : 0;
+    if (axis !== null && axis !== undefined && t.dims.length > axis) return t.dims[axis]!;
+  }
+  return 1;
 }
 
 function addRange(s: TensorStatistics, values: ArrayLike<number>): void {

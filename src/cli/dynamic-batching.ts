@@ -8,7 +8,8 @@ import fs from 'node:fs';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { ExitCode, GateError, UsageError } from '../errors.js';
 import { checkOutputPath } from '../app/output-path.js';
-import { createProgress, note, writeTextAtomic } from './common.js';
+import { colorEnabled, createProgress, note, writeTextAtomic } from './common.js';
+import { sharedOption, type InputValueFlags } from './options.js';
 import { parseNonNegativeInt, parseNumber, parseMilliseconds, parsePositiveInt, parsePositiveIntList } from './parsers.js';
 import type { BatchingSweepOptions, BatchingSweepResult } from '../serve/sweep.js';
 
@@ -38,6 +39,7 @@ export interface CommonRunFlags {
   data?: string;
   threads?: number;
   shape?: string[];
+  input?: InputValueFlags;
   provider?: string[];
   seed?: number;
   json?: boolean;
@@ -51,8 +53,12 @@ function parsePositiveNumberList(value: string): number[] {
   });
 }
 
-/** The dynamic-batching settings flags (shared by benchmark and export-triton). */
+/**
+ * The dynamic-batching settings flags (shared by benchmark and export-triton), and the shared
+ * `--input` flag for the requests when the command has not added it already.
+ */
 export function registerBatcherSettingOptions(command: Command): Command {
+  if (!command.options.some((o) => o.long === '--input')) command.addOption(sharedOption('input'));
   return command
     .option('--max-batch-size <n>', 'largest batch the batcher forms (Triton max_batch_size; default 32)', parsePositiveInt)
     .option('--preferred <list>', 'preferred batch sizes, e.g. 16,32 (Triton preferred_batch_size)', parsePositiveIntList)
@@ -133,13 +139,14 @@ export async function batchingSweepOptionsFromFlags(
     const { parseShapeOverrides } = await import('../ir/io-spec.js');
     sweep.shapeOverrides = parseShapeOverrides(flags.shape.join(','));
   }
+  if (flags.input) sweep.constants = flags.input;
   if (flags.data) {
     const [{ loadDataset }, { loadModel }, { modelInputSpecs }] = await Promise.all([
       import('../data/index.js'),
       import('../onnx/index.js'),
       import('../ir/io-spec.js'),
     ]);
-    sweep.dataset = await loadDataset(flags.data, modelInputSpecs(await loadModel(model)));
+    sweep.dataset = await loadDataset(flags.data, modelInputSpecs(await loadModel(model)), { constants: flags.input });
   }
   return sweep;
 }
@@ -176,7 +183,7 @@ export async function runBatchingBenchmark(model: string, flags: BatchingFlags &
     import('../report/batching-plot.js'),
   ]);
   if (flags.json) process.stdout.write(renderBatchingJson(result));
-  else process.stdout.write(renderBatchingTable(result, { color: Boolean(process.stdout.isTTY) }));
+  else process.stdout.write(renderBatchingTable(result, { color: colorEnabled(process.stdout) }));
   if (plotPath) {
     await writeTextAtomic(plotPath, renderBatchingPlot(result));
     note(`model-opt: plot written to ${flags.plot}`, { json: flags.json });

@@ -173,21 +173,21 @@ function asNumbers(t: TensorData): ArrayLike<number> {
  */
 export async function verifyBatchify(original: Model, batchified: Model, options: VerifyBatchifyOptions = {}): Promise<VerifyBatchifyResult> {
   const { createRunner, integerInputBounds, modelInputSpecs } = await import('../runtime/index.js');
-  const { randomDataset, sliceSamples, concatSamples } = await import('../data/index.js');
+  const { randomDataset, feedsOf, sliceSamples, concatSamples } = await import('../data/index.js');
   const atol = options.atol ?? 1e-4;
   const rtol = options.rtol ?? 1e-3;
   const specs = modelInputSpecs(original);
   const B = specs.map((s) => s.shape[0]).find((d): d is number => typeof d === 'number') ?? 1;
   const total = B === 1 ? 3 : 2 * B;
   const overrides = options.shapeOverrides ?? {};
+  // Every input with a dim takes `total` samples in dim 0 (batchify's batch dim); a scalar stays one.
   const data = randomDataset(
-    specs.map((s) => ({ ...s, shape: [total, ...s.shape.slice(1)] })),
+    specs.map((s) => (!s.unknownRank && s.shape.length === 0 ? s : { ...s, shape: [total, ...s.shape.slice(1)] })),
     total,
     options.seed ?? 7,
     { shapeOverrides: overrides, integerBounds: integerInputBounds(original) },
   );
-  const slice = (from: number, to: number): Record<string, TensorData> =>
-    Object.fromEntries(Object.entries(data.inputs).map(([k, t]) => [k, sliceSamples(t, from, to)]));
+  const slice = (from: number, to: number): Record<string, TensorData> => feedsOf(data, from, to);
 
   const ref = await createRunner(original, { ...options.runner, label: 'original model' });
   const reference: Record<string, TensorData>[] = [];

@@ -3,11 +3,12 @@
  * onnxruntime (added only while it is serialized, then removed, so the caller's model ends as it
  * was and a multi-GB model is never copied), and onnxruntime returns them with the real outputs.
  * Also fills in missing value types/shapes by running the model with everything captured.
- * Imports: ./runner.js, ../ir/index.js, ../ir/dtype.js, ../ir/samples.js, ../errors.js.
+ * Imports: ./runner.js, ../ir/index.js, ../ir/dtype.js, ../ir/samples.js, ../ir/io-spec.js, ../errors.js.
  */
 import { UsageError } from '../errors.js';
 import type { TensorData } from '../ir/dtype.js';
 import { isTensorType, type Dim, type Model, type TensorType, type Value } from '../ir/index.js';
+import { batchAxes, modelInputSpecs } from '../ir/io-spec.js';
 import { sliceSamples } from '../ir/samples.js';
 import { createRunnerWithOutputs, type Runner, type RunnerOptions } from './runner.js';
 
@@ -108,15 +109,19 @@ export async function inferShapesByRunning(
   }
   if (targets.length === 0) return [];
 
+  // The batch dim of each input is where the model takes it (a state [2,batch,H] at dim 1, a
+  // scalar nowhere: ir/io-spec's batchAxes); the first input whose batch dim is symbolic names it.
+  const axes = batchAxes(modelInputSpecs(model));
   let batchSymbol: Dim | undefined;
   let batch = 0;
   for (const input of graph.inputs) {
     if (input.initializer || !isTensorType(input.type) || !input.type.shape) continue;
-    const d0 = input.type.shape[0];
+    const axis = axes[input.name];
+    const d = axis === null || axis === undefined ? undefined : input.type.shape[axis];
     const fed = feeds[input.name];
-    if (fed && typeof d0 !== 'number' && d0 !== undefined) {
-      batchSymbol = d0;
-      batch = fed.dims[0] ?? 0;
+    if (fed && typeof d !== 'number' && d !== undefined) {
+      batchSymbol = d;
+      batch = fed.dims[axis!] ?? 0;
       break;
     }
   }
@@ -126,7 +131,7 @@ export async function inferShapesByRunning(
     const full = await runner.run(feeds);
     const single =
       batchSymbol !== undefined && batch >= 2
-        ? await runner.run(Object.fromEntries(Object.entries(feeds).map(([name, t]) => [name, sliceSamples(t, 0, 1)])))
+        ? await runner.run(Object.fromEntries(Object.entries(feeds).map(([name, t]) => [name, firstSample(t, name in axes ? (axes[name] ?? null) : 0)])))
         : undefined;
     for (const name of targets) {
       const t = full[name]!;
@@ -142,4 +147,21 @@ export async function inferShapesByRunning(
     await runner.release();
   }
   return targets;
+}
+
+/** The first sample of a feed whose batch dim is `axis` (null: the feed has none and stays whole). */
+function firstSample(t: TensorData, axis: number | null): TensorData {
+  if (axis === null || t.dims.length <= axis) return t;
+  if (axis === 0) return sliceSamples(t, 0, 1);
+  const outer = t.dims.slice(0, axis).reduce((a, b) => a * b, 1);
+  const inner = t.dims.slice(axis + 1).reduce((a, b) => a * b, 1);
+  const count = t.dims[axis]!;
+  const dims = t.dims.map((d, i) => (i === axis ? 1 : d));
+  const src = t.data as ArrayLike<unknown> & { slice(a: number, b: number): unknown };
+  const parts: unknown[] = [];
+  for (let o = 0; o < outer; o++) parts.push(src.slice(o * count * inner, o * count * inner + inner));
+  if (Array.isArray(t.data)) return { dtype: t.dtype, dims, data: (parts as string[][]).flat() };
+  const out = new (t.data.constructor as new (n: number) => Float32Array)(outer * inner);
+  parts.forEach((p, o) => out.set(p as Float32Array, o * inner));
+  return { dtype: t.dtype, dims, data: out as TensorData['data'] };
 }

@@ -4,12 +4,11 @@
  * comparison, without batching (max batch size 1, same instances); with `sloP99Ms` it also runs the
  * SLO search and recommends settings (with the Triton dynamic_batching block to deploy them).
  * Returns a plain record; reporters (src/report/batching-*.ts) print it.
- * Imports: ./*, ../data/dataset.js, ../ir (with ir/samples, ir/io-spec, ir/input-bounds), ../errors.js;
+ * Imports: ./*, ../data, ../ir (with ir/io-spec, ir/input-bounds), ../errors.js;
  * ../runtime only lazily, through ./executor.js (and its RunnerOptions type).
  */
 import os from 'node:os';
-import { sliceSamples } from '../ir/samples.js';
-import { randomDataset, type Dataset } from '../data/dataset.js';
+import { feedsOf, randomDataset, type Dataset, type InputValues } from '../data/index.js';
 import { UsageError, InputError } from '../errors.js';
 import { isIntegerDtype, type TensorData } from '../ir/dtype.js';
 import type { Model } from '../ir/index.js';
@@ -46,6 +45,8 @@ export interface BatchingSweepOptions {
   /** Request inputs: one sample each is taken in turn (default: 64 seeded random samples). */
   dataset?: Dataset;
   shapeOverrides?: ShapeOverrides;
+  /** `--input` values for the random requests (a sample rate, sizes). */
+  constants?: InputValues;
   seed?: number;
   /** Tests and simulations: executors to use instead of onnxruntime sessions. */
   executors?: (instances: number) => Promise<BatchExecutor[]>;
@@ -94,14 +95,13 @@ export function defaultSearchSpace(batching: BatchingSweepOptions['batching'], s
   };
 }
 
-/** One-sample request inputs cycling through the data set. */
+/**
+ * One-sample request inputs cycling through the data set: each sample's complete feed (data's
+ * feedsOf: laid out by the model's batch axes, with constants).
+ */
 function requestMaker(dataset: Dataset): (i: number) => Record<string, TensorData> {
   const cache: Record<string, TensorData>[] = [];
-  for (let k = 0; k < dataset.count; k++) {
-    const one: Record<string, TensorData> = {};
-    for (const [name, t] of Object.entries(dataset.inputs)) one[name] = sliceSamples(t, k, k + 1);
-    cache.push(one);
-  }
+  for (let k = 0; k < dataset.count; k++) cache.push(feedsOf(dataset, k, k + 1));
   return (i) => cache[i % cache.length]!;
 }
 
@@ -148,7 +148,7 @@ export async function runBatchingSweep(
   try {
     await pool(instances);
     if (!specs) throw new UsageError('runBatchingSweep: give inputSpecs with custom executors');
-    const dataset = options.dataset ?? randomDataset(specs, 64, options.seed ?? 1, { shapeOverrides: options.shapeOverrides ?? {}, integerBounds: await integerBoundsOf(options.model, specs) });
+    const dataset = options.dataset ?? randomDataset(specs, 64, options.seed ?? 1, { shapeOverrides: options.shapeOverrides ?? {}, integerBounds: await integerBoundsOf(options.model, specs), constants: options.constants });
     const makeInputs = requestMaker(dataset);
     const { instances: _i, ...batcherConfig } = options.batching;
 

@@ -9,12 +9,12 @@
  */
 import { UsageError } from '../../errors.js';
 import { isTensorType, type Model } from '../../ir/index.js';
-import type { Dataset } from '../../data/index.js';
+import type { Dataset, InputValues } from '../../data/index.js';
 import { inferShapesByRunning, type ShapeOverrides } from '../../runtime/index.js';
 import type { ChannelStatistics } from './channel-analysis.js';
 import { pruneChannels, statisticsRequests } from './channel.js';
 import { magnitudeStatisticsRequests, pruneMagnitude } from './magnitude.js';
-import { checkRuns, collectChannelStatistics, measureAccuracy, measureFlops, modelSize, probeFeeds, type Accuracy, type ModelSize, type RunCheck } from './measure.js';
+import { checkRuns, collectChannelStatistics, measureAccuracy, measureFlops, modelSize, probeFeeds, type Accuracy, type ModelSize, type ProbeOptions, type RunCheck } from './measure.js';
 import type { ChannelCompensation, ChannelPruneReport, MagnitudePruneReport, MagnitudeScope, PruneCriterion, PrunePattern, UnstructuredCriterion } from './types.js';
 
 export { analyzeChannels, countParams, pruneChannels, statisticsRequests, type ChannelPlan, type ChannelPruneResult } from './channel.js';
@@ -30,7 +30,7 @@ export {
   type MagnitudePruneResult,
   type WeightGeometry,
 } from './magnitude.js';
-export { checkRuns, collectChannelStatistics, layerFlops, measureAccuracy, measureFlops, modelSize, type Accuracy, type ModelSize, type RunCheck } from './measure.js';
+export { checkRuns, collectChannelStatistics, layerFlops, measureAccuracy, measureFlops, modelSize, probeFeeds, type Accuracy, type ModelSize, type ProbeOptions, type RunCheck } from './measure.js';
 export { PRUNE_OPS, pruneRow, type ChannelOpHandler, type PruneOpRow, type WeightSlot } from './op-handlers.js';
 export type * from './types.js';
 
@@ -57,8 +57,13 @@ export interface PruneOptions {
   roundTo?: number;
   /** Channel pattern: what replaces a removed channel in the layers that read it (default 'mean'). */
   compensation?: ChannelCompensation;
-  /** Sizes of symbolic input dims other than the batch, for the onnxruntime check. */
+  /**
+   * Sizes of symbolic input dims other than the batch, for the onnxruntime check and FLOPs on
+   * random inputs (when neither data set is given: with data, the checks run on its first samples).
+   */
   shapes?: ShapeOverrides;
+  /** `--input` values: inputs given once for all samples of the checks' random inputs. */
+  inputValues?: InputValues;
   /**
    * Unlabelled data to measure channel means and variances on (its first maxSamples samples). Channel pattern: the
    * means replace removed channels (bias compensation); criterion 'activation' ranks by them.
@@ -109,7 +114,7 @@ export const NOTES = {
  */
 export async function collectMagnitudeStatistics(
   model: Model,
-  options: Pick<PruneOptions, 'excludeNodes' | 'excludeOpTypes' | 'pruneFirstLast' | 'maxSamples' | 'shapes'>,
+  options: Pick<PruneOptions, 'excludeNodes' | 'excludeOpTypes' | 'pruneFirstLast' | 'maxSamples'>,
   data: Dataset,
   collect: { spatial?: boolean } = {},
 ): Promise<{ statistics: ChannelStatistics; spatialMeans: Map<string, { dims: number[]; mean: Float64Array }> }> {
@@ -120,7 +125,7 @@ export async function collectMagnitudeStatistics(
     // Per-sample dims of the activations, observed at batch 1 on a throw-away copy.
     const probe = model.clone();
     for (const node of probe.graph.nodes) for (const out of node.outputs) if (!out.isGraphOutput()) out.type = undefined;
-    await inferShapesByRunning(probe, probeFeeds(probe, 1, options.shapes), { label: 'model for shape inference' });
+    await inferShapesByRunning(probe, probeFeeds(probe, 1, { data }), { label: 'model for shape inference' });
     for (const r of requests) {
       const type = probe.graph.localValue(r.name)?.type;
       // Dim 0 is the batch (possibly symbolic on a model input); the rest must be known.
@@ -153,6 +158,8 @@ export async function prune(model: Model, options: PruneOptions, context: PruneC
     model.graph.nameUnnamedNodes();
   }
   progress(`pruning (${options.pattern.kind === 'n:m' ? `${options.pattern.n}:${options.pattern.m}` : options.pattern.kind})`);
+  // The checks (load and run, FLOPs) run on the data's first samples when data is given.
+  const probe: ProbeOptions = { shapes: options.shapes, inputValues: options.inputValues, data: options.calibrationData ?? options.evalData };
   let pruned: Model;
   let report: MagnitudePruneReport | ChannelPruneReport;
   const notes: string[] = [];
@@ -170,7 +177,7 @@ export async function prune(model: Model, options: PruneOptions, context: PruneC
     pruned = result.model;
     report = result.report;
     progress('measuring FLOPs before and after');
-    const [before, after] = [await measureFlops(model, options.shapes), await measureFlops(pruned, options.shapes)];
+    const [before, after] = [await measureFlops(model, probe), await measureFlops(pruned, probe)];
     for (const layer of result.report.layers) {
       layer.flopsBefore = before.get(layer.node);
       layer.flopsAfter = after.get(layer.node);
@@ -197,7 +204,7 @@ export async function prune(model: Model, options: PruneOptions, context: PruneC
     if (options.pattern.kind === 'n:m') notes.push(NOTES.nm(options.pattern.n, options.pattern.m));
   }
   progress('checking the pruned model in onnxruntime');
-  const check = await checkRuns(model, pruned, options.shapes);
+  const check = await checkRuns(model, pruned, probe);
   const result: PruneResult = { model: pruned, report, sizeBefore: modelSize(model), sizeAfter: modelSize(pruned), check, notes };
   if (options.evalData) {
     progress('measuring accuracy before and after');

@@ -10,7 +10,7 @@ import { gzipSize } from '../../util/gzip.js';
 import { InputError } from '../../errors.js';
 import { elementCount, isTensorType, type Model, type Node, type TensorData, type Value } from '../../ir/index.js';
 import { encodeModel } from '../../onnx/index.js';
-import { randomDataset, take, type Dataset } from '../../data/index.js';
+import { batchEnd, feedsOf, randomDataset, take, type Dataset, type InputValues } from '../../data/index.js';
 import { collectStatistics } from '../../calibration/index.js';
 import { top1Accuracy } from '../../evaluate/index.js';
 import { createRunner, inferShapesByRunning, integerInputBounds, modelInputSpecs, type ShapeOverrides } from '../../runtime/index.js';
@@ -27,9 +27,30 @@ export function modelSize(model: Model): ModelSize {
   return { rawBytes: bytes.byteLength, gzipBytes: gzipSize(bytes) };
 }
 
-/** One random batch for the model's inputs (seeded, so runs repeat). */
-export function probeFeeds(model: Model, batch: number, shapes?: ShapeOverrides): Record<string, TensorData> {
-  return randomDataset(modelInputSpecs(model), batch, 0, { shapeOverrides: shapes, integerBounds: integerInputBounds(model) }).inputs;
+/** Where prune's checks take their feeds from (see probeFeeds). */
+export interface ProbeOptions {
+  /** Sizes of symbolic input dims other than the batch, for random feeds (`--shape`). */
+  shapes?: ShapeOverrides;
+  /** `--input` values: these inputs take the given value instead of random ones. */
+  inputValues?: InputValues;
+  /** Data the user gave: its first samples are the feeds (shapes, constants and batch axes its own). */
+  data?: Dataset;
+}
+
+/**
+ * One batch of at most `batch` samples for the model's inputs: the data's first samples when data
+ * is given (fewer where its samples cannot share a run: data's batchEnd), else seeded random inputs
+ * (so runs repeat) laid out by the model's batch axes, with `--input` values and scalars as constants.
+ */
+export function probeFeeds(model: Model, batch: number, options: ProbeOptions = {}): Record<string, TensorData> {
+  const data = options.data && options.data.count > 0 ? options.data : undefined;
+  if (data) return feedsOf(data, 0, batchEnd(data, 0, batch));
+  const random = randomDataset(modelInputSpecs(model), batch, 0, {
+    shapeOverrides: options.shapes,
+    integerBounds: integerInputBounds(model),
+    constants: options.inputValues,
+  });
+  return feedsOf(random, 0, batchEnd(random, 0, batch));
 }
 
 function numericShape(v: Value | null | undefined): number[] | undefined {
@@ -67,13 +88,13 @@ export function layerFlops(node: Node): number | undefined {
 
 /**
  * FLOPs of every weighted layer by node name (undefined where unknown), measured on a copy whose
- * value shapes are observed by running it once at batch 1. Doubles as a load-and-run check.
+ * value shapes are observed by running it once at batch 1 (probeFeeds). Doubles as a load-and-run check.
  */
-export async function measureFlops(model: Model, shapes?: ShapeOverrides): Promise<Map<string, number | undefined>> {
+export async function measureFlops(model: Model, probe: ProbeOptions = {}): Promise<Map<string, number | undefined>> {
   const copy = model.clone();
   // Observed shapes must come from this run, not from value_info that pruning may have made stale.
   for (const node of copy.graph.nodes) for (const out of node.outputs) if (!out.isGraphOutput()) out.type = undefined;
-  await inferShapesByRunning(copy, probeFeeds(copy, 1, shapes), { label: 'pruned model' });
+  await inferShapesByRunning(copy, probeFeeds(copy, 1, probe), { label: 'pruned model' });
   const out = new Map<string, number | undefined>();
   copy.graph.nodes.forEach((node, i) => {
     if (['Conv', 'ConvTranspose', 'Gemm', 'MatMul'].includes(node.opType)) out.set(node.name || `#${i}`, layerFlops(node));
@@ -87,11 +108,12 @@ export interface RunCheck {
 }
 
 /**
- * Loads `pruned` in onnxruntime and runs it beside `original` on one random batch of 2; throws
- * InputError when it fails to load or its outputs' shapes differ from the original's.
+ * Loads `pruned` in onnxruntime and runs it beside `original` on one batch of 2 (probeFeeds: the
+ * data's first samples, else random); throws InputError when it fails to load or its outputs'
+ * shapes differ from the original's.
  */
-export async function checkRuns(original: Model, pruned: Model, shapes?: ShapeOverrides): Promise<RunCheck> {
-  const feeds = probeFeeds(original, 2, shapes);
+export async function checkRuns(original: Model, pruned: Model, probe: ProbeOptions = {}): Promise<RunCheck> {
+  const feeds = probeFeeds(original, 2, probe);
   const run = async (model: Model, label: string): Promise<Record<string, TensorData>> => {
     const runner = await createRunner(model, { label, intraOpThreads: 1 });
     try {
