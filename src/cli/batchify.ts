@@ -10,6 +10,7 @@ import { ExitCode } from '../errors.js';
 import { checkOutputPath } from '../app/output-path.js';
 import { note, printJson, runCommand } from './common.js';
 import { sharedOption } from './options.js';
+import { helpExamples } from './examples.js';
 
 interface BatchifyFlags {
   output: string;
@@ -22,6 +23,11 @@ interface BatchifyFlags {
 export function registerBatchify(program: Command): void {
   program
     .command('batchify')
+    .addHelpText('after', helpExamples(
+      'model-opt batchify model.onnx -o model-dynamic.onnx   # a model exported with a fixed batch dim',
+      'model-opt batchify model.onnx -o model-dynamic.onnx --dim-name batch --json',
+      'model-opt batchify fixtures/fashion-cnn.onnx -o out/fashion-cnn.copy.onnx   # already dynamic: an unchanged copy',
+    ))
     .description('make the batch dimension of a model dynamic, so requests can be batched (verified in onnxruntime)')
     .argument('<model>', 'the ONNX model with a fixed batch size')
     .requiredOption('-o, --output <file>', 'where to write the batchable model')

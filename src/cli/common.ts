@@ -1,13 +1,17 @@
 /**
  * Shared CLI plumbing: the command wrapper that maps typed errors to exit codes (kept on the
- * program object for the entry point, not in module state), the progress spinner (stderr, only on
- * a TTY and never under --json), notes and JSON output. Subcommand files import library code lazily
+ * program object for the entry point, not in module state) and runs each action under the
+ * program's global output flags (cli/output), notes and JSON output; re-exports the progress
+ * spinner and the colour decision. Subcommand files import library code lazily
  * (`await import(...)`) inside their action so `model-opt --help` never loads onnxruntime or tfjs.
- * May import: commander, errors, report/json (the JSON replacer), util/atomic-write and ora (lazily).
+ * May import: commander, errors, cli/output, report/json (the JSON replacer), util/atomic-write (lazily).
  */
 import type { Command } from 'commander';
 import { ExitCode, ModelOptError } from '../errors.js';
 import { jsonReplacer } from '../report/json.js';
+import { currentSettings, runWithSettings, type Progress } from './output.js';
+
+export { canAnimate, colorEnabled, createProgress, type OutputSettings, type Progress } from './output.js';
 
 /** The exit code each program's last action finished with, for its entry point (see exitCodeOf). */
 const exitCodes = new WeakMap<Command, number>();
@@ -48,22 +52,35 @@ export function reportError(error: unknown): number {
  */
 export function runCommand<A extends unknown[]>(action: (...args: A) => Promise<number | void>): (...args: A) => Promise<void> {
   return async (...args: A) => {
-    const command = args[args.length - 1] as Command;
+    const root = rootOf(args[args.length - 1] as Command);
     let code: number;
     try {
-      code = (await action(...args)) ?? ExitCode.ok;
+      code = (await runWithSettings(root, () => action(...args))) ?? ExitCode.ok;
     } catch (error) {
       code = reportError(error);
     }
-    exitCodes.set(rootOf(command), code);
+    exitCodes.set(root, code);
   };
 }
 
 // ---- output ----
 
-/** Print exactly one JSON document on stdout. */
-export function printJson(document: unknown): void {
-  process.stdout.write(`${JSON.stringify(document, jsonReplacer, 2)}\n`);
+/**
+ * Print exactly one JSON document on stdout. Every document names its type in `kind`; its JSON
+ * Schema is schema/<kind>.schema.json (less a 'model-opt.' prefix), shipped in the package. Documents that name it only in the older `command` key ('quantize',
+ * 'quantize --analyze') get `kind` from it ('quantize', 'quantize-analyze'), right after
+ * `schemaVersion`, and keep `command` for readers that use it.
+ */
+export function printJson(document: object): void {
+  process.stdout.write(`${JSON.stringify(withKind(document), jsonReplacer, 2)}\n`);
+}
+
+/** `document` with a `kind` key (see printJson). */
+export function withKind(document: object): object {
+  const command = (document as { command?: unknown }).command;
+  if ('kind' in document || typeof command !== 'string') return document;
+  const { schemaVersion, ...rest } = document as { schemaVersion?: unknown };
+  return { ...(schemaVersion !== undefined ? { schemaVersion } : {}), kind: command.replace(/\s+--/g, '-'), ...rest };
 }
 
 /** Write a report (Markdown, SVG) atomically with the one atomic writer: a failed write leaves nothing behind. */
@@ -72,52 +89,9 @@ export async function writeTextAtomic(file: string, text: string): Promise<void>
   await writeBytesAtomic(file, new TextEncoder().encode(text));
 }
 
-export interface Progress {
-  /** Show or update the status line. */
-  update(text: string): void;
-  /** Finish the status line with a success mark (or clear it). */
-  succeed(text?: string): void;
-  fail(text?: string): void;
-  stop(): void;
-}
-
-/**
- * A spinner on stderr, only when stderr is a terminal and the output is not JSON; otherwise silent.
- */
-export async function createProgress(options: { json?: boolean; quiet?: boolean } = {}): Promise<Progress> {
-  const silent = options.json || options.quiet || !process.stderr.isTTY || process.env['CI'] === 'true';
-  if (silent) {
-    return { update() {}, succeed() {}, fail() {}, stop() {} };
-  }
-  const { default: ora } = await import('ora');
-  const spinner = ora({ stream: process.stderr, text: '' });
-  let started = false;
-  return {
-    update(text) {
-      spinner.text = text;
-      if (!started) {
-        spinner.start();
-        started = true;
-      }
-    },
-    succeed(text) {
-      if (started) spinner.succeed(text);
-      started = false;
-    },
-    fail(text) {
-      if (started) spinner.fail(text);
-      started = false;
-    },
-    stop() {
-      if (started) spinner.stop();
-      started = false;
-    },
-  };
-}
-
-/** Log a note for humans on stderr (silent under --json). */
+/** Log a note for humans on stderr (silent under --json and --quiet). */
 export function note(text: string, options: { json?: boolean } = {}): void {
-  if (!options.json) process.stderr.write(`${text}\n`);
+  if (!options.json && !currentSettings().quiet) process.stderr.write(`${text}\n`);
 }
 
 /** Workflow events shown the CLI way: progress on the spinner, warnings as notes (the spinner stopped first). */

@@ -11,6 +11,7 @@ import { ExitCode, GateError, UsageError } from '../errors.js';
 import { note, printJson, runCommand } from './common.js';
 import { sharedOption } from './options.js';
 import { parseNonNegativeInt } from './parsers.js';
+import { helpExamples } from './examples.js';
 import {
   batchingSweepOptionsFromFlags,
   readText,
@@ -32,6 +33,10 @@ interface ExportFlags extends BatchingFlags, CommonRunFlags {
 export function registerExportTriton(program: Command): void {
   const command = program
     .command('export-triton')
+    .addHelpText('after', helpExamples(
+      'model-opt export-triton fixtures/fashion-cnn.onnx --out out/triton --max-batch-size 32 --preferred 16,32',
+      'model-opt export-triton fixtures/fashion-cnn.onnx --out out/triton2 --triton-config out/triton/fashion-cnn/config.pbtxt --instances 2',
+    ))
     .description('write a Triton model repository (<out>/<name>/config.pbtxt and <out>/<name>/1/model.onnx) with dynamic batching settings')
     .argument('<model>', 'the ONNX model to deploy')
     .requiredOption('--out <dir>', 'the model repository folder (created if missing)')

@@ -1,7 +1,8 @@
 /**
  * The model-opt command-line program: builds the commander program from one register function per
  * subcommand and runs it. The only place that turns a run into an exit code (the action's code,
- * recorded on the program by runCommand).
+ * recorded on the program by runCommand), and the global output flags (--quiet, --no-progress,
+ * --no-color) that cli/common applies to every action.
  * May import: cli/*, errors. Library code is imported lazily by each subcommand's action.
  */
 import { readFileSync } from 'node:fs';
@@ -25,6 +26,10 @@ export function buildProgram(): Command {
   const program = new Command('model-opt')
     .description('Make ONNX models fast enough for real-time inference without losing their accuracy.')
     .version(packageVersion(), '-V, --version', 'print the model-opt version')
+    // Global output flags, accepted before or after the subcommand; runCommand hands them to cli/common.
+    .option('-q, --quiet', 'print nothing on stderr but errors (no progress, notes or warnings)')
+    .option('--no-progress', 'no progress spinner (it shows only on a terminal, never under --json or CI=true)')
+    .option('--no-color', 'no ANSI colour (also NO_COLOR=1; FORCE_COLOR=1 forces it; never into a pipe)')
     .showHelpAfterError('(run with --help for usage)')
     .configureOutput({ writeErr: (text) => process.stderr.write(text) })
     .exitOverride();

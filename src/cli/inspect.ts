@@ -6,6 +6,7 @@ import type { Command } from 'commander';
 import { ExitCode } from '../errors.js';
 import { printJson, runCommand } from './common.js';
 import { sharedOption } from './options.js';
+import { helpExamples } from './examples.js';
 
 export const INSPECT_SCHEMA_VERSION = 1;
 
@@ -17,6 +18,11 @@ interface InspectFlags {
 export function registerInspect(program: Command): void {
   program
     .command('inspect')
+    .addHelpText('after', helpExamples(
+      'model-opt inspect fixtures/fashion-cnn.onnx',
+      'model-opt inspect fixtures/fashion-teacher.onnx --json',
+      'model-opt inspect out/fashion-cnn.int8.onnx --no-runtime',
+    ))
     .description('show inputs, outputs, opsets, op types, parameters, sparsity and whether onnxruntime loads a model')
     .argument('<model>', 'the .onnx model file')
     .addOption(sharedOption('json'))

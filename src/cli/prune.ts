@@ -10,6 +10,7 @@ import { ExitCode, UsageError } from '../errors.js';
 import { createProgress, printJson, runCommand, workflowEvents } from './common.js';
 import { measureSpeedRuns, sharedOption, type InputValueFlags } from './options.js';
 import { oneOf, parseFraction, parsePositiveInt } from './parsers.js';
+import { helpExamples } from './examples.js';
 import type { PrunePattern } from '../passes/prune/index.js';
 
 interface PruneFlags {
@@ -67,6 +68,11 @@ function sparsityOf(pattern: PrunePattern, sparsity: number | undefined): number
 export function registerPrune(program: Command): void {
   program
     .command('prune')
+    .addHelpText('after', '\n--sparsity is required unless --pattern is N:M (2:4 removes 0.5).\n' + helpExamples(
+      'model-opt prune fixtures/fashion-cnn.onnx -o out/fashion-cnn.2-4.onnx --pattern 2:4',
+      'model-opt prune fixtures/fashion-cnn.onnx -o out/fashion-cnn.sparse.onnx --sparsity 0.5 --calibration-data fixtures/fashion-calib.npz --eval-data fixtures/fashion-eval.npz',
+      'model-opt prune fixtures/fashion-cnn.onnx -o out/fashion-cnn.slim.onnx --pattern channel --sparsity 0.3 --eval-data fixtures/fashion-eval.npz',
+    ))
     .description('remove weights (unstructured, N:M) or whole channels (smaller, faster dense model)')
     .argument('<model>', 'the ONNX model to prune')
     .requiredOption('-o, --output <file>', 'where to write the pruned model')

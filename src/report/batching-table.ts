@@ -8,7 +8,7 @@ import { describeLoad, type LoadMeasurement } from '../serve/load-generator.js';
 import { describeSetting, type BatchingSetting } from '../serve/slo-search.js';
 import type { BatchingSweepResult } from '../serve/sweep.js';
 import { formatTritonConfig } from '../serve/triton-config.js';
-import { formatMs, formatThroughput } from './format.js';
+import { formatMs, formatThroughput, tableStyle } from './format.js';
 import { jsonReplacer } from './json.js';
 
 export interface BatchingTableOptions {
@@ -64,7 +64,7 @@ export function renderBatchingTable(result: BatchingSweepResult, options: Batchi
   if (result.rows.length) {
     const table = new Table({
       head: ['load', 'batching', 'throughput', 'p50 ms', 'p90 ms', 'p99 ms', 'queue p99', 'compute p50', 'mean batch (sizes)', 'rejected', 'stable', 'gain'],
-      style: options.color ? {} : { head: [], border: [] },
+      style: tableStyle(options.color),
     });
     for (const r of result.rows) {
       table.push(row(describeLoad(r.load), 'dynamic', r.batched, r.throughputGain !== undefined ? `${r.throughputGain.toFixed(2)}x` : ''));
@@ -76,7 +76,7 @@ export function renderBatchingTable(result: BatchingSweepResult, options: Batchi
   if (slo) {
     const table = new Table({
       head: ['setting', `best throughput (p99 <= ${slo.sloP99Ms} ms)`, 'p99 ms', 'at load', 'points'],
-      style: options.color ? {} : { head: [], border: [] },
+      style: tableStyle(options.color),
     });
     const sorted = [...slo.candidates].sort((x, y) => (y.best?.throughput ?? -1) - (x.best?.throughput ?? -1));
     for (const c of sorted) {

@@ -1,9 +1,10 @@
 /**
  * The human report of `model-opt distill`: the epoch table, teacher against student (parameters,
  * accuracy in onnxruntime, latency), and the training facts. Pure function of the typed result.
- * May import: cli-table3, app result types.
+ * May import: cli-table3, report/format, app result types.
  */
 import Table from 'cli-table3';
+import { tableStyle } from './format.js';
 import type { DistillWorkflowResult } from '../app/distill.js';
 
 const pct = (x: number | undefined): string => (x === undefined ? '-' : `${(100 * x).toFixed(2)}%`);
@@ -12,7 +13,7 @@ const fixed = (x: number | undefined, d = 4): string => (x === undefined ? '-' :
 export function renderDistillSummary(result: DistillWorkflowResult): string {
   const { report, latency: speed, parameters } = result;
   const lines: string[] = [];
-  const epochs = new Table({ head: ['epoch', 'loss', 'hard', 'soft', 'train acc', 'eval acc', 'lr', 'samples/s', 's'], style: { head: [] } });
+  const epochs = new Table({ head: ['epoch', 'loss', 'hard', 'soft', 'train acc', 'eval acc', 'lr', 'samples/s', 's'], style: tableStyle() });
   for (const e of report.history) {
     epochs.push([
       String(e.epoch) + (e.epoch === report.bestEpoch ? ' *' : ''),
@@ -27,10 +28,10 @@ export function renderDistillSummary(result: DistillWorkflowResult): string {
     ]);
   }
   lines.push(epochs.toString());
-  const summary = new Table({ head: ['', 'teacher', 'student'], style: { head: [] } });
+  const summary = new Table({ head: ['', 'teacher', 'student'], style: tableStyle() });
   summary.push(['parameters', parameters.teacher === undefined ? '-' : String(parameters.teacher), String(parameters.student)]);
   summary.push(['accuracy (onnxruntime)', pct(report.accuracy.teacher), `${pct(report.accuracy.studentBefore)} -> ${pct(report.accuracy.student)}`]);
-  if (speed) summary.push(['latency, batch 1 (median ms)', speed.teacherMs.toFixed(3), `${speed.studentMs.toFixed(3)}${speed.speedup ? ` (speed-up ${speed.speedup.toFixed(2)}x)` : ''}`]);
+  if (speed) summary.push(['latency, batch 1 (median ms, onnxruntime cpu)', speed.teacherMs.toFixed(3), `${speed.studentMs.toFixed(3)}${speed.speedup ? ` (speed-up ${speed.speedup.toFixed(2)}x)` : ''}`]);
   lines.push(summary.toString());
   lines.push(`backend: ${report.backend.description}; ${report.samplesPerSecond.toFixed(0)} samples/s over ${report.steps} steps`);
   if (report.bestEpoch !== undefined) lines.push(`kept the best epoch by eval accuracy: ${report.bestEpoch}${report.stoppedEarly ? ' (stopped early)' : ''}`);

@@ -4,9 +4,9 @@
  */
 import Table from 'cli-table3';
 import type { InspectReport } from '../analysis/inspect.js';
-import { formatBytes } from './format.js';
+import { formatBytes, tableStyle } from './format.js';
 
-const plain = { head: [], border: [] };
+const plain = tableStyle();
 
 function shapeText(shape: (number | string | null)[] | null): string {
   if (!shape) return '(unknown rank)';

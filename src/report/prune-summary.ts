@@ -2,11 +2,12 @@
  * The human report of `model-opt prune`: the per-layer table (channels, params and FLOPs, or
  * sparsity and gzip size), then sizes, accuracy, the onnxruntime check and the speed check. Pure
  * function of the typed result.
- * May import: cli-table3, report/speed-check, result types of app and passes.
+ * May import: cli-table3, report/format, report/speed-check, result types of app and passes.
  */
 import Table from 'cli-table3';
 import type { PruneWorkflowResult } from '../app/prune.js';
 import type { ChannelPruneReport, MagnitudePruneReport } from '../passes/prune/index.js';
+import { tableStyle } from './format.js';
 import { formatSpeedCheck } from './speed-check.js';
 
 const pct = (x: number): string => `${(100 * x).toFixed(1)}%`;
@@ -17,7 +18,7 @@ const change = (a: number | undefined, b: number | undefined, fmt: (x: number | 
   a === b ? fmt(a) : `${fmt(a)} -> ${fmt(b)}`;
 
 function channelLines(r: ChannelPruneReport): string[] {
-  const table = new Table({ head: ['layer', 'op', 'in channels', 'out channels', 'params', 'FLOPs'], style: { head: [], border: [] } });
+  const table = new Table({ head: ['layer', 'op', 'in channels', 'out channels', 'params', 'FLOPs'], style: tableStyle() });
   for (const l of r.layers) {
     table.push([l.node, l.opType, change(l.inChannelsBefore, l.inChannelsAfter), change(l.outChannelsBefore, l.outChannelsAfter), change(l.paramsBefore, l.paramsAfter), change(l.flopsBefore, l.flopsAfter)]);
   }
@@ -35,7 +36,7 @@ function channelLines(r: ChannelPruneReport): string[] {
 }
 
 function magnitudeLines(r: MagnitudePruneReport): string[] {
-  const table = new Table({ head: ['layer', 'op', 'shape', 'params', 'sparsity', 'gzip size', 'note'], style: { head: [], border: [] } });
+  const table = new Table({ head: ['layer', 'op', 'shape', 'params', 'sparsity', 'gzip size', 'note'], style: tableStyle() });
   for (const l of r.layers) {
     table.push([
       l.node,
@@ -68,7 +69,7 @@ export function renderPruneSummary(result: PruneWorkflowResult): string {
     const { before, after } = result.accuracy;
     lines.push(`top-1 accuracy on ${before.samples} samples: ${pct(before.top1)} -> ${pct(after.top1)} (${((after.top1 - before.top1) * 100).toFixed(2)} pt, without fine-tuning)`);
   }
-  lines.push(`checked in onnxruntime: loads and runs, outputs ${result.check.outputs.map((o) => `${o.name} ${o.dims.join('x')}`).join(', ')}`);
+  lines.push(`checked in onnxruntime (cpu provider): loads and runs, outputs ${result.check.outputs.map((o) => `${o.name} ${o.dims.join('x')}`).join(', ')}`);
   if (result.speed) lines.push(`measured speed-up: ${formatSpeedCheck(result.speed)}`);
   for (const n of result.notes) lines.push(`note: ${n}`);
   lines.push(`wrote ${result.output} (from ${result.input})`);

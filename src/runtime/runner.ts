@@ -31,8 +31,14 @@ export interface RunnerOptions {
   interOpThreads?: number;
   /** Graph optimizations onnxruntime applies when loading; default 'all'. */
   graphOptimizationLevel?: GraphOptimizationLevel;
-  /** Execution providers in priority order ('cpu', 'cuda', ...); default ['cpu']. */
+  /**
+   * Execution providers in order of preference ('cuda', 'cpu', ...); default ['cpu']. Names this
+   * onnxruntime-node build lacks, and providers that cannot start here, are skipped (onWarning
+   * says which and why) as long as one of the list starts; when none does, a UsageError names them.
+   */
   executionProviders?: string[];
+  /** Told about each provider of executionProviders that was skipped, once the session is made. */
+  onWarning?: (message: string) => void;
   /** Write the model as optimized by onnxruntime to this path. */
   optimizedModelFilePath?: string;
   /** onnxruntime log level, 0 (verbose) .. 4 (fatal); default 3, so only errors reach stderr. */
@@ -57,6 +63,8 @@ export const DEFAULT_EXTERNAL_DATA_THRESHOLD = 1.5 * 1024 ** 3;
 export interface Runner {
   readonly inputs: IoSpec[];
   readonly outputs: IoSpec[];
+  /** The execution providers the session runs on, in order (those of the request that started). */
+  readonly executionProviders?: readonly string[];
   /**
    * Runs one batch; returns the requested outputs (default: all graph outputs). When the model
    * fixes dim 0 of its inputs at k and the feeds hold n != k samples, runs ceil(n / k) batches of k
@@ -84,6 +92,20 @@ export function loadOrt(): Promise<OrtModule> {
 export async function listExecutionProviders(): Promise<{ name: string; bundled: boolean }[]> {
   const ort = await loadOrt();
   return ort.listSupportedBackends().map((b) => ({ name: b.name, bundled: b.bundled }));
+}
+
+/**
+ * The requested providers this build knows (in order) and the unknown ones with a reason; a
+ * UsageError naming them when it knows none of them.
+ */
+function knownProviders(requested: readonly string[], known: readonly string[]): { usable: string[]; skipped: { name: string; reason: string }[] } {
+  const usable = requested.filter((p) => known.includes(p));
+  const unknown = requested.filter((p) => !known.includes(p));
+  if (usable.length === 0) {
+    const names = unknown.map((p) => `'${p}'`).join(', ');
+    throw new UsageError(`execution provider${unknown.length > 1 ? 's' : ''} ${names} ${unknown.length > 1 ? 'are' : 'is'} not available; this onnxruntime-node has: ${known.join(', ')}`);
+  }
+  return { usable, skipped: unknown.map((name) => ({ name, reason: `is not in this onnxruntime-node build (it has: ${known.join(', ')})` })) };
 }
 
 function normalizeProvider(name: string): string {
@@ -205,14 +227,11 @@ async function openRunner(model: Model | Uint8Array | string, options: RunnerOpt
   let session: Ort.InferenceSession;
   // Folder still to remove at release(), where the OS refused to delete a file onnxruntime holds.
   let leftover: string | undefined;
+  let providers: string[];
   try {
-    const known = ort.listSupportedBackends().map((b) => b.name);
-    const providers = (options.executionProviders ?? ['cpu']).map(normalizeProvider);
-    for (const p of providers) {
-      if (!known.includes(p)) {
-        throw new UsageError(`execution provider '${p}' is not available; this onnxruntime-node has: ${known.join(', ')}`);
-      }
-    }
+    const requested = [...new Set((options.executionProviders ?? ['cpu']).map(normalizeProvider))];
+    const { usable, skipped } = knownProviders(requested, ort.listSupportedBackends().map((b) => b.name));
+    providers = usable;
     const sessionOptions: Ort.InferenceSession.SessionOptions = {
       executionProviders: providers,
       graphOptimizationLevel: options.graphOptimizationLevel ?? 'all',
@@ -236,23 +255,37 @@ async function openRunner(model: Model | Uint8Array | string, options: RunnerOpt
     try {
       session = await create(sessionOptions);
     } catch (error) {
-      if (providers.some((p) => p !== 'cpu')) {
-        // Tell a provider that cannot start here apart from a model onnxruntime cannot load.
-        const { optimizedModelFilePath: _skip, ...rest } = sessionOptions;
-        const cpuOnly = await create({ ...rest, executionProviders: ['cpu'] }).then(
-          (s) => s,
-          () => undefined,
+      if (!providers.some((p) => p !== 'cpu')) throw new InputError(`${label}: onnxruntime cannot load the model (${firstLine(error)})`, { cause: error });
+      // Tell a provider that cannot start here apart from a model onnxruntime cannot load: try each
+      // non-cpu provider alone, drop those that fail, and go on with the rest of the list.
+      const { optimizedModelFilePath: _skip, ...probeOptions } = sessionOptions;
+      const probe = (provider: string): Promise<unknown> =>
+        create({ ...probeOptions, executionProviders: [provider] }).then(
+          async (s) => void (await s.release()),
+          (probeError: unknown) => probeError,
         );
-        if (cpuOnly) {
-          await cpuOnly.release();
-          throw new UsageError(
-            `execution provider ${providers.filter((p) => p !== 'cpu').map((p) => `'${p}'`).join(', ')} could not start (${firstLine(error)}); 'cpu' works`,
-            { cause: error },
-          );
-        }
+      const failed: string[] = [];
+      for (const p of providers) {
+        const probeError = p === 'cpu' ? undefined : await probe(p);
+        if (probeError === undefined) continue;
+        failed.push(p);
+        skipped.push({ name: p, reason: `could not start (${firstLine(probeError)})` });
       }
-      throw new InputError(`${label}: onnxruntime cannot load the model (${firstLine(error)})`, { cause: error });
+      providers = providers.filter((p) => !failed.includes(p));
+      const modelError = new InputError(`${label}: onnxruntime cannot load the model (${firstLine(error)})`, { cause: error });
+      // Every provider starts alone, or none does and neither does cpu: the model is the problem.
+      if (failed.length === 0) throw modelError;
+      if (providers.length === 0) {
+        if ((await probe('cpu')) !== undefined) throw modelError;
+        throw new UsageError(`${skipped.map((s) => `execution provider '${s.name}' ${s.reason}`).join('; ')}; 'cpu' works`, { cause: error });
+      }
+      try {
+        session = await create({ ...sessionOptions, executionProviders: providers });
+      } catch (retryError) {
+        throw new InputError(`${label}: onnxruntime cannot load the model (${firstLine(retryError)})`, { cause: retryError });
+      }
     }
+    for (const s of skipped) options.onWarning?.(`execution provider '${s.name}' skipped: ${s.reason}; running on ${providers.join(', ')}`);
   } finally {
     // onnxruntime has read (or memory-mapped) the weights by now; on POSIX an open or mapped file
     // can be unlinked, so nothing stays on disk however long the session lives.
@@ -334,6 +367,7 @@ async function openRunner(model: Model | Uint8Array | string, options: RunnerOpt
   return {
     inputs,
     outputs,
+    executionProviders: providers,
     async run(feeds, wanted) {
       if (released) throw new Error(`${label}: runner used after release()`);
       const split = anyFixedBatch ? fixedBatchSplit(feeds) : null;

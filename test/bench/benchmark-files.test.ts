@@ -6,18 +6,35 @@ import { benchmark } from '../../src/bench/benchmark.js';
 import { writeNpz } from '../../src/data/index.js';
 import { DataType } from '../../src/ir/dtype.js';
 import { InputError, UsageError } from '../../src/errors.js';
+import { readTestDataSets, testSetFeeds } from '../../src/data/test-data-set.js';
+import { createRunner } from '../../src/runtime/runner.js';
+import { writeBenchTestdata } from './testdata.js';
 
-// Models nobody here wrote, from libonnx-testdata: PyTorch's Softmax over 20 classes with a fixed
-// batch of 10 (input '0' [10,20], output '1'), Relu [3,4,5], and an opset-6 Gemm that
-// onnxruntime 1.30 cannot load.
-const DATA = '/usr/share/libonnx-testdata/data';
-const SOFTMAX = `${DATA}/pytorch-converted/test_Softmax/model.onnx`;
-const RELU = `${DATA}/node/test_relu/model.onnx`;
-const OLD_GEMM = `${DATA}/pytorch-converted/test_Linear/model.onnx`;
+// Stand-ins for three libonnx-testdata models, written by ./testdata.ts in ONNX's test-set layout:
+// a PyTorch-0.3-style Softmax over 20 classes with a fixed batch of 10 (IR 3, opset 6, input '0'
+// [10,20], output '1'), Relu [3,4,5], and an opset-6 Gemm that onnxruntime 1.30 cannot load.
 const dir = mkdtempSync(path.join(tmpdir(), 'model-opt-bench-'));
+const { softmax: SOFTMAX, relu: RELU, oldGemm: OLD_GEMM } = writeBenchTestdata(path.join(dir, 'testdata'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 const quick = { warmup: 2, iterations: 30, measureMemory: false, bootstrapResamples: 500 } as const;
+
+describe('the stand-in test sets', () => {
+  it('onnxruntime reproduces the stored outputs of softmax and relu (float64 references)', async () => {
+    for (const file of [SOFTMAX, RELU]) {
+      const runner = await createRunner(file);
+      const [set] = await readTestDataSets(path.dirname(file));
+      const want = set!.outputs[0]!;
+      const got = (await runner.run(testSetFeeds(set!, runner.inputs)))[want.name]!;
+      expect(got.dims).toEqual(want.tensor.dims);
+      const expected = want.tensor.data;
+      let maxDiff = 0;
+      for (let i = 0; i < expected.length; i++) maxDiff = Math.max(maxDiff, Math.abs(Number(got.data[i]) - Number(expected[i])));
+      expect(maxDiff).toBeLessThanOrEqual(1e-6);
+      await runner.release();
+    }
+  });
+});
 
 describe('benchmark on a fixed-batch Softmax model', () => {
   it('model vs itself on random data: identical outputs, speed-up about 1', async () => {

@@ -1,13 +1,14 @@
 // A hand-made benchmark result for gate and reporter tests (no runtime needed).
 import { mcnemarFromCounts, summarize, type Interval } from '../../src/metrics/index.js';
 import type { BenchmarkResult, LatencyPoint, ModelResult } from '../../src/bench/types.js';
+import { throughputAtMedian } from '../../src/bench/throughput.js';
 
 export function latencyPoint(times: number[], batchSize = 1, speedup?: Interval & { verdict: 'faster' | 'slower' | 'no significant difference' }): LatencyPoint {
   const stats = summarize(times);
   const point: LatencyPoint = {
     batchSize,
     stats,
-    throughput: (batchSize * 1000) / stats.mean,
+    throughput: throughputAtMedian(batchSize, stats),
     p99Interval: { estimate: stats.p99, low: stats.p99 * 0.9, high: stats.p99 * 1.1 },
   };
   if (speedup) point.speedup = speedup;
@@ -63,6 +64,7 @@ export function sampleResult(): BenchmarkResult {
       batchSizes: [1],
       threads: 1,
       providers: ['cpu'],
+      requestedProviders: ['cpu'],
       metric: 'top1',
       outputName: 'logits',
       seed: 0,

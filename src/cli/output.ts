@@ -1,0 +1,111 @@
+/**
+ * How the CLI writes for humans, decided in one place: the global output flags (--quiet,
+ * --no-progress, --no-color) of the action running now, the colour decision (NO_COLOR,
+ * FORCE_COLOR, terminals) and the progress spinner on stderr (only on a terminal with a width).
+ * May import: commander (types), node:async_hooks, ora (lazily).
+ */
+import { AsyncLocalStorage } from 'node:async_hooks';
+import type { Command } from 'commander';
+
+/** The program-wide flags (see buildProgram), as one action run sees them. */
+export interface OutputSettings {
+  /** --quiet: nothing on stderr but errors (no progress, notes or warnings). */
+  quiet: boolean;
+  /** --no-progress turns the spinner off. */
+  progress: boolean;
+  /** --no-color turns colour off whatever the environment says. */
+  color: boolean;
+}
+
+const DEFAULT_SETTINGS: OutputSettings = { quiet: false, progress: true, color: true };
+
+/**
+ * The settings of the action running now: runCommand runs each action inside its program's
+ * settings, so in-process callers (tests, two programs at once) never see each other's flags.
+ */
+const actionSettings = new AsyncLocalStorage<OutputSettings>();
+
+/** The settings of the action running now (the defaults outside one). */
+export function currentSettings(): OutputSettings {
+  return actionSettings.getStore() ?? DEFAULT_SETTINGS;
+}
+
+/** Run `action` under the global flags parsed on `program` (commander: --no-x gives x: false). */
+export function runWithSettings<T>(program: Command, action: () => T): T {
+  const o = program.opts<Partial<OutputSettings>>();
+  return actionSettings.run({ quiet: o.quiet === true, progress: o.progress !== false, color: o.color !== false }, action);
+}
+
+type Env = Record<string, string | undefined>;
+
+/**
+ * Whether to write ANSI colour to `stream`: FORCE_COLOR set to anything but '', '0' or 'false'
+ * forces it and FORCE_COLOR=0/false refuses it (force-color.org; as Node's own tty colour depth,
+ * FORCE_COLOR wins over NO_COLOR); else a non-empty NO_COLOR (no-color.org), --no-color or
+ * TERM=dumb refuses it; else colour only on a terminal, never into a pipe or file.
+ */
+export function colorEnabled(stream: { isTTY?: boolean }, env: Env = process.env, settings: OutputSettings = currentSettings()): boolean {
+  const force = env['FORCE_COLOR'];
+  if (force !== undefined && force !== '') return force !== '0' && force !== 'false';
+  if (!settings.color || (env['NO_COLOR'] ?? '') !== '' || env['TERM'] === 'dumb') return false;
+  return stream.isTTY === true;
+}
+
+/** Whether a spinner may draw on `stream`: a terminal that reports a positive width (0 columns made ora loop forever). */
+export function canAnimate(stream: { isTTY?: boolean; columns?: number }): boolean {
+  return stream.isTTY === true && typeof stream.columns === 'number' && stream.columns > 0;
+}
+
+export interface Progress {
+  /** Show or update the status line. */
+  update(text: string): void;
+  /** Finish the status line with a success mark (or clear it). */
+  succeed(text?: string): void;
+  fail(text?: string): void;
+  stop(): void;
+}
+
+const SILENT: Progress = { update() {}, succeed() {}, fail() {}, stop() {} };
+
+/**
+ * A spinner on stderr, only when stderr is a terminal with a positive width, the output is not
+ * JSON, and neither --quiet, --no-progress nor CI=true is in force; otherwise silent. Should the
+ * terminal shrink to no width while it spins, it stops rather than redraw. Colour as colorEnabled.
+ */
+export async function createProgress(options: { json?: boolean; quiet?: boolean } = {}): Promise<Progress> {
+  const settings = currentSettings();
+  const stream = process.stderr;
+  if (options.json || options.quiet || settings.quiet || !settings.progress || process.env['CI'] === 'true' || !canAnimate(stream)) {
+    return SILENT;
+  }
+  const color = colorEnabled(stream);
+  const { default: ora } = await import('ora');
+  const spinner = ora({ stream, text: '', color: color ? 'cyan' : false });
+  let started = false;
+  const end = (finish: () => void): void => {
+    stream.off('resize', onResize);
+    if (started) finish();
+    started = false;
+  };
+  // ora divides by the width to count the lines to clear: keep it from ever drawing at width 0.
+  const onResize = (): void => {
+    if (!canAnimate(stream)) end(() => spinner.stop());
+  };
+  const persist = (symbol: string, colored: () => void, text?: string) =>
+    end(() => (color ? colored() : spinner.stopAndPersist({ symbol, ...(text !== undefined ? { text } : {}) })));
+  return {
+    update(text) {
+      if (!canAnimate(stream)) return end(() => spinner.stop());
+      spinner.text = text;
+      if (!started) {
+        stream.on('resize', onResize);
+        spinner.start();
+        started = true;
+      }
+    },
+    succeed: (text) => persist('✔', () => spinner.succeed(text), text),
+    fail: (text) => persist('✖', () => spinner.fail(text), text),
+    stop: () => end(() => spinner.stop()),
+  };
+}
+
