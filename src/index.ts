@@ -27,6 +27,11 @@ export type { Dataset, Batch } from './data/index.js';
 
 // Commands as functions.
 export { inspectModel, type InspectReport } from './analysis/inspect.js';
+// Scoring: one way to run models over data and score them; metrics as values (top-k, agreement,
+// CTC exact match and CER, binary F1, mean IoU, or a user's module).
+export { evaluate, evaluateMany, agreementWithReference, topKAccuracy, builtinMetric, compareOutputs, top1Accuracy } from './evaluate/index.js';
+export type { Metric, MetricBatch, TaskMetricFactory, TaskMetricResult } from './evaluate/index.js';
+export { resolveMetric } from './app/metric-module.js';
 export { benchmark, evaluateGates } from './bench/index.js';
 export type { BenchmarkOptions, BenchmarkResult } from './bench/index.js';
 export { preprocess } from './passes/preprocess/index.js';

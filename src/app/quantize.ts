@@ -1,9 +1,11 @@
 /**
  * The quantize workflow (`model-opt quantize` as a function): load the model and data, run INT8
- * static (optionally with QAT or the accuracy guard), INT8 dynamic or FP16, write the model
- * atomically (never over an input; a missed accuracy goal goes to `.missed-goal.onnx`), load and run
- * the written file in onnxruntime against FP32 (agreement), check what onnxruntime fuses, and
- * optionally time it. `sensitivityWorkflow` is `--analyze`: the per-node sensitivity, nothing written.
+ * static (optionally with QAT or the labelled accuracy guard), INT8 dynamic or FP16, then the
+ * fidelity guard (on by default, no labels: the model against FP32 on held-out samples, with the
+ * automatic float fallback; passes/quantize/fidelity.ts), write the model atomically (never over
+ * an input; a model that misses its budget is not written unless `force`: the result then has
+ * `output: null` and `gateFailure` says what was tried), load and run the written file in
+ * onnxruntime against FP32 (agreement), check what onnxruntime fuses, and optionally time it. `sensitivityWorkflow` is `--analyze`: the per-node sensitivity, nothing written.
  * A pass that quantized nothing is a UsageError (nothing written) unless `opTypes` was given. Modes
  * that need no data (int8-dynamic, fp16) still write their model when the check cannot make inputs
  * (a symbolic dim without `--shape` or data): the written file is then only loaded in onnxruntime,
@@ -21,12 +23,23 @@ import type { FeedbackPair } from '../calibration/index.js';
 import type { RunnerOptions } from '../runtime/index.js';
 import type { AgreementMetrics } from '../metrics/index.js';
 import type { CalibrationMethod } from '../passes/quantize/calibrate.js';
-import type { AccuracyBudget, FusionReport, GuardResult, Int8Context, Int8Report, SensitivityRow } from '../passes/quantize/index.js';
+import type {
+  AccuracyBudget,
+  FidelityBudget,
+  FidelityGuardResult,
+  FusionReport,
+  GuardResult,
+  HeldOutPlan,
+  Int8Context,
+  Int8Report,
+  MetricBudget,
+  SensitivityRow,
+} from '../passes/quantize/index.js';
 import type { DynamicReport } from '../passes/quantize/dynamic.js';
 import type { Fp16Report } from '../passes/quantize/fp16.js';
 import type { TrainingBackend } from '../train/backend.js';
 import type { WorkflowEvents } from './events.js';
-import { checkOutputPath, missedGoalPath } from './output-path.js';
+import { checkOutputPath } from './output-path.js';
 import type { QatReport } from './qat.js';
 import { speedCheck, type SpeedCheck } from './speed-check.js';
 
@@ -74,6 +87,16 @@ export interface QuantizeWorkflowOptions {
   feedback?: readonly FeedbackPair[];
   /** Time the input model against the written one, this many runs each. */
   measureSpeedRuns?: number;
+  /** The fidelity guard (default true): compare with FP32 on held-out samples, float fallback when the budget fails. */
+  guard?: boolean;
+  /** Least SQNR (dB) of every float output; default DEFAULT_FIDELITY_BUDGET.minSqnrDb. */
+  minSqnrDb?: number;
+  /** Least top-1 agreement with FP32 on class-score outputs (fraction); default DEFAULT_FIDELITY_BUDGET.minTop1Agreement. */
+  minTop1Agreement?: number;
+  /** A task metric with its budget, judged on the held-out samples too. */
+  metric?: MetricBudget;
+  /** Write the best attempt even when no setting meets the budget (the result still reports the failure). */
+  force?: boolean;
   /** int8: quantization-aware training after calibration. */
   qat?: { data: string; epochs?: number; learningRate?: number; teacher?: boolean; backend?: TrainingBackend | 'auto' };
 }
@@ -82,7 +105,8 @@ export interface QuantizeWorkflowOptions {
 export interface QuantizeResult {
   mode: QuantizeMode;
   input: { path: string; sizeBytes: number };
-  output: { path: string; sizeBytes: number };
+  /** The written file; null when nothing was written (a budget was missed without `force`). */
+  output: { path: string; sizeBytes: number } | null;
   seconds: number;
   report: Int8Report | DynamicReport | Fp16Report;
   fusion?: FusionReport;
@@ -92,15 +116,29 @@ export interface QuantizeResult {
   /** What the onnxruntime check after writing did: compared with FP32, or only loaded the file (and why). */
   checks: QuantizeChecks;
   guard?: Omit<GuardResult, 'model' | 'qdq'>;
+  /** The fidelity guard: held-out samples, budget, measured values, fallback. */
+  fidelity: FidelityReport;
+  /** Why the command must fail (a budget missed), when it must; the model was written only with `force`. */
+  gateFailure?: string;
   qat?: QatReport;
   warnings: string[];
 }
+
+/** What the fidelity guard did, for the report and the JSON. */
+export type FidelityReport =
+  | { enabled: false; reason: string }
+  | ({
+      enabled: true;
+      /** Who decides: the fidelity budget, the labelled `maxAccuracyDrop` guard, or nobody (QAT: reported only). */
+      decidedBy: 'fidelity' | 'labels' | 'reported';
+      heldOut: { source: HeldOutPlan['source']; samples: number; start: number; end: number; note?: string };
+    } & Omit<FidelityGuardResult<unknown>, 'model' | 'extra'>);
 
 export interface QuantizeChecks {
   /** True: the written model ran in onnxruntime and was compared with FP32; false: it was only loaded (a session created). */
   ran: boolean;
   /** Inputs the comparison ran on: 'calibration' (the data's first samples), 'random' (seeded), or null. */
-  inputs: 'calibration' | 'random' | null;
+  inputs: 'calibration' | 'eval-data' | 'random' | null;
   /** Why the comparison was skipped, when it was. */
   note?: string;
 }
@@ -131,6 +169,10 @@ async function loadInputs(options: QuantizeWorkflowOptions, events: WorkflowEven
     import('../evaluate/index.js'),
   ]);
   const calibrationCount = options.calibrationCount ?? DEFAULT_CALIBRATION_COUNT;
+  // The fidelity guard checks int8 on samples that did not set the ranges: load up to
+  // CHECK_SAMPLE_COUNT more than calibration uses (the first calibrationCount still set them).
+  const holdOut = options.guard !== false && options.mode === 'int8' && !options.evalData;
+  const maxSamples = calibrationCount + (holdOut ? CHECK_SAMPLE_COUNT : 0);
   const runner: RunnerOptions = options.threads ? { intraOpThreads: options.threads } : {};
   onProgress(`loading ${options.model}`);
   const model = await loadModel(options.model, { onWarning });
@@ -138,17 +180,17 @@ async function loadInputs(options: QuantizeWorkflowOptions, events: WorkflowEven
   const specs = runtime.modelInputSpecs(model);
   const { loadModelData } = await import('./load-data.js');
   const dataOptions = { inputValues: options.inputValues, feedback: options.feedback, runner, onProgress };
-  const calibration = options.calibrationData ? await loadModelData(model, options.calibrationData, { ...dataOptions, maxSamples: calibrationCount }) : undefined;
+  const calibration = options.calibrationData ? await loadModelData(model, options.calibrationData, { ...dataOptions, maxSamples }) : undefined;
   const evalData = options.evalData ? await loadModelData(model, options.evalData, dataOptions) : undefined;
   return { model, specs, calibration, evalData, calibrationCount, runner, warnings, onWarning, onProgress, runtime, data, q, evaluate };
 }
 
-/** The INT8 static pass with the workflow's options. */
-async function int8(model: Model, calibration: Dataset | undefined, inputs: Awaited<ReturnType<typeof loadInputs>>, options: QuantizeWorkflowOptions) {
+/** The INT8 static pass with the workflow's options (the first `calibrationCount` samples set the ranges). */
+async function int8(model: Model, calibration: Dataset | undefined, inputs: Awaited<ReturnType<typeof loadInputs>>, options: QuantizeWorkflowOptions, calibrationCount = inputs.calibrationCount) {
   if (!calibration) throw new UsageError('--mode int8 needs --calibration-data (representative inputs); without data use --mode int8-dynamic');
   const result = await inputs.q.quantizeInt8(model, {
     calibration,
-    calibrationCount: inputs.calibrationCount,
+    calibrationCount,
     batchSize: options.batchSize,
     method: options.method,
     percentile: options.percentile,
@@ -182,7 +224,7 @@ async function refuseNothingQuantized(report: Int8Report | DynamicReport, model:
 
 /** `--analyze`: quantize in memory, then the per-node sensitivity (lowest SQNR first). Writes nothing. */
 export async function sensitivityWorkflow(options: QuantizeWorkflowOptions, events: WorkflowEvents = {}): Promise<SensitivityResult> {
-  const inputs = await loadInputs({ ...options, mode: 'int8' }, events);
+  const inputs = await loadInputs({ ...options, mode: 'int8', guard: false }, events);
   const result = await int8(inputs.model, inputs.calibration, inputs, options);
   const sensitivity = await inputs.q.analyzeSensitivity(result.context, { runner: inputs.runner, onProgress: (e) => inputs.onProgress(e.message) });
   return { model: options.model, sensitivity, warnings: inputs.warnings };
@@ -194,13 +236,21 @@ export async function quantizeWorkflow(options: QuantizeWorkflowOptions, events:
   const inputs = await loadInputs(options, events);
   const { model, specs, calibration, evalData, runner, onWarning, onProgress, runtime, data, q, evaluate } = inputs;
   const started = performance.now();
+  const guardOn = options.guard !== false;
+  // Which samples set the ranges and which check the result (passes/quantize/fidelity.ts).
+  const plan = guardOn
+    ? q.planHeldOut({ available: calibration?.count, calibrationCount: inputs.calibrationCount, evalCount: evalData?.count, setsRanges: options.mode === 'int8' })
+    : undefined;
+  if (plan?.note && plan.source === 'calibration-tail') onWarning(plan.note);
 
   let written: Model;
   let report: QuantizeResult['report'];
   let guard: GuardResult | undefined;
   let qat: QatReport | undefined;
+  let fallback: ((judge: InstanceType<typeof q.FidelityJudge>) => Promise<FidelityGuardResult<unknown>>) | undefined;
+  const fallbackProgress = { onProgress };
   if (options.mode === 'int8') {
-    const result = await int8(model, calibration, inputs, options);
+    const result = await int8(model, calibration, inputs, options, plan && plan.source !== 'random' ? plan.calibrationSamples : inputs.calibrationCount);
     written = result.model;
     report = result.report;
     if (options.qat) {
@@ -214,33 +264,92 @@ export async function quantizeWorkflow(options: QuantizeWorkflowOptions, events:
       written = guard.model;
       result.report.qdq = guard.qdq;
     }
+    if (!options.qat && !options.maxAccuracyDrop) {
+      const int8Report = result.report;
+      fallback = async (judge) => {
+        const g = await q.guardFidelity({ model: written, extra: int8Report.qdq }, () => q.int8FallbackSpace(result.context), judge, fallbackProgress);
+        int8Report.qdq = g.extra;
+        return g;
+      };
+    }
   } else if (options.mode === 'int8-dynamic') {
     const { quantizeDynamic } = await import('../passes/quantize/dynamic.js');
     const perChannel = options.perChannel ?? true;
-    const result = quantizeDynamic(model, { opTypes: options.opTypes, excludeOpTypes: options.excludeOpTypes, excludeNodes: options.excludeNodes, perChannel, reduceRange: options.reduceRange, onWarning });
+    const dynOptions = { opTypes: options.opTypes, excludeOpTypes: options.excludeOpTypes, excludeNodes: options.excludeNodes, perChannel, reduceRange: options.reduceRange };
+    const result = quantizeDynamic(model, { ...dynOptions, onWarning });
     await refuseNothingQuantized(result.report, model, options, onWarning);
     ({ model: written, report } = result);
+    fallback = async (judge) => {
+      const g = await q.guardFidelity({ model: result.model, extra: result.report }, () => q.dynamicFallbackSpace(model, dynOptions, result.report), judge, fallbackProgress);
+      report = g.extra;
+      return g;
+    };
   } else {
     const { convertToFloat16 } = await import('../passes/quantize/fp16.js');
-    ({ model: written, report } = convertToFloat16(model, { keepIoTypes: options.keepIoTypes ?? true, opBlockList: options.opBlockList, nodeBlockList: options.excludeNodes, onWarning }));
+    const fp16Options = { keepIoTypes: options.keepIoTypes ?? true, opBlockList: options.opBlockList, nodeBlockList: options.excludeNodes };
+    const result = convertToFloat16(model, { ...fp16Options, onWarning });
+    ({ model: written, report } = result);
+    fallback = async (judge) => {
+      const g = await q.guardFidelity({ model: result.model, extra: result.report }, () => q.fp16FallbackSpace(model, fp16Options, result.report), judge, fallbackProgress);
+      report = g.extra;
+      return g;
+    };
   }
 
-  // Inputs for the check below, made before anything is written. Without data a symbolic dim
-  // that no --shape sizes fails here: for int8 (always with data) that cannot happen; int8-dynamic
-  // and fp16 need no data, so they write the model and only load it (a warning names --shape).
+  // Inputs for the checks, made before anything is written: the held-out samples (guard on), else
+  // the first calibration samples as before. Without data a symbolic dim that no --shape sizes
+  // fails here: for int8 (always with data) that cannot happen; int8-dynamic and fp16 need no data,
+  // so they write the model and only load it (a warning names --shape).
   let checkData: Dataset | undefined;
+  let checkInputs: QuantizeChecks['inputs'] = null;
   let skipped: string | undefined;
-  if (calibration) checkData = data.take(calibration, Math.min(inputs.calibrationCount, CHECK_SAMPLE_COUNT));
+  if (plan && plan.source === 'eval-data') [checkData, checkInputs] = [q.sliceDataset(evalData!, plan.check.start, plan.check.end), 'eval-data'];
+  else if (plan && plan.source !== 'random') [checkData, checkInputs] = [q.sliceDataset(calibration!, plan.check.start, plan.check.end), 'calibration'];
+  else if (!plan && calibration) [checkData, checkInputs] = [data.take(calibration, Math.min(inputs.calibrationCount, CHECK_SAMPLE_COUNT)), 'calibration'];
   else {
     try {
       checkData = data.randomDataset(specs, 8, 0, { shapeOverrides: options.shapes, integerBounds: runtime.integerInputBounds(model), constants: options.inputValues });
+      checkInputs = 'random';
     } catch (error) {
       // Only a missing size is skippable (its message names --shape); other usage errors stand.
       if (!(error instanceof UsageError) || options.mode === 'int8' || !error.message.includes('--shape')) throw error;
       skipped = error.message;
     }
   }
-  const target = guard && !guard.met ? missedGoalPath(output) : output;
+
+  // The fidelity guard: decides, unless the labelled guard does (then it is measured) or QAT changed
+  // the weights (then the distance to FP32 is reported, not enforced).
+  let fidelity: FidelityReport;
+  if (!plan) fidelity = { enabled: false, reason: 'turned off (--no-guard): the model was not held to a fidelity budget' };
+  else if (!checkData) fidelity = { enabled: false, reason: `no inputs to check the model on: ${skipped}` };
+  else {
+    const budget: FidelityBudget = {
+      minSqnrDb: options.minSqnrDb ?? q.DEFAULT_FIDELITY_BUDGET.minSqnrDb,
+      minTop1Agreement: options.minTop1Agreement ?? q.DEFAULT_FIDELITY_BUDGET.minTop1Agreement,
+      ...(options.metric ? { metric: options.metric } : {}),
+    };
+    const judge = new q.FidelityJudge(model, checkData, budget, { runner, batchSize: options.batchSize ?? 16 });
+    const heldOut = { source: plan.source, samples: checkData.count, start: plan.check.start, end: plan.check.start + checkData.count, ...(plan.note ? { note: plan.note } : {}) };
+    if (fallback) {
+      const g = await fallback(judge);
+      written = g.model;
+      fidelity = { enabled: true, decidedBy: 'fidelity', heldOut, budget, initial: g.initial, final: g.final, met: g.met, floatNodes: g.floatNodes, sensitivity: g.sensitivity, steps: g.steps, runs: g.runs };
+      if (g.floatNodes.length > 0) onWarning(`fidelity guard: ${g.floatNodes.length} node(s) kept float to meet the budget: ${g.floatNodes.join(', ')}`);
+    } else {
+      onProgress(`fidelity check on ${checkData.count} held-out samples`);
+      const m = await judge.measure(written);
+      const step = { floatNodes: guard?.chosen.fp32Nodes ?? [], worstSqnrDb: m.worstSqnrDb, met: m.met, failures: m.failures };
+      fidelity = { enabled: true, decidedBy: guard ? 'labels' : 'reported', heldOut, budget, initial: m, final: m, met: m.met, floatNodes: [], sensitivity: [], steps: [step], runs: judge.runs };
+      if (!m.met) onWarning(`the model misses the fidelity budget (${m.failures.join('; ')}); not enforced: ${guard ? '--max-accuracy-drop decides' : 'QAT changes the weights'}`);
+    }
+  }
+  const gateFailure = gateFailureOf(guard, fidelity, options);
+  const common = { mode: options.mode, input: { path: options.model, sizeBytes: await fileSize(options.model) }, guard: guardSummary(guard), fidelity, qat, warnings: inputs.warnings };
+  if (gateFailure && !options.force) {
+    return { ...common, output: null, seconds: (performance.now() - started) / 1000, report, agreement: null, checks: { ran: false, inputs: null, note: 'nothing written' }, gateFailure };
+  }
+
+  const target = output;
   onProgress(`writing ${target}`);
   const { saveModel } = await import('../onnx/index.js');
   await saveModel(written, target);
@@ -252,7 +361,7 @@ export async function quantizeWorkflow(options: QuantizeWorkflowOptions, events:
   try {
     if (checkData) {
       agreement = await evaluate.compareOutputs(model, target, checkData, { runner, batchSize: options.batchSize ?? 16 });
-      checks = { ran: true, inputs: calibration ? 'calibration' : 'random' };
+      checks = { ran: true, inputs: checkInputs };
     } else {
       const session = await runtime.createRunner(target, { ...runner, label: target });
       await session.release();
@@ -271,8 +380,7 @@ export async function quantizeWorkflow(options: QuantizeWorkflowOptions, events:
     ? await speedCheck(options.model, target, { runs: options.measureSpeedRuns, threads: options.threads ?? 1, shapes: options.shapes, data: calibration ?? evalData }, { onProgress, onWarning })
     : undefined;
   return {
-    mode: options.mode,
-    input: { path: options.model, sizeBytes: await fileSize(options.model) },
+    ...common,
     output: { path: target, sizeBytes: await fileSize(target) },
     seconds: (performance.now() - started) / 1000,
     report,
@@ -280,20 +388,31 @@ export async function quantizeWorkflow(options: QuantizeWorkflowOptions, events:
     speed,
     agreement,
     checks,
-    guard: guard
-      ? {
-          budget: guard.budget,
-          baselineAccuracy: guard.baselineAccuracy,
-          evalSamples: guard.evalSamples,
-          met: guard.met,
-          chosen: guard.chosen,
-          attempts: guard.attempts,
-          sensitivity: guard.sensitivity,
-        }
-      : undefined,
-    qat,
-    warnings: inputs.warnings,
+    ...(gateFailure ? { gateFailure } : {}),
   };
+}
+
+function guardSummary(guard: GuardResult | undefined): QuantizeResult['guard'] {
+  if (!guard) return undefined;
+  const { budget, baselineAccuracy, evalSamples, met, chosen, attempts, sensitivity } = guard;
+  return { budget, baselineAccuracy, evalSamples, met, chosen, attempts, sensitivity };
+}
+
+const formatDbValue = (x: number): string => (Number.isFinite(x) ? `${x.toFixed(1)} dB` : 'inf dB');
+
+/** Why the command fails (a budget no setting met, with what was tried), or undefined. */
+function gateFailureOf(guard: GuardResult | undefined, fidelity: FidelityReport, options: QuantizeWorkflowOptions): string | undefined {
+  const tail = options.force ? 'wrote the best attempt (--force)' : 'nothing written (--force writes the best attempt)';
+  if (guard && !guard.met) {
+    return `no INT8 setting met --max-accuracy-drop: best drop ${guard.chosen.dropPoints.toFixed(2)}pt with ${guard.chosen.fp32Nodes.length} node(s) in FP32 (${guard.attempts.length} attempt(s)); ${tail}`;
+  }
+  if (!fidelity.enabled || fidelity.decidedBy !== 'fidelity' || fidelity.met) return undefined;
+  const tried = fidelity.steps.slice(1).map((s) => s.floatNodes.length);
+  const budget = `SQNR >= ${fidelity.budget.minSqnrDb} dB, top-1 agreement >= ${(fidelity.budget.minTop1Agreement * 100).toFixed(0)}%${fidelity.budget.metric ? `, ${fidelity.budget.metric.name}` : ''}`;
+  const what = tried.length > 0
+    ? `tried ${tried.join(', ')} node(s) in float (of ${fidelity.sensitivity.reduce((n, u) => n + u.nodes.length, 0)} candidates, ranked by sensitivity); best worst-output SQNR ${formatDbValue(fidelity.final.worstSqnrDb)} with ${fidelity.floatNodes.length} node(s) in float`
+    : `no fallback: it keeps at most half of the quantized nodes float, and there ${fidelity.sensitivity.length === 0 ? 'are fewer than 2' : 'is no unit small enough'}`;
+  return `the ${options.mode} model misses the fidelity budget (${budget}) on ${fidelity.heldOut.samples} held-out samples: ${fidelity.initial.failures.join('; ')}; ${what}; ${tail}, or relax it with --min-sqnr/--min-agreement, or --no-guard`;
 }
 
 /** QAT after calibration: fine-tune from PTQ's preprocessed model and ranges, export as QDQ. */

@@ -17,13 +17,14 @@ import { dtypeName, isIntegerDtype } from '../ir/dtype.js';
 import { createRunner, describeSpec, formatShape, loadOrt, type IoSpec, type Runner, type RunnerOptions } from '../runtime/index.js';
 import { batchAxes } from '../ir/io-spec.js';
 import { fixedBatchSize, loadDataset, randomDataset, take, type Dataset } from '../data/index.js';
-import { agreementWithReference, DEFAULT_EVAL_BATCH, evaluateMany, runBatch, topKAccuracy } from '../evaluate/index.js';
+import { agreementWithReference, builtinMetric, DEFAULT_EVAL_BATCH, evaluateMany, isModuleSpec, runBatch, type TaskMetric, type TaskMetricFactory, type TaskMetricOptions, type TaskMetricResult } from '../evaluate/index.js';
 import { bootstrapPercentileCI, mcnemar, pairedSpeedup, summarize } from '../metrics/index.js';
 import { canBatch, latencyFeeds, shapesForBatch, type Feeds } from './feeds.js';
 import { hashTree, modelFileInfo } from './files.js';
 import { evaluateGates } from './gates.js';
 import { buildManifest } from './manifest.js';
 import { measurePeakMemory } from './memory.js';
+import { throughputAtMedian } from './throughput.js';
 import type {
   AccuracyResult,
   BenchmarkCallbacks,
@@ -64,15 +65,20 @@ interface LoadedModel {
   loadMs: number;
 }
 
-/** Parse --metric: top1 (default), top5, topK, or agreement (no label metric). */
-export function parseMetric(metric: string | undefined): { name: string; k: number } {
-  const text = (metric ?? 'top1').toLowerCase();
-  if (text === 'agreement') return { name: 'agreement', k: 0 };
-  const match = /^top-?(\d+)$/.exec(text);
-  if (!match || Number(match[1]) < 1) {
-    throw new UsageError(`--metric '${metric}': expected top1, top5, topK (any K >= 1) or agreement`);
+/**
+ * The benchmark's metric from --metric: 'agreement' (no task metric; candidates' top-1 agreement
+ * with the baseline only), a built-in spec (top1 by default, top5, ctc, cer, f1, miou; evaluate's
+ * builtinMetric) or a factory the caller made (a user's module: app/metric-module.ts's resolveMetric).
+ */
+export function parseMetric(metric: string | TaskMetricFactory | undefined, options: TaskMetricOptions = {}): { name: string; factory: TaskMetricFactory | null } {
+  if (typeof metric === 'object') return { name: metric.name, factory: metric };
+  const text = (metric ?? 'top1').trim();
+  if (text.toLowerCase() === 'agreement') return { name: 'agreement', factory: null };
+  if (isModuleSpec(text)) {
+    throw new UsageError(`--metric '${text}': a metric module is loaded by the CLI (or resolveMetric() in the library) and passed to benchmark() as a metric`);
   }
-  return { name: `top${match[1]}`, k: Number(match[1]) };
+  const factory = builtinMetric(text, options);
+  return { name: factory.name, factory };
 }
 
 function uniqueLabels(paths: string[]): string[] {
@@ -115,9 +121,12 @@ export function checkCompatible(baseline: { path: string; runner: Pick<Runner, '
   compare('output', baseline.runner.outputs, candidate.runner.outputs);
 }
 
-/** The warm-up session and every timed one must be created alike, or the warm-up proves nothing. */
-function runnerOptions(options: BenchmarkOptions): RunnerOptions {
-  return { intraOpThreads: options.threads, graphOptimizationLevel: 'all', executionProviders: options.providers };
+/**
+ * The warm-up session and every timed one must be created alike, or the warm-up proves nothing;
+ * `providers` is the list the warm-up session started with (the request less those skipped).
+ */
+function runnerOptions(options: BenchmarkOptions, providers: string[]): RunnerOptions {
+  return { intraOpThreads: options.threads, graphOptimizationLevel: 'all', executionProviders: providers };
 }
 
 async function loadModel(
@@ -125,12 +134,13 @@ async function loadModel(
   role: LoadedModel['role'],
   label: string,
   options: BenchmarkOptions,
+  providers: string[],
 ): Promise<LoadedModel> {
   const info = await modelFileInfo(file);
   const start = performance.now();
   let runner: Runner;
   try {
-    runner = await createRunner(file, runnerOptions(options));
+    runner = await createRunner(file, runnerOptions(options, providers));
   } catch (error) {
     if (error instanceof ModelOptError) throw error;
     const message = error instanceof Error ? error.message.split('\n')[0] : String(error);
@@ -158,10 +168,12 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
   const burst = interleave === 'cold' ? 1 : Math.max(1, Math.floor(options.burst ?? autoBurst));
   const seed = options.seed ?? DEFAULTS.seed;
   const resamples = options.bootstrapResamples ?? DEFAULTS.bootstrapResamples;
-  const providers = options.providers ?? ['cpu'];
+  const requestedProviders = options.providers ?? ['cpu'];
+  let providers = requestedProviders;
   const overrides = options.shapes ?? {};
   const metricRequested = options.metric !== undefined;
-  let metric = parseMetric(options.metric);
+  const metricHint = '; pick another with --output-name or use --metric agreement';
+  let metric = parseMetric(options.metric, { output: options.outputName, hint: metricHint });
 
   // ---- load ----
   const allPaths = [options.baseline, ...candidatesPaths];
@@ -171,16 +183,20 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
   // session in a process also sets up onnxruntime's environment (~150 ms here), which would be
   // charged to the baseline's load time otherwise.
   await loadOrt();
+  // That session also settles the execution providers (once, with one warning per one skipped).
   try {
-    const warm = await createRunner(options.baseline, runnerOptions(options));
+    const warm = await createRunner(options.baseline, { ...runnerOptions(options, requestedProviders), onWarning: warn });
+    providers = [...(warm.executionProviders ?? providers)];
     await warm.release();
-  } catch {
-    // A model that cannot load is reported, with its name, by the timed load below.
+  } catch (error) {
+    // No provider of the list starts here: say so now. A model that cannot load is reported, with
+    // its name, by the timed load below.
+    if (error instanceof UsageError) throw error;
   }
   try {
     for (let i = 0; i < allPaths.length; i++) {
       progress({ phase: 'load', message: `loading ${labels[i]}`, fraction: i / allPaths.length });
-      models.push(await loadModel(allPaths[i]!, i === 0 ? 'baseline' : 'candidate', labels[i]!, options));
+      models.push(await loadModel(allPaths[i]!, i === 0 ? 'baseline' : 'candidate', labels[i]!, options, providers));
     }
     return await measureAll(models);
   } finally {
@@ -220,13 +236,13 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
     }
     if (options.maxSamples !== undefined && dataset.count > options.maxSamples) dataset = take(dataset, options.maxSamples);
     if (dataset.count === 0) throw new InputError(`${options.data ?? 'random inputs'}: no samples to run`);
-    const hasLabels = dataset.labels !== undefined && metric.name !== 'agreement';
-    if (!dataset.labels && metric.name !== 'agreement') {
+    if (!dataset.labels && metric.factory?.needsLabels) {
       if (metricRequested) {
         throw new UsageError(`--metric ${metric.name} needs labels; ${options.data ?? 'random inputs'} has none (use --metric agreement)`);
       }
-      metric = { name: 'agreement', k: 0 };
+      metric = { name: 'agreement', factory: null };
     }
+    const hasLabels = dataset.labels !== undefined && metric.factory !== null;
     if (options.gates?.maxAccuracyDrop && (!hasLabels || models.length < 2)) {
       throw new UsageError(
         models.length < 2
@@ -241,7 +257,7 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
         model: model.runner,
         label: model.file.path,
         metrics: {
-          accuracy: hasLabels ? topKAccuracy({ k: metric.k, output: outputName, hint: '; pick another with --output-name or use --metric agreement' }) : undefined,
+          accuracy: taskMetric(metric.factory, m),
           agreement: m > 0 ? agreementWithReference() : undefined,
         },
       })),
@@ -251,14 +267,12 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
         onProgress: (done, total) => progress({ phase: 'accuracy', message: `evaluating ${done}/${total} samples`, fraction: done / total }),
       },
     );
-    const baselineCorrect = evaluated[0]!.accuracy?.perSample;
-    const accuracy: (AccuracyResult | undefined)[] = evaluated.map((e, m) => {
-      if (!e.accuracy) return undefined;
-      const { correct, total, accuracy: value, perSample } = e.accuracy;
-      const result: AccuracyResult = { metric: metric.name, k: metric.k, correct, total, value };
-      if (m > 0) result.comparison = mcnemar(baselineCorrect!, perSample);
-      return result;
-    });
+    const accuracy = accuracyResults(evaluated.map((e) => e.accuracy));
+    if (options.gates?.maxAccuracyDrop && accuracy.slice(1).some((a) => !a?.comparison)) {
+      throw new UsageError(
+        `--max-accuracy-drop compares per-sample right/wrong results (McNemar's test); --metric ${metric.name} gives no such per-sample result (use top-k, ctc, or a module scoring 0/1 per sample)`,
+      );
+    }
 
     // ---- latency (timed, interleaved) ----
     let batchSizes = options.batchSizes ?? [defaultBatchSize(inputs, overrides)];
@@ -289,7 +303,7 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
         const point: LatencyPoint = {
           batchSize,
           stats,
-          throughput: (batchSize * 1000) / stats.mean,
+          throughput: throughputAtMedian(batchSize, stats),
           p99Interval: bootstrapPercentileCI(t, 99, { seed, resamples }),
         };
         // Cold: group a full rotation (every model once in every slot) to cancel the slot effect.
@@ -356,6 +370,7 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
         batchSizes,
         threads: options.threads ?? null,
         providers,
+        requestedProviders: [...requestedProviders],
         metric: metric.name,
         outputName,
         seed,
@@ -369,6 +384,13 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
     };
   }
 
+  /** A fresh task metric for model m; none for the baseline when the metric compares with a reference (the baseline is it). */
+  function taskMetric(factory: TaskMetricFactory | null, m: number): TaskMetric | undefined {
+    if (!factory) return undefined;
+    const made = factory.create();
+    return m === 0 && made.needsReference ? undefined : made;
+  }
+
   function feedsForLatency(dataset: Dataset, shapes: Record<string, number[]>, batchSize: number, source: 'file' | 'random'): Feeds {
     const feeds = latencyFeeds(dataset, batchSize);
     for (const [name, t] of Object.entries(feeds)) {
@@ -380,6 +402,31 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
     }
     return feeds;
   }
+}
+
+/**
+ * The accuracy column from each model's task metric result: the value, the difference from the
+ * baseline's, and McNemar's paired test where both have per-sample right/wrong results (top-k,
+ * CTC exact match, a module scoring 0/1); other metrics (CER, F1, mean IoU, per-sample means)
+ * carry the difference alone.
+ */
+function accuracyResults(results: readonly (TaskMetricResult | undefined)[]): (AccuracyResult | undefined)[] {
+  const base = results[0];
+  return results.map((r, m) => {
+    if (!r) return undefined;
+    const binary = r.perSample instanceof Uint8Array ? r.perSample : undefined;
+    let correct: number | null = null;
+    if (binary) {
+      correct = 0;
+      for (const v of binary) correct += v;
+    }
+    const result: AccuracyResult = { metric: r.metric, k: r.details.k ?? 0, correct, total: r.total, value: r.value, higherIsBetter: r.higherIsBetter, details: { ...r.details } };
+    if (m > 0 && base) {
+      result.difference = r.value - base.value;
+      if (binary && base.perSample instanceof Uint8Array) result.comparison = mcnemar(base.perSample, binary);
+    }
+    return result;
+  });
 }
 
 function defaultBatchSize(inputs: readonly IoSpec[], overrides: Record<string, number[]>): number {

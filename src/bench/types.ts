@@ -3,6 +3,7 @@
  * which reporters print as null), shared by the library, the gates and every reporter.
  * Imports only types.
  */
+import type { TaskMetricFactory } from '../evaluate/index.js';
 import type { AgreementMetrics, Interval, McNemarResult, SpeedupVerdict, SummaryStats } from '../metrics/index.js';
 
 /** '0.5pt' = percentage points of accuracy; '1%' = relative to the baseline's accuracy. */
@@ -49,8 +50,12 @@ export interface BenchmarkOptions {
   shapes?: Record<string, number[]>;
   /** Execution providers, in order of preference; default ['cpu']. */
   providers?: string[];
-  /** 'top1', 'top5', 'topK', or 'agreement' (no label metric). Default top1 with labels. */
-  metric?: string;
+  /**
+   * The task metric: a built-in spec ('top1' (default with labels), 'top5', 'topK', 'ctc', 'cer',
+   * 'f1', 'miou', with options as 'ctc:blank=0,layout=tnc'; docs/metrics.md), 'agreement' (no task
+   * metric), or a factory (a user's module loaded with app/metric-module.ts's resolveMetric).
+   */
+  metric?: string | TaskMetricFactory;
   /** Model output holding the class scores; default the first output. */
   outputName?: string;
   /** `--input` values: inputs given once for all samples (e.g. { sr: 16000 }), with data or random inputs. */
@@ -93,7 +98,7 @@ export interface LatencyPoint {
   batchSize: number;
   /** Milliseconds per run (one batch). */
   stats: SummaryStats;
-  /** Samples per second: batchSize / mean latency. */
+  /** Samples per second at the median latency: batchSize / p50 (robust to a few slow runs). */
   throughput: number;
   /** Candidates only: baseline/candidate, median of paired ratios with a bootstrap 95% interval. */
   speedup?: Interval & { verdict: SpeedupVerdict };
@@ -101,14 +106,25 @@ export interface LatencyPoint {
   p99Interval: Interval;
 }
 
+/** A model's task metric (the accuracy column): top-k accuracy, CTC exact match or CER, F1, mean IoU, a module's score. */
 export interface AccuracyResult {
+  /** The metric's name ('top1', 'ctc', 'cer', 'f1', 'miou', a module's name). */
   metric: string;
+  /** k of top-k accuracy; 0 for other metrics. */
   k: number;
-  correct: number;
+  /** Samples right, for per-sample right/wrong metrics (top-k, CTC exact match); null for others. */
+  correct: number | null;
+  /** Samples scored. */
   total: number;
-  /** Fraction in [0, 1]. */
+  /** The headline number (a fraction for accuracies, CER, F1 and mean IoU). */
   value: number;
-  /** Candidates only: paired comparison with the baseline on the same samples. */
+  /** Absent (older results) means higher is better; false for CER. */
+  higherIsBetter?: boolean;
+  /** Secondary numbers (precision and recall for F1, CER beside CTC exact match, ...). */
+  details?: Record<string, number>;
+  /** Candidates only: value - the baseline's value (in the metric's unit, not corrected for direction). */
+  difference?: number;
+  /** Candidates only, per-sample right/wrong metrics only: McNemar's paired test against the baseline. */
   comparison?: McNemarResult;
 }
 
@@ -162,7 +178,10 @@ export interface BenchmarkResult {
     burst: number;
     batchSizes: number[];
     threads: number | null;
+    /** The execution providers the sessions ran on: the request less those this machine lacks. */
     providers: string[];
+    /** The execution providers asked for (--provider), in order of preference. */
+    requestedProviders: string[];
     metric: string;
     outputName: string;
     seed: number;

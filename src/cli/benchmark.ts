@@ -9,9 +9,10 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { ExitCode, GateError, UsageError } from '../errors.js';
 import { registerBatchingOptions, runBatchingBenchmark, type BatchingFlags } from './dynamic-batching.js';
 import { checkOutputPath } from '../app/output-path.js';
-import { createProgress, printJson, reportError, runCommand, workflowEvents, writeTextAtomic } from './common.js';
+import { colorEnabled, createProgress, printJson, reportError, runCommand, workflowEvents, writeTextAtomic } from './common.js';
 import { sharedOption, type InputValueFlags } from './options.js';
 import { parseAccuracyBudget, parseMilliseconds, parseNonNegativeInt, parsePositiveInt, parsePositiveNumber, parsePositiveIntList } from './parsers.js';
+import { helpExamples } from './examples.js';
 import type { AccuracyBudget } from '../bench/types.js';
 
 interface BenchmarkFlags {
@@ -61,11 +62,16 @@ function commandLine(argv: readonly string[]): string {
 export function registerBenchmark(program: Command): void {
   const command = program
     .command('benchmark')
+    .addHelpText('after', helpExamples(
+      'model-opt benchmark fixtures/fashion-cnn.onnx out/fashion-cnn.int8.onnx --data fixtures/fashion-eval.npz --batch-size 1 --threads 1',
+      'model-opt benchmark fixtures/fashion-cnn.onnx out/fashion-cnn.int8.onnx --data fixtures/fashion-eval.npz --max-accuracy-drop 0.5pt --min-speedup 1.2 --markdown out/report.md',
+      'model-opt benchmark fixtures/fashion-cnn.onnx --dynamic-batching --concurrency 1,16 --window-ms 250',
+    ))
     .description('compare accuracy, latency, size and memory of candidate models against a baseline')
     .argument('<baseline>', 'the reference (usually FP32) ONNX model')
     .argument('[candidates...]', 'optimized ONNX models to compare against the baseline')
     .option('--data <path>', 'evaluation data: .npz/.npy/.jsonl, a test_data_set dir, or a folder of PNG/JPEG images (class folders = labels; docs/data-formats.md) (random inputs when absent)')
-    .option('--metric <name>', 'top1 (default with labels), top5, topK, or agreement')
+    .option('--metric <name>', 'top1 (default with labels), top5, topK, ctc, cer, f1, miou (options: ctc:blank=0,layout=tnc), agreement, or ./metric.mjs (docs/metrics.md)')
     .addOption(sharedOption('outputName'))
     .option('--max-samples <n>', 'evaluate at most n samples', parsePositiveInt)
     .option('--warmup <n>', 'untimed runs per model and batch size before timing (default 10)', parseNonNegativeInt)
@@ -98,7 +104,9 @@ export function registerBenchmark(program: Command): void {
         const markdownPath = flags.markdown
           ? checkOutputPath(flags.markdown, [baseline, ...candidates, ...(flags.data ? [flags.data] : [])], '--markdown')
           : undefined;
-        const [{ benchmark }, report] = await Promise.all([import('../bench/index.js'), import('../report/index.js')]);
+        const [{ benchmark }, report, metrics] = await Promise.all([import('../bench/index.js'), import('../report/index.js'), import('../app/metric-module.js')]);
+        // A module path is loaded here (app layer); built-in names go to the benchmark as they are.
+        const metric = flags.metric !== undefined && metrics.isModuleSpec(flags.metric) ? await metrics.resolveMetric(flags.metric) : flags.metric;
         const progress = await createProgress({ json: flags.json });
         let result;
         try {
@@ -117,7 +125,7 @@ export function registerBenchmark(program: Command): void {
               shapes,
               constants: flags.input,
               providers: flags.provider,
-              metric: flags.metric,
+              metric,
               outputName: flags.outputName,
               maxSamples: flags.maxSamples,
               seed: flags.seed,
@@ -138,7 +146,7 @@ export function registerBenchmark(program: Command): void {
           progress.stop();
         }
         if (flags.json) printJson(report.benchmarkDocument(result));
-        else process.stdout.write(report.renderTable(result, { color: Boolean(process.stdout.isTTY) }));
+        else process.stdout.write(report.renderTable(result, { color: colorEnabled(process.stdout) }));
         if (markdownPath) await writeTextAtomic(markdownPath, report.renderMarkdown(result));
         let code: number = ExitCode.ok;
         for (const gate of result.gates) {

@@ -2,7 +2,8 @@
  * `model-opt quantize <model> -o <out> --mode int8|int8-dynamic|fp16`: flags -> typed workflow
  * options (cross-flag checks here, once), run app/quantize (quantize, guard or QAT, write, check in
  * onnxruntime, fusion check, timing), print report/quantize-summary's table or one JSON document.
- * `--max-accuracy-drop` that no setting meets exits 1; `--analyze` prints the sensitivity table.
+ * A budget that no setting meets (the fidelity guard, on unless --no-guard; --max-accuracy-drop)
+ * exits 1 with nothing written (--force writes the best attempt); `--analyze` prints the sensitivity table.
  * May import: cli/*, errors, calibration/defaults, app/speed-check; lazily app, report, ir/io-spec.
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
@@ -10,7 +11,8 @@ import { ExitCode, GateError, UsageError } from '../errors.js';
 import { DEFAULT_CALIBRATION_COUNT } from '../calibration/defaults.js';
 import { createProgress, printJson, reportError, runCommand, workflowEvents } from './common.js';
 import { measureSpeedRuns, sharedOption, type InputValueFlags } from './options.js';
-import { parseAccuracyBudget, parseNonNegativeInt, parsePositiveInt, parsePositiveNumber, parseStringList } from './parsers.js';
+import { parseAccuracyBudget, parseFraction, parseNonNegativeInt, parseNumber, parsePositiveInt, parsePositiveNumber, parseStringList } from './parsers.js';
+import { helpExamples } from './examples.js';
 import type { QuantizeMode, QuantizeWorkflowOptions } from '../app/quantize.js';
 
 export const QUANTIZE_JSON_SCHEMA_VERSION = 1;
@@ -39,6 +41,10 @@ interface QuantizeFlags extends Pick<QuantizeWorkflowOptions, SameAsOptions> {
   qatLr: number;
   qatTeacher?: boolean;
   backend: 'auto' | 'wasm' | 'cpu' | 'tensorflow';
+  guard: boolean;
+  minSqnr?: number;
+  minAgreement?: number;
+  force?: boolean;
 }
 
 function parsePercentile(value: string): number {
@@ -50,6 +56,11 @@ function parsePercentile(value: string): number {
 export function registerQuantize(program: Command): void {
   program
     .command('quantize')
+    .addHelpText('after', helpExamples(
+      'model-opt quantize fixtures/fashion-cnn.onnx -o out/fashion-cnn.int8.onnx --calibration-data fixtures/fashion-calib.npz',
+      'model-opt quantize fixtures/fashion-cnn.onnx -o out/fashion-cnn.int8.onnx --calibration-data fixtures/fashion-calib.npz --eval-data fixtures/fashion-eval.npz --max-accuracy-drop 1pt',
+      'model-opt quantize fixtures/fashion-cnn.onnx -o out/fashion-cnn.fp16.onnx --mode fp16',
+    ))
     .description('quantize a model to INT8 (static QDQ or dynamic) or convert it to FP16')
     .argument('<model>', 'the FP32 ONNX model (never modified)')
     .option('-o, --output <path>', 'where to write the quantized model (required unless --analyze)')
@@ -57,7 +68,7 @@ export function registerQuantize(program: Command): void {
     .addOption(sharedOption('calibrationData', 'the ranges of static INT8 (required for --mode int8) and the check of the written model'))
     .addOption(sharedOption('feedback'))
     .option('--calibration-count <n>', 'use the first n calibration samples', parsePositiveInt, DEFAULT_CALIBRATION_COUNT)
-    .addOption(new Option('--calibrate <method>', 'activation range method: minmax, percentile, entropy (KL) or mse').choices(['minmax', 'percentile', 'entropy', 'mse']).default('minmax'))
+    .addOption(new Option('--calibrate <method>', 'activation range method: minmax, percentile, entropy (KL), mse, or auto (per tensor, by the effect on the output)').choices(['minmax', 'percentile', 'entropy', 'mse', 'auto']).default('minmax'))
     .option('--percentile <p>', 'percentile kept by --calibrate percentile', parsePercentile, 99.99)
     .option('--batch-size <n>', 'samples per calibration run (default 16)', parsePositiveInt)
     .option('--per-tensor', 'one scale per weight tensor instead of one per output channel')
@@ -70,7 +81,11 @@ export function registerQuantize(program: Command): void {
     .addOption(sharedOption('excludeOpTypes'))
     .addOption(sharedOption('excludeNodes'))
     .option('--max-accuracy-drop <budget>', 'accuracy guard: largest top-1 drop, e.g. 0.5pt or 1% (needs --eval-data)', parseAccuracyBudget)
-    .addOption(sharedOption('evalData', 'the accuracy guard and --analyze'))
+    .addOption(sharedOption('evalData', 'the accuracy guard and --analyze; held-out inputs of the fidelity guard (labels not needed)'))
+    .option('--min-sqnr <dB>', 'fidelity guard: least SQNR of every float output vs FP32 on held-out samples (default 20)', (v: string) => parseNumber(v.replace(/\s*dB$/i, '')))
+    .option('--min-agreement <fraction>', 'fidelity guard: least top-1 agreement with FP32 on class-score outputs (default 0.95)', parseFraction)
+    .option('--no-guard', 'turn the fidelity guard off (no held-out check, no float fallback; for experts)')
+    .option('--force', 'write the best attempt even when no setting meets the budget (still exits 1)')
     .addOption(sharedOption('outputName'))
     .option('--analyze', 'print the per-node sensitivity table (int8) and write no model')
     .option('--no-keep-io-types', 'fp16: make model inputs/outputs float16 too')
@@ -100,6 +115,7 @@ function checkFlags(modelPath: string, flags: QuantizeFlags, checkOutputPath: (o
   if (flags.reduceRange && flags.mode !== 'int8-dynamic') throw new UsageError('--reduce-range is available with --mode int8-dynamic');
   if (flags.qat && !flags.data) throw new UsageError('--qat needs --data <labelled training data>');
   if (flags.qat && flags.maxAccuracyDrop) throw new UsageError('use either --qat or --max-accuracy-drop, not both');
+  if (!flags.guard && (flags.minSqnr !== undefined || flags.minAgreement !== undefined)) throw new UsageError('--min-sqnr and --min-agreement set the fidelity guard, which --no-guard turns off');
   if (flags.mode === 'int8' && !flags.calibrationData) {
     throw new UsageError('--mode int8 needs --calibration-data (representative inputs); without data use --mode int8-dynamic');
   }
@@ -140,6 +156,10 @@ async function quantizeAction(modelPath: string, flags: QuantizeFlags): Promise<
     inputValues: flags.input,
     feedback: flags.feedback?.map(parseFeedback),
     measureSpeedRuns: measureSpeedRuns(flags.measureSpeed),
+    guard: flags.guard,
+    minSqnrDb: flags.minSqnr,
+    minTop1Agreement: flags.minAgreement,
+    force: flags.force,
     qat: flags.qat ? { data: flags.data!, epochs: flags.qatEpochs, learningRate: flags.qatLr, teacher: flags.qatTeacher, backend: flags.backend } : undefined,
   };
   const [app, summary] = await Promise.all([import('../app/quantize.js'), import('../report/quantize-summary.js')]);
@@ -157,13 +177,7 @@ async function quantizeAction(modelPath: string, flags: QuantizeFlags): Promise<
     progress.stop();
     if (flags.json) printJson({ schemaVersion: QUANTIZE_JSON_SCHEMA_VERSION, command: 'quantize', ...result });
     else process.stdout.write(summary.renderQuantizeSummary(result));
-    const guard = result.guard;
-    if (guard && !guard.met) {
-      return reportError(
-        new GateError(`no INT8 setting met --max-accuracy-drop: best drop ${guard.chosen.dropPoints.toFixed(2)}pt with ${guard.chosen.fp32Nodes.length} node(s) in FP32; wrote ${result.output.path}`),
-      );
-    }
-    return ExitCode.ok;
+    return result.gateFailure ? reportError(new GateError(result.gateFailure)) : ExitCode.ok;
   } finally {
     progress.stop();
   }

@@ -19,3 +19,16 @@ export {
 } from './evaluate.js';
 export { agreementWithReference, topKAccuracy, type TopKOptions, type TopKResult } from './metrics.js';
 export { compareOutputs, top1Accuracy } from './compare.js';
+export {
+  isModuleSpec,
+  parseMetricSpec,
+  type TaskMetric,
+  type TaskMetricFactory,
+  type TaskMetricOptions,
+  type TaskMetricResult,
+} from './task-metric.js';
+export { BUILTIN_METRICS, builtinMetric } from './builtin-metrics.js';
+export { ctcGreedyDecode, ctcMetric, editDistance, labelSequences, type CtcLayout, type CtcOptions } from './ctc.js';
+export { binaryDecisions, binaryF1, f1FromCounts, type BinaryOptions } from './binary.js';
+export { meanIoU, pixelClasses } from './segmentation.js';
+export { metricFromModule } from './module-metric.js';

@@ -7,6 +7,15 @@ import { formatP } from '../util/format.js';
 
 export { formatP };
 
+/**
+ * cli-table3's style: its default colours the header red and the borders grey, whatever the output
+ * is, so every table takes its style from here: colour only when the caller (the CLI, which knows
+ * the stream, --no-color, NO_COLOR and FORCE_COLOR) asks for it.
+ */
+export function tableStyle(color = false): { head?: string[]; border?: string[] } {
+  return color ? {} : { head: [], border: [] };
+}
+
 export function formatMs(ms: number): string {
   if (!Number.isFinite(ms)) return '-';
   if (ms >= 100) return ms.toFixed(1);
@@ -56,7 +65,8 @@ export function formatSpeedup(speedup: LatencyPoint['speedup']): string {
 export function formatAccuracy(a: AccuracyResult | undefined): string {
   if (!a) return '-';
   const base = formatPercent(a.value);
-  if (!a.comparison) return base;
+  // Metrics without a per-sample right/wrong result (CER, F1, mean IoU): the difference alone.
+  if (!a.comparison) return a.difference === undefined ? base : `${base} (${formatPoints(a.difference)})`;
   const d = a.comparison.difference;
   const lo = formatPoints(d.low, 2).replace(' pt', '');
   const hi = formatPoints(d.high, 2).replace(' pt', '');

@@ -1,13 +1,15 @@
 /**
  * The human report of `model-opt quantize`: one table over a QuantizeResult (what was quantized,
- * pre-processing, what onnxruntime fuses, size, agreement with FP32, guard, QAT, speed), the pass
+ * pre-processing, what onnxruntime fuses, size, agreement with FP32, the fidelity guard (held-out
+ * samples, per-output values against the budget, nodes the fallback kept float), the labelled
+ * accuracy guard, QAT, speed), the pass
  * notes under it, and the `--analyze` sensitivity table. Pure functions of the typed results.
  * May import: cli-table3, report/format, report/speed-check, result types of app and passes.
  */
 import Table from 'cli-table3';
-import type { QuantizeResult } from '../app/quantize.js';
+import type { FidelityReport, QuantizeResult } from '../app/quantize.js';
 import type { Int8Report, SensitivityRow } from '../passes/quantize/index.js';
-import { formatBytes, formatDb, formatWorstChannel } from './format.js';
+import { formatBytes, formatDb, formatWorstChannel, tableStyle } from './format.js';
 import { formatSpeedCheck } from './speed-check.js';
 
 type Row = [string, string];
@@ -61,7 +63,7 @@ function passRows(report: QuantizeResult['report']): Row[] {
 const percent = (x: number | undefined): string => (x === undefined ? '-' : `${(x * 100).toFixed(2)}%`);
 
 export function renderQuantizeSummary(result: QuantizeResult): string {
-  const table = new Table({ head: ['', result.mode], style: { head: [], border: [] } });
+  const table = new Table({ head: ['', result.mode], style: tableStyle() });
   table.push(...passRows(result.report));
   if (result.fusion) {
     const f = result.fusion;
@@ -71,9 +73,11 @@ export function renderQuantizeSummary(result: QuantizeResult): string {
     table.push(['will it be faster?', f.verdict]);
   }
   if (result.speed) table.push(['measured speed-up', formatSpeedCheck(result.speed)]);
-  table.push(['size', `${formatBytes(result.input.sizeBytes)} -> ${formatBytes(result.output.sizeBytes)} (${((result.output.sizeBytes / result.input.sizeBytes) * 100).toFixed(0)}%)`]);
-  if (result.agreement === null) table.push(['agreement', `not measured: ${result.checks.note ?? 'no inputs for the check'}`]);
-  for (const [name, a] of Object.entries(result.agreement ?? {})) {
+  if (result.output) table.push(['size', `${formatBytes(result.input.sizeBytes)} -> ${formatBytes(result.output.sizeBytes)} (${((result.output.sizeBytes / result.input.sizeBytes) * 100).toFixed(0)}%)`]);
+  table.push(...fidelityRows(result.fidelity, result.agreement));
+  if (result.agreement === null && result.output) table.push(['agreement', `not measured: ${result.checks.note ?? 'no inputs for the check'}`]);
+  // With the fidelity guard on, the written file ran on the same held-out samples: its rows say it.
+  for (const [name, a] of Object.entries(result.fidelity.enabled ? {} : (result.agreement ?? {}))) {
     table.push([`agreement '${name}'`, `SQNR ${formatDb(a.sqnrDb)}${formatWorstChannel(a)}${a.top1Agreement !== null ? `, top-1 agreement ${(a.top1Agreement * 100).toFixed(2)}%` : ''} (${a.rows ? `${a.rows} samples` : `${a.count} values`})`]);
   }
   if (result.guard) {
@@ -91,9 +95,53 @@ export function renderQuantizeSummary(result: QuantizeResult): string {
       `${t.epochs} epoch(s) on ${t.backend.name}, ${t.samplesPerSecond.toFixed(0)} samples/s; fake-quantized accuracy ${percent(t.fakeQuantAccuracy.before)} -> ${percent(t.fakeQuantAccuracy.after)}${t.accuracy !== undefined ? `; exported model ${percent(t.accuracy)} in onnxruntime` : ''}`,
     ]);
   }
-  table.push(['written', `${result.output.path} (${result.checks.ran ? 'loaded and run' : 'loaded, not run,'} in onnxruntime)`]);
+  table.push([
+    'written',
+    result.output
+      ? `${result.output.path} (${result.checks.ran ? 'loaded and run' : 'loaded, not run,'} in onnxruntime, cpu provider)${result.gateFailure ? ' - the best attempt, below the budget (--force)' : ''}`
+      : 'nothing: no setting met the budget (--force writes the best attempt)',
+  ]);
   const notes = result.report.notes.map((n) => `note: ${n}\n`).join('');
   return `${table.toString()}\n${notes}`;
+}
+
+const HELD_OUT_SOURCES: Record<string, string> = {
+  'eval-data': '--eval-data',
+  'calibration-rest': 'calibration data after the samples that set the ranges',
+  'calibration-tail': 'the last calibration samples, held out',
+  'calibration-reused': 'the calibration samples themselves (too few to hold out)',
+  calibration: 'calibration data (this mode sets no ranges)',
+  random: 'seeded random inputs (a weak check)',
+};
+
+/** The fidelity guard's rows: held-out samples and budget, each output against it, the fallback. */
+export function fidelityRows(f: FidelityReport, written?: QuantizeResult['agreement']): Row[] {
+  if (!f.enabled) return [['fidelity guard', `off: ${f.reason}`]];
+  const b = f.budget;
+  const decided = f.decidedBy === 'fidelity' ? (f.met ? 'met' : 'MISSED') : f.decidedBy === 'labels' ? `${f.met ? 'met' : 'missed'} (not enforced: --max-accuracy-drop decides)` : `${f.met ? 'met' : 'missed'} (reported only: QAT changes the weights)`;
+  const rows: Row[] = [[
+    'fidelity guard',
+    `${decided}; budget SQNR >= ${b.minSqnrDb} dB per float output, top-1 agreement >= ${(b.minTop1Agreement * 100).toFixed(0)}%${b.metric ? `, ${b.metric.name}` : ''}\n${f.heldOut.samples} held-out samples: ${HELD_OUT_SOURCES[f.heldOut.source] ?? f.heldOut.source} (#${f.heldOut.start}-${f.heldOut.end - 1})`,
+  ]];
+  for (const [name, o] of Object.entries(f.final.outputs)) {
+    const before = f.initial.outputs[name];
+    const changed = f.floatNodes.length > 0 && before ? ` (before fallback ${formatDb(before.sqnrDb)})` : '';
+    rows.push([
+      `fidelity '${name}'`,
+      `SQNR ${formatDb(o.sqnrDb)}${changed}${written?.[name] ? formatWorstChannel(written[name]) : ''}, cosine ${o.cosineSimilarity.toFixed(4)}${o.top1Agreement !== null ? `, top-1 agreement ${(o.top1Agreement * 100).toFixed(2)}%` : ''}${o.judged ? (o.met ? '' : ' - below budget') : ' (integer output: not judged)'}`,
+    ]);
+  }
+  if (f.final.metric) {
+    const m = f.final.metric;
+    rows.push([`fidelity ${m.name}`, `${m.value}${m.reference !== undefined ? ` (FP32 ${m.reference})` : ''}${m.met ? '' : ' - below budget'}`]);
+  }
+  if (f.sensitivity.length > 0) {
+    const rank = new Map(f.sensitivity.flatMap((u) => u.nodes.map((n) => [n, u] as const)));
+    const kept = f.floatNodes.length === 0 ? 'none' : f.floatNodes.map((n) => `${n} (${rank.get(n)?.opType ?? '?'}; alone quantized: SQNR ${formatDb(rank.get(n)?.sqnrDb ?? NaN)})`).join('\n');
+    rows.push(['kept float by the fallback', kept]);
+    rows.push(['fallback steps', f.steps.map((s) => `${s.floatNodes.length} float: worst SQNR ${formatDb(s.worstSqnrDb)} ${s.met ? 'met' : 'missed'}`).join('\n') + `\n(${f.runs} re-quantize + compare runs)`]);
+  }
+  return rows;
 }
 
 /**
@@ -114,7 +162,7 @@ export function describeSkipped(skipped: readonly { node: string; opType: string
 
 /** `--analyze`: nodes ranked by the SQNR of the model's output with only that node quantized. */
 export function renderSensitivity(rows: readonly SensitivityRow[]): string {
-  const table = new Table({ head: ['rank', 'node', 'op', 'output SQNR (dB)', 'top-1 agreement'], style: { head: [], border: [] } });
+  const table = new Table({ head: ['rank', 'node', 'op', 'output SQNR (dB)', 'top-1 agreement'], style: tableStyle() });
   rows.forEach((r, i) => table.push([String(i + 1), r.node, r.opType, Number.isFinite(r.sqnrDb) ? r.sqnrDb.toFixed(1) : 'inf', r.top1Agreement === null ? '-' : `${(r.top1Agreement * 100).toFixed(2)}%`]));
   return `Per-node sensitivity (only that node quantized; lowest SQNR = most sensitive):\n${table.toString()}\n`;
 }

@@ -14,6 +14,7 @@ import {
   formatPercent,
   formatSpeedup,
   formatThroughput,
+  tableStyle,
 } from './format.js';
 
 export interface TableOptions {
@@ -21,12 +22,16 @@ export interface TableOptions {
   color?: boolean;
 }
 
+/** The task metric's column when any model has one (McNemar only for per-sample right/wrong metrics), else top-1 agreement. */
 export function accuracyHeader(result: BenchmarkResult): string {
-  return result.data.labels ? `${result.settings.metric} (Δ [95% CI], McNemar p)` : 'top-1 agreement';
+  const scored = result.models.find((m) => m.accuracy)?.accuracy;
+  if (!scored) return 'top-1 agreement';
+  if (scored.correct !== null) return `${result.settings.metric} (Δ [95% CI], McNemar p)`;
+  return `${result.settings.metric} (Δ vs baseline${scored.higherIsBetter === false ? '; lower is better' : ''})`;
 }
 
 export function accuracyCell(result: BenchmarkResult, model: ModelResult): string {
-  if (result.data.labels) return formatAccuracy(model.accuracy);
+  if (result.models.some((m) => m.accuracy)) return formatAccuracy(model.accuracy);
   if (model.role === 'baseline') return 'reference';
   const out = model.agreement?.[result.settings.outputName];
   return out?.top1Agreement != null ? formatPercent(out.top1Agreement) : '-';
@@ -76,7 +81,7 @@ export function renderTable(result: BenchmarkResult, options: TableOptions = {})
   const { head, rows } = comparisonGrid(result);
   const table = new Table({
     head,
-    style: options.color ? {} : { head: [], border: [] },
+    style: tableStyle(options.color),
   });
   for (const row of rows) table.push(row);
   const lines = [table.toString()];
@@ -111,6 +116,14 @@ export function methodLine(result: BenchmarkResult): string {
       : `${result.data.samples} seeded random samples (seed ${s.seed})`;
   return (
     `${data}; ${s.warmup} warm-up + ${rounds} timed runs per model, ${s.interleave === 'warm' ? `interleaved, ${s.burst === 1 ? 'each run' : `bursts of ${s.burst}`} after 3 untimed runs` : 'interleaved round-robin (cold caches)'}; ` +
-    `threads ${s.threads ?? 'ORT default'}; speed-up = median of paired ratios (bootstrap 95% CI; n.s. = interval spans 1.0, ~noise = interval within ±2%)`
+    `threads ${s.threads ?? 'ORT default'}; ${providerText(result)}; throughput = batch size / p50 latency; ` +
+    `speed-up = median of paired ratios (bootstrap 95% CI; n.s. = interval spans 1.0, ~noise = interval within ±2%)`
   );
+}
+
+/** 'provider cpu', or with what was asked for when some were skipped: 'provider cpu (asked for tensorrt, cpu)'. */
+export function providerText(result: BenchmarkResult): string {
+  const { providers, requestedProviders } = result.settings;
+  const ran = `provider${providers.length > 1 ? 's' : ''} ${providers.join(', ')}`;
+  return requestedProviders.join(',') === providers.join(',') ? ran : `${ran} (asked for ${requestedProviders.join(', ')})`;
 }

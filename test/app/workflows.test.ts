@@ -29,7 +29,7 @@ describe('quantizeWorkflow (library)', () => {
     const progress: string[] = [];
     const result = await quantizeWorkflow({ model: MODEL, output, mode: 'int8', calibrationData: CALIB }, { onProgress: (m) => progress.push(m) });
     expect(existsSync(output)).toBe(true);
-    expect(result.output.path).toBe(path.resolve(output));
+    expect(result.output!.path).toBe(path.resolve(output));
     const written = await loadModel(output);
     expect(written.graph.nodes.some((n) => n.opType === 'QuantizeLinear')).toBe(true);
     const runner = await createRunner(output);

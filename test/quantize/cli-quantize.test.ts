@@ -153,12 +153,13 @@ describe('model-opt quantize', () => {
     expect(sqnr).toEqual([...sqnr].sort((a: number, b: number) => a - b));
   });
 
-  it('accuracy guard: heavy clipping (percentile 90) misses 0pt at first, FP32 fallbacks recover accuracy', async () => {
+  it('accuracy guard: heavy clipping (percentile 90) misses 0pt at first, FP32 fallbacks; a missed goal writes nothing unless --force', async () => {
     const out = join(dir, 'guarded.onnx');
-    const { code, stdout } = await run([
+    const args = [
       modelPath, '-o', out, '--calibration-data', calibPath, '--calibrate', 'percentile', '--percentile', '90',
       '--eval-data', evalPath, '--max-accuracy-drop', '0.5pt', '--json',
-    ]);
+    ];
+    const { code, stdout, stderr } = await run(args);
     const doc = JSON.parse(stdout);
     expect(doc.guard.baselineAccuracy).toBe(1);
     expect(doc.guard.attempts[0].fp32Nodes).toEqual([]);
@@ -172,11 +173,20 @@ describe('model-opt quantize', () => {
       expect(code).toBe(0);
       expect(doc.output.path).toBe(out);
       expect(doc.guard.chosen.dropPoints).toBeLessThanOrEqual(0.5);
+      expect(existsSync(out)).toBe(true);
     } else {
+      // A missed goal writes nothing (exit 1) unless --force, which writes the best attempt (exit 1).
       expect(code).toBe(1);
-      expect(doc.output.path).toBe(join(dir, 'guarded.missed-goal.onnx'));
+      expect(doc.output).toBeNull();
+      expect(existsSync(out)).toBe(false);
+      expect(stderr).toMatch(/no INT8 setting met --max-accuracy-drop: best drop [\d.]+pt with \d+ node\(s\) in FP32 \(\d+ attempt\(s\)\); nothing written/);
+      const forced = await run([...args, '--force']);
+      expect(forced.code).toBe(1);
+      expect(JSON.parse(forced.stdout).output.path).toBe(out);
+      expect(existsSync(out)).toBe(true);
     }
-    expect(existsSync(doc.output.path)).toBe(true);
+    // The labelled drop decides; the fidelity guard only measures.
+    expect(doc.fidelity).toMatchObject({ enabled: true, decidedBy: 'labels', heldOut: { source: 'eval-data', samples: 64 } });
   });
   it('a model exported with a fixed batch of 1 quantizes with the default batch sizes, to the same numbers', async () => {
     // Calibration, the onnxruntime check and the guard's evaluation all feed batches of 16-32; the

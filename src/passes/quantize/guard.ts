@@ -6,7 +6,10 @@
  * FP32 (1, 2, 3, ... of them; fewer FP32 nodes = faster model) and returns the first model within
  * budget, or the best one found when none is. Both measurements are src/evaluate's (top-1 with its
  * label policy, agreement against FP32); the analysis uses the first CHECK_SAMPLE_COUNT calibration
- * samples. Imports ./int8, ./qdq, ./registry, evaluate, calibration (sample count), data, runtime.
+ * samples. The label-free fidelity guard (on by default) is ./fidelity.ts; the spaces it searches
+ * for each mode (which nodes may stay float, how the model is re-made) are defined here.
+ * Imports ./int8, ./qdq, ./registry, ./dynamic, ./fp16, ./fidelity, evaluate, calibration (sample
+ * count), data, runtime.
  */
 import type { Model } from '../../ir/index.js';
 import { take, type Dataset } from '../../data/index.js';
@@ -14,8 +17,11 @@ import type { RunnerOptions } from '../../runtime/index.js';
 import { CHECK_SAMPLE_COUNT } from '../../calibration/index.js';
 import { compareOutputs, top1Accuracy } from '../../evaluate/index.js';
 import { requantize, type Int8Context, type QuantizeProgress } from './int8.js';
-import { QDQ_HANDLERS } from './registry.js';
+import { ABSORBABLE_ACTIVATIONS, QDQ_HANDLERS } from './registry.js';
 import type { QdqReport } from './qdq.js';
+import { quantizeDynamic, type DynamicOptions, type DynamicReport } from './dynamic.js';
+import { convertToFloat16, type Fp16Options, type Fp16Report } from './fp16.js';
+import type { FallbackSpace } from './fidelity.js';
 
 export interface SensitivityRow {
   node: string;
@@ -50,19 +56,35 @@ export interface GuardResult {
   sensitivity: SensitivityRow[];
 }
 
+/**
+ * `nodes` plus the Relu/Clip right behind each of them: quantized alone, a Conv then puts its Q
+ * after the activation it absorbs, as in the full model (so a node is measured with the ranges the
+ * full model uses for it; without them its pre-activation tensor would be quantized instead).
+ */
+function withAbsorbed(model: Model, nodes: readonly string[]): string[] {
+  const names = new Set(nodes);
+  const out = [...nodes];
+  for (const n of model.graph.allNodes()) {
+    if (!names.has(n.name)) continue;
+    const readers = n.outputs[0]?.consumers ?? [];
+    if (readers.length === 1 && ABSORBABLE_ACTIVATIONS.has(readers[0]!.opType) && readers[0]!.name) out.push(readers[0]!.name);
+  }
+  return out;
+}
+
 /** Rank the quantizable compute nodes, most sensitive first. */
 export async function analyzeSensitivity(
   context: Int8Context,
-  options: { samples?: number; runner?: RunnerOptions; onProgress?: (e: QuantizeProgress) => void } = {},
+  options: { samples?: number; data?: Dataset; runner?: RunnerOptions; onProgress?: (e: QuantizeProgress) => void } = {},
 ): Promise<SensitivityRow[]> {
   const full = await requantize(context, {});
   const nodes = full.report.quantized.filter((q) => QDQ_HANDLERS.get(q.opType)?.output !== 'passthrough');
-  const data = take(context.calibration, options.samples ?? CHECK_SAMPLE_COUNT);
+  const data = options.data ?? take(context.calibration, options.samples ?? CHECK_SAMPLE_COUNT);
   const rows: SensitivityRow[] = [];
   const passthroughs = full.report.quantized.filter((q) => QDQ_HANDLERS.get(q.opType)?.output === 'passthrough').map((q) => q.node);
   for (const [i, q] of nodes.entries()) {
     options.onProgress?.({ phase: 'analyze', message: `sensitivity ${i + 1}/${nodes.length}: ${q.node}`, fraction: i / nodes.length });
-    const single = await requantize(context, { onlyNodes: [q.node, ...passthroughs] });
+    const single = await requantize(context, { onlyNodes: withAbsorbed(context.preprocessed, [q.node, ...passthroughs]) });
     const agreement = await compareOutputs(context.preprocessed, single.model, data, { batchSize: context.batchSize, runner: options.runner });
     const first = Object.values(agreement)[0];
     rows.push({ node: q.node, opType: q.opType, sqnrDb: first?.sqnrDb ?? Infinity, top1Agreement: first?.top1Agreement ?? null });
@@ -131,4 +153,56 @@ export async function guardAccuracy(
     qdq: best.qdq,
     sensitivity,
   };
+}
+
+/**
+ * INT8 static: the candidates are the quantized compute nodes (not the data-movement ones, which
+ * follow their neighbours); a model is re-made from the context's statistics (nothing calibrated
+ * twice).
+ */
+export async function int8FallbackSpace(context: Int8Context): Promise<FallbackSpace<QdqReport>> {
+  const full = await requantize(context, {});
+  const passthrough = (opType: string) => QDQ_HANDLERS.get(opType)?.output === 'passthrough';
+  const passthroughs = full.report.quantized.filter((q) => passthrough(q.opType)).map((q) => q.node);
+  const base = context.qdqOptions.excludeNodes ?? [];
+  return {
+    candidates: full.report.quantized.filter((q) => !passthrough(q.opType)).map((q) => ({ node: q.node, opType: q.opType })),
+    build: async (floatNodes) => {
+      const q = await requantize(context, { excludeNodes: [...base, ...floatNodes] });
+      return { model: q.model, extra: q.report };
+    },
+    only: async (nodes) => (await requantize(context, { onlyNodes: withAbsorbed(context.preprocessed, [...nodes, ...passthroughs]) })).model,
+  };
+}
+
+/** A space whose models are made by a pass that keeps named nodes float (`make(floatNodes)`). */
+function namedSpace<R>(candidates: { node: string; opType: string }[], make: (float: readonly string[]) => { model: Model; report: R }): FallbackSpace<R> {
+  return {
+    candidates,
+    build: async (floatNodes) => {
+      const r = make(floatNodes);
+      return { model: r.model, extra: r.report };
+    },
+    only: async (nodes) => {
+      const keep = new Set(nodes);
+      return make(candidates.map((c) => c.node).filter((n) => !keep.has(n))).model;
+    },
+  };
+}
+
+/** INT8 dynamic: the candidates are its quantized nodes; others excluded by name. */
+export function dynamicFallbackSpace(model: Model, options: DynamicOptions, first: DynamicReport): FallbackSpace<DynamicReport> {
+  const named = new Set(model.graph.allNodes().map((n) => n.name).filter(Boolean));
+  const candidates = first.quantized.filter((q) => named.has(q.node)).map((q) => ({ node: q.node, opType: q.opType }));
+  const base = options.excludeNodes ?? [];
+  return namedSpace(candidates, (exclude) => quantizeDynamic(model, { ...options, excludeNodes: [...base, ...exclude], onWarning: undefined }));
+}
+
+/** FP16: the candidates are the named nodes it converted; others kept float32 by nodeBlockList. */
+export function fp16FallbackSpace(model: Model, options: Fp16Options, first: Fp16Report): FallbackSpace<Fp16Report> {
+  const kept = new Set(first.keptFloat32.map((k) => k.node));
+  const base = options.nodeBlockList ?? [];
+  const blocked = new Set(base);
+  const candidates = model.graph.allNodes().filter((n) => n.name && !kept.has(n.name) && !blocked.has(n.name)).map((n) => ({ node: n.name, opType: n.opType }));
+  return namedSpace(candidates, (block) => convertToFloat16(model, { ...options, nodeBlockList: [...base, ...block], onWarning: undefined }));
 }

@@ -15,5 +15,34 @@ export {
   type Int8Report,
   type QuantizeProgress,
 } from './int8.js';
-export { analyzeSensitivity, guardAccuracy, type AccuracyBudget, type GuardResult, type SensitivityRow } from './guard.js';
+export {
+  analyzeSensitivity,
+  dynamicFallbackSpace,
+  fp16FallbackSpace,
+  guardAccuracy,
+  int8FallbackSpace,
+  type AccuracyBudget,
+  type GuardResult,
+  type SensitivityRow,
+} from './guard.js';
+export {
+  DEFAULT_FIDELITY_BUDGET,
+  FidelityJudge,
+  groupUnits,
+  growingCounts,
+  guardFidelity,
+  MAX_SENSITIVITY_UNITS,
+  planHeldOut,
+  sliceDataset,
+  type FallbackSpace,
+  type FallbackStep,
+  type FallbackUnit,
+  type FidelityBudget,
+  type FidelityGuardResult,
+  type FidelityMeasure,
+  type HeldOutPlan,
+  type HeldOutSource,
+  type MetricBudget,
+  type OutputFidelity,
+} from './fidelity.js';
 export { activationParams, quantizeWeight, quantizeBias, fakeQuantize, type QuantParams } from './quant-math.js';

@@ -17,6 +17,8 @@ import { preprocess, shapeRewrites, TARGET_OPSET, type PreprocessReport } from '
 import { computeRange, type CalibrationMethod, type Range, type RangeOptions } from './calibrate.js';
 import { concatsWithMismatchedRanges, planQdq, quantizeQdq, type QdqOptions, type QdqReport } from './qdq.js';
 import { refuseQuantized } from './registry.js';
+import { autoRanges, type AutoCalibrationReport } from './auto-ranges.js';
+import { highDynamicRangeCandidates, highDynamicRangeNodes, minmaxOnlyTensors } from './tensor-rules.js';
 import { DataType } from '../../ir/dtype.js';
 
 export interface QuantizeProgress {
@@ -32,8 +34,14 @@ export interface Int8Options extends QdqOptions {
   calibrationCount?: number;
   /** Batch size for calibration runs; default 16 (or the model's fixed batch). */
   batchSize?: number;
-  /** Range method; default 'minmax'. */
+  /** Range method; default 'minmax'. 'auto' picks per tensor by the output (./auto-ranges.ts). */
   method?: CalibrationMethod;
+  /**
+   * High-dynamic-range tensors (power spectra, Exp outputs, Log inputs, attention scores) that
+   * 8-bit would destroy: 'float' (default) keeps them and the nodes around them in FP32, with the
+   * reason in the report; 'int8' quantizes them like any other tensor.
+   */
+  highDynamicRange?: 'float' | 'int8';
   /** For 'percentile'; default 99.99. */
   percentile?: number;
   /** Histogram bins per tensor; default 4096. */
@@ -50,6 +58,10 @@ export interface CalibrationReport {
   batchSize: number;
   tensors: number;
   seconds: number;
+  /** Tensors that took the minmax range whatever the method (bounded outputs, Softmax inputs), when the method is not minmax. */
+  minmaxTensors?: number;
+  /** What --calibrate auto chose. */
+  auto?: AutoCalibrationReport;
 }
 
 export interface Int8Report {
@@ -63,6 +75,8 @@ export interface Int8Report {
   agreement?: Record<string, AgreementMetrics>;
   /** Advice for the user (e.g. a transformer-style graph, where dynamic INT8 usually wins). */
   notes: string[];
+  /** High-dynamic-range tensors left in FP32 (with their nodes), and why. */
+  highDynamicRange: { tensor: string; reason: string }[];
 }
 
 /** What the accuracy guard and --analyze reuse without calibrating again. */
@@ -77,6 +91,10 @@ export interface Int8Context {
   /** How ranges are computed from statistics (for tensors calibrated later). */
   rangeOptions: RangeOptions;
   histograms: boolean;
+  /** Tensors that get a histogram even when `histograms` is false (high-dynamic-range candidates). */
+  histogramTensors?: Set<string>;
+  /** Tensors that take the minmax range whatever the method (tensor-rules.ts). */
+  minmaxTensors?: ReadonlySet<string>;
   bins?: number;
   runner: RunnerOptions;
 }
@@ -140,6 +158,8 @@ export async function quantizeInt8(model: Model, options: Int8Options): Promise<
     batchSize,
     rangeOptions: { method, percentile: options.percentile, type: qdqOptions.activationType === 'int8' ? DataType.INT8 : DataType.UINT8, symmetric },
     histograms: method !== 'minmax',
+    histogramTensors: new Set(options.highDynamicRange === 'int8' ? [] : highDynamicRangeCandidates(plan)),
+    minmaxTensors: method === 'minmax' ? undefined : new Set(minmaxOnlyTensors(pre.model).keys()),
     bins: options.bins,
     runner: runnerOptions,
   };
@@ -148,22 +168,59 @@ export async function quantizeInt8(model: Model, options: Int8Options): Promise<
   await calibrateMore(context, wanted, (n) => progress({ phase: 'calibrate', message: `calibrating: ${n}/${calibration.count} samples`, fraction: n / calibration.count }));
   // A Concat of tensors with very different ranges (boxes and class scores) stays float.
   const mismatched = concatsWithMismatchedRanges(plan, context.ranges);
+  // Tensors 8-bit would destroy (power spectra, Log inputs, wide attention scores) stay float;
+  // keeping nodes float makes new float -> int8 boundaries, which are checked in turn.
+  const hdr = { nodes: {} as Record<string, string>, tensors: [] as { tensor: string; reason: string }[] };
+  for (let round = 0, current = plan; round < 4 && options.highDynamicRange !== 'int8'; round++) {
+    const found = highDynamicRangeNodes(current, context.statistics);
+    const fresh = Object.keys(found.nodes).filter((n) => !(n in hdr.nodes));
+    if (fresh.length === 0) break;
+    Object.assign(hdr.nodes, found.nodes);
+    for (const t of found.tensors) if (!hdr.tensors.some((x) => x.tensor === t.tensor)) hdr.tensors.push(t);
+    qdqOptions.floatNodes = { ...qdqOptions.floatNodes, ...hdr.nodes };
+    current = planQdq(pre.model, qdqOptions);
+    for (const n of highDynamicRangeCandidates(current)) context.histogramTensors!.add(n);
+    await calibrateMore(context, current.statistics);
+  }
   if (Object.keys(mismatched).length > 0) {
     qdqOptions.floatNodes = { ...qdqOptions.floatNodes, ...mismatched };
     await calibrateMore(context, planQdq(pre.model, qdqOptions).statistics);
+  }
+  let auto: AutoCalibrationReport | undefined;
+  if (method === 'auto') {
+    progress({ phase: 'calibrate', message: 'choosing a range method per tensor by the output (--calibrate auto)' });
+    auto = await autoRanges(pre.model, qdqOptions, context.statistics, context.ranges, context.rangeOptions, calibration, batchSize, runnerOptions, context.minmaxTensors ?? new Set());
   }
   const seconds = (performance.now() - started) / 1000;
   progress({ phase: 'quantize', message: 'inserting QuantizeLinear/DequantizeLinear' });
   const { model: quantized, report: qdq } = quantizeQdq(pre.model, { ...qdqOptions, ranges: context.ranges });
   if (qdq.biasSaturated > 0) warn(`${qdq.biasSaturated} bias value(s) did not fit int32 and were clamped`);
+  const adjusted = qdq.biasScaleAdjustments ?? [];
   const report: Int8Report = {
     mode: 'int8',
     preprocess: pre.report,
     perTensorFallback,
-    calibration: { method, percentile: method === 'percentile' ? (options.percentile ?? 99.99) : undefined, samples: calibration.count, batchSize, tensors: wanted.length, seconds },
+    calibration: {
+      method,
+      percentile: method === 'percentile' || method === 'auto' ? (options.percentile ?? 99.99) : undefined,
+      samples: calibration.count,
+      batchSize,
+      tensors: wanted.length,
+      seconds,
+      minmaxTensors: context.minmaxTensors ? [...context.statistics.keys()].filter((n) => context.minmaxTensors!.has(n)).length : undefined,
+      auto,
+    },
     qdq,
     notes: [],
+    highDynamicRange: hdr.tensors,
   };
+  if (adjusted.length > 0) {
+    const channels = adjusted.reduce((a, b) => a + b.channels, 0);
+    const factor = Math.max(...adjusted.map((a) => a.maxFactor));
+    report.notes.push(
+      `${channels} output channel(s) of ${adjusted.length} node(s) (${adjusted.slice(0, 3).map((a) => a.node).join(', ')}${adjusted.length > 3 ? ', ...' : ''}): the bias did not fit int32 at input scale x weight scale, so the weight scale was enlarged (up to ${factor.toPrecision(3)}x) until it fits, instead of clamping the bias`,
+    );
+  }
   if (qdqOptions.activationType === 'int8') {
     report.notes.push(
       'int8 (symmetric) activations: onnxruntime on x86 has no fast kernel for int8 x int8 convolutions and falls back to a slow path (the example CNN ran at 0.3-0.6x FP32 this way, 1.5x with uint8); keep uint8 activations for x86 CPUs and use int8 for runtimes that require it (e.g. TensorRT).',
@@ -223,7 +280,9 @@ async function calibrateMore(context: Int8Context, names: readonly string[], onS
   const missing = names.filter((n) => !context.ranges.has(n));
   if (missing.length === 0) return;
   const { calibration, batchSize } = context;
-  const requests: StatisticRequest[] = missing.map((tensor) => (context.histograms ? { tensor, kind: 'histogram', bins: context.bins } : { tensor, kind: 'range' }));
+  const requests: StatisticRequest[] = missing.map((tensor) =>
+    context.histograms || context.histogramTensors?.has(tensor) ? { tensor, kind: 'histogram', bins: context.bins } : { tensor, kind: 'range' },
+  );
   const { ranges: stats } = await collectStatistics(
     context.preprocessed,
     requests,
@@ -232,7 +291,7 @@ async function calibrateMore(context: Int8Context, names: readonly string[], onS
   );
   for (const [name, s] of stats) {
     context.statistics.set(name, s);
-    context.ranges.set(name, computeRange(s, context.rangeOptions));
+    context.ranges.set(name, computeRange(s, context.minmaxTensors?.has(name) ? { ...context.rangeOptions, method: 'minmax' } : context.rangeOptions));
   }
 }
 

@@ -15,7 +15,7 @@ import { isTensorType, Tensor, type Graph, type Model, type Node, type Value } f
 import { uniqueNodeNamer } from '../../ir/unique-names.js';
 import { removeUnusedInitializers } from '../preprocess/constants.js';
 import type { Range } from './calibrate.js';
-import { activationParams, quantizeBias, quantizeValues, quantizeWeight, type QuantParams, type QuantType } from './quant-math.js';
+import { activationParams, biasWeightScaleFloor, quantizeBias, quantizeValues, quantizeWeight, type QuantParams, type QuantType } from './quant-math.js';
 import { padConvInputChannels, type PaddedConv } from './channel-pad.js';
 import { ABSORBABLE_ACTIVATIONS, QDQ_HANDLERS, type InputRole, type OpHandler } from './registry.js';
 
@@ -56,6 +56,12 @@ export interface QdqOptions {
    * through an identity int8 1x1 depthwise Conv (a layout anchor; see anchorChannels). Default true.
    */
   layoutAnchors?: boolean;
+  /**
+   * A bias that does not fit int32 at input scale x weight scale: 'scale' (default) enlarges the
+   * weight scale of its channel until it fits; 'clamp' clamps the bias (the old behaviour, kept to
+   * measure what it cost: bench/bias-overflow.mjs).
+   */
+  biasOverflow?: 'scale' | 'clamp';
 }
 
 /** Default of QdqOptions.minConvReduction. */
@@ -202,6 +208,14 @@ export interface LayoutAnchor {
   enables: string[];
 }
 
+export interface BiasScaleAdjustment {
+  node: string;
+  /** Output channels whose weight scale grew (1 for per-tensor weights). */
+  channels: number;
+  /** Largest new / old weight scale. */
+  maxFactor: number;
+}
+
 export interface QdqReport {
   activationType: 'uint8' | 'int8';
   activationSymmetric: boolean;
@@ -212,8 +226,13 @@ export interface QdqReport {
   activationTensors: number;
   weights: number;
   biases: number;
-  /** Bias values that did not fit int32 and were clamped. */
+  /** Bias values that did not fit int32 and were clamped (0 unless a scale cannot grow enough). */
   biasSaturated: number;
+  /**
+   * Nodes whose bias did not fit int32 at input scale x weight scale: the weight scale of those
+   * output channels (per-tensor weights: of the tensor) was enlarged until it fits.
+   */
+  biasScaleAdjustments: BiasScaleAdjustment[];
   qdqNodesAdded: number;
   /** Convs whose input channels were padded for onnxruntime's fast int8 kernel. */
   paddedConvs: PaddedConv[];
@@ -623,6 +642,7 @@ export function applyQdq(model: Model, plan: QdqPlan, options: ApplyOptions): Qd
     weights: 0,
     biases: 0,
     biasSaturated: 0,
+    biasScaleAdjustments: [],
     qdqNodesAdded: 0,
     paddedConvs: [],
     layoutAnchors: [...plan.anchors].map(([v, a]) => ({ tensor: v.name, channels: a.channels, enables: a.enables.map((n) => n.name) })),
@@ -736,6 +756,45 @@ export function applyQdq(model: Model, plan: QdqPlan, options: ApplyOptions): Qd
     }
   }
 
+  // Biases that would not fit int32 at input scale x weight scale: the weight scale of that output
+  // channel grows until they do (floors by weight, the largest any reader's bias needs).
+  const weightFloors = new Map<string, Float64Array>();
+  const biasValues = (node: Node, v: Value): Float64Array => {
+    const values = graph.constantTensor(v)!.toFloat64();
+    const beta = node.opType === 'Gemm' ? node.getFloat('beta', 1) : 1;
+    return beta !== 1 ? values.map((b) => b * beta) : values;
+  };
+  for (const np of options.biasOverflow === 'clamp' ? [] : plan.nodes) {
+    const wi = np.roles.findIndex((r) => r.role === 'weight');
+    const bi = np.roles.findIndex((r) => r.role === 'bias');
+    const role = np.roles[wi];
+    const w = np.node.inputs[wi];
+    const b = np.node.inputs[bi];
+    const x = input0.get(np.node);
+    const xPlan = x ? plan.tensors.get(x) : undefined;
+    if (wi < 0 || bi < 0 || !w || !b || !xPlan || role?.role !== 'weight') continue;
+    const axis = plan.perChannel ? role.axis : null;
+    const t = graph.constantTensor(w)!;
+    const channels = axis === null ? 1 : t.dims[axis]!;
+    const floor = biasWeightScaleFloor(biasValues(np.node, b), resolve(xPlan).p.scale, channels);
+    if (!floor.some((f) => f > 0)) continue;
+    // Compare with the scales the weight would get on its own.
+    const plain = quantizeWeight(t.toFloat64(), t.dims, axis).scales;
+    let grown = 0;
+    let maxFactor = 1;
+    floor.forEach((f, c) => {
+      if (f > plain[c]!) {
+        grown++;
+        maxFactor = Math.max(maxFactor, f / plain[c]!);
+      }
+    });
+    if (grown === 0) continue;
+    const key = `${w.name}|${axis}`;
+    const prev = weightFloors.get(key);
+    weightFloors.set(key, prev ? prev.map((p, c) => Math.max(p, floor[c]!)) : floor);
+    report.biasScaleAdjustments.push({ node: np.node.name, channels: grown, maxFactor });
+  }
+
   // Weights and biases.
   const weightCache = new Map<string, { q: Value; scale: Value; zeroPoint: Value; scales: Float32Array; axis: number | null }>();
   for (const np of plan.nodes) {
@@ -749,7 +808,7 @@ export function applyQdq(model: Model, plan: QdqPlan, options: ApplyOptions): Qd
       let w = weightCache.get(key);
       if (!w) {
         const t = graph.constantTensor(v)!;
-        const qw = quantizeWeight(t.toFloat64(), t.dims, axis);
+        const qw = quantizeWeight(t.toFloat64(), t.dims, axis, weightFloors.get(key));
         const shape = axis === null ? [] : [qw.scales.length];
         w = {
           q: init(`${v.name}_quantized`, DataType.INT8, [...t.dims], qw.data),
@@ -773,13 +832,9 @@ export function applyQdq(model: Model, plan: QdqPlan, options: ApplyOptions): Qd
       if (!xPlan || !weightScales) return;
       const inputScale = resolve(xPlan).p.scale;
       const t = graph.constantTensor(v)!;
-      let values = t.toFloat64();
-      if (node.opType === 'Gemm') {
-        // QGemm needs beta = 1 with an int32 bias: fold beta into the bias.
-        const beta = node.getFloat('beta', 1);
-        if (beta !== 1) values = values.map((b) => b * beta);
-        node.setAttr('beta', 1.0, 1);
-      }
+      // QGemm needs beta = 1 with an int32 bias: fold beta into the bias.
+      const values = biasValues(node, v);
+      if (node.opType === 'Gemm') node.setAttr('beta', 1.0, 1);
       const qb = quantizeBias(values, inputScale, weightScales);
       report.biasSaturated += qb.saturated;
       const perChannel = weightScales.length > 1;

@@ -61,8 +61,10 @@ export interface QuantizedWeight {
 /**
  * Int8 symmetric weight quantization over [-127, 127] (the -128 code is left unused so that the
  * range is symmetric, as onnxruntime's kernels expect). Per channel along `axis` when not null.
+ * `minScales` (one per channel): a scale at least this large (biasWeightScaleFloor), so that an
+ * int32 bias at input scale x weight scale fits.
  */
-export function quantizeWeight(values: ArrayLike<number>, dims: readonly number[], axis: number | null): QuantizedWeight {
+export function quantizeWeight(values: ArrayLike<number>, dims: readonly number[], axis: number | null, minScales?: ArrayLike<number>): QuantizedWeight {
   const n = values.length;
   const channels = axis === null ? 1 : dims[axis]!;
   const inner = axis === null ? n : dims.slice(axis + 1).reduce((a, b) => a * b, 1);
@@ -74,13 +76,34 @@ export function quantizeWeight(values: ArrayLike<number>, dims: readonly number[
     if (a > absMax[c]!) absMax[c] = a;
   }
   const scales = new Float32Array(channels);
-  for (let c = 0; c < channels; c++) scales[c] = absMax[c]! > 0 ? absMax[c]! / 127 : 1;
+  for (let c = 0; c < channels; c++) scales[c] = Math.max(absMax[c]! > 0 ? absMax[c]! / 127 : 1, minScales?.[c] ?? 0);
   const data = new Int8Array(n);
   for (let i = 0; i < n; i++) {
     const q = roundHalfEven(values[i]! / scales[channelOf(i)]!);
     data[i] = Math.max(-127, Math.min(127, q));
   }
   return { data, scales, axis };
+}
+
+/** Largest int32 bias code. */
+export const INT32_MAX = 2147483647;
+
+/**
+ * The smallest weight scale (per output channel, or one for per-tensor weights: `channels` 1) at
+ * which every bias value fits int32 with scale inputScale x weight scale, with a 1e-5 relative
+ * margin for the float32 rounding of both scales. onnxruntime's quantizer enlarges the weight
+ * scale the same way instead of clamping the bias: the weights of that channel lose resolution,
+ * the bias keeps its value. Returns 0 for channels that need nothing.
+ */
+export function biasWeightScaleFloor(bias: ArrayLike<number>, inputScale: number, channels: number): Float64Array {
+  const floor = new Float64Array(channels);
+  if (!(inputScale > 0)) return floor;
+  for (let i = 0; i < bias.length; i++) {
+    const c = channels === 1 ? 0 : i;
+    const need = (Math.abs(bias[i]!) / (inputScale * INT32_MAX)) * (1 + 1e-5);
+    if (need > floor[c]!) floor[c] = need;
+  }
+  return floor;
 }
 
 /** Int32 bias with scale inputScale * weightScale[c]; reports how many values saturated. */

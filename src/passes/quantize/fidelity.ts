@@ -1,0 +1,374 @@
+/**
+ * The fidelity guard: after quantizing (any mode), compare the model with FP32 on held-out samples
+ * (not used to set the ranges), per output: SQNR and cosine on every output, top-1 agreement on
+ * class-score outputs, and optionally a task metric with its own budget. No labels needed. When
+ * the budget fails, the automatic float fallback ranks the candidate nodes (or blocks of them) by
+ * the output SQNR with only that unit quantized, on the same held-out data, and keeps the fewest
+ * of the most sensitive in float until the budget holds: k = 1, 2, 4, 8, ... units, then bisection
+ * between the last k that failed and the first that met. At most half of the candidate nodes are
+ * ever kept float (beyond that the model is hardly quantized): if no mix within that meets the
+ * budget, the best attempt is returned with met = false (the caller writes nothing unless forced).
+ * The modes plug in through a FallbackSpace (int8: requantize with exclusions; int8-dynamic:
+ * excludeNodes; fp16: nodeBlockList). Also: which samples are held out (planHeldOut, pure).
+ * Imports: evaluate, data, ir, runtime (types), calibration (sample count), errors.
+ */
+import { UsageError } from '../../errors.js';
+import type { Model } from '../../ir/index.js';
+import { isFloatDtype } from '../../ir/dtype.js';
+import { modelOutputSpecs } from '../../ir/io-spec.js';
+import { sliceSamples, type Dataset } from '../../data/index.js';
+import type { RunnerOptions } from '../../runtime/index.js';
+import { CHECK_SAMPLE_COUNT } from '../../calibration/defaults.js';
+import { agreementWithReference, evaluateMany, type Metric, type ModelSource } from '../../evaluate/index.js';
+import type { AgreementMetrics } from '../../metrics/index.js';
+
+/**
+ * The default budget of the fidelity guard. 20 dB SQNR = the quantization noise carries 1% of the
+ * output's energy (relative L2 error 10%): the INT8 example (fashion CNN) measures ~33 dB with
+ * -0.05 pt top-1, the broken models of issue 15 measured 4.6-11 dB; class scores must keep the
+ * FP32 top-1 class on >= 95% of the held-out samples (the example: ~99-100%). Helper L measures
+ * more model families and may adjust these numbers (docs/quantize.md, "the fidelity guard").
+ */
+export const DEFAULT_FIDELITY_BUDGET: Readonly<{ minSqnrDb: number; minTop1Agreement: number }> = Object.freeze({ minSqnrDb: 20, minTop1Agreement: 0.95 });
+
+/** A task metric with its budget (e.g. `--metric ./ctc.mjs` with a largest drop). */
+export interface MetricBudget {
+  name: string;
+  /** A fresh metric per evaluation (metrics are streaming and stateful). */
+  create(): Metric;
+  /** The number the budget applies to; default: the result when a number, else its `value`, `accuracy` or `score` field. */
+  value?(result: unknown): number;
+  /** Lower is better (an error rate); default false. */
+  lowerIsBetter?: boolean;
+  /** Largest allowed loss against the FP32 model's value on the same samples (needs a metric that does not compare with a reference). */
+  maxDrop?: number;
+  /** Or the least acceptable value of the quantized model (the most, when lowerIsBetter). */
+  min?: number;
+}
+
+export interface FidelityBudget {
+  /** Least SQNR (dB) of every float output against FP32. */
+  minSqnrDb: number;
+  /** Least top-1 agreement with FP32 (fraction) on class-score outputs. */
+  minTop1Agreement: number;
+  metric?: MetricBudget;
+}
+
+export interface OutputFidelity {
+  sqnrDb: number;
+  cosineSimilarity: number;
+  /** Null when the output has no class axis. */
+  top1Agreement: number | null;
+  /** False for integer outputs (reported, not judged). */
+  judged: boolean;
+  met: boolean;
+}
+
+export interface FidelityMeasure {
+  outputs: Record<string, OutputFidelity>;
+  metric?: { name: string; value: number; reference?: number; met: boolean };
+  /** Lowest SQNR over the judged outputs (Infinity when none). */
+  worstSqnrDb: number;
+  met: boolean;
+  /** What missed the budget, in words ('logits: SQNR 11.2 dB < 20 dB'). */
+  failures: string[];
+}
+
+/** Where the held-out samples came from. */
+export type HeldOutSource = 'eval-data' | 'calibration-rest' | 'calibration-tail' | 'calibration-reused' | 'calibration' | 'random';
+
+export interface HeldOutPlan {
+  /** Samples of the calibration file that set the ranges (the first n). */
+  calibrationSamples: number;
+  /** The check's samples: [start, end) of the calibration file, of --eval-data, or of random inputs. */
+  check: { start: number; end: number };
+  source: HeldOutSource;
+  /** Said in the report when the split is not the obvious one. */
+  note?: string;
+}
+
+/**
+ * Which samples check the quantized model. `available`: samples loaded from the calibration file
+ * (up to calibrationCount + CHECK_SAMPLE_COUNT); `evalCount`: samples of --eval-data when given;
+ * `setsRanges`: the mode calibrates (int8) - otherwise no sample is "used", the check takes the
+ * first ones. Order: --eval-data; the samples after the first calibrationCount; the last
+ * min(CHECK_SAMPLE_COUNT, floor(N/4)) held out (calibration on the rest); the calibration samples
+ * themselves when there are too few to split (a weak check); random inputs without data.
+ */
+export function planHeldOut(options: { available?: number; calibrationCount: number; evalCount?: number; setsRanges: boolean; checkCount?: number }): HeldOutPlan {
+  const max = options.checkCount ?? CHECK_SAMPLE_COUNT;
+  const available = options.available ?? 0;
+  const used = Math.min(options.calibrationCount, available);
+  if (options.evalCount !== undefined && options.evalCount > 0) {
+    return { calibrationSamples: used, check: { start: 0, end: Math.min(options.evalCount, max) }, source: 'eval-data' };
+  }
+  if (available === 0) {
+    return { calibrationSamples: 0, check: { start: 0, end: 8 }, source: 'random', note: 'no data: the check ran on 8 seeded random inputs, a weak check (give --calibration-data or --eval-data with real inputs)' };
+  }
+  if (!options.setsRanges) return { calibrationSamples: 0, check: { start: 0, end: Math.min(available, max) }, source: 'calibration' };
+  if (available > options.calibrationCount) {
+    return { calibrationSamples: used, check: { start: used, end: Math.min(available, used + max) }, source: 'calibration-rest' };
+  }
+  const held = Math.min(max, Math.floor(available / 4));
+  if (held === 0) {
+    return {
+      calibrationSamples: available,
+      check: { start: 0, end: available },
+      source: 'calibration-reused',
+      note: `only ${available} calibration sample(s): the check reuses the samples that set the ranges (a weak check; give more samples or --eval-data)`,
+    };
+  }
+  return {
+    calibrationSamples: available - held,
+    check: { start: available - held, end: available },
+    source: 'calibration-tail',
+    note: `the calibration data has ${available} sample(s), not more than --calibration-count ${options.calibrationCount}: the last ${held} were held out to check the quantized model, the ranges come from the first ${available - held}`,
+  };
+}
+
+/** Samples [start, end) of a data set (views); labels, expected outputs and sequence ids come along. */
+export function sliceDataset(dataset: Dataset, start: number, end: number): Dataset {
+  const s = Math.max(0, Math.min(start, dataset.count));
+  const e = Math.max(s, Math.min(end, dataset.count));
+  const cut = (r: Record<string, Dataset['inputs'][string]>) => Object.fromEntries(Object.entries(r).map(([k, t]) => [k, sliceSamples(t, s, e)]));
+  const out: Dataset = { ...dataset, count: e - s, inputs: cut(dataset.inputs), notes: [...dataset.notes] };
+  if (dataset.labels) out.labels = sliceSamples(dataset.labels, s, e);
+  if (dataset.outputs) out.outputs = cut(dataset.outputs);
+  if (dataset.sequences) out.sequences = dataset.sequences.subarray(s, e);
+  return out;
+}
+
+function metricValue(budget: MetricBudget, result: unknown): number {
+  if (budget.value) return budget.value(result);
+  if (typeof result === 'number') return result;
+  const r = result as Record<string, unknown> | null;
+  for (const key of ['value', 'accuracy', 'score']) if (r && typeof r[key] === 'number') return r[key] as number;
+  throw new UsageError(`metric '${budget.name}': its result has no number to hold to a budget (give value(result))`);
+}
+
+const db = (x: number): string => (Number.isFinite(x) ? `${x.toFixed(1)} dB` : 'inf dB');
+
+/**
+ * Measures candidates against the FP32 reference on fixed data. The FP32 value of a labelled task
+ * metric is computed once and reused.
+ */
+export class FidelityJudge {
+  private referenceValue: number | undefined;
+  private readonly floatOutputs: Set<string>;
+  runs = 0;
+
+  constructor(
+    readonly reference: Model,
+    readonly data: Dataset,
+    readonly budget: FidelityBudget,
+    private readonly options: { batchSize?: number; runner?: RunnerOptions } = {},
+  ) {
+    this.floatOutputs = new Set(modelOutputSpecs(reference).filter((s) => isFloatDtype(s.dtype)).map((s) => s.name));
+    const m = budget.metric;
+    if (m && m.maxDrop === undefined && m.min === undefined) throw new UsageError(`metric '${m.name}': give a budget (largest drop or least value)`);
+  }
+
+  async measure(candidate: ModelSource): Promise<FidelityMeasure> {
+    this.runs++;
+    const mb = this.budget.metric;
+    const candidateMetric = mb?.create();
+    if (mb && mb.maxDrop !== undefined && this.referenceValue === undefined) {
+      const own = mb.create();
+      if (own.needsReference) throw new UsageError(`metric '${mb.name}' compares with the FP32 outputs itself: give it a least value, not a largest drop`);
+      const [r] = await evaluateMany([{ model: this.reference, metrics: { m: own }, label: 'FP32 model' }], this.data, this.options);
+      this.referenceValue = metricValue(mb, r!.m);
+    }
+    const [, results] = await evaluateMany(
+      [
+        { model: this.reference, metrics: {}, label: 'FP32 model' },
+        { model: candidate, metrics: { agreement: agreementWithReference(), ...(candidateMetric ? { task: candidateMetric } : {}) }, label: typeof candidate === 'string' ? candidate : 'quantized model' },
+      ],
+      this.data,
+      this.options,
+    );
+    const agreement = (results as { agreement: Record<string, AgreementMetrics> }).agreement;
+    const failures: string[] = [];
+    const outputs: Record<string, OutputFidelity> = {};
+    let worst = Infinity;
+    for (const [name, a] of Object.entries(agreement)) {
+      const judged = this.floatOutputs.has(name) || this.floatOutputs.size === 0;
+      let met = true;
+      if (judged) {
+        worst = Math.min(worst, a.sqnrDb);
+        if (!(a.sqnrDb >= this.budget.minSqnrDb)) {
+          met = false;
+          failures.push(`'${name}': SQNR ${db(a.sqnrDb)} < ${this.budget.minSqnrDb} dB`);
+        }
+        if (a.top1Agreement !== null && !(a.top1Agreement >= this.budget.minTop1Agreement)) {
+          met = false;
+          failures.push(`'${name}': top-1 agreement ${(a.top1Agreement * 100).toFixed(1)}% < ${(this.budget.minTop1Agreement * 100).toFixed(1)}%`);
+        }
+      }
+      outputs[name] = { sqnrDb: a.sqnrDb, cosineSimilarity: a.cosineSimilarity, top1Agreement: a.top1Agreement, judged, met };
+    }
+    let metric: FidelityMeasure['metric'];
+    if (mb && candidateMetric) {
+      const value = metricValue(mb, (results as { task?: unknown }).task);
+      const sign = mb.lowerIsBetter ? -1 : 1;
+      let met = true;
+      if (mb.maxDrop !== undefined && this.referenceValue !== undefined && sign * (this.referenceValue - value) > mb.maxDrop + 1e-12) {
+        met = false;
+        failures.push(`${mb.name}: ${value} vs FP32 ${this.referenceValue} (largest ${mb.lowerIsBetter ? 'rise' : 'drop'} ${mb.maxDrop})`);
+      }
+      if (mb.min !== undefined && sign * (value - mb.min) < -1e-12) {
+        met = false;
+        failures.push(`${mb.name}: ${value} ${mb.lowerIsBetter ? '>' : '<'} ${mb.min}`);
+      }
+      metric = { name: mb.name, value, ...(this.referenceValue !== undefined ? { reference: this.referenceValue } : {}), met };
+    }
+    return { outputs, ...(metric ? { metric } : {}), worstSqnrDb: worst, met: failures.length === 0, failures };
+  }
+}
+
+/** How a mode re-makes its model with some nodes kept float. */
+export interface FallbackSpace<T> {
+  /** Nodes the fallback may keep float (quantized/converted ones), in graph order. */
+  candidates: readonly { node: string; opType: string }[];
+  /** The model with these candidates kept float (and whatever the mode reports). */
+  build(floatNodes: readonly string[]): Promise<{ model: Model; extra: T }>;
+  /** The model with only these candidates quantized (the sensitivity analysis). */
+  only(nodes: readonly string[]): Promise<Model>;
+}
+
+/** One unit of the ranking: a node, or a block of consecutive nodes when there are many. */
+export interface FallbackUnit {
+  nodes: string[];
+  opType: string;
+  /** Worst output SQNR vs FP32 with only this unit quantized (lower = more sensitive). */
+  sqnrDb: number;
+  top1Agreement: number | null;
+}
+
+export interface FallbackStep {
+  /** Nodes kept float in this attempt. */
+  floatNodes: string[];
+  worstSqnrDb: number;
+  met: boolean;
+  failures: string[];
+}
+
+export interface FidelityGuardResult<T> {
+  budget: FidelityBudget;
+  /** The quantized model before any fallback. */
+  initial: FidelityMeasure;
+  /** The chosen model's measurement. */
+  final: FidelityMeasure;
+  met: boolean;
+  /** Nodes the fallback kept float in the chosen model. */
+  floatNodes: string[];
+  /** The ranking the fallback used (empty when the first model met the budget). */
+  sensitivity: FallbackUnit[];
+  steps: FallbackStep[];
+  /** Re-quantize + compare runs spent (sensitivity and attempts). */
+  runs: number;
+  model: Model;
+  extra: T;
+}
+
+/** Most sensitivity runs before nodes are grouped into blocks of consecutive nodes. */
+export const MAX_SENSITIVITY_UNITS = 48;
+
+/** Candidates grouped into at most `maxUnits` blocks of consecutive nodes (one node per unit when they fit). */
+export function groupUnits(candidates: readonly { node: string; opType: string }[], maxUnits = MAX_SENSITIVITY_UNITS): { nodes: string[]; opType: string }[] {
+  const size = Math.max(1, Math.ceil(candidates.length / maxUnits));
+  const units: { nodes: string[]; opType: string }[] = [];
+  for (let i = 0; i < candidates.length; i += size) {
+    const block = candidates.slice(i, i + size);
+    const types = [...new Set(block.map((c) => c.opType))];
+    units.push({ nodes: block.map((c) => c.node), opType: types.join('+') });
+  }
+  return units;
+}
+
+/** The k values the fallback tries: 1, 2, 4, ... up to `max` (the last is `max`); none for 0. */
+export function growingCounts(max: number): number[] {
+  const out: number[] = [];
+  for (let k = 1; k < max; k *= 2) out.push(k);
+  if (max >= 1) out.push(max);
+  return out;
+}
+
+const better = (a: FidelityMeasure, b: FidelityMeasure): boolean => (a.met !== b.met ? a.met : a.worstSqnrDb > b.worstSqnrDb);
+
+/**
+ * The guard: measure `first`; when it misses the budget, rank the candidates on the judge's data
+ * and keep the fewest of the most sensitive float until the budget holds. Returns the first
+ * attempt that meets it, else the best one (met = false).
+ */
+export async function guardFidelity<T>(
+  first: { model: Model; extra: T },
+  makeSpace: () => FallbackSpace<T> | Promise<FallbackSpace<T>>,
+  judge: FidelityJudge,
+  options: { maxUnits?: number; onProgress?: (message: string) => void } = {},
+): Promise<FidelityGuardResult<T>> {
+  const progress = options.onProgress ?? (() => undefined);
+  progress(`fidelity check on ${judge.data.count} held-out samples`);
+  const initial = await judge.measure(first.model);
+  const steps: FallbackStep[] = [{ floatNodes: [], worstSqnrDb: initial.worstSqnrDb, met: initial.met, failures: initial.failures }];
+  let best = { ...first, measure: initial, floatNodes: [] as string[] };
+  const result = (sensitivity: FallbackUnit[]): FidelityGuardResult<T> => ({
+    budget: judge.budget,
+    initial,
+    final: best.measure,
+    met: best.measure.met,
+    floatNodes: best.floatNodes,
+    sensitivity,
+    steps,
+    runs: judge.runs,
+    model: best.model,
+    extra: best.extra,
+  });
+  if (initial.met) return result([]);
+  const space = await makeSpace();
+  if (space.candidates.length < 2) return result([]);
+
+  // Rank: only one unit quantized at a time, worst output SQNR on the held-out data.
+  const units = groupUnits(space.candidates, options.maxUnits);
+  const sensitivity: FallbackUnit[] = [];
+  for (const [i, u] of units.entries()) {
+    progress(`fallback: sensitivity ${i + 1}/${units.length}: ${u.nodes.length === 1 ? u.nodes[0] : `${u.nodes[0]} .. ${u.nodes[u.nodes.length - 1]}`}`);
+    const m = await judge.measure(await space.only(u.nodes));
+    const top1 = Object.values(m.outputs).find((o) => o.judged && o.top1Agreement !== null)?.top1Agreement ?? null;
+    sensitivity.push({ ...u, sqnrDb: m.worstSqnrDb, top1Agreement: top1 });
+  }
+  sensitivity.sort((a, b) => a.sqnrDb - b.sqnrDb);
+
+  // At most half of the candidate nodes float (a model with all of them float is not quantized):
+  // with one candidate, no fallback.
+  const nodeLimit = Math.floor(space.candidates.length / 2);
+  let maxK = 0;
+  for (let n = 0; maxK < sensitivity.length && n + sensitivity[maxK]!.nodes.length <= nodeLimit; maxK++) n += sensitivity[maxK]!.nodes.length;
+  const attempt = async (k: number): Promise<boolean> => {
+    const floatNodes = sensitivity.slice(0, k).flatMap((u) => u.nodes);
+    progress(`fallback: ${floatNodes.length} node(s) in float`);
+    const built = await space.build(floatNodes);
+    const measure = await judge.measure(built.model);
+    steps.push({ floatNodes, worstSqnrDb: measure.worstSqnrDb, met: measure.met, failures: measure.failures });
+    const candidate = { ...built, measure, floatNodes };
+    // Among models that meet the budget the one with fewer float nodes wins (bisection goes down).
+    if (measure.met ? !best.measure.met || floatNodes.length < best.floatNodes.length : better(measure, best.measure)) best = candidate;
+    return measure.met;
+  };
+  let lo = 0;
+  let hi: number | undefined;
+  for (const k of growingCounts(maxK)) {
+    if (await attempt(k)) {
+      hi = k;
+      break;
+    }
+    lo = k;
+  }
+  if (hi !== undefined) {
+    while (hi - lo > 1) {
+      const mid = Math.floor((lo + hi) / 2);
+      if (await attempt(mid)) hi = mid;
+      else lo = mid;
+    }
+  }
+  return result(sensitivity);
+}
