@@ -90,6 +90,55 @@ export class StreamingHistogram {
     if (bmax > this.max) this.max = bmax;
   }
 
+  /**
+   * The first pass of a two-pass histogram: grows the grid exactly as add() would for a batch whose
+   * finite values span [bmin, bmax] (its range from onnxruntime's reductions), counting nothing.
+   * Replaying the batches' ranges in order gives the grid add() would end with; addFixed() then
+   * bins the values straight into it (total and nonFinite are counted there).
+   */
+  extend(bmin: number, bmax: number): void {
+    if (!(bmin <= bmax) || !Number.isFinite(bmin) || !Number.isFinite(bmax)) return;
+    this.cover(bmin, bmax);
+    if (bmin < this.min) this.min = bmin;
+    if (bmax > this.max) this.max = bmax;
+  }
+
+  /**
+   * The second pass: counts `values` into the current grid without growing it (extend() has made it
+   * cover every batch, so only rounding can land a value outside; it goes to the edge bin).
+   * `mayHaveNonFinite`: the first pass saw NaN or +-Infinity in this tensor; they are left out.
+   */
+  addFixed(values: ArrayLike<number>, mayHaveNonFinite: boolean): void {
+    if (this.width === 0) {
+      // No finite value in the first pass: all of these are non-finite.
+      this.nonFinite += values.length;
+      return;
+    }
+    const { counts, lo, bins } = this;
+    const inv = 1 / this.width;
+    const last = bins - 1;
+    if (!mayHaveNonFinite) {
+      for (let i = 0; i < values.length; i++) {
+        const b = ((values[i]! - lo) * inv) | 0;
+        counts[b > last ? last : b < 0 ? 0 : b]! += 1;
+      }
+      this.total += values.length;
+      return;
+    }
+    let counted = 0;
+    for (let i = 0; i < values.length; i++) {
+      const v = values[i]!;
+      if (!Number.isFinite(v)) {
+        this.nonFinite++;
+        continue;
+      }
+      const b = ((v - lo) * inv) | 0;
+      counts[b > last ? last : b < 0 ? 0 : b]! += 1;
+      counted++;
+    }
+    this.total += counted;
+  }
+
   private cover(bmin: number, bmax: number): void {
     if (this.width === 0) {
       // First data: a width that spans the batch range (and 0) with a little room, never zero.

@@ -4,9 +4,12 @@
  * (a streaming model's state filled in by running it). Re-exports only.
  */
 export {
+  budgetedBatchSize,
   calibrationBatchSize,
   collectStatistics,
   DEFAULT_CALIBRATION_BATCH,
+  DEFAULT_CAPTURE_BUDGET,
+  type CalibrationBatching,
   type CalibrationProgress,
   type ChannelMoments,
   type CollectedStatistics,

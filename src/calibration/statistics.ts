@@ -1,24 +1,45 @@
 /**
  * The calibration service: a pass declares which statistics it needs, by tensor name and kind, and
- * one streamed pass over the calibration data (onnxruntime with those tensors captured as extra
- * outputs, batch by batch) collects them all. Kinds:
+ * streamed passes over the calibration data (onnxruntime with a capture graph, batch by batch,
+ * pipelined) collect them all. Kinds:
  * - 'range': the exact running min/max of the finite values;
  * - 'histogram': the same min/max plus a StreamingHistogram (percentile / entropy / mse ranges);
  * - 'channel-moments': mean and variance of every index along one axis (counted from the end),
  *   reduced over all other axes and the samples (prune's bias compensation and activation ranking).
- * Nothing per sample is kept: memory depends on the number of tensors, their per-channel sizes and
- * the batch size, never on the sample count. Quantization (passes/quantize) and pruning
+ * Where the data is: min/max are computed inside onnxruntime (ReduceMin/ReduceMax on the capture
+ * graph, runtime/capture.ts), so a 'range' costs four scalars per tensor per batch, not the
+ * activation; a batch whose reductions show NaN or +-Infinity is run again with that tensor
+ * captured whole and its finite values scanned here (the semantics stay those of the JS scan).
+ * Histograms, when their whole captures at the first pass's batch would not fit the memory budget,
+ * take two passes over a re-iterable source (a Dataset, an array of feeds): the first
+ * (the reductions) replays the grid a StreamingHistogram would grow to batch by batch, the second
+ * captures the tensors whole and bins them straight into that grid, in groups of tensors whose
+ * captured bytes per run stay within a memory budget (one pass per group), at a batch chosen from
+ * the same budget. Channel moments are captured whole in those groups too (their sums do not depend
+ * on the batch size). Otherwise (small activations, or a one-shot source such as a generator) one
+ * pass: reductions plus whole captures, histograms grown as they stream (exactly as before).
+ * Nothing per sample is kept: memory depends on the number of tensors, their per-sample sizes, the
+ * budget and the batch size, never on the sample count. Quantization (passes/quantize) and pruning
  * (passes/prune) both ask this service; what they compute from the statistics stays with them.
  * The float operations (order of min/max, histogram and moment accumulation) are those the passes
- * used before this service existed, so ranges and moments are bit-identical for the same batches.
+ * used before this service existed: ranges and moments are bit-identical for the same data, and
+ * histograms bin into the same grid (a value on a bin edge may land one bin over).
  * Imports: runtime (capture runner, model specs), data (Dataset, batching), ir, errors.
  */
 import { UsageError } from '../errors.js';
 import { DataType, elementCount, type TensorData } from '../ir/dtype.js';
 import { batchAxes } from '../ir/io-spec.js';
-import type { Model } from '../ir/index.js';
+import { isTensorType, type Model } from '../ir/index.js';
 import { batches as datasetBatches, fixedBatchSize, type Dataset } from '../data/index.js';
-import { createCaptureRunner, modelInputSpecs, type RunnerOptions } from '../runtime/index.js';
+import {
+  canReduce,
+  createStatisticsCapture,
+  modelInputSpecs,
+  type RunnerOptions,
+  type StatisticsCapture,
+  type StatisticsCapturePlan,
+  type StatisticsCaptureResult,
+} from '../runtime/index.js';
 import { DEFAULT_BINS, StreamingHistogram } from './histogram.js';
 
 /** One statistic a pass needs: of which tensor, and what. */
@@ -44,11 +65,32 @@ export interface ChannelMoments {
   variance: Float64Array;
 }
 
+/** How a collection ran: batches, passes and the memory budget (for the caller to report). */
+export interface CalibrationBatching {
+  /** Samples per run of the first pass (the reductions; the caller's batches for plain feeds). */
+  batchSize: number;
+  /** True when batchSize came from CollectOptions.batchSize. */
+  explicit: boolean;
+  /** Samples per run of the whole-tensor captures (histograms, channel moments), when there are any. */
+  captureBatchSize?: number;
+  /** Groups of whole-captured tensors (one pass over the data each; 0 when none). */
+  captureGroups: number;
+  /** Passes over the data that ran the model. */
+  passes: number;
+  /** Bytes of whole-captured tensors one run may return (CollectOptions.memoryBudget). */
+  memoryBudget: number;
+  /** Largest captured bytes of one whole-capture run, as planned (from the first pass's sizes). */
+  capturedBytesPerRun?: number;
+  /** Batches run again because a reduction showed NaN or +-Infinity. */
+  nonFiniteReruns: number;
+}
+
 export interface CollectedStatistics {
   /** 'range' and 'histogram' requests, by tensor name. */
   ranges: Map<string, TensorStatistics>;
   /** 'channel-moments' requests, by tensor name. */
   channels: Map<string, ChannelMoments>;
+  batching: CalibrationBatching;
 }
 
 export interface CalibrationProgress {
@@ -59,19 +101,33 @@ export interface CalibrationProgress {
 
 export interface CollectOptions {
   /**
-   * Samples per onnxruntime run when `data` is a Dataset; default the model's fixed batch dim, else
-   * DEFAULT_CALIBRATION_BATCH (at most the sample count). Batch sizes change how a histogram grows,
-   * so a caller that must reproduce earlier ranges passes the batch size it used.
+   * Samples per onnxruntime run of the first pass when `data` is a Dataset (the reductions: their
+   * memory is the model's own activations); default the model's fixed batch dim, else
+   * DEFAULT_CALIBRATION_BATCH (at most the sample count), lowered when the model's largest
+   * activations at that batch would not fit memoryBudget. Histogram grids follow the first pass's
+   * batches, so a caller that must reproduce earlier ranges passes the batch size it used.
    */
   batchSize?: number;
+  /** Samples per run of the whole-tensor captures; default the largest batch (up to batchSize) whose captures fit memoryBudget. */
+  captureBatchSize?: number;
+  /** Bytes of captured tensors one run may return; default DEFAULT_CAPTURE_BUDGET. */
+  memoryBudget?: number;
   runner?: RunnerOptions;
   /** Total samples, for progress fractions only (a Dataset gives its own). */
   totalSamples?: number;
+  /** Progress of the first pass over the data (the one every collection makes). */
   onProgress?: (p: CalibrationProgress) => void;
 }
 
 /** Default samples per calibration run for a model without a fixed batch dim. */
 export const DEFAULT_CALIBRATION_BATCH = 16;
+
+/**
+ * Default CollectOptions.memoryBudget: 64 MiB of captured tensors per run. Each run's captures
+ * exist twice (onnxruntime's output and its JS copy) and two runs are in flight when pipelined, so
+ * this adds about 256 MiB at most to the model's own footprint.
+ */
+export const DEFAULT_CAPTURE_BUDGET = 64 * 1024 ** 2;
 
 type Feeds = Record<string, TensorData>;
 
@@ -80,6 +136,36 @@ export function calibrationBatchSize(model: Model, dataset: Dataset, requested?:
   const fixed = fixedBatchSize(modelInputSpecs(model));
   if (fixed !== undefined) return fixed;
   return Math.max(1, Math.min(requested ?? DEFAULT_CALIBRATION_BATCH, dataset.count));
+}
+
+/**
+ * The default first-pass batch: calibrationBatchSize, lowered so that four of the model's largest
+ * activations (its working set in onnxruntime, roughly) at that batch fit `budget`. Activation
+ * sizes come from the value types (known after one run: runtime's inferShapesByRunning).
+ */
+export function budgetedBatchSize(model: Model, dataset: Dataset, budget = DEFAULT_CAPTURE_BUDGET): number {
+  const batch = calibrationBatchSize(model, dataset);
+  if (fixedBatchSize(modelInputSpecs(model)) !== undefined) return batch;
+  let largest = 0;
+  for (const node of model.graph.nodes) for (const v of node.outputs) largest = Math.max(largest, perSampleBytes(model, v.name) ?? 0);
+  return largest === 0 ? batch : Math.max(1, Math.min(batch, Math.floor(budget / (4 * largest))));
+}
+
+/** Bytes per sample of a value from its declared type: dim 0 symbolic is the batch; undefined when unknown. */
+function perSampleBytes(model: Model, name: string): number | undefined {
+  const type = model.graph.localValue(name)?.type;
+  if (!type || !isTensorType(type) || !type.shape) return undefined;
+  let n = 1;
+  for (const [i, d] of type.shape.entries()) {
+    if (typeof d === 'number') n *= i === 0 ? 1 : d;
+    else if (i !== 0) return undefined;
+  }
+  return n * elementBytes(model, name);
+}
+
+function elementBytes(model: Model, name: string): number {
+  const type = model.graph.localValue(name)?.type;
+  return type && isTensorType(type) && type.elemType === DataType.DOUBLE ? 8 : 4;
 }
 
 function isDataset(data: unknown): data is Dataset {
@@ -124,8 +210,97 @@ function plan(requests: readonly StatisticRequest[]): { ranges: Map<string, Rang
   return { ranges, moments };
 }
 
+interface Batch {
+  feeds: Feeds;
+  samples: number;
+}
+
+/** The data as batches, re-openable where the source allows (a Dataset, an array): one pass per open(). */
+interface Source {
+  reiterable: boolean;
+  /** `batchSize` applies to a Dataset; other sources keep their own batches. */
+  open(batchSize: number): AsyncGenerator<Batch>;
+}
+
+function sourceOf(data: Dataset | Iterable<Feeds> | AsyncIterable<Feeds>, axes: Readonly<Record<string, number | null>>): Source {
+  if (isDataset(data)) {
+    return {
+      reiterable: true,
+      async *open(batchSize) {
+        for (const b of datasetBatches(data, batchSize)) yield { feeds: b.feeds, samples: b.size };
+      },
+    };
+  }
+  const isAsync = Symbol.asyncIterator in data;
+  const fresh = (): AsyncIterator<Feeds> | Iterator<Feeds> =>
+    isAsync ? (data as AsyncIterable<Feeds>)[Symbol.asyncIterator]() : (data as Iterable<Feeds>)[Symbol.iterator]();
+  let first: AsyncIterator<Feeds> | Iterator<Feeds> | undefined = fresh();
+  // A generator is its own iterator: it can be walked once.
+  const reiterable = (first as unknown) !== data;
+  return {
+    reiterable,
+    async *open() {
+      const iterator = first ?? fresh();
+      first = undefined;
+      for (;;) {
+        const next = await iterator.next();
+        if (next.done) return;
+        yield { feeds: next.value, samples: feedsBatchSize(next.value, axes) };
+      }
+    },
+  };
+}
+
 /**
- * One streamed pass over `data` (a Dataset, cut into batches, or any sequence of feeds, e.g. a
+ * One pipelined pass: onnxruntime runs batch k+1 on its own threads while this thread folds batch
+ * k, so a pass costs about max(inference, statistics), not their sum. Returns the batches seen.
+ */
+async function runPass(batches: AsyncGenerator<Batch>, runner: StatisticsCapture, fold: (batch: Batch, captured: StatisticsCaptureResult) => Promise<void> | void): Promise<number> {
+  const start = async (): Promise<{ batch: Batch; captured: Promise<StatisticsCaptureResult> } | undefined> => {
+    const next = await batches.next();
+    if (next.done) return undefined;
+    const captured = runner.run(next.value.feeds);
+    captured.catch(() => undefined); // awaited below; avoid an unhandled rejection meanwhile
+    return { batch: next.value, captured };
+  };
+  let count = 0;
+  try {
+    let current = await start();
+    while (current) {
+      const captured = await current.captured;
+      const batch = current.batch;
+      current = await start();
+      await fold(batch, captured);
+      count++;
+    }
+  } finally {
+    await runner.release();
+    await batches.return(undefined);
+  }
+  return count;
+}
+
+/** Splits `names` into groups whose bytes per run (`batch` samples) stay within `budget`; a tensor larger than the budget is a group of its own. */
+function captureGroups(names: readonly string[], bytes: ReadonlyMap<string, number>, batch: number, budget: number): string[][] {
+  const groups: string[][] = [];
+  let current: string[] = [];
+  let used = 0;
+  for (const name of names) {
+    const b = (bytes.get(name) ?? 0) * batch;
+    if (current.length > 0 && used + b > budget) {
+      groups.push(current);
+      current = [];
+      used = 0;
+    }
+    current.push(name);
+    used += b;
+  }
+  if (current.length > 0) groups.push(current);
+  return groups;
+}
+
+/**
+ * Streamed passes over `data` (a Dataset, cut into batches, or any sequence of feeds, e.g. a
  * generator that makes data on the fly) collecting every requested statistic. UsageError when the
  * data has no samples or a tensor is not numeric.
  */
@@ -137,58 +312,153 @@ export async function collectStatistics(
 ): Promise<CollectedStatistics> {
   const { ranges, moments } = plan(requests);
   const names = [...new Set(requests.map((r) => r.tensor))];
-  const result: CollectedStatistics = { ranges: new Map([...ranges].map(([name, s]) => [name, s.stats])), channels: new Map() };
+  const budget = options.memoryBudget ?? DEFAULT_CAPTURE_BUDGET;
+  const batching: CalibrationBatching = { batchSize: 0, explicit: options.batchSize !== undefined, captureGroups: 0, passes: 0, memoryBudget: budget, nonFiniteReruns: 0 };
+  const result: CollectedStatistics = { ranges: new Map([...ranges].map(([name, s]) => [name, s.stats])), channels: new Map(), batching };
   if (names.length === 0) return result;
-  let source: Iterable<Feeds> | AsyncIterable<Feeds>;
+  for (const name of names) {
+    if (!model.graph.localValue(name)) throw new UsageError(`cannot capture tensor '${name}': no such tensor in the main graph of the model`);
+  }
   let totalSamples = options.totalSamples;
-  // Samples per batch, for progress: a Dataset's batches say; other feeds, the extent of an input's
-  // batch dim (where the model has it: a state [2,batch,H] at dim 1, a scalar none).
-  const batchSizes = new WeakMap<Feeds, number>();
   const axes = batchAxes(modelInputSpecs(model));
   if (isDataset(data)) {
     if (data.count === 0) throw new UsageError(`${data.source}: the calibration data set has no samples`);
-    const batchSize = options.batchSize ?? calibrationBatchSize(model, data);
-    source = (function* () {
-      for (const b of datasetBatches(data, batchSize)) {
-        batchSizes.set(b.feeds, b.size);
-        yield b.feeds;
-      }
-    })();
     totalSamples ??= data.count;
-  } else {
-    source = data;
+    batching.batchSize = options.batchSize ?? budgetedBatchSize(model, data, budget);
   }
-  const runner = await createCaptureRunner(model, names, { label: 'calibration model', ...options.runner });
-  let batchCount = 0;
-  let samples = 0;
-  // Pipelined: onnxruntime runs batch k+1 on its own threads while this thread folds batch k into
-  // the statistics, so calibration costs about max(inference, statistics), not their sum.
-  const iterator = (Symbol.asyncIterator in source
-    ? (source as AsyncIterable<Feeds>)[Symbol.asyncIterator]()
-    : (source as Iterable<Feeds>)[Symbol.iterator]()) as AsyncIterator<Feeds> | Iterator<Feeds>;
-  const start = async (): Promise<{ feeds: Feeds; captured: Promise<Feeds> } | undefined> => {
-    const next = await iterator.next();
-    if (next.done) return undefined;
-    const captured = runner.run(next.value);
-    captured.catch(() => undefined); // awaited below; avoid an unhandled rejection meanwhile
-    return { feeds: next.value, captured };
-  };
-  try {
-    let current = await start();
-    while (current) {
-      const captured = await current.captured;
-      const feeds = current.feeds;
-      current = await start();
-      for (const [name, state] of ranges) addRange(state.stats, numericView(captured[name]!, name));
-      for (const [name, state] of moments) addMoments(state, captured[name]!, name);
-      batchCount++;
-      samples += batchSizes.get(feeds) ?? feedsBatchSize(feeds, axes);
-      options.onProgress?.({ batches: batchCount, samples, totalSamples });
+  const source = sourceOf(data, axes);
+
+  // Where each statistic comes from: graph inputs and constants are in memory already (scanned
+  // here in the first pass); float activations are reduced inside onnxruntime; the rest (channel
+  // moments, histograms' second pass, tensors of other dtypes) is captured whole.
+  const local = new Set(names.filter((n) => {
+    const v = model.graph.localValue(n)!;
+    return (v.isGraphInput() && !v.producer) || model.graph.constantTensor(v) !== undefined;
+  }));
+  // One pass when the whole captures of a first-pass batch fit the budget (histograms then grow
+  // exactly as they always did) or the source can be walked only once; else two.
+  const captured = names.filter((n) => !local.has(n) && (moments.has(n) || ranges.get(n)?.kind === 'histogram' || (ranges.has(n) && !canReduce(model, n))));
+  const estimates = captured.map((n) => perSampleBytes(model, n));
+  const onePassBytes = estimates.every((b) => b !== undefined) ? estimates.reduce<number>((a, b) => a + b!, 0) * (batching.batchSize || options.batchSize || DEFAULT_CALIBRATION_BATCH) : Infinity;
+  const twoPass = source.reiterable && onePassBytes > budget;
+  const reduced = [...ranges.keys()].filter((n) => !local.has(n) && canReduce(model, n) && (twoPass || ranges.get(n)!.kind === 'range'));
+  const reducedSet = new Set(reduced);
+  const whole = names.filter((n) => !local.has(n) && (moments.has(n) || (ranges.has(n) && !reducedSet.has(n))));
+  const binned = reduced.filter((n) => ranges.get(n)!.kind === 'histogram');
+  const later = twoPass ? [...binned, ...whole.filter((n) => !binned.includes(n))] : [];
+  // Tensors whose reductions showed NaN/Infinity at least once: their second-pass binning checks every value.
+  const nonFinite = new Set<string>();
+  const wholeFold = (captured: Record<string, TensorData>, only?: ReadonlySet<string>): void => {
+    for (const [name, state] of ranges) {
+      if ((only && !only.has(name)) || !(name in captured)) continue;
+      if (reducedSet.has(name) && state.kind === 'range') continue; // captured whole for its moments only
+      if (reducedSet.has(name) && state.kind === 'histogram') state.stats.histogram!.addFixed(numericView(captured[name]!, name), nonFinite.has(name));
+      else addRange(state.stats, numericView(captured[name]!, name));
     }
-  } finally {
-    await runner.release();
+    for (const [name, state] of moments) if ((!only || only.has(name)) && name in captured) addMoments(state, captured[name]!, name);
+  };
+
+  // First pass: reductions, in-memory tensors, and (one-shot sources) everything else.
+  const firstWhole = twoPass ? [...local] : [...local, ...whole];
+  const capturePlan: StatisticsCapturePlan = { whole: firstWhole, reduce: reduced, sizes: reduced.length > 0 ? later : [] };
+  const sizes = new Map<string, number>();
+  let rerun: { names: Set<string>; runner: StatisticsCapture } | undefined;
+  const fallbackValues = async (feeds: Feeds, wanted: readonly string[]): Promise<Record<string, TensorData>> => {
+    if (!rerun || wanted.some((n) => !rerun!.names.has(n))) {
+      const all = new Set([...(rerun?.names ?? []), ...wanted]);
+      await rerun?.runner.release();
+      rerun = undefined;
+      rerun = { names: all, runner: await createStatisticsCapture(model, { whole: [...all] }, { label: 'calibration model', ...options.runner }) };
+    }
+    batching.nonFiniteReruns++;
+    return (await rerun.runner.run(feeds)).tensors;
+  };
+  let samples = 0;
+  let firstSamples = 0;
+  const runsModel = reduced.length > 0 || firstWhole.some((n) => !local.has(n));
+  if (firstWhole.length > 0 || reduced.length > 0) {
+    const runner = await createStatisticsCapture(model, capturePlan, { label: 'calibration model', ...options.runner });
+    let batchCount = 0;
+    try {
+      batchCount = await runPass(source.open(batching.batchSize), runner, async (batch, captured) => {
+        if (firstSamples === 0) firstSamples = batch.samples;
+        const flagged: string[] = [];
+        for (const [name, r] of captured.reductions) {
+          if (r.size === 0) continue;
+          if (!r.finite) {
+            flagged.push(name);
+            continue;
+          }
+          const s = ranges.get(name)!.stats;
+          if (s.histogram) s.histogram.extend(r.min, r.max);
+          else {
+            if (r.min < s.min) s.min = r.min;
+            if (r.max > s.max) s.max = r.max;
+          }
+        }
+        for (const [name, size] of captured.sizes) {
+          const stats = ranges.get(name)?.stats;
+          if (stats && reducedSet.has(name)) stats.count += size;
+          if (batch.samples > 0) sizes.set(name, Math.max(sizes.get(name) ?? 0, (size / batch.samples) * elementBytes(model, name)));
+        }
+        if (flagged.length > 0) {
+          // NaN or +-Infinity in these tensors: the finite range of this batch from the values themselves.
+          const values = await fallbackValues(batch.feeds, flagged);
+          for (const name of flagged) {
+            nonFinite.add(name);
+            const s = ranges.get(name)!.stats;
+            const { min, max } = finiteRange(numericView(values[name]!, name));
+            if (s.histogram) s.histogram.extend(min, max);
+            else {
+              if (min < s.min) s.min = min;
+              if (max > s.max) s.max = max;
+            }
+          }
+        }
+        wholeFold(captured.tensors);
+        samples += batch.samples;
+        options.onProgress?.({ batches: batchCount + 1, samples, totalSamples });
+        batchCount++;
+      });
+    } finally {
+      await rerun?.runner.release();
+    }
+    if (batchCount === 0) throw new UsageError('calibration data set is empty');
+    if (runsModel) batching.passes++;
   }
-  if (batchCount === 0) throw new UsageError('calibration data set is empty');
+  if (!isDataset(data)) batching.batchSize = firstSamples;
+  for (const name of binned) {
+    const s = ranges.get(name)!.stats;
+    s.min = s.histogram!.min;
+    s.max = s.histogram!.max;
+  }
+
+  // Second pass(es): whole captures, grouped within the budget.
+  if (later.length > 0) {
+    const bytes = new Map(later.map((n) => [n, sizes.get(n) ?? perSampleBytes(model, n)] as const));
+    const known = [...bytes.values()].every((b) => b !== undefined);
+    const perSample = [...bytes.values()].reduce<number>((a, b) => a + (b ?? 0), 0);
+    const first = batching.batchSize || DEFAULT_CALIBRATION_BATCH;
+    const batch = options.captureBatchSize ?? (known && perSample > 0 ? Math.max(1, Math.min(first, Math.floor(budget / perSample))) : first);
+    const groups = known ? captureGroups(later, new Map([...bytes].map(([n, b]) => [n, b ?? 0])), batch, budget) : [later];
+    batching.captureBatchSize = isDataset(data) ? batch : undefined;
+    batching.captureGroups = groups.length;
+    batching.capturedBytesPerRun = known ? Math.max(...groups.map((g) => g.reduce((a, n) => a + (bytes.get(n) ?? 0), 0) * batch)) : undefined;
+    let progressSamples = 0;
+    for (const group of groups) {
+      const only = new Set(group);
+      const runner = await createStatisticsCapture(model, { whole: group }, { label: 'calibration model', ...options.runner });
+      const count = await runPass(source.open(batch), runner, (b, captured) => {
+        wholeFold(captured.tensors, only);
+        if (firstWhole.length === 0 && reduced.length === 0 && groups.length === 1) {
+          progressSamples += b.samples;
+          options.onProgress?.({ batches: 0, samples: progressSamples, totalSamples });
+        }
+      });
+      if (count === 0) throw new UsageError('calibration data set is empty');
+      batching.passes++;
+    }
+  }
   for (const [name, { sums }] of moments) {
     if (!sums) continue;
     const { s, s2, n } = sums;
@@ -196,6 +466,19 @@ export async function collectStatistics(
     result.channels.set(name, { mean, variance: s2.map((x, i) => Math.max(0, x / n - mean[i]! * mean[i]!)) });
   }
   return result;
+}
+
+/** Smallest / largest finite value (Infinity / -Infinity when none). */
+function finiteRange(values: ArrayLike<number>): { min: number; max: number } {
+  let min = Infinity;
+  let max = -Infinity;
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i]!;
+    if (!Number.isFinite(v)) continue;
+    if (v < min) min = v;
+    if (v > max) max = v;
+  }
+  return { min, max };
 }
 
 /** The samples in a feed: the extent of the first input's batch dim (`axes`: ir/io-spec's batchAxes), else 1. */

@@ -3,11 +3,15 @@
  * onnxruntime (added only while it is serialized, then removed, so the caller's model ends as it
  * was and a multi-GB model is never copied), and onnxruntime returns them with the real outputs.
  * Also fills in missing value types/shapes by running the model with everything captured.
+ * Reductions: for statistics that need a few numbers per tensor (calibration's min/max), the capture
+ * graph gets ReduceMin/ReduceMax/ReduceSum/Size nodes on the tensor instead, so onnxruntime returns
+ * four scalars per tensor per batch and the activation itself never leaves onnxruntime (nodes added,
+ * like the outputs, only while the model is serialized).
  * Imports: ./runner.js, ../ir/index.js, ../ir/dtype.js, ../ir/samples.js, ../ir/io-spec.js, ../errors.js.
  */
 import { UsageError } from '../errors.js';
-import type { TensorData } from '../ir/dtype.js';
-import { isTensorType, type Dim, type Model, type TensorType, type Value } from '../ir/index.js';
+import { DataType, type TensorData } from '../ir/dtype.js';
+import { isTensorType, type Dim, type Model, type Node, type TensorType, type Value } from '../ir/index.js';
 import { batchAxes, modelInputSpecs } from '../ir/io-spec.js';
 import { sliceSamples } from '../ir/samples.js';
 import { createRunnerWithOutputs, type Runner, type RunnerOptions } from './runner.js';
@@ -26,16 +30,138 @@ export interface CaptureRunner {
  * graph inputs are returned from the feeds.
  */
 export async function createCaptureRunner(model: Model, names: readonly string[], options: RunnerOptions = {}): Promise<CaptureRunner> {
+  const runner = await createStatisticsCapture(model, { whole: names }, options);
+  return {
+    names: [...names],
+    async run(feeds) {
+      return (await runner.run(feeds)).tensors;
+    },
+    release: () => runner.release(),
+  };
+}
+
+/** A tensor reduced inside onnxruntime for one batch. */
+export interface TensorReduction {
+  /** Smallest and largest element (exact when `finite`; NaN or +-Infinity may show here otherwise). */
+  min: number;
+  max: number;
+  /**
+   * True when every element is finite: their sum is (NaN and +-Infinity propagate into a sum
+   * whatever the order of the additions). A float32 sum that overflows reads as not finite too,
+   * which is safe: the caller then looks at the values themselves.
+   */
+  finite: boolean;
+  /** Elements in the batch. */
+  size: number;
+}
+
+export interface StatisticsCapturePlan {
+  /** Tensors returned whole (as createCaptureRunner does). */
+  whole?: readonly string[];
+  /** Tensors reduced to min, max, a finiteness flag and an element count (see canReduce). */
+  reduce?: readonly string[];
+  /** Tensors of which only the element count is returned (Size), to plan memory. */
+  sizes?: readonly string[];
+}
+
+export interface StatisticsCaptureResult {
+  tensors: Record<string, TensorData>;
+  reductions: Map<string, TensorReduction>;
+  /** Element counts of `reduce` and `sizes` tensors. */
+  sizes: Map<string, number>;
+}
+
+export interface StatisticsCapture {
+  run(feeds: Record<string, TensorData>): Promise<StatisticsCaptureResult>;
+  release(): Promise<void>;
+}
+
+/**
+ * Whether `name` can be reduced inside onnxruntime (StatisticsCapturePlan.reduce): a float or
+ * double value computed by a node of the main graph. Graph inputs and constants are already in
+ * memory; other dtypes (integers, float16 bits, unknown types) keep the whole-tensor path.
+ */
+export function canReduce(model: Model, name: string): boolean {
+  const value = model.graph.localValue(name);
+  if (!value || !value.producer || value.isGraphInput() || model.graph.constantTensor(value)) return false;
+  const type = value.type;
+  return type !== undefined && isTensorType(type) && (type.elemType === DataType.FLOAT || type.elemType === DataType.DOUBLE);
+}
+
+/** Reduction nodes and their outputs added to `model`'s main graph; `remove()` takes them out again. */
+function addReductionNodes(
+  model: Model,
+  reduce: readonly Value[],
+  sizes: readonly Value[],
+): { outputs: Value[]; names: Map<string, { min?: string; max?: string; sum?: string; size: string }>; remove(): void } {
   const graph = model.graph;
+  const added: Node[] = [];
+  const outputs: Value[] = [];
+  const names = new Map<string, { min?: string; max?: string; sum?: string; size: string }>();
+  // onnxruntime orders execution by a depth-first walk from the graph's leaves, last-added first:
+  // adding the reductions of late tensors first puts each reduction right after its tensor is made,
+  // so no captured activation is kept alive until the end of the run.
+  const order = new Map(graph.nodes.map((n, i) => [n, i]));
+  const position = (v: Value): number => (v.producer ? (order.get(v.producer) ?? -1) : -1);
+  const all = [...reduce.map((v) => ({ v, full: true })), ...sizes.map((v) => ({ v, full: false }))].sort((a, b) => position(b.v) - position(a.v));
+  const add = (opType: string, input: Value, base: string, elemType: number): string => {
+    const out = graph.uniqueName(`${input.name}/calibration_${base}`);
+    const node = graph.addNode({ opType, inputs: [input], outputs: [out], attributes: opType === 'Size' ? {} : { keepdims: 0 }, name: graph.uniqueName(`${out}_node`) });
+    const value = node.outputs[0]!;
+    value.type = { kind: 'tensor', elemType: elemType as TensorType['elemType'], shape: [] };
+    added.push(node);
+    outputs.push(value);
+    return out;
+  };
+  try {
+    for (const { v, full } of all) {
+      const type = v.type && isTensorType(v.type) ? v.type.elemType : DataType.FLOAT;
+      const size = add('Size', v, 'size', DataType.INT64);
+      if (!full) {
+        names.set(v.name, { size });
+        continue;
+      }
+      names.set(v.name, { min: add('ReduceMin', v, 'min', type), max: add('ReduceMax', v, 'max', type), sum: add('ReduceSum', v, 'sum', type), size });
+    }
+  } catch (error) {
+    for (const node of added.reverse()) graph.removeNode(node);
+    throw error;
+  }
+  return {
+    outputs,
+    names,
+    remove() {
+      for (const node of added.reverse()) graph.removeNode(node);
+    },
+  };
+}
+
+const scalar = (t: TensorData | undefined): number => {
+  const x = t?.data[0];
+  return typeof x === 'bigint' ? Number(x) : Number(x ?? NaN);
+};
+
+/**
+ * A runner returning, per batch, whole tensors (plan.whole), reductions (plan.reduce: names
+ * canReduce accepts) and element counts (plan.sizes) from one onnxruntime session: the calibration
+ * service's capture graph. UsageError naming a tensor the main graph lacks or that cannot be reduced.
+ */
+export async function createStatisticsCapture(model: Model, plan: StatisticsCapturePlan, options: RunnerOptions = {}): Promise<StatisticsCapture> {
+  const graph = model.graph;
+  const whole = plan.whole ?? [];
   const constants = new Map<string, TensorData>();
   // Graph inputs come from the feeds; an input with an initializer (IR < 4) falls back to it.
   const fromFeeds = new Map<string, TensorData | undefined>();
   const fetch: string[] = [];
   const outputNames = new Set(graph.outputs.map((v) => v.name));
   const extraOutputs: Value[] = [];
-  for (const name of names) {
+  const lookup = (name: string): Value => {
     const value = graph.localValue(name);
     if (!value) throw new UsageError(`cannot capture tensor '${name}': no such tensor in the main graph of the model`);
+    return value;
+  };
+  for (const name of whole) {
+    const value = lookup(name);
     const constant = graph.constantTensor(value);
     if (constant && !value.isGraphInput()) {
       constants.set(name, constant.toTensorData());
@@ -51,18 +177,42 @@ export async function createCaptureRunner(model: Model, names: readonly string[]
     }
     fetch.push(name);
   }
-  const runner: Runner | undefined = fetch.length > 0 ? await createRunnerWithOutputs(model, extraOutputs, { label: 'model with captured tensors', ...options }) : undefined;
+  const reduce = [...new Set(plan.reduce ?? [])].map((name) => {
+    const value = lookup(name);
+    if (!canReduce(model, name)) throw new UsageError(`cannot reduce tensor '${name}' inside onnxruntime: it is not a float tensor computed by a node`);
+    return value;
+  });
+  const reduced = new Set(reduce.map((v) => v.name));
+  const sized = [...new Set(plan.sizes ?? [])].filter((n) => !reduced.has(n)).map(lookup).filter((v) => v.producer && !graph.constantTensor(v));
+  const reductions = addReductionNodes(model, reduce, sized);
+  let runner: Runner | undefined;
+  try {
+    const extra = [...extraOutputs, ...reductions.outputs];
+    if (extra.length > 0 || fetch.length > 0) runner = await createRunnerWithOutputs(model, extra, { label: 'model with captured tensors', ...options });
+  } finally {
+    reductions.remove();
+  }
+  const fetchAll = [...fetch, ...reductions.outputs.map((v) => v.name)];
   return {
-    names: [...names],
     async run(feeds) {
-      const produced = runner ? await runner.run(feeds, fetch) : {};
-      const out: Record<string, TensorData> = {};
-      for (const name of names) {
+      const produced = runner ? await runner.run(feeds, fetchAll) : {};
+      const tensors: Record<string, TensorData> = {};
+      for (const name of whole) {
         const t = constants.get(name) ?? (fromFeeds.has(name) ? (feeds[name] ?? fromFeeds.get(name)) : produced[name]);
         if (!t) throw new UsageError(`cannot capture tensor '${name}': not in the feeds`);
-        out[name] = t;
+        tensors[name] = t;
       }
-      return out;
+      const out = new Map<string, TensorReduction>();
+      const sizes = new Map<string, number>();
+      for (const [name, r] of reductions.names) {
+        const size = scalar(produced[r.size]);
+        sizes.set(name, size);
+        if (r.min === undefined) continue;
+        const min = scalar(produced[r.min]);
+        const max = scalar(produced[r.max!]);
+        out.set(name, { min, max, finite: Number.isFinite(scalar(produced[r.sum!])) && Number.isFinite(min) && Number.isFinite(max), size });
+      }
+      return { tensors, reductions: out, sizes };
     },
     async release() {
       await runner?.release();

@@ -4,7 +4,18 @@
  * the first createRunner.
  */
 export { createRunner, listExecutionProviders, loadOrt, needsExternalData, DEFAULT_EXTERNAL_DATA_THRESHOLD, type GraphOptimizationLevel, type Runner, type RunnerOptions } from './runner.js';
-export { captureIntermediates, createCaptureRunner, inferShapesByRunning, type CaptureRunner } from './capture.js';
+export {
+  canReduce,
+  captureIntermediates,
+  createCaptureRunner,
+  createStatisticsCapture,
+  inferShapesByRunning,
+  type CaptureRunner,
+  type StatisticsCapture,
+  type StatisticsCaptureResult,
+  type StatisticsCapturePlan,
+  type TensorReduction,
+} from './capture.js';
 // The pure io specs live in ir/ (data/ uses them too); re-exported here for existing callers.
 export { integerInputBounds } from '../ir/input-bounds.js';
 export {

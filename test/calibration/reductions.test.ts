@@ -1,0 +1,173 @@
+// The calibration service's reductions, two-pass histograms and memory-bounded capture groups,
+// against a scan of the whole captured tensors (today's JS semantics) on small graphs.
+import { describe, expect, it } from 'vitest';
+import { DataType, GraphBuilder, type Model } from '../../src/ir/index.js';
+import type { Dataset } from '../../src/data/index.js';
+import { sliceSamples } from '../../src/ir/samples.js';
+import { collectStatistics, type StatisticRequest } from '../../src/calibration/index.js';
+import { createCaptureRunner, inferShapesByRunning } from '../../src/runtime/index.js';
+
+/** A chain of `depth` blocks t_i = tanh(t_{i-1} * w_i + b_i) plus l = log(x) (NaN and -Infinity) and e = exp(x * 100) (+Infinity). */
+function chain(depth: number): Model {
+  const b = new GraphBuilder({ opset: 17 });
+  const x = b.input('x', DataType.FLOAT, ['N', 8]);
+  let t = x;
+  for (let i = 0; i < depth; i++) {
+    const w = b.initializer(`w${i}`, DataType.FLOAT, [8, 8], Float32Array.from({ length: 64 }, (_, k) => Math.sin(k * 0.7 + i) * 0.6));
+    const bias = b.initializer(`b${i}`, DataType.FLOAT, [8], Float32Array.from({ length: 8 }, (_, k) => (k - 4) * 0.1));
+    const mm = b.node('MatMul', [t, w]);
+    mm.rename(`mm${i}`);
+    const add = b.node('Add', [mm, bias]);
+    add.rename(`add${i}`);
+    t = b.node(i % 2 === 0 ? 'Tanh' : 'Relu', [add]);
+    t.rename(`t${i}`);
+  }
+  const l = b.node('Log', [x]);
+  l.rename('l');
+  const hundred = b.initializer('hundred', DataType.FLOAT, [], Float32Array.of(100));
+  const big = b.node('Mul', [x, hundred]);
+  big.rename('big');
+  const e = b.node('Exp', [big]);
+  e.rename('e');
+  b.output(t, DataType.FLOAT, ['N', 8]);
+  b.output(l, DataType.FLOAT, ['N', 8]);
+  b.output(e, DataType.FLOAT, ['N', 8]);
+  return b.build();
+}
+
+/** 40 samples of 8 values in [-1.5, 1.5), some exactly 0 (log 0 = -Infinity), some above 0.9 (exp(x * 100) = Infinity). */
+function data(count = 40): Dataset {
+  const x = Float32Array.from({ length: count * 8 }, (_, i) => (i % 13 === 0 ? 0 : Math.sin(i * 1.37) * 1.5));
+  return { count, inputs: { x: { dtype: DataType.FLOAT, dims: [count, 8], data: x } }, source: 'chain.npz', notes: [] };
+}
+
+async function typed(depth: number): Promise<Model> {
+  const m = chain(depth);
+  await inferShapesByRunning(m, { x: sliceSamples(data().inputs.x!, 0, 4) });
+  return m;
+}
+
+/** Finite min/max of every tensor, scanning whole captures sample by sample. */
+async function byHand(m: Model, names: readonly string[], ds: Dataset): Promise<Map<string, { min: number; max: number; count: number }>> {
+  const runner = await createCaptureRunner(m, names);
+  const out = new Map(names.map((n) => [n, { min: Infinity, max: -Infinity, count: 0 }]));
+  try {
+    for (let i = 0; i < ds.count; i++) {
+      const got = await runner.run({ x: sliceSamples(ds.inputs.x!, i, i + 1) });
+      for (const name of names) {
+        const r = out.get(name)!;
+        for (const v of got[name]!.data as Float32Array) {
+          r.count++;
+          if (!Number.isFinite(v)) continue;
+          if (v < r.min) r.min = v;
+          if (v > r.max) r.max = v;
+        }
+      }
+    }
+  } finally {
+    await runner.release();
+  }
+  return out;
+}
+
+describe('calibration ranges from reductions inside onnxruntime', () => {
+  it('equal the whole-tensor scan exactly: activations, graph outputs, the input, NaN and +-Infinity left out', async () => {
+    const m = await typed(4);
+    const names = ['x', 'mm0', 'add1', 't2', 't3', 'l', 'e', 'big'];
+    const want = await byHand(m, names, data());
+    const got = await collectStatistics(m, names.map((tensor) => ({ tensor, kind: 'range' as const })), data(), { batchSize: 16 });
+    for (const name of names) {
+      const s = got.ranges.get(name)!;
+      const w = want.get(name)!;
+      expect([name, s.min, s.max, s.count]).toEqual([name, w.min, w.max, w.count]);
+    }
+    // l (log 0, log of negatives) and e (exp overflow) had non-finite values in every batch: re-run with them whole.
+    expect(got.batching).toMatchObject({ batchSize: 16, passes: 1, captureGroups: 0, nonFiniteReruns: 3 });
+    expect(Number.isFinite(got.ranges.get('e')!.max)).toBe(true);
+  });
+
+  it('a one-shot generator gets the same ranges in one pass', async () => {
+    const m = await typed(2);
+    const ds = data();
+    function* feeds() {
+      for (let i = 0; i < ds.count; i += 10) yield { x: sliceSamples(ds.inputs.x!, i, i + 10) };
+    }
+    const names = ['t0', 't1', 'l', 'e'];
+    const want = await byHand(m, names, ds);
+    const got = await collectStatistics(m, names.map((tensor) => ({ tensor, kind: 'range' as const })), feeds());
+    for (const name of names) expect([name, got.ranges.get(name)!.min, got.ranges.get(name)!.max]).toEqual([name, want.get(name)!.min, want.get(name)!.max]);
+    expect(got.batching).toMatchObject({ batchSize: 10, passes: 1 });
+  });
+});
+
+describe('two-pass histograms and memory-bounded capture groups', () => {
+  const histogramNames = ['mm0', 'add0', 't0', 'mm1', 't1', 'mm2', 't2', 'l', 'e'];
+
+  it('bin into the grid the streaming histogram grows to: same min/max, grid, totals, and counts within one bin', async () => {
+    const m = await typed(3);
+    const ds = data();
+    const requests: StatisticRequest[] = histogramNames.map((tensor) => ({ tensor, kind: 'histogram', bins: 256 }));
+    // 9 tensors of 32 bytes per sample: 16 samples' captures (4608 bytes) do not fit 1000 bytes: two passes.
+    const twoPass = await collectStatistics(m, requests, ds, { batchSize: 16, captureBatchSize: 7, memoryBudget: 1000 });
+    // They fit the default budget: one pass, histograms grown batch by batch exactly as before.
+    const onePass = await collectStatistics(m, requests, ds, { batchSize: 16 });
+    // Today's path: the same batches of 16 from a generator (one pass, histograms grown as they stream).
+    function* feeds() {
+      for (let i = 0; i < ds.count; i += 16) yield { x: sliceSamples(ds.inputs.x!, i, Math.min(ds.count, i + 16)) };
+    }
+    const streamed = await collectStatistics(m, requests, feeds());
+    // 7 samples x 32 bytes = 224 bytes per tensor: groups of 4, 4 and 1 tensors (896 bytes at most), a pass each.
+    expect(twoPass.batching).toMatchObject({ batchSize: 16, captureBatchSize: 7, captureGroups: 3, passes: 4, capturedBytesPerRun: 896 });
+    expect(onePass.batching).toMatchObject({ batchSize: 16, captureGroups: 0, passes: 1 });
+    for (const name of histogramNames) {
+      const a = twoPass.ranges.get(name)!;
+      const b = streamed.ranges.get(name)!;
+      const ha = a.histogram!;
+      const hb = b.histogram!;
+      expect([name, a.min, a.max, a.count, ha.lo, ha.width, ha.total, ha.nonFinite]).toEqual([name, b.min, b.max, b.count, hb.lo, hb.width, hb.total, hb.nonFinite]);
+      expect(Array.from(onePass.ranges.get(name)!.histogram!.counts)).toEqual(Array.from(hb.counts));
+      // Cumulative counts differ by at most the mass that can sit on a bin edge: never more than one bin's shift.
+      let ca = 0;
+      let cb = 0;
+      for (let i = 0; i < ha.bins; i++) {
+        ca += ha.counts[i]!;
+        cb += hb.counts[i]!;
+        expect(Math.abs(ca - cb)).toBeLessThanOrEqual(i + 1 < ha.bins ? ha.counts[i + 1]! + hb.counts[i]! : 0);
+      }
+    }
+  });
+
+  it('a small budget splits the captures into groups that together cover every requested tensor, with the same statistics', async () => {
+    const m = await typed(6);
+    const ds = data();
+    const requests: StatisticRequest[] = [
+      ...histogramNames.map((tensor) => ({ tensor, kind: 'histogram' as const, bins: 64 })),
+      { tensor: 't4', kind: 'channel-moments', axis: -1 },
+      { tensor: 'add5', kind: 'channel-moments', axis: -1 },
+      { tensor: 'add5', kind: 'range' },
+    ];
+    // 11 tensors of 32 bytes per sample: 2000 bytes hold all of them for 5 samples (one group);
+    // 100 bytes hold three tensors of one sample per run.
+    const roomy = await collectStatistics(m, requests, ds, { batchSize: 8, memoryBudget: 2000 });
+    const tight = await collectStatistics(m, requests, ds, { batchSize: 8, memoryBudget: 100 });
+    expect(roomy.batching).toMatchObject({ captureBatchSize: 5, captureGroups: 1, passes: 2 });
+    expect(tight.batching).toMatchObject({ captureBatchSize: 1, captureGroups: 4, passes: 5, capturedBytesPerRun: 96 });
+    for (const name of [...histogramNames, 'add5']) {
+      const a = roomy.ranges.get(name)!;
+      const b = tight.ranges.get(name)!;
+      expect([name, b.min, b.max, b.count, b.histogram?.total]).toEqual([name, a.min, a.max, a.count, a.histogram?.total]);
+      if (a.histogram) expect(Array.from(b.histogram!.counts)).toEqual(Array.from(a.histogram.counts));
+    }
+    for (const name of ['t4', 'add5']) {
+      expect(Array.from(tight.channels.get(name)!.mean)).toEqual(Array.from(roomy.channels.get(name)!.mean));
+      expect(Array.from(tight.channels.get(name)!.variance)).toEqual(Array.from(roomy.channels.get(name)!.variance));
+    }
+  });
+
+  it('the default first-pass batch comes from the activation sizes and the budget', async () => {
+    const m = await typed(2);
+    const got = await collectStatistics(m, [{ tensor: 't1', kind: 'range' }], data(), { memoryBudget: 4 * 32 * 5 });
+    // Largest activation 32 bytes per sample; four of them per sample within 640 bytes: batch 5.
+    expect(got.batching).toMatchObject({ batchSize: 5, explicit: false, passes: 1 });
+  });
+});
