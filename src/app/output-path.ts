@@ -1,20 +1,27 @@
 /**
- * Where a workflow may write: never over one of its inputs, and where a missed accuracy goal goes.
- * Pure path logic, shared by every command that writes a file (models, checkpoints, reports).
- * May import: errors.
+ * Where a workflow may write: never over one of its inputs, never onto a folder or special file,
+ * and where a missed accuracy goal goes. Shared by every command that writes a file (models,
+ * checkpoints, reports). Inputs are compared by identity (device and inode), so a symlinked
+ * folder, a symlink or a hard link to an input is caught, not only an equal path string.
+ * May import: util, errors.
  */
 import path from 'node:path';
 import { UsageError } from '../errors.js';
+import { resolveWriteTarget, sameFile } from '../util/atomic-write.js';
 
-/** Refuse to write over an input file; the output path must differ from every input. Returns it resolved. */
+/**
+ * Refuse to write over an input file (any path naming the same file), onto a folder, device, FIFO
+ * or socket, or through a dangling symlink: UsageError (exit 2). Returns the output resolved (a
+ * symlink output stays the link's path; the writers write through it).
+ */
 export function checkOutputPath(output: string, inputs: readonly string[], flag = '-o/--output'): string {
-  const resolved = path.resolve(output);
+  resolveWriteTarget(output, flag);
   for (const input of inputs) {
-    if (path.resolve(input) === resolved) {
+    if (sameFile(input, output)) {
       throw new UsageError(`refusing to overwrite the input file ${input}; choose another ${flag} path`);
     }
   }
-  return resolved;
+  return path.resolve(output);
 }
 
 /** out.onnx -> out.missed-goal.onnx: where a model that missed its accuracy goal is written. */

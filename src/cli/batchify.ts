@@ -6,7 +6,7 @@
  * May import: cli/*, errors, commander, app/output-path; lazily passes/batchify, onnx, runtime, ir.
  */
 import type { Command } from 'commander';
-import { ExitCode } from '../errors.js';
+import { ExitCode, UsageError } from '../errors.js';
 import { checkOutputPath } from '../app/output-path.js';
 import { note, printJson, runCommand } from './common.js';
 import { sharedOption } from './options.js';
@@ -37,6 +37,7 @@ export function registerBatchify(program: Command): void {
     .addOption(sharedOption('json'))
     .action(
       runCommand(async (model: string, flags: BatchifyFlags) => {
+        if (flags.dimName.trim() === '') throw new UsageError(`--dim-name '${flags.dimName}': a symbolic dim needs a name`);
         const output = checkOutputPath(flags.output, [model]);
         const [{ loadModel, saveModel }, { batchify, describeReshapeEdit, verifyBatchify }, { createRunner, parseShapeOverrides }] = await Promise.all([
           import('../onnx/index.js'),

@@ -85,7 +85,7 @@ export function registerDistill(program: Command): void {
     .requiredOption('-o, --output <file>', 'where to write the trained student')
     .option('--temperature <t>', 'softmax temperature of the soft targets', parsePositiveNumber, D.temperature)
     .option('--alpha <a>', 'weight of the label loss; 1 - alpha weighs the teacher (KL) loss', parseFraction, D.alpha)
-    .option('--epochs <n>', 'passes over the training data', parseNonNegativeInt, D.epochs)
+    .option('--epochs <n>', 'passes over the training data', parsePositiveInt, D.epochs)
     .option('--batch-size <n>', 'samples per step', parsePositiveInt, D.batchSize)
     .option('--lr <x>', 'learning rate', parseNonNegative, D.learningRate)
     .option('--optimizer <o>', 'adam (AdamW) or sgd (with momentum)', oneOf(['adam', 'sgd'] as const), D.optimizer)

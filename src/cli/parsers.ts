@@ -12,6 +12,15 @@ export function parsePositiveInt(value: string): number {
   return n;
 }
 
+/** A positive integer of at most `max` (counts that size allocations: iterations, instances, threads). */
+export function parseBoundedInt(max: number): (value: string) => number {
+  return (value) => {
+    const n = parsePositiveInt(value);
+    if (n > max) throw new InvalidArgumentError(`expected at most ${max}, got '${value}'`);
+    return n;
+  };
+}
+
 export function parseNonNegativeInt(value: string): number {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError(`expected a non-negative integer, got '${value}'`);
@@ -74,5 +83,7 @@ export function parseAccuracyBudget(value: string): AccuracyBudget {
   const match = /^(\d+(?:\.\d+)?)\s*(pt|pts|%)?$/.exec(text);
   if (!match) throw new InvalidArgumentError(`expected an accuracy drop like '0.5pt' or '1%', got '${value}'`);
   const n = Number(match[1]);
+  // A drop beyond 100 points (or 100%) can never happen: such a gate means nothing.
+  if (n > 100) throw new InvalidArgumentError(`an accuracy drop of ${text} can never happen (at most 100${match[2] === '%' ? '%' : 'pt'}); got '${value}'`);
   return match[2] === '%' ? { kind: 'relative', value: n / 100 } : { kind: 'points', value: n };
 }

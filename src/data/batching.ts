@@ -48,7 +48,7 @@ export function take(dataset: Dataset, n: number): Dataset {
   if (!Number.isInteger(n) || n < 0) throw new UsageError(`take: expected a non-negative sample count, got ${n}`);
   const m = Math.min(n, dataset.count);
   const cut = (r: Record<string, TensorData>) =>
-    Object.fromEntries(Object.entries(r).map(([k, t]) => [k, sliceSamples(t, 0, m)]));
+    Object.assign(Object.create(null) as Record<string, TensorData>, Object.fromEntries(Object.entries(r).map(([k, t]) => [k, sliceSamples(t, 0, m)])));
   const out: Dataset = { ...dataset, count: m, inputs: cut(dataset.inputs), notes: [...dataset.notes] };
   if (dataset.labels) out.labels = sliceSamples(dataset.labels, 0, m);
   if (dataset.outputs) out.outputs = cut(dataset.outputs);
@@ -71,7 +71,7 @@ export function isPlainLayout(dataset: Dataset): boolean {
 
 /** The feed of samples [start, end), which must be able to share a run (see batches). */
 export function feedsOf(dataset: Dataset, start: number, end: number): Record<string, TensorData> {
-  const feeds: Record<string, TensorData> = {};
+  const feeds: Record<string, TensorData> = Object.create(null);
   for (const [name, t] of Object.entries(dataset.inputs)) {
     const axis = axisOf(dataset, name);
     feeds[name] = axis === null ? sampleValue(t, start) : moveSampleAxis(sliceSamples(t, start, end), axis);
@@ -107,7 +107,7 @@ export function* batches(dataset: Dataset, batchSize: number, options: { dropLas
     for (let start = 0; start < dataset.count; start += batchSize) {
       const end = Math.min(start + batchSize, dataset.count);
       if (options.dropLast && end - start < batchSize) return;
-      const feeds: Record<string, TensorData> = {};
+      const feeds: Record<string, TensorData> = Object.create(null);
       for (const [name, t] of Object.entries(dataset.inputs)) feeds[name] = sliceSamples(t, start, end);
       const batch: Batch = { feeds, start, size: end - start };
       if (dataset.labels) batch.labels = sliceSamples(dataset.labels, start, end);

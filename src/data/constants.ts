@@ -24,8 +24,8 @@ export function inputValueTensors(
   axes: Readonly<Record<string, number | null>>,
   count: number,
 ): { constants: Record<string, TensorData>; perSample: Record<string, TensorData> } {
-  const constants: Record<string, TensorData> = {};
-  const perSample: Record<string, TensorData> = {};
+  const constants: Record<string, TensorData> = Object.create(null);
+  const perSample: Record<string, TensorData> = Object.create(null);
   for (const [name, given] of Object.entries(values)) {
     const list = typeof given === 'number' ? [given] : [...given];
     const text = `--input ${name}=${list.join(',')}`;

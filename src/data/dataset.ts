@@ -103,17 +103,17 @@ export async function loadDataset(path: string, inputSpecs: readonly IoSpec[], o
   }
   if (isDirectory) {
     const sets = await readTestDataSets(path);
-    const arrays: Record<string, TensorData[]> = {};
-    const outputs: Record<string, TensorData[]> = {};
+    const arrays: Record<string, TensorData[]> = Object.create(null);
+    const outputs: Record<string, TensorData[]> = Object.create(null);
     for (const set of sets) {
       const mapped = testSetFeeds(set, inputSpecs);
       for (const [name, t] of Object.entries(mapped)) (arrays[name] ??= []).push(t);
       set.outputs.forEach((o, k) => (outputs[o.name || `output_${k}`] ??= []).push(o.tensor));
     }
-    const inputs: Record<string, TensorData> = {};
+    const inputs: Record<string, TensorData> = Object.create(null);
     for (const spec of fileSpecs) inputs[spec.name] = stackFeeds(arrays[spec.name]!, path, spec.name);
     const dataset = finish(path, inputSpecs, { inputs }, notes, options);
-    const outs: Record<string, TensorData> = {};
+    const outs: Record<string, TensorData> = Object.create(null);
     for (const [name, parts] of Object.entries(outputs)) outs[name] = concatChecked(parts, path, name);
     if (Object.keys(outs).length > 0) dataset.outputs = outs;
     if (sets.length > 1) notes.push(`${sets.length} test sets, one complete feed each`);
@@ -133,7 +133,7 @@ export async function loadDataset(path: string, inputSpecs: readonly IoSpec[], o
       );
     }
     const tensor = ext === '.npy' ? await readNpy(path) : (await readTensorFile(path)).tensor;
-    return finish(path, inputSpecs, { inputs: { [fileSpecs[0]!.name]: tensor } }, notes, options);
+    return finish(path, inputSpecs, { inputs: Object.assign(Object.create(null), { [fileSpecs[0]!.name]: tensor }) }, notes, options);
   }
   if (ext === '.npz') {
     const arrays = await readNpz(path);
@@ -145,7 +145,7 @@ export async function loadDataset(path: string, inputSpecs: readonly IoSpec[], o
     labelKey ??= DEFAULT_LABEL_KEYS.find((k) => k in arrays && !inputSpecs.some((s) => s.name === k));
     const sequenceKey = SEQUENCE_KEY in arrays && !inputSpecs.some((s) => s.name === SEQUENCE_KEY) ? SEQUENCE_KEY : undefined;
     const candidates = keys.filter((k) => k !== labelKey && k !== sequenceKey);
-    const inputs: Record<string, TensorData> = {};
+    const inputs: Record<string, TensorData> = Object.create(null);
     const used = new Set<string>();
     for (const spec of inputSpecs) {
       if (spec.name in arrays) {
@@ -235,8 +235,8 @@ function finish(source: string, inputSpecs: readonly IoSpec[], raw: RawData, not
   if (whole) {
     notes.push(`'${whole[0]}' holds complete feeds of batch ${whole[1].tensor.dims[1 + axes[whole[0]]!]}: samples run one at a time`);
   }
-  const inputs: Record<string, TensorData> = {};
-  const constants: Record<string, TensorData> = { ...given.constants };
+  const inputs: Record<string, TensorData> = Object.create(null);
+  const constants: Record<string, TensorData> = Object.assign(Object.create(null), given.constants);
   const stored: Record<string, number | null> = Object.create(null);
   for (const spec of inputSpecs) {
     const f = fitted.get(spec.name);
@@ -258,6 +258,8 @@ function finish(source: string, inputSpecs: readonly IoSpec[], raw: RawData, not
       stored[spec.name] = f!.axis;
     }
   }
+  if (count === 0) throw new InputError(`${source}: the data set has no samples`);
+  for (const [name, t] of [...Object.entries(inputs), ...Object.entries(constants)]) checkFinite(source, name, t);
   const dataset: Dataset = { count, inputs, source, notes };
   if (Object.values(stored).some((a) => a !== 0)) dataset.batchAxes = stored;
   if (Object.keys(constants).length > 0) dataset.constants = constants;
@@ -280,4 +282,40 @@ function sequenceIds(source: string, t: TensorData, count: number): Int32Array {
   const converted = convertInteger(t, DataType.INT32);
   if ('outOfRange' in converted) throw new InputError(`${source}: '${SEQUENCE_KEY}' id ${converted.value} does not fit int32`);
   return converted.data as Int32Array;
+}
+
+/**
+ * Refuses NaN and infinite values in a float input (they make every score and range meaningless),
+ * with counts: InputError naming the file and the input.
+ */
+export function checkFinite(source: string, name: string, t: TensorData): void {
+  let nan = 0;
+  let inf = 0;
+  let firstBad = -1;
+  const data = t.data;
+  if (data instanceof Float32Array || data instanceof Float64Array) {
+    for (let i = 0; i < data.length; i++) {
+      const v = data[i]!;
+      if (v - v !== 0) {
+        if (Number.isNaN(v)) nan++;
+        else inf++;
+        if (firstBad < 0) firstBad = i;
+      }
+    }
+  } else if ((t.dtype === DataType.FLOAT16 || t.dtype === DataType.BFLOAT16) && data instanceof Uint16Array) {
+    const [expMask, fracMask] = t.dtype === DataType.FLOAT16 ? [0x7c00, 0x03ff] : [0x7f80, 0x007f];
+    for (let i = 0; i < data.length; i++) {
+      const b = data[i]!;
+      if ((b & expMask) === expMask) {
+        if (b & fracMask) nan++;
+        else inf++;
+        if (firstBad < 0) firstBad = i;
+      }
+    }
+  } else return;
+  if (nan + inf === 0) return;
+  const perSample = t.dims.length > 0 ? Math.max(1, data.length / Math.max(1, t.dims[0]!)) : data.length;
+  throw new InputError(
+    `${source}: input '${name}' holds ${nan} NaN and ${inf} infinite value(s) (the first in sample ${Math.floor(firstBad / perSample)}); model-opt needs finite inputs`,
+  );
 }

@@ -67,7 +67,10 @@ async function listImages(dir: string): Promise<{ files: string[]; labels?: numb
   const files: string[] = [];
   const labels: number[] = [];
   for (let c = 0; c < classes.length; c++) {
-    const names = (await readdir(join(dir, classes[c]!))).filter(isImage).sort();
+    const names = (await readdir(join(dir, classes[c]!), { withFileTypes: true }))
+      .filter((e) => !e.isDirectory() && isImage(e.name))
+      .map((e) => e.name)
+      .sort();
     for (const n of names) {
       files.push(join(dir, classes[c]!, n));
       labels.push(c);
@@ -78,12 +81,17 @@ async function listImages(dir: string): Promise<{ files: string[]; labels?: numb
 
 async function readPreprocess(dir: string, channels: number): Promise<ImagePreprocess> {
   const path = join(dir, 'preprocess.json');
-  let raw: Record<string, unknown> = {};
+  let raw: Record<string, unknown> = Object.create(null);
+  let parsed: unknown = raw;
   try {
-    if ((await stat(path)).isFile()) raw = JSON.parse(await readFile(path, 'utf8')) as Record<string, unknown>;
+    if ((await stat(path)).isFile()) parsed = JSON.parse(await readFile(path, 'utf8'));
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw new InputError(`${path}: ${(error as Error).message}`);
   }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    throw new InputError(`${path}: expected a JSON object of settings, found ${parsed === null ? 'null' : Array.isArray(parsed) ? 'a list' : typeof parsed}`);
+  }
+  raw = Object.assign(Object.create(null) as Record<string, unknown>, parsed);
   const known = new Set(['scale', 'mean', 'std', 'resize', 'shorter', 'channels', 'size']);
   const unknown = Object.keys(raw).find((k) => !known.has(k));
   if (unknown) throw new InputError(`${path}: unknown key '${unknown}' (expected ${[...known].join(', ')})`);

@@ -82,8 +82,8 @@ export async function readJsonl(path: string, allSpecs: readonly IoSpec[], optio
   const sequences: number[] = [];
   const text = new TextDecoder().decode(await readBytes(path));
   const lines = text.split('\n');
-  const flat: Record<string, unknown[]> = {};
-  const shapes: Record<string, number[]> = {};
+  const flat: Record<string, unknown[]> = Object.create(null);
+  const shapes: Record<string, number[]> = Object.create(null);
   const labelValues: unknown[] = [];
   let labelShape: number[] | undefined;
   let labelKey: string | undefined = options.labelsKey;
@@ -145,7 +145,7 @@ export async function readJsonl(path: string, allSpecs: readonly IoSpec[], optio
   }
   if (count === 0) throw new InputError(`${path}: no records (expected one JSON object per line)`);
 
-  const inputs: Record<string, TensorData> = {};
+  const inputs: Record<string, TensorData> = Object.create(null);
   for (const spec of inputSpecs) {
     try {
       inputs[spec.name] = {

@@ -18,7 +18,8 @@ export function decodeNpz(bytes: Uint8Array, source = '<npz>'): Record<string, T
   } catch (error) {
     throw new InputError(`${source}: not a valid .npz (zip) archive (${(error as Error).message})`, { cause: error });
   }
-  const out: Record<string, TensorData> = {};
+  // Keys are member names from the file ('constructor', '__proto__'): a null-prototype record.
+  const out: Record<string, TensorData> = Object.create(null);
   for (const [name, member] of Object.entries(members)) {
     const key = name.slice(0, -'.npy'.length);
     out[key] = decodeNpy(member, `${source}[${key}]`);

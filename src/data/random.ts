@@ -5,13 +5,16 @@
  * replace random ones.
  * Imports: ./constants.js, ./dtype-convert.js, ../ir/dtype.js, ../ir/io-spec.js, ../util/random.js, ../errors.js.
  */
-import { UsageError } from '../errors.js';
+import { InputError, UsageError } from '../errors.js';
 import { DataType, dtypeInfo, elementCount, float32ToBfloat16, float32ToFloat16, type TensorData } from '../ir/dtype.js';
 import { batchAxes, resolveShape, type IoSpec, type ShapeOverrides } from '../ir/io-spec.js';
 import { seededRandom } from '../util/random.js';
 import { inputValueTensors, type InputValues } from './constants.js';
 import type { Dataset } from './dataset.js';
 import { isInteger } from './dtype-convert.js';
+
+/** At most 2^28 elements (1 GiB of float32) in one random input. */
+const MAX_RANDOM_ELEMENTS = 2 ** 28;
 
 export interface RandomDatasetOptions {
   /** `--shape` overrides for symbolic dims other than the batch dim. */
@@ -38,8 +41,8 @@ export function randomDataset(inputSpecs: readonly IoSpec[], count: number, seed
   };
   const axes = batchAxes(inputSpecs);
   const given = inputValueTensors(options.constants ?? {}, inputSpecs, axes, count);
-  const inputs: Record<string, TensorData> = {};
-  const constants: Record<string, TensorData> = { ...given.constants };
+  const inputs: Record<string, TensorData> = Object.create(null);
+  const constants: Record<string, TensorData> = Object.assign(Object.create(null), given.constants);
   const stored: Record<string, number | null> = Object.create(null);
   let layoutChanged = false;
   for (const spec of inputSpecs) {
@@ -54,6 +57,10 @@ export function randomDataset(inputSpecs: readonly IoSpec[], count: number, seed
     const shape = resolveShape(spec, options.shapeOverrides ?? {}, 1, axis);
     const dims = axis === null ? shape : [count, ...shape.filter((_, i) => i !== axis)];
     const n = elementCount(dims);
+    // Far beyond memory: a clear refusal instead of an allocation failure.
+    if (!(n <= MAX_RANDOM_ELEMENTS)) {
+      throw new InputError(`input '${spec.name}': ${count} random sample(s) of [${shape.join(', ')}] are ${n.toExponential(2)} elements, more than model-opt allocates (${MAX_RANDOM_ELEMENTS}); pass --shape with smaller dims or give data`);
+    }
     const info = dtypeInfo(spec.dtype);
     let data: TensorData['data'];
     if (spec.dtype === DataType.STRING) {

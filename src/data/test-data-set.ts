@@ -78,7 +78,7 @@ export async function readTestDataSets(dir: string): Promise<TestDataSet[]> {
 export function testSetFeeds(set: TestDataSet, inputSpecs: readonly { name: string }[]): Record<string, TensorData> {
   const tensors = set.inputs;
   const where = set.dir;
-  const out: Record<string, TensorData> = {};
+  const out: Record<string, TensorData> = Object.create(null);
   const byName = tensors.every((t) => inputSpecs.some((s) => s.name === t.name));
   if (byName && tensors.length === inputSpecs.length) {
     for (const t of tensors) out[t.name] = t.tensor;

@@ -296,10 +296,34 @@ export function externalInfo(list: Msg[]): ExternalDataInfo {
   return info;
 }
 
+/**
+ * Element count of a tensor's dims; InputError for a dim that is not a size (negative, or beyond
+ * 2^53) or a product beyond 2^53 (such files used to reach `Invalid typed array length`).
+ */
+function checkedElementCount(name: string, dims: readonly number[]): number {
+  let n = 1;
+  for (const d of dims) {
+    if (!Number.isSafeInteger(d) || d < 0) throw new InputError(`tensor '${name}': dims [${dims.join(', ')}] hold ${d}, which is not a size`);
+    n *= d;
+  }
+  if (!Number.isSafeInteger(n)) throw new InputError(`tensor '${name}': dims [${dims.join(', ')}] describe ${n.toExponential(2)} elements, more than any file can hold`);
+  return n;
+}
+
+/** InputError unless `byteLength` bytes of raw data are exactly what `count` elements of `dtype` take. */
+function checkRawSize(name: string, dtype: DataType, dims: readonly number[], count: number, byteLength: number, where: string): void {
+  if (dtype === DataType.STRING || !isKnownDtype(dtype)) return;
+  const expected = Math.ceil((count * dtypeInfo(dtype).bits) / 8);
+  if (byteLength !== expected) {
+    throw new InputError(`tensor '${name}': ${where} holds ${byteLength} bytes but dims [${dims.join(', ')}] of ${dtypeInfo(dtype).name} need ${expected}`);
+  }
+}
+
 export function tensorFromProto(t: Msg, ctx: DecodeContext): Tensor {
   const name: string = t.name ?? '';
   const dtype = (t.dataType ?? 0) as DataType;
   const dims: number[] = (t.dims ?? []).map(toNum);
+  const count = checkedElementCount(name, dims);
   if (!isKnownDtype(dtype) && dtype !== 0) ctx.warn(`tensor '${name}' has data type ${dtype}, unknown to this schema; its bytes are kept as they are`);
   if (t.dataLocation !== undefined && t.dataLocation !== 0 && t.dataLocation !== 1) {
     ctx.warn(`tensor '${name}' has data_location ${t.dataLocation}, unknown to this schema; kept as is`);
@@ -311,11 +335,13 @@ export function tensorFromProto(t: Msg, ctx: DecodeContext): Tensor {
     tensor.external = info;
     if (ctx.readExternal) {
       const bytes = ctx.readExternal(info, name);
+      checkRawSize(name, dtype, dims, count, bytes.byteLength, `external data '${info.location}'`);
       const loaded = Tensor.fromRawBytes(name, dtype, dims, bytes);
       loaded.external = info;
       tensor = loaded;
     }
   } else if (hasOwn(t, 'rawData')) {
+    checkRawSize(name, dtype, dims, count, (t.rawData as Uint8Array).byteLength, 'raw_data');
     tensor = Tensor.fromRawBytes(name, dtype, dims, t.rawData as Uint8Array);
   } else if (dtype === DataType.STRING) {
     tensor = Tensor.fromStringBytes(name, dims, (t.stringData ?? []) as Uint8Array[]);
@@ -323,7 +349,12 @@ export function tensorFromProto(t: Msg, ctx: DecodeContext): Tensor {
     tensor = new Tensor(name, dtype, dims, 'typed');
     const field = typedFieldFor(dtype);
     const values = field ? (t[field] as any[] | undefined) : undefined;
-    if (values && values.length) tensor.data = typedArrayFromField(dtype, values);
+    if (values && values.length) {
+      if (isKnownDtype(dtype) && values.length !== storageLength(dtype, count)) {
+        throw new InputError(`tensor '${name}': ${field} holds ${values.length} values but dims [${dims.join(', ')}] need ${storageLength(dtype, count)}`);
+      }
+      tensor.data = typedArrayFromField(dtype, values);
+    }
     else if (!field) {
       // A future dtype: keep whatever typed field it used, verbatim, as raw-ish bytes.
       tensor.data = new Uint8Array(0);

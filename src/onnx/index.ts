@@ -11,7 +11,7 @@ import { DataType } from '../ir/dtype.js';
 import { fileErrorReason, InputError, UsageError } from '../errors.js';
 import { onnxTypes, SCHEMA_IR_VERSION } from './schema.js';
 import { findUnknownFields, describeUnknownFields, type UnknownField } from './unknown-fields.js';
-import { tempPathBeside, writeAllAt, writeFileFlushed } from '../util/atomic-write.js';
+import { fileIdentity, resolveWriteTarget, sameFile, tempPathBeside, writeAllAt, writeFileFlushed } from '../util/atomic-write.js';
 import {
   allTensors,
   modelFromProto,
@@ -47,11 +47,17 @@ export interface EncodeOptions {
 
 interface ModelIoState {
   unknownFields?: UnknownField[];
+  /** Identities ("dev:ino") of the files this model was read from: saveModel never writes over them (see saveModel). */
+  sources?: { model?: string; externals: Set<string>; names: Map<string, string> };
+}
+
+function ioState(model: Model): ModelIoState | undefined {
+  return (model.serializerState as { io?: ModelIoState } | undefined)?.io;
 }
 
 /** Fields from a newer ONNX found when the model was decoded (empty when none). */
 export function unknownFieldsOf(model: Model): UnknownField[] {
-  return ((model.serializerState as { io?: ModelIoState } | undefined)?.io?.unknownFields ?? []);
+  return ioState(model)?.unknownFields ?? [];
 }
 
 function decodeError(source: string, e: unknown): InputError {
@@ -82,7 +88,8 @@ export function decodeModel(bytes: Uint8Array, options: DecodeOptions = {}): Mod
         '. They are not represented; writing this model requires dropping them explicitly.',
     );
   }
-  const ctx: DecodeContext = { warn, readExternal: options.baseDir ? externalReader(options.baseDir, source) : undefined };
+  const sources: NonNullable<ModelIoState['sources']> = { externals: new Set(), names: new Map() };
+  const ctx: DecodeContext = { warn, readExternal: options.baseDir ? externalReader(options.baseDir, source, sources) : undefined };
   let model: Model;
   try {
     model = modelFromProto(msg, ctx);
@@ -92,7 +99,7 @@ export function decodeModel(bytes: Uint8Array, options: DecodeOptions = {}): Mod
   }
   const irv = model.irVersion;
   if (irv > SCHEMA_IR_VERSION) warn(`${source}: IR version ${irv} is newer than this schema's (${SCHEMA_IR_VERSION})`);
-  (model.serializerState as { io?: ModelIoState }).io = { unknownFields: unknown };
+  (model.serializerState as { io?: ModelIoState }).io = { unknownFields: unknown, sources };
   return model;
 }
 
@@ -122,7 +129,10 @@ export async function loadModel(file: string, options: Omit<DecodeOptions, 'base
   } catch (e) {
     throw new InputError(`${file}: cannot read model (${fileErrorReason(e)})`, { cause: e });
   }
-  return decodeModel(bytes, { ...options, baseDir: path.dirname(path.resolve(file)), sourceName: file });
+  const model = decodeModel(bytes, { ...options, baseDir: path.dirname(path.resolve(file)), sourceName: file });
+  const sources = ioState(model)?.sources;
+  if (sources) sources.model = fileIdentity(file);
+  return model;
 }
 
 /** Resolve an external location inside baseDir, refusing paths that escape it. */
@@ -148,7 +158,7 @@ export function resolveExternalPath(baseDir: string, location: string, source = 
   return full;
 }
 
-function externalReader(baseDir: string, source: string): ExternalReader {
+function externalReader(baseDir: string, source: string, sources?: NonNullable<ModelIoState['sources']>): ExternalReader {
   const fds = new Map<string, number>();
   return (info: ExternalDataInfo, tensorName: string): Uint8Array => {
     const file = resolveExternalPath(baseDir, info.location, source);
@@ -158,7 +168,12 @@ function externalReader(baseDir: string, source: string): ExternalReader {
         fd = fs.openSync(file, 'r');
         fds.set(file, fd);
       }
-      const size = fs.fstatSync(fd).size;
+      const st = fs.fstatSync(fd);
+      if (sources) {
+        sources.externals.add(`${st.dev}:${st.ino}`);
+        sources.names.set(`${st.dev}:${st.ino}`, file);
+      }
+      const size = st.size;
       const offset = info.offset ?? 0;
       const length = info.length ?? size - offset;
       if (offset < 0 || length < 0 || offset + length > size) {
@@ -216,7 +231,12 @@ const PROTOBUF_LIMIT = 2 ** 31 - 1;
  * input path (see ensureDistinctOutput).
  */
 export async function saveModel(model: Model, file: string, options: SaveOptions = {}): Promise<void> {
-  const target = path.resolve(file);
+  const target = resolveWriteTarget(file);
+  const sources = ioState(model)?.sources;
+  const targetId = fileIdentity(target);
+  if (targetId !== undefined && sources?.externals.has(targetId)) {
+    throw new UsageError(`${file}: is the external data file of the input model (${sources.names.get(targetId)}); choose another output path`);
+  }
   const tensors = [...allTensors(model)];
   let useExternal: boolean;
   if (options.externalData === undefined) {
@@ -233,7 +253,15 @@ export async function saveModel(model: Model, file: string, options: SaveOptions
     await fs.promises.mkdir(path.dirname(target), { recursive: true });
     let tensorOpts: TensorEncodeOptions = { embedExternal: true };
     if (useExternal) {
-      const dataTarget = resolveExternalPath(path.dirname(target), location, target);
+      const dataTarget = resolveWriteTarget(resolveExternalPath(path.dirname(target), location, target), 'external data file');
+      const dataId = fileIdentity(dataTarget);
+      // Writing the side file over the input model's external data would corrupt that model (it
+      // stays on disk pointing at the new bytes), unless the input model itself is being replaced.
+      if (dataId !== undefined && sources?.externals.has(dataId) && (targetId === undefined || targetId !== sources.model)) {
+        throw new UsageError(
+          `${file}: its external data file ${dataTarget} is the input model's external data; writing it would corrupt the input. Choose another output name (the side file is <output>.data)`,
+        );
+      }
       const dataTemp = tempPathBeside(dataTarget);
       temps.push(dataTemp);
       const placed = new Map<Tensor, ExternalDataInfo>();
@@ -288,17 +316,7 @@ export async function saveModel(model: Model, file: string, options: SaveOptions
 
 /** Throw UsageError when `output` is the same file as `input` (never overwrite the input model). */
 export function ensureDistinctOutput(input: string, output: string): void {
-  const a = path.resolve(input);
-  const b = path.resolve(output);
-  let same = a === b;
-  try {
-    const sa = fs.statSync(a);
-    const sb = fs.statSync(b);
-    same ||= sa.ino === sb.ino && sa.dev === sb.dev;
-  } catch {
-    // Output does not exist yet: distinct unless the paths are equal.
-  }
-  if (same) throw new UsageError(`refusing to overwrite the input model ${input}; choose another output path`);
+  if (sameFile(input, output)) throw new UsageError(`refusing to overwrite the input model ${input}; choose another output path`);
 }
 
 // ---- single tensors -------------------------------------------------------------------------------

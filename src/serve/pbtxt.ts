@@ -105,7 +105,9 @@ function tokenize(text: string, source: string): Token[] {
             const n = e === 'u' ? 4 : 8;
             const hex = text.slice(i, i + n);
             if (!new RegExp(`^[0-9a-fA-F]{${n}}$`).test(hex)) fail(`bad \\${e} escape`);
-            out += String.fromCodePoint(parseInt(hex, 16));
+            const code = parseInt(hex, 16);
+            if (code > 0x10ffff) fail(`\\${e}${hex} is beyond Unicode (at most \\U0010FFFF)`);
+            out += String.fromCodePoint(code);
             i += n;
           } else fail(`unknown escape \\${e}`);
           continue;
@@ -154,7 +156,11 @@ export function parsePbtxt(text: string, source = 'config.pbtxt'): PbMessage {
     return fail(`expected a value, found '${t.text}'`, t);
   };
 
+  // Nesting deeper than any real config is refused before it can exhaust the stack.
+  const MAX_DEPTH = 100;
+  let depth = 0;
   const message = (close: string | undefined): PbMessage => {
+    if (++depth > MAX_DEPTH) fail(`blocks nested more than ${MAX_DEPTH} deep`);
     const fields: PbField[] = [];
     for (;;) {
       const t = peek();
@@ -169,6 +175,7 @@ export function parsePbtxt(text: string, source = 'config.pbtxt'): PbMessage {
       fields.push(field());
       if (isPunct(peek(), ',') || isPunct(peek(), ';')) pos++;
     }
+    depth--;
     return { kind: 'message', fields };
   };
 

@@ -104,7 +104,12 @@ export async function writeTritonRepository(model: Model, outDir: string, option
   const versionDir = path.join(modelDir, String(options.version ?? 1));
   const specs = { inputs: modelInputSpecs(model), outputs: modelOutputSpecs(model) };
   const config = buildTritonConfig(specs, options);
-  fs.mkdirSync(versionDir, { recursive: true });
+  try {
+    fs.mkdirSync(versionDir, { recursive: true });
+  } catch (error) {
+    // --out (or <out>/<name>) is an existing file, or not writable: bad input, not a bug.
+    throw new InputError(`${outDir}: cannot create the repository folder ${versionDir} (${(error as Error).message})`, { cause: error });
+  }
   const modelPath = path.join(versionDir, 'model.onnx');
   await saveModel(model, modelPath);
   const runner = await createRunner(modelPath, { label: modelPath });

@@ -24,8 +24,8 @@ export interface Checkpoint<Meta> extends CheckpointGroups {
 }
 
 export async function writeCheckpoint<Meta>(path: string, checkpoint: Checkpoint<Meta>): Promise<void> {
-  const arrays: Record<string, TensorData> = {};
-  const index: Record<string, string[]> = {};
+  const arrays: Record<string, TensorData> = Object.create(null);
+  const index: Record<string, string[]> = Object.create(null);
   let n = 0;
   for (const group of ['variables', 'optimizer', 'masks', 'best'] as const) {
     const map = checkpoint[group];
@@ -44,27 +44,37 @@ export async function writeCheckpoint<Meta>(path: string, checkpoint: Checkpoint
 export async function readCheckpoint<Meta>(path: string): Promise<Checkpoint<Meta>> {
   const arrays = await readNpz(path);
   const metaBytes = arrays['meta'];
-  if (!metaBytes) throw new InputError(`${path}: not a model-opt training checkpoint (no meta member)`);
-  let parsed: { format?: string; index: Record<string, string[]>; meta: Meta };
+  if (!metaBytes || !(metaBytes.data instanceof Uint8Array)) throw new InputError(`${path}: not a model-opt training checkpoint (no meta member)`);
+  let parsed: { format?: unknown; index?: unknown; meta: Meta } | null;
   try {
     parsed = JSON.parse(new TextDecoder().decode(metaBytes.data as Uint8Array));
   } catch (error) {
     throw new InputError(`${path}: corrupt checkpoint metadata`, { cause: error });
   }
-  if (parsed.format !== CHECKPOINT_FORMAT) throw new InputError(`${path}: unsupported checkpoint format '${parsed.format}'`);
+  if (typeof parsed !== 'object' || parsed === null) throw new InputError(`${path}: corrupt checkpoint metadata (not a JSON object)`);
+  if (parsed.format !== CHECKPOINT_FORMAT) throw new InputError(`${path}: unsupported checkpoint format '${String(parsed.format)}'`);
+  const index: unknown = parsed.index;
+  if (typeof index !== 'object' || index === null) throw new InputError(`${path}: corrupt checkpoint metadata (no index)`);
+  const groupNames = (key: string): string[] | undefined => {
+    const names = Object.prototype.hasOwnProperty.call(index, key) ? (index as Record<string, unknown>)[key] : undefined;
+    if (names === undefined) return undefined;
+    if (!Array.isArray(names) || !names.every((n) => typeof n === 'string')) throw new InputError(`${path}: corrupt checkpoint metadata (index '${key}' is not a list of names)`);
+    return names as string[];
+  };
   let n = 0;
   const group = (names: string[] | undefined): Map<string, Float32Array> => {
     const out = new Map<string, Float32Array>();
     for (const name of names ?? []) {
       const a = arrays[`a${n++}`];
       if (!a) throw new InputError(`${path}: checkpoint is truncated (no data for '${name}')`);
+      if (!(a.data instanceof Float32Array)) throw new InputError(`${path}: checkpoint array for '${name}' is not float32`);
       out.set(name, a.data as Float32Array);
     }
     return out;
   };
-  const variables = group(parsed.index['variables']);
-  const optimizer = group(parsed.index['optimizer']);
-  const masks = group(parsed.index['masks']);
-  const best = group(parsed.index['best']);
+  const variables = group(groupNames('variables'));
+  const optimizer = group(groupNames('optimizer'));
+  const masks = group(groupNames('masks'));
+  const best = group(groupNames('best'));
   return { meta: parsed.meta, variables, optimizer, masks, best: best.size > 0 ? best : undefined };
 }

@@ -3,12 +3,67 @@
  * the target's folder (same file system, so the rename is atomic), are flushed to disk, and only
  * then renamed over the target; on failure the temp file is removed and the target is untouched.
  * saveModel (several files committed together) uses the pieces; everything else writeBytesAtomic.
+ * Also the file-safety checks every writer uses: resolveWriteTarget, fileIdentity, sameFile.
  * Imports: node:fs, node:path, node:crypto, ../errors.js.
  */
 import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { InputError } from '../errors.js';
+import { InputError, UsageError } from '../errors.js';
+
+/** What kind of non-regular file a Stats describes, for messages. */
+function specialKind(st: fs.Stats): string {
+  if (st.isCharacterDevice()) return 'a character device';
+  if (st.isBlockDevice()) return 'a block device';
+  if (st.isFIFO()) return 'a FIFO (named pipe)';
+  if (st.isSocket()) return 'a socket';
+  return 'not a regular file';
+}
+
+/**
+ * Where a write of `file` lands (file-safety rules, docs/design.md): a new name or a regular file is
+ * itself (resolved); a symbolic link is written through to its target (the link stays a link); a
+ * folder, device, FIFO or socket, or a link to one or to nothing, is refused with a UsageError (exit
+ * 2) before anything is written, since renaming a temp file over it would replace it.
+ */
+export function resolveWriteTarget(file: string, flag = 'output'): string {
+  const resolved = path.resolve(file);
+  let st: fs.Stats;
+  try {
+    st = fs.lstatSync(resolved);
+  } catch {
+    return resolved; // a new file (a missing folder is created by the writer)
+  }
+  let target = resolved;
+  if (st.isSymbolicLink()) {
+    try {
+      target = fs.realpathSync(resolved);
+      st = fs.statSync(target);
+    } catch {
+      throw new UsageError(`${file}: the ${flag} is a symbolic link to nothing (${fs.readlinkSync(resolved)}); remove the link or give another path`);
+    }
+  }
+  if (st.isDirectory()) throw new UsageError(`${file}: the ${flag} is a folder; give a file path`);
+  if (!st.isFile()) throw new UsageError(`${file}: the ${flag} is ${specialKind(st)}; model-opt writes only regular files`);
+  return target;
+}
+
+/** "dev:ino" of an existing file (symlinks followed), undefined when it cannot be stat'ed. */
+export function fileIdentity(file: string): string | undefined {
+  try {
+    const st = fs.statSync(file);
+    return `${st.dev}:${st.ino}`;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Whether two paths name one file: the same resolved path, or the same device and inode (hard links, symlinks, symlinked folders). */
+export function sameFile(a: string, b: string): boolean {
+  if (path.resolve(a) === path.resolve(b)) return true;
+  const ia = fileIdentity(a);
+  return ia !== undefined && ia === fileIdentity(b);
+}
 
 /** A hidden temp path beside `target`: `.<name>.<pid>.<random>.tmp` in the same folder. */
 export function tempPathBeside(target: string): string {
@@ -33,14 +88,16 @@ export function writeFileFlushed(file: string, bytes: Uint8Array): void {
 }
 
 /**
- * Writes `bytes` to `file` atomically (temp file, flush, rename). InputError naming the file when
- * it cannot be written; no temp file is left behind.
+ * Writes `bytes` to `file` atomically (temp file, flush, rename); a symlink is written through,
+ * a folder or special file refused (resolveWriteTarget). InputError naming the file when it
+ * cannot be written; no temp file is left behind.
  */
 export async function writeBytesAtomic(file: string, bytes: Uint8Array): Promise<void> {
-  const tmp = tempPathBeside(file);
+  const target = resolveWriteTarget(file);
+  const tmp = tempPathBeside(target);
   try {
     writeFileFlushed(tmp, bytes);
-    await fs.promises.rename(tmp, file);
+    await fs.promises.rename(tmp, target);
   } catch (error) {
     await fs.promises.rm(tmp, { force: true });
     throw new InputError(`${file}: cannot write file (${(error as Error).message})`, { cause: error });
