@@ -36,6 +36,7 @@ import type {
   SensitivityRow,
 } from '../passes/quantize/index.js';
 import type { DynamicReport } from '../passes/quantize/dynamic.js';
+import type { Int4Method, Int4Report } from '../passes/quantize/int4.js';
 import type { Fp16Report } from '../passes/quantize/fp16.js';
 import type { TrainingBackend } from '../train/backend.js';
 import type { WorkflowEvents } from './events.js';
@@ -43,7 +44,7 @@ import { checkOutputPath } from './output-path.js';
 import type { QatReport } from './qat.js';
 import { speedCheck, type SpeedCheck } from './speed-check.js';
 
-export type QuantizeMode = 'int8' | 'int8-dynamic' | 'fp16';
+export type QuantizeMode = 'int8' | 'int8-dynamic' | 'int4' | 'fp16';
 
 export interface QuantizeWorkflowOptions {
   /** The FP32 model file (never modified). */
@@ -83,6 +84,8 @@ export interface QuantizeWorkflowOptions {
   shapes?: ShapeOverrides;
   /** `--input` values: inputs given once for all samples (calibration, evaluation and random check data). */
   inputValues?: InputValues;
+  /** int4: block-wise weight-only 4-bit settings (defaults: block 32, asymmetric, accuracy level 4, rtn). */
+  int4?: { blockSize?: 16 | 32 | 64 | 128 | 256; symmetric?: boolean; accuracyLevel?: 0 | 1 | 2 | 3 | 4; method?: Int4Method };
   /** `--feedback OUTPUT=INPUT`: states made by running the FP32 model over the data in order. */
   feedback?: readonly FeedbackPair[];
   /** Time the input model against the written one, this many runs each. */
@@ -95,6 +98,18 @@ export interface QuantizeWorkflowOptions {
   minTop1Agreement?: number;
   /** A task metric with its budget, judged on the held-out samples too. */
   metric?: MetricBudget;
+  /**
+   * `--metric`: a built-in metric spec (`ctc`, `cer`, `top5`, `f1:threshold=0.3`, ...) or a module
+   * path (app/metric-module.ts), scoring `outputName` (default the first output). With
+   * `maxAccuracyDrop` and labelled `evalData` the drop is measured on it instead of top-1 (`pt` =
+   * 0.01 of the metric's value, `%` = relative to FP32); with `metricBudget`, its label-free form
+   * against FP32 must reach that value on the held-out samples. Either way the metric decides (the
+   * fidelity guard's fallback chases it): SQNR and top-1 agreement are measured and reported, and
+   * enforced only when minSqnrDb/minTop1Agreement are given. `--analyze` scores it per node.
+   */
+  taskMetric?: string;
+  /** `--metric-budget`: least value of the metric's label-free form against FP32 (most, for a lower-is-better metric such as CER). */
+  metricBudget?: number;
   /** Write the best attempt even when no setting meets the budget (the result still reports the failure). */
   force?: boolean;
   /** int8: quantization-aware training after calibration. */
@@ -108,7 +123,7 @@ export interface QuantizeResult {
   /** The written file; null when nothing was written (a budget was missed without `force`). */
   output: { path: string; sizeBytes: number } | null;
   seconds: number;
-  report: Int8Report | DynamicReport | Fp16Report;
+  report: Int8Report | DynamicReport | Int4Report | Fp16Report;
   fusion?: FusionReport;
   speed?: SpeedCheck;
   /** Agreement of the written model with FP32, per output (the onnxruntime check); null when it was skipped. */
@@ -146,7 +161,21 @@ export interface QuantizeChecks {
 export interface SensitivityResult {
   model: string;
   sensitivity: SensitivityRow[];
+  /** `--metric`: the task metric with only each node quantized (same samples), and of FP32 and the full INT8 model. */
+  metric?: SensitivityMetric;
   warnings: string[];
+}
+
+export interface SensitivityMetric {
+  name: string;
+  /** Scored against the data's labels, or label-free against the FP32 model's outputs. */
+  target: 'labels' | 'reference';
+  higherIsBetter: boolean;
+  samples: number;
+  /** The FP32 model's value (labels; for a label-free metric, the value of a perfect copy when known). */
+  fp32: number | null;
+  int8: number;
+  perNode: Record<string, number>;
 }
 
 async function fileSize(file: string): Promise<number> {
@@ -214,7 +243,7 @@ async function int8(model: Model, calibration: Dataset | undefined, inputs: Awai
  * A pass that quantized nothing: a UsageError saying why (nothing is written), or with an explicit
  * `opTypes` list (the user asked for exactly those) a warning.
  */
-async function refuseNothingQuantized(report: Int8Report | DynamicReport, model: Model, options: QuantizeWorkflowOptions, onWarning: (message: string) => void): Promise<void> {
+async function refuseNothingQuantized(report: Int8Report | DynamicReport | Int4Report, model: Model, options: QuantizeWorkflowOptions, onWarning: (message: string) => void): Promise<void> {
   const { nothingQuantizedReason } = await import('../passes/quantize/nothing-quantized.js');
   const reason = nothingQuantizedReason(report, model);
   if (!reason) return;
@@ -227,7 +256,67 @@ export async function sensitivityWorkflow(options: QuantizeWorkflowOptions, even
   const inputs = await loadInputs({ ...options, mode: 'int8', guard: false }, events);
   const result = await int8(inputs.model, inputs.calibration, inputs, options);
   const sensitivity = await inputs.q.analyzeSensitivity(result.context, { runner: inputs.runner, onProgress: (e) => inputs.onProgress(e.message) });
-  return { model: options.model, sensitivity, warnings: inputs.warnings };
+  const metric = options.taskMetric ? await metricPerNode(options, options.taskMetric, inputs, result, sensitivity) : undefined;
+  return { model: options.model, sensitivity, ...(metric ? { metric } : {}), warnings: inputs.warnings };
+}
+
+/**
+ * `--analyze --metric`: the task metric of the model with only each node quantized (the models the
+ * SQNR ranking used), on --eval-data or else the first CHECK_SAMPLE_COUNT calibration samples:
+ * the labelled form when that data has labels, else the label-free form against FP32. One run per node.
+ */
+async function metricPerNode(
+  options: QuantizeWorkflowOptions,
+  spec: string,
+  inputs: Awaited<ReturnType<typeof loadInputs>>,
+  result: Awaited<ReturnType<typeof int8>>,
+  rows: readonly SensitivityRow[],
+): Promise<SensitivityMetric> {
+  const { resolveMetric } = await import('./metric-module.js');
+  const factory = await resolveMetric(spec, { output: options.outputName, hint: ' (pick another with --output-name)' });
+  const data = inputs.evalData ?? inputs.data.take(inputs.calibration!, Math.min(inputs.calibration!.count, CHECK_SAMPLE_COUNT));
+  const labelled = Boolean(data.labels) && factory.needsLabels;
+  const form = labelled ? factory : factory.labelFree;
+  if (!form) throw new UsageError(`--metric ${spec}: the metric needs labels and has no label-free form; give --eval-data with labels`);
+  const run = { runner: inputs.runner, batchSize: options.batchSize ?? 16 };
+  const score = async (model: Model): Promise<number> => {
+    const [, r] = await inputs.evaluate.evaluateMany([{ model: result.context.preprocessed, metrics: {}, label: 'FP32 model' }, { model, metrics: { task: form.create() }, label: 'quantized model' }], data, run);
+    return (r!.task as { value: number }).value;
+  };
+  const fp32 = labelled ? (await inputs.evaluate.evaluate(result.context.preprocessed, data, { task: factory.create() }, run)).task.value : factory.labelFree!.best;
+  const space = await inputs.q.int8FallbackSpace(result.context);
+  const perNode: Record<string, number> = {};
+  for (const [i, row] of rows.entries()) {
+    inputs.onProgress(`--metric ${form.name}: node ${i + 1}/${rows.length}: ${row.node}`);
+    perNode[row.node] = await score(await space.only([row.node]));
+  }
+  return { name: form.name, target: labelled ? 'labels' : 'reference', higherIsBetter: factory.higherIsBetter, samples: data.count, fp32, int8: await score(result.model), perNode };
+}
+
+/**
+ * The metric budget of `--metric` (taskMetric): labelled with maxAccuracyDrop (the drop measured on
+ * the metric on all of --eval-data), else label-free against FP32 with metricBudget.
+ */
+async function taskMetricBudget(options: QuantizeWorkflowOptions, spec: string, inputs: Awaited<ReturnType<typeof loadInputs>>): Promise<MetricBudget> {
+  const { resolveMetric } = await import('./metric-module.js');
+  const factory = await resolveMetric(spec, { output: options.outputName, hint: ' (pick another with --output-name)' });
+  const lowerIsBetter = !factory.higherIsBetter;
+  if (options.maxAccuracyDrop) {
+    const evalData = inputs.evalData;
+    if (!evalData) throw new UsageError('--max-accuracy-drop needs --eval-data <labelled data>');
+    if (!evalData.labels) throw new UsageError(`--max-accuracy-drop with --metric ${spec} needs labels in ${options.evalData}; without labels give --metric-budget <value> (the label-free form against FP32)`);
+    const b = options.maxAccuracyDrop;
+    let maxDrop = b.value / 100;
+    if (b.kind === 'relative') {
+      const r = await inputs.evaluate.evaluate(inputs.model, evalData, { task: factory.create() }, { runner: inputs.runner, batchSize: options.batchSize ?? 16 });
+      maxDrop = b.value * Math.abs(r.task.value);
+    }
+    return { name: factory.name, create: factory.create, lowerIsBetter, maxDrop };
+  }
+  if (options.metricBudget === undefined) throw new UsageError(`--metric ${spec} needs a budget: --metric-budget <value> (label-free, against FP32) or --max-accuracy-drop with labelled --eval-data (or use it with --analyze)`);
+  const free = factory.labelFree;
+  if (!free) throw new UsageError(`--metric ${spec} has no label-free form to hold to --metric-budget; use --max-accuracy-drop with labelled --eval-data`);
+  return { name: free.name, create: free.create, lowerIsBetter, min: options.metricBudget };
 }
 
 export async function quantizeWorkflow(options: QuantizeWorkflowOptions, events: WorkflowEvents = {}): Promise<QuantizeResult> {
@@ -237,9 +326,13 @@ export async function quantizeWorkflow(options: QuantizeWorkflowOptions, events:
   const { model, specs, calibration, evalData, runner, onWarning, onProgress, runtime, data, q, evaluate } = inputs;
   const started = performance.now();
   const guardOn = options.guard !== false;
+  if (options.taskMetric && !guardOn) throw new UsageError('--metric sets a budget of the fidelity guard, which --no-guard turns off');
+  // --metric: the metric decides (labelled drop on all of --eval-data, or label-free against FP32).
+  const metricBudget = options.taskMetric ? await taskMetricBudget(options, options.taskMetric, inputs) : options.metric;
+  const labelledMetric = metricBudget?.maxDrop !== undefined && options.taskMetric !== undefined;
   // Which samples set the ranges and which check the result (passes/quantize/fidelity.ts).
   const plan = guardOn
-    ? q.planHeldOut({ available: calibration?.count, calibrationCount: inputs.calibrationCount, evalCount: evalData?.count, setsRanges: options.mode === 'int8' })
+    ? q.planHeldOut({ available: calibration?.count, calibrationCount: inputs.calibrationCount, evalCount: evalData?.count, setsRanges: options.mode === 'int8', ...(labelledMetric ? { checkCount: evalData!.count } : {}) })
     : undefined;
   if (plan?.note && plan.source === 'calibration-tail') onWarning(plan.note);
 
@@ -258,13 +351,13 @@ export async function quantizeWorkflow(options: QuantizeWorkflowOptions, events:
       written = trained.model;
       qat = trained.report;
     }
-    if (options.maxAccuracyDrop) {
+    if (options.maxAccuracyDrop && !options.taskMetric) {
       if (!evalData) throw new UsageError('--max-accuracy-drop needs --eval-data <labelled data>');
       guard = await q.guardAccuracy(model, result.context, evalData, options.maxAccuracyDrop, { outputName: options.outputName, runner, onProgress: (e) => onProgress(e.message) });
       written = guard.model;
       result.report.qdq = guard.qdq;
     }
-    if (!options.qat && !options.maxAccuracyDrop) {
+    if (!options.qat && !guard) {
       const int8Report = result.report;
       fallback = async (judge) => {
         const g = await q.guardFidelity({ model: written, extra: int8Report.qdq }, () => q.int8FallbackSpace(result.context), judge, fallbackProgress);
@@ -281,6 +374,30 @@ export async function quantizeWorkflow(options: QuantizeWorkflowOptions, events:
     ({ model: written, report } = result);
     fallback = async (judge) => {
       const g = await q.guardFidelity({ model: result.model, extra: result.report }, () => q.dynamicFallbackSpace(model, dynOptions, result.report), judge, fallbackProgress);
+      report = g.extra;
+      return g;
+    };
+  } else if (options.mode === 'int4') {
+    const { quantizeInt4, int4StatisticRequests } = await import('../passes/quantize/int4.js');
+    const int4Options: import('../passes/quantize/int4.js').Int4Options = {
+      blockSize: options.int4?.blockSize,
+      symmetric: options.int4?.symmetric,
+      accuracyLevel: options.int4?.accuracyLevel,
+      method: options.int4?.method,
+      opTypes: options.opTypes,
+      excludeOpTypes: options.excludeOpTypes,
+      excludeNodes: options.excludeNodes,
+    };
+    if (int4Options.method === 'awq') {
+      if (!calibration) throw new UsageError('--int4-method awq needs --calibration-data (activation statistics)');
+      const { collectStatistics } = await import('../calibration/index.js');
+      int4Options.activationStatistics = (await collectStatistics(model, int4StatisticRequests(model, int4Options), calibration, { batchSize: options.batchSize, runner })).channels;
+    }
+    const result = quantizeInt4(model, int4Options);
+    await refuseNothingQuantized(result.report, model, options, onWarning);
+    ({ model: written, report } = result);
+    fallback = async (judge) => {
+      const g = await q.guardFidelity({ model: result.model, extra: result.report }, () => q.int4FallbackSpace(model, int4Options, result.report), judge, fallbackProgress);
       report = g.extra;
       return g;
     };
@@ -323,10 +440,12 @@ export async function quantizeWorkflow(options: QuantizeWorkflowOptions, events:
   if (!plan) fidelity = { enabled: false, reason: 'turned off (--no-guard): the model was not held to a fidelity budget' };
   else if (!checkData) fidelity = { enabled: false, reason: `no inputs to check the model on: ${skipped}` };
   else {
+    // A --metric budget replaces the default SQNR / agreement floors (still measured and reported).
+    const metricDecides = options.taskMetric !== undefined;
     const budget: FidelityBudget = {
-      minSqnrDb: options.minSqnrDb ?? q.DEFAULT_FIDELITY_BUDGET.minSqnrDb,
-      minTop1Agreement: options.minTop1Agreement ?? q.DEFAULT_FIDELITY_BUDGET.minTop1Agreement,
-      ...(options.metric ? { metric: options.metric } : {}),
+      minSqnrDb: options.minSqnrDb ?? (metricDecides ? -Infinity : q.DEFAULT_FIDELITY_BUDGET.minSqnrDb),
+      minTop1Agreement: options.minTop1Agreement ?? (metricDecides ? 0 : q.DEFAULT_FIDELITY_BUDGET.minTop1Agreement),
+      ...(metricBudget ? { metric: metricBudget } : {}),
     };
     const judge = new q.FidelityJudge(model, checkData, budget, { runner, batchSize: options.batchSize ?? 16 });
     const heldOut = { source: plan.source, samples: checkData.count, start: plan.check.start, end: plan.check.start + checkData.count, ...(plan.note ? { note: plan.note } : {}) };
@@ -343,7 +462,7 @@ export async function quantizeWorkflow(options: QuantizeWorkflowOptions, events:
       if (!m.met) onWarning(`the model misses the fidelity budget (${m.failures.join('; ')}); not enforced: ${guard ? '--max-accuracy-drop decides' : 'QAT changes the weights'}`);
     }
   }
-  const gateFailure = gateFailureOf(guard, fidelity, options);
+  const gateFailure = gateFailureOf(guard, fidelity, options, q.describeBudget);
   const common = { mode: options.mode, input: { path: options.model, sizeBytes: await fileSize(options.model) }, guard: guardSummary(guard), fidelity, qat, warnings: inputs.warnings };
   if (gateFailure && !options.force) {
     return { ...common, output: null, seconds: (performance.now() - started) / 1000, report, agreement: null, checks: { ran: false, inputs: null, note: 'nothing written' }, gateFailure };
@@ -377,7 +496,7 @@ export async function quantizeWorkflow(options: QuantizeWorkflowOptions, events:
   const keptFloat = qdqReport ? [...qdqReport.skipped, ...qdqReport.floatCompute.map((f) => ({ ...f, weightsDequantized: true }))] : undefined;
   const fusion = options.mode === 'fp16' ? undefined : await q.checkFusion(target, { runner, reference: written, keptFloat });
   const speed = options.measureSpeedRuns
-    ? await speedCheck(options.model, target, { runs: options.measureSpeedRuns, threads: options.threads ?? 1, shapes: options.shapes, data: calibration ?? evalData }, { onProgress, onWarning })
+    ? await speedCheck(options.model, target, { runs: options.measureSpeedRuns, threads: options.threads ?? 1, shapes: options.shapes, data: calibration ?? evalData, inputValues: options.inputValues }, { onProgress, onWarning })
     : undefined;
   return {
     ...common,
@@ -401,18 +520,18 @@ function guardSummary(guard: GuardResult | undefined): QuantizeResult['guard'] {
 const formatDbValue = (x: number): string => (Number.isFinite(x) ? `${x.toFixed(1)} dB` : 'inf dB');
 
 /** Why the command fails (a budget no setting met, with what was tried), or undefined. */
-function gateFailureOf(guard: GuardResult | undefined, fidelity: FidelityReport, options: QuantizeWorkflowOptions): string | undefined {
+function gateFailureOf(guard: GuardResult | undefined, fidelity: FidelityReport, options: QuantizeWorkflowOptions, describeBudget: (b: FidelityBudget) => string): string | undefined {
   const tail = options.force ? 'wrote the best attempt (--force)' : 'nothing written (--force writes the best attempt)';
   if (guard && !guard.met) {
     return `no INT8 setting met --max-accuracy-drop: best drop ${guard.chosen.dropPoints.toFixed(2)}pt with ${guard.chosen.fp32Nodes.length} node(s) in FP32 (${guard.attempts.length} attempt(s)); ${tail}`;
   }
   if (!fidelity.enabled || fidelity.decidedBy !== 'fidelity' || fidelity.met) return undefined;
   const tried = fidelity.steps.slice(1).map((s) => s.floatNodes.length);
-  const budget = `SQNR >= ${fidelity.budget.minSqnrDb} dB, top-1 agreement >= ${(fidelity.budget.minTop1Agreement * 100).toFixed(0)}%${fidelity.budget.metric ? `, ${fidelity.budget.metric.name}` : ''}`;
+  const budget = describeBudget(fidelity.budget);
   const what = tried.length > 0
     ? `tried ${tried.join(', ')} node(s) in float (of ${fidelity.sensitivity.reduce((n, u) => n + u.nodes.length, 0)} candidates, ranked by sensitivity); best worst-output SQNR ${formatDbValue(fidelity.final.worstSqnrDb)} with ${fidelity.floatNodes.length} node(s) in float`
     : `no fallback: it keeps at most half of the quantized nodes float, and there ${fidelity.sensitivity.length === 0 ? 'are fewer than 2' : 'is no unit small enough'}`;
-  return `the ${options.mode} model misses the fidelity budget (${budget}) on ${fidelity.heldOut.samples} held-out samples: ${fidelity.initial.failures.join('; ')}; ${what}; ${tail}, or relax it with --min-sqnr/--min-agreement, or --no-guard`;
+  return `the ${options.mode} model misses the fidelity budget (${budget}) on ${fidelity.heldOut.samples} held-out samples: ${fidelity.initial.failures.join('; ')}; ${what}; ${tail}, or relax it with ${fidelity.budget.metric ? (fidelity.budget.metric.maxDrop !== undefined ? '--max-accuracy-drop' : '--metric-budget') : '--min-sqnr/--min-agreement'}, or --no-guard`;
 }
 
 /** QAT after calibration: fine-tune from PTQ's preprocessed model and ranges, export as QDQ. */

@@ -44,7 +44,12 @@ interface QuantizeFlags extends Pick<QuantizeWorkflowOptions, SameAsOptions> {
   guard: boolean;
   minSqnr?: number;
   minAgreement?: number;
+  metric?: string;
+  metricBudget?: number;
   force?: boolean;
+  blockSize: string;
+  symmetric?: boolean;
+  int4Method: 'rtn' | 'awq';
 }
 
 function parsePercentile(value: string): number {
@@ -64,7 +69,10 @@ export function registerQuantize(program: Command): void {
     .description('quantize a model to INT8 (static QDQ or dynamic) or convert it to FP16')
     .argument('<model>', 'the FP32 ONNX model (never modified)')
     .option('-o, --output <path>', 'where to write the quantized model (required unless --analyze)')
-    .addOption(new Option('--mode <mode>', 'int8 (static, calibrated QDQ: needs --calibration-data), int8-dynamic (weights only: MatMul, Gemm, LSTM, Attention, embeddings) or fp16').choices(['int8', 'int8-dynamic', 'fp16']).default('int8'))
+    .addOption(new Option('--mode <mode>', 'int8 (static, calibrated QDQ: needs --calibration-data), int8-dynamic (weights only: MatMul, Gemm, LSTM, Attention, embeddings), int4 (weight-only 4-bit MatMuls and embeddings: com.microsoft MatMulNBits, onnxruntime only) or fp16').choices(['int8', 'int8-dynamic', 'int4', 'fp16']).default('int8'))
+    .addOption(new Option('--block-size <n>', 'int4: rows of K per scale').choices(['16', '32', '64', '128', '256']).default('32'))
+    .option('--symmetric', 'int4: symmetric blocks (no zero points; a little smaller, a little less accurate)')
+    .addOption(new Option('--int4-method <m>', 'int4: rtn (round to nearest) or awq (activation-aware scaling, needs --calibration-data)').choices(['rtn', 'awq']).default('rtn'))
     .addOption(sharedOption('calibrationData', 'the ranges of static INT8 (required for --mode int8) and the check of the written model'))
     .addOption(sharedOption('feedback'))
     .option('--calibration-count <n>', 'use the first n calibration samples', parsePositiveInt, DEFAULT_CALIBRATION_COUNT)
@@ -80,10 +88,12 @@ export function registerQuantize(program: Command): void {
     .option('--op-types <list>', 'quantize only these op types, e.g. Conv,Gemm', parseStringList)
     .addOption(sharedOption('excludeOpTypes'))
     .addOption(sharedOption('excludeNodes'))
-    .option('--max-accuracy-drop <budget>', 'accuracy guard: largest top-1 drop, e.g. 0.5pt or 1% (needs --eval-data)', parseAccuracyBudget)
+    .option('--max-accuracy-drop <budget>', 'accuracy guard: largest top-1 drop (of --metric when given), e.g. 0.5pt or 1% (needs labelled --eval-data)', parseAccuracyBudget)
     .addOption(sharedOption('evalData', 'the accuracy guard and --analyze; held-out inputs of the fidelity guard (labels not needed)'))
     .option('--min-sqnr <dB>', 'fidelity guard: least SQNR of every float output vs FP32 on held-out samples (default 20)', (v: string) => parseNumber(v.replace(/\s*dB$/i, '')))
     .option('--min-agreement <fraction>', 'fidelity guard: least top-1 agreement with FP32 on class-score outputs (default 0.95)', parseFraction)
+    .option('--metric <spec>', 'task metric the guard (and --analyze) uses: top1, top5, ctc, cer, f1, miou (options: ctc:blank=0), or ./metric.mjs (docs/metrics.md); needs --metric-budget, or --max-accuracy-drop with labelled --eval-data')
+    .option('--metric-budget <value>', "fidelity guard: the --metric's label-free form against FP32 must reach this (least value, e.g. ctc 0.9 = exact agreement; most for lower-is-better metrics, e.g. cer 0.05)", parseNumber)
     .option('--no-guard', 'turn the fidelity guard off (no held-out check, no float fallback; for experts)')
     .option('--force', 'write the best attempt even when no setting meets the budget (still exits 1)')
     .addOption(sharedOption('outputName'))
@@ -113,9 +123,11 @@ function checkFlags(modelPath: string, flags: QuantizeFlags, checkOutputPath: (o
   if (flags.analyze && flags.mode !== 'int8') throw new UsageError('--analyze is available with --mode int8');
   if (flags.qat && flags.mode !== 'int8') throw new UsageError('--qat is available with --mode int8');
   if (flags.reduceRange && flags.mode !== 'int8-dynamic') throw new UsageError('--reduce-range is available with --mode int8-dynamic');
+  if ((flags.symmetric || flags.int4Method === 'awq') && flags.mode !== 'int4') throw new UsageError('--symmetric and --int4-method are available with --mode int4');
   if (flags.qat && !flags.data) throw new UsageError('--qat needs --data <labelled training data>');
   if (flags.qat && flags.maxAccuracyDrop) throw new UsageError('use either --qat or --max-accuracy-drop, not both');
-  if (!flags.guard && (flags.minSqnr !== undefined || flags.minAgreement !== undefined)) throw new UsageError('--min-sqnr and --min-agreement set the fidelity guard, which --no-guard turns off');
+  if (!flags.guard && (flags.minSqnr !== undefined || flags.minAgreement !== undefined || flags.metric !== undefined)) throw new UsageError('--min-sqnr, --min-agreement and --metric set the fidelity guard, which --no-guard turns off');
+  if (flags.metricBudget !== undefined && (!flags.metric || flags.maxAccuracyDrop)) throw new UsageError(flags.metric ? 'use either --metric-budget (label-free) or --max-accuracy-drop (labelled), not both' : '--metric-budget needs --metric <spec>');
   if (flags.mode === 'int8' && !flags.calibrationData) {
     throw new UsageError('--mode int8 needs --calibration-data (representative inputs); without data use --mode int8-dynamic');
   }
@@ -154,11 +166,14 @@ async function quantizeAction(modelPath: string, flags: QuantizeFlags): Promise<
     threads: flags.threads,
     shapes: flags.shape ? parseShapeOverrides(flags.shape.join(',')) : undefined,
     inputValues: flags.input,
+    int4: { blockSize: Number(flags.blockSize) as 16 | 32 | 64 | 128 | 256, symmetric: flags.symmetric, method: flags.int4Method },
     feedback: flags.feedback?.map(parseFeedback),
     measureSpeedRuns: measureSpeedRuns(flags.measureSpeed),
     guard: flags.guard,
     minSqnrDb: flags.minSqnr,
     minTop1Agreement: flags.minAgreement,
+    taskMetric: flags.metric,
+    metricBudget: flags.metricBudget,
     force: flags.force,
     qat: flags.qat ? { data: flags.data!, epochs: flags.qatEpochs, learningRate: flags.qatLr, teacher: flags.qatTeacher, backend: flags.backend } : undefined,
   };
@@ -170,7 +185,7 @@ async function quantizeAction(modelPath: string, flags: QuantizeFlags): Promise<
       const result = await app.sensitivityWorkflow(options, events);
       progress.stop();
       if (flags.json) printJson({ schemaVersion: QUANTIZE_JSON_SCHEMA_VERSION, command: 'quantize --analyze', ...result });
-      else process.stdout.write(summary.renderSensitivity(result.sensitivity));
+      else process.stdout.write(summary.renderSensitivity(result.sensitivity, result.metric));
       return ExitCode.ok;
     }
     const result = await app.quantizeWorkflow(options, events);

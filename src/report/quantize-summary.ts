@@ -4,11 +4,13 @@
  * samples, per-output values against the budget, nodes the fallback kept float), the labelled
  * accuracy guard, QAT, speed), the pass
  * notes under it, and the `--analyze` sensitivity table. Pure functions of the typed results.
- * May import: cli-table3, report/format, report/speed-check, result types of app and passes.
+ * May import: cli-table3, report/format, report/speed-check, result types of app and passes,
+ * passes/quantize/fidelity (describeBudget, pure).
  */
 import Table from 'cli-table3';
-import type { FidelityReport, QuantizeResult } from '../app/quantize.js';
+import type { FidelityReport, QuantizeResult, SensitivityMetric } from '../app/quantize.js';
 import type { Int8Report, SensitivityRow } from '../passes/quantize/index.js';
+import { describeBudget } from '../passes/quantize/fidelity.js';
 import { formatBytes, formatDb, formatWorstChannel, tableStyle } from './format.js';
 import { formatSpeedCheck } from './speed-check.js';
 
@@ -18,7 +20,13 @@ function int8Rows(rep: Int8Report): Row[] {
   const rows: Row[] = [];
   rows.push(['nodes quantized', Object.entries(rep.qdq.byOpType).map(([k, v]) => `${k} ${v}`).join(', ') || 'none']);
   rows.push(['weights / activations', `int8 ${rep.qdq.perChannel ? 'per-channel' : 'per-tensor'} / ${rep.qdq.activationType} ${rep.qdq.activationSymmetric ? 'symmetric' : 'asymmetric'}`]);
-  rows.push(['calibration', `${rep.calibration.method}${rep.calibration.percentile ? ` ${rep.calibration.percentile}` : ''}, ${rep.calibration.samples} samples, ${rep.calibration.tensors} tensors, ${rep.calibration.seconds.toFixed(2)} s`]);
+  rows.push(['calibration', `${rep.calibration.method}${rep.calibration.percentile ? ` ${rep.calibration.percentile}` : ''}, ${rep.calibration.samples} samples, ${rep.calibration.tensors} tensors, ${rep.calibration.seconds.toFixed(2)} s${rep.calibration.minmaxTensors ? `; ${rep.calibration.minmaxTensors} bounded tensor(s) kept minmax` : ''}`]);
+  const auto = rep.calibration.auto;
+  if (auto) {
+    const picked = Object.entries(auto.picked).map(([k, v]) => `${k} ${v}`).join(', ') || 'none';
+    const written = auto.writtenMinmaxDb !== undefined && auto.writtenAutoDb !== undefined ? `; written models ${formatDb(auto.writtenMinmaxDb)} -> ${formatDb(auto.writtenAutoDb)}` : '';
+    rows.push(['--calibrate auto', `${picked} (${auto.samples} samples, ${auto.evaluations} runs); output SQNR all-minmax ${formatDb(auto.minmaxSqnrDb)} -> chosen ${formatDb(auto.autoSqnrDb)}${written}${auto.reverted ? '; not better than minmax: all reverted to minmax' : ''}`]);
+  }
   const pre = rep.preprocess;
   const rewrites = [
     pre.affineFolded.length > 0 ? `, ${pre.affineFolded.length} Mul/Add -> Conv` : '',
@@ -35,7 +43,13 @@ function int8Rows(rep: Int8Report): Row[] {
   if (rep.qdq.layoutAnchors.length) {
     rows.push(['layout anchors', rep.qdq.layoutAnchors.map((a) => `'${a.tensor}' (${a.channels} ch) for ${a.enables.join(', ')}: an identity int8 1x1 depthwise conv, so onnxruntime keeps the int8 op in NHWC`).join('\n')]);
   }
-  if (rep.qdq.skipped.length) rows.push(['left in FP32', describeSkipped(rep.qdq.skipped)]);
+  if (rep.qdq.biasScaleAdjustments?.length) {
+    rows.push(['bias scale adjusted', rep.qdq.biasScaleAdjustments.map((a) => `${a.node}: ${a.channels} channel(s), weight scale x${a.maxFactor.toPrecision(3)} so the bias fits int32`).join('\n')]);
+  }
+  if (rep.highDynamicRange?.length) rows.push(['high dynamic range (FP32)', rep.highDynamicRange.map((h) => `'${h.tensor}': ${h.reason}`).join('\n')]);
+  // High-dynamic-range nodes are listed in their own row (with the tensor's numbers), not again here.
+  const skipped = rep.highDynamicRange?.length ? rep.qdq.skipped.filter((x) => !x.reason.includes('high dynamic range')) : rep.qdq.skipped;
+  if (skipped.length) rows.push(['left in FP32', describeSkipped(skipped)]);
   if (rep.qdq.floatCompute.length) rows.push(['float between int8', rep.qdq.floatCompute.map((s) => `${s.node} (${s.reason})`).join('\n')]);
   return rows;
 }
@@ -47,6 +61,12 @@ function passRows(report: QuantizeResult['report']): Row[] {
     const rows: Row[] = [['nodes quantized', Object.entries(report.quantizedByOpType).map(([k, v]) => `${k} ${v}`).join(', ') || 'none']];
     if (report.opset) rows.push(['pre-processing', report.opset.upgraded ? `opset ${report.opset.from} -> ${report.opset.to}` : `opset ${report.opset.from} not upgraded (${report.opset.blockers.join('; ')})`]);
     // Grouped always: a CNN has dozens of Convs kept float for the same reason.
+    if (report.keptFloat.length > 0) rows.push(['left in FP32', describeSkipped(report.keptFloat, 0)]);
+    return rows;
+  }
+  if (report.mode === 'int4') {
+    const rows: Row[] = [['nodes quantized', Object.entries(report.quantizedByOpType).map(([k, v]) => `${k} ${v}`).join(', ') || 'none']];
+    rows.push(['weights', `4-bit ${report.symmetric ? 'symmetric' : 'asymmetric'} blocks of ${report.blockSize} (${report.method}), accuracy level ${report.accuracyLevel}: ${(report.weightBytesAfter / 2 ** 20).toFixed(1)} MiB (was ${(report.weightBytesBefore / 2 ** 20).toFixed(1)} MiB)`]);
     if (report.keptFloat.length > 0) rows.push(['left in FP32', describeSkipped(report.keptFloat, 0)]);
     return rows;
   }
@@ -121,7 +141,7 @@ export function fidelityRows(f: FidelityReport, written?: QuantizeResult['agreem
   const decided = f.decidedBy === 'fidelity' ? (f.met ? 'met' : 'MISSED') : f.decidedBy === 'labels' ? `${f.met ? 'met' : 'missed'} (not enforced: --max-accuracy-drop decides)` : `${f.met ? 'met' : 'missed'} (reported only: QAT changes the weights)`;
   const rows: Row[] = [[
     'fidelity guard',
-    `${decided}; budget SQNR >= ${b.minSqnrDb} dB per float output, top-1 agreement >= ${(b.minTop1Agreement * 100).toFixed(0)}%${b.metric ? `, ${b.metric.name}` : ''}\n${f.heldOut.samples} held-out samples: ${HELD_OUT_SOURCES[f.heldOut.source] ?? f.heldOut.source} (#${f.heldOut.start}-${f.heldOut.end - 1})`,
+    `${decided}; budget ${describeBudget(b)}${b.metric ? ' (the metric decides; SQNR reported)' : ''}\n${f.heldOut.samples} held-out samples: ${HELD_OUT_SOURCES[f.heldOut.source] ?? f.heldOut.source} (#${f.heldOut.start}-${f.heldOut.end - 1})`,
   ]];
   for (const [name, o] of Object.entries(f.final.outputs)) {
     const before = f.initial.outputs[name];
@@ -133,7 +153,8 @@ export function fidelityRows(f: FidelityReport, written?: QuantizeResult['agreem
   }
   if (f.final.metric) {
     const m = f.final.metric;
-    rows.push([`fidelity ${m.name}`, `${m.value}${m.reference !== undefined ? ` (FP32 ${m.reference})` : ''}${m.met ? '' : ' - below budget'}`]);
+    const before = f.floatNodes.length > 0 && f.initial.metric ? ` (before fallback ${formatMetric(f.initial.metric.value)})` : '';
+    rows.push([`fidelity ${m.name}`, `${formatMetric(m.value)}${m.reference !== undefined ? ` (FP32 ${formatMetric(m.reference)})` : ' (against FP32)'}${before}${m.met ? '' : ' - below budget'}`]);
   }
   if (f.sensitivity.length > 0) {
     const rank = new Map(f.sensitivity.flatMap((u) => u.nodes.map((n) => [n, u] as const)));
@@ -160,9 +181,28 @@ export function describeSkipped(skipped: readonly { node: string; opType: string
     .join('\n');
 }
 
-/** `--analyze`: nodes ranked by the SQNR of the model's output with only that node quantized. */
-export function renderSensitivity(rows: readonly SensitivityRow[]): string {
-  const table = new Table({ head: ['rank', 'node', 'op', 'output SQNR (dB)', 'top-1 agreement'], style: tableStyle() });
-  rows.forEach((r, i) => table.push([String(i + 1), r.node, r.opType, Number.isFinite(r.sqnrDb) ? r.sqnrDb.toFixed(1) : 'inf', r.top1Agreement === null ? '-' : `${(r.top1Agreement * 100).toFixed(2)}%`]));
-  return `Per-node sensitivity (only that node quantized; lowest SQNR = most sensitive):\n${table.toString()}\n`;
+const formatMetric = (x: number): string => String(+x.toPrecision(4));
+
+/**
+ * `--analyze`: nodes ranked by the SQNR of the model's output with only that node quantized; with
+ * `--metric`, a column with the task metric of the same models (the ranking stays SQNR-based).
+ */
+export function renderSensitivity(rows: readonly SensitivityRow[], metric?: SensitivityMetric): string {
+  const head = ['rank', 'node', 'op', 'output SQNR (dB)', 'top-1 agreement', ...(metric ? [metric.name] : [])];
+  const table = new Table({ head, style: tableStyle() });
+  rows.forEach((r, i) =>
+    table.push([
+      String(i + 1),
+      r.node,
+      r.opType,
+      Number.isFinite(r.sqnrDb) ? r.sqnrDb.toFixed(1) : 'inf',
+      r.top1Agreement === null ? '-' : `${(r.top1Agreement * 100).toFixed(2)}%`,
+      ...(metric ? [metric.perNode[r.node] === undefined ? '-' : formatMetric(metric.perNode[r.node]!)] : []),
+    ]),
+  );
+  const against = metric?.target === 'labels' ? 'against the labels' : 'against FP32 (label-free)';
+  const line = metric
+    ? `${metric.name} ${against} on ${metric.samples} samples: FP32 ${metric.fp32 === null ? '-' : formatMetric(metric.fp32)}, all nodes quantized ${formatMetric(metric.int8)} (${metric.higherIsBetter ? 'higher' : 'lower'} is better)\n`
+    : '';
+  return `Per-node sensitivity (only that node quantized; ranked by output SQNR, lowest = most sensitive):\n${table.toString()}\n${line}`;
 }

@@ -21,6 +21,7 @@ import { ABSORBABLE_ACTIVATIONS, QDQ_HANDLERS } from './registry.js';
 import type { QdqReport } from './qdq.js';
 import { quantizeDynamic, type DynamicOptions, type DynamicReport } from './dynamic.js';
 import { convertToFloat16, type Fp16Options, type Fp16Report } from './fp16.js';
+import { quantizeInt4, type Int4Options, type Int4Report } from './int4.js';
 import type { FallbackSpace } from './fidelity.js';
 
 export interface SensitivityRow {
@@ -196,6 +197,14 @@ export function dynamicFallbackSpace(model: Model, options: DynamicOptions, firs
   const candidates = first.quantized.filter((q) => named.has(q.node)).map((q) => ({ node: q.node, opType: q.opType }));
   const base = options.excludeNodes ?? [];
   return namedSpace(candidates, (exclude) => quantizeDynamic(model, { ...options, excludeNodes: [...base, ...exclude], onWarning: undefined }));
+}
+
+/** INT4 weight-only: the candidates are the named MatMuls/Gathers it quantized; others kept float by excludeNodes. */
+export function int4FallbackSpace(model: Model, options: Int4Options, first: Int4Report): FallbackSpace<Int4Report> {
+  const named = new Set(model.graph.allNodes().map((n) => n.name).filter(Boolean));
+  const candidates = first.quantized.filter((q) => named.has(q.node)).map((q) => ({ node: q.node, opType: q.opType }));
+  const base = options.excludeNodes ?? [];
+  return namedSpace(candidates, (exclude) => quantizeInt4(model, { ...options, excludeNodes: [...base, ...exclude] }));
 }
 
 /** FP16: the candidates are the named nodes it converted; others kept float32 by nodeBlockList. */

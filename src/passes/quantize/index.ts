@@ -20,6 +20,7 @@ export {
   dynamicFallbackSpace,
   fp16FallbackSpace,
   guardAccuracy,
+  int4FallbackSpace,
   int8FallbackSpace,
   type AccuracyBudget,
   type GuardResult,
@@ -27,6 +28,7 @@ export {
 } from './guard.js';
 export {
   DEFAULT_FIDELITY_BUDGET,
+  describeBudget,
   FidelityJudge,
   groupUnits,
   growingCounts,
@@ -46,3 +48,4 @@ export {
   type OutputFidelity,
 } from './fidelity.js';
 export { activationParams, quantizeWeight, quantizeBias, fakeQuantize, type QuantParams } from './quant-math.js';
+export { quantizeInt4, int4StatisticRequests, INT4_METHODS, type Int4Options, type Int4Report } from './int4.js';

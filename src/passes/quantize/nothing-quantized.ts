@@ -9,6 +9,7 @@ import type { Model } from '../../ir/index.js';
 import type { DynamicReport } from './dynamic.js';
 import { DYNAMIC_OP_TYPES } from './dynamic-ops.js';
 import type { Int8Report } from './int8.js';
+import type { Int4Report } from './int4.js';
 
 interface Kept {
   node: string;
@@ -34,12 +35,12 @@ function groupReasons(kept: readonly Kept[], limit = 3): string {
  * Why nothing was quantized, or undefined when something was. `model` (the input) is used for the
  * hint that LSTM/GRU/RNN layers are quantized by int8-dynamic only.
  */
-export function nothingQuantizedReason(report: Int8Report | DynamicReport, model?: Model): string | undefined {
+export function nothingQuantizedReason(report: Int8Report | DynamicReport | Int4Report, model?: Model): string | undefined {
   const kept: readonly Kept[] = report.mode === 'int8' ? report.qdq.skipped : report.keptFloat;
   const quantized = report.mode === 'int8' ? report.qdq.quantized.length : report.quantized.length;
   if (quantized > 0) return undefined;
   // int8-dynamic also lists ops it never quantizes (Conv, GRU, ...): those are not candidates.
-  const candidates = report.mode === 'int8' ? kept : kept.filter((k) => DYNAMIC_OP_TYPES.includes(k.opType));
+  const candidates = report.mode === 'int8' ? kept : report.mode === 'int4' ? kept.filter((k) => k.opType === 'MatMul' || k.opType === 'Gather') : kept.filter((k) => DYNAMIC_OP_TYPES.includes(k.opType));
   const others = kept.filter((k) => !candidates.includes(k));
   let why: string;
   if (report.mode === 'int8-dynamic' && report.opset && !report.opset.upgraded) {
@@ -48,7 +49,9 @@ export function nothingQuantizedReason(report: Int8Report | DynamicReport, model
     why =
       report.mode === 'int8'
         ? 'the model has no op this mode quantizes (Conv, MatMul, Gemm, ... on float32 tensors)'
-        : 'the model has no MatMul/Gemm with a constant 2-D float32 weight, LSTM, embedding Gather or com.microsoft Attention';
+        : report.mode === 'int4'
+          ? 'the model has no MatMul with a constant 2-D float32 weight or embedding Gather'
+          : 'the model has no MatMul/Gemm with a constant 2-D float32 weight, LSTM, embedding Gather or com.microsoft Attention';
     if (others.length > 0) why += ` (float in this mode: ${groupReasons(others)})`;
   } else if (candidates.every((k) => EXCLUDED.has(k.reason))) {
     why = `every candidate was excluded (--exclude-nodes / --exclude-op-types): ${candidates.map((k) => k.node).slice(0, 5).join(', ')}${candidates.length > 5 ? ', …' : ''}`;
