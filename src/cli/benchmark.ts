@@ -11,7 +11,7 @@ import { registerBatchingOptions, runBatchingBenchmark, type BatchingFlags } fro
 import { checkOutputPath } from '../app/output-path.js';
 import { colorEnabled, createProgress, printJson, reportError, runCommand, workflowEvents, writeTextAtomic } from './common.js';
 import { sharedOption, type InputValueFlags } from './options.js';
-import { parseAccuracyBudget, parseMilliseconds, parseNonNegativeInt, parsePositiveInt, parsePositiveNumber, parsePositiveIntList } from './parsers.js';
+import { parseAccuracyBudget, parseBoundedInt, parseMilliseconds, parseNonNegativeInt, parsePositiveInt, parsePositiveNumber, parsePositiveIntList } from './parsers.js';
 import { helpExamples } from './examples.js';
 import type { AccuracyBudget } from '../bench/types.js';
 
@@ -75,7 +75,7 @@ export function registerBenchmark(program: Command): void {
     .addOption(sharedOption('outputName'))
     .option('--max-samples <n>', 'evaluate at most n samples', parsePositiveInt)
     .option('--warmup <n>', 'untimed runs per model and batch size before timing (default 10)', parseNonNegativeInt)
-    .option('--iterations <n>', 'timed runs per model and batch size (default 100)', parsePositiveInt)
+    .option('--iterations <n>', 'timed runs per model and batch size (default 100, at most 10000000)', parseBoundedInt(10_000_000))
     .addOption(new Option('--interleave <mode>', 'warm: 3 untimed runs after each switch of model (steady state); cold: strict round-robin, every run right after another model').choices(['warm', 'cold']).default('warm'))
     .option('--burst <n>', 'warm: timed runs of one model per switch (default iterations/20, 1 to 10)', parsePositiveInt)
     .option('--duration <time>', 'time budget per batch size instead of --iterations, e.g. 10s or 500ms', parseDuration)
@@ -99,6 +99,7 @@ export function registerBenchmark(program: Command): void {
           if (candidates.length) throw new UsageError('--dynamic-batching measures one model at a time; drop the candidate models');
           return runBatchingBenchmark(baseline, flags);
         }
+        if (flags.iterations !== undefined && flags.duration !== undefined) throw new UsageError('give --iterations or --duration, not both');
         const { parseShapeOverrides } = await import('../ir/io-spec.js');
         const shapes = flags.shape ? parseShapeOverrides(flags.shape.join(',')) : undefined;
         const markdownPath = flags.markdown
