@@ -7,50 +7,16 @@
  * May import: cli/*, errors, calibration/defaults, app/speed-check; lazily app, report, ir/io-spec.
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { ExitCode, GateError, UsageError } from '../errors.js';
+import { ExitCode, GateError } from '../errors.js';
 import { DEFAULT_CALIBRATION_COUNT } from '../calibration/defaults.js';
 import { createProgress, printJson, reportError, runCommand, workflowEvents } from './common.js';
-import { measureSpeedRuns, sharedOption, type InputValueFlags } from './options.js';
+import { measureSpeedRuns, sharedOption } from './options.js';
 import { parseAccuracyBudget, parseFraction, parseNonNegativeInt, parseNumber, parsePositiveInt, parsePositiveNumber, parseStringList } from './parsers.js';
 import { helpExamples } from './examples.js';
-import type { QuantizeMode, QuantizeWorkflowOptions } from '../app/quantize.js';
+import type { QuantizeWorkflowOptions } from '../app/quantize.js';
+import { checkFlags, type QuantizeFlags } from './quantize-flags.js';
 
 export const QUANTIZE_JSON_SCHEMA_VERSION = 1;
-
-/** Flags that are workflow options under the same name and type. */
-type SameAsOptions = 'calibrationData' | 'percentile' | 'batchSize' | 'reduceRange' | 'minConvReduction' | 'activationType' | 'opTypes' | 'excludeOpTypes' | 'excludeNodes' | 'maxAccuracyDrop' | 'evalData' | 'outputName' | 'opBlockList' | 'threads';
-
-interface QuantizeFlags extends Pick<QuantizeWorkflowOptions, SameAsOptions> {
-  output?: string;
-  mode: QuantizeMode;
-  calibrationCount: number;
-  calibrate: NonNullable<QuantizeWorkflowOptions['method']>;
-  perTensor?: boolean;
-  padChannels: boolean;
-  layoutAnchors: boolean;
-  measureSpeed?: boolean | number;
-  analyze?: boolean;
-  keepIoTypes: boolean;
-  shape?: string[];
-  input?: InputValueFlags;
-  feedback?: string[];
-  json?: boolean;
-  qat?: boolean;
-  data?: string;
-  qatEpochs: number;
-  qatLr: number;
-  qatTeacher?: boolean;
-  backend: 'auto' | 'wasm' | 'cpu' | 'tensorflow';
-  guard: boolean;
-  minSqnr?: number;
-  minAgreement?: number;
-  metric?: string;
-  metricBudget?: number;
-  force?: boolean;
-  blockSize: string;
-  symmetric?: boolean;
-  int4Method: 'rtn' | 'awq';
-}
 
 function parsePercentile(value: string): number {
   const n = Number(value);
@@ -114,24 +80,6 @@ export function registerQuantize(program: Command): void {
     .action(runCommand(async (modelPath: string, flags: QuantizeFlags) => quantizeAction(modelPath, flags)));
 }
 
-/** The cross-flag rules, in the order the user hears about them. */
-function checkFlags(modelPath: string, flags: QuantizeFlags, checkOutputPath: (output: string, inputs: string[]) => string): void {
-  if (!flags.analyze && !flags.output) throw new UsageError('missing -o/--output <path> (or use --analyze)');
-  if (flags.output) checkOutputPath(flags.output, [modelPath, ...[flags.calibrationData, flags.evalData, flags.data].filter((f): f is string => Boolean(f))]);
-  if (flags.maxAccuracyDrop && !flags.evalData) throw new UsageError('--max-accuracy-drop needs --eval-data <labelled data>');
-  if (flags.maxAccuracyDrop && flags.mode !== 'int8') throw new UsageError('--max-accuracy-drop is available with --mode int8');
-  if (flags.analyze && flags.mode !== 'int8') throw new UsageError('--analyze is available with --mode int8');
-  if (flags.qat && flags.mode !== 'int8') throw new UsageError('--qat is available with --mode int8');
-  if (flags.reduceRange && flags.mode !== 'int8-dynamic') throw new UsageError('--reduce-range is available with --mode int8-dynamic');
-  if ((flags.symmetric || flags.int4Method === 'awq') && flags.mode !== 'int4') throw new UsageError('--symmetric and --int4-method are available with --mode int4');
-  if (flags.qat && !flags.data) throw new UsageError('--qat needs --data <labelled training data>');
-  if (flags.qat && flags.maxAccuracyDrop) throw new UsageError('use either --qat or --max-accuracy-drop, not both');
-  if (!flags.guard && (flags.minSqnr !== undefined || flags.minAgreement !== undefined || flags.metric !== undefined)) throw new UsageError('--min-sqnr, --min-agreement and --metric set the fidelity guard, which --no-guard turns off');
-  if (flags.metricBudget !== undefined && (!flags.metric || flags.maxAccuracyDrop)) throw new UsageError(flags.metric ? 'use either --metric-budget (label-free) or --max-accuracy-drop (labelled), not both' : '--metric-budget needs --metric <spec>');
-  if (flags.mode === 'int8' && !flags.calibrationData) {
-    throw new UsageError('--mode int8 needs --calibration-data (representative inputs); without data use --mode int8-dynamic');
-  }
-}
 
 async function quantizeAction(modelPath: string, flags: QuantizeFlags): Promise<number> {
   const [{ checkOutputPath }, { parseShapeOverrides }, { parseFeedback }] = await Promise.all([

@@ -1,0 +1,85 @@
+/**
+ * The flags of `model-opt quantize` as commander hands them over, and the cross-flag rules, checked
+ * once before any work: the order the user hears about them, and which flags belong to which mode
+ * (a flag of another mode is an error, not silently ignored).
+ * May import: errors, app/quantize (types), cli/options (types).
+ */
+import { UsageError } from '../errors.js';
+import type { QuantizeMode, QuantizeWorkflowOptions } from '../app/quantize.js';
+import type { InputValueFlags } from './options.js';
+
+/** Flags that are workflow options under the same name and type. */
+type SameAsOptions = 'calibrationData' | 'percentile' | 'batchSize' | 'reduceRange' | 'minConvReduction' | 'activationType' | 'opTypes' | 'excludeOpTypes' | 'excludeNodes' | 'maxAccuracyDrop' | 'evalData' | 'outputName' | 'opBlockList' | 'threads';
+
+export interface QuantizeFlags extends Pick<QuantizeWorkflowOptions, SameAsOptions> {
+  output?: string;
+  mode: QuantizeMode;
+  calibrationCount: number;
+  calibrate: NonNullable<QuantizeWorkflowOptions['method']>;
+  perTensor?: boolean;
+  padChannels: boolean;
+  layoutAnchors: boolean;
+  measureSpeed?: boolean | number;
+  analyze?: boolean;
+  keepIoTypes: boolean;
+  shape?: string[];
+  input?: InputValueFlags;
+  feedback?: string[];
+  json?: boolean;
+  qat?: boolean;
+  data?: string;
+  qatEpochs: number;
+  qatLr: number;
+  qatTeacher?: boolean;
+  backend: 'auto' | 'wasm' | 'cpu' | 'tensorflow';
+  guard: boolean;
+  minSqnr?: number;
+  minAgreement?: number;
+  metric?: string;
+  metricBudget?: number;
+  force?: boolean;
+  blockSize: string;
+  symmetric?: boolean;
+  int4Method: 'rtn' | 'awq';
+}
+
+
+/** Flags that only mean something in some modes: [flag, its modes, whether the user set it]. */
+const MODE_FLAGS: readonly [string, readonly QuantizeMode[], (f: QuantizeFlags) => boolean][] = [
+  ['--calibrate', ['int8'], (f) => f.calibrate !== 'minmax'],
+  ['--per-tensor', ['int8', 'int8-dynamic'], (f) => Boolean(f.perTensor)],
+  ['--min-conv-reduction', ['int8'], (f) => f.minConvReduction !== undefined],
+  ['--no-pad-channels', ['int8'], (f) => !f.padChannels],
+  ['--no-layout-anchors', ['int8'], (f) => !f.layoutAnchors],
+  ['--activation-type', ['int8'], (f) => f.activationType === 'int8'],
+  ['--reduce-range', ['int8-dynamic'], (f) => Boolean(f.reduceRange)],
+  ['--no-keep-io-types', ['fp16'], (f) => !f.keepIoTypes],
+  ['--op-block-list', ['fp16'], (f) => Boolean(f.opBlockList?.length)],
+  ['--block-size', ['int4'], (f) => f.blockSize !== '32'],
+  ['--symmetric', ['int4'], (f) => Boolean(f.symmetric)],
+  ['--int4-method', ['int4'], (f) => f.int4Method !== 'rtn'],
+];
+
+function checkModeFlags(flags: QuantizeFlags): void {
+  for (const [flag, modes, set] of MODE_FLAGS) {
+    if (set(flags) && !modes.includes(flags.mode)) throw new UsageError(`${flag} is available with --mode ${modes.join(' or ')}, not with --mode ${flags.mode}`);
+  }
+}
+
+/** The cross-flag rules, in the order the user hears about them. */
+export function checkFlags(modelPath: string, flags: QuantizeFlags, checkOutputPath: (output: string, inputs: string[]) => string): void {
+  if (!flags.analyze && !flags.output) throw new UsageError('missing -o/--output <path> (or use --analyze)');
+  if (flags.output) checkOutputPath(flags.output, [modelPath, ...[flags.calibrationData, flags.evalData, flags.data].filter((f): f is string => Boolean(f))]);
+  if (flags.maxAccuracyDrop && !flags.evalData) throw new UsageError('--max-accuracy-drop needs --eval-data <labelled data>');
+  if (flags.maxAccuracyDrop && flags.mode !== 'int8') throw new UsageError('--max-accuracy-drop is available with --mode int8');
+  if (flags.analyze && flags.mode !== 'int8') throw new UsageError('--analyze is available with --mode int8');
+  if (flags.qat && flags.mode !== 'int8') throw new UsageError('--qat is available with --mode int8');
+  checkModeFlags(flags);
+  if (flags.qat && !flags.data) throw new UsageError('--qat needs --data <labelled training data>');
+  if (flags.qat && flags.maxAccuracyDrop) throw new UsageError('use either --qat or --max-accuracy-drop, not both');
+  if (!flags.guard && (flags.minSqnr !== undefined || flags.minAgreement !== undefined || flags.metric !== undefined)) throw new UsageError('--min-sqnr, --min-agreement and --metric set the fidelity guard, which --no-guard turns off');
+  if (flags.metricBudget !== undefined && (!flags.metric || flags.maxAccuracyDrop)) throw new UsageError(flags.metric ? 'use either --metric-budget (label-free) or --max-accuracy-drop (labelled), not both' : '--metric-budget needs --metric <spec>');
+  if (flags.mode === 'int8' && !flags.calibrationData) {
+    throw new UsageError('--mode int8 needs --calibration-data (representative inputs); without data use --mode int8-dynamic');
+  }
+}
