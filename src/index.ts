@@ -46,6 +46,7 @@ export { pruneWorkflow, type PruneWorkflowOptions, type PruneWorkflowResult } fr
 export { distill, distillWorkflow, studentFromTeacher, type DistillWorkflowOptions, type DistillWorkflowResult } from './app/distill.js';
 export { quantizeAwareTraining, type QatOptions, type QatReport } from './app/qat.js';
 export { speedCheck, type SpeedCheck } from './app/speed-check.js';
+export { optimizeWorkflow, type OptimizeOptions, type OptimizeResult, type OptimizeCandidate } from './app/optimize.js';
 export type { WorkflowEvents } from './app/events.js';
 export type { TrainableGraph } from './train/onnx-graph.js';
 export { initTrainingBackend } from './train/backend.js';

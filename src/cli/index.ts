@@ -16,6 +16,7 @@ import { registerPrune } from './prune.js';
 import { registerDistill } from './distill.js';
 import { registerBatchify } from './batchify.js';
 import { registerExportTriton } from './export-triton.js';
+import { registerOptimize } from './optimize.js';
 
 function packageVersion(): string {
   const url = new URL('../../package.json', import.meta.url);
@@ -40,6 +41,7 @@ export function buildProgram(): Command {
   registerDistill(program);
   registerBatchify(program);
   registerExportTriton(program);
+  registerOptimize(program);
   for (const command of program.commands) command.exitOverride();
   return program;
 }

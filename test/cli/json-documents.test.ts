@@ -43,15 +43,19 @@ const COMMANDS: [kind: string, args: () => string[]][] = [
   ['batching-sweep', () => ['benchmark', CNN, '--dynamic-batching', '--concurrency', '1,4', '--window-ms', '100', '--max-windows', '3', '--no-baseline']],
   ['batchify', () => ['batchify', CNN, '-o', out('batchified.onnx')]],
   ['export-triton', () => ['export-triton', CNN, '--out', out('triton')]],
+  ['optimize', () => ['optimize', CNN, '-o', out('optimized.onnx'), '--calibration-data', CALIB, '--calibration-count', '64', '--iterations', '30', '--no-region-search']],
 ];
+
+/** Schemas of files a user writes, not of --json documents: the optimize recipe (validated in test/optimize). */
+const INPUT_SCHEMAS = ['recipe.schema.json'];
 
 describe('--json documents: one kind key, valid against schema/<kind>.schema.json', () => {
   it('there is a schema for every kind, and every schema belongs to a command', () => {
-    const files = readdirSync(SCHEMA_DIR).filter((f) => f.endsWith('.schema.json')).sort();
+    const files = readdirSync(SCHEMA_DIR).filter((f) => f.endsWith('.schema.json') && !INPUT_SCHEMAS.includes(f)).sort();
     expect(files).toEqual(COMMANDS.map(([kind]) => `${kind.replace(/^model-opt\./, '')}.schema.json`).sort());
     const pkg = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { files: string[] };
     expect(pkg.files).toContain('schema');
-    for (const file of files) {
+    for (const file of [...files, ...INPUT_SCHEMAS]) {
       const schema = JSON.parse(readFileSync(path.join(SCHEMA_DIR, file), 'utf8')) as Record<string, unknown>;
       expect(schema['$schema']).toBe('https://json-schema.org/draft/2020-12/schema');
       expect(validate(schema, {})).toContain("$: missing required 'kind'");
@@ -83,7 +87,7 @@ describe('--json documents: one kind key, valid against schema/<kind>.schema.jso
       expect(doc['kind']).toBe(kind);
       expect(Object.keys(doc).slice(0, 2)).toEqual(['schemaVersion', 'kind']);
       expect(validate(schemaFor(kind), doc)).toEqual([]);
-      if (kind === 'quantize' || kind === 'prune' || kind === 'distill' || kind === 'inspect') expect(doc['command']).toBe(kind);
+      if (kind === 'quantize' || kind === 'optimize' || kind === 'prune' || kind === 'distill' || kind === 'inspect') expect(doc['command']).toBe(kind);
       if (kind === 'quantize-analyze') expect(doc['command']).toBe('quantize --analyze');
       if (kind === 'model-opt.benchmark') {
         const settings = doc['settings'] as { providers: string[]; requestedProviders: string[] };

@@ -26,8 +26,8 @@ describe('shared CLI flags', () => {
       for (const text of texts) expect(text === shared.description || text.startsWith(`${shared.description}: `), `${shared.long}: ${texts.join(' | ')}`).toBe(true);
     }
     expect(byFlag.get('--eval-data')!.get('prune')).toMatch(/: top-1 accuracy before and after$/);
-    expect([...byFlag.get('--json')!.keys()].sort()).toEqual(['batchify', 'benchmark', 'distill', 'export-triton', 'inspect', 'prune', 'quantize']);
-    expect([...byFlag.get('--shape')!.keys()].sort()).toEqual(['batchify', 'benchmark', 'export-triton', 'prune', 'quantize']);
+    expect([...byFlag.get('--json')!.keys()].sort()).toEqual(['batchify', 'benchmark', 'distill', 'export-triton', 'inspect', 'optimize', 'prune', 'quantize']);
+    expect([...byFlag.get('--shape')!.keys()].sort()).toEqual(['batchify', 'benchmark', 'export-triton', 'optimize', 'prune', 'quantize']);
   });
 
   it('keeps the exit code on the program that ran (two programs do not share it)', async () => {

@@ -1,0 +1,101 @@
+/**
+ * The recipe of `model-opt optimize --recipe`: the candidates to try (one pass each with its
+ * options), how to choose, the budget and the gates, as a JSON file validated against
+ * schema/recipe.schema.json (shipped in the package) with the small validator in util/. A recipe
+ * that breaks the schema is a UsageError naming the file and the path of the first violation
+ * (exit 2). `recipeFor` makes the recipe written beside the model: the chosen candidate alone,
+ * select 'first', so that running it again writes the same bytes.
+ * May import: errors, util, node:fs, types of app/quantize and bench.
+ */
+import { readFileSync } from 'node:fs';
+import { UsageError } from '../errors.js';
+import { validate } from '../util/json-schema.js';
+import type { CalibrationMethod } from '../passes/quantize/calibrate.js';
+import type { QuantizeMode } from './quantize.js';
+
+export interface QuantizeCandidateSpec {
+  mode: QuantizeMode;
+  calibrate?: CalibrationMethod;
+  percentile?: number;
+  perChannel?: boolean;
+  activationType?: 'uint8' | 'int8';
+  reduceRange?: boolean;
+  opTypes?: string[];
+  excludeOpTypes?: string[];
+  excludeNodes?: string[];
+}
+
+/** One candidate: the input model (optionally graph-optimized by onnxruntime) or one quantize pass. */
+export type CandidateSpec = { fp32: { graphOptimized?: boolean } } | { quantize: QuantizeCandidateSpec };
+
+export interface Recipe {
+  schemaVersion?: 1;
+  kind: 'optimize-recipe';
+  candidates: CandidateSpec[];
+  select?: 'fastest' | 'first';
+  objective?: 'latency' | 'throughput' | 'size';
+  batchSize?: number;
+  threads?: number;
+  providers?: string[];
+  iterations?: number;
+  regionSearch?: boolean;
+  timeBudgetSeconds?: number;
+  data?: { calibration?: string; calibrationCount?: number; eval?: string };
+  budget?: { minSqnrDb?: number; minTop1Agreement?: number; maxAccuracyDrop?: string; metric?: string };
+  gates?: { minSpeedup?: number };
+}
+
+let recipeSchema: Record<string, unknown> | undefined;
+
+/** schema/recipe.schema.json, read once (dist/app and src/app both sit two levels below the package root). */
+export function loadRecipeSchema(): Record<string, unknown> {
+  recipeSchema ??= JSON.parse(readFileSync(new URL('../../schema/recipe.schema.json', import.meta.url), 'utf8')) as Record<string, unknown>;
+  return recipeSchema;
+}
+
+/** Check a parsed recipe: the schema, then the rules a schema cannot say (one key per candidate, at least one). */
+export function checkRecipe(value: unknown, file: string): Recipe {
+  const errors = validate(loadRecipeSchema(), value);
+  if (errors.length > 0) throw new UsageError(`${file}: not a valid recipe (schema/recipe.schema.json): ${errors[0]}${errors.length > 1 ? ` (and ${errors.length - 1} more)` : ''}`);
+  const recipe = value as Recipe;
+  if (recipe.candidates.length === 0) throw new UsageError(`${file}: $.candidates: the recipe lists no candidate`);
+  recipe.candidates.forEach((c, i) => {
+    const keys = Object.keys(c);
+    if (keys.length !== 1) throw new UsageError(`${file}: $.candidates[${i}]: a candidate has exactly one key (fp32 or quantize), got ${keys.length === 0 ? 'none' : keys.join(', ')}`);
+  });
+  return recipe;
+}
+
+/** Read and check a recipe file (UsageError naming the file when it cannot be read or parsed). */
+export function readRecipe(file: string): Recipe {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (error) {
+    throw new UsageError(`--recipe ${file}: cannot read it (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    throw new UsageError(`--recipe ${file}: not JSON (${(error as Error).message})`);
+  }
+  return checkRecipe(value, file);
+}
+
+/** A short name for a candidate spec, as the report shows it: 'fp32', 'fp32-optimized', 'int8', 'int8 (3 nodes float)'. */
+export function describeSpec(spec: CandidateSpec): string {
+  if ('fp32' in spec) return spec.fp32.graphOptimized ? 'fp32-optimized' : 'fp32';
+  const q = spec.quantize;
+  const extras: string[] = [];
+  if (q.calibrate && q.calibrate !== 'minmax') extras.push(q.calibrate);
+  if (q.opTypes?.length) extras.push(`only ${q.opTypes.join(',')}`);
+  if (q.excludeOpTypes?.length) extras.push(`float ${q.excludeOpTypes.join(',')}`);
+  if (q.excludeNodes?.length) extras.push(`${q.excludeNodes.length} node(s) float`);
+  return extras.length ? `${q.mode} (${extras.join('; ')})` : q.mode;
+}
+
+/** The path of the recipe written beside `output`: out.onnx -> out.recipe.json. */
+export function recipePathFor(output: string): string {
+  return output.toLowerCase().endsWith('.onnx') ? `${output.slice(0, -5)}.recipe.json` : `${output}.recipe.json`;
+}

@@ -1,0 +1,314 @@
+/**
+ * Pruned + distilled candidates for `optimize --time-budget` (issue 16 item 2): for each width
+ * (fraction of channels kept), narrow the FP32 model by structured channel pruning (L2 ranking,
+ * channel counts rounded to a multiple of 8, removed channels replaced by their means measured on
+ * the data), check with a short paired timing that the narrow model is faster than FP32 at the
+ * batch size and threads asked for (distilling a model that is not faster would waste the budget),
+ * then distill it back from the FP32 model on the given inputs without labels (alpha 0: soft
+ * targets for class scores, MSE on the outputs otherwise) for as many epochs as the remaining
+ * budget allows (samples/s measured on a few probe steps first), check top-1 agreement with FP32
+ * before and after on a held-out 20% of the data (the undistilled pruned model is written when
+ * distillation lowered it), and write it to `dir`. A width the
+ * budget cannot reach, or whose distillation is cut by the deadline, is dropped with a warning.
+ * The caller (./optimize.ts) measures speed and fidelity like every other candidate.
+ * May import: errors, ir, data, app/*; passes/prune, onnx, evaluate, bench, train (lazily).
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { UsageError } from '../errors.js';
+import { isTensorType, type Model } from '../ir/index.js';
+import type { Dataset } from '../data/index.js';
+import type { ShapeOverrides } from '../ir/io-spec.js';
+import type { WorkflowEvents } from './events.js';
+
+/** Widths tried by default: 30% and 50% of the channels removed. */
+export const DEFAULT_PRUNE_WIDTHS: readonly number[] = [0.7, 0.5];
+/** Kept channel counts are rounded to a multiple of this: odd counts make CPU kernels slower (docs/optimize.md). */
+export const PRUNE_ROUND_TO = 8;
+
+export interface PruneDistillOptions extends WorkflowEvents {
+  /** Folder the candidates are written to (must exist). */
+  dir: string;
+  /** Fractions of channels kept, tried in this order (default DEFAULT_PRUNE_WIDTHS). */
+  widths?: number[];
+  /** Wall-clock budget for everything this function does, in ms. */
+  timeBudgetMs: number;
+  /** Batch size the model will run at, for the speed pre-check (default 1). */
+  batchSize?: number;
+  /** onnxruntime intra-op threads for the speed pre-check (default 1). */
+  threads?: number;
+  /** Held-out inputs: top-1 agreement of each candidate with FP32 (class-score outputs only). */
+  evalData?: Dataset;
+  /** Round kept channel counts to a multiple of this (default PRUNE_ROUND_TO). */
+  roundTo?: number;
+  /** Training batch size (default 32). */
+  trainBatchSize?: number;
+  /** Adam learning rate, cosine schedule (default 1e-3; 3e-3 collapsed the compensated start in short runs, docs/optimize.md). */
+  learningRate?: number;
+  /** Most epochs per width however much time is left (default 30). */
+  maxEpochs?: number;
+  /** Skip the speed pre-check (distill every width). */
+  skipSpeedCheck?: boolean;
+}
+
+export interface PruneDistillCandidate {
+  /** The written model. */
+  path: string;
+  /** Fraction of channels kept (asked for; rounding may keep a few more or fewer). */
+  width: number;
+  description: string;
+  /** Seconds spent on this candidate: pruning, speed pre-check, distillation, writing. */
+  seconds: number;
+  distill: {
+    epochs: number;
+    /** Training samples per distillation pass. */
+    samples: number;
+    samplesPerSecond: number;
+    loss: 'kd' | 'mse';
+    /** Top-1 agreement with FP32 on options.evalData (class-score outputs only). */
+    agreement?: number;
+    /**
+     * Top-1 agreement with FP32 on the validation split (the last VALIDATION_FRACTION of the data),
+     * before and after distillation; when distillation lowered it, the undistilled pruned model was
+     * written instead (`kept: 'pruned'`).
+     */
+    validation?: { samples: number; before: number; after: number };
+    kept: 'distilled' | 'pruned';
+  };
+  /** Speed-up of the pruned model over FP32 measured by the pre-check (estimate), when run. */
+  precheckSpeedup?: number;
+}
+
+/** Thrown from the trainer's progress callback to stop a distillation at the deadline. */
+class DeadlineReached extends Error {}
+
+const MIN_EPOCHS = 1;
+/** Share of the data held out (at most MAX_VALIDATION samples, only from MIN_SPLIT samples up) to check that distillation helped. */
+const VALIDATION_FRACTION = 0.2;
+const MAX_VALIDATION = 64;
+const MIN_SPLIT = 40;
+/** Probe: this many training steps to measure samples/s (the first step warms kernels up and is not counted). */
+const PROBE_STEPS = 3;
+
+/** 'kd' when the first output looks like class scores ([N, C], C > 1), else 'mse'. */
+function lossFor(model: Model): 'kd' | 'mse' {
+  const type = model.graph.outputs[0]?.type;
+  const shape = isTensorType(type) ? type.shape : undefined;
+  const classes = shape?.length === 2 ? shape[1] : undefined;
+  return typeof classes === 'number' && classes > 1 ? 'kd' : 'mse';
+}
+
+/** Shape overrides for the timing: the data's first sample with the batch dim set, only when a non-batch input dim is symbolic. */
+function timingShapes(model: Model, shapes: ShapeOverrides | undefined, batchSize: number): ShapeOverrides | undefined {
+  const symbolic = model.graph.inputs.some((v) => {
+    if (v.initializer) return false;
+    const s = isTensorType(v.type) ? v.type.shape : undefined;
+    return !s || s.slice(1).some((d) => typeof d !== 'number');
+  });
+  if (!symbolic || !shapes) return undefined;
+  return Object.fromEntries(Object.entries(shapes).map(([k, dims]) => [k, Array.isArray(dims) && dims.length > 0 ? [batchSize, ...dims.slice(1)] : dims])) as ShapeOverrides;
+}
+
+/**
+ * Prune + distill candidates within `timeBudgetMs`. The input model is not modified; `data`'s
+ * labels, if any, are not used. Events come from `events`, else from the options' callbacks.
+ */
+export async function pruneDistillCandidates(model: Model, data: Dataset, options: PruneDistillOptions, events: WorkflowEvents = {}): Promise<PruneDistillCandidate[]> {
+  const started = performance.now();
+  const deadline = started + options.timeBudgetMs;
+  const progress = events.onProgress ?? options.onProgress ?? (() => undefined);
+  const warn = events.onWarning ?? options.onWarning ?? (() => undefined);
+  const widths = options.widths ?? [...DEFAULT_PRUNE_WIDTHS];
+  for (const w of widths) if (!(w > 0 && w < 1)) throw new UsageError(`prune widths must be in (0, 1), got ${w}`);
+  if (!(options.timeBudgetMs > 0)) throw new UsageError(`the time budget must be positive, got ${options.timeBudgetMs} ms`);
+  if (data.count < 2) throw new UsageError(`${data.source}: distillation needs at least 2 samples, got ${data.count}`);
+  const batchSize = options.batchSize ?? 1;
+  const threads = options.threads ?? 1;
+  const roundTo = options.roundTo ?? PRUNE_ROUND_TO;
+    const learningRate = options.learningRate ?? 1e-3;
+  const maxEpochs = options.maxEpochs ?? 30;
+  const loss = lossFor(model);
+  const { take, sliceSamples } = await import('../data/index.js');
+  // The validation split (class-score outputs only: agreement is top-1).
+  const validationCount = loss === 'kd' && data.count >= MIN_SPLIT ? Math.min(MAX_VALIDATION, Math.round(data.count * VALIDATION_FRACTION)) : 0;
+  const trainCount = data.count - validationCount;
+  const train: Dataset = { ...take(data, trainCount), labels: undefined };
+  const trainBatch = Math.min(options.trainBatchSize ?? 32, train.count);
+  const validation: Dataset | undefined =
+    validationCount > 0
+      ? {
+          ...data,
+          count: validationCount,
+          inputs: Object.fromEntries(Object.entries(data.inputs).map(([k, t]) => [k, sliceSamples(t, trainCount, data.count)])),
+          labels: undefined,
+          outputs: undefined,
+          sequences: undefined,
+          notes: [],
+        }
+      : undefined;
+
+  const [{ pruneChannels, collectChannelStatistics, statisticsRequests }, { saveModel }, { distill }, { checkShapes }] = await Promise.all([
+    import('../passes/prune/index.js'),
+    import('../onnx/index.js'),
+    import('./distill.js'),
+    import('./data-shapes.js'),
+  ]);
+  const secondsLeft = (): number => (deadline - performance.now()) / 1000;
+  const candidates: PruneDistillCandidate[] = [];
+  const scratch = await mkdtemp(path.join(tmpdir(), 'model-opt-prune-'));
+  try {
+    progress('measuring channel means on the training inputs (for pruning)');
+    const statistics = await collectChannelStatistics(model, statisticsRequests(model), train, { maxSamples: 256 });
+    const fp32Path = path.join(scratch, 'fp32.onnx');
+    if (!options.skipSpeedCheck) await saveModel(model, fp32Path);
+    const shapes = timingShapes(model, checkShapes(undefined, train), batchSize);
+
+    // Training throughput (samples/s) and the fixed cost of one distillation (backend, teacher
+    // outputs, validation), from the probe and then from each finished distillation.
+    let samplesPerSecond: number | undefined;
+    let overheadSeconds = 0;
+
+    for (let i = 0; i < widths.length; i++) {
+      const width = widths[i]!;
+      const t0 = performance.now();
+      const label = `width ${width}`;
+      if (secondsLeft() <= 0) {
+        warn(`${label}: not tried, the time budget was spent`);
+        continue;
+      }
+      progress(`${label}: pruning channels (keeping ${Math.round(width * 100)}%, multiples of ${roundTo})`);
+      const pruned = pruneChannels(model, { width, roundTo, statistics }).model;
+
+      let precheckSpeedup: number | undefined;
+      if (!options.skipSpeedCheck) {
+        const prunedPath = path.join(scratch, `pruned-${i}.onnx`);
+        await saveModel(pruned, prunedPath);
+        const durationMs = Math.max(300, Math.min(3000, 0.04 * options.timeBudgetMs));
+        progress(`${label}: timing the pruned model against FP32 (batch ${batchSize}, ${threads} thread${threads === 1 ? '' : 's'}, ${(durationMs / 1000).toFixed(1)} s)`);
+        const { benchmark } = await import('../bench/index.js');
+        const bench = await benchmark(
+          { baseline: fp32Path, candidates: [prunedPath], durationMs, warmup: 5, threads, batchSizes: [batchSize], shapes, measureMemory: false, bootstrapResamples: 500 },
+          { onWarning: warn },
+        );
+        const speedup = bench.models[1]?.latency[0]?.speedup;
+        precheckSpeedup = speedup?.estimate;
+        if (!speedup || speedup.estimate <= 1) {
+          warn(`${label}: the pruned model is not faster than FP32 (${speedup ? `${speedup.estimate.toFixed(2)}x [${speedup.low.toFixed(2)}, ${speedup.high.toFixed(2)}]` : 'not measured'}): not distilled`);
+          continue;
+        }
+      }
+
+      if (samplesPerSecond === undefined) {
+        // Probe: a few steps on a small slice, timed from the end of the first step.
+        const probeCount = Math.min(train.count, trainBatch * PROBE_STEPS);
+        const stamps: { at: number; samples: number }[] = [];
+        progress(`${label}: measuring training speed (${PROBE_STEPS} steps of ${trainBatch})`);
+        const p0 = performance.now();
+        await distill({
+          student: pruned,
+          teacher: model,
+          train: take(train, probeCount),
+          alpha: 0,
+          loss,
+          epochs: 1,
+          batchSize: trainBatch,
+          learningRate,
+          onProgress: (e) => {
+            if (e.phase === 'train') stamps.push({ at: performance.now(), samples: (e.step ?? 0) * trainBatch });
+          },
+        });
+        const probeSeconds = (performance.now() - p0) / 1000;
+        const first = stamps[0];
+        const last = stamps[stamps.length - 1];
+        if (first && last && last.at > first.at) samplesPerSecond = (last.samples - first.samples) / ((last.at - first.at) / 1000);
+        else if (first) samplesPerSecond = first.samples / Math.max(1e-3, (first.at - p0) / 1000);
+        else samplesPerSecond = probeCount / Math.max(1e-3, probeSeconds);
+        const trainedSeconds = ((stamps.length > 0 ? stamps.length : 1) * trainBatch) / samplesPerSecond;
+        overheadSeconds = Math.max(0, probeSeconds - trainedSeconds);
+      }
+
+      // This width's share of what is left: an even split over the widths still to try.
+      const share = secondsLeft() / (widths.length - i);
+      const trainSeconds = share - overheadSeconds * 1.2 - 0.5;
+      const steps = Math.max(1, Math.floor(train.count / trainBatch));
+      const epochSeconds = (steps * trainBatch) / samplesPerSecond!;
+      const epochs = Math.min(maxEpochs, Math.floor(trainSeconds / epochSeconds));
+      if (epochs < MIN_EPOCHS) {
+        warn(
+          `${label}: not distilled: one pass over ${train.count} samples takes ~${epochSeconds.toFixed(1)} s (+${overheadSeconds.toFixed(1)} s setup), ` +
+            `${Math.max(0, share).toFixed(1)} s of the budget is left for it`,
+        );
+        continue;
+      }
+      progress(`${label}: distilling from FP32 without labels (${loss === 'kd' ? 'soft targets' : 'MSE on the outputs'}, ${epochs} epoch${epochs === 1 ? '' : 's'} of ${train.count} samples, ~${(epochs * epochSeconds).toFixed(0)} s)`);
+      const d0 = performance.now();
+      let trained: Awaited<ReturnType<typeof distill>>;
+      try {
+        trained = await distill({
+          student: pruned,
+          teacher: model,
+          train,
+          alpha: 0,
+          loss,
+          epochs,
+          batchSize: trainBatch,
+          learningRate,
+          onWarning: warn,
+          onProgress: (e) => {
+            if (e.phase === 'train' && performance.now() > deadline) throw new DeadlineReached(`epoch ${e.epoch}/${e.epochs}`);
+            if (e.phase === 'train' && e.step === e.steps) progress(`${label}: epoch ${e.epoch}/${e.epochs} loss ${e.loss?.toExponential(2)}`);
+          },
+        });
+      } catch (error) {
+        if (!(error instanceof DeadlineReached)) throw error;
+        warn(`${label}: distillation stopped at ${error.message} when the time budget ran out: candidate dropped`);
+        continue;
+      }
+      const distillSeconds = (performance.now() - d0) / 1000;
+      samplesPerSecond = trained.report.samplesPerSecond;
+      overheadSeconds = Math.max(0, distillSeconds - (epochs * steps * trainBatch) / samplesPerSecond);
+
+      const { compareOutputs } = await import('../evaluate/index.js');
+      const first = model.graph.outputs[0]!.name;
+      const agreementOf = async (m: Model, on: Dataset): Promise<number | undefined> => (await compareOutputs(model, m, on))[first]?.top1Agreement ?? undefined;
+      let written = trained.model;
+      let kept: 'distilled' | 'pruned' = 'distilled';
+      let check: { samples: number; before: number; after: number } | undefined;
+      if (validation) {
+        const [before, after] = [await agreementOf(pruned, validation), await agreementOf(trained.model, validation)];
+        if (before !== undefined && after !== undefined) {
+          check = { samples: validation.count, before, after };
+          if (after < before) {
+            written = pruned;
+            kept = 'pruned';
+            warn(
+              `${label}: distillation lowered top-1 agreement with FP32 on ${validation.count} held-out samples ` +
+                `(${(before * 100).toFixed(1)}% -> ${(after * 100).toFixed(1)}%): writing the pruned model without it`,
+            );
+          }
+        }
+      }
+      const agreement = options.evalData ? await agreementOf(written, options.evalData) : undefined;
+      const file = path.join(options.dir, `pruned-${Math.round(width * 100)}.onnx`);
+      progress(`${label}: writing ${file}`);
+      await saveModel(written, file);
+      const seconds = (performance.now() - t0) / 1000;
+      candidates.push({
+        path: file,
+        width,
+        description:
+          `channels pruned to ${Math.round(width * 100)}% (multiples of ${roundTo}), ` +
+          (kept === 'distilled'
+            ? `distilled from FP32 without labels (${loss === 'kd' ? 'soft targets' : 'MSE'}, ${epochs} epoch${epochs === 1 ? '' : 's'} of ${train.count} samples, ${distillSeconds.toFixed(0)} s)`
+            : `not distilled (${epochs} epoch${epochs === 1 ? '' : 's'} lowered agreement with FP32 on held-out samples)`),
+        seconds,
+        distill: { epochs, samples: train.count, samplesPerSecond, loss, ...(agreement !== undefined ? { agreement } : {}), ...(check ? { validation: check } : {}), kept },
+        ...(precheckSpeedup !== undefined ? { precheckSpeedup } : {}),
+      });
+    }
+  } finally {
+    await rm(scratch, { recursive: true, force: true });
+  }
+  return candidates;
+}

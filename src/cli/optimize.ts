@@ -1,0 +1,150 @@
+/**
+ * `model-opt optimize <model> -o <out>`: flags (and a `--recipe` file, which flags override) ->
+ * typed workflow options, run app/optimize (build candidates, measure them against FP32, write the
+ * fastest within the budget, or the input unchanged), print report/optimize-summary's table or one
+ * JSON document, and optionally a Markdown report and an SVG plot. Exit 0 when a model was
+ * written (it is never slower than FP32), 1 when a gate the user set fails (--min-speedup), 2 for
+ * bad usage or a recipe that breaks schema/recipe.schema.json.
+ * May import: cli/*, errors; lazily app, report, ir/io-spec.
+ */
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { ExitCode, GateError, UsageError } from '../errors.js';
+import { createProgress, printJson, reportError, runCommand, workflowEvents, writeTextAtomic } from './common.js';
+import { sharedOption, type InputValueFlags } from './options.js';
+import { parseAccuracyBudget, parseFraction, parseNumber, parsePositiveInt, parsePositiveNumber } from './parsers.js';
+import { helpExamples } from './examples.js';
+import type { OptimizeObjective, OptimizeOptions } from '../app/optimize.js';
+import type { AccuracyBudget } from '../bench/types.js';
+
+export const OPTIMIZE_JSON_SCHEMA_VERSION = 1;
+
+interface OptimizeFlags {
+  output: string;
+  calibrationData?: string;
+  calibrationCount?: number;
+  evalData?: string;
+  trainData?: string;
+  minSqnr?: number;
+  minAgreement?: number;
+  maxAccuracyDrop?: AccuracyBudget;
+  metric?: string;
+  outputName?: string;
+  objective?: OptimizeObjective;
+  batchSize?: number;
+  threads?: number;
+  provider?: string[];
+  iterations?: number;
+  timeBudget?: number;
+  regionSearch?: boolean;
+  minSpeedup?: number;
+  recipe?: string;
+  shape?: string[];
+  input?: InputValueFlags;
+  json?: boolean;
+  markdown?: string;
+  plot?: string;
+}
+
+/** '10m', '90s', '1h', '600' (seconds) -> milliseconds. */
+export function parseDuration(value: string): number {
+  const match = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h)?\s*$/.exec(value);
+  if (!match) throw new InvalidArgumentError(`expected a duration like 10m, 90s or 1h, got '${value}'`);
+  const unit = { ms: 1, s: 1000, m: 60_000, min: 60_000, h: 3_600_000 }[match[2] ?? 's']!;
+  return Number(match[1]) * unit;
+}
+
+export function registerOptimize(program: Command): void {
+  program
+    .command('optimize')
+    .addHelpText('after', helpExamples(
+      'model-opt optimize fixtures/fashion-cnn.onnx -o out/fashion-cnn.opt.onnx --calibration-data fixtures/fashion-calib.npz --eval-data fixtures/fashion-eval.npz --max-accuracy-drop 0.5pt',
+      'model-opt optimize model.onnx -o out/model.opt.onnx --calibration-data calib.npz --time-budget 10m --markdown report.md --plot pareto.svg',
+      'model-opt optimize model.onnx -o out/again.onnx --recipe out/model.opt.recipe.json',
+    ))
+    .description('try FP32 graph optimizations, static and dynamic INT8 (and FP16 for size), measure each against FP32 here, write the fastest within the accuracy budget, never a slower one')
+    .argument('<model>', 'the FP32 ONNX model (never modified)')
+    .requiredOption('-o, --output <path>', 'where to write the chosen model; <out>.recipe.json beside it reproduces it')
+    .addOption(sharedOption('calibrationData', 'the ranges of static INT8 (without it static INT8 is not tried)'))
+    .option('--calibration-count <n>', 'use the first n calibration samples', parsePositiveInt)
+    .addOption(sharedOption('evalData', 'held-out inputs for fidelity; with labels, the accuracy of every candidate'))
+    .option('--train-data <path>', 'unlabelled inputs for the pruned + distilled candidates (default: the calibration data; needs --time-budget)')
+    .option('--min-sqnr <dB>', 'fidelity budget: least SQNR of every float output vs FP32 (default 20)', (v: string) => parseNumber(v.replace(/\s*dB$/i, '')))
+    .option('--min-agreement <fraction>', 'fidelity budget: least top-1 agreement with FP32 (default 0.95)', parseFraction)
+    .option('--max-accuracy-drop <budget>', 'accuracy budget instead, e.g. 0.5pt or 1% (needs labelled --eval-data)', parseAccuracyBudget)
+    .option('--metric <spec>', 'task metric for the accuracy with labels: top1 (default), top5, ctc, cer, f1, miou (docs/metrics.md)')
+    .addOption(sharedOption('outputName'))
+    .addOption(new Option('--objective <goal>', 'latency (default: batch 1), throughput (batch 8 unless --batch-size) or size (the smallest not slower; FP16 too)').choices(['latency', 'throughput', 'size']))
+    .option('--batch-size <n>', 'batch size of the timing (default 1, or 8 for throughput)', parsePositiveInt)
+    .addOption(sharedOption('threads', 'the timing and the builds (default 1)'))
+    .addOption(sharedOption('provider'))
+    .option('--iterations <n>', 'timed runs per model in the comparison (default 200)', parsePositiveInt)
+    .option('--time-budget <duration>', 'time for the search (region search, pruned candidates), e.g. 10m; default 3m for the region search, no pruning', parseDuration)
+    .option('--no-region-search', 'do not look for INT8 regions to keep float when static INT8 loses')
+    .option('--min-speedup <x>', 'gate: exit 1 when the written model is below this median speed-up over FP32 (it is still written)', (v: string) => parsePositiveNumber(v.replace(/x$/i, '')))
+    .option('--recipe <file>', 'candidates, budget and gates from a JSON recipe (schema/recipe.schema.json); flags override it')
+    .addOption(sharedOption('shape'))
+    .addOption(sharedOption('input'))
+    .addOption(sharedOption('json'))
+    .option('--markdown <file>', 'also write the report as Markdown')
+    .option('--plot <file>', 'also write an SVG of speed-up vs fidelity with the Pareto front')
+    .action(runCommand(async (modelPath: string, flags: OptimizeFlags, command: Command) => optimizeAction(modelPath, flags, command)));
+}
+
+async function optimizeAction(modelPath: string, flags: OptimizeFlags, command: Command): Promise<number> {
+  const [{ checkOutputPath }, { parseShapeOverrides }, { readRecipe }] = await Promise.all([import('../app/output-path.js'), import('../ir/io-spec.js'), import('../app/optimize-recipe.js')]);
+  const inputs = [modelPath, flags.calibrationData, flags.evalData, flags.trainData, flags.recipe].filter((f): f is string => Boolean(f));
+  for (const [file, flag] of [[flags.markdown, '--markdown'], [flags.plot, '--plot']] as const) if (file) checkOutputPath(file, inputs, flag);
+  const recipe = flags.recipe ? readRecipe(flags.recipe) : undefined;
+  const given = (name: string): boolean => command.getOptionValueSource(name) === 'cli';
+  let maxAccuracyDrop = flags.maxAccuracyDrop;
+  if (!maxAccuracyDrop && recipe?.budget?.maxAccuracyDrop) {
+    try {
+      maxAccuracyDrop = parseAccuracyBudget(recipe.budget.maxAccuracyDrop);
+    } catch (error) {
+      throw new UsageError(`${flags.recipe}: $.budget.maxAccuracyDrop: ${(error as Error).message}`);
+    }
+  }
+  const options: OptimizeOptions = {
+    model: modelPath,
+    output: flags.output,
+    calibrationData: flags.calibrationData ?? recipe?.data?.calibration,
+    calibrationCount: flags.calibrationCount ?? recipe?.data?.calibrationCount,
+    evalData: flags.evalData ?? recipe?.data?.eval,
+    trainData: flags.trainData,
+    minSqnrDb: flags.minSqnr ?? recipe?.budget?.minSqnrDb,
+    minTop1Agreement: flags.minAgreement ?? recipe?.budget?.minTop1Agreement,
+    maxAccuracyDrop,
+    metric: flags.metric ?? recipe?.budget?.metric,
+    outputName: flags.outputName,
+    objective: flags.objective ?? recipe?.objective,
+    batchSize: flags.batchSize ?? recipe?.batchSize,
+    threads: flags.threads ?? recipe?.threads,
+    providers: flags.provider ?? recipe?.providers,
+    iterations: flags.iterations ?? recipe?.iterations,
+    timeBudgetMs: flags.timeBudget ?? (recipe?.timeBudgetSeconds !== undefined ? recipe.timeBudgetSeconds * 1000 : undefined),
+    regionSearch: given('regionSearch') ? flags.regionSearch : recipe ? (recipe.regionSearch ?? false) : true,
+    minSpeedup: flags.minSpeedup ?? recipe?.gates?.minSpeedup,
+    candidates: recipe?.candidates,
+    select: recipe?.select,
+    shapes: flags.shape ? parseShapeOverrides(flags.shape.join(',')) : undefined,
+    inputValues: flags.input,
+    recipePath: flags.recipe,
+  };
+  if (options.maxAccuracyDrop && !options.evalData) throw new UsageError('--max-accuracy-drop needs --eval-data <labelled data>');
+  const [app, summary] = await Promise.all([import('../app/optimize.js'), import('../report/optimize-summary.js')]);
+  const progress = await createProgress({ json: flags.json });
+  try {
+    const result = await app.optimizeWorkflow(options, workflowEvents(progress, flags));
+    progress.stop();
+    if (flags.markdown) await writeTextAtomic(flags.markdown, summary.renderOptimizeMarkdown(result));
+    if (flags.plot) {
+      const { renderOptimizePlot } = await import('../report/optimize-plot.js');
+      await writeTextAtomic(flags.plot, renderOptimizePlot(result));
+    }
+    if (flags.json) printJson({ schemaVersion: OPTIMIZE_JSON_SCHEMA_VERSION, kind: 'optimize', command: 'optimize', ...result });
+    else process.stdout.write(summary.renderOptimizeSummary(result));
+    return result.gateFailure ? reportError(new GateError(result.gateFailure)) : ExitCode.ok;
+  } finally {
+    progress.stop();
+  }
+}
