@@ -74,16 +74,7 @@ export class StreamingHistogram {
       }
       counted = values.length;
     } else {
-      for (let i = 0; i < values.length; i++) {
-        const v = values[i]!;
-        if (!Number.isFinite(v)) {
-          this.nonFinite++;
-          continue;
-        }
-        const b = ((v - lo) * inv) | 0;
-        counts[b > last ? last : b < 0 ? 0 : b]! += 1;
-        counted++;
-      }
+      counted = this.binFinite(values, lo, inv, last);
     }
     this.total += counted;
     if (bmin < this.min) this.min = bmin;
@@ -125,6 +116,12 @@ export class StreamingHistogram {
       this.total += values.length;
       return;
     }
+    this.total += this.binFinite(values, lo, inv, last);
+  }
+
+  /** Bins the finite values into the current grid (`lo`, 1 / bin width, last bin), counts the others; returns how many were binned. */
+  private binFinite(values: ArrayLike<number>, lo: number, inv: number, last: number): number {
+    const counts = this.counts;
     let counted = 0;
     for (let i = 0; i < values.length; i++) {
       const v = values[i]!;
@@ -136,7 +133,7 @@ export class StreamingHistogram {
       counts[b > last ? last : b < 0 ? 0 : b]! += 1;
       counted++;
     }
-    this.total += counted;
+    return counted;
   }
 
   private cover(bmin: number, bmax: number): void {

@@ -92,6 +92,30 @@ describe('layering of src/', () => {
     expect(violations).toEqual([]);
   });
 
+  it('heavy packages are imported by one folder each: protobufjs by onnx/, onnxruntime-node by runtime/, tfjs by train/', () => {
+    const owners: [RegExp, string][] = [
+      [/^protobufjs(\/|$)/, 'onnx'],
+      [/^onnxruntime-(node|common)(\/|$)/, 'runtime'],
+      [/^@tensorflow\//, 'train'],
+    ];
+    const BARE = /(?:^|[\s;])(?:import|export)\b[^'"`;]*?\bfrom\s*['"]([^.'"][^'"]*)['"]|\bimport\(\s*['"]([^.'"][^'"]*)['"]\s*\)/gm;
+    const violations: string[] = [];
+    let seen = 0;
+    for (const file of files) {
+      const text = readFileSync(file, 'utf8');
+      for (const m of text.matchAll(BARE)) {
+        const spec = m[1] ?? m[2]!;
+        for (const [pattern, owner] of owners) {
+          if (!pattern.test(spec)) continue;
+          seen++;
+          if (unit(file) !== owner) violations.push(`${path.relative(SRC, file)} imports ${spec} (only ${owner}/ may)`);
+        }
+      }
+    }
+    expect(seen).toBeGreaterThan(5);
+    expect(violations).toEqual([]);
+  });
+
   it('CLI files stay small: flags, parsing, exit codes', () => {
     const large = files
       .filter((f) => unit(f) === 'cli')
