@@ -6,7 +6,7 @@
  * at the batch size and threads the user will run) and on fidelity (SQNR and top-1 agreement with
  * FP32, or the labelled accuracy when the data has labels and a drop budget is given), search for
  * INT8 regions to keep float when static INT8 loses (./optimize-regions.ts), add pruned + distilled
- * candidates under a time budget (./prune-candidates.ts, when present), and write the fastest
+ * candidates under a time budget (./prune-candidates.ts), and write the fastest
  * candidate within the budget that measured significantly faster; else the input, unchanged (said
  * plainly). The chosen candidate is written back beside the model as a recipe that reproduces it.
  * May import: errors, app/*, util, types from below; onnx, runtime, bench (lazily).
@@ -25,6 +25,7 @@ import { checkOutputPath } from './output-path.js';
 import { describeSpec, recipePathFor, type CandidateSpec, type QuantizeCandidateSpec, type Recipe } from './optimize-recipe.js';
 import { regionsOf, searchRegions, type RegionStep } from './optimize-regions.js';
 import type { QuantizeResult } from './quantize.js';
+import { DEFAULT_PRUNE_WIDTHS, pruneDistillCandidates, type PruneDistillCandidate } from './prune-candidates.js';
 
 export type OptimizeObjective = 'latency' | 'throughput' | 'size';
 
@@ -143,6 +144,8 @@ interface Built {
 }
 
 const DEFAULT_ITERATIONS = 200;
+/** Share of --time-budget the region search may use when pruned candidates follow it. */
+const REGION_SHARE = 0.25;
 const DEFAULT_STEP_ITERATIONS = 100;
 
 /** The default candidates: what a user would try by hand, in that order. */
@@ -184,6 +187,9 @@ export async function optimizeWorkflow(options: OptimizeOptions, events: Workflo
   const minTop1Agreement = options.minTop1Agreement ?? DEFAULT_FIDELITY_BUDGET.minTop1Agreement;
   const specs = options.candidates ?? defaultCandidates(objective, Boolean(options.calibrationData));
   const searchDeadline = started + (options.timeBudgetMs ?? DEFAULT_SEARCH_SECONDS * 1000);
+  // With pruned candidates to come, the region search gets REGION_SHARE of the budget: distillation needs the rest.
+  const pruneWillRun = options.timeBudgetMs !== undefined && Boolean(options.trainData ?? options.calibrationData);
+  const regionDeadline = pruneWillRun ? Math.min(searchDeadline, started + REGION_SHARE * options.timeBudgetMs!) : searchDeadline;
   const dir = options.workDir ?? (await mkdtemp(path.join(tmpdir(), 'model-opt-optimize-')));
   const batchSizes = options.batchSize ? [options.batchSize] : objective === 'throughput' ? [8] : undefined;
 
@@ -304,14 +310,18 @@ export async function optimizeWorkflow(options: OptimizeOptions, events: Workflo
     const labels = bench.data.labels && bench.models[0]!.accuracy !== undefined;
     if (options.maxAccuracyDrop && !labels) throw new UsageError(`--max-accuracy-drop needs labels; ${options.evalData} has none (use --min-sqnr / --min-agreement)`);
     const baselineAccuracy = bench.models[0]!.accuracy?.value ?? null;
-    const within = (f: CandidateFidelity): { ok: boolean; why: string } => {
+    // A pruned + distilled candidate is a retrained model, not FP32 plus quantization noise: where
+    // its output is class scores, top-1 agreement (or the labelled accuracy) decides and the SQNR
+    // floor is reported, not applied (a student that keeps 95.5% of FP32's decisions measured
+    // 15.8 dB on the logits, docs/optimize.md).
+    const within = (f: CandidateFidelity, retrained = false): { ok: boolean; why: string } => {
       if (options.maxAccuracyDrop && f.accuracyDropPoints !== null) {
         const ok = dropPoints(options.maxAccuracyDrop, baselineAccuracy ?? 0, f.accuracyDropPoints);
         return { ok, why: `accuracy drop ${f.accuracyDropPoints.toFixed(2)}pt ${ok ? 'within' : 'over'} the budget` };
       }
-      if (f.sqnrDb !== null && f.sqnrDb < minSqnrDb) return { ok: false, why: `SQNR ${f.sqnrDb.toFixed(1)} dB < ${minSqnrDb} dB` };
+      if (f.sqnrDb !== null && f.sqnrDb < minSqnrDb && !(retrained && f.top1Agreement !== null)) return { ok: false, why: `SQNR ${f.sqnrDb.toFixed(1)} dB < ${minSqnrDb} dB` };
       if (f.top1Agreement !== null && f.top1Agreement < minTop1Agreement) return { ok: false, why: `top-1 agreement ${(f.top1Agreement * 100).toFixed(1)}% < ${(minTop1Agreement * 100).toFixed(0)}%` };
-      return { ok: true, why: 'within the fidelity budget' };
+      return { ok: true, why: retrained && f.top1Agreement !== null && f.sqnrDb !== null && f.sqnrDb < minSqnrDb ? `within the fidelity budget (retrained: top-1 agreement decides; SQNR ${f.sqnrDb.toFixed(1)} dB)` : 'within the fidelity budget' };
     };
 
     // ---- regions: where static INT8 loses ----
@@ -348,7 +358,7 @@ export async function optimizeWorkflow(options: OptimizeOptions, events: Workflo
           },
           onStep: (s) => progress(`region ${s.region}: ${s.speedup ? `${s.speedup.estimate.toFixed(2)}x (${s.speedup.verdict})` : s.note} ${s.kept ? 'kept float' : 'left INT8'}`),
         },
-        searchDeadline,
+        regionDeadline,
       );
       regionSearch.steps = found.steps;
       regionSearch.seconds = (performance.now() - t0) / 1000;
@@ -361,7 +371,7 @@ export async function optimizeWorkflow(options: OptimizeOptions, events: Workflo
     }
 
     // ---- pruned + distilled candidates (a time budget and unlabelled inputs) ----
-    const pruning = await prunedCandidates(options, dir, searchDeadline, events);
+    const pruning = await prunedCandidates(options, dir, searchDeadline, minTop1Agreement, events);
     extra.push(...pruning.candidates.map((c, i) => ({ name: uniqueName(`pruned-${i + 1}`), spec: null, description: c.description, path: c.path, buildSeconds: c.seconds })));
     // One final comparison of every candidate, so speed-ups and p50s come from the same interleaved run.
     if (extra.length > 0) await measure([...built, ...extra]);
@@ -370,7 +380,7 @@ export async function optimizeWorkflow(options: OptimizeOptions, events: Workflo
     // ---- choose ----
     const rows: OptimizeCandidate[] = all.map((b) => {
       const m = measured.get(b.name);
-      const judged = m ? within(m.fidelity) : { ok: false, why: '' };
+      const judged = m ? within(m.fidelity, b.spec === null) : { ok: false, why: '' };
       return {
         name: b.name,
         spec: b.spec,
@@ -551,44 +561,43 @@ async function quantizeCandidate(spec: QuantizeCandidateSpec, file: string, opti
   );
 }
 
-interface PrunedCandidate {
-  path: string;
-  description: string;
-  seconds: number;
-}
+/** Below this many seconds left for pruning, only the widest width is tried (it gets all of them). */
+const ONE_WIDTH_BELOW_SECONDS = 90;
 
 /**
- * HOOK (issue 16 item 2): pruned + distilled candidates from ./prune-candidates.ts (helper N's
- * `pruneDistillCandidates`), only with a time budget and unlabelled inputs. The module is loaded by
- * a computed specifier so this file builds whether or not it exists yet.
+ * Pruned + distilled candidates (./prune-candidates.ts), only with a time budget and unlabelled
+ * inputs (--train-data, else the calibration data). The evaluation data (labels unused) is the
+ * held-out set each candidate's agreement is measured on, and the fidelity budget's top-1
+ * agreement decides whether narrower widths are worth trying.
  */
-async function prunedCandidates(options: OptimizeOptions, dir: string, deadline: number, events: WorkflowEvents): Promise<{ ran: boolean; reason: string; seconds: number; candidates: PrunedCandidate[] }> {
+async function prunedCandidates(options: OptimizeOptions, dir: string, deadline: number, minTop1Agreement: number, events: WorkflowEvents): Promise<{ ran: boolean; reason: string; seconds: number; candidates: PruneDistillCandidate[] }> {
   const dataPath = options.trainData ?? options.calibrationData;
   if (options.timeBudgetMs === undefined) return { ran: false, reason: 'needs --time-budget', seconds: 0, candidates: [] };
   if (!dataPath) return { ran: false, reason: 'needs --train-data or --calibration-data (unlabelled inputs)', seconds: 0, candidates: [] };
   const left = deadline - performance.now();
   if (left <= 0) return { ran: false, reason: 'the time budget was spent before pruning', seconds: 0, candidates: [] };
-  type PruneModule = { pruneDistillCandidates?: (model: unknown, data: unknown, options: Record<string, unknown>, events: WorkflowEvents) => Promise<PrunedCandidate[]> };
-  let mod: PruneModule;
-  try {
-    const specifier = './prune-candidates.js';
-    mod = (await import(specifier)) as PruneModule;
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code === 'ERR_MODULE_NOT_FOUND' || /Cannot find module|Failed to load url|does not exist/i.test(String((error as Error).message))) {
-      return { ran: false, reason: 'pruned candidates are not in this build yet (src/app/prune-candidates.ts)', seconds: 0, candidates: [] };
-    }
-    throw error;
-  }
-  if (typeof mod.pruneDistillCandidates !== 'function') return { ran: false, reason: 'src/app/prune-candidates.ts has no pruneDistillCandidates', seconds: 0, candidates: [] };
   const t0 = performance.now();
   const { loadModel } = await import('../onnx/index.js');
   const { loadModelData } = await import('./load-data.js');
   const model = await loadModel(options.model);
   const data = await loadModelData(model, dataPath, { inputValues: options.inputValues, onProgress: events.onProgress });
-  let candidates: PrunedCandidate[];
+  const evalData = options.evalData ? { ...(await loadModelData(model, options.evalData, { inputValues: options.inputValues, maxSamples: 256 })), labels: undefined } : undefined;
+  let candidates: PruneDistillCandidate[];
   try {
-    candidates = await mod.pruneDistillCandidates(model, data, { timeBudgetMs: left, dir, threads: options.threads ?? 1, batchSize: options.batchSize ?? 1 }, events);
+    candidates = await pruneDistillCandidates(
+      model,
+      data,
+      {
+        timeBudgetMs: left,
+        dir,
+        threads: options.threads ?? 1,
+        batchSize: options.batchSize ?? 1,
+        ...(left / 1000 < ONE_WIDTH_BELOW_SECONDS ? { widths: [DEFAULT_PRUNE_WIDTHS[0]!] } : {}),
+        ...(evalData ? { evalData } : {}),
+        minTop1Agreement,
+      },
+      events,
+    );
   } catch (error) {
     // A pruned candidate that cannot be trained is a rejected candidate, not a failed run.
     if (!(error instanceof ModelOptError)) throw error;

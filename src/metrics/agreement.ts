@@ -1,7 +1,8 @@
 /**
  * Agreement between a reference output and a candidate output of the same model (FP32 vs INT8,
- * before vs after pruning): top-1 agreement, max abs error, relative L2, cosine similarity, SQNR.
- * Streaming, so a large evaluation set needs no stored outputs. Pure and deterministic.
+ * before vs after pruning): top-1 agreement, per-step argmax agreement for sequence outputs
+ * [N, T, C] (a CTC recognizer's per-step class scores), max abs error, relative L2, cosine
+ * similarity, SQNR. Streaming, so a large evaluation set needs no stored outputs. Pure and deterministic.
  * Imports: ./classification (argmaxRows).
  */
 import { argmaxRows } from './classification.js';
@@ -13,6 +14,20 @@ export interface AgreementMetrics {
   rows: number;
   /** Fraction of rows whose argmax matches (null when the output has no class axis). */
   top1Agreement: number | null;
+  /**
+   * Sequence outputs [N, T, C] (rank 3, T > 1, C > 1, the class axis last): the fraction of the
+   * N x T steps whose argmax over C matches. One SQNR over log-probabilities can stay high while a
+   * few steps flip class and a decoded sequence changes. Absent for other shapes.
+   */
+  stepAgreement?: number;
+  /** Steps compared for stepAgreement (N x T); absent when not a sequence output. */
+  steps?: number;
+  /**
+   * Sequence outputs: the fraction of samples whose argmax agrees on every one of their T steps
+   * (the sequence analogue of top-1 agreement: a sample whose path changed may decode differently).
+   * With T = 20 steps, 99.2% step agreement can leave only ~85% of the sequences intact.
+   */
+  sequenceAgreement?: number;
   maxAbsError: number;
   /** ||candidate - reference||_2 / ||reference||_2. */
   relativeL2: number;
@@ -27,11 +42,27 @@ export interface AgreementMetrics {
   worstChannel?: { index: number; sqnrDb: number };
 }
 
-/** Where axis 1 of an [N, C, ...] output is in its flat buffer: C channels of `inner` values each; none below rank 3. */
-export function channelLayout(dims: readonly number[]): { channels: number; inner: number } | undefined {
+/**
+ * Where axis 1 of an [N, C, ...] output is in its flat buffer: C channels of `inner` values each;
+ * none below rank 3. `rank` says which: a rank-3 output [N, T, C] is also a sequence of T steps of
+ * C class scores (stepAgreement).
+ */
+export function channelLayout(dims: readonly number[]): ChannelLayout | undefined {
   if (dims.length < 3) return undefined;
   const inner = dims.slice(2).reduce((a, b) => a * b, 1);
-  return dims[1]! > 1 && inner > 0 ? { channels: dims[1]!, inner } : undefined;
+  return dims[1]! > 1 && inner > 0 ? { channels: dims[1]!, inner, rank: dims.length } : undefined;
+}
+
+export interface ChannelLayout {
+  channels: number;
+  inner: number;
+  /** Rank of the output (3: [N, T, C], per-step agreement over the last axis). */
+  rank?: number;
+}
+
+/** Classes per step when `layout` is a sequence output [N, T, C] with T > 1 and C > 1, else null. */
+function stepClasses(layout: ChannelLayout | undefined): number | null {
+  return layout?.rank === 3 && layout.channels > 1 && layout.inner > 1 ? layout.inner : null;
 }
 
 /**
@@ -42,6 +73,11 @@ export class AgreementAccumulator {
   private count = 0;
   private rows = 0;
   private rowMatches = 0;
+  private steps = 0;
+  private stepMatches = 0;
+  private sequences = 0;
+  private sequenceMatches = 0;
+  private readonly stepClasses: number | null;
   private sumRef2 = 0;
   private sumCand2 = 0;
   private sumDot = 0;
@@ -50,11 +86,15 @@ export class AgreementAccumulator {
   private readonly channelRef2?: Float64Array;
   private readonly channelDiff2?: Float64Array;
 
-  /** `layout`: per-channel sums along axis 1 (channelLayout); add() must then get whole samples. */
+  /**
+   * `layout`: per-channel sums along axis 1 (channelLayout); add() must then get whole samples. A
+   * rank-3 layout [N, T, C] also counts per-step argmax agreement over the last axis.
+   */
   constructor(
     private readonly classes: number | null,
-    private readonly layout?: { channels: number; inner: number },
+    private readonly layout?: ChannelLayout,
   ) {
+    this.stepClasses = classes === null ? stepClasses(layout) : null;
     if (layout) {
       this.channelRef2 = new Float64Array(layout.channels);
       this.channelDiff2 = new Float64Array(layout.channels);
@@ -94,6 +134,21 @@ export class AgreementAccumulator {
       for (let i = 0; i < ra.length; i++) if (ra[i] === ca[i]) this.rowMatches++;
       this.rows += ra.length;
     }
+    if (this.stepClasses !== null) {
+      const ra = argmaxRows(reference, this.stepClasses);
+      const ca = argmaxRows(candidate, this.stepClasses);
+      const perSample = this.layout!.channels;
+      for (let s = 0; s < ra.length; s += perSample) {
+        let all = true;
+        for (let i = s; i < s + perSample; i++) {
+          if (ra[i] === ca[i]) this.stepMatches++;
+          else all = false;
+        }
+        if (all) this.sequenceMatches++;
+        this.sequences++;
+      }
+      this.steps += ra.length;
+    }
   }
 
   result(): AgreementMetrics {
@@ -109,6 +164,7 @@ export class AgreementAccumulator {
       count: this.count,
       rows: this.rows,
       top1Agreement: this.rows > 0 ? this.rowMatches / this.rows : null,
+      ...(this.steps > 0 ? { stepAgreement: this.stepMatches / this.steps, steps: this.steps, sequenceAgreement: this.sequenceMatches / this.sequences } : {}),
       maxAbsError: this.maxAbs,
       relativeL2: refNorm === 0 ? (this.sumDiff2 === 0 ? 0 : Infinity) : Math.sqrt(this.sumDiff2) / refNorm,
       cosineSimilarity: cosine,
@@ -132,4 +188,15 @@ export function agreement(reference: ArrayLike<number>, candidate: ArrayLike<num
   const acc = new AgreementAccumulator(classes);
   acc.add(reference, candidate);
   return acc.result();
+}
+
+/**
+ * Per-step argmax agreement of a sequence output: `reference` and `candidate` row-major [N, T, C]
+ * (`dims`), the fraction of the N x T steps whose argmax over C is the same. Null unless rank 3
+ * with T > 1 and C > 1.
+ */
+export function stepAgreement(reference: ArrayLike<number>, candidate: ArrayLike<number>, dims: readonly number[]): number | null {
+  const acc = new AgreementAccumulator(null, channelLayout(dims));
+  acc.add(reference, candidate);
+  return acc.result().stepAgreement ?? null;
 }

@@ -13,7 +13,7 @@ export {
   top1Correct,
   topKCorrect,
 } from './classification.js';
-export { AgreementAccumulator, agreement, channelLayout, type AgreementMetrics } from './agreement.js';
+export { AgreementAccumulator, agreement, channelLayout, stepAgreement, type AgreementMetrics } from './agreement.js';
 export {
   accuracy,
   bootstrapMedianCI,

@@ -96,11 +96,11 @@ describe('pruneDistillCandidates', () => {
     const result = await benchmark({ baseline: path.join(dir, 'fp32.onnx'), candidates: [c.path], iterations: 200, threads: 1, measureMemory: false, bootstrapResamples: 500 });
     const speedup = result.models[1]!.latency[0]!.speedup!;
     expect(speedup.estimate, JSON.stringify(speedup)).toBeGreaterThan(1);
-    // Top-1 agreement with FP32 on 400 held-out images. FP32's logit margins are tiny (mean 0.006)
-    // and a constant prediction agrees 65%; the pruned model with mean compensation measured 74.0%
-    // at width 0.7 and 68.5% at 0.5, distillation within this budget did not raise it
-    // (docs/optimize.md). 70% is a floor above the constant prediction, not a claim that
-    // distillation helps on this stand-in.
+    // Top-1 agreement with FP32 on 400 held-out images. FP32 is confident (97.3%, mean |logit
+    // margin| 5.2) and a constant prediction agrees 51%; pruning alone keeps ~48%, and 35 s of
+    // distillation on these 102 training images reached 76% (0.7) / 60% (0.5) with Adam 1e-3
+    // (docs/optimize.md). The floors sit above chance; test/optimize/optimize.test.ts checks the
+    // full budget with more training data.
     expect(c.distill.agreement).toBeGreaterThanOrEqual(c.width >= 0.7 ? 0.7 : 0.65);
   });
 

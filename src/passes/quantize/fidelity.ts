@@ -1,7 +1,7 @@
 /**
  * The fidelity guard: after quantizing (any mode), compare the model with FP32 on held-out samples
  * (not used to set the ranges), per output: SQNR and cosine on every output, top-1 agreement on
- * class-score outputs, and optionally a task metric with its own budget. No labels needed. When
+ * class-score outputs, sequence agreement on per-step class scores [N, T, C], and optionally a task metric with its own budget. No labels needed. When
  * the budget fails, the automatic float fallback ranks the candidate nodes (or blocks of them) by
  * the output SQNR with only that unit quantized, on the same held-out data, and keeps the fewest
  * of the most sensitive in float until the budget holds: k = 1, 2, 4, 8, ... units, then bisection
@@ -30,9 +30,11 @@ import type { AgreementMetrics } from '../../metrics/index.js';
  * task loss 0-2.5 points), and every setting that lost more than 3 points of top-1 misses it (the
  * mel front end: 10.5-19.5 dB, or 22-24 dB with 91-93.5% agreement - the agreement floor matters:
  * logits with a large common offset keep 34 dB while top-1 flips on 9.5% of samples); the issue's
- * broken models measured 4.6-11 dB. A higher SQNR floor would catch nothing more there. Known gap:
- * log-probabilities over a sequence (CTC) can keep 26 dB while exact match drops 5 points; such
- * models need a task metric budget (`--metric ctc --metric-budget 0.95`).
+ * broken models measured 4.6-11 dB. A higher SQNR floor would catch nothing more there.
+ * Log-probabilities over a sequence (CTC, `--calibrate entropy`) kept 25.6 dB and 99.5% per-step
+ * agreement while exact match dropped 5 points: per-step class scores (sequenceScoreOutputs) are
+ * therefore judged by sequence agreement (samples whose argmax path matches at every step) against
+ * the same 95%: 89.1% there, which sends it to the fallback.
  */
 export const DEFAULT_FIDELITY_BUDGET: Readonly<{ minSqnrDb: number; minTop1Agreement: number }> = Object.freeze({ minSqnrDb: 20, minTop1Agreement: 0.95 });
 
@@ -79,6 +81,12 @@ export interface OutputFidelity {
   cosineSimilarity: number;
   /** Null when the output has no class axis. */
   top1Agreement: number | null;
+  /**
+   * Sequence outputs [N, T, C]: the fraction of samples whose argmax over the last axis matches at
+   * every step (judged like top-1 agreement), and the per-step fraction; absent for other shapes.
+   */
+  sequenceAgreement?: number;
+  stepAgreement?: number;
   /** False for integer outputs (reported, not judged). */
   judged: boolean;
   met: boolean;
@@ -166,6 +174,26 @@ function metricValue(budget: MetricBudget, result: unknown): number {
   throw new UsageError(`metric '${budget.name}': its result has no number to hold to a budget (give value(result))`);
 }
 
+/** Ops whose output over the last axis reads as class scores: (log-)softmax or a linear read-out. */
+const SCORE_PRODUCERS = new Set(['Softmax', 'LogSoftmax', 'MatMul', 'Gemm']);
+
+/**
+ * Graph outputs that are per-step class scores, so their sequence agreement is judged: produced by
+ * Softmax/LogSoftmax or a linear read-out (MatMul, Gemm, or an Add of a bias onto one). A
+ * spectrogram or feature map of the same rank ([N, frames, bands] from a Log) is not: the argmax
+ * band of a noisy frame means nothing and flips freely (the mel front end measured 42.7 dB).
+ */
+export function sequenceScoreOutputs(model: Model): Set<string> {
+  const out = new Set<string>();
+  for (const v of model.graph.outputs) {
+    const p = v.producer;
+    if (!p) continue;
+    const linearAdd = p.opType === 'Add' && p.inputs.some((i) => i?.producer && SCORE_PRODUCERS.has(i.producer.opType));
+    if (SCORE_PRODUCERS.has(p.opType) || linearAdd) out.add(v.name);
+  }
+  return out;
+}
+
 const db = (x: number): string => (Number.isFinite(x) ? `${x.toFixed(1)} dB` : 'inf dB');
 
 /**
@@ -175,6 +203,8 @@ const db = (x: number): string => (Number.isFinite(x) ? `${x.toFixed(1)} dB` : '
 export class FidelityJudge {
   private referenceValue: number | undefined;
   private readonly floatOutputs: Set<string>;
+  /** Outputs whose sequence agreement is judged: class scores per step (sequenceScoreOutputs). */
+  private readonly sequenceScores: Set<string>;
   runs = 0;
 
   constructor(
@@ -184,6 +214,7 @@ export class FidelityJudge {
     private readonly options: { batchSize?: number; runner?: RunnerOptions } = {},
   ) {
     this.floatOutputs = new Set(modelOutputSpecs(reference).filter((s) => isFloatDtype(s.dtype)).map((s) => s.name));
+    this.sequenceScores = sequenceScoreOutputs(reference);
     const m = budget.metric;
     if (m && m.maxDrop === undefined && m.min === undefined) throw new UsageError(`metric '${m.name}': give a budget (largest drop or least value)`);
   }
@@ -223,8 +254,17 @@ export class FidelityJudge {
           met = false;
           failures.push(`'${name}': top-1 agreement ${(a.top1Agreement * 100).toFixed(1)}% < ${(this.budget.minTop1Agreement * 100).toFixed(1)}%`);
         }
+        // Sequence outputs [N, T, C]: a sample's argmax path over its T steps is judged like its
+        // top-1 class (per-step agreement alone passed 99.2% while exact match lost 5 points).
+        if (a.sequenceAgreement !== undefined && this.sequenceScores.has(name) && !(a.sequenceAgreement >= this.budget.minTop1Agreement)) {
+          met = false;
+          failures.push(
+            `'${name}': sequence agreement ${(a.sequenceAgreement * 100).toFixed(1)}% < ${(this.budget.minTop1Agreement * 100).toFixed(1)}% ` +
+              `(samples whose argmax over the last axis matches at every step; per-step ${(a.stepAgreement! * 100).toFixed(2)}% of ${a.steps})`,
+          );
+        }
       }
-      outputs[name] = { sqnrDb: a.sqnrDb, cosineSimilarity: a.cosineSimilarity, top1Agreement: a.top1Agreement, judged, met };
+      outputs[name] = { sqnrDb: a.sqnrDb, cosineSimilarity: a.cosineSimilarity, top1Agreement: a.top1Agreement, ...(a.sequenceAgreement !== undefined ? { sequenceAgreement: a.sequenceAgreement, stepAgreement: a.stepAgreement! } : {}), judged, met };
     }
     let metric: FidelityMeasure['metric'];
     if (mb && candidateMetric) {
