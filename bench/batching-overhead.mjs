@@ -64,10 +64,14 @@ console.log(`near-empty model, direct runner.run:   median ${us(median(direct))}
 console.log(`near-empty model, through the batcher: median ${us(median(via))} (difference ${us(median(via) - median(direct))})`);
 console.log(`near-empty model, latency - compute, concurrency 1: median ${us(median(overhead))}`);
 for (const concurrency of [16]) {
-  const m = await measureLoad(new DynamicBatcher([executor], { maxBatchSize: 16 }), { kind: 'concurrency', concurrency }, () => sample, { windowMs: 1000 });
+  // No request cap: at ~200k req/s the default cap (200,000) would run out during the warm-up
+  // and leave nothing to measure; the windows bound the run (at most 10 s).
+  const m = await measureLoad(new DynamicBatcher([executor], { maxBatchSize: 16 }), { kind: 'concurrency', concurrency }, () => sample, { windowMs: 1000, maxRequests: Infinity });
+  if (!m.valid) console.log(`near-empty model, concurrency ${concurrency}: INVALID point (${m.invalidReason})`);
   console.log(
     `near-empty model, concurrency ${concurrency}, max batch 16: ${m.throughput.toFixed(0)} req/s, mean batch ${m.meanBatchSize.toFixed(1)}, ` +
-      `p50 latency ${us(m.latencyMs.p50)} = queue ${us(m.queueMs.p50)} + compute ${us(m.computeMs.p50)} + rest`,
+      `p50 latency ${us(m.latencyMs.p50)} = queue ${us(m.queueMs.p50)} + compute ${us(m.computeMs.p50)} + rest; ` +
+      `${m.stable ? 'stable' : 'not stable'}, generator timer lag ${m.generatorLagMs.toFixed(1)} ms`,
   );
 }
 await runner.release();

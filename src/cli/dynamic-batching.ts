@@ -57,10 +57,14 @@ function parsePositiveNumberList(value: string): number[] {
  * The dynamic-batching settings flags (shared by benchmark and export-triton), and the shared
  * `--input` flag for the requests when the command has not added it already.
  */
-export function registerBatcherSettingOptions(command: Command): Command {
+export function registerBatcherSettingOptions(command: Command, options: { allowNoBatching?: boolean } = {}): Command {
   if (!command.options.some((o) => o.long === '--input')) command.addOption(sharedOption('input'));
   return command
-    .option('--max-batch-size <n>', 'largest batch the batcher forms (Triton max_batch_size; default 32)', parsePositiveInt)
+    .option(
+      '--max-batch-size <n>',
+      `largest batch the batcher forms (Triton max_batch_size; default 32${options.allowNoBatching ? '; 0: a model that does no batching' : ''})`,
+      options.allowNoBatching ? parseNonNegativeInt : parsePositiveInt,
+    )
     .option('--preferred <list>', 'preferred batch sizes, e.g. 16,32 (Triton preferred_batch_size)', parsePositiveIntList)
     .option('--max-queue-delay-us <us>', 'longest a request is held back to grow a batch (default 1000)', parseNonNegativeInt)
     .option('--max-queue-size <n>', 'reject requests when this many wait (default unbounded)', parsePositiveInt)
@@ -96,11 +100,13 @@ export async function batchingSweepOptionsFromFlags(
 ): Promise<BatchingSweepOptions> {
   if (flags.requestRate && flags.concurrency) throw new UsageError('give --request-rate or --concurrency, not both');
   let base: Partial<BatchingSweepOptions['batching']> = {};
+  let simulationNotes: string[] = [];
   if (flags.tritonConfig) {
     const { parseTritonConfig, batcherSettingsFromTriton } = await import('../serve/index.js');
     const text = readText(flags.tritonConfig);
     const { batcher, instances, notes } = batcherSettingsFromTriton(parseTritonConfig(text, flags.tritonConfig));
     base = { ...batcher, instances };
+    simulationNotes = notes;
     if (options.notes !== false) for (const n of notes) note(`model-opt: ${flags.tritonConfig}: ${n}`, { json: flags.json });
   }
   const batching: BatchingSweepOptions['batching'] = {
@@ -134,6 +140,7 @@ export async function batchingSweepOptionsFromFlags(
     },
     ...(flags.seed !== undefined ? { seed: flags.seed } : {}),
     ...(flags.sloP99 !== undefined ? { sloP99Ms: flags.sloP99 } : {}),
+    ...(simulationNotes.length ? { notes: simulationNotes } : {}),
   };
   if (flags.shape) {
     const { parseShapeOverrides } = await import('../ir/io-spec.js');

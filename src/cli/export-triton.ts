@@ -27,7 +27,6 @@ import type { BatchingSweepResult } from '../serve/sweep.js';
 interface ExportFlags extends BatchingFlags, CommonRunFlags {
   out: string;
   name?: string;
-  noBatching?: boolean;
 }
 
 export function registerExportTriton(program: Command): void {
@@ -41,7 +40,7 @@ export function registerExportTriton(program: Command): void {
     .argument('<model>', 'the ONNX model to deploy')
     .requiredOption('--out <dir>', 'the model repository folder (created if missing)')
     .option('--name <name>', 'model name in the repository (default: the model file name)');
-  registerBatcherSettingOptions(command);
+  registerBatcherSettingOptions(command, { allowNoBatching: true });
   command
     .addOption(sharedOption('threads'))
     .addOption(sharedOption('shape'))
@@ -51,16 +50,29 @@ export function registerExportTriton(program: Command): void {
     .action(
       runCommand(async (model: string, flags: ExportFlags) => {
         const [{ loadModel, ensureDistinctOutput }, serve] = await Promise.all([import('../onnx/index.js'), import('../serve/index.js')]);
-        const { tritonModelName } = await import('../serve/triton-export.js');
+        const { tritonModelName, tritonModelFileName } = await import('../serve/triton-export.js');
         const name = flags.name ?? tritonModelName(model);
         if (!/^[A-Za-z0-9_.-]+$/.test(name) || name === '.' || name === '..') throw new UsageError(`--name '${name}': use letters, digits, '_', '-' and '.'`);
-        const modelOut = path.resolve(flags.out, name, '1', 'model.onnx');
-        ensureDistinctOutput(model, modelOut);
         const configPath = path.resolve(flags.out, name, 'config.pbtxt');
-        // An existing config (given, or already in the repository) keeps its other fields.
+        // An existing config (given, or already in the repository) is edited: its other fields stay.
         const baseFile = flags.tritonConfig ?? (fs.existsSync(configPath) ? configPath : undefined);
         const base = baseFile ? serve.parseTritonConfig(readText(baseFile), baseFile) : undefined;
-        const sweepOptions = await batchingSweepOptionsFromFlags(model, { ...flags, tritonConfig: baseFile, concurrency: [] }, { notes: false });
+        ensureDistinctOutput(model, path.resolve(flags.out, name, '1', tritonModelFileName(base)));
+        const noBatching = flags.maxBatchSize === 0;
+        const batchingFlags = new Map<keyof ExportFlags, string>([
+          ['preferred', '--preferred'],
+          ['maxQueueDelayUs', '--max-queue-delay-us'],
+          ['maxQueueSize', '--max-queue-size'],
+          ['preserveOrdering', '--preserve-ordering'],
+          ['sloP99', '--slo-p99'],
+        ]);
+        const asked = [...batchingFlags].filter(([k]) => flags[k] !== undefined).map(([, flag]) => flag);
+        const scheduling = base ? serve.tritonScheduling(base) : undefined;
+        if ((scheduling === 'sequence_batching' || scheduling === 'ensemble_scheduling') && asked.length) {
+          throw new UsageError(`${baseFile}: the config uses ${scheduling}; dynamic batching settings and the --slo-p99 search do not apply to it (the model keeps its scheduler; leave out ${asked.join(', ')})`);
+        }
+        if (noBatching && asked.length) throw new UsageError('--max-batch-size 0 exports a model that does no batching; it takes no dynamic batching settings or --slo-p99');
+        const sweepOptions = await batchingSweepOptionsFromFlags(model, { ...flags, maxBatchSize: noBatching ? 1 : flags.maxBatchSize, tritonConfig: baseFile, concurrency: [] }, { notes: false });
         const loaded = await loadModel(model);
         let setting = {
           maxBatchSize: sweepOptions.batching.maxBatchSize,
@@ -79,13 +91,19 @@ export function registerExportTriton(program: Command): void {
             { json: flags.json },
           );
         }
-        const batching = setting.maxBatchSize > 1;
+        // max_batch_size: 0 (no batching) when asked, when the search chose no batching or when the
+        // base config does no batching; 1 only when given as such (a batching model of batch 1).
+        const keepsOne = flags.maxBatchSize === 1 || (flags.maxBatchSize === undefined && !search && base?.maxBatchSize === 1);
+        const maxBatchSize = noBatching ? 0 : setting.maxBatchSize > 1 ? setting.maxBatchSize : keepsOne ? 1 : 0;
+        // A dynamic_batching block is written when asked for (settings or search), for a fresh
+        // export, or not at all: a base config's own block (or its absence) is kept otherwise.
+        const writeBatching = maxBatchSize > 1 && (asked.length > 0 || !base);
         const written = await serve.writeTritonRepository(loaded, flags.out, {
           name,
           base,
-          maxBatchSize: batching ? setting.maxBatchSize : 0,
-          instances: setting.instances,
-          ...(batching
+          maxBatchSize,
+          ...(flags.instances !== undefined || search || !base ? { instances: setting.instances } : {}),
+          ...(writeBatching
             ? {
                 dynamicBatching: {
                   preferredBatchSizes: setting.preferredBatchSizes,

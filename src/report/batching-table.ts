@@ -34,8 +34,8 @@ function row(label: string, mode: string, m: LoadMeasurement, gain: string): str
     formatMs(m.computeMs.p50),
     batchHistogram(m),
     String(m.rejected),
-    m.stable ? 'yes' : m.limit === 'windows' ? 'no' : m.limit ? `no (${m.limit} limit)` : 'no',
-    gain,
+    m.valid === false ? 'INVALID *' : m.stable ? 'yes' : m.limit === 'windows' ? 'no' : m.limit ? `no (${m.limit} limit)` : 'no',
+    m.valid === false ? '' : gain,
   ];
 }
 
@@ -57,6 +57,7 @@ export function tritonSnippet(setting: BatchingSetting): string {
 export function renderBatchingTable(result: BatchingSweepResult, options: BatchingTableOptions = {}): string {
   const parts: string[] = [];
   const b = result.batching;
+  for (const n of result.notes ?? []) parts.push(`note: ${n}`);
   parts.push(
     `${result.model}: dynamic batching max batch ${b.maxBatchSize}` +
       `${b.preferredBatchSizes?.length ? `, preferred ${b.preferredBatchSizes.join('/')}` : ''}, delay ${b.maxQueueDelayUs ?? 0} us, ${b.instances} instance(s); ${result.environment.cpus} CPUs`,
@@ -66,11 +67,16 @@ export function renderBatchingTable(result: BatchingSweepResult, options: Batchi
       head: ['load', 'batching', 'throughput', 'p50 ms', 'p90 ms', 'p99 ms', 'queue p99', 'compute p50', 'mean batch (sizes)', 'rejected', 'stable', 'gain'],
       style: tableStyle(options.color),
     });
+    const invalid: string[] = [];
     for (const r of result.rows) {
       table.push(row(describeLoad(r.load), 'dynamic', r.batched, r.throughputGain !== undefined ? `${r.throughputGain.toFixed(2)}x` : ''));
       if (r.unbatched) table.push(row('', 'none', r.unbatched, 'baseline'));
+      for (const [mode, m] of [['dynamic', r.batched], ['none', r.unbatched]] as const) {
+        if (m?.valid === false) invalid.push(`  ${describeLoad(r.load)}, ${mode}: ${m.invalidReason ?? 'invalid'}`);
+      }
     }
     parts.push(table.toString());
+    if (invalid.length) parts.push(`* not a measurement of the model:\n${invalid.join('\n')}`);
   }
   const slo = result.slo;
   if (slo) {

@@ -8,9 +8,13 @@
  *      does not fit), if maxQueueDelayUs is 0, or if its oldest request has waited maxQueueDelayUs;
  *   4. else the batcher waits until the oldest request's delay runs out (or new requests complete
  *      a preferred or maximum size first).
- * Requests are concatenated along dim 0 and outputs split back by each request's sample count.
- * maxQueueSize rejects new requests when that many are waiting; defaultTimeoutUs rejects requests
- * that waited longer (timeout_action REJECT); preserveOrdering delivers responses in request order.
+ * A batch holds requests of one shape (as Triton without ragged batching): a request whose
+ * sample shape or dtype differs from the oldest one's ends the candidate and waits for a batch of
+ * its own shape. Requests are concatenated along dim 0 and outputs split back by each request's
+ * sample count. maxQueueSize rejects new requests when that many are waiting; defaultTimeoutUs
+ * rejects requests once they have waited that long, checked on a timer as time passes
+ * (timeout_action REJECT); preserveOrdering delivers responses in request order. Priority levels
+ * are not modelled: one FIFO queue.
  * Imports: ./clock.js, ./executor.js (types), ../ir/samples.js, ../ir/dtype.js, ../errors.js.
  */
 import { concatSamples, sliceSamples } from '../ir/samples.js';
@@ -68,6 +72,8 @@ interface Pending {
   seq: number;
   inputs: Record<string, TensorData>;
   samples: number;
+  /** Sample shapes and dtypes of the inputs: only requests with equal signatures share a batch. */
+  signature: string;
   arrivalMs: number;
   resolve: (r: InferenceResult) => void;
   reject: (e: unknown) => void;
@@ -110,6 +116,8 @@ export class DynamicBatcher {
   private dispatchScheduled = false;
   private delayTimer: TimerHandle | undefined;
   private delayTimerAt = Infinity;
+  private timeoutTimer: TimerHandle | undefined;
+  private timeoutTimerAt = Infinity;
   private seq = 0;
   private batchId = 0;
   private inFlight = 0;
@@ -117,7 +125,6 @@ export class DynamicBatcher {
   /** preserveOrdering: finished requests waiting for earlier ones. */
   private readonly finished = new Map<number, Finished>();
   private nextToDeliver = 0;
-  private readonly signature = new Map<string, string>();
   private readonly counters = { submitted: 0, rejected: 0, batches: 0 };
 
   constructor(
@@ -147,8 +154,9 @@ export class DynamicBatcher {
     const arrivalMs = options.arrivalMs ?? this.clock.now();
     this.counters.submitted++;
     let samples: number;
+    let signature: string;
     try {
-      samples = this.checkRequest(inputs);
+      ({ samples, signature } = this.checkRequest(inputs));
     } catch (error) {
       this.counters.rejected++;
       return Promise.reject(error);
@@ -159,7 +167,7 @@ export class DynamicBatcher {
       return Promise.reject(new RequestRejectedError('queue-full', `queue full (${max} requests waiting)`));
     }
     return new Promise<InferenceResult>((resolve, reject) => {
-      this.queue.push({ seq: this.seq++, inputs, samples, arrivalMs, resolve, reject });
+      this.queue.push({ seq: this.seq++, inputs, samples, signature, arrivalMs, resolve, reject });
       this.scheduleDispatch();
     });
   }
@@ -172,6 +180,7 @@ export class DynamicBatcher {
     if (this.delayTimer) this.clock.clearTimer(this.delayTimer);
     this.delayTimer = undefined;
     this.delayTimerAt = Infinity;
+    this.clearTimeoutTimer();
     return dropped.length;
   }
 
@@ -181,25 +190,21 @@ export class DynamicBatcher {
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
-  private checkRequest(inputs: Record<string, TensorData>): number {
+  private checkRequest(inputs: Record<string, TensorData>): { samples: number; signature: string } {
     let samples: number | undefined;
+    const parts: string[] = [];
     for (const [name, t] of Object.entries(inputs)) {
       if (t.dims.length === 0) throw new InputError(`request input '${name}' is a scalar; requests need a leading batch dim`);
       const n = t.dims[0]!;
       if (samples === undefined) samples = n;
       else if (n !== samples) throw new InputError(`request inputs disagree on the batch dim: '${name}' has ${n}, another has ${samples}`);
-      const rest = t.dims.slice(1).join('x') + `:${t.dtype}`;
-      const known = this.signature.get(name);
-      if (known === undefined) this.signature.set(name, rest);
-      else if (known !== rest) {
-        throw new InputError(`request input '${name}' has sample shape ${rest.split(':')[0] || 'scalar'}, earlier requests had ${known.split(':')[0] || 'scalar'} (or another dtype)`);
-      }
+      parts.push(`${JSON.stringify(name)}:${t.dims.slice(1).join('x')}:${t.dtype}`);
     }
     if (samples === undefined) throw new InputError('request has no inputs');
     if (samples < 1 || samples > this.config.maxBatchSize) {
       throw new InputError(`request of ${samples} samples does not fit the max batch size ${this.config.maxBatchSize}`);
     }
-    return samples;
+    return { samples, signature: parts.sort().join(',') };
   }
 
   /** Requests arriving in the same event-loop turn are batched together. */
@@ -229,7 +234,33 @@ export class DynamicBatcher {
       this.delayTimer = undefined;
       this.delayTimerAt = Infinity;
     }
+    this.armTimeoutTimer();
     this.notifyIdle();
+  }
+
+  /** Queue timeouts fire as time passes, not only when a batch is formed. */
+  private armTimeoutTimer(): void {
+    if (this.timeoutMs <= 0 || this.queue.length === 0) {
+      this.clearTimeoutTimer();
+      return;
+    }
+    let oldest = Infinity;
+    for (const p of this.queue) oldest = Math.min(oldest, p.arrivalMs);
+    const at = oldest + this.timeoutMs;
+    if (this.timeoutTimer && this.timeoutTimerAt === at) return;
+    this.clearTimeoutTimer();
+    this.timeoutTimerAt = at;
+    this.timeoutTimer = this.clock.setTimer(() => {
+      this.timeoutTimer = undefined;
+      this.timeoutTimerAt = Infinity;
+      this.dispatch();
+    }, Math.max(0, at - this.clock.now()));
+  }
+
+  private clearTimeoutTimer(): void {
+    if (this.timeoutTimer) this.clock.clearTimer(this.timeoutTimer);
+    this.timeoutTimer = undefined;
+    this.timeoutTimerAt = Infinity;
   }
 
   /** The rules in the header, as a decision: send the first `count` requests, or wait. */
@@ -238,8 +269,9 @@ export class DynamicBatcher {
     let size = 0;
     let count = 0;
     let preferredCount = 0;
+    const signature = this.queue[0]!.signature;
     for (const p of this.queue) {
-      if (size + p.samples > max) break;
+      if (p.signature !== signature || size + p.samples > max) break;
       size += p.samples;
       count++;
       if (this.preferred.has(size)) preferredCount = count;
@@ -266,7 +298,7 @@ export class DynamicBatcher {
     const limit = this.timeoutMs;
     for (let i = 0; i < this.queue.length; ) {
       const p = this.queue[i]!;
-      if (now - p.arrivalMs > limit) {
+      if (now - p.arrivalMs >= limit) {
         this.queue.splice(i, 1);
         this.counters.rejected++;
         this.fail(p, new RequestRejectedError('timeout', `waited more than ${this.config.defaultTimeoutUs} us in the queue`));

@@ -21,7 +21,9 @@ export {
   type TargetFactory,
 } from './slo-search.js';
 export { BATCHING_SCHEMA_VERSION, defaultSearchSpace, runBatchingSweep, type BatchingSweepOptions, type BatchingSweepResult, type SweepProgress, type SweepRow } from './sweep.js';
-export { formatPbtxt, parsePbtxt, pb, type PbField, type PbMessage, type PbScalar, type PbValue } from './pbtxt.js';
+export { formatPbtxt, parsePbtxt, pb, pbLocation, type PbField, type PbMessage, type PbScalar, type PbValue } from './pbtxt.js';
+export { validatePbtxt, type PbEnumSchema, type PbFieldSchema, type PbMessageSchema, type PbScalarType } from './pbtxt-schema.js';
+export { MODEL_CONFIG, SCHEDULING_CHOICE, validateModelConfig, type SchedulingChoice } from './triton-schema.js';
 export {
   batcherSettingsFromTriton,
   dataTypeFromTriton,
@@ -29,10 +31,12 @@ export {
   parseTritonConfig,
   tritonConfigToPb,
   tritonDataType,
+  tritonInstanceCount,
+  tritonScheduling,
   type TritonDynamicBatching,
   type TritonInstanceGroup,
   type TritonModelConfig,
   type TritonQueuePolicy,
   type TritonTensor,
 } from './triton-config.js';
-export { buildTritonConfig, tritonModelName, writeTritonRepository, type TritonExportOptions, type TritonExportResult } from './triton-export.js';
+export { buildTritonConfig, tritonModelFileName, tritonModelName, writeTritonRepository, type TritonExportOptions, type TritonExportResult } from './triton-export.js';

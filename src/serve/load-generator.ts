@@ -7,6 +7,10 @@
  * time (arrival to dispatch) and compute time (the executor's run of the whole batch).
  * Open-loop latency counts from the scheduled arrival time, so the generator's own timer lateness
  * is charged to the request rather than hidden (no coordinated omission).
+ * The generator runs on the same event loop as the batcher: when that loop is starved (far above
+ * capacity), the generator, not the model, is the bottleneck. It measures its own timer lateness
+ * and marks such points invalid (`valid: false`, with the reason), as it does points that ran out
+ * of requests before a window completed anything.
  * Imports: ./clock.js, ./batcher.js (types), ../metrics (summarize), ../util/random.js, ../ir/dtype.js (types).
  */
 import { seededRandom } from '../util/random.js';
@@ -45,6 +49,11 @@ export interface MeasurementOptions {
   seed?: number;
   /** Closed loop: pause after a rejected request before the client retries (default 1 ms). */
   rejectBackoffMs?: number;
+  /**
+   * The point is invalid when the generator's timers run this late at the median over the
+   * measured windows (default: 5 % of a window, at least 5 ms).
+   */
+  maxGeneratorLagMs?: number;
 }
 
 export interface LatencySummary {
@@ -58,6 +67,8 @@ export interface LatencySummary {
 
 export interface WindowStats {
   throughput: number;
+  /** Median lateness of the generator's timers in this window (ms). */
+  lagMs: number;
   p99Ms: number;
   completed: number;
   rejected: number;
@@ -70,11 +81,23 @@ export interface LoadMeasurement {
   stable: boolean;
   /** Why measuring stopped early, if it did. */
   limit?: 'requests' | 'duration' | 'windows';
+  /**
+   * False when the figures describe the load generator rather than the model: its event loop
+   * was starved (timers late by more than maxGeneratorLagMs), or no measured window completed a
+   * request (e.g. maxRequests ran out during the warm-up). `invalidReason` says which.
+   */
+  valid: boolean;
+  invalidReason?: string;
+  /** Median lateness of the generator's own timers over the measured windows (ms). */
+  generatorLagMs: number;
   windows: WindowStats[];
   /** Figures below are over the last `stableWindows` windows. */
   measuredMs: number;
   completed: number;
+  /** Requests rejected during those windows (queue full, timeout). */
   rejected: number;
+  /** Requests rejected over the whole run, warm-up and earlier windows included. */
+  rejectedTotal: number;
   errors: number;
   firstError?: string;
   /** Completed requests per second. */
@@ -211,12 +234,20 @@ export async function measureLoad(
   let limit: LoadMeasurement['limit'];
   let cursor = 0;
   let rejCursor = 0;
+  const maxLag = options.maxGeneratorLagMs ?? Math.max(5, windowMs * 0.05);
   await clock.sleep(warmupMs);
   for (;;) {
     const ws = clock.now();
     const we = ws + windowMs;
-    // Wake early to notice the request bound; end the window on time.
-    while (clock.now() < we && issued < maxRequests && errors === 0) await clock.sleep(Math.min(we - clock.now(), windowMs / 4));
+    const lags: number[] = [];
+    // Wake early to notice the request bound; end the window on time. How late each wake-up is
+    // tells whether the event loop (shared by generator and batcher) keeps up.
+    while (clock.now() < we && issued < maxRequests && errors === 0) {
+      const want = Math.min(we - clock.now(), windowMs / 4);
+      const before = clock.now();
+      await clock.sleep(want);
+      lags.push(Math.max(0, clock.now() - before - want));
+    }
     const end = Math.min(clock.now(), we);
     while (cursor < completions.length && completions[cursor]!.doneMs < ws) cursor++;
     const from = cursor;
@@ -228,6 +259,7 @@ export async function measureLoad(
     const span = end - ws;
     windows.push({
       throughput: span > 0 ? (lat.length * 1000) / span : 0,
+      lagMs: lags.length ? summarize(lags).p50 : 0,
       p99Ms: lat.length ? summary(lat).p99 : NaN,
       completed: lat.length,
       rejected: rejCursor - rejFrom,
@@ -260,6 +292,7 @@ export async function measureLoad(
     }
   }
   issuing = false;
+  const rejectedBeforeCancel = rejections.length;
   target.cancelQueued();
   await Promise.all(running);
   await target.whenIdle();
@@ -270,6 +303,14 @@ export async function measureLoad(
   const firstWindow = windows.length - k;
   const measuredMs = windows.slice(firstWindow).reduce((n, w) => n + w.durationMs, 0);
   const rejected = windows.slice(firstWindow).reduce((n, w) => n + w.rejected, 0);
+  const lagSamples = windows.slice(firstWindow).map((w) => w.lagMs);
+  const generatorLagMs = lagSamples.length ? summarize(lagSamples).p50 : 0;
+  let invalidReason: string | undefined;
+  if (errors === 0 && (picked.length === 0 || windows.slice(firstWindow).some((w) => w.completed === 0))) {
+    invalidReason = issued >= maxRequests ? `the request cap (${maxRequests}) ran out before the measured windows completed requests` : 'a measured window completed no request';
+  } else if (generatorLagMs > maxLag) {
+    invalidReason = `the load generator is the bottleneck: its timers ran ${generatorLagMs.toFixed(1)} ms late (median; limit ${maxLag.toFixed(1)} ms), so the event loop it shares with the batcher is starved`;
+  }
   const batches = new Map<number, number>();
   for (const c of picked) batches.set(c.batchId, c.batchSize);
   const hist = new Map<number, number>();
@@ -281,9 +322,13 @@ export async function measureLoad(
     stable,
     ...(limit ? { limit } : {}),
     windows,
+    valid: invalidReason === undefined,
+    ...(invalidReason ? { invalidReason } : {}),
+    generatorLagMs,
     measuredMs,
     completed: picked.length,
     rejected,
+    rejectedTotal: rejectedBeforeCancel,
     errors,
     ...(firstError !== undefined ? { firstError } : {}),
     throughput: picked.length / measuredSeconds,

@@ -23,6 +23,14 @@ export interface PbField {
   list: boolean;
 }
 
+/** Where each parsed field was written (fields built in code have none). */
+const locations = new WeakMap<PbField, { line: number; col: number }>();
+
+/** The line and column a parsed field's name was written at, if it came from text. */
+export function pbLocation(field: PbField): { line: number; col: number } | undefined {
+  return locations.get(field);
+}
+
 export const pb = {
   str: (value: string): PbScalar => ({ kind: 'string', value }),
   num: (n: number | bigint): PbScalar => ({ kind: 'number', text: String(n) }),
@@ -186,8 +194,14 @@ export function parsePbtxt(text: string, source = 'config.pbtxt'): PbMessage {
   };
 
   const field = (): PbField => {
-    let name: string;
     const t = peek()!;
+    const f = fieldAt(t);
+    locations.set(f, { line: t.line, col: t.col });
+    return f;
+  };
+
+  const fieldAt = (t: Token): PbField => {
+    let name: string;
     if (isPunct(t, '[')) {
       pos++;
       const parts: string[] = [];

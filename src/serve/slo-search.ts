@@ -95,7 +95,7 @@ export function defaultLoadRamp(setting: BatchingSetting): LoadSpec[] {
 }
 
 export function meetsSlo(point: LoadMeasurement, sloP99Ms: number): boolean {
-  return point.errors === 0 && point.rejected === 0 && point.completed > 0 && point.latencyMs.p99 <= sloP99Ms;
+  return point.errors === 0 && point.valid !== false && point.rejected === 0 && point.completed > 0 && point.latencyMs.p99 <= sloP99Ms;
 }
 
 /** Higher throughput wins; within 0.5 %, the lower p99 (then the earlier candidate). */

@@ -50,6 +50,8 @@ export interface BatchingSweepOptions {
   seed?: number;
   /** Tests and simulations: executors to use instead of onnxruntime sessions. */
   executors?: (instances: number) => Promise<BatchExecutor[]>;
+  /** What the simulation does not model (e.g. from batcherSettingsFromTriton); copied into the result. */
+  notes?: string[];
   /** Input specs when `executors` is given. */
   inputSpecs?: IoSpec[];
   clock?: Clock;
@@ -70,6 +72,8 @@ export interface BatchingSweepResult {
   batching: BatcherConfig & { instances: number };
   environment: { cpus: number; intraOpThreads: number; node: string };
   rows: SweepRow[];
+  /** What the simulation does not model for this configuration (priorities, rate limiter, ...). */
+  notes?: string[];
   slo?: SloSearchResult & { recommended?: BatchingSetting };
 }
 
@@ -167,7 +171,7 @@ export async function runBatchingSweep(
       const row: SweepRow = { load, batched };
       if (options.compareUnbatched !== false) {
         row.unbatched = await measure({ ...batcherConfig, maxBatchSize: 1, preferredBatchSizes: [], maxQueueDelayUs: 0 }, instances, load, 'no batching');
-        if (row.unbatched.throughput > 0) row.throughputGain = batched.throughput / row.unbatched.throughput;
+        if (row.unbatched.throughput > 0 && row.unbatched.valid && batched.valid) row.throughputGain = batched.throughput / row.unbatched.throughput;
       }
       rows.push(row);
     }
@@ -179,6 +183,7 @@ export async function runBatchingSweep(
       batching: { ...batcherConfig, instances },
       environment: { cpus, intraOpThreads: options.runner?.intraOpThreads ?? 1, node: process.version },
       rows,
+      ...(options.notes?.length ? { notes: [...options.notes] } : {}),
     };
 
     if (options.sloP99Ms !== undefined) {

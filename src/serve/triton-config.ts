@@ -5,12 +5,15 @@
  * default_queue_policy) and instance_group. Every other field is kept verbatim in `extra` and
  * written back, so reading and rewriting a user's config.pbtxt loses nothing.
  * Also: ONNX <-> Triton data types, and a config -> batcher settings bridge.
- * Imports: ./pbtxt.js, ./batcher.js (types), ../ir/dtype.js, ../errors.js.
+ * The text is first checked against Triton's ModelConfig schema (triton-schema.ts): unknown
+ * fields, oneof clashes and wrongly typed values are errors naming the file and line.
+ * Imports: ./pbtxt.js, ./triton-schema.js, ./batcher.js (types), ../ir/dtype.js, ../errors.js.
  */
 import { InputError } from '../errors.js';
 import { DataType, dtypeName } from '../ir/dtype.js';
 import type { BatcherConfig } from './batcher.js';
 import { formatPbtxt, parsePbtxt, pb, type PbField, type PbMessage, type PbScalar, type PbValue } from './pbtxt.js';
+import { SCHEDULING_CHOICE, validateModelConfig, type SchedulingChoice } from './triton-schema.js';
 
 export interface TritonTensor {
   name: string;
@@ -206,7 +209,9 @@ function readQueuePolicy(msg: PbMessage, where: string): TritonQueuePolicy {
 
 /** Parse config.pbtxt text. InputError naming `source` (and line) on bad syntax or field types. */
 export function parseTritonConfig(text: string, source = 'config.pbtxt'): TritonModelConfig {
-  const r = new Reader(parsePbtxt(text, source), source);
+  const tree = parsePbtxt(text, source);
+  validateModelConfig(tree, source);
+  const r = new Reader(tree, source);
   const config: TritonModelConfig = { input: [], output: [], instanceGroup: [], extra: [] };
   const name = r.string('name');
   if (name !== undefined) config.name = name;
@@ -305,6 +310,29 @@ export function formatTritonConfig(config: TritonModelConfig): string {
   return formatPbtxt(tritonConfigToPb(config));
 }
 
+/** The scheduler a config chooses (ModelConfig's oneof scheduling_choice); undefined: the default one. */
+export function tritonScheduling(config: TritonModelConfig): SchedulingChoice | undefined {
+  if (config.dynamicBatching) return 'dynamic_batching';
+  return SCHEDULING_CHOICE.find((name) => config.extra.some((f) => f.name === name));
+}
+
+/**
+ * Instances an instance_group list makes: `count` (default 1) per listed GPU for a GPU group, or
+ * `count` for a CPU group. `gpusUnknown`: a GPU (or AUTO) group lists no GPUs, meaning every GPU
+ * of the server; counted here as one GPU.
+ */
+export function tritonInstanceCount(groups: readonly TritonInstanceGroup[]): { instances: number; gpusUnknown: boolean } {
+  if (groups.length === 0) return { instances: 1, gpusUnknown: false };
+  let instances = 0;
+  let gpusUnknown = false;
+  for (const g of groups) {
+    const onGpu = g.kind === undefined || g.kind === 'KIND_GPU' || g.kind === 'KIND_AUTO';
+    if (onGpu && g.gpus.length === 0 && g.kind === 'KIND_GPU') gpusUnknown = true;
+    instances += (g.count ?? 1) * (onGpu ? Math.max(1, g.gpus.length) : 1);
+  }
+  return { instances, gpusUnknown };
+}
+
 // ---- bridge to the batcher ------------------------------------------------------------------------
 
 /**
@@ -318,7 +346,12 @@ export function batcherSettingsFromTriton(config: TritonModelConfig): { batcher:
   const db = config.dynamicBatching;
   const maxBatchSize = Math.max(1, config.maxBatchSize ?? 0);
   const batcher: BatcherConfig = { maxBatchSize };
-  if (!db && maxBatchSize > 1) notes.push('no dynamic_batching block: Triton would run each request as it comes (simulated as max queue delay 0)');
+  const scheduling = tritonScheduling(config);
+  if (scheduling === 'sequence_batching') {
+    notes.push('sequence_batching: the simulation and the SLO search model the dynamic batcher only; a stateful sequence model is simulated as independent requests (the search does not apply to it)');
+  } else if (scheduling === 'ensemble_scheduling') {
+    notes.push('ensemble_scheduling: an ensemble is scheduled by its steps; the simulation runs the given model as one model');
+  } else if (!db && maxBatchSize > 1) notes.push('no dynamic_batching block: Triton would run each request as it comes (simulated as max queue delay 0)');
   if (db) {
     batcher.preferredBatchSizes = db.preferredBatchSize.filter((p) => p <= maxBatchSize);
     batcher.maxQueueDelayUs = db.maxQueueDelayMicroseconds ?? 0;
@@ -329,8 +362,14 @@ export function batcherSettingsFromTriton(config: TritonModelConfig): { batcher:
       if ((q.timeoutAction ?? 'REJECT') === 'REJECT') batcher.defaultTimeoutUs = q.defaultTimeoutMicroseconds;
       else notes.push(`timeout_action ${q.timeoutAction} is not simulated`);
     }
-    if (db.extra.length) notes.push(`dynamic_batching fields not simulated: ${db.extra.map((f) => f.name).join(', ')}`);
+    const priorities = db.extra.filter((f) => f.name.startsWith('priority_') || f.name === 'default_priority_level');
+    if (priorities.length) notes.push(`priorities are not simulated (${priorities.map((f) => f.name).join(', ')}): every request is queued at one level, FIFO`);
+    const other = db.extra.filter((f) => !priorities.includes(f));
+    if (other.length) notes.push(`dynamic_batching fields not simulated: ${other.map((f) => f.name).join(', ')}`);
   }
-  const instances = config.instanceGroup.length ? config.instanceGroup.reduce((n, g) => n + (g.count ?? 1) * Math.max(1, g.gpus.length), 0) : 1;
+  const { instances, gpusUnknown } = tritonInstanceCount(config.instanceGroup);
+  if (gpusUnknown) notes.push('a KIND_GPU instance_group lists no gpus (Triton: count on every GPU); simulated as one GPU');
+  if (config.instanceGroup.some((g) => g.kind !== 'KIND_CPU' && g.kind !== 'KIND_MODEL')) notes.push('GPU instances are simulated with the sessions of this machine (--provider)');
+  if (config.instanceGroup.some((g) => g.extra.some((f) => f.name === 'rate_limiter'))) notes.push('rate_limiter is not simulated');
   return { batcher, instances, notes };
 }

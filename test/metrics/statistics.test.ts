@@ -174,7 +174,7 @@ describe('accuracy and agreement', () => {
     // channel 1: ref [1, 1 | 1, 1], errors 0.5 each -> 10 log10(4 / 1) = 6.02 dB.
     const ref = [10, 20, 1, 1, 30, 40, 1, 1];
     const cand = [11, 21, 1.5, 1.5, 31, 41, 1.5, 1.5];
-    expect(channelLayout([2, 2, 2])).toEqual({ channels: 2, inner: 2 });
+    expect(channelLayout([2, 2, 2])).toEqual({ channels: 2, inner: 2, rank: 3 });
     expect(channelLayout([2, 10])).toBeUndefined();
     const acc = new AgreementAccumulator(null, channelLayout([1, 2, 2]));
     acc.add(ref.slice(0, 4), cand.slice(0, 4));

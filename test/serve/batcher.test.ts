@@ -83,12 +83,30 @@ describe('batch assembly and splitting', () => {
     await Promise.all(ex.map((e) => e.release?.()));
   });
 
-  it('rejects requests whose sample shape differs from earlier ones', async () => {
+  it('batches requests by shape: another shape waits for a batch of its own (as Triton)', async () => {
     const clock = new VirtualClock();
-    const batcher = new DynamicBatcher([createSimulatedExecutor(clock, () => 1)], { maxBatchSize: 4 }, clock);
-    await batcher.submit(sample([1, 2]));
-    await expect(batcher.submit(sample([1, 2, 3]))).rejects.toThrow(/sample shape 3.*earlier requests had 2/);
+    const ex = createSimulatedExecutor(clock, () => 1);
+    const batcher = new DynamicBatcher([ex], { maxBatchSize: 4, maxQueueDelayUs: 5000 }, clock);
+    // Arriving together: 2-wide, 3-wide, 2-wide, 3-wide. FIFO runs of one shape form the batches.
+    const rs = await Promise.all([sample([1, 2]), sample([1, 2, 3]), sample([3, 4]), sample([4, 5, 6])].map((r) => batcher.submit(r)));
+    expect(rs.map((r) => r.outputs['x_out']!.dims)).toEqual([[1, 2], [1, 3], [1, 2], [1, 3]]);
+    expect(ex.calls).toEqual([1, 1, 1, 1]); // each run of one shape is cut by the next request
+    const same = await Promise.all([sample([1, 2, 3]), sample([4, 5, 6])].map((r) => batcher.submit(r)));
+    expect(same.map((r) => r.timing.batchSize)).toEqual([2, 2]);
     await expect(batcher.submit(sample([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], [5, 2]))).rejects.toThrow(/5 samples does not fit the max batch size 4/);
+  });
+
+  it('queue timeouts fire as time passes, not when the next batch is formed', async () => {
+    const clock = new VirtualClock();
+    const ex = createSimulatedExecutor(clock, () => 100);
+    const batcher = new DynamicBatcher([ex], { maxBatchSize: 1, defaultTimeoutUs: 10_000 }, clock);
+    const first = batcher.submit(sample([0]));
+    const second = batcher.submit(sample([1]));
+    let rejectedAt = -1;
+    second.catch(() => (rejectedAt = clock.now()));
+    await expect(second).rejects.toMatchObject({ reason: 'timeout' });
+    expect(rejectedAt).toBe(10); // the instance is busy until t=100
+    expect((await first).timing.doneMs).toBe(100);
   });
 });
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { DataType, type TensorData } from '../../src/ir/index.js';
 import { DynamicBatcher } from '../../src/serve/batcher.js';
-import { VirtualClock } from '../../src/serve/clock.js';
+import { VirtualClock, type Clock } from '../../src/serve/clock.js';
 import { createSimulatedExecutor, linearCost } from '../../src/serve/executor.js';
 import { measureLoad } from '../../src/serve/load-generator.js';
 
@@ -88,5 +88,36 @@ describe('open loop (request rate)', () => {
     expect(r.throughput).toBeCloseTo(1000 / 1.1, -1);
     expect(r.rejected / (r.measuredMs / 1000)).toBeGreaterThan(1000);
     expect(r.latencyMs.max).toBeLessThanOrEqual(5 * 1.1 + 1e-9);
+  });
+});
+
+describe('validity of a point', () => {
+  it('marks a point invalid when the request cap runs out during the warm-up', async () => {
+    const { clock, batcher } = setup(16, 1, () => 0.01);
+    const m = await measureLoad(batcher, { kind: 'concurrency', concurrency: 16 }, one, { windowMs: 100, maxRequests: 2000 }, clock);
+    expect(m.valid).toBe(false);
+    expect(m.invalidReason).toMatch(/request cap \(2000\) ran out/);
+  });
+
+  it('a simulated point has no generator lag and is valid', async () => {
+    const { clock, batcher } = setup(8, 1);
+    const m = await measureLoad(batcher, { kind: 'rate', rate: 500 }, one, { windowMs: 200, maxWindows: 4 }, clock);
+    expect(m).toMatchObject({ valid: true, generatorLagMs: 0 });
+    expect(m.rejectedTotal).toBeGreaterThanOrEqual(m.rejected);
+  });
+
+  it('marks a point invalid when the event loop it shares with the batcher is starved', async () => {
+    // A clock whose sleeps come back 30 ms late stands in for a starved event loop.
+    const { clock, batcher } = setup(8, 1);
+    const late: Clock = {
+      now: () => clock.now(),
+      setTimer: (fn, ms) => clock.setTimer(fn, ms),
+      clearTimer: (t) => clock.clearTimer(t),
+      sleep: (ms) => clock.sleep(ms + 30),
+    };
+    const m = await measureLoad(batcher, { kind: 'concurrency', concurrency: 4 }, one, { windowMs: 200, maxWindows: 4 }, late);
+    expect(m.valid).toBe(false);
+    expect(m.generatorLagMs).toBeCloseTo(30, 6);
+    expect(m.invalidReason).toMatch(/load generator is the bottleneck/);
   });
 });

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { InputError } from '../../src/errors.js';
 import { formatPbtxt, parsePbtxt } from '../../src/serve/pbtxt.js';
+import { validateModelConfig } from '../../src/serve/triton-schema.js';
 import { batcherSettingsFromTriton, formatTritonConfig, parseTritonConfig } from '../../src/serve/triton-config.js';
 
 // Config files written from the examples in Triton's docs (user_guide/model_configuration.md and
@@ -235,7 +236,41 @@ instance_group [
   });
 
   it('rejects wrongly typed known fields with a clear message', () => {
-    expect(() => parseTritonConfig('max_batch_size: "eight"', 'x.pbtxt')).toThrow(/x\.pbtxt: 'max_batch_size' should be an integer/);
+    expect(() => parseTritonConfig('max_batch_size: "eight"', 'x.pbtxt')).toThrow(/x\.pbtxt:1: max_batch_size: expected an integer \(int32\), got "eight"/);
     expect(() => parseTritonConfig('input [ { data_type: TYPE_FP32 } ]', 'x.pbtxt')).toThrow(/input 0: missing 'name'/);
+  });
+});
+
+describe("Triton's ModelConfig schema", () => {
+  it('accepts the documented configs', () => {
+    for (const text of [MINIMAL, FULL]) expect(() => validateModelConfig(parsePbtxt(text))).not.toThrow();
+  });
+
+  it('refuses unknown fields, naming the file, line and path', () => {
+    expect(() => parseTritonConfig('name: "m"\ninput [ { name: "x" data_type: TYPE_FP32 dims: [ 1 ] colour: 3 } ]', 'c.pbtxt')).toThrow(
+      /c\.pbtxt:2: input\.colour: no field 'colour' in ModelInput/,
+    );
+    expect(() => parseTritonConfig('max_batch: 8', 'c.pbtxt')).toThrow(/c\.pbtxt:1: max_batch: no field 'max_batch' in ModelConfig/);
+  });
+
+  it('refuses two members of a oneof (scheduling_choice, version policy_choice, warm-up data)', () => {
+    expect(() => parseTritonConfig('max_batch_size: 8\nsequence_batching { }\ndynamic_batching { }', 'c.pbtxt')).toThrow(
+      /c\.pbtxt:3: dynamic_batching: 'dynamic_batching' is given along with 'sequence_batching', another member of oneof 'scheduling_choice'/,
+    );
+    expect(() => parseTritonConfig('version_policy { latest { num_versions: 2 } all { } }')).toThrow(/oneof 'policy_choice'/);
+    expect(() => parseTritonConfig('model_warmup [ { name: "w" inputs { key: "x" value { zero_data: true random_data: true } } } ]')).toThrow(
+      /model_warmup\.inputs\.value\.random_data.*oneof 'input_data_type'/,
+    );
+  });
+
+  it('refuses wrong types: enums, ranges, singular fields given twice, values where blocks belong', () => {
+    expect(() => parseTritonConfig('input [ { name: "x" data_type: FP32 } ]')).toThrow(/FP32 is not a value of DataType/);
+    expect(() => parseTritonConfig('instance_group [ { kind: KIND_TPU } ]')).toThrow(/KIND_TPU is not a value of ModelInstanceGroup\.Kind/);
+    expect(() => parseTritonConfig('dynamic_batching { max_queue_delay_microseconds: -1 }')).toThrow(/-1 is out of range for uint64/);
+    expect(() => parseTritonConfig('name: "a"\nname: "b"')).toThrow(/config\.pbtxt:2: name: 'name' is not repeated but is given more than once/);
+    expect(() => parseTritonConfig('response_cache: true')).toThrow(/response_cache: expected a \{ \} block \(ModelResponseCache\)/);
+    expect(() => parseTritonConfig('max_batch_size: [ 1, 2 ]')).toThrow(/not repeated; give one value/);
+    // Enum values by number, maps as key/value entries, floats: all accepted.
+    expect(() => parseTritonConfig('input [ { name: "x" data_type: 11 dims: [ 2 ] } ]\nparameters { key: "a" value { string_value: "b" } }\nsequence_batching { direct { minimum_slot_utilization: 0.5 } }')).not.toThrow();
   });
 });

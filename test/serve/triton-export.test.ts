@@ -9,14 +9,122 @@ import { exitCodeOf } from '../../src/cli/common.js';
 import { saveModel } from '../../src/onnx/index.js';
 import { modelInputSpecs, modelOutputSpecs } from '../../src/runtime/index.js';
 import { buildTritonConfig, writeTritonRepository } from '../../src/serve/triton-export.js';
-import { parseTritonConfig } from '../../src/serve/triton-config.js';
+import { batcherSettingsFromTriton, formatTritonConfig, parseTritonConfig } from '../../src/serve/triton-config.js';
+import { parsePbtxt, type PbMessage } from '../../src/serve/pbtxt.js';
+import { validateModelConfig } from '../../src/serve/triton-schema.js';
+import { DataType } from '../../src/ir/index.js';
 import { fixedBatchModel, mlpModel } from './models.js';
 
 let dir: string;
 beforeAll(() => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'model-opt-triton-'));
 });
-afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+afterAll(() => {
+  // Every config these tests wrote must be one Triton accepts: parse each against the ModelConfig schema.
+  const configs: string[] = [];
+  const walk = (d: string): void => {
+    for (const e of fs.readdirSync(d, { withFileTypes: true })) {
+      const p = path.join(d, e.name);
+      if (e.isDirectory()) walk(p);
+      else if (e.name === 'config.pbtxt') configs.push(p);
+    }
+  };
+  walk(dir);
+  try {
+    expect(configs.length).toBeGreaterThan(5);
+    for (const c of configs) validateModelConfig(parsePbtxt(fs.readFileSync(c, 'utf8'), c));
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+// A rich user config (fields from Triton's model_configuration.md, batcher.md, rate_limiter.md,
+// response_cache.md): formats, label file, named GPU groups with rate limiters, warm-up, response
+// cache, priorities, parameters, a model file name of its own.
+const RICH = `name: "fashion"
+platform: "onnxruntime_onnx"
+default_model_filename: "fashion.onnx"
+max_batch_size: 16
+version_policy { specific { versions: [ 1, 3 ] } }
+input [
+  {
+    name: "input"
+    data_type: TYPE_FP32
+    format: FORMAT_NCHW
+    dims: [ 1, 28, 28 ]
+    allow_ragged_batch: false
+  }
+]
+output [
+  {
+    name: "logits"
+    data_type: TYPE_FP32
+    dims: [ 10 ]
+    label_filename: "labels.txt"
+  }
+]
+dynamic_batching {
+  preferred_batch_size: [ 8 ]
+  max_queue_delay_microseconds: 100
+  priority_levels: 2
+  default_priority_level: 1
+  default_queue_policy { timeout_action: DELAY default_timeout_microseconds: 5000 }
+  priority_queue_policy { key: 2 value { max_queue_size: 4 } }
+}
+instance_group [
+  {
+    name: "gpu_pair"
+    kind: KIND_GPU
+    count: 2
+    gpus: [ 0, 1 ]
+    rate_limiter { resources [ { name: "R1" count: 4 }, { name: "R2" global: true count: 2 } ] priority: 2 }
+  }
+]
+optimization { graph { level: 1 } execution_accelerators { gpu_execution_accelerator [ { name: "tensorrt" parameters { key: "precision_mode" value: "FP16" } } ] } }
+parameters { key: "intra_op_thread_count" value { string_value: "1" } }
+model_warmup [ { name: "zeros" batch_size: 1 inputs { key: "input" value { data_type: TYPE_FP32 dims: [ 1, 28, 28 ] zero_data: true } } } ]
+response_cache { enable: true }
+metric_tags { key: "team" value: "vision" }
+model_transaction_policy { decoupled: false }
+`;
+
+const SEQUENCE = `name: "stateful"
+backend: "onnxruntime"
+max_batch_size: 8
+input [ { name: "input" data_type: TYPE_FP32 dims: [ 1, 28, 28 ] } ]
+output [ { name: "logits" data_type: TYPE_FP32 dims: [ 10 ] } ]
+sequence_batching {
+  max_sequence_idle_microseconds: 5000000
+  oldest { max_candidate_sequences: 4 preferred_batch_size: [ 4 ] }
+  control_input [ { name: "START" control [ { kind: CONTROL_SEQUENCE_START fp32_false_true: [ 0, 1 ] } ] } ]
+  state [ { input_name: "h_in" output_name: "h_out" data_type: TYPE_FP32 dims: [ -1 ] initial_state { name: "z" data_type: TYPE_FP32 dims: [ 8 ] zero_data: true } } ]
+}
+instance_group [ { kind: KIND_CPU count: 3 } ]
+`;
+
+const ENSEMBLE = `name: "pipeline"
+platform: "ensemble"
+max_batch_size: 8
+input [ { name: "input" data_type: TYPE_FP32 dims: [ 1, 28, 28 ] } ]
+output [ { name: "logits" data_type: TYPE_FP32 dims: [ 10 ] } ]
+ensemble_scheduling { step [ { model_name: "pre" model_version: -1 input_map { key: "raw" value: "input" } output_map { key: "out" value: "t" } } ] }
+`;
+
+const cnnSpecs = {
+  inputs: [{ name: 'input', dtype: DataType.FLOAT, shape: ['N', 1, 28, 28] }],
+  outputs: [{ name: 'logits', dtype: DataType.FLOAT, shape: ['N', 10] }],
+};
+
+/** The config as a field tree without the fields an export is allowed to change. */
+function withoutBatching(text: string): unknown {
+  const tree = parsePbtxt(text);
+  const strip = (m: PbMessage): unknown =>
+    m.fields
+      .filter((f) => !['max_batch_size', 'dynamic_batching', 'name'].includes(f.name))
+      .map((f) => [f.name, f.values.map((v) => (v.kind === 'message' ? strip(v) : v.kind === 'string' ? v.value : v.text))])
+      .sort((a, b) => String(a[0]).localeCompare(String(b[0])));
+  return strip(tree);
+}
 
 async function cli(register: (p: Command) => void, args: string[]): Promise<{ code: number; out: string; err: string }> {
   const program = new Command('model-opt').exitOverride();
@@ -96,5 +204,88 @@ describe('Triton export', () => {
     const doc = JSON.parse(ok.out) as { kind: string; config: string };
     expect(doc.kind).toBe('export-triton');
     expect(parseTritonConfig(doc.config).input[0]!.dims).toEqual([1, 4, 4]);
+  });
+});
+
+describe('re-export from a base config', () => {
+  it('keeps every field of a rich config when only the batching settings change', () => {
+    const base = parseTritonConfig(RICH);
+    const c = buildTritonConfig(cnnSpecs, { name: 'fashion', base, maxBatchSize: 32, dynamicBatching: { preferredBatchSizes: [16, 32], maxQueueDelayUs: 500 } });
+    const text = formatTritonConfig(c);
+    expect(withoutBatching(text)).toEqual(withoutBatching(RICH));
+    const back = parseTritonConfig(text);
+    expect(back.maxBatchSize).toBe(32);
+    expect(back.dynamicBatching).toMatchObject({ preferredBatchSize: [16, 32], maxQueueDelayMicroseconds: 500 });
+    // The rest of the block (priorities, queue policies) is the user's.
+    expect(back.dynamicBatching!.extra.map((f) => f.name)).toEqual(['priority_levels', 'default_priority_level', 'priority_queue_policy']);
+    expect(back.dynamicBatching!.defaultQueuePolicy).toMatchObject({ timeoutAction: 'DELAY', defaultTimeoutMicroseconds: 5000 });
+    // Unchanged settings: the text comes back as written, field for field.
+    const same = buildTritonConfig(cnnSpecs, { name: 'fashion', base, maxBatchSize: 16 });
+    expect(parsePbtxt(formatTritonConfig(same))).toEqual(parsePbtxt(formatTritonConfig(base)));
+  });
+
+  it('GPU groups: the count is per listed GPU; several groups are not guessed at', () => {
+    const base = parseTritonConfig(RICH);
+    expect(batcherSettingsFromTriton(base).instances).toBe(4);
+    const six = buildTritonConfig(cnnSpecs, { name: 'fashion', base, maxBatchSize: 16, instances: 6 });
+    expect(six.instanceGroup).toMatchObject([{ name: 'gpu_pair', kind: 'KIND_GPU', count: 3, gpus: [0, 1] }]);
+    expect(six.instanceGroup[0]!.extra.map((f) => f.name)).toEqual(['rate_limiter']);
+    expect(() => buildTritonConfig(cnnSpecs, { name: 'fashion', base, maxBatchSize: 16, instances: 3 })).toThrow(/lists 2 GPUs.*not a multiple of 2/);
+    const four = buildTritonConfig(cnnSpecs, { name: 'fashion', base, maxBatchSize: 16, instances: 4 });
+    expect(four.instanceGroup).toEqual(base.instanceGroup);
+  });
+
+  it('a sequence or ensemble scheduler is kept and gets no dynamic_batching', () => {
+    for (const text of [SEQUENCE, ENSEMBLE]) {
+      const base = parseTritonConfig(text);
+      const c = buildTritonConfig(cnnSpecs, { name: base.name!, base, maxBatchSize: 8 });
+      const written = formatTritonConfig(c);
+      expect(() => validateModelConfig(parsePbtxt(written))).not.toThrow();
+      expect(c.dynamicBatching).toBeUndefined();
+      expect(withoutBatching(written)).toEqual(withoutBatching(text));
+      expect(() => buildTritonConfig(cnnSpecs, { name: 'x', base, maxBatchSize: 8, dynamicBatching: { preferredBatchSizes: [], maxQueueDelayUs: 100 } })).toThrow(
+        /uses (sequence_batching|ensemble_scheduling).*cannot also get dynamic_batching/,
+      );
+    }
+    expect(batcherSettingsFromTriton(parseTritonConfig(SEQUENCE)).notes.join('\n')).toMatch(/sequence_batching: .*search does not apply/);
+    expect(batcherSettingsFromTriton(parseTritonConfig(RICH)).notes.join('\n')).toMatch(/priorities are not simulated \(priority_levels, default_priority_level, priority_queue_policy\)/);
+  });
+
+  it('writes the model under default_model_filename', async () => {
+    const repo = path.join(dir, 'repo-file');
+    const base = parseTritonConfig(RICH.replace(/"input"/g, '"x"').replace(/"logits"/g, '"y"').replace('dims: [ 1, 28, 28 ]\n    allow', 'dims: [ 16 ]\n    allow').replace('format: FORMAT_NCHW\n', '').replace(/dims: \[ 10 \]/, 'dims: [ 4 ]'));
+    const r = await writeTritonRepository(mlpModel(), repo, { name: 'fashion', base, maxBatchSize: 16 });
+    expect(r.modelPath).toBe(path.join(repo, 'fashion', '1', 'fashion.onnx'));
+    expect(fs.existsSync(r.modelPath)).toBe(true);
+    expect(parseTritonConfig(r.configText).defaultModelFilename).toBe('fashion.onnx');
+  });
+
+  it('CLI: a base without dynamic_batching gets none unless asked; --max-batch-size 0 exports a non-batching model', async () => {
+    const modelPath = path.join(dir, 'mlp-b.onnx');
+    await saveModel(mlpModel(), modelPath);
+    const basePath = path.join(dir, 'plain.pbtxt');
+    fs.writeFileSync(basePath, 'max_batch_size: 8\ninstance_group [ { kind: KIND_GPU count: 2 gpus: [ 0, 1 ] } ]\n');
+    const repo = path.join(dir, 'repo-plain');
+    const r = await cli(registerExportTriton, ['export-triton', modelPath, '--out', repo, '--triton-config', basePath]);
+    expect(r.err).toBe('');
+    expect(r.code).toBe(0);
+    const c = parseTritonConfig(fs.readFileSync(path.join(repo, 'mlp-b', 'config.pbtxt'), 'utf8'));
+    expect(c.dynamicBatching).toBeUndefined();
+    expect(c.maxBatchSize).toBe(8);
+    expect(c.instanceGroup).toMatchObject([{ kind: 'KIND_GPU', count: 2, gpus: [0, 1] }]);
+    const asked = await cli(registerExportTriton, ['export-triton', modelPath, '--out', repo, '--max-queue-delay-us', '300']);
+    expect(asked.code).toBe(0);
+    expect(parseTritonConfig(fs.readFileSync(path.join(repo, 'mlp-b', 'config.pbtxt'), 'utf8')).dynamicBatching).toMatchObject({ maxQueueDelayMicroseconds: 300 });
+    const none = await cli(registerExportTriton, ['export-triton', modelPath, '--out', path.join(dir, 'repo-none'), '--max-batch-size', '0']);
+    expect(none.err).toBe('');
+    expect(none.code).toBe(0);
+    const n = parseTritonConfig(fs.readFileSync(path.join(dir, 'repo-none', 'mlp-b', 'config.pbtxt'), 'utf8'));
+    expect(n).toMatchObject({ maxBatchSize: 0, input: [{ name: 'x', dims: [-1, 16] }] });
+    expect(n.dynamicBatching).toBeUndefined();
+    const seqPath = path.join(dir, 'seq.pbtxt');
+    fs.writeFileSync(seqPath, 'max_batch_size: 8\nsequence_batching { }\n');
+    const seq = await cli(registerExportTriton, ['export-triton', modelPath, '--out', path.join(dir, 'repo-seq'), '--triton-config', seqPath, '--slo-p99', '20']);
+    expect(seq.code).toBe(2);
+    expect(seq.err).toMatch(/uses sequence_batching; dynamic batching settings and the --slo-p99 search do not apply/);
   });
 });
