@@ -20,7 +20,7 @@ export type Feeds = Record<string, TensorData>;
  */
 export function shapesForBatch(inputs: readonly IoSpec[], batchSize: number, overrides: ShapeOverrides): Record<string, number[]> {
   const axes = batchAxes(inputs);
-  const out: Record<string, number[]> = {};
+  const out: Record<string, number[]> = Object.create(null) as Record<string, number[]>;
   for (const spec of inputs) {
     const axis = spec.unknownRank ? 0 : axes[spec.name];
     if (axis === null || axis === undefined) continue;
@@ -48,7 +48,7 @@ export function canBatch(dataset: Dataset): boolean {
 
 /** The first `batchSize` samples of each input, cycling through the data set when it has fewer. */
 export function tiledFeeds(inputs: Feeds, count: number, batchSize: number): Feeds {
-  const out: Feeds = {};
+  const out: Feeds = Object.create(null) as Feeds;
   for (const [name, t] of Object.entries(inputs)) {
     if (count >= batchSize) {
       out[name] = sliceSamples(t, 0, batchSize);
@@ -73,7 +73,7 @@ export function latencyFeeds(dataset: Dataset, batchSize: number): Feeds {
   const batched = Object.fromEntries(Object.entries(dataset.inputs).filter(([name]) => axisOf(name) !== null));
   const feeds = tiledFeeds(batched, dataset.count, batchSize);
   if (!axes && !dataset.constants) return feeds;
-  const out: Feeds = {};
+  const out: Feeds = Object.create(null) as Feeds;
   for (const [name, t] of Object.entries(dataset.inputs)) {
     const axis = axisOf(name);
     out[name] = axis === null ? sampleValue(t, 0) : moveSampleAxis(feeds[name]!, axis);

@@ -17,7 +17,7 @@ const CHILD_SOURCE = `
 process.once('message', async (msg) => {
   try {
     const ort = await import(msg.ortUrl);
-    const feeds = {};
+    const feeds = Object.create(null);
     for (const f of msg.feeds) feeds[f.name] = new ort.Tensor(f.type, f.data, f.dims);
     if (global.gc) global.gc();
     const before = process.memoryUsage.rss();

@@ -2,12 +2,15 @@
  * The model-opt command-line program: builds the commander program from one register function per
  * subcommand and runs it. The only place that turns a run into an exit code (the action's code,
  * recorded on the program by runCommand), and the global output flags (--quiet, --no-progress,
- * --no-color) that cli/common applies to every action.
+ * --no-color) that cli/common applies to every action, and the SIGINT/SIGTERM handlers that remove
+ * a write's live temp files before exiting (130 / 143); they are attached only while a write is in
+ * flight, so Ctrl-C during a long computation keeps its default, immediate effect.
  * May import: cli/*, errors. Library code is imported lazily by each subcommand's action.
  */
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { ExitCode } from '../errors.js';
+import { onLiveTempsChange, removeLiveTemps } from '../util/atomic-write.js';
 import { exitCodeOf, reportError } from './common.js';
 import { registerInspect } from './inspect.js';
 import { registerBenchmark } from './benchmark.js';
@@ -46,8 +49,31 @@ export function buildProgram(): Command {
   return program;
 }
 
+const SIGNAL_EXIT: Readonly<Record<'SIGINT' | 'SIGTERM', number>> = { SIGINT: 130, SIGTERM: 143 };
+
+function onSignal(signal: 'SIGINT' | 'SIGTERM'): void {
+  const removed = removeLiveTemps();
+  process.stderr.write(`model-opt: interrupted (${signal})${removed > 0 ? '; the unfinished output was removed, nothing was replaced' : ''}\n`);
+  process.exit(SIGNAL_EXIT[signal]);
+}
+
+/**
+ * Attaches the signal handlers while util/atomic-write has live temp files (idempotent): an
+ * interrupted write removes them and exits 130 (SIGINT) or 143 (SIGTERM), leaving any previous
+ * output as it was.
+ */
+export function installSignalCleanup(): void {
+  onLiveTempsChange((live) => {
+    for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+      process.removeListener(signal, onSignal);
+      if (live) process.on(signal, onSignal);
+    }
+  });
+}
+
 /** Run the CLI with the given argv; returns the exit code. */
 export async function main(argv: string[]): Promise<number> {
+  installSignalCleanup();
   const program = buildProgram();
   try {
     await program.parseAsync(argv);

@@ -15,11 +15,13 @@
  * resizes the shorter side to `shorter` (default max(H, W)) keeping the aspect ratio, then cuts the
  * centre. Bilinear with half-pixel centres. 1-channel inputs take the luma (ITU-R 601) of colour
  * images and a grey image as it is. Layout NCHW or NHWC from where the model's 1 or 3 channels are.
- * Imports: ir/dtype, ir/io-spec (types), errors, pngjs, jpeg-js.
+ * Images are checked before decoding: regular files only, header sizes capped against the model's.
+ * Imports: ir/dtype, ir/io-spec (types), util/read-file, errors, pngjs, jpeg-js.
  */
 import { readdir, readFile, stat } from 'node:fs/promises';
 import { extname, join } from 'node:path';
 import { InputError } from '../errors.js';
+import { readRegularFile } from '../util/read-file.js';
 import { DataType, dtypeName, type TensorData } from '../ir/dtype.js';
 import type { IoSpec } from '../ir/io-spec.js';
 
@@ -120,8 +122,48 @@ async function readPreprocess(dir: string, channels: number): Promise<ImagePrepr
   return { scale, mean: perChannel('mean', 0), std, resize, shorter: shorter as number | undefined, channels: order, size: size as [number, number] | undefined };
 }
 
-async function decode(file: string): Promise<Rgba> {
-  const bytes = await readFile(file);
+/** Decoding refuses images over max(MIN_PIXEL_LIMIT, PIXELS_PER_MODEL_PIXEL x the model's pixels). */
+const MIN_PIXEL_LIMIT = 40e6;
+const PIXELS_PER_MODEL_PIXEL = 64;
+/** An image file larger than this is refused before it is read. */
+const MAX_IMAGE_BYTES = 256 * 1024 ** 2;
+
+/** Width and height from a PNG's IHDR or a JPEG's SOF header, undefined when not found. */
+export function imageHeaderSize(bytes: Uint8Array): { width: number; height: number } | undefined {
+  const u32 = (i: number): number => ((bytes[i]! << 24) >>> 0) + (bytes[i + 1]! << 16) + (bytes[i + 2]! << 8) + bytes[i + 3]!;
+  const u16 = (i: number): number => (bytes[i]! << 8) + bytes[i + 1]!;
+  if (bytes.length >= 24 && bytes[0] === 0x89 && bytes[1] === 0x50 && bytes[12] === 0x49 && bytes[13] === 0x48) return { width: u32(16), height: u32(20) };
+  if (bytes.length < 4 || bytes[0] !== 0xff || bytes[1] !== 0xd8) return undefined;
+  let i = 2;
+  while (i + 9 < bytes.length) {
+    if (bytes[i] !== 0xff) return undefined;
+    const marker = bytes[i + 1]!;
+    if (marker === 0xff) {
+      i++;
+      continue;
+    }
+    if (marker === 0x01 || (marker >= 0xd0 && marker <= 0xd7)) {
+      i += 2;
+      continue;
+    }
+    // SOF0..SOF15 except DHT (c4), JPG (c8) and DAC (cc): precision, height, width
+    if (marker >= 0xc0 && marker <= 0xcf && marker !== 0xc4 && marker !== 0xc8 && marker !== 0xcc) return { height: u16(i + 5), width: u16(i + 7) };
+    i += 2 + u16(i + 2);
+  }
+  return undefined;
+}
+
+async function decode(file: string, need: { height: number; width: number }): Promise<Rgba> {
+  // A FIFO or /dev/zero named x.png would block or never end; a huge file is refused unread.
+  const bytes = await readRegularFile(file, 'image', MAX_IMAGE_BYTES);
+  const declared = imageHeaderSize(bytes);
+  const limit = Math.max(MIN_PIXEL_LIMIT, PIXELS_PER_MODEL_PIXEL * need.height * need.width);
+  if (declared && declared.width * declared.height > limit) {
+    throw new InputError(
+      `${file}: the image declares ${declared.width}x${declared.height} pixels (${((declared.width * declared.height) / 1e6).toFixed(1)} MP), ` +
+        `over the ${(limit / 1e6).toFixed(1)} MP decoding limit for a model input of ${need.height}x${need.width}; resize the images first`,
+    );
+  }
   try {
     if (extname(file).toLowerCase() === '.png') {
       const { PNG } = await import('pngjs');
@@ -129,7 +171,7 @@ async function decode(file: string): Promise<Rgba> {
       return { width: png.width, height: png.height, data: new Uint8Array(png.data.buffer, png.data.byteOffset, png.data.byteLength) };
     }
     const jpeg = await import('jpeg-js');
-    const img = (jpeg.default ?? jpeg).decode(bytes, { useTArray: true, formatAsRGBA: true });
+    const img = (jpeg.default ?? jpeg).decode(bytes, { useTArray: true, formatAsRGBA: true, maxResolutionInMP: limit / 1e6, maxMemoryUsageInMB: Math.ceil((limit * 8) / 1024 ** 2) + 64 });
     return { width: img.width, height: img.height, data: img.data };
   } catch (error) {
     throw new InputError(`${file}: cannot decode the image (${(error as Error).message})`);
@@ -225,7 +267,7 @@ export async function readImageFolder(
   const data = raw ? new Uint8Array(files.length * per) : new Float32Array(files.length * per);
   let resized = 0;
   for (let n = 0; n < files.length; n++) {
-    const img = await decode(files[n]!);
+    const img = await decode(files[n]!, { height, width });
     if (img.width !== width || img.height !== height) resized++;
     const planes = imagePlanes(img, height, width, channels, pre);
     for (let c = 0; c < channels; c++) {
@@ -246,7 +288,7 @@ export async function readImageFolder(
   if (picked) notes.push(`${files.length} of ${total} images, evenly spread over the sorted files`);
   if (resized > 0) notes.push(`${resized} image(s) resized to ${height}x${width} (${pre.resize}, bilinear)`);
   const result: { inputs: Record<string, TensorData>; labels?: TensorData; notes: string[] } = {
-    inputs: { [spec.name]: { dtype: raw ? DataType.UINT8 : DataType.FLOAT, dims, data } },
+    inputs: Object.assign(Object.create(null) as Record<string, TensorData>, { [spec.name]: { dtype: raw ? DataType.UINT8 : DataType.FLOAT, dims, data } }),
     notes,
   };
   if (labels) result.labels = { dtype: DataType.INT64, dims: [labels.length], data: BigInt64Array.from(labels, (l) => BigInt(l)) };

@@ -54,6 +54,7 @@ function topKAgainstReference(k: number, name: string, options: TaskMetricOption
       if (!ref) throw new Error(`${name}: no reference output '${output}' for this batch`);
       const { classes } = classAxis(scores, batch.size);
       if (classes === null) throw new UsageError(`output '${output}' of ${model} is ${formatShape(scores.dims)}, not [batch, classes] scores; cannot compute ${name}${options.hint ?? ''}`);
+      if (k >= classes) throw new UsageError(`${name}: output '${output}' of ${model} has ${classes} classes; k must be below that`);
       const truth = argmaxRows(toNumbers(ref, `output '${output}'`), classes);
       perSample.set(topKCorrect(toNumbers(scores, `output '${output}'`), classes, truth, k), batch.start);
     },

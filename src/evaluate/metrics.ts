@@ -64,6 +64,8 @@ export function topKAccuracy(options: TopKOptions = {}): Metric<TopKResult> {
       if (classes === null) {
         throw new UsageError(`output '${output}' of ${model} is ${formatShape(scores.dims)}, not [batch, classes] scores; cannot compute top-${k}${options.hint ?? ''}`);
       }
+      // top-k over k >= classes counts every sample right: a setting that can never mean anything.
+      if (k >= classes) throw new UsageError(`top-${k}: output '${output}' of ${model} has ${classes} classes; k must be below that`);
       const ok = topKCorrect(toNumbers(scores, `output '${output}'`), classes, labels!.subarray(batch.start, batch.start + batch.size), k);
       perSample.set(ok, batch.start);
     },

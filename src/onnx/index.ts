@@ -11,7 +11,8 @@ import { DataType } from '../ir/dtype.js';
 import { fileErrorReason, InputError, UsageError } from '../errors.js';
 import { onnxTypes, SCHEMA_IR_VERSION } from './schema.js';
 import { findUnknownFields, describeUnknownFields, type UnknownField } from './unknown-fields.js';
-import { fileIdentity, resolveWriteTarget, sameFile, tempPathBeside, writeAllAt, writeFileFlushed } from '../util/atomic-write.js';
+import { checkRegularFile } from '../util/read-file.js';
+import { fileIdentity, resolveWriteTarget, sameFile, tempPathBeside, trackTemp, untrackTemp, writeAllAt, writeFileFlushed, yieldToSignals } from '../util/atomic-write.js';
 import {
   allTensors,
   modelFromProto,
@@ -108,7 +109,7 @@ function encodeProto(model: Model, options: EncodeOptions, tensorOpts: TensorEnc
   if (unknown.length > 0 && !options.dropUnknownFields) {
     throw new UsageError(
       `model has ${unknown.length} field(s) from a newer ONNX that this schema does not know (${describeUnknownFields(unknown, 2)}); ` +
-        'writing it would drop them. Pass dropUnknownFields (CLI: --drop-unknown-fields) to write it anyway.',
+        'writing it would drop them. Convert the model with an ONNX version this schema knows (or, from the API, pass dropUnknownFields: true to write it without them).',
     );
   }
   const { ModelProto } = onnxTypes();
@@ -124,6 +125,7 @@ export function encodeModel(model: Model, options: EncodeOptions = {}): Uint8Arr
 /** Load an .onnx file (and its external data). Missing/corrupt file -> InputError naming it. */
 export async function loadModel(file: string, options: Omit<DecodeOptions, 'baseDir' | 'sourceName'> = {}): Promise<Model> {
   let bytes: Uint8Array;
+  checkRegularFile(file, 'model');
   try {
     bytes = await fs.promises.readFile(file);
   } catch (e) {
@@ -165,6 +167,8 @@ function externalReader(baseDir: string, source: string, sources?: NonNullable<M
     let fd = fds.get(file);
     try {
       if (fd === undefined) {
+        // A FIFO or device would block or never end: refused before it is opened.
+        checkRegularFile(file, `external data file of tensor '${tensorName}'`);
         fd = fs.openSync(file, 'r');
         fds.set(file, fd);
       }
@@ -225,12 +229,27 @@ const INLINE_LIMIT = 1.5 * 1024 ** 3;
 const SHAPE_LIKE_INLINE_BYTES = 1024;
 const PROTOBUF_LIMIT = 2 ** 31 - 1;
 
+/** Bytes written between two yields to pending signal handlers (see saveModel). */
+const YIELD_EVERY_BYTES = 16 * 1024 ** 2;
+
+export interface SaveModelOptions extends SaveOptions {
+  /**
+   * Checks the staged model before it replaces anything (e.g. loads and runs it in onnxruntime).
+   * It gets the staged model's path; its external data lies beside it under the final name. When
+   * it throws, nothing is renamed and a previous output at `file` is kept as it was.
+   */
+  verify?: (stagedModel: string) => Promise<void>;
+}
+
 /**
- * Save atomically: data goes to temp files in the target folder, renamed into place only when
- * complete; on failure nothing is left behind. Does not check that `file` differs from the model's
- * input path (see ensureDistinctOutput).
+ * Save as one transaction: the model and its external-data side file are written into a hidden
+ * staging folder beside `file` (same file system), flushed, optionally verified, and only then
+ * renamed into place, the side file first; if a rename fails, the files already replaced are
+ * restored from hard links to their previous versions. On any failure or interrupt (the staging
+ * folder is a live temp, see util/atomic-write) nothing is left behind and a previous output is
+ * kept. Does not check that `file` differs from the model's input path (see ensureDistinctOutput).
  */
-export async function saveModel(model: Model, file: string, options: SaveOptions = {}): Promise<void> {
+export async function saveModel(model: Model, file: string, options: SaveModelOptions = {}): Promise<void> {
   const target = resolveWriteTarget(file);
   const sources = ioState(model)?.sources;
   const targetId = fileIdentity(target);
@@ -246,14 +265,18 @@ export async function saveModel(model: Model, file: string, options: SaveOptions
   const ext: ExternalDataOptions = typeof options.externalData === 'object' ? options.externalData : {};
   const location = ext.location ?? `${path.basename(target)}.data`;
   const threshold = ext.threshold ?? 1024;
-  const temps: string[] = [];
-  const renames: [string, string][] = [];
+  const folder = path.dirname(target);
+  let stage: string | undefined;
   try {
     // Like most tools, create the output folder; only files this call made are ever removed.
-    await fs.promises.mkdir(path.dirname(target), { recursive: true });
+    await fs.promises.mkdir(folder, { recursive: true });
+    stage = tempPathBeside(target);
+    trackTemp(stage);
+    fs.mkdirSync(stage);
+    const commits: [from: string, to: string][] = [];
     let tensorOpts: TensorEncodeOptions = { embedExternal: true };
     if (useExternal) {
-      const dataTarget = resolveWriteTarget(resolveExternalPath(path.dirname(target), location, target), 'external data file');
+      const dataTarget = resolveWriteTarget(resolveExternalPath(folder, location, target), 'external data file');
       const dataId = fileIdentity(dataTarget);
       // Writing the side file over the input model's external data would corrupt that model (it
       // stays on disk pointing at the new bytes), unless the input model itself is being replaced.
@@ -262,12 +285,13 @@ export async function saveModel(model: Model, file: string, options: SaveOptions
           `${file}: its external data file ${dataTarget} is the input model's external data; writing it would corrupt the input. Choose another output name (the side file is <output>.data)`,
         );
       }
-      const dataTemp = tempPathBeside(dataTarget);
-      temps.push(dataTemp);
+      const dataStaged = resolveExternalPath(stage, location, target);
+      fs.mkdirSync(path.dirname(dataStaged), { recursive: true });
       const placed = new Map<Tensor, ExternalDataInfo>();
-      const fd = fs.openSync(dataTemp, 'w');
+      const fd = fs.openSync(dataStaged, 'w');
       try {
         let offset = 0;
+        let sinceYield = 0;
         for (const { tensor, initializer } of tensors) {
           if (!initializer || placed.has(tensor) || tensor.dtype === DataType.STRING || tensor.byteLength < threshold) continue;
           // Small int64 tensors are shapes, pads, axes: onnxruntime's shape inference reads them
@@ -288,29 +312,74 @@ export async function saveModel(model: Model, file: string, options: SaveOptions
             ],
           });
           offset += bytes.byteLength;
+          sinceYield += bytes.byteLength;
+          if (sinceYield >= YIELD_EVERY_BYTES) {
+            sinceYield = 0;
+            await yieldToSignals();
+          }
         }
         fs.fsyncSync(fd);
       } finally {
         fs.closeSync(fd);
       }
       tensorOpts = { embedExternal: true, externalFor: (t) => placed.get(t) };
-      if (placed.size > 0) renames.push([dataTemp, dataTarget]);
+      // A side file nothing went into is not kept.
+      if (placed.size > 0) commits.push([dataStaged, dataTarget]);
     }
     const bytes = encodeProto(model, { ...options, embedExternalData: true }, tensorOpts);
     if (bytes.byteLength > PROTOBUF_LIMIT) {
       throw new UsageError(`${file}: the model is ${bytes.byteLength} bytes, over protobuf's 2 GB limit; save with external data`);
     }
-    const modelTemp = tempPathBeside(target);
-    temps.push(modelTemp);
-    writeFileFlushed(modelTemp, bytes);
-    renames.push([modelTemp, target]);
-    for (const [from, to] of renames) fs.renameSync(from, to);
-    // A side file nothing went into is not kept.
-    for (const t of temps) if (!renames.some(([from]) => from === t)) fs.rmSync(t, { force: true });
+    const modelStaged = path.join(stage, path.basename(target));
+    writeFileFlushed(modelStaged, bytes);
+    commits.push([modelStaged, target]);
+    await yieldToSignals();
+    if (options.verify) await options.verify(modelStaged);
+    await yieldToSignals();
+    commitRenames(commits, stage);
   } catch (e) {
-    for (const t of temps) fs.rmSync(t, { force: true });
     if (e instanceof InputError || e instanceof UsageError) throw e;
     throw new InputError(`${file}: cannot write model (${(e as Error).message})`, { cause: e });
+  } finally {
+    if (stage !== undefined) {
+      fs.rmSync(stage, { recursive: true, force: true });
+      untrackTemp(stage);
+    }
+  }
+}
+
+/**
+ * Renames staged files into place; a previous file at a destination is first hard-linked into the
+ * staging folder, so if a later rename fails every destination already replaced is restored (or
+ * removed, when there was none).
+ */
+function commitRenames(commits: readonly [string, string][], stage: string): void {
+  const done: { to: string; backup?: string; existed: boolean }[] = [];
+  try {
+    for (const [from, to] of commits) {
+      const existed = fs.existsSync(to);
+      let backup: string | undefined;
+      if (existed) {
+        backup = path.join(stage, `previous-${done.length}`);
+        try {
+          fs.linkSync(to, backup);
+        } catch {
+          backup = undefined;
+        }
+      }
+      fs.renameSync(from, to);
+      done.push({ to, backup, existed });
+    }
+  } catch (e) {
+    for (const d of done.reverse()) {
+      try {
+        if (d.backup) fs.renameSync(d.backup, d.to);
+        else if (!d.existed) fs.rmSync(d.to, { force: true });
+      } catch {
+        // best effort: the error below names the output
+      }
+    }
+    throw e;
   }
 }
 

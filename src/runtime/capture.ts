@@ -196,7 +196,7 @@ export async function createStatisticsCapture(model: Model, plan: StatisticsCapt
   return {
     async run(feeds) {
       const produced = runner ? await runner.run(feeds, fetchAll) : {};
-      const tensors: Record<string, TensorData> = {};
+      const tensors: Record<string, TensorData> = Object.create(null) as Record<string, TensorData>;
       for (const name of whole) {
         const t = constants.get(name) ?? (fromFeeds.has(name) ? (feeds[name] ?? fromFeeds.get(name)) : produced[name]);
         if (!t) throw new UsageError(`cannot capture tensor '${name}': not in the feeds`);

@@ -12,7 +12,7 @@
  * ../errors.js, node:fs/os/path; lazily onnxruntime-node and ../onnx/index.js.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import type * as Ort from 'onnxruntime-node';
 import { InputError, UsageError } from '../errors.js';
@@ -163,6 +163,18 @@ export function needsExternalData(model: Model, threshold = DEFAULT_EXTERNAL_DAT
   return total > threshold;
 }
 
+/** Thread counts beyond this many per core are refused: onnxruntime would start them all. */
+const MAX_THREADS_PER_CORE = 4;
+
+/** UsageError (exit 2) for intra/inter-op thread counts over MAX_THREADS_PER_CORE x this machine's cores. */
+export function checkThreadCounts(options: { intraOpThreads?: number; interOpThreads?: number }): void {
+  const cores = availableParallelism();
+  const max = cores * MAX_THREADS_PER_CORE;
+  for (const [flag, n] of [['--threads', options.intraOpThreads], ['inter-op threads', options.interOpThreads]] as const) {
+    if (n !== undefined && n > max) throw new UsageError(`${flag} ${n}: this machine has ${cores} core(s); at most ${max} threads (${MAX_THREADS_PER_CORE} per core) make sense`);
+  }
+}
+
 /** How an in-memory model reaches onnxruntime: bytes, or a temp file (and the folder to remove). */
 async function serializeForSession(
   model: Model,
@@ -215,6 +227,7 @@ async function removeFolder(folder: string): Promise<boolean> {
 async function openRunner(model: Model | Uint8Array | string, options: RunnerOptions, extraOutputs: readonly Value[]): Promise<Runner> {
   const ort = await loadOrt();
   const label = options.label ?? (typeof model === 'string' ? model : 'in-memory model');
+  checkThreadCounts(options);
   let source: string | Uint8Array;
   let declared: { inputs: IoSpec[]; outputs: IoSpec[] } | undefined;
   let tempFolder: string | undefined;
@@ -303,7 +316,7 @@ async function openRunner(model: Model | Uint8Array | string, options: RunnerOpt
   let released = false;
 
   async function runOnce(feeds: Record<string, TensorData>, wanted?: readonly string[]): Promise<Record<string, TensorData>> {
-    const ortFeeds: Record<string, Ort.Tensor> = {};
+    const ortFeeds: Record<string, Ort.Tensor> = Object.create(null) as Record<string, Ort.Tensor>;
     for (const [name, t] of Object.entries(feeds)) {
       if (!inputNames.has(name)) {
         throw new InputError(`${label}: '${name}' is not a model input (inputs: ${[...inputNames].join(', ')})`);
@@ -325,17 +338,24 @@ async function openRunner(model: Model | Uint8Array | string, options: RunnerOpt
     }
     const fetch = wanted ? [...wanted] : session.outputNames;
     for (const name of fetch) {
+      // onnxruntime-common collects fetches in a plain object, where '__proto__' sets the prototype
+      // instead of a key: such an output cannot be fetched, so say so instead of a confusing error.
+      if (name === '__proto__') throw new InputError(`${label}: onnxruntime cannot fetch an output named '__proto__' (a limitation of onnxruntime-common); rename the output`);
       if (!outputNames.has(name)) {
         throw new UsageError(`${label}: '${name}' is not a model output (outputs: ${[...outputNames].join(', ')})`);
       }
     }
+    // onnxruntime-node looks outputs up in a plain object, so an output not fetched but named like
+    // an Object.prototype member ('toString', 'constructor') is found there as a preallocated
+    // tensor and fails the run: fetch such outputs too (their values are dropped below).
+    const fetched = fetch.concat(session.outputNames.filter((name) => name in Object.prototype && !fetch.includes(name)));
     let result: Ort.InferenceSession.ReturnType;
     try {
-      result = await session.run(ortFeeds, fetch);
+      result = await session.run(ortFeeds, fetched);
     } catch (error) {
       throw new InputError(`${label}: onnxruntime failed to run the model (${firstLine(error)})`, { cause: error });
     }
-    const out: Record<string, TensorData> = {};
+    const out: Record<string, TensorData> = Object.create(null) as Record<string, TensorData>;
     for (const name of fetch) {
       const value = result[name];
       if (!value || !('dims' in value)) throw new InputError(`${label}: output '${name}' is not a tensor`);
@@ -376,7 +396,7 @@ async function openRunner(model: Model | Uint8Array | string, options: RunnerOpt
       const parts: Record<string, TensorData>[] = [];
       for (let start = 0; start < n; start += k) {
         const end = Math.min(start + k, n);
-        const chunk: Record<string, TensorData> = {};
+        const chunk: Record<string, TensorData> = Object.create(null) as Record<string, TensorData>;
         for (const [name, t] of Object.entries(feeds)) {
           const part = sliceSamples(t, start, end);
           const padding = Array.from({ length: k - (end - start) }, () => sliceSamples(t, n - 1, n));
@@ -384,7 +404,7 @@ async function openRunner(model: Model | Uint8Array | string, options: RunnerOpt
         }
         parts.push(await runOnce(chunk, wanted));
       }
-      const out: Record<string, TensorData> = {};
+      const out: Record<string, TensorData> = Object.create(null) as Record<string, TensorData>;
       for (const name of Object.keys(parts[0]!)) {
         const pieces = parts.map((p, i) => {
           const t = p[name]!;

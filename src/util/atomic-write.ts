@@ -3,7 +3,9 @@
  * the target's folder (same file system, so the rename is atomic), are flushed to disk, and only
  * then renamed over the target; on failure the temp file is removed and the target is untouched.
  * saveModel (several files committed together) uses the pieces; everything else writeBytesAtomic.
- * Also the file-safety checks every writer uses: resolveWriteTarget, fileIdentity, sameFile.
+ * Also the file-safety checks every writer uses: resolveWriteTarget, fileIdentity, sameFile, and the
+ * registry of live temp files (trackTemp/untrackTemp/removeLiveTemps) that the CLI's SIGINT/SIGTERM
+ * handlers empty before exiting, so an interrupted write leaves nothing behind.
  * Imports: node:fs, node:path, node:crypto, ../errors.js.
  */
 import { randomBytes } from 'node:crypto';
@@ -65,6 +67,57 @@ export function sameFile(a: string, b: string): boolean {
   return ia !== undefined && ia === fileIdentity(b);
 }
 
+// ---- live temp files -------------------------------------------------------------------------------
+
+const liveTemps = new Set<string>();
+let onLiveChange: ((live: boolean) => void) | undefined;
+
+/**
+ * Called with true when the first temp file (or staging folder) goes live and false when the last
+ * one is gone: the CLI installs its signal handlers only while a write is in flight, so Ctrl-C at
+ * any other time keeps its default, immediate effect. One listener; undefined removes it.
+ */
+export function onLiveTempsChange(listener: ((live: boolean) => void) | undefined): void {
+  onLiveChange = listener;
+  if (listener && liveTemps.size > 0) listener(true);
+}
+
+/** Registers a temp file or folder as live: removeLiveTemps deletes it until untrackTemp. */
+export function trackTemp(file: string): void {
+  liveTemps.add(file);
+  if (liveTemps.size === 1) onLiveChange?.(true);
+}
+
+/** The temp is renamed into place or removed: no longer for removeLiveTemps. */
+export function untrackTemp(file: string): void {
+  if (liveTemps.delete(file) && liveTemps.size === 0) onLiveChange?.(false);
+}
+
+/** The live temp files and folders (for tests and messages). */
+export function liveTempFiles(): string[] {
+  return [...liveTemps];
+}
+
+/** Removes every live temp file and folder, synchronously (safe inside a signal handler); returns how many. */
+export function removeLiveTemps(): number {
+  let n = 0;
+  for (const file of [...liveTemps]) {
+    try {
+      fs.rmSync(file, { recursive: true, force: true });
+      n++;
+    } catch {
+      // best effort: the process is going away
+    }
+    untrackTemp(file);
+  }
+  return n;
+}
+
+/** Lets pending signal handlers run (they are dispatched between event-loop turns, never inside synchronous writes). */
+export function yieldToSignals(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
 /** A hidden temp path beside `target`: `.<name>.<pid>.<random>.tmp` in the same folder. */
 export function tempPathBeside(target: string): string {
   return path.join(path.dirname(target), `.${path.basename(target)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
@@ -95,11 +148,15 @@ export function writeFileFlushed(file: string, bytes: Uint8Array): void {
 export async function writeBytesAtomic(file: string, bytes: Uint8Array): Promise<void> {
   const target = resolveWriteTarget(file);
   const tmp = tempPathBeside(target);
+  trackTemp(tmp);
   try {
     writeFileFlushed(tmp, bytes);
+    await yieldToSignals();
     await fs.promises.rename(tmp, target);
   } catch (error) {
     await fs.promises.rm(tmp, { force: true });
     throw new InputError(`${file}: cannot write file (${(error as Error).message})`, { cause: error });
+  } finally {
+    untrackTemp(tmp);
   }
 }
