@@ -13,7 +13,7 @@
  * May import: errors, calibration/defaults, app/*, types from below; onnx, data, runtime, evaluate,
  * passes (lazily).
  */
-import { rm, stat } from 'node:fs/promises';
+import { stat } from 'node:fs/promises';
 import { UsageError } from '../errors.js';
 import { CHECK_SAMPLE_COUNT, DEFAULT_CALIBRATION_COUNT } from '../calibration/defaults.js';
 import type { Model } from '../ir/index.js';
@@ -471,27 +471,25 @@ export async function quantizeWorkflow(options: QuantizeWorkflowOptions, events:
   const target = output;
   onProgress(`writing ${target}`);
   const { saveModel } = await import('../onnx/index.js');
-  await saveModel(written, target);
-
-  // The written file must load (and, when inputs could be made, run) before we call it a success.
-  onProgress('checking the written model in onnxruntime');
+  // The file must load (and, when inputs could be made, run) before we call it a success: the check
+  // runs on the staged file, so a model that fails it never replaces what was at the path before.
   let agreement: Record<string, AgreementMetrics> | null = null;
-  let checks: QuantizeChecks;
-  try {
-    if (checkData) {
-      agreement = await evaluate.compareOutputs(model, target, checkData, { runner, batchSize: options.batchSize ?? 16 });
-      checks = { ran: true, inputs: checkInputs };
-    } else {
-      const session = await runtime.createRunner(target, { ...runner, label: target });
-      await session.release();
-      const note = `the comparison with FP32 in onnxruntime was skipped (the written model was only loaded): ${skipped}, or give --calibration-data`;
-      checks = { ran: false, inputs: null, note };
-      onWarning(note);
-    }
-  } catch (error) {
-    await rm(target, { force: true });
-    throw error;
-  }
+  let checks: QuantizeChecks = { ran: false, inputs: null };
+  await saveModel(written, target, {
+    verify: async (staged) => {
+      onProgress('checking the written model in onnxruntime');
+      if (checkData) {
+        agreement = await evaluate.compareOutputs(model, staged, checkData, { runner, batchSize: options.batchSize ?? 16 });
+        checks = { ran: true, inputs: checkInputs };
+      } else {
+        const session = await runtime.createRunner(staged, { ...runner, label: target });
+        await session.release();
+        const note = `the comparison with FP32 in onnxruntime was skipped (the written model was only loaded): ${skipped}, or give --calibration-data`;
+        checks = { ran: false, inputs: null, note };
+        onWarning(note);
+      }
+    },
+  });
   const qdqReport = report.mode === 'int8' ? report.qdq : undefined;
   const keptFloat = qdqReport ? [...qdqReport.skipped, ...qdqReport.floatCompute.map((f) => ({ ...f, weightsDequantized: true }))] : undefined;
   const fusion = options.mode === 'fp16' ? undefined : await q.checkFusion(target, { runner, reference: written, keptFloat });
