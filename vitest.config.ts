@@ -7,5 +7,12 @@ export default defineConfig({
     hookTimeout: 300_000,
     pool: 'forks',
     reporters: ['default', './test/summary-reporter.ts'],
+    coverage: {
+      provider: 'v8',
+      include: ['src/**/*.ts'],
+      reporter: ['text-summary', 'json-summary'],
+      reportsDirectory: 'coverage',
+      reportOnFailure: true,
+    },
   },
 });
