@@ -66,7 +66,10 @@ console.log(`near-empty model, latency - compute, concurrency 1: median ${us(med
 for (const concurrency of [16]) {
   // No request cap: at ~200k req/s the default cap (200,000) would run out during the warm-up
   // and leave nothing to measure; the windows bound the run (at most 10 s).
-  const m = await measureLoad(new DynamicBatcher([executor], { maxBatchSize: 16 }), { kind: 'concurrency', concurrency }, () => sample, { windowMs: 1000, maxRequests: Infinity });
+  const m = await measureLoad(new DynamicBatcher([executor], { maxBatchSize: 16 }), { kind: 'concurrency', concurrency }, () => sample, {
+    windowMs: 1000,
+    maxRequests: Infinity,
+  });
   if (!m.valid) console.log(`near-empty model, concurrency ${concurrency}: INVALID point (${m.invalidReason})`);
   console.log(
     `near-empty model, concurrency ${concurrency}, max batch 16: ${m.throughput.toFixed(0)} req/s, mean batch ${m.meanBatchSize.toFixed(1)}, ` +

@@ -28,7 +28,8 @@ if (!model) {
   const r = () => ((s = (s * 1103515245 + 12345) % 2147483648), (s / 2147483648 - 0.5) * 0.1);
   const b = new GraphBuilder({ opset: 17 });
   const x = b.input('x', DataType.FLOAT, ['N', 784]);
-  const dense = (v, i, o, name) => b.node('MatMul', [v, b.initializer(name, DataType.FLOAT, [i, o], Float32Array.from({ length: i * o }, r))], {}, { name: `fc_${name}` });
+  const dense = (v, i, o, name) =>
+    b.node('MatMul', [v, b.initializer(name, DataType.FLOAT, [i, o], Float32Array.from({ length: i * o }, r))], {}, { name: `fc_${name}` });
   const h1 = b.node('Relu', [dense(x, 784, 1024, 'w1')], {}, { name: 'relu1' });
   const h2 = b.node('Relu', [dense(h1, 1024, 1024, 'w2')], {}, { name: 'relu2' });
   b.output(dense(h2, 1024, 10, 'w3'), DataType.FLOAT, ['N', 10]);
@@ -55,7 +56,9 @@ console.log(`model: ${label}`);
 const best = result.slo?.best;
 const unbatched = result.slo?.candidates.filter((c) => c.setting.maxBatchSize === 1 && c.best).map((c) => c.best.throughput) ?? [];
 if (best && unbatched.length) {
-  console.log(`throughput at p99 <= ${slo} ms: ${best.point.throughput.toFixed(0)} req/s with batching vs ${Math.max(...unbatched).toFixed(0)} req/s without = ${(best.point.throughput / Math.max(...unbatched)).toFixed(2)}x`);
+  console.log(
+    `throughput at p99 <= ${slo} ms: ${best.point.throughput.toFixed(0)} req/s with batching vs ${Math.max(...unbatched).toFixed(0)} req/s without = ${(best.point.throughput / Math.max(...unbatched)).toFixed(2)}x`,
+  );
 }
 if (arg('--plot')) fs.writeFileSync(arg('--plot'), renderBatchingPlot(result));
 if (arg('--json')) fs.writeFileSync(arg('--json'), JSON.stringify(result, null, 2));

@@ -32,7 +32,11 @@ function textRecognizer(ir) {
   };
   x = conv(x, 3, 32, 1, true);
   let c = 32;
-  for (const [cout, blocks] of [[64, 8], [128, 8], [256, 8]]) {
+  for (const [cout, blocks] of [
+    [64, 8],
+    [128, 8],
+    [256, 8],
+  ]) {
     x = conv(x, c, cout, 2, true);
     c = cout;
     for (let i = 0; i < blocks; i++) {
@@ -54,7 +58,12 @@ function textRecognizer(ir) {
   const shape3 = b.initializer('shape3', DataType.INT64, [3], BigInt64Array.of(0n, 0n, BigInt(d)));
   const scale = b.initializer('scale', DataType.FLOAT, [], Float32Array.of(1 / Math.sqrt(d / heads)));
   for (let i = 0; i < 8; i++) {
-    const gamma = b.initializer(`ln${i}.g`, DataType.FLOAT, [d], Float32Array.from({ length: d }, () => 1));
+    const gamma = b.initializer(
+      `ln${i}.g`,
+      DataType.FLOAT,
+      [d],
+      Float32Array.from({ length: d }, () => 1),
+    );
     const beta = b.initializer(`ln${i}.b`, DataType.FLOAT, [d], new Float32Array(d));
     const n = b.node('LayerNormalization', [s, gamma, beta], { axis: -1 });
     const split = (t) => b.node('Transpose', [b.node('Reshape', [t, shape4])], { perm: [0, 2, 1, 3] });
@@ -133,7 +142,10 @@ async function main() {
     execFileSync(process.execPath, [self, '--prepare', which, file], { stdio: 'inherit' });
     for (const method of ['minmax', histogram]) {
       for (const batch of ['default', '1']) {
-        const out = execFileSync(process.execPath, [self, '--child', which, file, String(which === 'example' ? 4 * count : count), method, batch], { encoding: 'utf8', maxBuffer: 1 << 24 });
+        const out = execFileSync(process.execPath, [self, '--child', which, file, String(which === 'example' ? 4 * count : count), method, batch], {
+          encoding: 'utf8',
+          maxBuffer: 1 << 24,
+        });
         const r = JSON.parse(out);
         rows.push({ which, method, batch, ...r });
         const b = r.batching;

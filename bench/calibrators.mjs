@@ -25,20 +25,49 @@ function mnv3(decomposed, seed = 1) {
   const r = seededRandom(seed);
   const floats = (n, scale, offset = 0) => Float32Array.from({ length: n }, () => (r() * 2 - 1) * scale + offset);
   const b = new GraphBuilder({ opset: 14 });
-  const w = (name, dims, scale, offset = 0) => b.initializer(name, DataType.FLOAT, dims, floats(dims.reduce((a, c) => a * c, 1), scale, offset));
+  const w = (name, dims, scale, offset = 0) =>
+    b.initializer(
+      name,
+      DataType.FLOAT,
+      dims,
+      floats(
+        dims.reduce((a, c) => a * c, 1),
+        scale,
+        offset,
+      ),
+    );
   const hsig = (x, name) => b.node('HardSigmoid', [x], { alpha: 1 / 6, beta: 0.5 }, { name });
   const hswish = (y, name) => (decomposed ? b.node('Mul', [y, hsig(y, `${name}.hsig`)], {}, { name }) : b.node('HardSwish', [y], {}, { name }));
   const conv = (x, name, cin, cout, k, stride = 1, group = 1, act = 'hs') => {
-    const y = b.node('Conv', [x, w(`${name}.w`, [cout, cin / group, k, k], Math.sqrt(6 / ((cin / group) * k * k))), w(`${name}.b`, [cout], 0.2)], { pads: Array(4).fill((k - 1) / 2), strides: [stride, stride], group }, { name });
+    const y = b.node(
+      'Conv',
+      [x, w(`${name}.w`, [cout, cin / group, k, k], Math.sqrt(6 / ((cin / group) * k * k))), w(`${name}.b`, [cout], 0.2)],
+      { pads: Array(4).fill((k - 1) / 2), strides: [stride, stride], group },
+      { name },
+    );
     if (act === 'hs') return hswish(y, `${name}.hs`);
     if (act === 'relu') return b.node('Relu', [y], {}, { name: `${name}.relu` });
     return y;
   };
   let x = conv(b.input('input', DataType.FLOAT, ['N', 3, 96, 96]), 'stem', 3, 16, 3, 2);
-  for (const [i, [cin, hidden, cout, stride]] of [[16, 64, 24, 2], [24, 72, 24, 1], [24, 96, 40, 2], [40, 120, 40, 1]].entries()) {
+  for (const [i, [cin, hidden, cout, stride]] of [
+    [16, 64, 24, 2],
+    [24, 72, 24, 1],
+    [24, 96, 40, 2],
+    [40, 120, 40, 1],
+  ].entries()) {
     let h = conv(x, `b${i}.expand`, cin, hidden, 1);
     h = conv(h, `b${i}.dw`, hidden, hidden, 3, stride, hidden);
-    const s = conv(conv(b.node('GlobalAveragePool', [h], {}, { name: `b${i}.se.gap` }), `b${i}.se1`, hidden, hidden / 4, 1, 1, 1, 'relu'), `b${i}.se2`, hidden / 4, hidden, 1, 1, 1, 'none');
+    const s = conv(
+      conv(b.node('GlobalAveragePool', [h], {}, { name: `b${i}.se.gap` }), `b${i}.se1`, hidden, hidden / 4, 1, 1, 1, 'relu'),
+      `b${i}.se2`,
+      hidden / 4,
+      hidden,
+      1,
+      1,
+      1,
+      'none',
+    );
     h = b.node('Mul', [h, hsig(s, `b${i}.se.gate`)], {}, { name: `b${i}.se.mul` });
     h = conv(h, `b${i}.project`, hidden, cout, 1, 1, 1, 'none');
     x = stride === 1 && cin === cout ? b.node('Add', [h, x], {}, { name: `b${i}.add` }) : h;
@@ -52,17 +81,41 @@ function effnet(seed = 1) {
   const r = seededRandom(seed);
   const floats = (n, scale) => Float32Array.from({ length: n }, () => (r() * 2 - 1) * scale);
   const b = new GraphBuilder({ opset: 13 });
-  const w = (name, dims, scale) => b.initializer(name, DataType.FLOAT, dims, floats(dims.reduce((a, c) => a * c, 1), scale));
+  const w = (name, dims, scale) =>
+    b.initializer(
+      name,
+      DataType.FLOAT,
+      dims,
+      floats(
+        dims.reduce((a, c) => a * c, 1),
+        scale,
+      ),
+    );
   const silu = (y, name) => b.node('Mul', [y, b.node('Sigmoid', [y], {}, { name: `${name}.sigmoid` })], {}, { name: `${name}.silu` });
   const conv = (x, name, cin, cout, k, stride = 1, group = 1, act = true) => {
-    const y = b.node('Conv', [x, w(`${name}.w`, [cout, cin / group, k, k], Math.sqrt(6 / ((cin / group) * k * k))), w(`${name}.b`, [cout], 0.2)], { pads: Array(4).fill((k - 1) / 2), strides: [stride, stride], group }, { name });
+    const y = b.node(
+      'Conv',
+      [x, w(`${name}.w`, [cout, cin / group, k, k], Math.sqrt(6 / ((cin / group) * k * k))), w(`${name}.b`, [cout], 0.2)],
+      { pads: Array(4).fill((k - 1) / 2), strides: [stride, stride], group },
+      { name },
+    );
     return act ? silu(y, name) : y;
   };
   let x = conv(b.input('input', DataType.FLOAT, ['N', 3, 96, 96]), 'stem', 3, 32, 3, 2);
-  for (const [i, [cin, hidden, cout, stride]] of [[32, 96, 24, 2], [24, 144, 24, 1], [24, 144, 40, 2], [40, 240, 40, 1]].entries()) {
+  for (const [i, [cin, hidden, cout, stride]] of [
+    [32, 96, 24, 2],
+    [24, 144, 24, 1],
+    [24, 144, 40, 2],
+    [40, 240, 40, 1],
+  ].entries()) {
     let h = conv(conv(x, `b${i}.expand`, cin, hidden, 1), `b${i}.dw`, hidden, hidden, 3, stride, hidden);
     const squeeze = Math.max(8, cin / 4);
-    const gate = b.node('Sigmoid', [conv(conv(b.node('GlobalAveragePool', [h]), `b${i}.se1`, hidden, squeeze, 1), `b${i}.se2`, squeeze, hidden, 1, 1, 1, false)], {}, { name: `b${i}.gate` });
+    const gate = b.node(
+      'Sigmoid',
+      [conv(conv(b.node('GlobalAveragePool', [h]), `b${i}.se1`, hidden, squeeze, 1), `b${i}.se2`, squeeze, hidden, 1, 1, 1, false)],
+      {},
+      { name: `b${i}.gate` },
+    );
     h = conv(b.node('Mul', [h, gate], {}, { name: `b${i}.se` }), `b${i}.project`, hidden, cout, 1, 1, 1, false);
     x = stride === 1 && cin === cout ? b.node('Add', [h, x], {}, { name: `b${i}.add` }) : h;
   }
@@ -76,7 +129,17 @@ function encoder(seed = 1) {
   const floats = (n, scale, offset = 0) => Float32Array.from({ length: n }, () => (r() * 2 - 1) * scale + offset);
   const [T, D, F, H] = [16, 64, 256, 4];
   const b = new GraphBuilder({ opset: 17 });
-  const w = (name, dims, scale, offset = 0) => b.initializer(name, DataType.FLOAT, dims, floats(dims.reduce((a, c) => a * c, 1), scale, offset));
+  const w = (name, dims, scale, offset = 0) =>
+    b.initializer(
+      name,
+      DataType.FLOAT,
+      dims,
+      floats(
+        dims.reduce((a, c) => a * c, 1),
+        scale,
+        offset,
+      ),
+    );
   const c = (name, v) => b.initializer(name, DataType.FLOAT, [], Float32Array.of(v));
   const shape = (name, dims) => b.initializer(name, DataType.INT64, [dims.length], BigInt64Array.from(dims, BigInt));
   const linear = (x, name, k, n) => b.node('Add', [b.node('MatMul', [x, w(`${name}.w`, [k, n], Math.sqrt(3 / k))], {}, { name }), w(`${name}.b`, [n], 0.02)]);
@@ -84,7 +147,8 @@ function encoder(seed = 1) {
   for (let l = 0; l < 2; l++) {
     const p = `l${l}.`;
     const ln = b.node('LayerNormalization', [x, w(`${p}ln1.g`, [D], 0.1, 1), w(`${p}ln1.b`, [D], 0.1)], { axis: -1 });
-    const heads = (name, perm) => b.node('Transpose', [b.node('Reshape', [linear(ln, `${p}${name}`, D, D), shape(`${p}${name}.split`, [0, T, H, D / H])])], { perm });
+    const heads = (name, perm) =>
+      b.node('Transpose', [b.node('Reshape', [linear(ln, `${p}${name}`, D, D), shape(`${p}${name}.split`, [0, T, H, D / H])])], { perm });
     const q = heads('q', [0, 2, 1, 3]);
     const k = heads('k', [0, 2, 3, 1]);
     const v = heads('v', [0, 2, 1, 3]);
@@ -93,7 +157,10 @@ function encoder(seed = 1) {
     x = b.node('Add', [x, linear(mixed, `${p}o`, D, D)]);
     const ln2 = b.node('LayerNormalization', [x, w(`${p}ln2.g`, [D], 0.1, 1), w(`${p}ln2.b`, [D], 0.1)], { axis: -1 });
     const h = linear(ln2, `${p}fc1`, D, F);
-    const gelu = b.node('Mul', [b.node('Mul', [h, b.node('Add', [b.node('Erf', [b.node('Div', [h, c(`${p}sqrt2`, Math.SQRT2)])]), c(`${p}one`, 1)])]), c(`${p}half`, 0.5)]);
+    const gelu = b.node('Mul', [
+      b.node('Mul', [h, b.node('Add', [b.node('Erf', [b.node('Div', [h, c(`${p}sqrt2`, Math.SQRT2)])]), c(`${p}one`, 1)])]),
+      c(`${p}half`, 0.5),
+    ]);
     x = b.node('Add', [x, linear(gelu, `${p}fc2`, F, D)]);
   }
   const pooled = b.node('ReduceMean', [x], { axes: [1], keepdims: 0 });
@@ -134,7 +201,12 @@ const methods = (process.env.METHODS ?? 'minmax,percentile,entropy,mse,auto').sp
 for (const name of names) {
   const { model, dims } = models[name]();
   const [calibCount, heldCount] = [32, 16];
-  const calibration = { count: calibCount, inputs: { input: { dtype: DataType.FLOAT, dims: [calibCount, ...dims], data: images(calibCount, dims, 11) } }, source: 'synthetic', notes: [] };
+  const calibration = {
+    count: calibCount,
+    inputs: { input: { dtype: DataType.FLOAT, dims: [calibCount, ...dims], data: images(calibCount, dims, 11) } },
+    source: 'synthetic',
+    notes: [],
+  };
   const held = { input: { dtype: DataType.FLOAT, dims: [heldCount, ...dims], data: images(heldCount, dims, 12) } };
   const fp32 = await createRunner(model, {});
   const ref = Object.values(await fp32.run(held))[0].data;
@@ -154,8 +226,14 @@ for (const name of names) {
     const got = Object.values(await runner.run(held))[0].data;
     await runner.release();
     const a = agreement(ref, got, dims.length === 3 && name !== 'encoder' ? 2 : 10);
-    const extra = q.report.calibration.auto ? `, auto picked ${Object.entries(q.report.calibration.auto.picked).map(([m, k]) => `${m} ${k}`).join(' ')}` : '';
-    row.push(`${method} ${a.sqnrDb.toFixed(1)} dB (top-1 agree ${a.top1Agreement === null ? '-' : (100 * a.top1Agreement).toFixed(0) + '%'}, ${seconds.toFixed(1)} s${extra})`);
+    const extra = q.report.calibration.auto
+      ? `, auto picked ${Object.entries(q.report.calibration.auto.picked)
+          .map(([m, k]) => `${m} ${k}`)
+          .join(' ')}`
+      : '';
+    row.push(
+      `${method} ${a.sqnrDb.toFixed(1)} dB (top-1 agree ${a.top1Agreement === null ? '-' : (100 * a.top1Agreement).toFixed(0) + '%'}, ${seconds.toFixed(1)} s${extra})`,
+    );
   }
   console.log(`${name}: ${row.join('; ')}`);
 }

@@ -23,22 +23,52 @@ function encoder(seed = 1) {
   const r = seededRandom(seed);
   const floats = (n, scale, offset = 0) => Float32Array.from({ length: n }, () => (r() * 2 - 1) * scale + offset);
   const b = new GraphBuilder({ opset: 17, opsets: { 'com.microsoft': 1 } });
-  const init = (name, dims, scale, offset = 0) => b.initializer(name, DataType.FLOAT, dims, floats(dims.reduce((a, c) => a * c, 1), scale, offset));
+  const init = (name, dims, scale, offset = 0) =>
+    b.initializer(
+      name,
+      DataType.FLOAT,
+      dims,
+      floats(
+        dims.reduce((a, c) => a * c, 1),
+        scale,
+        offset,
+      ),
+    );
   let x;
   if (vocab > 0) {
     const ids = b.input('input_ids', DataType.INT32, ['batch', T]);
     const segments = b.input('segment_ids', DataType.INT32, ['batch', T]);
     const embedMask = b.input('mask', DataType.INT32, ['batch', T]);
-    [x] = b.node('EmbedLayerNormalization', [ids, segments, init('word', [vocab, D], 0.05), init('position', [512, D], 0.02), init('segment', [2, D], 0.02), init('emb.g', [D], 0.1, 1), init('emb.b', [D], 0.02), embedMask], { epsilon: 1e-12 }, { domain: 'com.microsoft', name: 'embeddings', outputs: ['embedded', 'mask_index'] });
+    [x] = b.node(
+      'EmbedLayerNormalization',
+      [
+        ids,
+        segments,
+        init('word', [vocab, D], 0.05),
+        init('position', [512, D], 0.02),
+        init('segment', [2, D], 0.02),
+        init('emb.g', [D], 0.1, 1),
+        init('emb.b', [D], 0.02),
+        embedMask,
+      ],
+      { epsilon: 1e-12 },
+      { domain: 'com.microsoft', name: 'embeddings', outputs: ['embedded', 'mask_index'] },
+    );
   } else x = b.input('hidden', DataType.FLOAT, ['batch', T, D]);
   const mask = vocab > 0 ? b.graph.inputs.find((v) => v.name === 'mask') : b.input('mask', DataType.INT32, ['batch', T]);
   const linear = (input, k, n, name) => {
     const mm = b.node('MatMul', [input, init(`${name}.w`, [k, n], 1 / Math.sqrt(k))], {}, { name: `${name}.matmul` });
     return b.node('Add', [mm, init(`${name}.b`, [n], 0.02)], {}, { name: `${name}.bias` });
   };
-  const norm = (input, name) => b.node('LayerNormalization', [input, init(`${name}.g`, [D], 0.1, 1), init(`${name}.b`, [D], 0.02)], { axis: -1, epsilon: 1e-5 }, { name });
+  const norm = (input, name) =>
+    b.node('LayerNormalization', [input, init(`${name}.g`, [D], 0.1, 1), init(`${name}.b`, [D], 0.02)], { axis: -1, epsilon: 1e-5 }, { name });
   for (let l = 0; l < layers; l++) {
-    const [attn] = b.node('Attention', [x, init(`l${l}.qkv.w`, [D, 3 * D], 1 / Math.sqrt(D)), init(`l${l}.qkv.b`, [3 * D], 0.02), mask], { num_heads: HEADS }, { domain: 'com.microsoft', name: `l${l}.attention`, outputs: [`l${l}.attn`] });
+    const [attn] = b.node(
+      'Attention',
+      [x, init(`l${l}.qkv.w`, [D, 3 * D], 1 / Math.sqrt(D)), init(`l${l}.qkv.b`, [3 * D], 0.02), mask],
+      { num_heads: HEADS },
+      { domain: 'com.microsoft', name: `l${l}.attention`, outputs: [`l${l}.attn`] },
+    );
     x = norm(b.node('Add', [linear(attn, D, D, `l${l}.out`), x], {}, { name: `l${l}.res1` }), `l${l}.ln1`);
     const up = b.node('Gelu', [linear(x, D, 4 * D, `l${l}.ffn1`)], {}, { domain: 'com.microsoft', name: `l${l}.gelu` });
     x = norm(b.node('Add', [linear(up, 4 * D, D, `l${l}.ffn2`), x], {}, { name: `l${l}.res2` }), `l${l}.ln2`);

@@ -25,7 +25,12 @@ function recognizer(seed = 1) {
     const w = b.initializer(`${name}.W`, DataType.FLOAT, [dirs, 4 * hidden, size], floats(dirs * 4 * hidden * size, limit));
     const rw = b.initializer(`${name}.R`, DataType.FLOAT, [dirs, 4 * hidden, hidden], floats(dirs * 4 * hidden * hidden, limit));
     const bias = b.initializer(`${name}.B`, DataType.FLOAT, [dirs, 8 * hidden], floats(dirs * 8 * hidden, limit));
-    const [y] = b.node('LSTM', [input, w, rw, bias], { hidden_size: hidden, direction: dirs === 2 ? 'bidirectional' : 'forward' }, { name, outputs: [`${name}.y`] });
+    const [y] = b.node(
+      'LSTM',
+      [input, w, rw, bias],
+      { hidden_size: hidden, direction: dirs === 2 ? 'bidirectional' : 'forward' },
+      { name, outputs: [`${name}.y`] },
+    );
     // Y [steps, dirs, 1, hidden] -> [steps, 1, dirs * hidden]
     const perm = b.node('Transpose', [y], { perm: [0, 2, 1, 3] }, { name: `${name}.t` });
     return b.node('Reshape', [perm, b.initializer(`${name}.shape`, DataType.INT64, [3], BigInt64Array.from([0n, 0n, -1n]))], {}, { name: `${name}.flat` });
@@ -45,9 +50,13 @@ const variants = {
 };
 const r = seededRandom(9);
 const features = Float32Array.from({ length: steps * FEATURES }, () => r() * 2 - 1);
-await compareVariants(variants, { features: { dtype: DataType.FLOAT, dims: [steps, 1, FEATURES], data: features } }, {
-  iterations,
-  // Dim 0 is time (LSTM layout 0), which the benchmark would read as a batch dim: leave it fixed.
-  batchSizes: undefined,
-  title: `2 stacked LSTMs (80 -> ${hidden}, then bidirectional ${hidden}) + MatMul ${CLASSES}, one utterance of ${steps} steps, 1 thread, ${iterations} interleaved runs`,
-});
+await compareVariants(
+  variants,
+  { features: { dtype: DataType.FLOAT, dims: [steps, 1, FEATURES], data: features } },
+  {
+    iterations,
+    // Dim 0 is time (LSTM layout 0), which the benchmark would read as a batch dim: leave it fixed.
+    batchSizes: undefined,
+    title: `2 stacked LSTMs (80 -> ${hidden}, then bidirectional ${hidden}) + MatMul ${CLASSES}, one utterance of ${steps} steps, 1 thread, ${iterations} interleaved runs`,
+  },
+);

@@ -29,8 +29,18 @@ function mlp(sizes, seed = 1) {
   for (let l = 1; l < sizes.length; l++) {
     const [k, n] = [sizes[l - 1], sizes[l]];
     const limit = Math.sqrt(6 / (k + n)); // Glorot-uniform, like a trained layer's spread
-    const w = b.initializer(`w${l}`, DataType.FLOAT, [k, n], Float32Array.from({ length: k * n }, () => (rand() * 2 - 1) * limit));
-    const bias = b.initializer(`b${l}`, DataType.FLOAT, [n], Float32Array.from({ length: n }, () => (rand() * 2 - 1) * 0.05));
+    const w = b.initializer(
+      `w${l}`,
+      DataType.FLOAT,
+      [k, n],
+      Float32Array.from({ length: k * n }, () => (rand() * 2 - 1) * limit),
+    );
+    const bias = b.initializer(
+      `b${l}`,
+      DataType.FLOAT,
+      [n],
+      Float32Array.from({ length: n }, () => (rand() * 2 - 1) * 0.05),
+    );
     h = b.node('Add', [b.node('MatMul', [h, w], {}, { name: `fc${l}` }), bias], {}, { name: `bias${l}` });
     if (l < sizes.length - 1) h = b.node('Relu', [h], {}, { name: `relu${l}` });
   }

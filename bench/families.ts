@@ -40,7 +40,13 @@ async function sweepFamily(f: Family, model: Awaited<ReturnType<typeof loadModel
     for (const hdr of ['float', 'int8'] as const) {
       for (const perChannel of [true, false]) {
         const variant = `${method}${hdr === 'int8' ? ' hdr-int8' : ''}${perChannel ? '' : ' per-tensor'}`;
-        const { model: q } = await quantizeInt8(await loadModel(f.model), { calibration, method, highDynamicRange: hdr, perChannel, onWarning: () => undefined });
+        const { model: q } = await quantizeInt8(await loadModel(f.model), {
+          calibration,
+          method,
+          highDynamicRange: hdr,
+          perChannel,
+          onWarning: () => undefined,
+        });
         const agreement = await compareOutputs(f.model, q, held);
         const float = Object.entries(agreement).filter(([, a]) => Number.isFinite(a.sqnrDb) || a.sqnrDb === Infinity);
         const worst = Math.min(...float.map(([, a]) => a.sqnrDb));
@@ -48,7 +54,9 @@ async function sweepFamily(f: Family, model: Awaited<ReturnType<typeof loadModel
         const task = await taskMetrics(q, held, f.metrics.slice(0, 1));
         const [name, value] = Object.entries(task)[0]!;
         sweepRows.push({ family: f.name, variant, worstSqnrDb: worst, top1Agreement: top1, metric: name, fp32: fp32[name]!, int8: value });
-        console.log(`    sweep ${variant}: worst SQNR ${db(worst)}, top-1 agreement ${top1 === null ? '-' : `${(top1 * 100).toFixed(1)}%`}, ${name} ${fmt(name, fp32[name]!)} -> ${fmt(name, value)}`);
+        console.log(
+          `    sweep ${variant}: worst SQNR ${db(worst)}, top-1 agreement ${top1 === null ? '-' : `${(top1 * 100).toFixed(1)}%`}, ${name} ${fmt(name, fp32[name]!)} -> ${fmt(name, value)}`,
+        );
       }
     }
   }
@@ -66,7 +74,12 @@ interface Family {
 
 const dir = mkdtempSync(join(tmpdir(), 'families-'));
 
-async function write(name: string, model: Parameters<typeof saveModel>[0], calib: Record<string, TensorData>, held: Record<string, TensorData>): Promise<{ model: string; calibration: string; heldOut: string }> {
+async function write(
+  name: string,
+  model: Parameters<typeof saveModel>[0],
+  calib: Record<string, TensorData>,
+  held: Record<string, TensorData>,
+): Promise<{ model: string; calibration: string; heldOut: string }> {
   const paths = { model: join(dir, `${name}.onnx`), calibration: join(dir, `${name}.calib.npz`), heldOut: join(dir, `${name}.heldout.npz`) };
   await saveModel(model, paths.model);
   await writeNpz(paths.calibration, calib);
@@ -111,7 +124,14 @@ async function families(): Promise<Family[]> {
     });
   }
   if (which === 'all' || which === 'example') {
-    out.push({ name: 'example (fashion CNN)', model: 'fixtures/fashion-cnn.onnx', calibration: 'fixtures/fashion-calib.npz', heldOut: 'fixtures/fashion-eval.npz', metrics: [{ spec: 'top1' }], variants: defaults });
+    out.push({
+      name: 'example (fashion CNN)',
+      model: 'fixtures/fashion-cnn.onnx',
+      calibration: 'fixtures/fashion-calib.npz',
+      heldOut: 'fixtures/fashion-eval.npz',
+      metrics: [{ spec: 'top1' }],
+      variants: defaults,
+    });
   }
   return out;
 }
@@ -147,7 +167,11 @@ for (const f of await families()) {
   const model = await loadModel(f.model);
   const held = await loadDataset(f.heldOut, modelInputSpecs(model));
   const fp32 = await taskMetrics(f.model, held, f.metrics);
-  console.log(`\n## ${f.name}  (FP32 on ${held.count} held-out: ${Object.entries(fp32).map(([k, v]) => `${k} ${fmt(k, v)}`).join(', ')})`);
+  console.log(
+    `\n## ${f.name}  (FP32 on ${held.count} held-out: ${Object.entries(fp32)
+      .map(([k, v]) => `${k} ${fmt(k, v)}`)
+      .join(', ')})`,
+  );
   for (const v of f.variants) {
     const output = join(dir, `${f.model.split('/').pop()!.replace('.onnx', '')}.${v.label.replace(/[^a-z]+/g, '_')}.int8.onnx`);
     const started = performance.now();
@@ -181,19 +205,43 @@ for (const f of await families()) {
             initialWorstDb: fid.initial.worstSqnrDb,
           }
         : null,
-      floatNodes: { fallback: fid?.floatNodes ?? [], highDynamicRange: [...hdrNodes], rules: (rep?.qdq.skipped.length ?? 0) - hdrNodes.size - (fid?.floatNodes.length ?? 0) },
-      speedup: result.speed ? { x: result.speed.speedup.estimate, low: result.speed.speedup.low, high: result.speed.speedup.high, fp32Ms: result.speed.baselineP50Ms, int8Ms: result.speed.p50Ms } : null,
+      floatNodes: {
+        fallback: fid?.floatNodes ?? [],
+        highDynamicRange: [...hdrNodes],
+        rules: (rep?.qdq.skipped.length ?? 0) - hdrNodes.size - (fid?.floatNodes.length ?? 0),
+      },
+      speedup: result.speed
+        ? {
+            x: result.speed.speedup.estimate,
+            low: result.speed.speedup.low,
+            high: result.speed.speedup.high,
+            fp32Ms: result.speed.baselineP50Ms,
+            int8Ms: result.speed.p50Ms,
+          }
+        : null,
       ...(result.gateFailure ? { failure: result.gateFailure } : {}),
       seconds: (performance.now() - started) / 1000,
     };
     rows.push(row);
-    const metric = int8 ? Object.entries(int8).map(([k, x]) => `${k} ${fmt(k, fp32[k]!)} -> ${fmt(k, x)}`).join(', ') : 'nothing written';
+    const metric = int8
+      ? Object.entries(int8)
+          .map(([k, x]) => `${k} ${fmt(k, fp32[k]!)} -> ${fmt(k, x)}`)
+          .join(', ')
+      : 'nothing written';
     const guard = row.guard
-      ? `guard ${row.guard.met ? 'met' : 'MISSED'}: ${Object.entries(row.guard.sqnrDb).map(([k, s]) => `${k} ${db(s)}${row.guard!.top1Agreement[k] != null ? ` / ${(row.guard!.top1Agreement[k]! * 100).toFixed(1)}%` : ''}`).join(', ')} (before fallback worst ${db(row.guard.initialWorstDb)})`
+      ? `guard ${row.guard.met ? 'met' : 'MISSED'}: ${Object.entries(row.guard.sqnrDb)
+          .map(([k, s]) => `${k} ${db(s)}${row.guard!.top1Agreement[k] != null ? ` / ${(row.guard!.top1Agreement[k]! * 100).toFixed(1)}%` : ''}`)
+          .join(', ')} (before fallback worst ${db(row.guard.initialWorstDb)})`
       : 'guard off';
-    const heldDb = compared ? `held-out SQNR ${Object.entries(compared).map(([k, a]) => `${k} ${db(a.sqnrDb)}${a.top1Agreement !== null ? ` / ${(a.top1Agreement * 100).toFixed(1)}%` : ''}`).join(', ')}` : '';
+    const heldDb = compared
+      ? `held-out SQNR ${Object.entries(compared)
+          .map(([k, a]) => `${k} ${db(a.sqnrDb)}${a.top1Agreement !== null ? ` / ${(a.top1Agreement * 100).toFixed(1)}%` : ''}`)
+          .join(', ')}`
+      : '';
     console.log(`  ${v.label}: exit ${exit}; ${metric}; ${guard}; ${heldDb}`);
-    console.log(`    float: ${row.floatNodes.fallback.length} by the fallback${row.floatNodes.fallback.length ? ` (${row.floatNodes.fallback.join(', ')})` : ''}, ${row.floatNodes.highDynamicRange.length} high-dynamic-range${row.floatNodes.highDynamicRange.length ? ` (${row.floatNodes.highDynamicRange.join(', ')})` : ''}, ${row.floatNodes.rules} by other rules; speed-up ${row.speedup ? `${row.speedup.x.toFixed(2)}x [${row.speedup.low.toFixed(2)}, ${row.speedup.high.toFixed(2)}] (${row.speedup.fp32Ms.toFixed(3)} -> ${row.speedup.int8Ms.toFixed(3)} ms)` : '-'}; ${row.seconds.toFixed(1)} s`);
+    console.log(
+      `    float: ${row.floatNodes.fallback.length} by the fallback${row.floatNodes.fallback.length ? ` (${row.floatNodes.fallback.join(', ')})` : ''}, ${row.floatNodes.highDynamicRange.length} high-dynamic-range${row.floatNodes.highDynamicRange.length ? ` (${row.floatNodes.highDynamicRange.join(', ')})` : ''}, ${row.floatNodes.rules} by other rules; speed-up ${row.speedup ? `${row.speedup.x.toFixed(2)}x [${row.speedup.low.toFixed(2)}, ${row.speedup.high.toFixed(2)}] (${row.speedup.fp32Ms.toFixed(3)} -> ${row.speedup.int8Ms.toFixed(3)} ms)` : '-'}; ${row.seconds.toFixed(1)} s`,
+    );
     if (rep?.qdq.skipped.length) console.log(`    left float: ${rep.qdq.skipped.map((s) => `${s.node} (${s.reason})`).join('; ')}`);
     if (row.failure) console.log(`    failed: ${row.failure}`);
     if (result.speed === undefined) console.log(`    warnings: ${result.warnings.join(' | ')}`);

@@ -84,5 +84,7 @@ const diff = median(lib.map((x, i) => x / hand[i])) - 1;
 console.log(`model ${model}, batch ${batch}, threads ${threads}, ${iterations} timed runs x ${repeats} repeats`);
 console.log(`hand-written onnxruntime-node loop: median ${(h * 1000).toFixed(1)} us  (repeats: ${hand.map((x) => (x * 1000).toFixed(1)).join(', ')})`);
 console.log(`model-opt benchmark library:        median ${(l * 1000).toFixed(1)} us  (repeats: ${lib.map((x) => (x * 1000).toFixed(1)).join(', ')})`);
-console.log(`harness overhead (median of per-repeat ratios): ${(diff * 100).toFixed(2)}%; ratio of medians: ${(((l - h) / h) * 100).toFixed(2)}% (goal: within 3%) -> ${Math.abs(diff) <= 0.03 ? 'OK' : 'OVER'}`);
+console.log(
+  `harness overhead (median of per-repeat ratios): ${(diff * 100).toFixed(2)}%; ratio of medians: ${(((l - h) / h) * 100).toFixed(2)}% (goal: within 3%) -> ${Math.abs(diff) <= 0.03 ? 'OK' : 'OVER'}`,
+);
 process.exitCode = Math.abs(diff) <= 0.03 ? 0 : 1;

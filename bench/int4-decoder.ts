@@ -60,7 +60,12 @@ function decoder(): Model {
     const k = b.node('MatMul', [a, w(`l${l}.wk`, H, H)], {}, { name: `l${l}.k` });
     const v = b.node('MatMul', [a, w(`l${l}.wv`, H, H)], {}, { name: `l${l}.v` });
     const kt = b.node('Transpose', [k], { perm: [0, 2, 1] }, { name: `l${l}.kt` });
-    const scores = b.node('Add', [b.node('Mul', [b.node('MatMul', [q, kt], {}, { name: `l${l}.qk` }), invSqrt], {}, { name: `l${l}.scale` }), mask], {}, { name: `l${l}.mask` });
+    const scores = b.node(
+      'Add',
+      [b.node('Mul', [b.node('MatMul', [q, kt], {}, { name: `l${l}.qk` }), invSqrt], {}, { name: `l${l}.scale` }), mask],
+      {},
+      { name: `l${l}.mask` },
+    );
     const p = b.node('Softmax', [scores], { axis: -1 }, { name: `l${l}.softmax` });
     const o = b.node('MatMul', [b.node('MatMul', [p, v], {}, { name: `l${l}.pv` }), w(`l${l}.wo`, H, H)], {}, { name: `l${l}.o` });
     h = b.node('Add', [h, o], {}, { name: `l${l}.res1` });
@@ -125,7 +130,15 @@ async function main(): Promise<void> {
       return all;
     };
     const a = agreement(joinAll(reference), joinAll(outs), V);
-    rows.push({ name: v.name, weightBytes: modelWeightBytes(model), fileBytes: encodeModel(model).length, top1: a.top1Agreement!, sqnr: a.sqnrDb, quantizeMs, runner });
+    rows.push({
+      name: v.name,
+      weightBytes: modelWeightBytes(model),
+      fileBytes: encodeModel(model).length,
+      top1: a.top1Agreement!,
+      sqnr: a.sqnrDb,
+      quantizeMs,
+      runner,
+    });
     process.stderr.write(`${v.name}: built and scored (${quantizeMs} ms to quantize)\n`);
   }
   // Latency: batch 1, one token (a decode step without cache), interleaved rotating order.
@@ -142,14 +155,21 @@ async function main(): Promise<void> {
   }
   const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
   const base = rows[0]!;
-  console.log(`decoder stand-in: hidden ${H}, ${LAYERS} layers, vocab ${V}, MLP ${4 * H}; ${EVAL_SEQS} x ${SEQ} tokens scored; ${ROUNDS} interleaved rounds; batch 1, 1 token, 1 thread`);
-  console.log('| variant | weights MB | vs FP32 | file MB | next-token agreement | logits SQNR dB | latency ms (median) | speed-up vs FP32 [95% CI] | quantize s |');
+  console.log(
+    `decoder stand-in: hidden ${H}, ${LAYERS} layers, vocab ${V}, MLP ${4 * H}; ${EVAL_SEQS} x ${SEQ} tokens scored; ${ROUNDS} interleaved rounds; batch 1, 1 token, 1 thread`,
+  );
+  console.log(
+    '| variant | weights MB | vs FP32 | file MB | next-token agreement | logits SQNR dB | latency ms (median) | speed-up vs FP32 [95% CI] | quantize s |',
+  );
   console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- |');
   rows.forEach((r, i) => {
-    const sp = i === 0 ? '1' : (() => {
-      const s = pairedSpeedup(times[0]!, times[i]!, { groupSize: rows.length });
-      return `${s.estimate.toFixed(2)} [${s.low.toFixed(2)}, ${s.high.toFixed(2)}]`;
-    })();
+    const sp =
+      i === 0
+        ? '1'
+        : (() => {
+            const s = pairedSpeedup(times[0]!, times[i]!, { groupSize: rows.length });
+            return `${s.estimate.toFixed(2)} [${s.low.toFixed(2)}, ${s.high.toFixed(2)}]`;
+          })();
     console.log(
       `| ${r.name} | ${(r.weightBytes / 1e6).toFixed(1)} | ${((100 * r.weightBytes) / base.weightBytes).toFixed(1)}% | ${(r.fileBytes / 1e6).toFixed(1)} | ${(100 * r.top1).toFixed(1)}% | ${Number.isFinite(r.sqnr) ? r.sqnr.toFixed(1) : 'inf'} | ${median(times[i]!).toFixed(2)} | ${sp} | ${(r.quantizeMs / 1000).toFixed(1)} |`,
     );

@@ -124,7 +124,11 @@ for (const name of readdirSync(root).sort()) {
     }
   } catch (error) {
     counts.failed++;
-    console.log(`FAILED ${name}: ${String(error instanceof Error ? error.message : error).split('\n')[0].slice(0, 200)}`);
+    console.log(
+      `FAILED ${name}: ${String(error instanceof Error ? error.message : error)
+        .split('\n')[0]
+        .slice(0, 200)}`,
+    );
   }
 }
 console.log(`${mode} over ${folder}: ${JSON.stringify(counts)}`);

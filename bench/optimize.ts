@@ -29,24 +29,42 @@ function encoder(): Model {
   const r = seededRandom(1);
   const floats = (n: number, scale: number, offset = 0) => Float32Array.from({ length: n }, () => (r() * 2 - 1) * scale + offset);
   const b = new GraphBuilder({ opset: 17 });
-  const w = (name: string, dims: number[], scale: number, offset = 0) => b.initializer(name, DataType.FLOAT, dims, floats(dims.reduce((a, c) => a * c, 1), scale, offset));
+  const w = (name: string, dims: number[], scale: number, offset = 0) =>
+    b.initializer(
+      name,
+      DataType.FLOAT,
+      dims,
+      floats(
+        dims.reduce((a, c) => a * c, 1),
+        scale,
+        offset,
+      ),
+    );
   const c = (name: string, v: number) => b.initializer(name, DataType.FLOAT, [], Float32Array.of(v));
   const shape = (name: string, dims: number[]) => b.initializer(name, DataType.INT64, [dims.length], BigInt64Array.from(dims, BigInt));
-  const linear = (x: Value, name: string, k: number, n: number) => b.node('Add', [b.node('MatMul', [x, w(`${name}.w`, [k, n], Math.sqrt(3 / k))], {}, { name }) as Value, w(`${name}.b`, [n], 0.02)]) as Value;
+  const linear = (x: Value, name: string, k: number, n: number) =>
+    b.node('Add', [b.node('MatMul', [x, w(`${name}.w`, [k, n], Math.sqrt(3 / k))], {}, { name }) as Value, w(`${name}.b`, [n], 0.02)]) as Value;
   let x = b.input('input', DataType.FLOAT, ['N', T, D]);
   for (let l = 0; l < 2; l++) {
     const p = `l${l}.`;
     const ln = b.node('LayerNormalization', [x, w(`${p}ln1.g`, [D], 0.1, 1), w(`${p}ln1.b`, [D], 0.1)], { axis: -1 }) as Value;
-    const heads = (name: string, perm: number[]) => b.node('Transpose', [b.node('Reshape', [linear(ln, `${p}${name}`, D, D), shape(`${p}${name}.split`, [0, T, H, D / H])]) as Value], { perm }) as Value;
+    const heads = (name: string, perm: number[]) =>
+      b.node('Transpose', [b.node('Reshape', [linear(ln, `${p}${name}`, D, D), shape(`${p}${name}.split`, [0, T, H, D / H])]) as Value], { perm }) as Value;
     const q = heads('q', [0, 2, 1, 3]);
     const k = heads('k', [0, 2, 3, 1]);
     const v = heads('v', [0, 2, 1, 3]);
     const att = b.node('Softmax', [b.node('Mul', [b.node('MatMul', [q, k]) as Value, c(`${p}scale`, 1 / Math.sqrt(D / H))]) as Value], { axis: -1 }) as Value;
-    const mixed = b.node('Reshape', [b.node('Transpose', [b.node('MatMul', [att, v]) as Value], { perm: [0, 2, 1, 3] }) as Value, shape(`${p}merge`, [0, T, D])]) as Value;
+    const mixed = b.node('Reshape', [
+      b.node('Transpose', [b.node('MatMul', [att, v]) as Value], { perm: [0, 2, 1, 3] }) as Value,
+      shape(`${p}merge`, [0, T, D]),
+    ]) as Value;
     x = b.node('Add', [x, linear(mixed, `${p}o`, D, D)]) as Value;
     const ln2 = b.node('LayerNormalization', [x, w(`${p}ln2.g`, [D], 0.1, 1), w(`${p}ln2.b`, [D], 0.1)], { axis: -1 }) as Value;
     const h = linear(ln2, `${p}fc1`, D, F);
-    const gelu = b.node('Mul', [b.node('Mul', [h, b.node('Add', [b.node('Erf', [b.node('Div', [h, c(`${p}sqrt2`, Math.SQRT2)]) as Value]) as Value, c(`${p}one`, 1)]) as Value]) as Value, c(`${p}half`, 0.5)]) as Value;
+    const gelu = b.node('Mul', [
+      b.node('Mul', [h, b.node('Add', [b.node('Erf', [b.node('Div', [h, c(`${p}sqrt2`, Math.SQRT2)]) as Value]) as Value, c(`${p}one`, 1)]) as Value]) as Value,
+      c(`${p}half`, 0.5),
+    ]) as Value;
     x = b.node('Add', [x, linear(gelu, `${p}fc2`, F, D)]) as Value;
   }
   const pooled = b.node('ReduceMean', [x], { axes: [1], keepdims: 0 }) as Value;
@@ -61,13 +79,29 @@ interface Case {
 }
 
 async function prepare(): Promise<Case[]> {
-  const cases: Case[] = [{ name: 'example (fashion CNN)', args: ['fixtures/fashion-cnn.onnx', '--calibration-data', 'fixtures/fashion-calib.npz', '--eval-data', 'fixtures/fashion-eval.npz', '--max-accuracy-drop', '0.5pt'] }];
+  const cases: Case[] = [
+    {
+      name: 'example (fashion CNN)',
+      args: [
+        'fixtures/fashion-cnn.onnx',
+        '--calibration-data',
+        'fixtures/fashion-calib.npz',
+        '--eval-data',
+        'fixtures/fashion-eval.npz',
+        '--max-accuracy-drop',
+        '0.5pt',
+      ],
+    },
+  ];
   const hs = await fittedHardSwishClassifier();
   await saveModel(hs.model, at('hswish.onnx'));
   await writeNpz(at('hswish-calib.npz'), { image: textureImages(64, 21).image });
   const hsEval = textureImages(200, 33);
   await writeNpz(at('hswish-eval.npz'), { image: hsEval.image, labels: hsEval.labels });
-  cases.push({ name: 'hard-swish / squeeze-excite classifier', args: [at('hswish.onnx'), '--calibration-data', at('hswish-calib.npz'), '--eval-data', at('hswish-eval.npz')] });
+  cases.push({
+    name: 'hard-swish / squeeze-excite classifier',
+    args: [at('hswish.onnx'), '--calibration-data', at('hswish-calib.npz'), '--eval-data', at('hswish-eval.npz')],
+  });
   const mel = await fittedMelFrontEnd();
   await saveModel(mel.model, at('mel.onnx'));
   await writeNpz(at('mel-calib.npz'), { audio: melUtterances(64, 21).audio });
@@ -81,14 +115,27 @@ async function prepare(): Promise<Case[]> {
   const enc = encoder();
   await saveModel(enc, at('encoder.onnx'));
   const r = seededRandom(2);
-  await writeNpz(at('encoder-calib.npz'), { input: { dtype: DataType.FLOAT, dims: [64, 16, 64], data: Float32Array.from({ length: 64 * 16 * 64 }, () => r() * 2 - 1) } });
+  await writeNpz(at('encoder-calib.npz'), {
+    input: { dtype: DataType.FLOAT, dims: [64, 16, 64], data: Float32Array.from({ length: 64 * 16 * 64 }, () => r() * 2 - 1) },
+  });
   cases.push({ name: 'transformer encoder (2 pre-LN layers)', args: [at('encoder.onnx'), '--calibration-data', at('encoder-calib.npz')] });
   return cases;
 }
 
 for (const c of await prepare()) {
   const slug = path.basename(c.args[0]!, '.onnx');
-  const command = ['optimize', ...c.args, '-o', at(`${slug}.opt.onnx`), '--time-budget', timeBudget, '--markdown', at(`${slug}.md`), '--plot', at(`${slug}.svg`)];
+  const command = [
+    'optimize',
+    ...c.args,
+    '-o',
+    at(`${slug}.opt.onnx`),
+    '--time-budget',
+    timeBudget,
+    '--markdown',
+    at(`${slug}.md`),
+    '--plot',
+    at(`${slug}.svg`),
+  ];
   console.log(`\n## ${c.name}\n$ model-opt ${command.join(' ')}`);
   const t0 = performance.now();
   const run = spawnSync(process.execPath, ['bin/model-opt.js', ...command], { encoding: 'utf8', env: { ...process.env, CI: 'true' } });

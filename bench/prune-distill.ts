@@ -54,8 +54,15 @@ try {
   for (let i = 0; i < held.count; i++) if (logits[2 * i + 1]! > logits[2 * i]!) ones++;
   let margin = 0;
   for (let i = 0; i < held.count; i++) margin += Math.abs(logits[2 * i + 1]! - logits[2 * i]!);
-  console.log(`FP32: accuracy ${pct(fp32Accuracy)} on ${held.count} held-out images; mean |logit margin| ${(margin / held.count).toFixed(4)}; a constant prediction agrees ${pct(Math.max(ones, held.count - ones) / held.count)}`);
-  const statistics = await collectChannelStatistics(model, statisticsRequests(model), { ...train, count: 102, inputs: { image: sliceSamples(data.image, 0, 102) } }, {});
+  console.log(
+    `FP32: accuracy ${pct(fp32Accuracy)} on ${held.count} held-out images; mean |logit margin| ${(margin / held.count).toFixed(4)}; a constant prediction agrees ${pct(Math.max(ones, held.count - ones) / held.count)}`,
+  );
+  const statistics = await collectChannelStatistics(
+    model,
+    statisticsRequests(model),
+    { ...train, count: 102, inputs: { image: sliceSamples(data.image, 0, 102) } },
+    {},
+  );
   for (const width of widths) {
     const plain = pruneChannels(model, { width, roundTo: PRUNE_ROUND_TO }).model;
     const compensated = pruneChannels(model, { width, roundTo: PRUNE_ROUND_TO, statistics }).model;
@@ -77,8 +84,17 @@ try {
   const searchSeconds = (performance.now() - t0) / 1000;
   console.log(`search: ${searchSeconds.toFixed(1)} s of a ${budget} s budget, ${candidates.length} candidate(s)`);
   if (candidates.length > 0) {
-    const bench = await benchmark({ baseline: fp32, candidates: candidates.map((c) => c.path), iterations: runs, threads: 1, measureMemory: false, bootstrapResamples: 2000 });
-    console.log(`\n| width | kept | epochs x samples | distill s | speed-up (batch 1, 1 thread) [95% CI] | agreement with FP32 | accuracy (FP32 ${pct(fp32Accuracy)}) |`);
+    const bench = await benchmark({
+      baseline: fp32,
+      candidates: candidates.map((c) => c.path),
+      iterations: runs,
+      threads: 1,
+      measureMemory: false,
+      bootstrapResamples: 2000,
+    });
+    console.log(
+      `\n| width | kept | epochs x samples | distill s | speed-up (batch 1, 1 thread) [95% CI] | agreement with FP32 | accuracy (FP32 ${pct(fp32Accuracy)}) |`,
+    );
     console.log('| --- | --- | --- | --- | --- | --- | --- |');
     for (const [i, c] of candidates.entries()) {
       const s = bench.models[i + 1]!.latency[0]!.speedup!;

@@ -65,7 +65,21 @@ console.table(rows);
 
 if (!process.argv.includes('--no-benchmark')) {
   const candidates = ['channel-30', 'channel-50', 'unstructured-50'].map((n) => files[n]);
-  const args = [path.join(root, 'bin/model-opt.js'), 'benchmark', modelPath, ...candidates, '--data', dataPath, '--threads', threads, '--batch-size', batchSizes, '--duration', duration, '--no-memory'];
+  const args = [
+    path.join(root, 'bin/model-opt.js'),
+    'benchmark',
+    modelPath,
+    ...candidates,
+    '--data',
+    dataPath,
+    '--threads',
+    threads,
+    '--batch-size',
+    batchSizes,
+    '--duration',
+    duration,
+    '--no-memory',
+  ];
   console.log(`$ node ${args.join(' ')}`);
   const r = spawnSync(process.execPath, args, { stdio: 'inherit' });
   process.exitCode = r.status ?? 1;

@@ -38,7 +38,12 @@ function classifier(seed, body) {
   const convBn = (x, cin, cout, k, stride, act, group = 1) => {
     const name = `conv${n++}`;
     const p = (k - 1) / 2;
-    const w = b.initializer(`${name}.w`, DataType.FLOAT, [cout, cin / group, k, k], floats((cout * cin * k * k) / group, Math.sqrt(6 / ((cin / group) * k * k))));
+    const w = b.initializer(
+      `${name}.w`,
+      DataType.FLOAT,
+      [cout, cin / group, k, k],
+      floats((cout * cin * k * k) / group, Math.sqrt(6 / ((cin / group) * k * k))),
+    );
     const c = b.node('Conv', [x, w], { pads: [p, p, p, p], strides: [stride, stride], group }, { name });
     const bn = (key, s, o) => b.initializer(`${name}.bn.${key}`, DataType.FLOAT, [cout], floats(cout, s, o));
     const y = b.node('BatchNormalization', [c, bn('g', 0.2, 1), bn('b', 0.1), bn('m', 0.1), bn('v', 0.2, 1)], { epsilon: 1e-5 }, { name: `${name}.bn` });
@@ -50,7 +55,10 @@ function classifier(seed, body) {
   };
   const [features, channels] = body(b, b.input('input', DataType.FLOAT, ['N', 3, 224, 224]), convBn);
   const flat = b.node('Flatten', [b.node('GlobalAveragePool', [features])], { axis: 1 });
-  const fc = [b.initializer('fc.w', DataType.FLOAT, [1000, channels], floats(1000 * channels, 0.05)), b.initializer('fc.b', DataType.FLOAT, [1000], floats(1000, 0.01))];
+  const fc = [
+    b.initializer('fc.w', DataType.FLOAT, [1000, channels], floats(1000 * channels, 0.05)),
+    b.initializer('fc.b', DataType.FLOAT, [1000], floats(1000, 0.01)),
+  ];
   const [logits] = b.node('Gemm', [flat, ...fc], { transB: 1 }, { outputs: ['logits'] });
   b.output(logits, DataType.FLOAT, ['N', 1000]);
   return b.build();
@@ -78,7 +86,15 @@ const mobilenetv2 = () =>
     x = convBn(x, 3, 32, 3, 2, 'relu6');
     let cin = 32;
     // expansion t, channels c, repeats, first stride s (the MobileNetV2 paper's table 2)
-    for (const [t, c, reps, s] of [[1, 16, 1, 1], [6, 24, 2, 2], [6, 32, 3, 2], [6, 64, 4, 2], [6, 96, 3, 1], [6, 160, 3, 2], [6, 320, 1, 1]]) {
+    for (const [t, c, reps, s] of [
+      [1, 16, 1, 1],
+      [6, 24, 2, 2],
+      [6, 32, 3, 2],
+      [6, 64, 4, 2],
+      [6, 96, 3, 1],
+      [6, 160, 3, 2],
+      [6, 320, 1, 1],
+    ]) {
       for (let i = 0; i < reps; i++) {
         const stride = i === 0 ? s : 1;
         const hidden = cin * t;
@@ -106,9 +122,19 @@ try {
   await mods.onnx.saveModel(model, fp32);
   const r = seededRandom(7);
   const count = 32;
-  const calibration = { count, inputs: { input: { dtype: DataType.FLOAT, dims: [count, 3, 224, 224], data: Float32Array.from({ length: count * 3 * 224 * 224 }, () => r() * 2 - 1) } }, source: 'random', notes: [] };
+  const calibration = {
+    count,
+    inputs: { input: { dtype: DataType.FLOAT, dims: [count, 3, 224, 224], data: Float32Array.from({ length: count * 3 * 224 * 224 }, () => r() * 2 - 1) } },
+    source: 'random',
+    notes: [],
+  };
   const t0 = performance.now();
-  const { model: q, report } = await mods.quantize.quantizeInt8(model, { calibration, calibrationCount: count, batchSize: 8, ...(minConvReduction !== undefined ? { minConvReduction } : {}) });
+  const { model: q, report } = await mods.quantize.quantizeInt8(model, {
+    calibration,
+    calibrationCount: count,
+    batchSize: 8,
+    ...(minConvReduction !== undefined ? { minConvReduction } : {}),
+  });
   console.log(`quantized in ${((performance.now() - t0) / 1000).toFixed(1)} s: ${JSON.stringify(report.qdq.byOpType)}`);
   console.log(`left float: ${report.qdq.skipped.map((s) => `${s.node} (${s.reason})`).join('; ') || 'none'}`);
   console.log(`model: ${arch}, ${model.graph.nodes.length} nodes`);
@@ -120,7 +146,9 @@ try {
   for (const [i, bs] of [1, 4].entries()) {
     const [base, cand] = result.models.map((m) => m.latency[i]);
     const s = cand.speedup;
-    console.log(`batch ${bs}: FP32 ${base.stats.p50.toFixed(2)} ms, INT8 ${cand.stats.p50.toFixed(2)} ms, speed-up ${s.estimate.toFixed(2)}x [${s.low.toFixed(2)}, ${s.high.toFixed(2)}]`);
+    console.log(
+      `batch ${bs}: FP32 ${base.stats.p50.toFixed(2)} ms, INT8 ${cand.stats.p50.toFixed(2)} ms, speed-up ${s.estimate.toFixed(2)}x [${s.low.toFixed(2)}, ${s.high.toFixed(2)}]`,
+    );
   }
 } finally {
   rmSync(dir, { recursive: true, force: true });

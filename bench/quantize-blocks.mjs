@@ -60,9 +60,25 @@ const floats = (n, scale, offset = 0) => Float32Array.from({ length: n }, () => 
 
 function unet() {
   const b = new GraphBuilder({ opset: 17 });
-  const w = (name, dims, scale) => b.initializer(name, DataType.FLOAT, dims, floats(dims.reduce((a, c) => a * c, 1), scale));
+  const w = (name, dims, scale) =>
+    b.initializer(
+      name,
+      DataType.FLOAT,
+      dims,
+      floats(
+        dims.reduce((a, c) => a * c, 1),
+        scale,
+      ),
+    );
   const conv = (x, name, cin, cout, k, stride) =>
-    b.node('Relu', [b.node('Conv', [x, w(`${name}.w`, [cout, cin, k, k], Math.sqrt(3 / (cin * k * k))), w(`${name}.b`, [cout], 0.1)], { pads: Array(4).fill((k - 1) / 2), strides: [stride, stride] }, { name })]);
+    b.node('Relu', [
+      b.node(
+        'Conv',
+        [x, w(`${name}.w`, [cout, cin, k, k], Math.sqrt(3 / (cin * k * k))), w(`${name}.b`, [cout], 0.1)],
+        { pads: Array(4).fill((k - 1) / 2), strides: [stride, stride] },
+        { name },
+      ),
+    ]);
   const x = b.input('input', DataType.FLOAT, ['N', 3, 64, 64]);
   const e = conv(x, 'enc1', 3, 32, 3, 1);
   const d = conv(conv(e, 'down', 32, 64, 3, 2), 'mid', 64, 64, 3, 1);
@@ -75,7 +91,17 @@ function unet() {
 function encoder() {
   const [T, D, F, H] = [16, 64, 256, 4];
   const b = new GraphBuilder({ opset: 17 });
-  const w = (name, dims, scale, offset = 0) => b.initializer(name, DataType.FLOAT, dims, floats(dims.reduce((a, c) => a * c, 1), scale, offset));
+  const w = (name, dims, scale, offset = 0) =>
+    b.initializer(
+      name,
+      DataType.FLOAT,
+      dims,
+      floats(
+        dims.reduce((a, c) => a * c, 1),
+        scale,
+        offset,
+      ),
+    );
   const c = (name, v) => b.initializer(name, DataType.FLOAT, [], Float32Array.of(v));
   const shape = (name, dims) => b.initializer(name, DataType.INT64, [dims.length], BigInt64Array.from(dims, BigInt));
   const linear = (x, name, k, n) => b.node('Add', [b.node('MatMul', [x, w(`${name}.w`, [k, n], Math.sqrt(3 / k))], {}, { name }), w(`${name}.b`, [n], 0.02)]);
@@ -83,7 +109,8 @@ function encoder() {
   for (let l = 0; l < 2; l++) {
     const p = `l${l}.`;
     const ln = b.node('LayerNormalization', [x, w(`${p}ln1.g`, [D], 0.1, 1), w(`${p}ln1.b`, [D], 0.1)], { axis: -1 });
-    const heads = (name, perm) => b.node('Transpose', [b.node('Reshape', [linear(ln, `${p}${name}`, D, D), shape(`${p}${name}.split`, [0, T, H, D / H])])], { perm });
+    const heads = (name, perm) =>
+      b.node('Transpose', [b.node('Reshape', [linear(ln, `${p}${name}`, D, D), shape(`${p}${name}.split`, [0, T, H, D / H])])], { perm });
     const q = heads('q', [0, 2, 1, 3]);
     const k = heads('k', [0, 2, 3, 1]);
     const v = heads('v', [0, 2, 1, 3]);
@@ -92,7 +119,10 @@ function encoder() {
     x = b.node('Add', [x, linear(mixed, `${p}o`, D, D)]);
     const ln2 = b.node('LayerNormalization', [x, w(`${p}ln2.g`, [D], 0.1, 1), w(`${p}ln2.b`, [D], 0.1)], { axis: -1 });
     const h = linear(ln2, `${p}fc1`, D, F);
-    const gelu = b.node('Mul', [b.node('Mul', [h, b.node('Add', [b.node('Erf', [b.node('Div', [h, c(`${p}sqrt2`, Math.SQRT2)])]), c(`${p}one`, 1)])]), c(`${p}half`, 0.5)]);
+    const gelu = b.node('Mul', [
+      b.node('Mul', [h, b.node('Add', [b.node('Erf', [b.node('Div', [h, c(`${p}sqrt2`, Math.SQRT2)])]), c(`${p}one`, 1)])]),
+      c(`${p}half`, 0.5),
+    ]);
     x = b.node('Add', [x, linear(gelu, `${p}fc2`, F, D)]);
   }
   const pooled = b.node('ReduceMean', [x], { axes: [1], keepdims: 0 });
@@ -103,9 +133,25 @@ function encoder() {
 
 function c2f() {
   const b = new GraphBuilder({ opset: 17 });
-  const w = (name, dims, scale) => b.initializer(name, DataType.FLOAT, dims, floats(dims.reduce((a, c) => a * c, 1), scale));
+  const w = (name, dims, scale) =>
+    b.initializer(
+      name,
+      DataType.FLOAT,
+      dims,
+      floats(
+        dims.reduce((a, c) => a * c, 1),
+        scale,
+      ),
+    );
   const conv = (x, name, cin, cout, k) =>
-    b.node('Relu', [b.node('Conv', [x, w(`${name}.w`, [cout, cin, k, k], Math.sqrt(3 / (cin * k * k))), w(`${name}.b`, [cout], 0.1)], { pads: Array(4).fill((k - 1) / 2) }, { name })]);
+    b.node('Relu', [
+      b.node(
+        'Conv',
+        [x, w(`${name}.w`, [cout, cin, k, k], Math.sqrt(3 / (cin * k * k))), w(`${name}.b`, [cout], 0.1)],
+        { pads: Array(4).fill((k - 1) / 2) },
+        { name },
+      ),
+    ]);
   const x = b.input('input', DataType.FLOAT, ['N', 3, 32, 32]);
   const h = conv(x, 'cv1', 3, 64, 3);
   const sizes = b.initializer('split.sizes', DataType.INT64, [2], BigInt64Array.of(32n, 32n));
@@ -118,13 +164,33 @@ function c2f() {
 
 function mnv3() {
   const b = new GraphBuilder({ opset: 17 });
-  const w = (name, dims, scale) => b.initializer(name, DataType.FLOAT, dims, floats(dims.reduce((a, c) => a * c, 1), scale));
+  const w = (name, dims, scale) =>
+    b.initializer(
+      name,
+      DataType.FLOAT,
+      dims,
+      floats(
+        dims.reduce((a, c) => a * c, 1),
+        scale,
+      ),
+    );
   const conv = (x, name, cin, cout, k, stride = 1, group = 1, act = true) => {
-    const y = b.node('Conv', [x, w(`${name}.w`, [cout, cin / group, k, k], Math.sqrt(3 / ((cin / group) * k * k))), w(`${name}.b`, [cout], 0.05)], { pads: Array(4).fill((k - 1) / 2), strides: [stride, stride], group }, { name });
+    const y = b.node(
+      'Conv',
+      [x, w(`${name}.w`, [cout, cin / group, k, k], Math.sqrt(3 / ((cin / group) * k * k))), w(`${name}.b`, [cout], 0.05)],
+      { pads: Array(4).fill((k - 1) / 2), strides: [stride, stride], group },
+      { name },
+    );
     return act ? b.node('HardSwish', [y], {}, { name: `${name}.hs` }) : y;
   };
   let x = conv(b.input('input', DataType.FLOAT, ['N', 3, 160, 160]), 'stem', 3, 16, 3, 2);
-  for (const [i, [cin, hidden, cout, stride]] of [[16, 64, 24, 2], [24, 72, 24, 1], [24, 96, 40, 2], [40, 240, 40, 1], [40, 240, 80, 2]].entries()) {
+  for (const [i, [cin, hidden, cout, stride]] of [
+    [16, 64, 24, 2],
+    [24, 72, 24, 1],
+    [24, 96, 40, 2],
+    [40, 240, 40, 1],
+    [40, 240, 80, 2],
+  ].entries()) {
     let h = conv(x, `b${i}.expand`, cin, hidden, 1);
     h = conv(h, `b${i}.dw`, hidden, hidden, 3, stride, hidden);
     h = conv(h, `b${i}.project`, hidden, cout, 1, 1, 1, false);
@@ -137,17 +203,39 @@ function mnv3() {
 
 function effnet() {
   const b = new GraphBuilder({ opset: 17 });
-  const w = (name, dims, scale) => b.initializer(name, DataType.FLOAT, dims, floats(dims.reduce((a, c) => a * c, 1), scale));
+  const w = (name, dims, scale) =>
+    b.initializer(
+      name,
+      DataType.FLOAT,
+      dims,
+      floats(
+        dims.reduce((a, c) => a * c, 1),
+        scale,
+      ),
+    );
   const silu = (y, name) => b.node('Mul', [y, b.node('Sigmoid', [y], {}, { name: `${name}.sigmoid` })], {}, { name: `${name}.silu` });
   const conv = (x, name, cin, cout, k, stride = 1, group = 1, act = true) => {
-    const y = b.node('Conv', [x, w(`${name}.w`, [cout, cin / group, k, k], Math.sqrt(3 / ((cin / group) * k * k))), w(`${name}.b`, [cout], 0.05)], { pads: Array(4).fill((k - 1) / 2), strides: [stride, stride], group }, { name });
+    const y = b.node(
+      'Conv',
+      [x, w(`${name}.w`, [cout, cin / group, k, k], Math.sqrt(3 / ((cin / group) * k * k))), w(`${name}.b`, [cout], 0.05)],
+      { pads: Array(4).fill((k - 1) / 2), strides: [stride, stride], group },
+      { name },
+    );
     return act ? silu(y, name) : y;
   };
   let x = conv(b.input('input', DataType.FLOAT, ['N', 3, 160, 160]), 'stem', 3, 32, 3, 2);
-  for (const [i, [cin, hidden, cout, stride]] of [[32, 96, 24, 2], [24, 144, 24, 1], [24, 144, 40, 2], [40, 240, 40, 1], [40, 240, 80, 2]].entries()) {
+  for (const [i, [cin, hidden, cout, stride]] of [
+    [32, 96, 24, 2],
+    [24, 144, 24, 1],
+    [24, 144, 40, 2],
+    [40, 240, 40, 1],
+    [40, 240, 80, 2],
+  ].entries()) {
     let h = conv(conv(x, `b${i}.expand`, cin, hidden, 1), `b${i}.dw`, hidden, hidden, 3, stride, hidden);
     const squeeze = Math.max(8, cin / 4);
-    const gate = b.node('Sigmoid', [conv(conv(b.node('GlobalAveragePool', [h]), `b${i}.se1`, hidden, squeeze, 1), `b${i}.se2`, squeeze, hidden, 1, 1, 1, false)]);
+    const gate = b.node('Sigmoid', [
+      conv(conv(b.node('GlobalAveragePool', [h]), `b${i}.se1`, hidden, squeeze, 1), `b${i}.se2`, squeeze, hidden, 1, 1, 1, false),
+    ]);
     h = conv(b.node('Mul', [h, gate], {}, { name: `b${i}.se` }), `b${i}.project`, hidden, cout, 1, 1, 1, false);
     x = stride === 1 && cin === cout ? b.node('Add', [h, x], {}, { name: `b${i}.add` }) : h;
   }
@@ -158,28 +246,71 @@ function effnet() {
 
 function keras() {
   const b = new GraphBuilder({ opset: 13 });
-  const w = (name, dims, scale, offset = 0) => b.initializer(name, DataType.FLOAT, dims, floats(dims.reduce((a, c) => a * c, 1), scale, offset));
+  const w = (name, dims, scale, offset = 0) =>
+    b.initializer(
+      name,
+      DataType.FLOAT,
+      dims,
+      floats(
+        dims.reduce((a, c) => a * c, 1),
+        scale,
+        offset,
+      ),
+    );
   let id = 0;
   const conv = (x, cin, cout, k, stride, group, act) => {
     const n = `conv${id++}`;
     let pad = (k - 1) / 2;
     if (stride === 2 && k === 3) {
-      x = b.node('Pad', [x, b.initializer(`${n}.pads`, DataType.INT64, [8], BigInt64Array.of(0n, 0n, 0n, 0n, 0n, 0n, 1n, 1n))], { mode: 'constant' }, { name: `${n}.zero_pad` });
+      x = b.node(
+        'Pad',
+        [x, b.initializer(`${n}.pads`, DataType.INT64, [8], BigInt64Array.of(0n, 0n, 0n, 0n, 0n, 0n, 1n, 1n))],
+        { mode: 'constant' },
+        { name: `${n}.zero_pad` },
+      );
       pad = 0;
     }
-    const c = b.node('Conv', [x, w(`${n}.w`, [cout, cin / group, k, k], Math.sqrt(6 / ((k * k * cin) / group)))], { kernel_shape: [k, k], strides: [stride, stride], pads: [pad, pad, pad, pad], group }, { name: n });
-    const bn = b.node('Add', [b.node('Mul', [c, w(`${n}.bn_scale`, [cout, 1, 1], 0.2, 1)], {}, { name: `${n}.bn_mul` }), w(`${n}.bn_shift`, [cout, 1, 1], 0.1)], {}, { name: `${n}.bn_add` });
-    return act ? b.node('Clip', [bn, b.initializer(`${n}.lo`, DataType.FLOAT, [], Float32Array.of(0)), b.initializer(`${n}.hi`, DataType.FLOAT, [], Float32Array.of(6))], {}, { name: `${n}.relu6` }) : bn;
+    const c = b.node(
+      'Conv',
+      [x, w(`${n}.w`, [cout, cin / group, k, k], Math.sqrt(6 / ((k * k * cin) / group)))],
+      { kernel_shape: [k, k], strides: [stride, stride], pads: [pad, pad, pad, pad], group },
+      { name: n },
+    );
+    const bn = b.node(
+      'Add',
+      [b.node('Mul', [c, w(`${n}.bn_scale`, [cout, 1, 1], 0.2, 1)], {}, { name: `${n}.bn_mul` }), w(`${n}.bn_shift`, [cout, 1, 1], 0.1)],
+      {},
+      { name: `${n}.bn_add` },
+    );
+    return act
+      ? b.node(
+          'Clip',
+          [bn, b.initializer(`${n}.lo`, DataType.FLOAT, [], Float32Array.of(0)), b.initializer(`${n}.hi`, DataType.FLOAT, [], Float32Array.of(6))],
+          {},
+          { name: `${n}.relu6` },
+        )
+      : bn;
   };
   const input = b.input('input', DataType.FLOAT, ['N', 64, 64, 3]);
   let x = conv(b.node('Transpose', [input], { perm: [0, 3, 1, 2] }, { name: 'to_nchw' }), 3, 32, 3, 2, 1, true);
-  for (const [cin, cout, stride] of [[32, 32, 1], [32, 48, 2], [48, 48, 1], [48, 64, 2], [64, 64, 1]]) {
+  for (const [cin, cout, stride] of [
+    [32, 32, 1],
+    [32, 48, 2],
+    [48, 48, 1],
+    [48, 64, 2],
+    [64, 64, 1],
+  ]) {
     const e = conv(x, cin, cin * 4, 1, 1, 1, true);
     const h = conv(conv(e, cin * 4, cin * 4, 3, stride, cin * 4, true), cin * 4, cout, 1, 1, 1, false);
     x = cin === cout && stride === 1 ? b.node('Add', [x, h], {}, { name: `add${id}` }) : h;
   }
   x = b.node('ReduceMean', [conv(x, 64, 256, 1, 1, 1, true)], { axes: [2, 3], keepdims: 0 }, { name: 'pool' });
-  const dense = b.node('Add', [b.node('MatMul', [x, w('dense.w', [256, 10], 0.1)], {}, { name: 'dense' }), w('dense.b', [10], 0.1)], {}, { name: 'dense.bias' });
+  const dense = b.node(
+    'Add',
+    [b.node('MatMul', [x, w('dense.w', [256, 10], 0.1)], {}, { name: 'dense' }), w('dense.b', [10], 0.1)],
+    {},
+    { name: 'dense.bias' },
+  );
   b.output(b.node('Softmax', [dense], { axis: -1 }, { name: 'softmax' }), DataType.FLOAT, ['N', 10]);
   return { model: b.build(), dims: [64, 64, 3] };
 }
@@ -187,18 +318,43 @@ function keras() {
 function densenet() {
   const stem = Number(process.argv[4] ?? 32);
   const b = new GraphBuilder({ opset: 13 });
-  const w = (name, dims, scale, offset = 0) => b.initializer(name, DataType.FLOAT, dims, floats(dims.reduce((a, c) => a * c, 1), scale, offset));
+  const w = (name, dims, scale, offset = 0) =>
+    b.initializer(
+      name,
+      DataType.FLOAT,
+      dims,
+      floats(
+        dims.reduce((a, c) => a * c, 1),
+        scale,
+        offset,
+      ),
+    );
   let id = 0;
   const bn = (x, c) => {
     const n = `bn${id++}`;
-    return b.node('BatchNormalization', [x, w(`${n}.g`, [c], 0.2, 1), w(`${n}.b`, [c], 0.2), w(`${n}.m`, [c], 0.1), w(`${n}.v`, [c], 0.2, 1)], { epsilon: 1e-5 }, { name: n });
+    return b.node(
+      'BatchNormalization',
+      [x, w(`${n}.g`, [c], 0.2, 1), w(`${n}.b`, [c], 0.2), w(`${n}.m`, [c], 0.1), w(`${n}.v`, [c], 0.2, 1)],
+      { epsilon: 1e-5 },
+      { name: n },
+    );
   };
   const conv = (x, cin, cout, k, stride = 1) => {
     const n = `conv${id++}`;
-    return b.node('Conv', [x, w(`${n}.w`, [cout, cin, k, k], Math.sqrt(6 / (k * k * cin)))], { kernel_shape: [k, k], strides: [stride, stride], pads: Array(4).fill((k - 1) / 2) }, { name: n });
+    return b.node(
+      'Conv',
+      [x, w(`${n}.w`, [cout, cin, k, k], Math.sqrt(6 / (k * k * cin)))],
+      { kernel_shape: [k, k], strides: [stride, stride], pads: Array(4).fill((k - 1) / 2) },
+      { name: n },
+    );
   };
   const relu = (x) => b.node('Relu', [x], {}, { name: `relu${id++}` });
-  let h = b.node('MaxPool', [relu(bn(conv(b.input('input', DataType.FLOAT, ['N', 3, 64, 64]), 3, stem, 3, 2), stem))], { kernel_shape: [2, 2], strides: [2, 2] }, { name: 'pool0' });
+  let h = b.node(
+    'MaxPool',
+    [relu(bn(conv(b.input('input', DataType.FLOAT, ['N', 3, 64, 64]), 3, stem, 3, 2), stem))],
+    { kernel_shape: [2, 2], strides: [2, 2] },
+    { name: 'pool0' },
+  );
   let c = stem;
   for (let block = 0; block < 2; block++) {
     for (let l = 0; l < 4; l++) {
@@ -218,11 +374,25 @@ function densenet() {
 
 function resnext() {
   const b = new GraphBuilder({ opset: 13 });
-  const w = (name, dims, scale) => b.initializer(name, DataType.FLOAT, dims, floats(dims.reduce((a, c) => a * c, 1), scale));
+  const w = (name, dims, scale) =>
+    b.initializer(
+      name,
+      DataType.FLOAT,
+      dims,
+      floats(
+        dims.reduce((a, c) => a * c, 1),
+        scale,
+      ),
+    );
   let id = 0;
   const conv = (x, cin, cout, k, group, relu) => {
     const n = `conv${id++}`;
-    const c = b.node('Conv', [x, w(`${n}.w`, [cout, cin / group, k, k], Math.sqrt(6 / ((k * k * cin) / group))), w(`${n}.b`, [cout], 0.1)], { kernel_shape: [k, k], pads: Array(4).fill((k - 1) / 2), group }, { name: n });
+    const c = b.node(
+      'Conv',
+      [x, w(`${n}.w`, [cout, cin / group, k, k], Math.sqrt(6 / ((k * k * cin) / group))), w(`${n}.b`, [cout], 0.1)],
+      { kernel_shape: [k, k], pads: Array(4).fill((k - 1) / 2), group },
+      { name: n },
+    );
     return relu ? b.node('Relu', [c], {}, { name: `${n}.relu` }) : c;
   };
   let x = b.input('input', DataType.FLOAT, ['N', 64, 28, 28]);
@@ -236,16 +406,35 @@ function resnext() {
 
 function detector() {
   const b = new GraphBuilder({ opset: 17 });
-  const w = (name, dims, scale) => b.initializer(name, DataType.FLOAT, dims, floats(dims.reduce((a, c) => a * c, 1), scale));
+  const w = (name, dims, scale) =>
+    b.initializer(
+      name,
+      DataType.FLOAT,
+      dims,
+      floats(
+        dims.reduce((a, c) => a * c, 1),
+        scale,
+      ),
+    );
   let id = 0;
   const conv = (x, cin, cout, k, stride, silu) => {
     const n = `conv${id++}`;
-    const c = b.node('Conv', [x, w(`${n}.w`, [cout, cin, k, k], Math.sqrt(6 / (k * k * cin))), w(`${n}.b`, [cout], 0.1)], { kernel_shape: [k, k], strides: [stride, stride], pads: Array(4).fill((k - 1) / 2) }, { name: n });
+    const c = b.node(
+      'Conv',
+      [x, w(`${n}.w`, [cout, cin, k, k], Math.sqrt(6 / (k * k * cin))), w(`${n}.b`, [cout], 0.1)],
+      { kernel_shape: [k, k], strides: [stride, stride], pads: Array(4).fill((k - 1) / 2) },
+      { name: n },
+    );
     return silu ? b.node('Mul', [c, b.node('Sigmoid', [c], {}, { name: `${n}.sigmoid` })], {}, { name: `${n}.silu` }) : c;
   };
   const h = conv(conv(conv(b.input('input', DataType.FLOAT, ['N', 3, 64, 64]), 3, 16, 3, 2, true), 16, 32, 3, 2, true), 32, 32, 3, 2, true);
   const flat = (x, c, name) => b.node('Reshape', [x, b.initializer(`${name}.shape`, DataType.INT64, [3], BigInt64Array.of(0n, BigInt(c), 64n))], {}, { name });
-  const boxes = b.node('Mul', [flat(conv(conv(h, 32, 32, 3, 1, true), 32, 4, 1, 1, false), 4, 'box.flat'), b.initializer('stride', DataType.FLOAT, [], Float32Array.of(8))], {}, { name: 'box.pixels' });
+  const boxes = b.node(
+    'Mul',
+    [flat(conv(conv(h, 32, 32, 3, 1, true), 32, 4, 1, 1, false), 4, 'box.flat'), b.initializer('stride', DataType.FLOAT, [], Float32Array.of(8))],
+    {},
+    { name: 'box.pixels' },
+  );
   const scores = flat(b.node('Sigmoid', [conv(conv(h, 32, 32, 3, 1, true), 32, 10, 1, 1, false)], {}, { name: 'cls.sigmoid' }), 10, 'cls.flat');
   b.output(b.node('Concat', [boxes, scores], { axis: 1 }, { name: 'output_concat' }), DataType.FLOAT, ['N', 14, 64]);
   return { model: b.build(), dims: [3, 64, 64] };
@@ -254,9 +443,30 @@ function detector() {
 function stem16() {
   const [out, side] = [Number(process.argv[4] ?? 16), Number(process.argv[5] ?? 224)];
   const b = new GraphBuilder({ opset: 13 });
-  const w = (name, dims, scale) => b.initializer(name, DataType.FLOAT, dims, floats(dims.reduce((a, c) => a * c, 1), scale));
+  const w = (name, dims, scale) =>
+    b.initializer(
+      name,
+      DataType.FLOAT,
+      dims,
+      floats(
+        dims.reduce((a, c) => a * c, 1),
+        scale,
+      ),
+    );
   const conv = (x, cin, cout, name) =>
-    b.node('Relu', [b.node('Conv', [x, w(`${name}.w`, [cout, cin, 3, 3], Math.sqrt(6 / (9 * cin))), w(`${name}.b`, [cout], 0.1)], { kernel_shape: [3, 3], strides: [2, 2], pads: [1, 1, 1, 1] }, { name })], {}, { name: `${name}.relu` });
+    b.node(
+      'Relu',
+      [
+        b.node(
+          'Conv',
+          [x, w(`${name}.w`, [cout, cin, 3, 3], Math.sqrt(6 / (9 * cin))), w(`${name}.b`, [cout], 0.1)],
+          { kernel_shape: [3, 3], strides: [2, 2], pads: [1, 1, 1, 1] },
+          { name },
+        ),
+      ],
+      {},
+      { name: `${name}.relu` },
+    );
   const h = conv(conv(conv(b.input('input', DataType.FLOAT, ['N', 3, side, side]), 3, out, 'stem'), out, 64, 'c1'), 64, 64, 'c2');
   const flat = b.node('Flatten', [b.node('GlobalAveragePool', [h], {}, { name: 'gap' })], { axis: 1 }, { name: 'flat' });
   b.output(b.node('Gemm', [flat, w('fc.w', [10, 64], 0.1), w('fc.b', [10], 0.1)], { transB: 1 }, { name: 'fc' }), DataType.FLOAT, ['N', 10]);
@@ -266,9 +476,30 @@ function stem16() {
 function grouped() {
   const group = Number(process.argv[4] ?? 32);
   const b = new GraphBuilder({ opset: 13 });
-  const w = (name, dims, scale) => b.initializer(name, DataType.FLOAT, dims, floats(dims.reduce((a, c) => a * c, 1), scale));
+  const w = (name, dims, scale) =>
+    b.initializer(
+      name,
+      DataType.FLOAT,
+      dims,
+      floats(
+        dims.reduce((a, c) => a * c, 1),
+        scale,
+      ),
+    );
   const conv = (x, g, k, name) =>
-    b.node('Relu', [b.node('Conv', [x, w(`${name}.w`, [128, 128 / g, k, k], Math.sqrt(6 / ((k * k * 128) / g))), w(`${name}.b`, [128], 0.1)], { kernel_shape: [k, k], pads: Array(4).fill((k - 1) / 2), group: g }, { name })], {}, { name: `${name}.relu` });
+    b.node(
+      'Relu',
+      [
+        b.node(
+          'Conv',
+          [x, w(`${name}.w`, [128, 128 / g, k, k], Math.sqrt(6 / ((k * k * 128) / g))), w(`${name}.b`, [128], 0.1)],
+          { kernel_shape: [k, k], pads: Array(4).fill((k - 1) / 2), group: g },
+          { name },
+        ),
+      ],
+      {},
+      { name: `${name}.relu` },
+    );
   const h = conv(conv(b.input('input', DataType.FLOAT, ['N', 128, 28, 28]), 1, 1, 'pw1'), group, 3, 'grouped');
   b.output(b.node('Conv', [h, w('pw2.w', [128, 128, 1, 1], 0.15)], { kernel_shape: [1, 1] }, { name: 'pw2' }), DataType.FLOAT, ['N', 128, 28, 28]);
   return { model: b.build(), dims: [128, 28, 28] };
@@ -276,11 +507,25 @@ function grouped() {
 
 function resnet20() {
   const b = new GraphBuilder({ opset: 13 });
-  const w = (name, dims, scale) => b.initializer(name, DataType.FLOAT, dims, floats(dims.reduce((a, c) => a * c, 1), scale));
+  const w = (name, dims, scale) =>
+    b.initializer(
+      name,
+      DataType.FLOAT,
+      dims,
+      floats(
+        dims.reduce((a, c) => a * c, 1),
+        scale,
+      ),
+    );
   let id = 0;
   const conv = (x, cin, cout, k, stride, relu) => {
     const n = `conv${id++}`;
-    const c = b.node('Conv', [x, w(`${n}.w`, [cout, cin, k, k], Math.sqrt(3 / (k * k * cin))), w(`${n}.b`, [cout], 0.05)], { kernel_shape: [k, k], strides: [stride, stride], pads: Array(4).fill((k - 1) / 2) }, { name: n });
+    const c = b.node(
+      'Conv',
+      [x, w(`${n}.w`, [cout, cin, k, k], Math.sqrt(3 / (k * k * cin))), w(`${n}.b`, [cout], 0.05)],
+      { kernel_shape: [k, k], strides: [stride, stride], pads: Array(4).fill((k - 1) / 2) },
+      { name: n },
+    );
     return relu ? b.node('Relu', [c], {}, { name: `${n}.relu` }) : c;
   };
   let x = conv(b.input('input', DataType.FLOAT, ['N', 3, 32, 32]), 3, 16, 3, 1, true);
@@ -303,16 +548,35 @@ function resnet20() {
 function yolo() {
   const side = Number(process.argv[4] ?? 320);
   const b = new GraphBuilder({ opset: 17 });
-  const w = (name, dims, scale) => b.initializer(name, DataType.FLOAT, dims, floats(dims.reduce((a, c) => a * c, 1), scale));
+  const w = (name, dims, scale) =>
+    b.initializer(
+      name,
+      DataType.FLOAT,
+      dims,
+      floats(
+        dims.reduce((a, c) => a * c, 1),
+        scale,
+      ),
+    );
   let id = 0;
   const conv = (x, cin, cout, k, stride = 1) => {
     const n = `conv${id++}`;
-    const c = b.node('Conv', [x, w(`${n}.w`, [cout, cin, k, k], Math.sqrt(3 / (k * k * cin))), w(`${n}.b`, [cout], 0.05)], { kernel_shape: [k, k], strides: [stride, stride], pads: Array(4).fill((k - 1) / 2) }, { name: n });
+    const c = b.node(
+      'Conv',
+      [x, w(`${n}.w`, [cout, cin, k, k], Math.sqrt(3 / (k * k * cin))), w(`${n}.b`, [cout], 0.05)],
+      { kernel_shape: [k, k], strides: [stride, stride], pads: Array(4).fill((k - 1) / 2) },
+      { name: n },
+    );
     return b.node('Mul', [c, b.node('Sigmoid', [c], {}, { name: `${n}.sig` })], {}, { name: `${n}.silu` });
   };
   const c2fBlock = (x, c, blocks) => {
     const half = c / 2;
-    const [a, rest] = b.node('Split', [conv(x, c, c, 1), b.initializer(`split${id}.sizes`, DataType.INT64, [2], BigInt64Array.of(BigInt(half), BigInt(half)))], { axis: 1 }, { name: `split${id++}`, outputs: 2 });
+    const [a, rest] = b.node(
+      'Split',
+      [conv(x, c, c, 1), b.initializer(`split${id}.sizes`, DataType.INT64, [2], BigInt64Array.of(BigInt(half), BigInt(half)))],
+      { axis: 1 },
+      { name: `split${id++}`, outputs: 2 },
+    );
     const parts = [a, rest];
     let y = rest;
     for (let i = 0; i < blocks; i++) {
@@ -343,7 +607,12 @@ if (!builders[arch]) {
 const { model, dims } = builders[arch]();
 const count = 16;
 const sample = dims.reduce((a, c) => a * c, 1);
-const calibration = { count, inputs: { input: { dtype: DataType.FLOAT, dims: [count, ...dims], data: floats(count * sample, 1) } }, source: 'random', notes: [] };
+const calibration = {
+  count,
+  inputs: { input: { dtype: DataType.FLOAT, dims: [count, ...dims], data: floats(count * sample, 1) } },
+  source: 'random',
+  notes: [],
+};
 const variants = { 'fp32.onnx': model };
 if (arch === 'unet' || arch === 'c2f') {
   const excluded = arch === 'unet' ? 'ConvTranspose' : 'Split';
@@ -356,10 +625,13 @@ if (arch === 'unet' || arch === 'c2f') {
 } else if (arch !== 'encoder') {
   const { model: q, report } = await quantizeInt8(model, { calibration });
   const pre = report.preprocess;
-  console.log(`pre-processing: ${pre.padsFolded.length} Pad, ${pre.affineFolded.length} Mul/Add, ${pre.batchNormsFolded.length} BN folded; ${pre.batchNormsToConv.length} BN -> depthwise Conv; ${pre.reduceMeansToPool.length} ReduceMean -> GAP; ${pre.matMulAddFused.length} MatMul + Add -> Gemm`);
+  console.log(
+    `pre-processing: ${pre.padsFolded.length} Pad, ${pre.affineFolded.length} Mul/Add, ${pre.batchNormsFolded.length} BN folded; ${pre.batchNormsToConv.length} BN -> depthwise Conv; ${pre.reduceMeansToPool.length} ReduceMean -> GAP; ${pre.matMulAddFused.length} MatMul + Add -> Gemm`,
+  );
   console.log(`left float: ${report.qdq.skipped.map((k) => `${k.node} (${k.reason.slice(0, 60)})`).join('; ') || 'none'}`);
   variants['int8.onnx'] = q;
-  if (arch === 'resnext' || arch === 'stem16' || arch === 'grouped') variants['int8-rules-off.onnx'] = (await quantizeInt8(model, { calibration, minConvReduction: 0 })).model;
+  if (arch === 'resnext' || arch === 'stem16' || arch === 'grouped')
+    variants['int8-rules-off.onnx'] = (await quantizeInt8(model, { calibration, minConvReduction: 0 })).model;
   console.log(`layout anchors: ${report.qdq.layoutAnchors.map((a) => `${a.tensor} for ${a.enables.join(', ')}`).join('; ') || 'none'}`);
   if (report.qdq.layoutAnchors.length > 0) {
     variants['int8-no-anchors.onnx'] = (await quantizeInt8(model, { calibration, layoutAnchors: false })).model;
@@ -371,11 +643,15 @@ if (arch === 'unet' || arch === 'c2f') {
   variants['int8-dynamic.onnx'] = quantizeDynamic(model).model;
 }
 
-const outputs = await compareVariants(variants, { input: { dtype: DataType.FLOAT, dims: [count, ...dims], data: calibration.inputs.input.data } }, {
-  iterations,
-  batchSizes: [1],
-  title: `${arch}: batch 1, 1 thread, ${iterations} interleaved runs per model`,
-});
+const outputs = await compareVariants(
+  variants,
+  { input: { dtype: DataType.FLOAT, dims: [count, ...dims], data: calibration.inputs.input.data } },
+  {
+    iterations,
+    batchSizes: [1],
+    title: `${arch}: batch 1, 1 thread, ${iterations} interleaved runs per model`,
+  },
+);
 if (arch === 'detector') {
   // Class scores: channels 4..13 of every sample's [14, 64] output.
   const [ref, got] = [outputs['fp32.onnx'], outputs['int8.onnx']];

@@ -41,10 +41,14 @@ async function main() {
   const { label } = await exampleModel(mods);
   const runs = [n, 10 * n].map((count) => JSON.parse(execFileSync(process.execPath, [self, '--child', String(count), method], { encoding: 'utf8' })));
   const mib = (b) => (b / 1024 / 1024).toFixed(1);
-  console.log(`model: ${label}; method ${method}; batch ${BATCH}; 1 thread; ${runs[0].tensors} tensors calibrated (the INT8 plan's declaration), histograms on`);
+  console.log(
+    `model: ${label}; method ${method}; batch ${BATCH}; 1 thread; ${runs[0].tensors} tensors calibrated (the INT8 plan's declaration), histograms on`,
+  );
   console.log('samples  peak RSS (MiB)  calibration (s)  plain onnxruntime (s)  calibration / plain');
   for (const r of runs) {
-    console.log(`${String(r.count).padStart(7)}  ${mib(r.peak).padStart(14)}  ${r.calibSeconds.toFixed(2).padStart(15)}  ${r.plainSeconds.toFixed(2).padStart(21)}  ${(r.calibSeconds / r.plainSeconds).toFixed(2).padStart(19)}`);
+    console.log(
+      `${String(r.count).padStart(7)}  ${mib(r.peak).padStart(14)}  ${r.calibSeconds.toFixed(2).padStart(15)}  ${r.plainSeconds.toFixed(2).padStart(21)}  ${(r.calibSeconds / r.plainSeconds).toFixed(2).padStart(19)}`,
+    );
   }
   const growth = (runs[1].peak - runs[0].peak) / runs[0].peak;
   console.log(`peak RSS growth for 10x samples: ${(growth * 100).toFixed(1)}% (target < 10%) -> ${growth < 0.1 ? 'PASS' : 'FAIL'}`);

@@ -28,7 +28,12 @@ export function exampleArchitecture(ir, seed = 1) {
     const w = b.initializer(`${name}.weight`, DataType.FLOAT, [cout, cin, 3, 3], floats(cout * cin * 9, Math.sqrt(6 / (9 * cin))));
     const conv = b.node('Conv', [inp, w], { kernel_shape: [3, 3], pads: [1, 1, 1, 1] }, { name: `${name}.conv` });
     const p = (k, s, o) => b.initializer(`${name}.bn.${k}`, DataType.FLOAT, [cout], floats(cout, s, o));
-    const bn = b.node('BatchNormalization', [conv, p('scale', 0.2, 1), p('bias', 0.1), p('mean', 0.1), p('var', 0.2, 1)], { epsilon: 1e-5 }, { name: `${name}.bn` });
+    const bn = b.node(
+      'BatchNormalization',
+      [conv, p('scale', 0.2, 1), p('bias', 0.1), p('mean', 0.1), p('var', 0.2, 1)],
+      { epsilon: 1e-5 },
+      { name: `${name}.bn` },
+    );
     return relu ? b.node('Relu', [bn], {}, { name: `${name}.relu` }) : bn;
   };
   x = convBn(x, 1, 32, 'stem', true);
@@ -58,7 +63,11 @@ export async function exampleModel(mods) {
   const model = new URL('../fixtures/fashion-cnn.onnx', import.meta.url);
   const calib = new URL('../fixtures/fashion-calib.npz', import.meta.url);
   if (existsSync(model)) {
-    return { label: 'fixtures/fashion-cnn.onnx', model: await mods.onnx.loadModel(model.pathname), calibration: existsSync(calib) ? calib.pathname : undefined };
+    return {
+      label: 'fixtures/fashion-cnn.onnx',
+      model: await mods.onnx.loadModel(model.pathname),
+      calibration: existsSync(calib) ? calib.pathname : undefined,
+    };
   }
   return { label: 'example architecture, random weights (fixtures/fashion-cnn.onnx not built)', model: exampleArchitecture(mods.ir) };
 }
@@ -100,13 +109,22 @@ export async function compareVariants(variants, feeds, { iterations, batchSizes,
       await runner.release();
     }
     const names = Object.keys(variants);
-    const result = await benchmark({ baseline: join(dir, names[0]), candidates: names.slice(1).map((n) => join(dir, n)), batchSizes, threads: 1, iterations, measureMemory: false });
+    const result = await benchmark({
+      baseline: join(dir, names[0]),
+      candidates: names.slice(1).map((n) => join(dir, n)),
+      batchSizes,
+      threads: 1,
+      iterations,
+      measureMemory: false,
+    });
     console.log(title);
     for (const m of result.models) {
       const point = m.latency[0];
       const s = point.speedup;
       const sq = m.role === 'baseline' ? '' : `, SQNR ${agreement(outputs[names[0]], outputs[m.label]).sqnrDb.toFixed(1)} dB`;
-      console.log(`  ${m.label.padEnd(34)} ${point.stats.p50.toFixed(3)} ms p50, ${(m.file.sizeBytes / 1024).toFixed(0)} KiB${s ? `, ${s.estimate.toFixed(2)}x [${s.low.toFixed(2)}, ${s.high.toFixed(2)}]` : ''}${sq}`);
+      console.log(
+        `  ${m.label.padEnd(34)} ${point.stats.p50.toFixed(3)} ms p50, ${(m.file.sizeBytes / 1024).toFixed(0)} KiB${s ? `, ${s.estimate.toFixed(2)}x [${s.low.toFixed(2)}, ${s.high.toFixed(2)}]` : ''}${sq}`,
+      );
     }
     return outputs;
   } finally {

@@ -59,7 +59,16 @@ await phase('build FP32 (streamed to external data)', () => {
       for (let done = 0; done < bytes.byteLength; ) done += writeSync(fd, bytes, done, bytes.byteLength - done, offset + done);
       const t = new Tensor(`w${i}`, DataType.FLOAT, [dim, dim]);
       const length = bytes.byteLength;
-      t.external = { location, offset, length, entries: [{ key: 'location', value: location }, { key: 'offset', value: String(offset) }, { key: 'length', value: String(length) }] };
+      t.external = {
+        location,
+        offset,
+        length,
+        entries: [
+          { key: 'location', value: location },
+          { key: 'offset', value: String(offset) },
+          { key: 'length', value: String(length) },
+        ],
+      };
       offset += length;
       const wv = b.graph.addInitializer(t);
       h = b.node('MatMul', [h, wv], {}, { name: `fc${i}` });

@@ -26,7 +26,14 @@ function stemNet(side, cin, k, stride, seed) {
   const x = b.input('input', DataType.FLOAT, ['N', cin, side, side]);
   const w0 = b.initializer('stem.w', DataType.FLOAT, [32, cin, k, k], floats(32 * cin * k * k, Math.sqrt(6 / (cin * k * k))));
   const p = (k - 1) / 2;
-  const s = b.node('Relu', [b.node('Conv', [x, w0, b.initializer('stem.b', DataType.FLOAT, [32], floats(32, 0.1))], { pads: [p, p, p, p], strides: [stride, stride] }, { name: 'stem' })]);
+  const s = b.node('Relu', [
+    b.node(
+      'Conv',
+      [x, w0, b.initializer('stem.b', DataType.FLOAT, [32], floats(32, 0.1))],
+      { pads: [p, p, p, p], strides: [stride, stride] },
+      { name: 'stem' },
+    ),
+  ]);
   const w1 = b.initializer('conv1.w', DataType.FLOAT, [32, 32, 3, 3], floats(32 * 32 * 9, Math.sqrt(6 / 288)));
   const c = b.node('Relu', [b.node('Conv', [s, w1], { pads: [1, 1, 1, 1] }, { name: 'conv1' })]);
   const g = b.node('Flatten', [b.node('GlobalAveragePool', [c])], { axis: 1 });
@@ -54,14 +61,23 @@ const variants = (K) => ({
 const dir = mkdtempSync(join(tmpdir(), 'quantize-stems-'));
 try {
   console.log(`batch 1, 1 thread, ${iterations} timed runs per model; speed-up over FP32 [95% CI]`);
-  console.log(`${'stem'.padEnd(26)} ${Object.keys(variants(1)).map((v) => v.padEnd(22)).join(' ')} defaults pick`);
+  console.log(
+    `${'stem'.padEnd(26)} ${Object.keys(variants(1))
+      .map((v) => v.padEnd(22))
+      .join(' ')} defaults pick`,
+  );
   for (const [i, [side, cin, k, stride]] of configs.entries()) {
     const model = stemNet(side, cin, k, stride, 10 + i);
     const fp32 = join(dir, `fp32-${i}.onnx`);
     await mods.onnx.saveModel(model, fp32);
     const r = seededRandom(100 + i);
     const n = 32 * cin * side * side;
-    const calibration = { count: 32, inputs: { input: { dtype: DataType.FLOAT, dims: [32, cin, side, side], data: Float32Array.from({ length: n }, () => r() * 2 - 1) } }, source: 'random', notes: [] };
+    const calibration = {
+      count: 32,
+      inputs: { input: { dtype: DataType.FLOAT, dims: [32, cin, side, side], data: Float32Array.from({ length: n }, () => r() * 2 - 1) } },
+      source: 'random',
+      notes: [],
+    };
     const files = [];
     for (const [name, options] of Object.entries(variants(cin * k * k))) {
       const { model: q } = await mods.quantize.quantizeInt8(model, { calibration, calibrationCount: 32, ...options });

@@ -75,12 +75,15 @@ const opt = new Optimizer(optimizer);
 const outputName = student.graph.outputs[0].name;
 const wasm = await timeSteps(async (k) => {
   const b = batchAt(k);
-  const { value, grads } = tf.variableGrads(() => {
-    const r = graph.forward({ [inputName]: tf.tensor(Float32Array.from(b.x.data), b.x.dims) }, { training: true, fetch: [outputName] });
-    graph.applyUpdates(r.updates);
-    const labels = tf.tensor(Int32Array.from(b.y.data, Number), [batchSize], 'int32');
-    return distillationLoss(r.outputs[outputName], tf.tensor(teacherOut[k].data, teacherOut[k].dims), labels, loss).total;
-  }, params.map((p) => p.variable));
+  const { value, grads } = tf.variableGrads(
+    () => {
+      const r = graph.forward({ [inputName]: tf.tensor(Float32Array.from(b.x.data), b.x.dims) }, { training: true, fetch: [outputName] });
+      graph.applyUpdates(r.updates);
+      const labels = tf.tensor(Int32Array.from(b.y.data, Number), [batchSize], 'int32');
+      return distillationLoss(r.outputs[outputName], tf.tensor(teacherOut[k].data, teacherOut[k].dims), labels, loss).total;
+    },
+    params.map((p) => p.variable),
+  );
   opt.apply(params, new Map(params.map((p) => [p.name, grads[p.variable.name]])), lr);
   value.dataSync();
   tf.dispose([value, ...Object.values(grads)]);
@@ -92,7 +95,10 @@ const { OnnxTrainStep } = await import('../dist/train/onnx-training/session.js')
 const { HostOptimizer } = await import('../dist/train/onnx-training/host-optimizer.js');
 const probe = batchAt(0).x;
 const step = await OnnxTrainStep.create(student, {
-  loss, withLabels: true, withTeacher: true, threads: 1,
+  loss,
+  withLabels: true,
+  withTeacher: true,
+  threads: 1,
   probe: { [inputName]: { ...probe, dims: [2, ...probe.dims.slice(1)], data: probe.data.subarray(0, 2 * row) } },
 });
 const hostOpt = new HostOptimizer(optimizer);

@@ -122,9 +122,7 @@ export function describeModel(model: Model, file: string, fileBytes: number): In
     nodes,
     subgraphs: graphs.length - 1 - model.functions.length,
     functions: model.functions.length,
-    opTypes: [...histogram.entries()]
-      .map(([opType, count]) => ({ opType, count }))
-      .sort((a, b) => b.count - a.count || a.opType.localeCompare(b.opType)),
+    opTypes: [...histogram.entries()].map(([opType, count]) => ({ opType, count })).sort((a, b) => b.count - a.count || a.opType.localeCompare(b.opType)),
     parameters: {
       elements: byDtype.reduce((a, g) => a + g.elements, 0),
       bytes: byDtype.reduce((a, g) => a + g.bytes, 0),
@@ -156,10 +154,16 @@ function suggest(model: Model, ops: ReadonlyMap<string, number>, file: string): 
   const matmuls = count('MatMul', 'Gemm');
   // Without data, the check after int8-dynamic runs on random inputs and needs sizes for symbolic
   // non-batch dims (a sequence length): name them.
-  const symbolic = [...new Set(model.graph.inputs.filter((v) => !v.initializer).flatMap((v) => {
-    const shape = (v.type as { shape?: Dim[] } | undefined)?.shape ?? [];
-    return shape.slice(1).filter((d): d is string => typeof d === 'string' && d !== '');
-  }))];
+  const symbolic = [
+    ...new Set(
+      model.graph.inputs
+        .filter((v) => !v.initializer)
+        .flatMap((v) => {
+          const shape = (v.type as { shape?: Dim[] } | undefined)?.shape ?? [];
+          return shape.slice(1).filter((d): d is string => typeof d === 'string' && d !== '');
+        }),
+    ),
+  ];
   const shapeFlag = symbolic.length > 0 ? ` ${symbolic.map((d) => `--shape ${d}=D`).join(' ')}` : '';
   if (recurrent + transformer > 0) {
     const what = [recurrent ? `${recurrent} recurrent op(s)` : '', transformer ? 'transformer ops' : ''].filter(Boolean).join(' and ');
@@ -167,9 +171,13 @@ function suggest(model: Model, ops: ReadonlyMap<string, number>, file: string): 
   } else if (convs > 0) {
     const hard = count('HardSwish', 'HardSigmoid');
     if (hard > 0) {
-      out.push(`CNN with ${hard} HardSwish/HardSigmoid: static INT8 is usually slower on onnxruntime's CPU (they have no int8 form; fused for free in FP32); check with model-opt quantize ... --measure-speed`);
+      out.push(
+        `CNN with ${hard} HardSwish/HardSigmoid: static INT8 is usually slower on onnxruntime's CPU (they have no int8 form; fused for free in FP32); check with model-opt quantize ... --measure-speed`,
+      );
     } else {
-      out.push(`CNN (${convs} conv(s)): model-opt quantize ${file} -o out.onnx --calibration-data calib.npz --measure-speed (static INT8, 100 representative inputs; times it against FP32)`);
+      out.push(
+        `CNN (${convs} conv(s)): model-opt quantize ${file} -o out.onnx --calibration-data calib.npz --measure-speed (static INT8, 100 representative inputs; times it against FP32)`,
+      );
     }
     out.push(`a smaller dense model: model-opt prune ${file} -o slim.onnx --pattern channel --sparsity 0.3, then model-opt distill to recover accuracy`);
   } else if (matmuls > 0) {
@@ -178,7 +186,9 @@ function suggest(model: Model, ops: ReadonlyMap<string, number>, file: string): 
   const fixed = model.graph.fixedBatchInput();
   // A recurrent model's dim 0 is usually time (layout 0), not a batch.
   if (fixed && recurrent === 0) {
-    out.push(`batch dim fixed at ${fixed.size} (input '${fixed.input.name}'): model-opt batchify ${file} -o dynamic.onnx to batch requests or sweep batch sizes`);
+    out.push(
+      `batch dim fixed at ${fixed.size} (input '${fixed.input.name}'): model-opt batchify ${file} -o dynamic.onnx to batch requests or sweep batch sizes`,
+    );
   }
   return out;
 }

@@ -115,7 +115,20 @@ export async function distillWorkflow(options: DistillWorkflowOptions, events: D
   let train = await loadDataset(options.data, specs);
   if (options.maxSamples) train = take(train, options.maxSamples);
   const evalSet = options.evalData ? await loadDataset(options.evalData, specs) : undefined;
-  const { teacher: _t, student: _s, studentFromTeacherWidth: _w, labelsOnly, data: _d, evalData: _e, output: _o, maxSamples: _m, checkpoint, resumeFrom, benchmark: runBenchmark, ...settings } = options;
+  const {
+    teacher: _t,
+    student: _s,
+    studentFromTeacherWidth: _w,
+    labelsOnly,
+    data: _d,
+    evalData: _e,
+    output: _o,
+    maxSamples: _m,
+    checkpoint,
+    resumeFrom,
+    benchmark: runBenchmark,
+    ...settings
+  } = options;
   const result = await distill({
     ...settings,
     student,
@@ -134,7 +147,14 @@ export async function distillWorkflow(options: DistillWorkflowOptions, events: D
   if (runBenchmark !== false && options.teacher && !report.interrupted) {
     progress('benchmarking student against teacher (batch 1)');
     const { benchmark } = await import('../bench/index.js');
-    const bench = await benchmark({ baseline: options.teacher, candidates: [output], iterations: 100, warmup: 10, measureMemory: false, bootstrapResamples: 500 });
+    const bench = await benchmark({
+      baseline: options.teacher,
+      candidates: [output],
+      iterations: 100,
+      warmup: 10,
+      measureMemory: false,
+      bootstrapResamples: 500,
+    });
     const t = bench.models[0]!.latency[0]!;
     const s = bench.models[1]!.latency[0]!;
     latency = { teacherMs: t.stats.p50, studentMs: s.stats.p50, speedup: s.speedup?.estimate };

@@ -29,7 +29,11 @@ export async function loadModelData(model: Model, path: string, options: LoadDat
   if (feedback.length === 0) return loadDataset(path, specs, { maxSamples: options.maxSamples, constants: options.inputValues });
   const { fedBackInputs, withFeedback } = await import('../calibration/index.js');
   const fedBack = fedBackInputs(feedback);
-  let dataset = await loadDataset(path, specs.filter((s) => !fedBack.has(s.name)), { maxSamples: options.maxSamples, constants: options.inputValues });
+  let dataset = await loadDataset(
+    path,
+    specs.filter((s) => !fedBack.has(s.name)),
+    { maxSamples: options.maxSamples, constants: options.inputValues },
+  );
   if (options.maxSamples !== undefined) dataset = take(dataset, options.maxSamples);
   return withFeedback(model, dataset, feedback, {
     runner: options.runner,

@@ -56,12 +56,16 @@ export function loadRecipeSchema(): Record<string, unknown> {
 /** Check a parsed recipe: the schema, then the rules a schema cannot say (one key per candidate, at least one). */
 export function checkRecipe(value: unknown, file: string): Recipe {
   const errors = validate(loadRecipeSchema(), value);
-  if (errors.length > 0) throw new UsageError(`${file}: not a valid recipe (schema/recipe.schema.json): ${errors[0]}${errors.length > 1 ? ` (and ${errors.length - 1} more)` : ''}`);
+  if (errors.length > 0)
+    throw new UsageError(`${file}: not a valid recipe (schema/recipe.schema.json): ${errors[0]}${errors.length > 1 ? ` (and ${errors.length - 1} more)` : ''}`);
   const recipe = value as Recipe;
   if (recipe.candidates.length === 0) throw new UsageError(`${file}: $.candidates: the recipe lists no candidate`);
   recipe.candidates.forEach((c, i) => {
     const keys = Object.keys(c);
-    if (keys.length !== 1) throw new UsageError(`${file}: $.candidates[${i}]: a candidate has exactly one key (fp32 or quantize), got ${keys.length === 0 ? 'none' : keys.join(', ')}`);
+    if (keys.length !== 1)
+      throw new UsageError(
+        `${file}: $.candidates[${i}]: a candidate has exactly one key (fp32 or quantize), got ${keys.length === 0 ? 'none' : keys.join(', ')}`,
+      );
   });
   return recipe;
 }

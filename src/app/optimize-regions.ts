@@ -43,7 +43,9 @@ export function regionsOf(report: Pick<Int8Report, 'qdq'>): Region[] {
   const group = (rows: { node: string; opType: string }[], prefix: string): Region[] => {
     const byType = new Map<string, string[]>();
     for (const r of rows) byType.set(r.opType, [...(byType.get(r.opType) ?? []), r.node]);
-    return [...byType].map(([op, nodes]) => ({ name: `${prefix}${op}`, nodes })).sort((a, b) => a.nodes.length - b.nodes.length || a.name.localeCompare(b.name));
+    return [...byType]
+      .map(([op, nodes]) => ({ name: `${prefix}${op}`, nodes }))
+      .sort((a, b) => a.nodes.length - b.nodes.length || a.name.localeCompare(b.name));
   };
   const floating = new Set(report.qdq.floatCompute.map((f) => f.node));
   const quantized = report.qdq.quantized.filter((q) => !floating.has(q.node));
@@ -78,13 +80,19 @@ export interface RegionSearchHooks {
  * region in order, kept only when the trial measured 'faster' than the best so far. Stops before a
  * step when the deadline (performance.now() ms) would be passed, judged by the longest step so far.
  */
-export async function searchRegions(start: { path: string; excludeNodes: string[] }, regions: Region[], hooks: RegionSearchHooks, deadline: number): Promise<RegionSearchResult> {
+export async function searchRegions(
+  start: { path: string; excludeNodes: string[] },
+  regions: Region[],
+  hooks: RegionSearchHooks,
+  deadline: number,
+): Promise<RegionSearchResult> {
   let best = start;
   let improved = false;
   const steps: RegionStep[] = [];
   let longest = 0;
   for (const region of regions) {
-    if (performance.now() + longest > deadline) return { excludeNodes: improved ? best.excludeNodes : [], path: improved ? best.path : null, steps, stopped: 'time budget' };
+    if (performance.now() + longest > deadline)
+      return { excludeNodes: improved ? best.excludeNodes : [], path: improved ? best.path : null, steps, stopped: 'time budget' };
     const t0 = performance.now();
     const exclude = [...new Set([...best.excludeNodes, ...region.nodes])];
     const built = await hooks.build(exclude, region.name);

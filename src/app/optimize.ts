@@ -118,7 +118,16 @@ export interface OptimizeResult {
   recipe: string | null;
   objective: OptimizeObjective;
   select: 'fastest' | 'first';
-  settings: { batchSize: number | null; threads: number; providers: string[]; iterations: number; measuredOn: 'eval-data' | 'calibration' | 'random'; samples: number; labels: boolean; metric: string };
+  settings: {
+    batchSize: number | null;
+    threads: number;
+    providers: string[];
+    iterations: number;
+    measuredOn: 'eval-data' | 'calibration' | 'random';
+    samples: number;
+    labels: boolean;
+    metric: string;
+  };
   budget: { minSqnrDb: number; minTop1Agreement: number; maxAccuracyDrop: AccuracyBudget | null; decidedBy: 'accuracy' | 'fidelity' };
   baseline: { p50Ms: number | null; accuracy: number | null };
   candidates: OptimizeCandidate[];
@@ -198,7 +207,11 @@ export async function optimizeWorkflow(options: OptimizeOptions, events: Workflo
     const measureData = options.evalData ?? options.calibrationData;
     let shapes = options.shapes;
     if ((!shapes || Object.keys(shapes).length === 0) && measureData) {
-      const [{ loadModel }, { loadModelData }, { checkShapes }] = await Promise.all([import('../onnx/index.js'), import('./load-data.js'), import('./data-shapes.js')]);
+      const [{ loadModel }, { loadModelData }, { checkShapes }] = await Promise.all([
+        import('../onnx/index.js'),
+        import('./load-data.js'),
+        import('./data-shapes.js'),
+      ]);
       shapes = checkShapes(undefined, await loadModelData(await loadModel(options.model), measureData, { inputValues: options.inputValues, maxSamples: 1 }));
     }
     const settings = { ...options, shapes };
@@ -214,7 +227,13 @@ export async function optimizeWorkflow(options: OptimizeOptions, events: Workflo
       const name = uniqueName(label ?? describeSpec(spec).split(' ')[0]!);
       const file = path.join(dir, `${name}.onnx`);
       const t0 = performance.now();
-      const done = (b: Omit<Built, 'buildSeconds' | 'name' | 'spec' | 'description'>): Built => ({ name, spec, description: describeSpec(spec), buildSeconds: (performance.now() - t0) / 1000, ...b });
+      const done = (b: Omit<Built, 'buildSeconds' | 'name' | 'spec' | 'description'>): Built => ({
+        name,
+        spec,
+        description: describeSpec(spec),
+        buildSeconds: (performance.now() - t0) / 1000,
+        ...b,
+      });
       try {
         if ('fp32' in spec) {
           if (!spec.fp32.graphOptimized) return done({ path: options.model });
@@ -223,7 +242,14 @@ export async function optimizeWorkflow(options: OptimizeOptions, events: Workflo
           return done({ path: file });
         }
         progress(`${name}: quantizing`);
-        const q = await quantizeCandidate(spec.quantize, file, settings, threads, (m) => progress(`${name}: ${m}`), (m) => warn(`${name}: ${m}`));
+        const q = await quantizeCandidate(
+          spec.quantize,
+          file,
+          settings,
+          threads,
+          (m) => progress(`${name}: ${m}`),
+          (m) => warn(`${name}: ${m}`),
+        );
         if (!q.output) return done({ path: null, error: q.gateFailure ?? 'nothing written', quantize: q });
         return done({ path: file, quantize: q });
       } catch (error) {
@@ -305,10 +331,26 @@ export async function optimizeWorkflow(options: OptimizeOptions, events: Workflo
     await measure(built);
     if (!bench) {
       // Nothing was built: time the input against itself so the report still has its latency.
-      bench = await benchmarkWithFallback({ baseline: options.model, iterations: 20, threads, providers: options.providers, batchSizes, shapes, constants: options.inputValues, measureMemory: false, data: measureData, metric, outputName: options.outputName }, { onWarning: warn });
+      bench = await benchmarkWithFallback(
+        {
+          baseline: options.model,
+          iterations: 20,
+          threads,
+          providers: options.providers,
+          batchSizes,
+          shapes,
+          constants: options.inputValues,
+          measureMemory: false,
+          data: measureData,
+          metric,
+          outputName: options.outputName,
+        },
+        { onWarning: warn },
+      );
     }
     const labels = bench.data.labels && bench.models[0]!.accuracy !== undefined;
-    if (options.maxAccuracyDrop && !labels) throw new UsageError(`--max-accuracy-drop needs labels; ${options.evalData} has none (use --min-sqnr / --min-agreement)`);
+    if (options.maxAccuracyDrop && !labels)
+      throw new UsageError(`--max-accuracy-drop needs labels; ${options.evalData} has none (use --min-sqnr / --min-agreement)`);
     const baselineAccuracy = bench.models[0]!.accuracy?.value ?? null;
     // A pruned + distilled candidate is a retrained model, not FP32 plus quantization noise: where
     // its output is class scores, top-1 agreement (or the labelled accuracy) decides and the SQNR
@@ -319,9 +361,17 @@ export async function optimizeWorkflow(options: OptimizeOptions, events: Workflo
         const ok = dropPoints(options.maxAccuracyDrop, baselineAccuracy ?? 0, f.accuracyDropPoints);
         return { ok, why: `accuracy drop ${f.accuracyDropPoints.toFixed(2)}pt ${ok ? 'within' : 'over'} the budget` };
       }
-      if (f.sqnrDb !== null && f.sqnrDb < minSqnrDb && !(retrained && f.top1Agreement !== null)) return { ok: false, why: `SQNR ${f.sqnrDb.toFixed(1)} dB < ${minSqnrDb} dB` };
-      if (f.top1Agreement !== null && f.top1Agreement < minTop1Agreement) return { ok: false, why: `top-1 agreement ${(f.top1Agreement * 100).toFixed(1)}% < ${(minTop1Agreement * 100).toFixed(0)}%` };
-      return { ok: true, why: retrained && f.top1Agreement !== null && f.sqnrDb !== null && f.sqnrDb < minSqnrDb ? `within the fidelity budget (retrained: top-1 agreement decides; SQNR ${f.sqnrDb.toFixed(1)} dB)` : 'within the fidelity budget' };
+      if (f.sqnrDb !== null && f.sqnrDb < minSqnrDb && !(retrained && f.top1Agreement !== null))
+        return { ok: false, why: `SQNR ${f.sqnrDb.toFixed(1)} dB < ${minSqnrDb} dB` };
+      if (f.top1Agreement !== null && f.top1Agreement < minTop1Agreement)
+        return { ok: false, why: `top-1 agreement ${(f.top1Agreement * 100).toFixed(1)}% < ${(minTop1Agreement * 100).toFixed(0)}%` };
+      return {
+        ok: true,
+        why:
+          retrained && f.top1Agreement !== null && f.sqnrDb !== null && f.sqnrDb < minSqnrDb
+            ? `within the fidelity budget (retrained: top-1 agreement decides; SQNR ${f.sqnrDb.toFixed(1)} dB)`
+            : 'within the fidelity budget',
+      };
     };
 
     // ---- regions: where static INT8 loses ----
@@ -334,7 +384,8 @@ export async function optimizeWorkflow(options: OptimizeOptions, events: Workflo
     if (options.regionSearch === false) regionSearch.reason = options.candidates ? 'off (the recipe does not ask for it)' : 'off (--no-region-search)';
     else if (objective === 'size') regionSearch.reason = 'not for --objective size';
     else if (!int8 || !int8Speed) regionSearch.reason = 'no static INT8 candidate to start from';
-    else if (!loses) regionSearch.reason = `static INT8 measured ${int8Speed.estimate.toFixed(2)}x (${int8Speed.verdict}), ahead of dynamic INT8: nothing to look for`;
+    else if (!loses)
+      regionSearch.reason = `static INT8 measured ${int8Speed.estimate.toFixed(2)}x (${int8Speed.verdict}), ahead of dynamic INT8: nothing to look for`;
     else {
       regionSearch.ran = true;
       const t0 = performance.now();
@@ -353,10 +404,29 @@ export async function optimizeWorkflow(options: OptimizeOptions, events: Workflo
             return b.path ? { path: b.path } : { error: `${label}: ${shorten(b.error ?? 'not built')}` };
           },
           compare: async (base, candidate) => {
-            const r = await benchmark({ baseline: base, candidates: [candidate], iterations: stepIterations, threads, providers: options.providers, batchSizes, shapes, constants: options.inputValues, measureMemory: false, metric: 'agreement', data: measureData, maxSamples: 64 }, { onWarning: warn });
+            const r = await benchmark(
+              {
+                baseline: base,
+                candidates: [candidate],
+                iterations: stepIterations,
+                threads,
+                providers: options.providers,
+                batchSizes,
+                shapes,
+                constants: options.inputValues,
+                measureMemory: false,
+                metric: 'agreement',
+                data: measureData,
+                maxSamples: 64,
+              },
+              { onWarning: warn },
+            );
             return r.models[1]!.latency[0]!.speedup!;
           },
-          onStep: (s) => progress(`region ${s.region}: ${s.speedup ? `${s.speedup.estimate.toFixed(2)}x (${s.speedup.verdict})` : s.note} ${s.kept ? 'kept float' : 'left INT8'}`),
+          onStep: (s) =>
+            progress(
+              `region ${s.region}: ${s.speedup ? `${s.speedup.estimate.toFixed(2)}x (${s.speedup.verdict})` : s.note} ${s.kept ? 'kept float' : 'left INT8'}`,
+            ),
         },
         regionDeadline,
       );
@@ -366,13 +436,27 @@ export async function optimizeWorkflow(options: OptimizeOptions, events: Workflo
       regionSearch.reason = `${found.steps.length} of ${regions.length} region(s) tried (${found.stopped}); ${kept.length ? `kept float: ${kept.join(', ')}` : 'none measured faster in float'}`;
       if (found.path) {
         const spec: CandidateSpec = { quantize: { ...start.quantize, excludeNodes: found.excludeNodes } };
-        extra.push({ name: uniqueName('int8-mixed'), spec, description: `int8 with ${kept.join(', ')} in float`, path: found.path, buildSeconds: regionSearch.seconds });
+        extra.push({
+          name: uniqueName('int8-mixed'),
+          spec,
+          description: `int8 with ${kept.join(', ')} in float`,
+          path: found.path,
+          buildSeconds: regionSearch.seconds,
+        });
       }
     }
 
     // ---- pruned + distilled candidates (a time budget and unlabelled inputs) ----
     const pruning = await prunedCandidates(options, dir, searchDeadline, minTop1Agreement, events);
-    extra.push(...pruning.candidates.map((c, i) => ({ name: uniqueName(`pruned-${i + 1}`), spec: null, description: c.description, path: c.path, buildSeconds: c.seconds })));
+    extra.push(
+      ...pruning.candidates.map((c, i) => ({
+        name: uniqueName(`pruned-${i + 1}`),
+        spec: null,
+        description: c.description,
+        path: c.path,
+        buildSeconds: c.seconds,
+      })),
+    );
     // One final comparison of every candidate, so speed-ups and p50s come from the same interleaved run.
     if (extra.length > 0) await measure([...built, ...extra]);
     const all = [...built, ...extra];
@@ -406,8 +490,10 @@ export async function optimizeWorkflow(options: OptimizeOptions, events: Workflo
       if (r === chosen || r.status === 'failed') continue;
       if (!r.withinBudget) r.reason = `over the budget: ${r.reason}`;
       else if (select === 'first') r.reason = 'within the budget; an earlier candidate was taken (select: first)';
-      else if (objective === 'size') r.reason = r.speedup!.verdict === 'slower' ? `slower than FP32 (${r.speedup!.estimate.toFixed(2)}x)` : 'within the budget, not the smallest';
-      else if (r.speedup!.verdict !== 'faster') r.reason = `not significantly faster (${r.speedup!.estimate.toFixed(2)}x, ${r.speedup!.low.toFixed(2)}-${r.speedup!.high.toFixed(2)}: ${r.speedup!.verdict})`;
+      else if (objective === 'size')
+        r.reason = r.speedup!.verdict === 'slower' ? `slower than FP32 (${r.speedup!.estimate.toFixed(2)}x)` : 'within the budget, not the smallest';
+      else if (r.speedup!.verdict !== 'faster')
+        r.reason = `not significantly faster (${r.speedup!.estimate.toFixed(2)}x, ${r.speedup!.low.toFixed(2)}-${r.speedup!.high.toFixed(2)}: ${r.speedup!.verdict})`;
       else r.reason = `within the budget and faster, but ${chosen?.name} measured faster`;
     }
     let source: string;
@@ -416,7 +502,10 @@ export async function optimizeWorkflow(options: OptimizeOptions, events: Workflo
     if (chosen) {
       chosen.status = 'chosen';
       const fid = chosen.fidelity!;
-      const fidText = fid.accuracyDropPoints !== null ? `accuracy drop ${fid.accuracyDropPoints.toFixed(2)}pt` : `SQNR ${fid.sqnrDb === null ? 'n/a' : Number.isFinite(fid.sqnrDb) ? `${fid.sqnrDb.toFixed(1)} dB` : 'inf'}`;
+      const fidText =
+        fid.accuracyDropPoints !== null
+          ? `accuracy drop ${fid.accuracyDropPoints.toFixed(2)}pt`
+          : `SQNR ${fid.sqnrDb === null ? 'n/a' : Number.isFinite(fid.sqnrDb) ? `${fid.sqnrDb.toFixed(1)} dB` : 'inf'}`;
       chosen.reason =
         select === 'first'
           ? `the first listed candidate within the budget (select: first); ${x(chosen.speedup!)}`
@@ -497,7 +586,8 @@ function recipeFor(spec: CandidateSpec, options: OptimizeOptions, objective: Opt
   const budget: Recipe['budget'] = {};
   if (options.minSqnrDb !== undefined) budget.minSqnrDb = options.minSqnrDb;
   if (options.minTop1Agreement !== undefined) budget.minTop1Agreement = options.minTop1Agreement;
-  if (options.maxAccuracyDrop) budget.maxAccuracyDrop = options.maxAccuracyDrop.kind === 'points' ? `${options.maxAccuracyDrop.value}pt` : `${options.maxAccuracyDrop.value * 100}%`;
+  if (options.maxAccuracyDrop)
+    budget.maxAccuracyDrop = options.maxAccuracyDrop.kind === 'points' ? `${options.maxAccuracyDrop.value}pt` : `${options.maxAccuracyDrop.value * 100}%`;
   if (options.metric) budget.metric = options.metric;
   const data: NonNullable<Recipe['data']> = {};
   if (options.calibrationData) data.calibration = options.calibrationData;
@@ -530,7 +620,14 @@ async function graphOptimize(model: string, file: string, threads: number): Prom
 }
 
 /** One quantize candidate through the quantize workflow (fidelity guard on, never forced). */
-async function quantizeCandidate(spec: QuantizeCandidateSpec, file: string, options: OptimizeOptions, threads: number, onProgress: (m: string) => void, onWarning: (m: string) => void): Promise<QuantizeResult> {
+async function quantizeCandidate(
+  spec: QuantizeCandidateSpec,
+  file: string,
+  options: OptimizeOptions,
+  threads: number,
+  onProgress: (m: string) => void,
+  onWarning: (m: string) => void,
+): Promise<QuantizeResult> {
   const { quantizeWorkflow } = await import('./quantize.js');
   return quantizeWorkflow(
     {
@@ -570,7 +667,13 @@ const ONE_WIDTH_BELOW_SECONDS = 90;
  * held-out set each candidate's agreement is measured on, and the fidelity budget's top-1
  * agreement decides whether narrower widths are worth trying.
  */
-async function prunedCandidates(options: OptimizeOptions, dir: string, deadline: number, minTop1Agreement: number, events: WorkflowEvents): Promise<{ ran: boolean; reason: string; seconds: number; candidates: PruneDistillCandidate[] }> {
+async function prunedCandidates(
+  options: OptimizeOptions,
+  dir: string,
+  deadline: number,
+  minTop1Agreement: number,
+  events: WorkflowEvents,
+): Promise<{ ran: boolean; reason: string; seconds: number; candidates: PruneDistillCandidate[] }> {
   const dataPath = options.trainData ?? options.calibrationData;
   if (options.timeBudgetMs === undefined) return { ran: false, reason: 'needs --time-budget', seconds: 0, candidates: [] };
   if (!dataPath) return { ran: false, reason: 'needs --train-data or --calibration-data (unlabelled inputs)', seconds: 0, candidates: [] };
@@ -581,7 +684,9 @@ async function prunedCandidates(options: OptimizeOptions, dir: string, deadline:
   const { loadModelData } = await import('./load-data.js');
   const model = await loadModel(options.model);
   const data = await loadModelData(model, dataPath, { inputValues: options.inputValues, onProgress: events.onProgress });
-  const evalData = options.evalData ? { ...(await loadModelData(model, options.evalData, { inputValues: options.inputValues, maxSamples: 256 })), labels: undefined } : undefined;
+  const evalData = options.evalData
+    ? { ...(await loadModelData(model, options.evalData, { inputValues: options.inputValues, maxSamples: 256 })), labels: undefined }
+    : undefined;
   let candidates: PruneDistillCandidate[];
   try {
     candidates = await pruneDistillCandidates(

@@ -117,14 +117,21 @@ function timingShapes(model: Model, shapes: ShapeOverrides | undefined, batchSiz
     return !s || s.slice(1).some((d) => typeof d !== 'number');
   });
   if (!symbolic || !shapes) return undefined;
-  return Object.fromEntries(Object.entries(shapes).map(([k, dims]) => [k, Array.isArray(dims) && dims.length > 0 ? [batchSize, ...dims.slice(1)] : dims])) as ShapeOverrides;
+  return Object.fromEntries(
+    Object.entries(shapes).map(([k, dims]) => [k, Array.isArray(dims) && dims.length > 0 ? [batchSize, ...dims.slice(1)] : dims]),
+  ) as ShapeOverrides;
 }
 
 /**
  * Prune + distill candidates within `timeBudgetMs`. The input model is not modified; `data`'s
  * labels, if any, are not used. Events come from `events`, else from the options' callbacks.
  */
-export async function pruneDistillCandidates(model: Model, data: Dataset, options: PruneDistillOptions, events: WorkflowEvents = {}): Promise<PruneDistillCandidate[]> {
+export async function pruneDistillCandidates(
+  model: Model,
+  data: Dataset,
+  options: PruneDistillOptions,
+  events: WorkflowEvents = {},
+): Promise<PruneDistillCandidate[]> {
   const started = performance.now();
   const deadline = started + options.timeBudgetMs;
   const progress = events.onProgress ?? options.onProgress ?? (() => undefined);
@@ -195,16 +202,30 @@ export async function pruneDistillCandidates(model: Model, data: Dataset, option
         const prunedPath = path.join(scratch, `pruned-${i}.onnx`);
         await saveModel(pruned, prunedPath);
         const durationMs = Math.max(300, Math.min(3000, 0.04 * options.timeBudgetMs));
-        progress(`${label}: timing the pruned model against FP32 (batch ${batchSize}, ${threads} thread${threads === 1 ? '' : 's'}, ${(durationMs / 1000).toFixed(1)} s)`);
+        progress(
+          `${label}: timing the pruned model against FP32 (batch ${batchSize}, ${threads} thread${threads === 1 ? '' : 's'}, ${(durationMs / 1000).toFixed(1)} s)`,
+        );
         const { benchmark } = await import('../bench/index.js');
         const bench = await benchmark(
-          { baseline: fp32Path, candidates: [prunedPath], durationMs, warmup: 5, threads, batchSizes: [batchSize], shapes, measureMemory: false, bootstrapResamples: 500 },
+          {
+            baseline: fp32Path,
+            candidates: [prunedPath],
+            durationMs,
+            warmup: 5,
+            threads,
+            batchSizes: [batchSize],
+            shapes,
+            measureMemory: false,
+            bootstrapResamples: 500,
+          },
           { onWarning: warn },
         );
         const speedup = bench.models[1]?.latency[0]?.speedup;
         precheckSpeedup = speedup?.estimate;
         if (!speedup || speedup.estimate <= 1) {
-          warn(`${label}: the pruned model is not faster than FP32 (${speedup ? `${speedup.estimate.toFixed(2)}x [${speedup.low.toFixed(2)}, ${speedup.high.toFixed(2)}]` : 'not measured'}): not distilled`);
+          warn(
+            `${label}: the pruned model is not faster than FP32 (${speedup ? `${speedup.estimate.toFixed(2)}x [${speedup.low.toFixed(2)}, ${speedup.high.toFixed(2)}]` : 'not measured'}): not distilled`,
+          );
           continue;
         }
       }
@@ -251,7 +272,9 @@ export async function pruneDistillCandidates(model: Model, data: Dataset, option
         );
         continue;
       }
-      progress(`${label}: distilling from FP32 without labels (${loss === 'kd' ? 'soft targets' : 'MSE on the outputs'}, ${epochs} epoch${epochs === 1 ? '' : 's'} of ${train.count} samples, ~${(epochs * epochSeconds).toFixed(0)} s)`);
+      progress(
+        `${label}: distilling from FP32 without labels (${loss === 'kd' ? 'soft targets' : 'MSE on the outputs'}, ${epochs} epoch${epochs === 1 ? '' : 's'} of ${train.count} samples, ~${(epochs * epochSeconds).toFixed(0)} s)`,
+      );
       const d0 = performance.now();
       let trained: Awaited<ReturnType<typeof distill>>;
       try {
@@ -302,7 +325,9 @@ export async function pruneDistillCandidates(model: Model, data: Dataset, option
       const agreement = options.evalData ? await agreementOf(written, options.evalData) : undefined;
       const reached = check ? Math.max(check.before, check.after) : agreement;
       if (options.minTop1Agreement !== undefined && reached !== undefined && reached < options.minTop1Agreement && i < widths.length - 1) {
-        warn(`${label}: top-1 agreement with FP32 ${(reached * 100).toFixed(1)}% < ${(options.minTop1Agreement * 100).toFixed(0)}% on held-out samples: narrower widths not tried`);
+        warn(
+          `${label}: top-1 agreement with FP32 ${(reached * 100).toFixed(1)}% < ${(options.minTop1Agreement * 100).toFixed(0)}% on held-out samples: narrower widths not tried`,
+        );
         widths.length = i + 1;
       }
       const file = path.join(options.dir, `pruned-${Math.round(width * 100)}.onnx`);
@@ -318,7 +343,15 @@ export async function pruneDistillCandidates(model: Model, data: Dataset, option
             ? `distilled from FP32 without labels (${loss === 'kd' ? 'soft targets' : 'MSE'}, ${epochs} epoch${epochs === 1 ? '' : 's'} of ${train.count} samples, ${distillSeconds.toFixed(0)} s)`
             : `not distilled (${epochs} epoch${epochs === 1 ? '' : 's'} lowered agreement with FP32 on held-out samples)`),
         seconds,
-        distill: { epochs, samples: train.count, samplesPerSecond, loss, ...(agreement !== undefined ? { agreement } : {}), ...(check ? { validation: check } : {}), kept },
+        distill: {
+          epochs,
+          samples: train.count,
+          samplesPerSecond,
+          loss,
+          ...(agreement !== undefined ? { agreement } : {}),
+          ...(check ? { validation: check } : {}),
+          kept,
+        },
         ...(precheckSpeedup !== undefined ? { precheckSpeedup } : {}),
       });
     }

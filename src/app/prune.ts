@@ -43,7 +43,16 @@ export interface PruneWorkflowResult {
 }
 
 export async function pruneWorkflow(options: PruneWorkflowOptions, events: WorkflowEvents = {}): Promise<PruneWorkflowResult> {
-  const { model: input, output: requested, calibrationData: calibrationPath, evalData: evalPath, measureSpeedRuns, inputValues, feedback, ...pruneOptions } = options;
+  const {
+    model: input,
+    output: requested,
+    calibrationData: calibrationPath,
+    evalData: evalPath,
+    measureSpeedRuns,
+    inputValues,
+    feedback,
+    ...pruneOptions
+  } = options;
   const output = checkOutputPath(requested, [input, ...(evalPath ? [evalPath] : []), ...(calibrationPath ? [calibrationPath] : [])]);
   const [{ prune }, { loadModel, saveModel }] = await Promise.all([import('../passes/prune/index.js'), import('../onnx/index.js')]);
   const progress = events.onProgress ?? (() => undefined);
@@ -57,7 +66,9 @@ export async function pruneWorkflow(options: PruneWorkflowOptions, events: Workf
   const result = await prune(model, { ...pruneOptions, shapes, calibrationData, evalData, inputValues }, { onProgress: progress });
   progress(`writing ${output}`);
   await saveModel(result.model, output);
-  const speed = measureSpeedRuns ? await speedCheck(input, output, { runs: measureSpeedRuns, threads: 1, shapes, data: calibrationData ?? evalData, inputValues }, events) : undefined;
+  const speed = measureSpeedRuns
+    ? await speedCheck(input, output, { runs: measureSpeedRuns, threads: 1, shapes, data: calibrationData ?? evalData, inputValues }, events)
+    : undefined;
   return {
     input,
     output,

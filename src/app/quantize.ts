@@ -215,7 +215,13 @@ async function loadInputs(options: QuantizeWorkflowOptions, events: WorkflowEven
 }
 
 /** The INT8 static pass with the workflow's options (the first `calibrationCount` samples set the ranges). */
-async function int8(model: Model, calibration: Dataset | undefined, inputs: Awaited<ReturnType<typeof loadInputs>>, options: QuantizeWorkflowOptions, calibrationCount = inputs.calibrationCount) {
+async function int8(
+  model: Model,
+  calibration: Dataset | undefined,
+  inputs: Awaited<ReturnType<typeof loadInputs>>,
+  options: QuantizeWorkflowOptions,
+  calibrationCount = inputs.calibrationCount,
+) {
   if (!calibration) throw new UsageError('--mode int8 needs --calibration-data (representative inputs); without data use --mode int8-dynamic');
   const result = await inputs.q.quantizeInt8(model, {
     calibration,
@@ -243,7 +249,12 @@ async function int8(model: Model, calibration: Dataset | undefined, inputs: Awai
  * A pass that quantized nothing: a UsageError saying why (nothing is written), or with an explicit
  * `opTypes` list (the user asked for exactly those) a warning.
  */
-async function refuseNothingQuantized(report: Int8Report | DynamicReport | Int4Report, model: Model, options: QuantizeWorkflowOptions, onWarning: (message: string) => void): Promise<void> {
+async function refuseNothingQuantized(
+  report: Int8Report | DynamicReport | Int4Report,
+  model: Model,
+  options: QuantizeWorkflowOptions,
+  onWarning: (message: string) => void,
+): Promise<void> {
   const { nothingQuantizedReason } = await import('../passes/quantize/nothing-quantized.js');
   const reason = nothingQuantizedReason(report, model);
   if (!reason) return;
@@ -280,17 +291,34 @@ async function metricPerNode(
   if (!form) throw new UsageError(`--metric ${spec}: the metric needs labels and has no label-free form; give --eval-data with labels`);
   const run = { runner: inputs.runner, batchSize: options.batchSize ?? 16 };
   const score = async (model: Model): Promise<number> => {
-    const [, r] = await inputs.evaluate.evaluateMany([{ model: result.context.preprocessed, metrics: {}, label: 'FP32 model' }, { model, metrics: { task: form.create() }, label: 'quantized model' }], data, run);
+    const [, r] = await inputs.evaluate.evaluateMany(
+      [
+        { model: result.context.preprocessed, metrics: {}, label: 'FP32 model' },
+        { model, metrics: { task: form.create() }, label: 'quantized model' },
+      ],
+      data,
+      run,
+    );
     return (r!.task as { value: number }).value;
   };
-  const fp32 = labelled ? (await inputs.evaluate.evaluate(result.context.preprocessed, data, { task: factory.create() }, run)).task.value : factory.labelFree!.best;
+  const fp32 = labelled
+    ? (await inputs.evaluate.evaluate(result.context.preprocessed, data, { task: factory.create() }, run)).task.value
+    : factory.labelFree!.best;
   const space = await inputs.q.int8FallbackSpace(result.context);
   const perNode: Record<string, number> = {};
   for (const [i, row] of rows.entries()) {
     inputs.onProgress(`--metric ${form.name}: node ${i + 1}/${rows.length}: ${row.node}`);
     perNode[row.node] = await score(await space.only([row.node]));
   }
-  return { name: form.name, target: labelled ? 'labels' : 'reference', higherIsBetter: factory.higherIsBetter, samples: data.count, fp32, int8: await score(result.model), perNode };
+  return {
+    name: form.name,
+    target: labelled ? 'labels' : 'reference',
+    higherIsBetter: factory.higherIsBetter,
+    samples: data.count,
+    fp32,
+    int8: await score(result.model),
+    perNode,
+  };
 }
 
 /**
@@ -304,16 +332,27 @@ async function taskMetricBudget(options: QuantizeWorkflowOptions, spec: string, 
   if (options.maxAccuracyDrop) {
     const evalData = inputs.evalData;
     if (!evalData) throw new UsageError('--max-accuracy-drop needs --eval-data <labelled data>');
-    if (!evalData.labels) throw new UsageError(`--max-accuracy-drop with --metric ${spec} needs labels in ${options.evalData}; without labels give --metric-budget <value> (the label-free form against FP32)`);
+    if (!evalData.labels)
+      throw new UsageError(
+        `--max-accuracy-drop with --metric ${spec} needs labels in ${options.evalData}; without labels give --metric-budget <value> (the label-free form against FP32)`,
+      );
     const b = options.maxAccuracyDrop;
     let maxDrop = b.value / 100;
     if (b.kind === 'relative') {
-      const r = await inputs.evaluate.evaluate(inputs.model, evalData, { task: factory.create() }, { runner: inputs.runner, batchSize: options.batchSize ?? 16 });
+      const r = await inputs.evaluate.evaluate(
+        inputs.model,
+        evalData,
+        { task: factory.create() },
+        { runner: inputs.runner, batchSize: options.batchSize ?? 16 },
+      );
       maxDrop = b.value * Math.abs(r.task.value);
     }
     return { name: factory.name, create: factory.create, lowerIsBetter, maxDrop };
   }
-  if (options.metricBudget === undefined) throw new UsageError(`--metric ${spec} needs a budget: --metric-budget <value> (label-free, against FP32) or --max-accuracy-drop with labelled --eval-data (or use it with --analyze)`);
+  if (options.metricBudget === undefined)
+    throw new UsageError(
+      `--metric ${spec} needs a budget: --metric-budget <value> (label-free, against FP32) or --max-accuracy-drop with labelled --eval-data (or use it with --analyze)`,
+    );
   const free = factory.labelFree;
   if (!free) throw new UsageError(`--metric ${spec} has no label-free form to hold to --metric-budget; use --max-accuracy-drop with labelled --eval-data`);
   return { name: free.name, create: free.create, lowerIsBetter, min: options.metricBudget };
@@ -321,7 +360,10 @@ async function taskMetricBudget(options: QuantizeWorkflowOptions, spec: string, 
 
 export async function quantizeWorkflow(options: QuantizeWorkflowOptions, events: WorkflowEvents = {}): Promise<QuantizeResult> {
   if (!options.output) throw new UsageError('missing -o/--output <path> (or use --analyze)');
-  const output = checkOutputPath(options.output, [options.model, ...[options.calibrationData, options.evalData, options.qat?.data].filter((f): f is string => Boolean(f))]);
+  const output = checkOutputPath(options.output, [
+    options.model,
+    ...[options.calibrationData, options.evalData, options.qat?.data].filter((f): f is string => Boolean(f)),
+  ]);
   const inputs = await loadInputs(options, events);
   const { model, specs, calibration, evalData, runner, onWarning, onProgress, runtime, data, q, evaluate } = inputs;
   const started = performance.now();
@@ -332,7 +374,13 @@ export async function quantizeWorkflow(options: QuantizeWorkflowOptions, events:
   const labelledMetric = metricBudget?.maxDrop !== undefined && options.taskMetric !== undefined;
   // Which samples set the ranges and which check the result (passes/quantize/fidelity.ts).
   const plan = guardOn
-    ? q.planHeldOut({ available: calibration?.count, calibrationCount: inputs.calibrationCount, evalCount: evalData?.count, setsRanges: options.mode === 'int8', ...(labelledMetric ? { checkCount: evalData!.count } : {}) })
+    ? q.planHeldOut({
+        available: calibration?.count,
+        calibrationCount: inputs.calibrationCount,
+        evalCount: evalData?.count,
+        setsRanges: options.mode === 'int8',
+        ...(labelledMetric ? { checkCount: evalData!.count } : {}),
+      })
     : undefined;
   if (plan?.note && plan.source === 'calibration-tail') onWarning(plan.note);
 
@@ -353,7 +401,11 @@ export async function quantizeWorkflow(options: QuantizeWorkflowOptions, events:
     }
     if (options.maxAccuracyDrop && !options.taskMetric) {
       if (!evalData) throw new UsageError('--max-accuracy-drop needs --eval-data <labelled data>');
-      guard = await q.guardAccuracy(model, result.context, evalData, options.maxAccuracyDrop, { outputName: options.outputName, runner, onProgress: (e) => onProgress(e.message) });
+      guard = await q.guardAccuracy(model, result.context, evalData, options.maxAccuracyDrop, {
+        outputName: options.outputName,
+        runner,
+        onProgress: (e) => onProgress(e.message),
+      });
       written = guard.model;
       result.report.qdq = guard.qdq;
     }
@@ -368,12 +420,23 @@ export async function quantizeWorkflow(options: QuantizeWorkflowOptions, events:
   } else if (options.mode === 'int8-dynamic') {
     const { quantizeDynamic } = await import('../passes/quantize/dynamic.js');
     const perChannel = options.perChannel ?? true;
-    const dynOptions = { opTypes: options.opTypes, excludeOpTypes: options.excludeOpTypes, excludeNodes: options.excludeNodes, perChannel, reduceRange: options.reduceRange };
+    const dynOptions = {
+      opTypes: options.opTypes,
+      excludeOpTypes: options.excludeOpTypes,
+      excludeNodes: options.excludeNodes,
+      perChannel,
+      reduceRange: options.reduceRange,
+    };
     const result = quantizeDynamic(model, { ...dynOptions, onWarning });
     await refuseNothingQuantized(result.report, model, options, onWarning);
     ({ model: written, report } = result);
     fallback = async (judge) => {
-      const g = await q.guardFidelity({ model: result.model, extra: result.report }, () => q.dynamicFallbackSpace(model, dynOptions, result.report), judge, fallbackProgress);
+      const g = await q.guardFidelity(
+        { model: result.model, extra: result.report },
+        () => q.dynamicFallbackSpace(model, dynOptions, result.report),
+        judge,
+        fallbackProgress,
+      );
       report = g.extra;
       return g;
     };
@@ -391,13 +454,20 @@ export async function quantizeWorkflow(options: QuantizeWorkflowOptions, events:
     if (int4Options.method === 'awq') {
       if (!calibration) throw new UsageError('--int4-method awq needs --calibration-data (activation statistics)');
       const { collectStatistics } = await import('../calibration/index.js');
-      int4Options.activationStatistics = (await collectStatistics(model, int4StatisticRequests(model, int4Options), calibration, { batchSize: options.batchSize, runner })).channels;
+      int4Options.activationStatistics = (
+        await collectStatistics(model, int4StatisticRequests(model, int4Options), calibration, { batchSize: options.batchSize, runner })
+      ).channels;
     }
     const result = quantizeInt4(model, int4Options);
     await refuseNothingQuantized(result.report, model, options, onWarning);
     ({ model: written, report } = result);
     fallback = async (judge) => {
-      const g = await q.guardFidelity({ model: result.model, extra: result.report }, () => q.int4FallbackSpace(model, int4Options, result.report), judge, fallbackProgress);
+      const g = await q.guardFidelity(
+        { model: result.model, extra: result.report },
+        () => q.int4FallbackSpace(model, int4Options, result.report),
+        judge,
+        fallbackProgress,
+      );
       report = g.extra;
       return g;
     };
@@ -407,7 +477,12 @@ export async function quantizeWorkflow(options: QuantizeWorkflowOptions, events:
     const result = convertToFloat16(model, { ...fp16Options, onWarning });
     ({ model: written, report } = result);
     fallback = async (judge) => {
-      const g = await q.guardFidelity({ model: result.model, extra: result.report }, () => q.fp16FallbackSpace(model, fp16Options, result.report), judge, fallbackProgress);
+      const g = await q.guardFidelity(
+        { model: result.model, extra: result.report },
+        () => q.fp16FallbackSpace(model, fp16Options, result.report),
+        judge,
+        fallbackProgress,
+      );
       report = g.extra;
       return g;
     };
@@ -425,7 +500,11 @@ export async function quantizeWorkflow(options: QuantizeWorkflowOptions, events:
   else if (!plan && calibration) [checkData, checkInputs] = [data.take(calibration, Math.min(inputs.calibrationCount, CHECK_SAMPLE_COUNT)), 'calibration'];
   else {
     try {
-      checkData = data.randomDataset(specs, 8, 0, { shapeOverrides: options.shapes, integerBounds: runtime.integerInputBounds(model), constants: options.inputValues });
+      checkData = data.randomDataset(specs, 8, 0, {
+        shapeOverrides: options.shapes,
+        integerBounds: runtime.integerInputBounds(model),
+        constants: options.inputValues,
+      });
       checkInputs = 'random';
     } catch (error) {
       // Only a missing size is skippable (its message names --shape); other usage errors stand.
@@ -448,24 +527,72 @@ export async function quantizeWorkflow(options: QuantizeWorkflowOptions, events:
       ...(metricBudget ? { metric: metricBudget } : {}),
     };
     const judge = new q.FidelityJudge(model, checkData, budget, { runner, batchSize: options.batchSize ?? 16 });
-    const heldOut = { source: plan.source, samples: checkData.count, start: plan.check.start, end: plan.check.start + checkData.count, ...(plan.note ? { note: plan.note } : {}) };
+    const heldOut = {
+      source: plan.source,
+      samples: checkData.count,
+      start: plan.check.start,
+      end: plan.check.start + checkData.count,
+      ...(plan.note ? { note: plan.note } : {}),
+    };
     if (fallback) {
       const g = await fallback(judge);
       written = g.model;
-      fidelity = { enabled: true, decidedBy: 'fidelity', heldOut, budget, initial: g.initial, final: g.final, met: g.met, floatNodes: g.floatNodes, sensitivity: g.sensitivity, steps: g.steps, runs: g.runs };
+      fidelity = {
+        enabled: true,
+        decidedBy: 'fidelity',
+        heldOut,
+        budget,
+        initial: g.initial,
+        final: g.final,
+        met: g.met,
+        floatNodes: g.floatNodes,
+        sensitivity: g.sensitivity,
+        steps: g.steps,
+        runs: g.runs,
+      };
       if (g.floatNodes.length > 0) onWarning(`fidelity guard: ${g.floatNodes.length} node(s) kept float to meet the budget: ${g.floatNodes.join(', ')}`);
     } else {
       onProgress(`fidelity check on ${checkData.count} held-out samples`);
       const m = await judge.measure(written);
       const step = { floatNodes: guard?.chosen.fp32Nodes ?? [], worstSqnrDb: m.worstSqnrDb, met: m.met, failures: m.failures };
-      fidelity = { enabled: true, decidedBy: guard ? 'labels' : 'reported', heldOut, budget, initial: m, final: m, met: m.met, floatNodes: [], sensitivity: [], steps: [step], runs: judge.runs };
-      if (!m.met) onWarning(`the model misses the fidelity budget (${m.failures.join('; ')}); not enforced: ${guard ? '--max-accuracy-drop decides' : 'QAT changes the weights'}`);
+      fidelity = {
+        enabled: true,
+        decidedBy: guard ? 'labels' : 'reported',
+        heldOut,
+        budget,
+        initial: m,
+        final: m,
+        met: m.met,
+        floatNodes: [],
+        sensitivity: [],
+        steps: [step],
+        runs: judge.runs,
+      };
+      if (!m.met)
+        onWarning(
+          `the model misses the fidelity budget (${m.failures.join('; ')}); not enforced: ${guard ? '--max-accuracy-drop decides' : 'QAT changes the weights'}`,
+        );
     }
   }
   const gateFailure = gateFailureOf(guard, fidelity, options, q.describeBudget);
-  const common = { mode: options.mode, input: { path: options.model, sizeBytes: await fileSize(options.model) }, guard: guardSummary(guard), fidelity, qat, warnings: inputs.warnings };
+  const common = {
+    mode: options.mode,
+    input: { path: options.model, sizeBytes: await fileSize(options.model) },
+    guard: guardSummary(guard),
+    fidelity,
+    qat,
+    warnings: inputs.warnings,
+  };
   if (gateFailure && !options.force) {
-    return { ...common, output: null, seconds: (performance.now() - started) / 1000, report, agreement: null, checks: { ran: false, inputs: null, note: 'nothing written' }, gateFailure };
+    return {
+      ...common,
+      output: null,
+      seconds: (performance.now() - started) / 1000,
+      report,
+      agreement: null,
+      checks: { ran: false, inputs: null, note: 'nothing written' },
+      gateFailure,
+    };
   }
 
   const target = output;
@@ -494,7 +621,18 @@ export async function quantizeWorkflow(options: QuantizeWorkflowOptions, events:
   const keptFloat = qdqReport ? [...qdqReport.skipped, ...qdqReport.floatCompute.map((f) => ({ ...f, weightsDequantized: true }))] : undefined;
   const fusion = options.mode === 'fp16' ? undefined : await q.checkFusion(target, { runner, reference: written, keptFloat });
   const speed = options.measureSpeedRuns
-    ? await speedCheck(options.model, target, { runs: options.measureSpeedRuns, threads: options.threads ?? 1, shapes: options.shapes, data: calibration ?? evalData, inputValues: options.inputValues }, { onProgress, onWarning })
+    ? await speedCheck(
+        options.model,
+        target,
+        {
+          runs: options.measureSpeedRuns,
+          threads: options.threads ?? 1,
+          shapes: options.shapes,
+          data: calibration ?? evalData,
+          inputValues: options.inputValues,
+        },
+        { onProgress, onWarning },
+      )
     : undefined;
   return {
     ...common,
@@ -518,7 +656,12 @@ function guardSummary(guard: GuardResult | undefined): QuantizeResult['guard'] {
 const formatDbValue = (x: number): string => (Number.isFinite(x) ? `${x.toFixed(1)} dB` : 'inf dB');
 
 /** Why the command fails (a budget no setting met, with what was tried), or undefined. */
-function gateFailureOf(guard: GuardResult | undefined, fidelity: FidelityReport, options: QuantizeWorkflowOptions, describeBudget: (b: FidelityBudget) => string): string | undefined {
+function gateFailureOf(
+  guard: GuardResult | undefined,
+  fidelity: FidelityReport,
+  options: QuantizeWorkflowOptions,
+  describeBudget: (b: FidelityBudget) => string,
+): string | undefined {
   const tail = options.force ? 'wrote the best attempt (--force)' : 'nothing written (--force writes the best attempt)';
   if (guard && !guard.met) {
     return `no INT8 setting met --max-accuracy-drop: best drop ${guard.chosen.dropPoints.toFixed(2)}pt with ${guard.chosen.fp32Nodes.length} node(s) in FP32 (${guard.attempts.length} attempt(s)); ${tail}`;
@@ -526,9 +669,10 @@ function gateFailureOf(guard: GuardResult | undefined, fidelity: FidelityReport,
   if (!fidelity.enabled || fidelity.decidedBy !== 'fidelity' || fidelity.met) return undefined;
   const tried = fidelity.steps.slice(1).map((s) => s.floatNodes.length);
   const budget = describeBudget(fidelity.budget);
-  const what = tried.length > 0
-    ? `tried ${tried.join(', ')} node(s) in float (of ${fidelity.sensitivity.reduce((n, u) => n + u.nodes.length, 0)} candidates, ranked by sensitivity); best worst-output SQNR ${formatDbValue(fidelity.final.worstSqnrDb)} with ${fidelity.floatNodes.length} node(s) in float`
-    : `no fallback: it keeps at most half of the quantized nodes float, and there ${fidelity.sensitivity.length === 0 ? 'are fewer than 2' : 'is no unit small enough'}`;
+  const what =
+    tried.length > 0
+      ? `tried ${tried.join(', ')} node(s) in float (of ${fidelity.sensitivity.reduce((n, u) => n + u.nodes.length, 0)} candidates, ranked by sensitivity); best worst-output SQNR ${formatDbValue(fidelity.final.worstSqnrDb)} with ${fidelity.floatNodes.length} node(s) in float`
+      : `no fallback: it keeps at most half of the quantized nodes float, and there ${fidelity.sensitivity.length === 0 ? 'are fewer than 2' : 'is no unit small enough'}`;
   return `the ${options.mode} model misses the fidelity budget (${budget}) on ${fidelity.heldOut.samples} held-out samples: ${fidelity.initial.failures.join('; ')}; ${what}; ${tail}, or relax it with ${fidelity.budget.metric ? (fidelity.budget.metric.maxDrop !== undefined ? '--max-accuracy-drop' : '--metric-budget') : '--min-sqnr/--min-agreement'}, or --no-guard`;
 }
 

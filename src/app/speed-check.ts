@@ -45,7 +45,12 @@ export interface SpeedCheckOptions {
  * (1, or the batch the model fixes), `runs` interleaved runs each. Undefined, with a warning, when
  * the models cannot be timed.
  */
-export async function speedCheck(baseline: string, candidate: string, options: SpeedCheckOptions = {}, events: WorkflowEvents = {}): Promise<SpeedCheck | undefined> {
+export async function speedCheck(
+  baseline: string,
+  candidate: string,
+  options: SpeedCheckOptions = {},
+  events: WorkflowEvents = {},
+): Promise<SpeedCheck | undefined> {
   const [{ benchmark }, { checkShapes }] = await Promise.all([import('../bench/index.js'), import('./data-shapes.js')]);
   const shapes = checkShapes(options.shapes, options.data);
   const constants = { ...(options.data ? valuesFromData(options.data) : {}), ...options.inputValues };
@@ -54,7 +59,15 @@ export async function speedCheck(baseline: string, candidate: string, options: S
   events.onProgress?.(`timing ${baseline} against ${candidate} (${threads} thread${threads === 1 ? '' : 's'}, ${runs} runs each)`);
   try {
     const result = await benchmark(
-      { baseline, candidates: [candidate], iterations: runs, threads, shapes, measureMemory: false, ...(Object.keys(constants).length > 0 ? { constants } : {}) },
+      {
+        baseline,
+        candidates: [candidate],
+        iterations: runs,
+        threads,
+        shapes,
+        measureMemory: false,
+        ...(Object.keys(constants).length > 0 ? { constants } : {}),
+      },
       { onWarning: events.onWarning },
     );
     const [base, written] = result.models.map((m) => m.latency[0]!);
@@ -74,10 +87,11 @@ export async function speedCheck(baseline: string, candidate: string, options: S
 export function valuesFromData(dataset: Dataset): Record<string, number | number[]> {
   const out: Record<string, number | number[]> = {};
   const numeric = (t: TensorData): boolean =>
-    !Array.isArray(t.data) && (t.dtype === DataType.FLOAT || t.dtype === DataType.DOUBLE || (isIntegerDtype(t.dtype) && t.data.length === elementCount(t.dims)));
+    !Array.isArray(t.data) &&
+    (t.dtype === DataType.FLOAT || t.dtype === DataType.DOUBLE || (isIntegerDtype(t.dtype) && t.data.length === elementCount(t.dims)));
   const add = (name: string, t: TensorData, dims: readonly number[], per: number): void => {
     if (!numeric(t) || dims.length > 1) return;
-    const values = Array.from((t.data as ArrayLike<number | bigint>) as ArrayLike<number>, Number).slice(0, per);
+    const values = Array.from(t.data as ArrayLike<number | bigint> as ArrayLike<number>, Number).slice(0, per);
     out[name] = dims.length === 0 ? values[0]! : values;
   };
   for (const [name, t] of Object.entries(dataset.constants ?? {})) add(name, t, t.dims, elementCount(t.dims));

@@ -17,7 +17,18 @@ import { dtypeName, isIntegerDtype } from '../ir/dtype.js';
 import { createRunner, describeSpec, formatShape, loadOrt, type IoSpec, type Runner, type RunnerOptions } from '../runtime/index.js';
 import { batchAxes } from '../ir/io-spec.js';
 import { fixedBatchSize, loadDataset, randomDataset, take, type Dataset } from '../data/index.js';
-import { agreementWithReference, builtinMetric, DEFAULT_EVAL_BATCH, evaluateMany, isModuleSpec, runBatch, type TaskMetric, type TaskMetricFactory, type TaskMetricOptions, type TaskMetricResult } from '../evaluate/index.js';
+import {
+  agreementWithReference,
+  builtinMetric,
+  DEFAULT_EVAL_BATCH,
+  evaluateMany,
+  isModuleSpec,
+  runBatch,
+  type TaskMetric,
+  type TaskMetricFactory,
+  type TaskMetricOptions,
+  type TaskMetricResult,
+} from '../evaluate/index.js';
 import { bootstrapPercentileCI, mcnemar, pairedSpeedup, summarize } from '../metrics/index.js';
 import { canBatch, latencyFeeds, shapesForBatch, type Feeds } from './feeds.js';
 import { hashTree, modelFileInfo } from './files.js';
@@ -25,15 +36,7 @@ import { evaluateGates } from './gates.js';
 import { buildManifest } from './manifest.js';
 import { measurePeakMemory } from './memory.js';
 import { throughputAtMedian } from './throughput.js';
-import type {
-  AccuracyResult,
-  BenchmarkCallbacks,
-  BenchmarkOptions,
-  BenchmarkResult,
-  FileInfo,
-  LatencyPoint,
-  ModelResult,
-} from './types.js';
+import type { AccuracyResult, BenchmarkCallbacks, BenchmarkOptions, BenchmarkResult, FileInfo, LatencyPoint, ModelResult } from './types.js';
 
 export const DEFAULTS = {
   warmup: 10,
@@ -70,7 +73,10 @@ interface LoadedModel {
  * with the baseline only), a built-in spec (top1 by default, top5, ctc, cer, f1, miou; evaluate's
  * builtinMetric) or a factory the caller made (a user's module: app/metric-module.ts's resolveMetric).
  */
-export function parseMetric(metric: string | TaskMetricFactory | undefined, options: TaskMetricOptions = {}): { name: string; factory: TaskMetricFactory | null } {
+export function parseMetric(
+  metric: string | TaskMetricFactory | undefined,
+  options: TaskMetricOptions = {},
+): { name: string; factory: TaskMetricFactory | null } {
   if (typeof metric === 'object') return { name: metric.name, factory: metric };
   const text = (metric ?? 'top1').trim();
   if (text.toLowerCase() === 'agreement') return { name: 'agreement', factory: null };
@@ -92,13 +98,14 @@ function uniqueLabels(paths: string[]): string[] {
 }
 
 /** A candidate must take the same inputs and give the same outputs as the baseline. */
-export function checkCompatible(baseline: { path: string; runner: Pick<Runner, 'inputs' | 'outputs'> }, candidate: { path: string; runner: Pick<Runner, 'inputs' | 'outputs'> }): void {
+export function checkCompatible(
+  baseline: { path: string; runner: Pick<Runner, 'inputs' | 'outputs'> },
+  candidate: { path: string; runner: Pick<Runner, 'inputs' | 'outputs'> },
+): void {
   const compare = (kind: 'input' | 'output', a: readonly IoSpec[], b: readonly IoSpec[]): void => {
     const names = (specs: readonly IoSpec[]): string => specs.map((s) => s.name).join(', ');
     if (a.length !== b.length || a.some((s, i) => s.name !== b[i]!.name)) {
-      throw new InputError(
-        `${candidate.path}: ${kind}s (${names(b)}) differ from the baseline ${baseline.path} (${names(a)})`,
-      );
+      throw new InputError(`${candidate.path}: ${kind}s (${names(b)}) differ from the baseline ${baseline.path} (${names(a)})`);
     }
     a.forEach((s, i) => {
       const t = b[i]!;
@@ -129,13 +136,7 @@ function runnerOptions(options: BenchmarkOptions, providers: string[]): RunnerOp
   return { intraOpThreads: options.threads, graphOptimizationLevel: 'all', executionProviders: providers };
 }
 
-async function loadModel(
-  file: string,
-  role: LoadedModel['role'],
-  label: string,
-  options: BenchmarkOptions,
-  providers: string[],
-): Promise<LoadedModel> {
+async function loadModel(file: string, role: LoadedModel['role'], label: string, options: BenchmarkOptions, providers: string[]): Promise<LoadedModel> {
   const info = await modelFileInfo(file);
   const start = performance.now();
   let runner: Runner;
@@ -206,18 +207,13 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
   async function measureAll(models: LoadedModel[]): Promise<BenchmarkResult> {
     const baseline = models[0]!;
     for (const candidate of models.slice(1)) {
-      checkCompatible(
-        { path: baseline.file.path, runner: baseline.runner },
-        { path: candidate.file.path, runner: candidate.runner },
-      );
+      checkCompatible({ path: baseline.file.path, runner: baseline.runner }, { path: candidate.file.path, runner: candidate.runner });
     }
     const inputs = baseline.runner.inputs;
     const outputs = baseline.runner.outputs;
     const outputName = options.outputName ?? outputs[0]?.name ?? '';
     if (!outputs.some((o) => o.name === outputName)) {
-      throw new UsageError(
-        `--output-name '${outputName}': ${baseline.file.path} has outputs ${outputs.map((o) => o.name).join(', ')}`,
-      );
+      throw new UsageError(`--output-name '${outputName}': ${baseline.file.path} has outputs ${outputs.map((o) => o.name).join(', ')}`);
     }
 
     // ---- data ----
@@ -295,7 +291,11 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
       progress({ phase: 'warmup', message: `warming up${stepLabel}` });
       for (const model of models) for (let i = 0; i < warmup; i++) await runModel(model, feeds);
       const times = await timeInterleaved(models, feeds, { iterations, durationMs, burst, rewarm: interleave === 'warm' }, (done, total) =>
-        progress({ phase: 'latency', message: `timing${stepLabel}: ${done}${total ? `/${total}` : ''} runs per model`, fraction: total ? done / total : undefined }),
+        progress({
+          phase: 'latency',
+          message: `timing${stepLabel}: ${done}${total ? `/${total}` : ''} runs per model`,
+          fraction: total ? done / total : undefined,
+        }),
       );
       for (let m = 0; m < models.length; m++) {
         const t = times[m]!;
@@ -352,10 +352,7 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
     const manifest = buildManifest({
       threads: options.threads ?? null,
       providers,
-      files: [
-        ...models.map((m) => ({ path: m.file.path, sha256: m.file.sha256, sizeBytes: m.file.sizeBytes })),
-        ...dataFiles,
-      ],
+      files: [...models.map((m) => ({ path: m.file.path, sha256: m.file.sha256, sizeBytes: m.file.sizeBytes })), ...dataFiles],
       command: options.command ?? null,
     });
     progress({ phase: 'done', message: 'done', fraction: 1 });
@@ -420,7 +417,15 @@ function accuracyResults(results: readonly (TaskMetricResult | undefined)[]): (A
       correct = 0;
       for (const v of binary) correct += v;
     }
-    const result: AccuracyResult = { metric: r.metric, k: r.details.k ?? 0, correct, total: r.total, value: r.value, higherIsBetter: r.higherIsBetter, details: { ...r.details } };
+    const result: AccuracyResult = {
+      metric: r.metric,
+      k: r.details.k ?? 0,
+      correct,
+      total: r.total,
+      value: r.value,
+      higherIsBetter: r.higherIsBetter,
+      details: { ...r.details },
+    };
     if (m > 0 && base) {
       result.difference = r.value - base.value;
       if (binary && base.perSample instanceof Uint8Array) result.comparison = mcnemar(base.perSample, binary);

@@ -26,7 +26,9 @@ export async function modelFileInfo(file: string): Promise<FileInfo> {
 }
 
 export async function sha256File(file: string): Promise<string> {
-  return createHash('sha256').update(await readFile(file)).digest('hex');
+  return createHash('sha256')
+    .update(await readFile(file))
+    .digest('hex');
 }
 
 /** sha256 and size of a file, or of every file below a directory (test_data_set layouts). */

@@ -85,7 +85,8 @@ export function evaluateGates(models: ModelResult[], gates: Gates): GateResult[]
           passed,
           message:
             `min-speedup: ${model.label} at batch ${point.batchSize} is ${interval(point.speedup, 3, 'x')} ` +
-            `(${point.speedup.verdict}); limit ${gates.minSpeedup}x` + (passed ? '' : ' not reached'),
+            `(${point.speedup.verdict}); limit ${gates.minSpeedup}x` +
+            (passed ? '' : ' not reached'),
         });
       }
     }
@@ -106,7 +107,8 @@ export function evaluateGates(models: ModelResult[], gates: Gates): GateResult[]
           passed,
           message:
             `max-latency-p99: ${model.label} at batch ${point.batchSize} has p99 ${interval(point.p99Interval, 3, ' ms')}; ` +
-            `limit ${gates.maxLatencyP99Ms} ms` + (passed ? '' : ' exceeded'),
+            `limit ${gates.maxLatencyP99Ms} ms` +
+            (passed ? '' : ' exceeded'),
         });
       }
     }

@@ -87,12 +87,7 @@ export function onnxruntimeVersion(): string {
   return 'unknown';
 }
 
-export function buildManifest(input: {
-  threads: number | null;
-  providers: string[];
-  files: Manifest['files'];
-  command: string | null;
-}): Manifest {
+export function buildManifest(input: { threads: number | null; providers: string[]; files: Manifest['files']; command: string | null }): Manifest {
   return {
     modelOptVersion: modelOptVersion(),
     nodeVersion: process.version,

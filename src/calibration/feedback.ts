@@ -45,14 +45,20 @@ function checkPairs(model: Model, pairs: readonly FeedbackPair[]): Map<string, {
   for (const pair of pairs) {
     const input = inputs.get(pair.input);
     const output = outputs.get(pair.output);
-    if (!output) throw new UsageError(`--feedback ${pair.output}=${pair.input}: the model has no output '${pair.output}' (outputs: ${[...outputs.keys()].join(', ')})`);
-    if (!input) throw new UsageError(`--feedback ${pair.output}=${pair.input}: the model has no input '${pair.input}' (inputs: ${[...inputs.keys()].join(', ')})`);
+    if (!output)
+      throw new UsageError(`--feedback ${pair.output}=${pair.input}: the model has no output '${pair.output}' (outputs: ${[...outputs.keys()].join(', ')})`);
+    if (!input)
+      throw new UsageError(`--feedback ${pair.output}=${pair.input}: the model has no input '${pair.input}' (inputs: ${[...inputs.keys()].join(', ')})`);
     if (output.dtype !== input.dtype) {
-      throw new UsageError(`--feedback ${pair.output}=${pair.input}: output '${pair.output}' is ${dtypeName(output.dtype)} but input '${pair.input}' is ${dtypeName(input.dtype)}`);
+      throw new UsageError(
+        `--feedback ${pair.output}=${pair.input}: output '${pair.output}' is ${dtypeName(output.dtype)} but input '${pair.input}' is ${dtypeName(input.dtype)}`,
+      );
     }
     const fixedDiffer = output.shape.some((d, k) => typeof d === 'number' && typeof input.shape[k] === 'number' && d !== input.shape[k]);
     if (!output.unknownRank && !input.unknownRank && (output.shape.length !== input.shape.length || fixedDiffer)) {
-      throw new UsageError(`--feedback ${pair.output}=${pair.input}: output '${pair.output}' ${formatShape(output.shape)} cannot feed input '${pair.input}' ${formatShape(input.shape)}`);
+      throw new UsageError(
+        `--feedback ${pair.output}=${pair.input}: output '${pair.output}' ${formatShape(output.shape)} cannot feed input '${pair.input}' ${formatShape(input.shape)}`,
+      );
     }
     if (checked.has(pair.input)) throw new UsageError(`--feedback: input '${pair.input}' is fed back twice`);
     checked.set(pair.input, { pair, input });
@@ -134,6 +140,12 @@ export async function withFeedback(
     ...dataset,
     inputs,
     batchAxes: batchAxesOut,
-    notes: [...dataset.notes, ...[...checked.values()].map(({ pair }) => `${pair.input}: the FP32 model's ${pair.output} fed back over ${dataset.sequences ? 'each sequence' : 'one sequence'} of ${dataset.count} samples`)],
+    notes: [
+      ...dataset.notes,
+      ...[...checked.values()].map(
+        ({ pair }) =>
+          `${pair.input}: the FP32 model's ${pair.output} fed back over ${dataset.sequences ? 'each sequence' : 'one sequence'} of ${dataset.count} samples`,
+      ),
+    ],
   };
 }

@@ -141,7 +141,7 @@ export class StreamingHistogram {
       // First data: a width that spans the batch range (and 0) with a little room, never zero.
       const lo = Math.min(bmin, 0);
       const hi = Math.max(bmax, 0);
-      this.width = Math.max(hi - lo, 1e-12) * 1.0001 / this.bins;
+      this.width = (Math.max(hi - lo, 1e-12) * 1.0001) / this.bins;
       this.lo = Math.floor(lo / this.width) * this.width;
     }
     while (bmin < this.lo) this.grow('down');
@@ -154,10 +154,7 @@ export class StreamingHistogram {
    */
   private grow(direction: 'up' | 'down'): void {
     const newWidth = this.width * 2;
-    const newLo =
-      direction === 'up'
-        ? Math.floor(this.lo / newWidth) * newWidth
-        : Math.ceil((this.hi - this.bins * newWidth) / newWidth) * newWidth;
+    const newLo = direction === 'up' ? Math.floor(this.lo / newWidth) * newWidth : Math.ceil((this.hi - this.bins * newWidth) / newWidth) * newWidth;
     const merged = new Float64Array(this.bins);
     for (let i = 0; i < this.bins; i++) {
       const c = this.counts[i]!;

@@ -255,7 +255,11 @@ function sourceOf(data: Dataset | Iterable<Feeds> | AsyncIterable<Feeds>, axes: 
  * One pipelined pass: onnxruntime runs batch k+1 on its own threads while this thread folds batch
  * k, so a pass costs about max(inference, statistics), not their sum. Returns the batches seen.
  */
-async function runPass(batches: AsyncGenerator<Batch>, runner: StatisticsCapture, fold: (batch: Batch, captured: StatisticsCaptureResult) => Promise<void> | void): Promise<number> {
+async function runPass(
+  batches: AsyncGenerator<Batch>,
+  runner: StatisticsCapture,
+  fold: (batch: Batch, captured: StatisticsCaptureResult) => Promise<void> | void,
+): Promise<number> {
   const start = async (): Promise<{ batch: Batch; captured: Promise<StatisticsCaptureResult> } | undefined> => {
     const next = await batches.next();
     if (next.done) return undefined;
@@ -313,7 +317,14 @@ export async function collectStatistics(
   const { ranges, moments } = plan(requests);
   const names = [...new Set(requests.map((r) => r.tensor))];
   const budget = options.memoryBudget ?? DEFAULT_CAPTURE_BUDGET;
-  const batching: CalibrationBatching = { batchSize: 0, explicit: options.batchSize !== undefined, captureGroups: 0, passes: 0, memoryBudget: budget, nonFiniteReruns: 0 };
+  const batching: CalibrationBatching = {
+    batchSize: 0,
+    explicit: options.batchSize !== undefined,
+    captureGroups: 0,
+    passes: 0,
+    memoryBudget: budget,
+    nonFiniteReruns: 0,
+  };
   const result: CollectedStatistics = { ranges: new Map([...ranges].map(([name, s]) => [name, s.stats])), channels: new Map(), batching };
   if (names.length === 0) return result;
   for (const name of names) {
@@ -331,15 +342,19 @@ export async function collectStatistics(
   // Where each statistic comes from: graph inputs and constants are in memory already (scanned
   // here in the first pass); float activations are reduced inside onnxruntime; the rest (channel
   // moments, histograms' second pass, tensors of other dtypes) is captured whole.
-  const local = new Set(names.filter((n) => {
-    const v = model.graph.localValue(n)!;
-    return (v.isGraphInput() && !v.producer) || model.graph.constantTensor(v) !== undefined;
-  }));
+  const local = new Set(
+    names.filter((n) => {
+      const v = model.graph.localValue(n)!;
+      return (v.isGraphInput() && !v.producer) || model.graph.constantTensor(v) !== undefined;
+    }),
+  );
   // One pass when the whole captures of a first-pass batch fit the budget (histograms then grow
   // exactly as they always did) or the source can be walked only once; else two.
   const captured = names.filter((n) => !local.has(n) && (moments.has(n) || ranges.get(n)?.kind === 'histogram' || (ranges.has(n) && !canReduce(model, n))));
   const estimates = captured.map((n) => perSampleBytes(model, n));
-  const onePassBytes = estimates.every((b) => b !== undefined) ? estimates.reduce<number>((a, b) => a + b!, 0) * (batching.batchSize || options.batchSize || DEFAULT_CALIBRATION_BATCH) : Infinity;
+  const onePassBytes = estimates.every((b) => b !== undefined)
+    ? estimates.reduce<number>((a, b) => a + b!, 0) * (batching.batchSize || options.batchSize || DEFAULT_CALIBRATION_BATCH)
+    : Infinity;
   const twoPass = source.reiterable && onePassBytes > budget;
   const reduced = [...ranges.keys()].filter((n) => !local.has(n) && canReduce(model, n) && (twoPass || ranges.get(n)!.kind === 'range'));
   const reducedSet = new Set(reduced);

@@ -23,11 +23,14 @@ interface BatchifyFlags {
 export function registerBatchify(program: Command): void {
   program
     .command('batchify')
-    .addHelpText('after', helpExamples(
-      'model-opt batchify model.onnx -o model-dynamic.onnx   # a model exported with a fixed batch dim',
-      'model-opt batchify model.onnx -o model-dynamic.onnx --dim-name batch --json',
-      'model-opt batchify fixtures/fashion-cnn.onnx -o out/fashion-cnn.copy.onnx   # already dynamic: an unchanged copy',
-    ))
+    .addHelpText(
+      'after',
+      helpExamples(
+        'model-opt batchify model.onnx -o model-dynamic.onnx   # a model exported with a fixed batch dim',
+        'model-opt batchify model.onnx -o model-dynamic.onnx --dim-name batch --json',
+        'model-opt batchify fixtures/fashion-cnn.onnx -o out/fashion-cnn.copy.onnx   # already dynamic: an unchanged copy',
+      ),
+    )
     .description('make the batch dimension of a model dynamic, so requests can be batched (verified in onnxruntime)')
     .argument('<model>', 'the ONNX model with a fixed batch size')
     .requiredOption('-o, --output <file>', 'where to write the batchable model')

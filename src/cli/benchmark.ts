@@ -11,7 +11,15 @@ import { registerBatchingOptions, runBatchingBenchmark, type BatchingFlags } fro
 import { checkOutputPath } from '../app/output-path.js';
 import { colorEnabled, createProgress, printJson, reportError, runCommand, workflowEvents, writeTextAtomic } from './common.js';
 import { sharedOption, type InputValueFlags } from './options.js';
-import { parseAccuracyBudget, parseBoundedInt, parseMilliseconds, parseNonNegativeInt, parsePositiveInt, parsePositiveNumber, parsePositiveIntList } from './parsers.js';
+import {
+  parseAccuracyBudget,
+  parseBoundedInt,
+  parseMilliseconds,
+  parseNonNegativeInt,
+  parsePositiveInt,
+  parsePositiveNumber,
+  parsePositiveIntList,
+} from './parsers.js';
 import { helpExamples } from './examples.js';
 import type { AccuracyBudget } from '../bench/types.js';
 
@@ -62,21 +70,37 @@ function commandLine(argv: readonly string[]): string {
 export function registerBenchmark(program: Command): void {
   const command = program
     .command('benchmark')
-    .addHelpText('after', helpExamples(
-      'model-opt benchmark fixtures/fashion-cnn.onnx out/fashion-cnn.int8.onnx --data fixtures/fashion-eval.npz --batch-size 1 --threads 1',
-      'model-opt benchmark fixtures/fashion-cnn.onnx out/fashion-cnn.int8.onnx --data fixtures/fashion-eval.npz --max-accuracy-drop 0.5pt --min-speedup 1.2 --markdown out/report.md',
-      'model-opt benchmark fixtures/fashion-cnn.onnx --dynamic-batching --concurrency 1,16 --window-ms 250',
-    ))
+    .addHelpText(
+      'after',
+      helpExamples(
+        'model-opt benchmark fixtures/fashion-cnn.onnx out/fashion-cnn.int8.onnx --data fixtures/fashion-eval.npz --batch-size 1 --threads 1',
+        'model-opt benchmark fixtures/fashion-cnn.onnx out/fashion-cnn.int8.onnx --data fixtures/fashion-eval.npz --max-accuracy-drop 0.5pt --min-speedup 1.2 --markdown out/report.md',
+        'model-opt benchmark fixtures/fashion-cnn.onnx --dynamic-batching --concurrency 1,16 --window-ms 250',
+      ),
+    )
     .description('compare accuracy, latency, size and memory of candidate models against a baseline')
     .argument('<baseline>', 'the reference (usually FP32) ONNX model')
     .argument('[candidates...]', 'optimized ONNX models to compare against the baseline')
-    .option('--data <path>', 'evaluation data: .npz/.npy/.jsonl, a test_data_set dir, or a folder of PNG/JPEG images (class folders = labels; docs/data-formats.md) (random inputs when absent)')
-    .option('--metric <name>', 'top1 (default with labels), top5, topK, ctc, cer, f1, miou (options: ctc:blank=0,layout=tnc), agreement, or ./metric.mjs (docs/metrics.md)')
+    .option(
+      '--data <path>',
+      'evaluation data: .npz/.npy/.jsonl, a test_data_set dir, or a folder of PNG/JPEG images (class folders = labels; docs/data-formats.md) (random inputs when absent)',
+    )
+    .option(
+      '--metric <name>',
+      'top1 (default with labels), top5, topK, ctc, cer, f1, miou (options: ctc:blank=0,layout=tnc), agreement, or ./metric.mjs (docs/metrics.md)',
+    )
     .addOption(sharedOption('outputName'))
     .option('--max-samples <n>', 'evaluate at most n samples', parsePositiveInt)
     .option('--warmup <n>', 'untimed runs per model and batch size before timing (default 10)', parseNonNegativeInt)
     .option('--iterations <n>', 'timed runs per model and batch size (default 100, at most 10000000)', parseBoundedInt(10_000_000))
-    .addOption(new Option('--interleave <mode>', 'warm: 3 untimed runs after each switch of model (steady state); cold: strict round-robin, every run right after another model').choices(['warm', 'cold']).default('warm'))
+    .addOption(
+      new Option(
+        '--interleave <mode>',
+        'warm: 3 untimed runs after each switch of model (steady state); cold: strict round-robin, every run right after another model',
+      )
+        .choices(['warm', 'cold'])
+        .default('warm'),
+    )
     .option('--burst <n>', 'warm: timed runs of one model per switch (default iterations/20, 1 to 10)', parsePositiveInt)
     .option('--duration <time>', 'time budget per batch size instead of --iterations, e.g. 10s or 500ms', parseDuration)
     .option('--batch-size <list>', 'batch sizes to sweep, e.g. 1,8,32 (needs a dynamic batch dim)', parsePositiveIntList)
@@ -94,66 +118,70 @@ export function registerBenchmark(program: Command): void {
     .addOption(new Option('--bootstrap <n>', 'bootstrap resamples for intervals').argParser(parsePositiveInt).default(2000).hideHelp());
   registerBatchingOptions(command);
   command.action(
-      runCommand(async (baseline: string, candidates: string[], flags: BenchmarkFlags & BatchingFlags & { bootstrap: number }, command: Command) => {
-        if (flags.dynamicBatching) {
-          if (candidates.length) throw new UsageError('--dynamic-batching measures one model at a time; drop the candidate models');
-          return runBatchingBenchmark(baseline, flags);
-        }
-        if (flags.iterations !== undefined && flags.duration !== undefined) throw new UsageError('give --iterations or --duration, not both');
-        const { parseShapeOverrides } = await import('../ir/io-spec.js');
-        const shapes = flags.shape ? parseShapeOverrides(flags.shape.join(',')) : undefined;
-        const markdownPath = flags.markdown
-          ? checkOutputPath(flags.markdown, [baseline, ...candidates, ...(flags.data ? [flags.data] : [])], '--markdown')
-          : undefined;
-        const [{ benchmark }, report, metrics] = await Promise.all([import('../bench/index.js'), import('../report/index.js'), import('../app/metric-module.js')]);
-        // A module path is loaded here (app layer); built-in names go to the benchmark as they are.
-        const metric = flags.metric !== undefined && metrics.isModuleSpec(flags.metric) ? await metrics.resolveMetric(flags.metric) : flags.metric;
-        const progress = await createProgress({ json: flags.json });
-        let result;
-        try {
-          result = await benchmark(
-            {
-              baseline,
-              candidates,
-              data: flags.data,
-              warmup: flags.warmup,
-              iterations: flags.iterations,
-              interleave: flags.interleave,
-              burst: flags.burst,
-              durationMs: flags.duration,
-              batchSizes: flags.batchSize,
-              threads: flags.threads,
-              shapes,
-              constants: flags.input,
-              providers: flags.provider,
-              metric,
-              outputName: flags.outputName,
-              maxSamples: flags.maxSamples,
-              seed: flags.seed,
-              bootstrapResamples: flags.bootstrap,
-              measureMemory: flags.memory,
-              gates: {
-                maxAccuracyDrop: flags.maxAccuracyDrop,
-                minSpeedup: flags.minSpeedup,
-                maxLatencyP99Ms: flags.maxLatencyP99,
-              },
-              // commander keeps the argv given to parseAsync as rawArgs (untyped), so in-process
-              // callers get their own command rather than the host process's argv.
-              command: commandLine((command.parent as unknown as { rawArgs?: string[] } | null)?.rawArgs ?? process.argv),
+    runCommand(async (baseline: string, candidates: string[], flags: BenchmarkFlags & BatchingFlags & { bootstrap: number }, command: Command) => {
+      if (flags.dynamicBatching) {
+        if (candidates.length) throw new UsageError('--dynamic-batching measures one model at a time; drop the candidate models');
+        return runBatchingBenchmark(baseline, flags);
+      }
+      if (flags.iterations !== undefined && flags.duration !== undefined) throw new UsageError('give --iterations or --duration, not both');
+      const { parseShapeOverrides } = await import('../ir/io-spec.js');
+      const shapes = flags.shape ? parseShapeOverrides(flags.shape.join(',')) : undefined;
+      const markdownPath = flags.markdown
+        ? checkOutputPath(flags.markdown, [baseline, ...candidates, ...(flags.data ? [flags.data] : [])], '--markdown')
+        : undefined;
+      const [{ benchmark }, report, metrics] = await Promise.all([
+        import('../bench/index.js'),
+        import('../report/index.js'),
+        import('../app/metric-module.js'),
+      ]);
+      // A module path is loaded here (app layer); built-in names go to the benchmark as they are.
+      const metric = flags.metric !== undefined && metrics.isModuleSpec(flags.metric) ? await metrics.resolveMetric(flags.metric) : flags.metric;
+      const progress = await createProgress({ json: flags.json });
+      let result;
+      try {
+        result = await benchmark(
+          {
+            baseline,
+            candidates,
+            data: flags.data,
+            warmup: flags.warmup,
+            iterations: flags.iterations,
+            interleave: flags.interleave,
+            burst: flags.burst,
+            durationMs: flags.duration,
+            batchSizes: flags.batchSize,
+            threads: flags.threads,
+            shapes,
+            constants: flags.input,
+            providers: flags.provider,
+            metric,
+            outputName: flags.outputName,
+            maxSamples: flags.maxSamples,
+            seed: flags.seed,
+            bootstrapResamples: flags.bootstrap,
+            measureMemory: flags.memory,
+            gates: {
+              maxAccuracyDrop: flags.maxAccuracyDrop,
+              minSpeedup: flags.minSpeedup,
+              maxLatencyP99Ms: flags.maxLatencyP99,
             },
-            { ...workflowEvents(progress, flags), onProgress: (event) => progress.update(event.message) },
-          );
-        } finally {
-          progress.stop();
-        }
-        if (flags.json) printJson(report.benchmarkDocument(result));
-        else process.stdout.write(report.renderTable(result, { color: colorEnabled(process.stdout) }));
-        if (markdownPath) await writeTextAtomic(markdownPath, report.renderMarkdown(result));
-        let code: number = ExitCode.ok;
-        for (const gate of result.gates) {
-          if (!gate.passed) code = reportError(new GateError(gate.message));
-        }
-        return code;
-      }),
-    );
+            // commander keeps the argv given to parseAsync as rawArgs (untyped), so in-process
+            // callers get their own command rather than the host process's argv.
+            command: commandLine((command.parent as unknown as { rawArgs?: string[] } | null)?.rawArgs ?? process.argv),
+          },
+          { ...workflowEvents(progress, flags), onProgress: (event) => progress.update(event.message) },
+        );
+      } finally {
+        progress.stop();
+      }
+      if (flags.json) printJson(report.benchmarkDocument(result));
+      else process.stdout.write(report.renderTable(result, { color: colorEnabled(process.stdout) }));
+      if (markdownPath) await writeTextAtomic(markdownPath, report.renderMarkdown(result));
+      let code: number = ExitCode.ok;
+      for (const gate of result.gates) {
+        if (!gate.passed) code = reportError(new GateError(gate.message));
+      }
+      return code;
+    }),
+  );
 }

@@ -95,7 +95,10 @@ export function note(text: string, options: { json?: boolean } = {}): void {
 }
 
 /** Workflow events shown the CLI way: progress on the spinner, warnings as notes (the spinner stopped first). */
-export function workflowEvents(progress: Progress, options: { json?: boolean }): { onProgress: (message: string) => void; onWarning: (message: string) => void } {
+export function workflowEvents(
+  progress: Progress,
+  options: { json?: boolean },
+): { onProgress: (message: string) => void; onWarning: (message: string) => void } {
   return {
     onProgress: (message) => progress.update(message),
     onWarning: (message) => {

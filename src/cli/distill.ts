@@ -69,13 +69,19 @@ export function parseFeaturePair(value: string): { teacher: string; student: str
 export function registerDistill(program: Command): void {
   program
     .command('distill')
-    .addHelpText('after', helpExamples(
-      'model-opt distill --teacher fixtures/fashion-teacher.onnx --student fixtures/fashion-cnn.onnx --data fixtures/fashion-calib.npz --eval-data fixtures/fashion-eval.npz --epochs 1 -o out/fashion-cnn.distilled.onnx',
-      'model-opt distill --teacher fixtures/fashion-teacher.onnx --student-from-teacher --width 0.5 --data fixtures/fashion-calib.npz --epochs 1 -o out/fashion-student.onnx',
-      'model-opt distill --student fixtures/fashion-cnn.onnx --labels-only --data fixtures/fashion-calib.npz --epochs 1 -o out/fashion-cnn.tuned.onnx',
-    ))
+    .addHelpText(
+      'after',
+      helpExamples(
+        'model-opt distill --teacher fixtures/fashion-teacher.onnx --student fixtures/fashion-cnn.onnx --data fixtures/fashion-calib.npz --eval-data fixtures/fashion-eval.npz --epochs 1 -o out/fashion-cnn.distilled.onnx',
+        'model-opt distill --teacher fixtures/fashion-teacher.onnx --student-from-teacher --width 0.5 --data fixtures/fashion-calib.npz --epochs 1 -o out/fashion-student.onnx',
+        'model-opt distill --student fixtures/fashion-cnn.onnx --labels-only --data fixtures/fashion-calib.npz --epochs 1 -o out/fashion-cnn.tuned.onnx',
+      ),
+    )
     .description('train a smaller student from a teacher model (knowledge distillation), in Node, on ONNX files')
-    .option('--teacher <file>', 'the teacher ONNX model (required unless --student with --labels-only; runs in onnxruntime, its outputs computed once and cached)')
+    .option(
+      '--teacher <file>',
+      'the teacher ONNX model (required unless --student with --labels-only; runs in onnxruntime, its outputs computed once and cached)',
+    )
     .option('--student <file>', 'the student ONNX model to train (default: the teacher itself, i.e. fine-tuning)')
     .option('--student-from-teacher', 'make the student from the teacher by structured channel pruning (see --width)')
     .option('--width <x>', 'with --student-from-teacher: fraction of channels kept', parseFraction, 0.5)

@@ -71,7 +71,7 @@ export function registerBatcherSettingOptions(command: Command, options: { allow
     .option('--instances <n>', 'model instances (parallel onnxruntime sessions; default 1)', parsePositiveInt)
     .option('--preserve-ordering', 'return responses in request order (Triton preserve_ordering)')
     .option('--slo-p99 <ms>', 'search batching settings for the highest throughput with p99 under this', parseMilliseconds)
-    .option('--triton-config <file>', "start from an existing Triton config.pbtxt (its batching settings and other fields)");
+    .option('--triton-config <file>', 'start from an existing Triton config.pbtxt (its batching settings and other fields)');
 }
 
 /**
@@ -163,7 +163,7 @@ export function readText(file: string): string {
     return fs.readFileSync(file, 'utf8');
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
-    throw new UsageError(`${file}: cannot read (${code === 'ENOENT' ? 'no such file' : code ?? String(e)})`);
+    throw new UsageError(`${file}: cannot read (${code === 'ENOENT' ? 'no such file' : (code ?? String(e))})`);
   }
 }
 
@@ -198,4 +198,3 @@ export async function runBatchingBenchmark(model: string, flags: BatchingFlags &
   if (result.slo && !result.slo.best) throw new GateError(`no batching setting kept p99 under ${result.slo.sloP99Ms} ms`);
   return ExitCode.ok;
 }
-

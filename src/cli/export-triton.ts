@@ -32,10 +32,13 @@ interface ExportFlags extends BatchingFlags, CommonRunFlags {
 export function registerExportTriton(program: Command): void {
   const command = program
     .command('export-triton')
-    .addHelpText('after', helpExamples(
-      'model-opt export-triton fixtures/fashion-cnn.onnx --out out/triton --max-batch-size 32 --preferred 16,32',
-      'model-opt export-triton fixtures/fashion-cnn.onnx --out out/triton2 --triton-config out/triton/fashion-cnn/config.pbtxt --instances 2',
-    ))
+    .addHelpText(
+      'after',
+      helpExamples(
+        'model-opt export-triton fixtures/fashion-cnn.onnx --out out/triton --max-batch-size 32 --preferred 16,32',
+        'model-opt export-triton fixtures/fashion-cnn.onnx --out out/triton2 --triton-config out/triton/fashion-cnn/config.pbtxt --instances 2',
+      ),
+    )
     .description('write a Triton model repository (<out>/<name>/config.pbtxt and <out>/<name>/1/model.onnx) with dynamic batching settings')
     .argument('<model>', 'the ONNX model to deploy')
     .requiredOption('--out <dir>', 'the model repository folder (created if missing)')
@@ -69,10 +72,17 @@ export function registerExportTriton(program: Command): void {
         const asked = [...batchingFlags].filter(([k]) => flags[k] !== undefined).map(([, flag]) => flag);
         const scheduling = base ? serve.tritonScheduling(base) : undefined;
         if ((scheduling === 'sequence_batching' || scheduling === 'ensemble_scheduling') && asked.length) {
-          throw new UsageError(`${baseFile}: the config uses ${scheduling}; dynamic batching settings and the --slo-p99 search do not apply to it (the model keeps its scheduler; leave out ${asked.join(', ')})`);
+          throw new UsageError(
+            `${baseFile}: the config uses ${scheduling}; dynamic batching settings and the --slo-p99 search do not apply to it (the model keeps its scheduler; leave out ${asked.join(', ')})`,
+          );
         }
-        if (noBatching && asked.length) throw new UsageError('--max-batch-size 0 exports a model that does no batching; it takes no dynamic batching settings or --slo-p99');
-        const sweepOptions = await batchingSweepOptionsFromFlags(model, { ...flags, maxBatchSize: noBatching ? 1 : flags.maxBatchSize, tritonConfig: baseFile, concurrency: [] }, { notes: false });
+        if (noBatching && asked.length)
+          throw new UsageError('--max-batch-size 0 exports a model that does no batching; it takes no dynamic batching settings or --slo-p99');
+        const sweepOptions = await batchingSweepOptionsFromFlags(
+          model,
+          { ...flags, maxBatchSize: noBatching ? 1 : flags.maxBatchSize, tritonConfig: baseFile, concurrency: [] },
+          { notes: false },
+        );
         const loaded = await loadModel(model);
         let setting = {
           maxBatchSize: sweepOptions.batching.maxBatchSize,
@@ -126,7 +136,9 @@ export function registerExportTriton(program: Command): void {
             ...(search ? { search } : {}),
           });
         } else {
-          process.stdout.write(`wrote ${path.relative(process.cwd(), written.configPath)} and ${path.relative(process.cwd(), written.modelPath)}\n\n${written.configText}`);
+          process.stdout.write(
+            `wrote ${path.relative(process.cwd(), written.configPath)} and ${path.relative(process.cwd(), written.modelPath)}\n\n${written.configText}`,
+          );
         }
         return ExitCode.ok;
       }),

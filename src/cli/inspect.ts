@@ -18,11 +18,14 @@ interface InspectFlags {
 export function registerInspect(program: Command): void {
   program
     .command('inspect')
-    .addHelpText('after', helpExamples(
-      'model-opt inspect fixtures/fashion-cnn.onnx',
-      'model-opt inspect fixtures/fashion-teacher.onnx --json',
-      'model-opt inspect out/fashion-cnn.int8.onnx --no-runtime',
-    ))
+    .addHelpText(
+      'after',
+      helpExamples(
+        'model-opt inspect fixtures/fashion-cnn.onnx',
+        'model-opt inspect fixtures/fashion-teacher.onnx --json',
+        'model-opt inspect out/fashion-cnn.int8.onnx --no-runtime',
+      ),
+    )
     .description('show inputs, outputs, opsets, op types, parameters, sparsity and whether onnxruntime loads a model')
     .argument('<model>', 'the .onnx model file')
     .addOption(sharedOption('json'))

@@ -56,12 +56,17 @@ export function parseDuration(value: string): number {
 export function registerOptimize(program: Command): void {
   program
     .command('optimize')
-    .addHelpText('after', helpExamples(
-      'model-opt optimize fixtures/fashion-cnn.onnx -o out/fashion-cnn.opt.onnx --calibration-data fixtures/fashion-calib.npz --eval-data fixtures/fashion-eval.npz --max-accuracy-drop 0.5pt',
-      'model-opt optimize model.onnx -o out/model.opt.onnx --calibration-data calib.npz --time-budget 10m --markdown report.md --plot pareto.svg',
-      'model-opt optimize model.onnx -o out/again.onnx --recipe out/model.opt.recipe.json',
-    ))
-    .description('try FP32 graph optimizations, static and dynamic INT8 (and FP16 for size), measure each against FP32 here, write the fastest within the accuracy budget, never a slower one')
+    .addHelpText(
+      'after',
+      helpExamples(
+        'model-opt optimize fixtures/fashion-cnn.onnx -o out/fashion-cnn.opt.onnx --calibration-data fixtures/fashion-calib.npz --eval-data fixtures/fashion-eval.npz --max-accuracy-drop 0.5pt',
+        'model-opt optimize model.onnx -o out/model.opt.onnx --calibration-data calib.npz --time-budget 10m --markdown report.md --plot pareto.svg',
+        'model-opt optimize model.onnx -o out/again.onnx --recipe out/model.opt.recipe.json',
+      ),
+    )
+    .description(
+      'try FP32 graph optimizations, static and dynamic INT8 (and FP16 for size), measure each against FP32 here, write the fastest within the accuracy budget, never a slower one',
+    )
     .argument('<model>', 'the FP32 ONNX model (never modified)')
     .requiredOption('-o, --output <path>', 'where to write the chosen model; <out>.recipe.json beside it reproduces it')
     .addOption(sharedOption('calibrationData', 'the ranges of static INT8 (without it static INT8 is not tried)'))
@@ -73,14 +78,25 @@ export function registerOptimize(program: Command): void {
     .option('--max-accuracy-drop <budget>', 'accuracy budget instead, e.g. 0.5pt or 1% (needs labelled --eval-data)', parseAccuracyBudget)
     .option('--metric <spec>', 'task metric for the accuracy with labels: top1 (default), top5, ctc, cer, f1, miou (docs/metrics.md)')
     .addOption(sharedOption('outputName'))
-    .addOption(new Option('--objective <goal>', 'latency (default: batch 1), throughput (batch 8 unless --batch-size) or size (the smallest not slower; FP16 too)').choices(['latency', 'throughput', 'size']))
+    .addOption(
+      new Option(
+        '--objective <goal>',
+        'latency (default: batch 1), throughput (batch 8 unless --batch-size) or size (the smallest not slower; FP16 too)',
+      ).choices(['latency', 'throughput', 'size']),
+    )
     .option('--batch-size <n>', 'batch size of the timing (default 1, or 8 for throughput)', parsePositiveInt)
     .addOption(sharedOption('threads', 'the timing and the builds (default 1)'))
     .addOption(sharedOption('provider'))
     .option('--iterations <n>', 'timed runs per model in the comparison (default 200)', parsePositiveInt)
-    .option('--time-budget <duration>', 'time for the search (region search, pruned candidates), e.g. 10m; default 3m for the region search, no pruning', parseDuration)
+    .option(
+      '--time-budget <duration>',
+      'time for the search (region search, pruned candidates), e.g. 10m; default 3m for the region search, no pruning',
+      parseDuration,
+    )
     .option('--no-region-search', 'do not look for INT8 regions to keep float when static INT8 loses')
-    .option('--min-speedup <x>', 'gate: exit 1 when the written model is below this median speed-up over FP32 (it is still written)', (v: string) => parsePositiveNumber(v.replace(/x$/i, '')))
+    .option('--min-speedup <x>', 'gate: exit 1 when the written model is below this median speed-up over FP32 (it is still written)', (v: string) =>
+      parsePositiveNumber(v.replace(/x$/i, '')),
+    )
     .option('--recipe <file>', 'candidates, budget and gates from a JSON recipe (schema/recipe.schema.json); flags override it')
     .addOption(sharedOption('shape'))
     .addOption(sharedOption('input'))
@@ -91,9 +107,17 @@ export function registerOptimize(program: Command): void {
 }
 
 async function optimizeAction(modelPath: string, flags: OptimizeFlags, command: Command): Promise<number> {
-  const [{ checkOutputPath }, { parseShapeOverrides }, { readRecipe }] = await Promise.all([import('../app/output-path.js'), import('../ir/io-spec.js'), import('../app/optimize-recipe.js')]);
+  const [{ checkOutputPath }, { parseShapeOverrides }, { readRecipe }] = await Promise.all([
+    import('../app/output-path.js'),
+    import('../ir/io-spec.js'),
+    import('../app/optimize-recipe.js'),
+  ]);
   const inputs = [modelPath, flags.calibrationData, flags.evalData, flags.trainData, flags.recipe].filter((f): f is string => Boolean(f));
-  for (const [file, flag] of [[flags.markdown, '--markdown'], [flags.plot, '--plot']] as const) if (file) checkOutputPath(file, inputs, flag);
+  for (const [file, flag] of [
+    [flags.markdown, '--markdown'],
+    [flags.plot, '--plot'],
+  ] as const)
+    if (file) checkOutputPath(file, inputs, flag);
   const recipe = flags.recipe ? readRecipe(flags.recipe) : undefined;
   const given = (name: string): boolean => command.getOptionValueSource(name) === 'cli';
   let maxAccuracyDrop = flags.maxAccuracyDrop;

@@ -15,7 +15,9 @@ const SHARED_OPTIONS = {
       'one value for a model input, for every sample (data files and random inputs): a number for a scalar such as a sample rate (sr=16000), or a comma list for a 1-D input; dtype from the model (repeatable)',
     ).argParser(parseInputValue),
   shape: () =>
-    new Option('--shape <name=dims>', 'size of symbolic input dims other than the batch, for runs on random inputs, e.g. x=1x3x224x224 (repeatable)').argParser(collect),
+    new Option('--shape <name=dims>', 'size of symbolic input dims other than the batch, for runs on random inputs, e.g. x=1x3x224x224 (repeatable)').argParser(
+      collect,
+    ),
   threads: () => new Option('--threads <n>', 'onnxruntime intra-op threads (default: onnxruntime chooses)').argParser(parsePositiveInt),
   provider: () => new Option('--provider <list>', 'onnxruntime execution providers in order of preference (default cpu)').argParser(parseStringList),
   outputName: () => new Option('--output-name <name>', 'model output holding the class scores (default: the first output)'),
@@ -37,7 +39,8 @@ const SHARED_OPTIONS = {
       .choices(['auto', 'wasm', 'cpu', 'tensorflow'])
       .default('auto'),
   excludeNodes: () => new Option('--exclude-nodes <list>', 'leave these nodes (by name) as they are (comma-separated, repeatable)').argParser(parseStringList),
-  excludeOpTypes: () => new Option('--exclude-op-types <list>', 'leave nodes of these op types as they are, e.g. MatMul (comma-separated, repeatable)').argParser(parseStringList),
+  excludeOpTypes: () =>
+    new Option('--exclude-op-types <list>', 'leave nodes of these op types as they are, e.g. MatMul (comma-separated, repeatable)').argParser(parseStringList),
 } as const;
 
 export type SharedOptionName = keyof typeof SHARED_OPTIONS;

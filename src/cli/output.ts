@@ -108,4 +108,3 @@ export async function createProgress(options: { json?: boolean; quiet?: boolean 
     stop: () => end(() => spinner.stop()),
   };
 }
-

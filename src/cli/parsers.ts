@@ -67,7 +67,13 @@ export function parsePositiveIntList(value: string): number[] {
 
 /** 'a,b, c' -> ['a', 'b', 'c'] (empty entries dropped); repeatable options accumulate. */
 export function parseStringList(value: string, previous: string[] = []): string[] {
-  return [...previous, ...value.split(',').map((s) => s.trim()).filter((s) => s.length > 0)];
+  return [
+    ...previous,
+    ...value
+      .split(',')
+      .map((s) => s.trim())
+      .filter((s) => s.length > 0),
+  ];
 }
 
 /** Collect a repeatable option. */

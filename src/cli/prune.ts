@@ -68,23 +68,49 @@ function sparsityOf(pattern: PrunePattern, sparsity: number | undefined): number
 export function registerPrune(program: Command): void {
   program
     .command('prune')
-    .addHelpText('after', '\n--sparsity is required unless --pattern is N:M (2:4 removes 0.5).\n' + helpExamples(
-      'model-opt prune fixtures/fashion-cnn.onnx -o out/fashion-cnn.2-4.onnx --pattern 2:4',
-      'model-opt prune fixtures/fashion-cnn.onnx -o out/fashion-cnn.sparse.onnx --sparsity 0.5 --calibration-data fixtures/fashion-calib.npz --eval-data fixtures/fashion-eval.npz',
-      'model-opt prune fixtures/fashion-cnn.onnx -o out/fashion-cnn.slim.onnx --pattern channel --sparsity 0.3 --eval-data fixtures/fashion-eval.npz',
-    ))
+    .addHelpText(
+      'after',
+      '\n--sparsity is required unless --pattern is N:M (2:4 removes 0.5).\n' +
+        helpExamples(
+          'model-opt prune fixtures/fashion-cnn.onnx -o out/fashion-cnn.2-4.onnx --pattern 2:4',
+          'model-opt prune fixtures/fashion-cnn.onnx -o out/fashion-cnn.sparse.onnx --sparsity 0.5 --calibration-data fixtures/fashion-calib.npz --eval-data fixtures/fashion-eval.npz',
+          'model-opt prune fixtures/fashion-cnn.onnx -o out/fashion-cnn.slim.onnx --pattern channel --sparsity 0.3 --eval-data fixtures/fashion-eval.npz',
+        ),
+    )
     .description('remove weights (unstructured, N:M) or whole channels (smaller, faster dense model)')
     .argument('<model>', 'the ONNX model to prune')
     .requiredOption('-o, --output <file>', 'where to write the pruned model')
     .option('--sparsity <x>', 'fraction to remove, 0..1: weights, or channels per group with --pattern channel', parseFraction)
     .option('--pattern <p>', 'unstructured (the default), N:M such as 2:4, or channel', parsePattern)
-    .option('--scope <s>', 'rank weights/channels per layer (default) or over the whole model (global); unstructured and N:M also: output (per filter / row)', oneOf(['global', 'layer', 'output'] as const))
-    .option('--criterion <c>', 'ranking, activation needs --calibration-data and is the default when it is given; channel: l1 or l2 filter norm after folding BatchNormalization (default l2) or activation; unstructured, N:M: magnitude |w| (default) or activation |w| x input RMS (Wanda)', oneOf(['l1', 'l2', 'activation', 'magnitude'] as const))
-    .addOption(sharedOption('calibrationData', 'activation statistics for data-aware ranking; channel: mean compensation of removed channels; unstructured, N:M: bias correction'))
+    .option(
+      '--scope <s>',
+      'rank weights/channels per layer (default) or over the whole model (global); unstructured and N:M also: output (per filter / row)',
+      oneOf(['global', 'layer', 'output'] as const),
+    )
+    .option(
+      '--criterion <c>',
+      'ranking, activation needs --calibration-data and is the default when it is given; channel: l1 or l2 filter norm after folding BatchNormalization (default l2) or activation; unstructured, N:M: magnitude |w| (default) or activation |w| x input RMS (Wanda)',
+      oneOf(['l1', 'l2', 'activation', 'magnitude'] as const),
+    )
+    .addOption(
+      sharedOption(
+        'calibrationData',
+        'activation statistics for data-aware ranking; channel: mean compensation of removed channels; unstructured, N:M: bias correction',
+      ),
+    )
     .addOption(sharedOption('feedback'))
-    .option('--no-bias-correction', 'unstructured, N:M: with --calibration-data, do not fold the zeroed weights\' mean contribution into the bias')
-    .option('--compensation <c>', 'channel pattern: what replaces a removed channel: mean (default; measured with --calibration-data, else the BatchNormalization running mean), zeroed-filter, or none', oneOf(['mean', 'zeroed-filter', 'none'] as const))
-    .option('--round-to <n>', 'channel pattern: keep channel counts a multiple of n (onnxruntime\'s blocked CPU convolutions use blocks of 16 on AVX-512, 8 on AVX2: other counts can be slower); 1 = exact', parsePositiveInt, 16)
+    .option('--no-bias-correction', "unstructured, N:M: with --calibration-data, do not fold the zeroed weights' mean contribution into the bias")
+    .option(
+      '--compensation <c>',
+      'channel pattern: what replaces a removed channel: mean (default; measured with --calibration-data, else the BatchNormalization running mean), zeroed-filter, or none',
+      oneOf(['mean', 'zeroed-filter', 'none'] as const),
+    )
+    .option(
+      '--round-to <n>',
+      "channel pattern: keep channel counts a multiple of n (onnxruntime's blocked CPU convolutions use blocks of 16 on AVX-512, 8 on AVX2: other counts can be slower); 1 = exact",
+      parsePositiveInt,
+      16,
+    )
     .addOption(sharedOption('excludeNodes'))
     .addOption(sharedOption('excludeOpTypes'))
     .option('--prune-first-last', 'also prune the first and last weighted layers (dense by default; unstructured and N:M)')

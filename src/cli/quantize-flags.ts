@@ -9,7 +9,21 @@ import type { QuantizeMode, QuantizeWorkflowOptions } from '../app/quantize.js';
 import type { InputValueFlags } from './options.js';
 
 /** Flags that are workflow options under the same name and type. */
-type SameAsOptions = 'calibrationData' | 'percentile' | 'batchSize' | 'reduceRange' | 'minConvReduction' | 'activationType' | 'opTypes' | 'excludeOpTypes' | 'excludeNodes' | 'maxAccuracyDrop' | 'evalData' | 'outputName' | 'opBlockList' | 'threads';
+type SameAsOptions =
+  | 'calibrationData'
+  | 'percentile'
+  | 'batchSize'
+  | 'reduceRange'
+  | 'minConvReduction'
+  | 'activationType'
+  | 'opTypes'
+  | 'excludeOpTypes'
+  | 'excludeNodes'
+  | 'maxAccuracyDrop'
+  | 'evalData'
+  | 'outputName'
+  | 'opBlockList'
+  | 'threads';
 
 export interface QuantizeFlags extends Pick<QuantizeWorkflowOptions, SameAsOptions> {
   output?: string;
@@ -43,7 +57,6 @@ export interface QuantizeFlags extends Pick<QuantizeWorkflowOptions, SameAsOptio
   int4Method: 'rtn' | 'awq';
 }
 
-
 /** Flags that only mean something in some modes: [flag, its modes, whether the user set it]. */
 const MODE_FLAGS: readonly [string, readonly QuantizeMode[], (f: QuantizeFlags) => boolean][] = [
   ['--calibrate', ['int8'], (f) => f.calibrate !== 'minmax'],
@@ -62,7 +75,8 @@ const MODE_FLAGS: readonly [string, readonly QuantizeMode[], (f: QuantizeFlags) 
 
 function checkModeFlags(flags: QuantizeFlags): void {
   for (const [flag, modes, set] of MODE_FLAGS) {
-    if (set(flags) && !modes.includes(flags.mode)) throw new UsageError(`${flag} is available with --mode ${modes.join(' or ')}, not with --mode ${flags.mode}`);
+    if (set(flags) && !modes.includes(flags.mode))
+      throw new UsageError(`${flag} is available with --mode ${modes.join(' or ')}, not with --mode ${flags.mode}`);
   }
 }
 
@@ -77,8 +91,12 @@ export function checkFlags(modelPath: string, flags: QuantizeFlags, checkOutputP
   checkModeFlags(flags);
   if (flags.qat && !flags.data) throw new UsageError('--qat needs --data <labelled training data>');
   if (flags.qat && flags.maxAccuracyDrop) throw new UsageError('use either --qat or --max-accuracy-drop, not both');
-  if (!flags.guard && (flags.minSqnr !== undefined || flags.minAgreement !== undefined || flags.metric !== undefined)) throw new UsageError('--min-sqnr, --min-agreement and --metric set the fidelity guard, which --no-guard turns off');
-  if (flags.metricBudget !== undefined && (!flags.metric || flags.maxAccuracyDrop)) throw new UsageError(flags.metric ? 'use either --metric-budget (label-free) or --max-accuracy-drop (labelled), not both' : '--metric-budget needs --metric <spec>');
+  if (!flags.guard && (flags.minSqnr !== undefined || flags.minAgreement !== undefined || flags.metric !== undefined))
+    throw new UsageError('--min-sqnr, --min-agreement and --metric set the fidelity guard, which --no-guard turns off');
+  if (flags.metricBudget !== undefined && (!flags.metric || flags.maxAccuracyDrop))
+    throw new UsageError(
+      flags.metric ? 'use either --metric-budget (label-free) or --max-accuracy-drop (labelled), not both' : '--metric-budget needs --metric <spec>',
+    );
   if (flags.mode === 'int8' && !flags.calibrationData) {
     throw new UsageError('--mode int8 needs --calibration-data (representative inputs); without data use --mode int8-dynamic');
   }

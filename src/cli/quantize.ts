@@ -27,39 +27,80 @@ function parsePercentile(value: string): number {
 export function registerQuantize(program: Command): void {
   program
     .command('quantize')
-    .addHelpText('after', helpExamples(
-      'model-opt quantize fixtures/fashion-cnn.onnx -o out/fashion-cnn.int8.onnx --calibration-data fixtures/fashion-calib.npz',
-      'model-opt quantize fixtures/fashion-cnn.onnx -o out/fashion-cnn.int8.onnx --calibration-data fixtures/fashion-calib.npz --eval-data fixtures/fashion-eval.npz --max-accuracy-drop 1pt',
-      'model-opt quantize fixtures/fashion-cnn.onnx -o out/fashion-cnn.fp16.onnx --mode fp16',
-    ))
+    .addHelpText(
+      'after',
+      helpExamples(
+        'model-opt quantize fixtures/fashion-cnn.onnx -o out/fashion-cnn.int8.onnx --calibration-data fixtures/fashion-calib.npz',
+        'model-opt quantize fixtures/fashion-cnn.onnx -o out/fashion-cnn.int8.onnx --calibration-data fixtures/fashion-calib.npz --eval-data fixtures/fashion-eval.npz --max-accuracy-drop 1pt',
+        'model-opt quantize fixtures/fashion-cnn.onnx -o out/fashion-cnn.fp16.onnx --mode fp16',
+      ),
+    )
     .description('quantize a model to INT8 (static QDQ or dynamic) or convert it to FP16')
     .argument('<model>', 'the FP32 ONNX model (never modified)')
     .option('-o, --output <path>', 'where to write the quantized model (required unless --analyze)')
-    .addOption(new Option('--mode <mode>', 'int8 (static, calibrated QDQ: needs --calibration-data), int8-dynamic (weights only: MatMul, Gemm, LSTM, Attention, embeddings), int4 (weight-only 4-bit MatMuls and embeddings: com.microsoft MatMulNBits, onnxruntime only) or fp16').choices(['int8', 'int8-dynamic', 'int4', 'fp16']).default('int8'))
+    .addOption(
+      new Option(
+        '--mode <mode>',
+        'int8 (static, calibrated QDQ: needs --calibration-data), int8-dynamic (weights only: MatMul, Gemm, LSTM, Attention, embeddings), int4 (weight-only 4-bit MatMuls and embeddings: com.microsoft MatMulNBits, onnxruntime only) or fp16',
+      )
+        .choices(['int8', 'int8-dynamic', 'int4', 'fp16'])
+        .default('int8'),
+    )
     .addOption(new Option('--block-size <n>', 'int4: rows of K per scale').choices(['16', '32', '64', '128', '256']).default('32'))
     .option('--symmetric', 'int4: symmetric blocks (no zero points; a little smaller, a little less accurate)')
-    .addOption(new Option('--int4-method <m>', 'int4: rtn (round to nearest) or awq (activation-aware scaling, needs --calibration-data)').choices(['rtn', 'awq']).default('rtn'))
+    .addOption(
+      new Option('--int4-method <m>', 'int4: rtn (round to nearest) or awq (activation-aware scaling, needs --calibration-data)')
+        .choices(['rtn', 'awq'])
+        .default('rtn'),
+    )
     .addOption(sharedOption('calibrationData', 'the ranges of static INT8 (required for --mode int8) and the check of the written model'))
     .addOption(sharedOption('feedback'))
     .option('--calibration-count <n>', 'use the first n calibration samples', parsePositiveInt, DEFAULT_CALIBRATION_COUNT)
-    .addOption(new Option('--calibrate <method>', 'activation range method: minmax, percentile, entropy (KL), mse, or auto (per tensor, by the effect on the output)').choices(['minmax', 'percentile', 'entropy', 'mse', 'auto']).default('minmax'))
+    .addOption(
+      new Option('--calibrate <method>', 'activation range method: minmax, percentile, entropy (KL), mse, or auto (per tensor, by the effect on the output)')
+        .choices(['minmax', 'percentile', 'entropy', 'mse', 'auto'])
+        .default('minmax'),
+    )
     .option('--percentile <p>', 'percentile kept by --calibrate percentile', parsePercentile, 99.99)
     .option('--batch-size <n>', 'samples per calibration run (default 16)', parsePositiveInt)
     .option('--per-tensor', 'one scale per weight tensor instead of one per output channel')
     .option('--reduce-range', 'int8-dynamic: 7-bit weights, for x86 CPUs without VNNI (AVX2 only) whose u8s8 kernels can saturate')
-    .option('--min-conv-reduction <n>', 'keep an ungrouped Conv float when Cin x kh x kw is below n (default 16: a 1-channel 3x3 stem is faster in float; 1x1 and depthwise convs never); 0 turns this off, and the narrow-stem and grouped-conv rules too', parseNonNegativeInt)
-    .option('--no-pad-channels', 'do not pad the input channels of 1x1-5x5 stem convs to a multiple of 4 (same numbers; lets onnxruntime use its fast x86 int8 conv)')
-    .option('--no-layout-anchors', 'keep an Add/Mul that reads a float tensor float, instead of reading it through an identity int8 conv that keeps onnxruntime in NHWC')
+    .option(
+      '--min-conv-reduction <n>',
+      'keep an ungrouped Conv float when Cin x kh x kw is below n (default 16: a 1-channel 3x3 stem is faster in float; 1x1 and depthwise convs never); 0 turns this off, and the narrow-stem and grouped-conv rules too',
+      parseNonNegativeInt,
+    )
+    .option(
+      '--no-pad-channels',
+      'do not pad the input channels of 1x1-5x5 stem convs to a multiple of 4 (same numbers; lets onnxruntime use its fast x86 int8 conv)',
+    )
+    .option(
+      '--no-layout-anchors',
+      'keep an Add/Mul that reads a float tensor float, instead of reading it through an identity int8 conv that keeps onnxruntime in NHWC',
+    )
     .addOption(new Option('--activation-type <type>', 'uint8 (asymmetric, fastest on x86) or int8 (symmetric)').choices(['uint8', 'int8']).default('uint8'))
     .option('--op-types <list>', 'quantize only these op types, e.g. Conv,Gemm', parseStringList)
     .addOption(sharedOption('excludeOpTypes'))
     .addOption(sharedOption('excludeNodes'))
-    .option('--max-accuracy-drop <budget>', 'accuracy guard: largest top-1 drop (of --metric when given), e.g. 0.5pt or 1% (needs labelled --eval-data)', parseAccuracyBudget)
+    .option(
+      '--max-accuracy-drop <budget>',
+      'accuracy guard: largest top-1 drop (of --metric when given), e.g. 0.5pt or 1% (needs labelled --eval-data)',
+      parseAccuracyBudget,
+    )
     .addOption(sharedOption('evalData', 'the accuracy guard and --analyze; held-out inputs of the fidelity guard (labels not needed)'))
-    .option('--min-sqnr <dB>', 'fidelity guard: least SQNR of every float output vs FP32 on held-out samples (default 20)', (v: string) => parseNumber(v.replace(/\s*dB$/i, '')))
+    .option('--min-sqnr <dB>', 'fidelity guard: least SQNR of every float output vs FP32 on held-out samples (default 20)', (v: string) =>
+      parseNumber(v.replace(/\s*dB$/i, '')),
+    )
     .option('--min-agreement <fraction>', 'fidelity guard: least top-1 agreement with FP32 on class-score outputs (default 0.95)', parseFraction)
-    .option('--metric <spec>', 'task metric the guard (and --analyze) uses: top1, top5, ctc, cer, f1, miou (options: ctc:blank=0), or ./metric.mjs (docs/metrics.md); needs --metric-budget, or --max-accuracy-drop with labelled --eval-data')
-    .option('--metric-budget <value>', "fidelity guard: the --metric's label-free form against FP32 must reach this (least value, e.g. ctc 0.9 = exact agreement; most for lower-is-better metrics, e.g. cer 0.05)", parseNumber)
+    .option(
+      '--metric <spec>',
+      'task metric the guard (and --analyze) uses: top1, top5, ctc, cer, f1, miou (options: ctc:blank=0), or ./metric.mjs (docs/metrics.md); needs --metric-budget, or --max-accuracy-drop with labelled --eval-data',
+    )
+    .option(
+      '--metric-budget <value>',
+      "fidelity guard: the --metric's label-free form against FP32 must reach this (least value, e.g. ctc 0.9 = exact agreement; most for lower-is-better metrics, e.g. cer 0.05)",
+      parseNumber,
+    )
     .option('--no-guard', 'turn the fidelity guard off (no held-out check, no float fallback; for experts)')
     .option('--force', 'write the best attempt even when no setting meets the budget (still exits 1)')
     .addOption(sharedOption('outputName'))
@@ -79,7 +120,6 @@ export function registerQuantize(program: Command): void {
     .addOption(sharedOption('json'))
     .action(runCommand(async (modelPath: string, flags: QuantizeFlags) => quantizeAction(modelPath, flags)));
 }
-
 
 async function quantizeAction(modelPath: string, flags: QuantizeFlags): Promise<number> {
   const [{ checkOutputPath }, { parseShapeOverrides }, { parseFeedback }] = await Promise.all([

@@ -46,9 +46,7 @@ export function inputValueTensors(
       }
       dims = [list.length];
     } else {
-      throw new UsageError(
-        `${text}: input '${name}' is ${expected}; --input gives a number or a comma list (1-D), so give this input in the data file`,
-      );
+      throw new UsageError(`${text}: input '${name}' is ${expected}; --input gives a number or a comma list (1-D), so give this input in the data file`);
     }
     const value = toDtype(list, spec.dtype, text, name, expected);
     const tensor: TensorData = { dtype: spec.dtype, dims, data: value };

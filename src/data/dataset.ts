@@ -163,9 +163,7 @@ export async function loadDataset(path: string, inputSpecs: readonly IoSpec[], o
     }
     for (const spec of fileSpecs) {
       if (!inputs[spec.name]) {
-        throw new InputError(
-          `${path}: no array for model input '${spec.name}' (keys: ${keys.join(', ') || 'none'}${labelKey ? `; labels: ${labelKey}` : ''})`,
-        );
+        throw new InputError(`${path}: no array for model input '${spec.name}' (keys: ${keys.join(', ') || 'none'}${labelKey ? `; labels: ${labelKey}` : ''})`);
       }
     }
     const ignored = candidates.filter((k) => !used.has(k));

@@ -20,8 +20,7 @@ import { convertFloat, convertInteger, isConvertibleFloat, isInteger } from './d
 
 export type FittedInput =
   /** Samples along dim 0; `axis` where the model takes the batch dim (null: each sample is the whole input). */
-  | { kind: 'samples'; tensor: TensorData; axis: number | null; whole?: boolean }
-  | { kind: 'constant'; tensor: TensorData };
+  { kind: 'samples'; tensor: TensorData; axis: number | null; whole?: boolean } | { kind: 'constant'; tensor: TensorData };
 
 export interface FitOptions {
   /** JSON Lines: describe shapes per line (no leading count). */
@@ -72,7 +71,9 @@ function fitShape(where: string, spec: IoSpec, axis: number | null, t: TensorDat
     }
     check(spec.shape, 0);
   }
-  throw new InputError(`${where}: data has shape [${options.perLine ? t.dims.slice(1) : t.dims}] but the model expects ${expected}: ${conventions(spec, axis, options)}`);
+  throw new InputError(
+    `${where}: data has shape [${options.perLine ? t.dims.slice(1) : t.dims}] but the model expects ${expected}: ${conventions(spec, axis, options)}`,
+  );
 }
 
 /** "give [count,2,32] (samples along dim 0) or [count,2,1,32] (one complete state per sample)". */

@@ -101,7 +101,8 @@ async function readPreprocess(dir: string, channels: number): Promise<ImagePrepr
     const v = raw[key];
     if (v === undefined) return new Array<number>(channels).fill(fallback);
     const list = typeof v === 'number' ? [v] : v;
-    if (!Array.isArray(list) || !list.every((x) => typeof x === 'number' && Number.isFinite(x))) throw new InputError(`${path}: '${key}' must be a number or a list of numbers`);
+    if (!Array.isArray(list) || !list.every((x) => typeof x === 'number' && Number.isFinite(x)))
+      throw new InputError(`${path}: '${key}' must be a number or a list of numbers`);
     if (list.length === 1) return new Array<number>(channels).fill(list[0] as number);
     if (list.length !== channels) throw new InputError(`${path}: '${key}' has ${list.length} values but the model's image has ${channels} channel(s)`);
     return list as number[];
@@ -115,11 +116,21 @@ async function readPreprocess(dir: string, channels: number): Promise<ImagePrepr
   const order = raw.channels ?? 'rgb';
   if (order !== 'rgb' && order !== 'bgr') throw new InputError(`${path}: 'channels' must be "rgb" or "bgr"`);
   const shorter = raw.shorter;
-  if (shorter !== undefined && !(typeof shorter === 'number' && Number.isInteger(shorter) && shorter > 0)) throw new InputError(`${path}: 'shorter' must be a positive integer`);
+  if (shorter !== undefined && !(typeof shorter === 'number' && Number.isInteger(shorter) && shorter > 0))
+    throw new InputError(`${path}: 'shorter' must be a positive integer`);
   const size = raw.size;
   const positive = (x: unknown): boolean => typeof x === 'number' && Number.isInteger(x) && x > 0;
-  if (size !== undefined && !(Array.isArray(size) && size.length === 2 && size.every(positive))) throw new InputError(`${path}: 'size' must be [height, width] in pixels`);
-  return { scale, mean: perChannel('mean', 0), std, resize, shorter: shorter as number | undefined, channels: order, size: size as [number, number] | undefined };
+  if (size !== undefined && !(Array.isArray(size) && size.length === 2 && size.every(positive)))
+    throw new InputError(`${path}: 'size' must be [height, width] in pixels`);
+  return {
+    scale,
+    mean: perChannel('mean', 0),
+    std,
+    resize,
+    shorter: shorter as number | undefined,
+    channels: order,
+    size: size as [number, number] | undefined,
+  };
 }
 
 /** Decoding refuses images over max(MIN_PIXEL_LIMIT, PIXELS_PER_MODEL_PIXEL x the model's pixels). */
@@ -171,7 +182,12 @@ async function decode(file: string, need: { height: number; width: number }): Pr
       return { width: png.width, height: png.height, data: new Uint8Array(png.data.buffer, png.data.byteOffset, png.data.byteLength) };
     }
     const jpeg = await import('jpeg-js');
-    const img = (jpeg.default ?? jpeg).decode(bytes, { useTArray: true, formatAsRGBA: true, maxResolutionInMP: limit / 1e6, maxMemoryUsageInMB: Math.ceil((limit * 8) / 1024 ** 2) + 64 });
+    const img = (jpeg.default ?? jpeg).decode(bytes, {
+      useTArray: true,
+      formatAsRGBA: true,
+      maxResolutionInMP: limit / 1e6,
+      maxMemoryUsageInMB: Math.ceil((limit * 8) / 1024 ** 2) + 64,
+    });
     return { width: img.width, height: img.height, data: img.data };
   } catch (error) {
     throw new InputError(`${file}: cannot decode the image (${(error as Error).message})`);
@@ -235,7 +251,8 @@ function imageInput(dir: string, specs: readonly IoSpec[]): { spec: IoSpec; layo
   const layout = shape.length === 4 && isChannels(shape[1]) ? 'nchw' : shape.length === 4 && isChannels(shape[3]) ? 'nhwc' : undefined;
   if (!layout) throw new InputError(`${dir}: input '${spec.name}' ${JSON.stringify(shape)} is not an image (rank 4 with 1 or 3 channels at dim 1 or 3)`);
   const [h, w, c] = layout === 'nchw' ? [shape[2], shape[3], shape[1]] : [shape[1], shape[2], shape[3]];
-  if (!FLOAT_INPUTS.has(spec.dtype) && spec.dtype !== DataType.UINT8) throw new InputError(`${dir}: input '${spec.name}' is ${dtypeName(spec.dtype)}; image folders feed float or uint8 inputs`);
+  if (!FLOAT_INPUTS.has(spec.dtype) && spec.dtype !== DataType.UINT8)
+    throw new InputError(`${dir}: input '${spec.name}' is ${dtypeName(spec.dtype)}; image folders feed float or uint8 inputs`);
   return { spec, layout, channels: c as number, height: h, width: w };
 }
 
@@ -249,7 +266,10 @@ export async function readImageFolder(
   const pre = await readPreprocess(dir, channels);
   // The model's size, or preprocess.json's for a symbolic one (they must agree when both exist).
   const fixed = typeof modelHeight === 'number' && typeof modelWidth === 'number';
-  if (!fixed && !pre.size) throw new InputError(`${dir}: input '${spec.name}' has a symbolic height or width; give the size in ${join(dir, 'preprocess.json')}: {"size": [height, width]}`);
+  if (!fixed && !pre.size)
+    throw new InputError(
+      `${dir}: input '${spec.name}' has a symbolic height or width; give the size in ${join(dir, 'preprocess.json')}: {"size": [height, width]}`,
+    );
   if (fixed && pre.size && (pre.size[0] !== modelHeight || pre.size[1] !== modelWidth)) {
     throw new InputError(`${join(dir, 'preprocess.json')}: size [${pre.size}] but input '${spec.name}' is ${modelHeight}x${modelWidth}`);
   }
@@ -258,7 +278,8 @@ export async function readImageFolder(
   if (listed.files.length === 0) throw new InputError(`${dir}: no .png/.jpg/.jpeg images`);
   // At most maxSamples, evenly spread over the sorted files: every class folder contributes.
   const total = listed.files.length;
-  const picked = maxSamples !== undefined && maxSamples < total ? Array.from({ length: maxSamples }, (_, i) => Math.floor((i * total) / maxSamples)) : undefined;
+  const picked =
+    maxSamples !== undefined && maxSamples < total ? Array.from({ length: maxSamples }, (_, i) => Math.floor((i * total) / maxSamples)) : undefined;
   const files = picked ? picked.map((i) => listed.files[i]!) : listed.files;
   const labels = listed.labels && picked ? picked.map((i) => listed.labels![i]!) : listed.labels;
   const classes = listed.classes;

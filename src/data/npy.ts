@@ -5,14 +5,7 @@
  * Imports: ../ir/dtype.js, ../errors.js, ./files.js, ../util/atomic-write.js.
  */
 import { InputError, UsageError } from '../errors.js';
-import {
-  DataType,
-  dtypeInfo,
-  dtypeName,
-  elementCount,
-  type TensorData,
-  type TypedArray,
-} from '../ir/dtype.js';
+import { DataType, dtypeInfo, dtypeName, elementCount, type TensorData, type TypedArray } from '../ir/dtype.js';
 import { readBytes } from './files.js';
 import { writeBytesAtomic } from '../util/atomic-write.js';
 
@@ -209,9 +202,7 @@ function encodeHeader(descr: string, dims: readonly number[]): Uint8Array {
 export function encodeNpy(tensor: TensorData): Uint8Array {
   const count = elementCount(tensor.dims);
   if (tensor.data.length !== count) {
-    throw new UsageError(
-      `cannot write .npy: shape [${tensor.dims.join(', ')}] needs ${count} elements, data has ${tensor.data.length}`,
-    );
+    throw new UsageError(`cannot write .npy: shape [${tensor.dims.join(', ')}] needs ${count} elements, data has ${tensor.data.length}`);
   }
   if (tensor.dtype === DataType.STRING) {
     const strings = tensor.data as string[];

@@ -49,10 +49,6 @@ export async function readNpz(path: string): Promise<Record<string, TensorData>>
   return decodeNpz(await readBytes(path), path);
 }
 
-export async function writeNpz(
-  path: string,
-  arrays: Record<string, TensorData>,
-  options: NpzWriteOptions = {},
-): Promise<void> {
+export async function writeNpz(path: string, arrays: Record<string, TensorData>, options: NpzWriteOptions = {}): Promise<void> {
   await writeBytesAtomic(path, encodeNpz(arrays, options));
 }

@@ -59,7 +59,9 @@ export function randomDataset(inputSpecs: readonly IoSpec[], count: number, seed
     const n = elementCount(dims);
     // Far beyond memory: a clear refusal instead of an allocation failure.
     if (!(n <= MAX_RANDOM_ELEMENTS)) {
-      throw new InputError(`input '${spec.name}': ${count} random sample(s) of [${shape.join(', ')}] are ${n.toExponential(2)} elements, more than model-opt allocates (${MAX_RANDOM_ELEMENTS}); pass --shape with smaller dims or give data`);
+      throw new InputError(
+        `input '${spec.name}': ${count} random sample(s) of [${shape.join(', ')}] are ${n.toExponential(2)} elements, more than model-opt allocates (${MAX_RANDOM_ELEMENTS}); pass --shape with smaller dims or give data`,
+      );
     }
     const info = dtypeInfo(spec.dtype);
     let data: TensorData['data'];

@@ -85,9 +85,7 @@ export function testSetFeeds(set: TestDataSet, inputSpecs: readonly { name: stri
     return out;
   }
   if (tensors.length < inputSpecs.length) {
-    throw new InputError(
-      `${where}: ${tensors.length} input file(s) for ${inputSpecs.length} model inputs (${inputSpecs.map((s) => s.name).join(', ')})`,
-    );
+    throw new InputError(`${where}: ${tensors.length} input file(s) for ${inputSpecs.length} model inputs (${inputSpecs.map((s) => s.name).join(', ')})`);
   }
   inputSpecs.forEach((spec, i) => (out[spec.name] = tensors[i]!.tensor));
   return out;

@@ -62,7 +62,10 @@ export function binaryF1(target: 'labels' | 'reference', options: BinaryOptions 
   let tn = 0;
   const decide = (t: TensorData, size: number, whose: string): Uint8Array => {
     const d = binaryDecisions(t, size, options, `output '${output}'`);
-    if (!d) throw new UsageError(`output '${output}' of ${whose} is ${formatShape(t.dims)}, not [batch], [batch, 1] or [batch, 2] scores; cannot compute binary F1${options.hint ?? ''}`);
+    if (!d)
+      throw new UsageError(
+        `output '${output}' of ${whose} is ${formatShape(t.dims)}, not [batch], [batch, 1] or [batch, 2] scores; cannot compute binary F1${options.hint ?? ''}`,
+      );
     return d;
   };
   return {
@@ -73,7 +76,8 @@ export function binaryF1(target: 'labels' | 'reference', options: BinaryOptions 
         if (!dataset.labels) throw new UsageError(`${dataset.source}: the evaluation data has no labels (F1 needs 0/1 labels)`);
         labels = labelIndices(dataset.labels, dataset.source);
         const bad = labels.findIndex((v) => v !== 0 && v !== 1);
-        if (bad >= 0) throw new UsageError(`${dataset.source}: label ${bad} is ${labels[bad] === -1 ? 'out of range' : labels[bad]}; binary F1 needs labels 0 or 1`);
+        if (bad >= 0)
+          throw new UsageError(`${dataset.source}: label ${bad} is ${labels[bad] === -1 ? 'out of range' : labels[bad]}; binary F1 needs labels 0 or 1`);
       }
       output = pickOutput(context, options.output);
       model = context.model;

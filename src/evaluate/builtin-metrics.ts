@@ -30,7 +30,16 @@ function topKLabelled(k: number, name: string, options: TaskMetricOptions): Task
     update: (batch) => inner.update(batch),
     result() {
       const r = inner.result();
-      return { metric: name, value: r.accuracy, higherIsBetter: true, target: 'labels', output: r.output, total: r.total, perSample: r.perSample, details: { k, correct: r.correct } };
+      return {
+        metric: name,
+        value: r.accuracy,
+        higherIsBetter: true,
+        target: 'labels',
+        output: r.output,
+        total: r.total,
+        perSample: r.perSample,
+        details: { k, correct: r.correct },
+      };
     },
   };
 }
@@ -53,14 +62,26 @@ function topKAgainstReference(k: number, name: string, options: TaskMetricOption
       const ref = batch.reference?.[output];
       if (!ref) throw new Error(`${name}: no reference output '${output}' for this batch`);
       const { classes } = classAxis(scores, batch.size);
-      if (classes === null) throw new UsageError(`output '${output}' of ${model} is ${formatShape(scores.dims)}, not [batch, classes] scores; cannot compute ${name}${options.hint ?? ''}`);
+      if (classes === null)
+        throw new UsageError(
+          `output '${output}' of ${model} is ${formatShape(scores.dims)}, not [batch, classes] scores; cannot compute ${name}${options.hint ?? ''}`,
+        );
       if (k >= classes) throw new UsageError(`${name}: output '${output}' of ${model} has ${classes} classes; k must be below that`);
       const truth = argmaxRows(toNumbers(ref, `output '${output}'`), classes);
       perSample.set(topKCorrect(toNumbers(scores, `output '${output}'`), classes, truth, k), batch.start);
     },
     result() {
       const value = meanOf(perSample);
-      return { metric: name, value, higherIsBetter: true, target: 'reference', output, total: perSample.length, perSample, details: { k, agreeing: Math.round(value * perSample.length) } };
+      return {
+        metric: name,
+        value,
+        higherIsBetter: true,
+        target: 'reference',
+        output,
+        total: perSample.length,
+        perSample,
+        details: { k, agreeing: Math.round(value * perSample.length) },
+      };
     },
   };
 }
@@ -71,7 +92,14 @@ function labelledAndFree(
   make: (target: 'labels' | 'reference') => TaskMetric,
 ): TaskMetricFactory {
   const { name, higherIsBetter, perSampleBinary, free, best } = info;
-  return { name, higherIsBetter, needsLabels: true, perSampleBinary, create: () => make('labels'), labelFree: { name: free, best, create: () => make('reference') } };
+  return {
+    name,
+    higherIsBetter,
+    needsLabels: true,
+    perSampleBinary,
+    create: () => make('labels'),
+    labelFree: { name: free, best, create: () => make('reference') },
+  };
 }
 
 /**

@@ -118,7 +118,9 @@ export function ctcMetric(target: 'labels' | 'reference', options: CtcOptions = 
     const ok = t.dims.length === 3 && (layout === 'ntc' ? t.dims[0] : t.dims[1]) === size && t.dims[2]! > 1;
     if (!ok) {
       const want = layout === 'ntc' ? '[batch, time, classes]' : '[time, batch, classes]';
-      throw new UsageError(`output '${output}' of ${whose} is ${formatShape(t.dims)}, not ${want} scores; cannot decode CTC (layout=${layout === 'ntc' ? 'tnc' : 'ntc'} reads the other order)${options.hint ?? ''}`);
+      throw new UsageError(
+        `output '${output}' of ${whose} is ${formatShape(t.dims)}, not ${want} scores; cannot decode CTC (layout=${layout === 'ntc' ? 'tnc' : 'ntc'} reads the other order)${options.hint ?? ''}`,
+      );
     }
     if (blank >= t.dims[2]!) throw new UsageError(`ctc: blank ${blank} is not a class of output '${output}' (${t.dims[2]} classes)`);
     return ctcGreedyDecode(toNumbers(t, `output '${output}'`), t.dims, { blank, layout });
@@ -127,7 +129,8 @@ export function ctcMetric(target: 'labels' | 'reference', options: CtcOptions = 
   return {
     ...(target === 'reference' ? { needsReference: true } : {}),
     begin(context: MetricContext) {
-      if (target === 'labels' && !context.dataset.labels) throw new UsageError(`${context.dataset.source}: the evaluation data has no labels (CTC needs label sequences [N, L] padded with -1)`);
+      if (target === 'labels' && !context.dataset.labels)
+        throw new UsageError(`${context.dataset.source}: the evaluation data has no labels (CTC needs label sequences [N, L] padded with -1)`);
       output = pickOutput(context, options.output);
       model = context.model;
       source = context.dataset.source;

@@ -94,7 +94,12 @@ export function evaluationBatchSize(inputs: readonly IoSpec[], requested?: numbe
 }
 
 /** Scores `model` on `dataset` with the given metrics; results keyed like `metrics`. */
-export async function evaluate<M extends MetricSet>(model: ModelSource, dataset: Dataset, metrics: M, options: EvaluateOptions & { label?: string } = {}): Promise<MetricResults<M>> {
+export async function evaluate<M extends MetricSet>(
+  model: ModelSource,
+  dataset: Dataset,
+  metrics: M,
+  options: EvaluateOptions & { label?: string } = {},
+): Promise<MetricResults<M>> {
   const [results] = await evaluateMany([{ model, metrics, label: options.label }], dataset, options);
   return results!;
 }
@@ -104,7 +109,11 @@ export async function evaluate<M extends MetricSet>(model: ModelSource, dataset:
  * one, so every metric with needsReference compares against the first model's outputs of that
  * batch. A metric with needsReference on the first model is a usage error (it has no reference).
  */
-export async function evaluateMany<M extends MetricSet>(models: readonly EvaluatedModel<M>[], dataset: Dataset, options: EvaluateOptions = {}): Promise<MetricResults<M>[]> {
+export async function evaluateMany<M extends MetricSet>(
+  models: readonly EvaluatedModel<M>[],
+  dataset: Dataset,
+  options: EvaluateOptions = {},
+): Promise<MetricResults<M>[]> {
   if (models.length === 0) return [];
   const opened: { runner: Runner; own: boolean; label: string }[] = [];
   try {
@@ -161,7 +170,11 @@ export async function evaluateMany<M extends MetricSet>(models: readonly Evaluat
  * One run of a model on one batch; an error that is not already a typed one becomes an InputError
  * naming the model and the input shapes.
  */
-export async function runBatch(model: { runner: Runner; label: string }, feeds: Record<string, TensorData>, fetch?: readonly string[]): Promise<Record<string, TensorData>> {
+export async function runBatch(
+  model: { runner: Runner; label: string },
+  feeds: Record<string, TensorData>,
+  fetch?: readonly string[],
+): Promise<Record<string, TensorData>> {
   try {
     return await model.runner.run(feeds, fetch);
   } catch (error) {

@@ -62,7 +62,9 @@ export function topKAccuracy(options: TopKOptions = {}): Metric<TopKResult> {
       const scores = batch.outputs[output]!;
       const { classes } = classAxis(scores, batch.size);
       if (classes === null) {
-        throw new UsageError(`output '${output}' of ${model} is ${formatShape(scores.dims)}, not [batch, classes] scores; cannot compute top-${k}${options.hint ?? ''}`);
+        throw new UsageError(
+          `output '${output}' of ${model} is ${formatShape(scores.dims)}, not [batch, classes] scores; cannot compute top-${k}${options.hint ?? ''}`,
+        );
       }
       // top-k over k >= classes counts every sample right: a setting that can never mean anything.
       if (k >= classes) throw new UsageError(`top-${k}: output '${output}' of ${model} has ${classes} classes; k must be below that`);

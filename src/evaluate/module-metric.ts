@@ -73,12 +73,23 @@ export function metricFromModule(exported: unknown, file: string): TaskMetricFac
     throw wrong(`'outputs' is ${describe(outputs)}, not an output name or a list of them`);
   }
   const reads = outputs === undefined ? undefined : typeof outputs === 'string' ? [outputs] : (outputs as string[]);
-  const info = { file, name: name as string, higherIsBetter: higherIsBetter as boolean, needsLabels: needsLabels as boolean, needsReference: needsReference as boolean, reads };
+  const info = {
+    file,
+    name: name as string,
+    higherIsBetter: higherIsBetter as boolean,
+    needsLabels: needsLabels as boolean,
+    needsReference: needsReference as boolean,
+    reads,
+  };
   const make = (): TaskMetric =>
-    typeof score === 'function'
-      ? scoringMetric(info, score as (batch: MetricBatch) => unknown)
-      : streamingMetric(info, create as () => unknown);
-  const factory: TaskMetricFactory = { name: info.name, higherIsBetter: info.higherIsBetter, needsLabels: info.needsLabels, perSampleBinary: false, create: make };
+    typeof score === 'function' ? scoringMetric(info, score as (batch: MetricBatch) => unknown) : streamingMetric(info, create as () => unknown);
+  const factory: TaskMetricFactory = {
+    name: info.name,
+    higherIsBetter: info.higherIsBetter,
+    needsLabels: info.needsLabels,
+    perSampleBinary: false,
+    create: make,
+  };
   if (info.needsReference && !info.needsLabels) factory.labelFree = { name: info.name, best: best as number | null, create: make };
   return factory;
 }
@@ -112,7 +123,9 @@ function beginModule(info: ModuleInfo, context: MetricContext): readonly string[
   if (!info.reads) return 'all';
   for (const o of info.reads) {
     if (!context.outputs.some((s) => s.name === o)) {
-      throw new UsageError(`${info.file}: metric '${info.name}' reads output '${o}', which ${context.model} does not have (outputs: ${context.outputs.map((s) => s.name).join(', ')})`);
+      throw new UsageError(
+        `${info.file}: metric '${info.name}' reads output '${o}', which ${context.model} does not have (outputs: ${context.outputs.map((s) => s.name).join(', ')})`,
+      );
     }
   }
   return info.reads;
@@ -140,10 +153,14 @@ function scoringMetric(info: ModuleInfo, score: (batch: MetricBatch) => unknown)
       }
       const list = returned as ArrayLike<unknown> | null | undefined;
       if (list === null || typeof list !== 'object' || typeof list.length !== 'number') {
-        throw new InputError(`${info.file}: metric '${info.name}' score() returned ${describe(returned)} ${samples(batch)}; it must return one number per sample`);
+        throw new InputError(
+          `${info.file}: metric '${info.name}' score() returned ${describe(returned)} ${samples(batch)}; it must return one number per sample`,
+        );
       }
       if (list.length !== batch.size) {
-        throw new InputError(`${info.file}: metric '${info.name}' score() returned ${list.length} values for ${batch.size} samples (${samples(batch).replace('while scoring ', '')})`);
+        throw new InputError(
+          `${info.file}: metric '${info.name}' score() returned ${list.length} values for ${batch.size} samples (${samples(batch).replace('while scoring ', '')})`,
+        );
       }
       for (let i = 0; i < batch.size; i++) {
         const v = list[i];
@@ -208,9 +225,19 @@ function streamingMetric(info: ModuleInfo, create: () => unknown): TaskMetric {
         }
       }
       if (typeof value !== 'number' || Number.isNaN(value)) {
-        throw new InputError(`${info.file}: metric '${info.name}' result() returned ${describe(value)}; it must return a number or { value: number, details? }`);
+        throw new InputError(
+          `${info.file}: metric '${info.name}' result() returned ${describe(value)}; it must return a number or { value: number, details? }`,
+        );
       }
-      return { metric: info.name, value, higherIsBetter: info.higherIsBetter, target: target(info), output: info.reads?.length === 1 ? info.reads[0]! : '', total, details };
+      return {
+        metric: info.name,
+        value,
+        higherIsBetter: info.higherIsBetter,
+        target: target(info),
+        output: info.reads?.length === 1 ? info.reads[0]! : '',
+        total,
+        details,
+      };
     },
   };
 }

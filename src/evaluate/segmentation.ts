@@ -47,14 +47,17 @@ export function meanIoU(target: 'labels' | 'reference', options: TaskMetricOptio
   const classesOf = (t: TensorData, size: number, whose: string): { classes: number; pixels: number } => {
     const pixels = t.dims.slice(2).reduce((a, b) => a * b, 1);
     if (t.dims.length < 3 || t.dims[0] !== size || !(t.dims[1]! > 1)) {
-      throw new UsageError(`output '${output}' of ${whose} is ${formatShape(t.dims)}, not [batch, classes, ...spatial] scores; cannot compute mean IoU${options.hint ?? ''}`);
+      throw new UsageError(
+        `output '${output}' of ${whose} is ${formatShape(t.dims)}, not [batch, classes, ...spatial] scores; cannot compute mean IoU${options.hint ?? ''}`,
+      );
     }
     return { classes: t.dims[1]!, pixels };
   };
   return {
     ...(target === 'reference' ? { needsReference: true } : {}),
     begin(context: MetricContext) {
-      if (target === 'labels' && !context.dataset.labels) throw new UsageError(`${context.dataset.source}: the evaluation data has no labels (mean IoU needs label maps [N, H, W])`);
+      if (target === 'labels' && !context.dataset.labels)
+        throw new UsageError(`${context.dataset.source}: the evaluation data has no labels (mean IoU needs label maps [N, H, W])`);
       output = pickOutput(context, options.output);
       model = context.model;
       source = context.dataset.source;
@@ -72,7 +75,9 @@ export function meanIoU(target: 'labels' | 'reference', options: TaskMetricOptio
       if (target === 'labels') {
         truth = toNumbers(batch.labels!, `labels in ${source}`);
         if (truth.length !== predicted.length) {
-          throw new UsageError(`${source}: labels of shape ${formatShape(batch.labels!.dims)} do not match output '${output}' ${formatShape(t.dims)} (want [batch, ...spatial] class ids)`);
+          throw new UsageError(
+            `${source}: labels of shape ${formatShape(batch.labels!.dims)} do not match output '${output}' ${formatShape(t.dims)} (want [batch, ...spatial] class ids)`,
+          );
         }
       } else {
         const ref = batch.reference?.[output];

@@ -63,15 +63,18 @@ export class GraphBuilder {
   }
 
   /** Add a node; returns its single output, or all outputs when `outputs` asks for more. */
-  node(opType: string, inputs: (Value | null)[], attributes: Record<string, AttributeInput> | undefined, options: NodeOptions & { outputs: number | string[] }): Value[];
+  node(
+    opType: string,
+    inputs: (Value | null)[],
+    attributes: Record<string, AttributeInput> | undefined,
+    options: NodeOptions & { outputs: number | string[] },
+  ): Value[];
   node(opType: string, inputs: (Value | null)[], attributes?: Record<string, AttributeInput>, options?: NodeOptions): Value;
   node(opType: string, inputs: (Value | null)[], attributes: Record<string, AttributeInput> = {}, options: NodeOptions = {}): Value | Value[] {
     const outs = options.outputs ?? 1;
     const name = options.name ?? this.uniqueNodeName(opType.toLowerCase());
     const outputNames =
-      typeof outs === 'number'
-        ? Array.from({ length: outs }, (_, i) => this.graph.uniqueName(outs === 1 ? `${name}_out` : `${name}_out${i}`))
-        : outs;
+      typeof outs === 'number' ? Array.from({ length: outs }, (_, i) => this.graph.uniqueName(outs === 1 ? `${name}_out` : `${name}_out${i}`)) : outs;
     const node = this.graph.addNode({ opType, inputs, outputs: outputNames, attributes, name, domain: options.domain });
     return options.outputs === undefined ? node.outputs[0]! : [...node.outputs];
   }
@@ -90,8 +93,7 @@ export class GraphBuilder {
 
   /** Mark a value as graph output, giving its type (defaults to the value's known type). */
   output(value: Value, dtype?: DataType, shape?: Dim[]): Value {
-    const type: ValueType | undefined =
-      dtype !== undefined ? { kind: 'tensor', elemType: dtype, shape: shape ? [...shape] : undefined } : value.type;
+    const type: ValueType | undefined = dtype !== undefined ? { kind: 'tensor', elemType: dtype, shape: shape ? [...shape] : undefined } : value.type;
     this.graph.addOutput(value, type);
     return value;
   }

@@ -136,7 +136,16 @@ for (const info of TABLE) {
 }
 
 const INTEGER_TYPES = new Set<number>([
-  DataType.INT8, DataType.UINT8, DataType.INT16, DataType.UINT16, DataType.INT32, DataType.UINT32, DataType.INT64, DataType.UINT64, DataType.INT4, DataType.UINT4,
+  DataType.INT8,
+  DataType.UINT8,
+  DataType.INT16,
+  DataType.UINT16,
+  DataType.INT32,
+  DataType.UINT32,
+  DataType.INT64,
+  DataType.UINT64,
+  DataType.INT4,
+  DataType.UINT4,
 ]);
 
 /** Whether an element type holds integers (signed or unsigned, 4 to 64 bits; not bool). */

@@ -72,19 +72,7 @@ export interface Attribute {
 }
 
 /** What `setAttr` accepts; plain numbers/strings are converted (ints to bigint, strings to UTF-8). */
-export type AttributeInput =
-  | number
-  | bigint
-  | string
-  | boolean
-  | Tensor
-  | Graph
-  | number[]
-  | bigint[]
-  | string[]
-  | Tensor[]
-  | Graph[]
-  | Attribute;
+export type AttributeInput = number | bigint | string | boolean | Tensor | Graph | number[] | bigint[] | string[] | Tensor[] | Graph[] | Attribute;
 
 const utf8Encoder = new TextEncoder();
 const utf8Decoder = new TextDecoder();
@@ -94,7 +82,23 @@ const utf8Decoder = new TextDecoder();
  * whole JavaScript number given for them (Gemm `beta: 2`, LeakyRelu `alpha: 1`) is still written as
  * a float; onnxruntime rejects an INT there.
  */
-const FLOAT_ATTRIBUTES = new Set(['alpha', 'beta', 'gamma', 'epsilon', 'momentum', 'lambd', 'bias', 'ratio', 'spatial_scale', 'extrapolation_value', 'cubic_coeff_a', 'max', 'min', 'scales', 'threshold']);
+const FLOAT_ATTRIBUTES = new Set([
+  'alpha',
+  'beta',
+  'gamma',
+  'epsilon',
+  'momentum',
+  'lambd',
+  'bias',
+  'ratio',
+  'spatial_scale',
+  'extrapolation_value',
+  'cubic_coeff_a',
+  'max',
+  'min',
+  'scales',
+  'threshold',
+]);
 
 /** Build an attribute, inferring its type; integral numbers become INT unless `type` says FLOAT. */
 export function makeAttribute(name: string, value: AttributeInput, type?: number): Attribute {
@@ -630,7 +634,6 @@ export class Graph {
     used.add(name);
     return name;
   }
-
 
   /** Append a node at the end. */
   addNode(spec: NodeSpec): Node {

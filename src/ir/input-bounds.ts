@@ -29,7 +29,8 @@ const EMBEDDING_OP_TABLES: Record<string, Record<number, number>> = {
  * gets 2 (0 or 1). Follows the input through casts and reshapes; inputs used otherwise are absent.
  */
 export function integerInputBounds(model: Model): Record<string, number> {
-  const dimsOf = (data: Value | null | undefined) => (data ? data.constantTensor()?.dims ?? (isTensorType(data.type) ? data.type.shape : undefined) : undefined);
+  const dimsOf = (data: Value | null | undefined) =>
+    data ? (data.constantTensor()?.dims ?? (isTensorType(data.type) ? data.type.shape : undefined)) : undefined;
   const bounds: Record<string, number> = {};
   for (const input of model.graph.inputs) {
     if (input.initializer || !isTensorType(input.type) || !isIntegerDtype(input.type.elemType)) continue;

@@ -62,15 +62,11 @@ export function resolveShape(spec: IoSpec, overrides: ShapeOverrides = {}, defau
   if (own) {
     if (!spec.unknownRank) {
       if (own.length !== spec.shape.length) {
-        throw new UsageError(
-          `--shape ${spec.name}=${own.join('x')}: input '${spec.name}' has rank ${spec.shape.length} ${formatShape(spec.shape)}`,
-        );
+        throw new UsageError(`--shape ${spec.name}=${own.join('x')}: input '${spec.name}' has rank ${spec.shape.length} ${formatShape(spec.shape)}`);
       }
       spec.shape.forEach((d, i) => {
         if (typeof d === 'number' && d !== own[i]) {
-          throw new UsageError(
-            `--shape ${spec.name}=${own.join('x')}: dim ${i} of input '${spec.name}' is fixed at ${d} ${formatShape(spec.shape)}`,
-          );
+          throw new UsageError(`--shape ${spec.name}=${own.join('x')}: dim ${i} of input '${spec.name}' is fixed at ${d} ${formatShape(spec.shape)}`);
         }
       });
     }
@@ -182,9 +178,7 @@ export function describeSpec(spec: IoSpec): string {
 function specOf(value: Value, role: 'input' | 'output'): IoSpec {
   const type = value.type;
   if (!isTensorType(type)) {
-    throw new InputError(
-      `model ${role} '${value.name}' is ${type ? formatType(type, dtypeName) : 'untyped'}; model-opt handles tensor ${role}s only`,
-    );
+    throw new InputError(`model ${role} '${value.name}' is ${type ? formatType(type, dtypeName) : 'untyped'}; model-opt handles tensor ${role}s only`);
   }
   const spec: IoSpec = { name: value.name, dtype: type.elemType, shape: type.shape ? [...type.shape] : [] };
   if (!type.shape) spec.unknownRank = true;

@@ -91,9 +91,7 @@ export class Model {
 
   /** The model-local function a node calls, if any. */
   functionFor(node: Node): ModelFunction | undefined {
-    return this.functions.find(
-      (f) => f.name === node.opType && f.domain === node.domain && (f.overload ?? '') === (node.overload ?? ''),
-    );
+    return this.functions.find((f) => f.name === node.opType && f.domain === node.domain && (f.overload ?? '') === (node.overload ?? ''));
   }
 
   /** Every node of the main graph, its subgraphs and the function bodies. */
@@ -106,7 +104,11 @@ export class Model {
 
   /** Deep copy: editing the copy never touches this model. */
   clone(): Model {
-    const m = new Model(this.graph.clone(), this.opsetImports.map((o) => ({ ...o })), this.irVersion);
+    const m = new Model(
+      this.graph.clone(),
+      this.opsetImports.map((o) => ({ ...o })),
+      this.irVersion,
+    );
     m.producerName = this.producerName;
     m.producerVersion = this.producerVersion;
     m.domain = this.domain;
@@ -123,9 +125,22 @@ export class Model {
 
 /** Ops that carry quantized data: a graph with any of them was quantized already (QDQ, QOperator or dynamic). */
 const QUANTIZED_OPS = new Set([
-  'QuantizeLinear', 'DequantizeLinear', 'DynamicQuantizeLinear', 'MatMulInteger', 'ConvInteger', 'QLinearConv', 'QLinearMatMul',
-  'com.microsoft.QGemm', 'com.microsoft.QLinearConv', 'com.microsoft.QLinearAdd', 'com.microsoft.QAttention', 'com.microsoft.DynamicQuantizeLSTM',
-  'com.microsoft.DynamicQuantizeMatMul', 'com.microsoft.MatMulIntegerToFloat', 'com.microsoft.QuantizeLinear', 'com.microsoft.DequantizeLinear',
+  'QuantizeLinear',
+  'DequantizeLinear',
+  'DynamicQuantizeLinear',
+  'MatMulInteger',
+  'ConvInteger',
+  'QLinearConv',
+  'QLinearMatMul',
+  'com.microsoft.QGemm',
+  'com.microsoft.QLinearConv',
+  'com.microsoft.QLinearAdd',
+  'com.microsoft.QAttention',
+  'com.microsoft.DynamicQuantizeLSTM',
+  'com.microsoft.DynamicQuantizeMatMul',
+  'com.microsoft.MatMulIntegerToFloat',
+  'com.microsoft.QuantizeLinear',
+  'com.microsoft.DequantizeLinear',
 ]);
 
 /** The quantized op types of `model` (domain-qualified for com.microsoft), each once, subgraphs included. */

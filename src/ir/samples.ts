@@ -11,9 +11,7 @@ export function sliceSamples(t: TensorData, start: number, end: number): TensorD
   const bits = dtypeInfo(t.dtype).bits;
   if (bits === 4 && per % 2 === 1) throw new Error(`cannot slice packed 4-bit samples of odd size ${per}`);
   const scale = bits === 4 ? 0.5 : 1;
-  const data = Array.isArray(t.data)
-    ? t.data.slice(start * per, end * per)
-    : (t.data as TypedArray).subarray(start * per * scale, end * per * scale);
+  const data = Array.isArray(t.data) ? t.data.slice(start * per, end * per) : (t.data as TypedArray).subarray(start * per * scale, end * per * scale);
   return { dtype: t.dtype, dims: [end - start, ...t.dims.slice(1)], data };
 }
 

@@ -3,16 +3,7 @@
  * dims and data. Raw little-endian bytes are decoded lazily, so a model that is only read and
  * written again never pays for decoding its weights. Imports the dtype table and errors only.
  */
-import {
-  DataType,
-  bfloat16ToFloat32,
-  dtypeInfo,
-  elementCount,
-  float16ToFloat32,
-  isKnownDtype,
-  type TensorData,
-  type TypedArray,
-} from './dtype.js';
+import { DataType, bfloat16ToFloat32, dtypeInfo, elementCount, float16ToFloat32, isKnownDtype, type TensorData, type TypedArray } from './dtype.js';
 import { InputError } from '../errors.js';
 
 export interface StringEntry {
@@ -58,9 +49,7 @@ export function decodeRawData(dtype: number, bytes: Uint8Array): TypedArray {
   copy.set(bytes);
   const bpe = (Ctor as unknown as { BYTES_PER_ELEMENT: number }).BYTES_PER_ELEMENT;
   if (copy.byteLength % bpe !== 0) {
-    throw new InputError(
-      `raw_data of ${copy.byteLength} bytes is not a whole number of ${dtypeInfo(dtype).name} elements`,
-    );
+    throw new InputError(`raw_data of ${copy.byteLength} bytes is not a whole number of ${dtypeInfo(dtype).name} elements`);
   }
   if (!LITTLE_ENDIAN && bpe > 1) throw new Error('big-endian hosts are not supported');
   return new Ctor(copy.buffer);
@@ -155,9 +144,7 @@ export class Tensor {
         const dec = new TextDecoder();
         this._data = this._stringBytes.map((b) => dec.decode(b));
       } else if (this.external) {
-        throw new InputError(
-          `tensor '${this.name}': its data is in external file '${this.external.location}', which was not loaded`,
-        );
+        throw new InputError(`tensor '${this.name}': its data is in external file '${this.external.location}', which was not loaded`);
       } else {
         const Ctor = storageArray(this.dtype);
         this._data = Ctor ? new (Ctor as unknown as new (n: number) => TypedArray)(0) : [];
@@ -188,8 +175,7 @@ export class Tensor {
     if (this._stringBytes !== undefined) {
       // Data was decoded for reading; keep the original bytes unless an element changed.
       const dec = new TextDecoder();
-      const same =
-        this._stringBytes.length === d.length && this._stringBytes.every((b, i) => dec.decode(b) === d[i]);
+      const same = this._stringBytes.length === d.length && this._stringBytes.every((b, i) => dec.decode(b) === d[i]);
       if (same) return this._stringBytes;
     }
     const enc = new TextEncoder();
@@ -247,8 +233,7 @@ export class Tensor {
         for (let i = 0; i < n; i++) {
           const byte = d[i >> 1] as number;
           const nib = i & 1 ? byte >> 4 : byte & 0xf;
-          out[i] =
-            this.dtype === DataType.UINT4 ? nib : this.dtype === DataType.INT4 ? (nib & 8 ? nib - 16 : nib) : float4e2m1ToFloat(nib);
+          out[i] = this.dtype === DataType.UINT4 ? nib : this.dtype === DataType.INT4 ? (nib & 8 ? nib - 16 : nib) : float4e2m1ToFloat(nib);
         }
         return out;
       default:

@@ -60,14 +60,7 @@ export interface UnsetType {
   denotation?: string;
 }
 
-export type ValueType =
-  | TensorType
-  | SparseTensorType
-  | SequenceType
-  | MapType
-  | OptionalType
-  | OpaqueType
-  | UnsetType;
+export type ValueType = TensorType | SparseTensorType | SequenceType | MapType | OptionalType | OpaqueType | UnsetType;
 
 export function isTensorType(t: ValueType | undefined): t is TensorType {
   return t !== undefined && (t.kind === undefined || t.kind === 'tensor');

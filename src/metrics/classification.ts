@@ -5,14 +5,7 @@
  * Pure and deterministic. Imports: ir/dtype, errors.
  */
 import { UsageError } from '../errors.js';
-import {
-  DataType,
-  bfloat16ToFloat32,
-  dtypeName,
-  float16ToFloat32,
-  type TensorData,
-  type TypedArray,
-} from '../ir/dtype.js';
+import { DataType, bfloat16ToFloat32, dtypeName, float16ToFloat32, type TensorData, type TypedArray } from '../ir/dtype.js';
 
 /** Numeric view of a tensor (fp16/bf16 decoded, int64 converted) for metrics. */
 export function toNumbers(t: TensorData, what: string): ArrayLike<number> {

@@ -166,20 +166,11 @@ export function bootstrapMedianCI(values: ArrayLike<number>, options: BootstrapO
 }
 
 /** Percentile-bootstrap interval of the p-th percentile (e.g. p99 latency). */
-export function bootstrapPercentileCI(
-  values: ArrayLike<number>,
-  p: number,
-  options: BootstrapOptions = {},
-): Interval {
+export function bootstrapPercentileCI(values: ArrayLike<number>, p: number, options: BootstrapOptions = {}): Interval {
   return bootstrapCI(values, (s) => percentileSorted(s.sort(), p), options, percentile(values, p));
 }
 
-function bootstrapCI(
-  values: ArrayLike<number>,
-  statistic: (scratch: Float64Array) => number,
-  options: BootstrapOptions,
-  estimate: number,
-): Interval {
+function bootstrapCI(values: ArrayLike<number>, statistic: (scratch: Float64Array) => number, options: BootstrapOptions, estimate: number): Interval {
   const n = values.length;
   if (n === 0) return { estimate: NaN, low: NaN, high: NaN };
   const resamples = options.resamples ?? 2000;
@@ -276,9 +267,7 @@ export function erfc(x: number): number {
           (1.00002368 +
             t *
               (0.37409196 +
-                t *
-                  (0.09678418 +
-                    t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))),
+                t * (0.09678418 + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))),
     );
   return x >= 0 ? r : 2 - r;
 }

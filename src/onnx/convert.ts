@@ -140,9 +140,7 @@ function emitEntries(out: Msg, key: string, irValue: StringEntry[] | undefined, 
 function shapeFromProto(shape: Msg | undefined): { shape?: Dim[]; dimDenotations?: (string | undefined)[] } {
   if (!shape) return {};
   const dims: Msg[] = shape.dim ?? [];
-  const out: Dim[] = dims.map((d) =>
-    hasOwn(d, 'dimValue') ? toNum(d.dimValue) : hasOwn(d, 'dimParam') ? (d.dimParam as string) : null,
-  );
+  const out: Dim[] = dims.map((d) => (hasOwn(d, 'dimValue') ? toNum(d.dimValue) : hasOwn(d, 'dimParam') ? (d.dimParam as string) : null));
   const den = dims.map((d) => (hasOwn(d, 'denotation') ? (d.denotation as string) : undefined));
   return den.some((x) => x !== undefined) ? { shape: out, dimDenotations: den } : { shape: out };
 }
@@ -306,7 +304,8 @@ function checkedElementCount(name: string, dims: readonly number[]): number {
     if (!Number.isSafeInteger(d) || d < 0) throw new InputError(`tensor '${name}': dims [${dims.join(', ')}] hold ${d}, which is not a size`);
     n *= d;
   }
-  if (!Number.isSafeInteger(n)) throw new InputError(`tensor '${name}': dims [${dims.join(', ')}] describe ${n.toExponential(2)} elements, more than any file can hold`);
+  if (!Number.isSafeInteger(n))
+    throw new InputError(`tensor '${name}': dims [${dims.join(', ')}] describe ${n.toExponential(2)} elements, more than any file can hold`);
   return n;
 }
 
@@ -354,8 +353,7 @@ export function tensorFromProto(t: Msg, ctx: DecodeContext): Tensor {
         throw new InputError(`tensor '${name}': ${field} holds ${values.length} values but dims [${dims.join(', ')}] need ${storageLength(dtype, count)}`);
       }
       tensor.data = typedArrayFromField(dtype, values);
-    }
-    else if (!field) {
+    } else if (!field) {
       // A future dtype: keep whatever typed field it used, verbatim, as raw-ish bytes.
       tensor.data = new Uint8Array(0);
     } else tensor.data = typedArrayFromField(dtype, []);
@@ -364,7 +362,15 @@ export function tensorFromProto(t: Msg, ctx: DecodeContext): Tensor {
   tensor.metadataProps = entries(t.metadataProps);
   tensor.serializerState = {
     orig: t,
-    view: { name, dataType: dtype, dims: [...dims], docString: tensor.docString, metadataProps: tensor.metadataProps, storage: tensor.storage, external: structuredClone(tensor.external) },
+    view: {
+      name,
+      dataType: dtype,
+      dims: [...dims],
+      docString: tensor.docString,
+      metadataProps: tensor.metadataProps,
+      storage: tensor.storage,
+      external: structuredClone(tensor.external),
+    },
   } satisfies State;
   return tensor;
 }
@@ -449,14 +455,42 @@ export interface DecodeContext {
 }
 
 const ATTR_FIELDS: Record<number, string> = {
-  1: 'f', 2: 'i', 3: 's', 4: 't', 5: 'g', 6: 'floats', 7: 'ints', 8: 'strings', 9: 'tensors', 10: 'graphs',
-  11: 'sparseTensor', 12: 'sparseTensors', 13: 'tp', 14: 'typeProtos',
+  1: 'f',
+  2: 'i',
+  3: 's',
+  4: 't',
+  5: 'g',
+  6: 'floats',
+  7: 'ints',
+  8: 'strings',
+  9: 'tensors',
+  10: 'graphs',
+  11: 'sparseTensor',
+  12: 'sparseTensors',
+  13: 'tp',
+  14: 'typeProtos',
 };
 
 function inferAttrType(a: Msg): number {
-  const singles: [string, number][] = [['f', 1], ['i', 2], ['s', 3], ['t', 4], ['g', 5], ['sparseTensor', 11], ['tp', 13]];
+  const singles: [string, number][] = [
+    ['f', 1],
+    ['i', 2],
+    ['s', 3],
+    ['t', 4],
+    ['g', 5],
+    ['sparseTensor', 11],
+    ['tp', 13],
+  ];
   for (const [k, t] of singles) if (hasOwn(a, k)) return t;
-  const lists: [string, number][] = [['floats', 6], ['ints', 7], ['strings', 8], ['tensors', 9], ['graphs', 10], ['sparseTensors', 12], ['typeProtos', 14]];
+  const lists: [string, number][] = [
+    ['floats', 6],
+    ['ints', 7],
+    ['strings', 8],
+    ['tensors', 9],
+    ['graphs', 10],
+    ['sparseTensors', 12],
+    ['typeProtos', 14],
+  ];
   for (const [k, t] of lists) if (a[k]?.length) return t;
   return AttributeType.UNDEFINED;
 }
@@ -468,20 +502,48 @@ function attributeFromProto(a: Msg, owner: Node, ctx: DecodeContext, where: stri
   const sub = (g: Msg): Graph => graphFromProto(g, ctx, owner, `${where}/${a.name}`);
   let value: AttributeValue;
   switch (type) {
-    case T.FLOAT: value = a.f ?? 0; break;
-    case T.INT: value = toBigInt(a.i ?? 0); break;
-    case T.STRING: value = (a.s as Uint8Array) ?? new Uint8Array(0); break;
-    case T.TENSOR: value = tensorFromProto(a.t ?? {}, ctx); break;
-    case T.GRAPH: value = sub(a.g ?? {}); break;
-    case T.SPARSE_TENSOR: value = sparseFromProto(a.sparseTensor ?? {}, ctx); break;
-    case T.TYPE_PROTO: value = typeFromProto(a.tp ?? {}); break;
-    case T.FLOATS: value = [...(a.floats ?? [])]; break;
-    case T.INTS: value = (a.ints ?? []).map((x: LongLike) => toBigInt(x)); break;
-    case T.STRINGS: value = [...(a.strings ?? [])]; break;
-    case T.TENSORS: value = (a.tensors ?? []).map((t: Msg) => tensorFromProto(t, ctx)); break;
-    case T.GRAPHS: value = (a.graphs ?? []).map(sub); break;
-    case T.SPARSE_TENSORS: value = (a.sparseTensors ?? []).map((s: Msg) => sparseFromProto(s, ctx)); break;
-    case T.TYPE_PROTOS: value = (a.typeProtos ?? []).map(typeFromProto); break;
+    case T.FLOAT:
+      value = a.f ?? 0;
+      break;
+    case T.INT:
+      value = toBigInt(a.i ?? 0);
+      break;
+    case T.STRING:
+      value = (a.s as Uint8Array) ?? new Uint8Array(0);
+      break;
+    case T.TENSOR:
+      value = tensorFromProto(a.t ?? {}, ctx);
+      break;
+    case T.GRAPH:
+      value = sub(a.g ?? {});
+      break;
+    case T.SPARSE_TENSOR:
+      value = sparseFromProto(a.sparseTensor ?? {}, ctx);
+      break;
+    case T.TYPE_PROTO:
+      value = typeFromProto(a.tp ?? {});
+      break;
+    case T.FLOATS:
+      value = [...(a.floats ?? [])];
+      break;
+    case T.INTS:
+      value = (a.ints ?? []).map((x: LongLike) => toBigInt(x));
+      break;
+    case T.STRINGS:
+      value = [...(a.strings ?? [])];
+      break;
+    case T.TENSORS:
+      value = (a.tensors ?? []).map((t: Msg) => tensorFromProto(t, ctx));
+      break;
+    case T.GRAPHS:
+      value = (a.graphs ?? []).map(sub);
+      break;
+    case T.SPARSE_TENSORS:
+      value = (a.sparseTensors ?? []).map((s: Msg) => sparseFromProto(s, ctx));
+      break;
+    case T.TYPE_PROTOS:
+      value = (a.typeProtos ?? []).map(typeFromProto);
+      break;
     default:
       value = undefined;
       if (a.type) ctx.warn(`${where}: attribute '${a.name}' has attribute type ${a.type}, unknown to this schema; kept as is`);
@@ -489,7 +551,11 @@ function attributeFromProto(a: Msg, owner: Node, ctx: DecodeContext, where: stri
   const attr: Attribute = { name: a.name ?? '', type, value };
   if (hasOwn(a, 'refAttrName')) attr.refAttrName = a.refAttrName;
   if (hasOwn(a, 'docString')) attr.docString = a.docString;
-  const simple = typeof value === 'number' || typeof value === 'bigint' || value instanceof Uint8Array || (Array.isArray(value) && (value.length === 0 || typeof value[0] !== 'object' || value[0] instanceof Uint8Array));
+  const simple =
+    typeof value === 'number' ||
+    typeof value === 'bigint' ||
+    value instanceof Uint8Array ||
+    (Array.isArray(value) && (value.length === 0 || typeof value[0] !== 'object' || value[0] instanceof Uint8Array));
   attr.serializerState = {
     orig: a,
     view: { name: attr.name, type, refAttrName: attr.refAttrName, docString: attr.docString, value: simple ? structuredClone(value) : '\0complex' },
@@ -521,20 +587,48 @@ function attributeToProto(attr: Attribute, opts: TensorEncodeOptions): Msg {
   }
   const v = attr.value;
   switch (attr.type) {
-    case T.FLOAT: out.f = Number(v); break;
-    case T.INT: out.i = toLong(v as bigint); break;
-    case T.STRING: out.s = v; break;
-    case T.TENSOR: out.t = tensorToProto(v as Tensor, opts); break;
-    case T.GRAPH: out.g = graphToProto(v as Graph, opts); break;
-    case T.SPARSE_TENSOR: out.sparseTensor = sparseToProto(v as SparseTensor, opts); break;
-    case T.TYPE_PROTO: out.tp = typeToProto(v as ValueType); break;
-    case T.FLOATS: out.floats = (v as number[]).map(Number); break;
-    case T.INTS: out.ints = (v as (bigint | number)[]).map((x) => toLong(x)); break;
-    case T.STRINGS: out.strings = v; break;
-    case T.TENSORS: out.tensors = (v as Tensor[]).map((t) => tensorToProto(t, opts)); break;
-    case T.GRAPHS: out.graphs = (v as Graph[]).map((g) => graphToProto(g, opts)); break;
-    case T.SPARSE_TENSORS: out.sparseTensors = (v as SparseTensor[]).map((s) => sparseToProto(s, opts)); break;
-    case T.TYPE_PROTOS: out.typeProtos = (v as ValueType[]).map(typeToProto); break;
+    case T.FLOAT:
+      out.f = Number(v);
+      break;
+    case T.INT:
+      out.i = toLong(v as bigint);
+      break;
+    case T.STRING:
+      out.s = v;
+      break;
+    case T.TENSOR:
+      out.t = tensorToProto(v as Tensor, opts);
+      break;
+    case T.GRAPH:
+      out.g = graphToProto(v as Graph, opts);
+      break;
+    case T.SPARSE_TENSOR:
+      out.sparseTensor = sparseToProto(v as SparseTensor, opts);
+      break;
+    case T.TYPE_PROTO:
+      out.tp = typeToProto(v as ValueType);
+      break;
+    case T.FLOATS:
+      out.floats = (v as number[]).map(Number);
+      break;
+    case T.INTS:
+      out.ints = (v as (bigint | number)[]).map((x) => toLong(x));
+      break;
+    case T.STRINGS:
+      out.strings = v;
+      break;
+    case T.TENSORS:
+      out.tensors = (v as Tensor[]).map((t) => tensorToProto(t, opts));
+      break;
+    case T.GRAPHS:
+      out.graphs = (v as Graph[]).map((g) => graphToProto(g, opts));
+      break;
+    case T.SPARSE_TENSORS:
+      out.sparseTensors = (v as SparseTensor[]).map((s) => sparseToProto(s, opts));
+      break;
+    case T.TYPE_PROTOS:
+      out.typeProtos = (v as ValueType[]).map(typeToProto);
+      break;
   }
   return out;
 }
@@ -564,7 +658,8 @@ function valueInfoToProto(v: Value, list: ValueList): Msg {
   const st = valueState(v);
   const orig = st?.lists[list];
   if (
-    st && orig &&
+    st &&
+    orig &&
     v.name === st.view.name &&
     deepEqual(v.type, st.view.type) &&
     v.docString === st.view.docString &&
@@ -647,7 +742,14 @@ export function graphFromProto(p: Msg, ctx: DecodeContext, parentNode: Node | nu
     }
     node.serializerState = {
       orig: np,
-      view: { name: node.name, opType: node.opType, domain: node.domain, overload: node.overload, docString: node.docString, metadataProps: node.metadataProps },
+      view: {
+        name: node.name,
+        opType: node.opType,
+        domain: node.domain,
+        overload: node.overload,
+        docString: node.docString,
+        metadataProps: node.metadataProps,
+      },
     } satisfies State;
   }
   g.quantizationAnnotations = ((p.quantizationAnnotation ?? []) as Msg[]).map((q) => ({

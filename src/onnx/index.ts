@@ -12,7 +12,17 @@ import { fileErrorReason, InputError, UsageError } from '../errors.js';
 import { onnxTypes, SCHEMA_IR_VERSION } from './schema.js';
 import { findUnknownFields, describeUnknownFields, type UnknownField } from './unknown-fields.js';
 import { checkRegularFile } from '../util/read-file.js';
-import { fileIdentity, resolveWriteTarget, sameFile, tempPathBeside, trackTemp, untrackTemp, writeAllAt, writeFileFlushed, yieldToSignals } from '../util/atomic-write.js';
+import {
+  fileIdentity,
+  resolveWriteTarget,
+  sameFile,
+  tempPathBeside,
+  trackTemp,
+  untrackTemp,
+  writeAllAt,
+  writeFileFlushed,
+  yieldToSignals,
+} from '../util/atomic-write.js';
 import {
   allTensors,
   modelFromProto,

@@ -111,7 +111,8 @@ export function batchify(model: Model, options: BatchifyOptions = {}): { model: 
       const v = node.inputs[SHAPE_INPUTS[node.opType]!];
       const t = v ? g.constantTensor(v) : undefined;
       const shape = t ? int64s(t) : undefined;
-      if (shape && shape[0] === B) report.warnings.push(`${node.opType} '${node.name}' has a constant shape [${shape}] starting with the batch size; left unchanged`);
+      if (shape && shape[0] === B)
+        report.warnings.push(`${node.opType} '${node.name}' has a constant shape [${shape}] starting with the batch size; left unchanged`);
     }
   }
 
@@ -131,7 +132,11 @@ export function batchify(model: Model, options: BatchifyOptions = {}): { model: 
   report.valueInfo = infoToRename.length;
   for (const { node, from, to } of reshapes) {
     const old = node.inputs[1]!;
-    const tensor = Tensor.fromData(g.uniqueName(`${old.name}_dynamic_batch`), { dtype: DataType.INT64, dims: [to.length], data: BigInt64Array.from(to.map(BigInt)) });
+    const tensor = Tensor.fromData(g.uniqueName(`${old.name}_dynamic_batch`), {
+      dtype: DataType.INT64,
+      dims: [to.length],
+      data: BigInt64Array.from(to.map(BigInt)),
+    });
     node.setInput(1, g.addInitializer(tensor));
     if (old.consumers.length === 0 && !old.isGraphOutput()) {
       if (old.initializer && !old.isGraphInput()) g.removeInitializer(old);

@@ -39,7 +39,9 @@ function tickLabel(v: number): string {
 }
 
 const pointsOf = (ms: LoadMeasurement[]): PlotSeries['points'] =>
-  ms.filter((m) => Number.isFinite(m.throughput) && Number.isFinite(m.latencyMs.p99)).map((m) => ({ throughput: m.throughput, p99: m.latencyMs.p99, load: shortLoad(m.load) }));
+  ms
+    .filter((m) => Number.isFinite(m.throughput) && Number.isFinite(m.latencyMs.p99))
+    .map((m) => ({ throughput: m.throughput, p99: m.latencyMs.p99, load: shortLoad(m.load) }));
 
 /** 'c=8' or '400/s': short enough to sit beside a point. */
 function shortLoad(load: LoadMeasurement['load']): string {
@@ -66,10 +68,7 @@ export function sweepSeries(result: BatchingSweepResult): PlotSeries[] {
   return series.filter((s) => s.points.length > 0);
 }
 
-export function renderLatencyThroughputSvg(
-  series: PlotSeries[],
-  options: { title?: string; sloP99Ms?: number; width?: number; height?: number } = {},
-): string {
+export function renderLatencyThroughputSvg(series: PlotSeries[], options: { title?: string; sloP99Ms?: number; width?: number; height?: number } = {}): string {
   const width = options.width ?? 720;
   const height = options.height ?? 460;
   const m = { left: 70, right: 20, top: 40, bottom: 60 };
@@ -88,7 +87,9 @@ export function renderLatencyThroughputSvg(
   const Y = (v: number): number => m.top + h - (Math.min(v, yMax) / yMax) * h;
   const f = (n: number): string => n.toFixed(1);
   const out: string[] = [];
-  out.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="12">`);
+  out.push(
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="12">`,
+  );
   out.push(`<rect width="${width}" height="${height}" fill="white"/>`);
   if (options.title) out.push(`<text x="${width / 2}" y="22" text-anchor="middle" font-size="15">${escapeXml(options.title)}</text>`);
   for (const v of xt) {
@@ -114,7 +115,9 @@ export function renderLatencyThroughputSvg(
     const pts = s.points;
     out.push(`<polyline fill="none" stroke="${color}" stroke-width="2" points="${pts.map((p) => `${f(X(p.throughput))},${f(Y(p.p99))}`).join(' ')}"/>`);
     for (const p of pts) {
-      out.push(`<circle cx="${f(X(p.throughput))}" cy="${f(Y(p.p99))}" r="3.5" fill="${color}"><title>${escapeXml(`${s.label}${p.load ? ` at ${p.load}` : ''}: ${p.throughput.toFixed(1)} req/s, p99 ${p.p99.toFixed(3)} ms`)}</title></circle>`);
+      out.push(
+        `<circle cx="${f(X(p.throughput))}" cy="${f(Y(p.p99))}" r="3.5" fill="${color}"><title>${escapeXml(`${s.label}${p.load ? ` at ${p.load}` : ''}: ${p.throughput.toFixed(1)} req/s, p99 ${p.p99.toFixed(3)} ms`)}</title></circle>`,
+      );
       if (p.load) out.push(`<text x="${f(X(p.throughput) + 6)}" y="${f(Y(p.p99) - 6)}" font-size="11" fill="${color}">${escapeXml(p.load)}</text>`);
     }
     const ly = m.top + 8 + i * 18;

@@ -42,7 +42,13 @@ function row(label: string, mode: string, m: LoadMeasurement, gain: string): str
 /** The dynamic_batching (and instance_group) lines to paste into a config.pbtxt. */
 export function tritonSnippet(setting: BatchingSetting): string {
   if (setting.maxBatchSize <= 1) {
-    return formatTritonConfig({ maxBatchSize: 0, input: [], output: [], instanceGroup: [{ count: setting.instances, kind: 'KIND_CPU', gpus: [], extra: [] }], extra: [] });
+    return formatTritonConfig({
+      maxBatchSize: 0,
+      input: [],
+      output: [],
+      instanceGroup: [{ count: setting.instances, kind: 'KIND_CPU', gpus: [], extra: [] }],
+      extra: [],
+    });
   }
   return formatTritonConfig({
     maxBatchSize: setting.maxBatchSize,
@@ -71,7 +77,10 @@ export function renderBatchingTable(result: BatchingSweepResult, options: Batchi
     for (const r of result.rows) {
       table.push(row(describeLoad(r.load), 'dynamic', r.batched, r.throughputGain !== undefined ? `${r.throughputGain.toFixed(2)}x` : ''));
       if (r.unbatched) table.push(row('', 'none', r.unbatched, 'baseline'));
-      for (const [mode, m] of [['dynamic', r.batched], ['none', r.unbatched]] as const) {
+      for (const [mode, m] of [
+        ['dynamic', r.batched],
+        ['none', r.unbatched],
+      ] as const) {
         if (m?.valid === false) invalid.push(`  ${describeLoad(r.load)}, ${mode}: ${m.invalidReason ?? 'invalid'}`);
       }
     }

@@ -31,7 +31,12 @@ export function renderDistillSummary(result: DistillWorkflowResult): string {
   const summary = new Table({ head: ['', 'teacher', 'student'], style: tableStyle() });
   summary.push(['parameters', parameters.teacher === undefined ? '-' : String(parameters.teacher), String(parameters.student)]);
   summary.push(['accuracy (onnxruntime)', pct(report.accuracy.teacher), `${pct(report.accuracy.studentBefore)} -> ${pct(report.accuracy.student)}`]);
-  if (speed) summary.push(['latency, batch 1 (median ms, onnxruntime cpu)', speed.teacherMs.toFixed(3), `${speed.studentMs.toFixed(3)}${speed.speedup ? ` (speed-up ${speed.speedup.toFixed(2)}x)` : ''}`]);
+  if (speed)
+    summary.push([
+      'latency, batch 1 (median ms, onnxruntime cpu)',
+      speed.teacherMs.toFixed(3),
+      `${speed.studentMs.toFixed(3)}${speed.speedup ? ` (speed-up ${speed.speedup.toFixed(2)}x)` : ''}`,
+    ]);
   lines.push(summary.toString());
   lines.push(`backend: ${report.backend.description}; ${report.samplesPerSecond.toFixed(0)} samples/s over ${report.steps} steps`);
   if (report.bestEpoch !== undefined) lines.push(`kept the best epoch by eval accuracy: ${report.bestEpoch}${report.stoppedEarly ? ' (stopped early)' : ''}`);

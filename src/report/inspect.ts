@@ -40,10 +40,9 @@ export function renderInspect(report: InspectReport): string {
   for (const v of report.outputs) io.push(['output', v.name, v.dtype, shapeText(v.shape)]);
   lines.push('', io.toString());
 
-  const graphNote = [
-    report.subgraphs ? `${report.subgraphs} subgraph(s)` : '',
-    report.functions ? `${report.functions} local function(s)` : '',
-  ].filter(Boolean);
+  const graphNote = [report.subgraphs ? `${report.subgraphs} subgraph(s)` : '', report.functions ? `${report.functions} local function(s)` : ''].filter(
+    Boolean,
+  );
   lines.push('', `${count(report.nodes)} node${report.nodes === 1 ? '' : 's'}${graphNote.length ? `, including ${graphNote.join(' and ')}` : ''}`);
   const ops = new Table({ head: ['op type', 'count'], style: plain });
   for (const { opType, count: n } of report.opTypes) ops.push([opType, String(n)]);
@@ -56,9 +55,7 @@ export function renderInspect(report: InspectReport): string {
     lines.push(params.toString());
   }
   const s = report.sparsity;
-  lines.push(
-    `weight sparsity: ${(100 * s.fraction).toFixed(2)}% zeros (${count(s.zeros)} of ${count(s.elements)} float weight elements)`,
-  );
+  lines.push(`weight sparsity: ${(100 * s.fraction).toFixed(2)}% zeros (${count(s.zeros)} of ${count(s.elements)} float weight elements)`);
   for (const t of report.sparsestTensors) {
     lines.push(`  ${t.name} ${shapeText(t.shape)}: ${(100 * t.fraction).toFixed(1)}% zeros`);
   }

@@ -55,4 +55,3 @@ export function renderMarkdown(result: BenchmarkResult): string {
   out.push('</details>');
   return `${out.join('\n')}\n`;
 }
-

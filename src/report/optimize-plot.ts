@@ -38,7 +38,9 @@ export function plotPoints(result: OptimizeResult): { points: PlotPoint[]; axis:
 
 /** Points no other point dominates (at least as good on both axes, better on one), by fidelity. */
 export function paretoFront(points: readonly PlotPoint[]): PlotPoint[] {
-  const front = points.filter((p) => !points.some((q) => q !== p && q.fidelity >= p.fidelity && q.speedup >= p.speedup && (q.fidelity > p.fidelity || q.speedup > p.speedup)));
+  const front = points.filter(
+    (p) => !points.some((q) => q !== p && q.fidelity >= p.fidelity && q.speedup >= p.speedup && (q.fidelity > p.fidelity || q.speedup > p.speedup)),
+  );
   return front.sort((a, b) => a.fidelity - b.fidelity);
 }
 
@@ -61,9 +63,13 @@ export function renderOptimizePlot(result: OptimizeResult, options: { width?: nu
   const Y = (v: number): number => m.top + h - (Math.min(v, yMax) / yMax) * h;
   const f = (n: number): string => n.toFixed(1);
   const out: string[] = [];
-  out.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="12">`);
+  out.push(
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="12">`,
+  );
   out.push(`<rect width="${width}" height="${height}" fill="white"/>`);
-  out.push(`<text x="${width / 2}" y="22" text-anchor="middle" font-size="15">${esc(`${result.input.path}: speed-up vs fidelity (batch ${result.settings.batchSize ?? '-'}, ${result.settings.threads} thread(s))`)}</text>`);
+  out.push(
+    `<text x="${width / 2}" y="22" text-anchor="middle" font-size="15">${esc(`${result.input.path}: speed-up vs fidelity (batch ${result.settings.batchSize ?? '-'}, ${result.settings.threads} thread(s))`)}</text>`,
+  );
   for (const v of yt) {
     out.push(`<line x1="${m.left}" y1="${f(Y(v))}" x2="${m.left + w}" y2="${f(Y(v))}" stroke="#eee"/>`);
     out.push(`<text x="${m.left - 8}" y="${f(Y(v) + 4)}" text-anchor="end">${Number(v.toPrecision(3))}x</text>`);
@@ -77,18 +83,24 @@ export function renderOptimizePlot(result: OptimizeResult, options: { width?: nu
   out.push(`<line x1="${m.left}" y1="${m.top + h}" x2="${m.left + w}" y2="${m.top + h}" stroke="black"/>`);
   out.push(`<line x1="${m.left}" y1="${m.top}" x2="${m.left}" y2="${m.top + h}" stroke="black"/>`);
   out.push(`<text x="${m.left + w / 2}" y="${height - 18}" text-anchor="middle">${esc(axis)} (right is closer to FP32)</text>`);
-  out.push(`<text x="18" y="${m.top + h / 2}" text-anchor="middle" transform="rotate(-90 18 ${m.top + h / 2})">speed-up over FP32 (median, 95% interval)</text>`);
+  out.push(
+    `<text x="18" y="${m.top + h / 2}" text-anchor="middle" transform="rotate(-90 18 ${m.top + h / 2})">speed-up over FP32 (median, 95% interval)</text>`,
+  );
   const front = paretoFront(points);
   out.push(`<polyline fill="none" stroke="#2ca02c" stroke-width="2" points="${front.map((p) => `${f(X(p.fidelity))},${f(Y(p.speedup))}`).join(' ')}"/>`);
   for (const p of points) {
     const color = p.chosen ? '#d62728' : '#1f77b4';
     out.push(`<line x1="${f(X(p.fidelity))}" y1="${f(Y(p.low))}" x2="${f(X(p.fidelity))}" y2="${f(Y(p.high))}" stroke="${color}"/>`);
-    out.push(`<circle cx="${f(X(p.fidelity))}" cy="${f(Y(p.speedup))}" r="4" fill="${color}"><title>${esc(`${p.name}: ${p.speedup.toFixed(2)}x [${p.low.toFixed(2)}, ${p.high.toFixed(2)}], ${axis} ${p.fidelity.toFixed(2)}`)}</title></circle>`);
+    out.push(
+      `<circle cx="${f(X(p.fidelity))}" cy="${f(Y(p.speedup))}" r="4" fill="${color}"><title>${esc(`${p.name}: ${p.speedup.toFixed(2)}x [${p.low.toFixed(2)}, ${p.high.toFixed(2)}], ${axis} ${p.fidelity.toFixed(2)}`)}</title></circle>`,
+    );
     if (p.chosen) out.push(`<circle cx="${f(X(p.fidelity))}" cy="${f(Y(p.speedup))}" r="8" fill="none" stroke="${color}" stroke-width="2"/>`);
     out.push(`<text x="${f(X(p.fidelity) + 7)}" y="${f(Y(p.speedup) - 7)}" font-size="11" fill="${color}">${esc(p.name)}</text>`);
   }
   out.push(`<rect x="${m.left + 12}" y="${m.top + 4}" width="14" height="4" fill="#2ca02c"/><text x="${m.left + 32}" y="${m.top + 10}">Pareto front</text>`);
-  out.push(`<circle cx="${m.left + 19}" cy="${m.top + 24}" r="6" fill="none" stroke="#d62728" stroke-width="2"/><text x="${m.left + 32}" y="${m.top + 28}">written</text>`);
+  out.push(
+    `<circle cx="${m.left + 19}" cy="${m.top + 24}" r="6" fill="none" stroke="#d62728" stroke-width="2"/><text x="${m.left + 32}" y="${m.top + 28}">written</text>`,
+  );
   out.push('</svg>');
   return `${out.join('\n')}\n`;
 }

@@ -16,25 +16,43 @@ export function formatFidelity(f: CandidateFidelity | null): string {
   const sqnr = f.sqnrDb === null ? null : Number.isFinite(f.sqnrDb) ? `SQNR ${f.sqnrDb.toFixed(1)} dB` : 'identical';
   const agree = f.top1Agreement === null ? null : `agree ${(f.top1Agreement * 100).toFixed(1)}%`;
   const label = [sqnr, agree].filter(Boolean).join(', ');
-  if (f.accuracyDropPoints !== null) return `acc ${f.accuracyDropPoints <= 0 ? '+' : '-'}${Math.abs(f.accuracyDropPoints).toFixed(2)}pt${label ? ` (${label})` : ''}`;
+  if (f.accuracyDropPoints !== null)
+    return `acc ${f.accuracyDropPoints <= 0 ? '+' : '-'}${Math.abs(f.accuracyDropPoints).toFixed(2)}pt${label ? ` (${label})` : ''}`;
   return label || '-';
 }
 
 function row(c: OptimizeCandidate): string[] {
   const result = c.status === 'chosen' ? `CHOSEN: ${c.reason}` : c.status === 'failed' ? c.reason : `rejected: ${c.reason}`;
-  return [c.name === c.description ? c.name : `${c.name}\n${c.description}`, c.speedup ? formatSpeedup(c.speedup) : '-', c.p50Ms === null ? '-' : formatMs(c.p50Ms), formatFidelity(c.fidelity), formatBytes(c.sizeBytes), (c.buildSeconds + c.measureSeconds).toFixed(1), result];
+  return [
+    c.name === c.description ? c.name : `${c.name}\n${c.description}`,
+    c.speedup ? formatSpeedup(c.speedup) : '-',
+    c.p50Ms === null ? '-' : formatMs(c.p50Ms),
+    formatFidelity(c.fidelity),
+    formatBytes(c.sizeBytes),
+    (c.buildSeconds + c.measureSeconds).toFixed(1),
+    result,
+  ];
 }
 
 function baselineRow(result: OptimizeResult): string[] {
   const acc = result.baseline.accuracy === null ? '-' : `acc ${(result.baseline.accuracy * 100).toFixed(2)}%`;
-  return ['fp32 (input)', 'baseline', result.baseline.p50Ms === null ? '-' : formatMs(result.baseline.p50Ms), acc, formatBytes(result.input.sizeBytes), '-', result.chosen === 'fp32' ? 'CHOSEN: written unchanged' : ''];
+  return [
+    'fp32 (input)',
+    'baseline',
+    result.baseline.p50Ms === null ? '-' : formatMs(result.baseline.p50Ms),
+    acc,
+    formatBytes(result.input.sizeBytes),
+    '-',
+    result.chosen === 'fp32' ? 'CHOSEN: written unchanged' : '',
+  ];
 }
 
 function settingsLine(result: OptimizeResult): string {
   const s = result.settings;
-  const budget = result.budget.decidedBy === 'accuracy' && result.budget.maxAccuracyDrop
-    ? `accuracy drop <= ${result.budget.maxAccuracyDrop.kind === 'points' ? `${result.budget.maxAccuracyDrop.value}pt` : `${result.budget.maxAccuracyDrop.value * 100}%`} (${s.metric})`
-    : `SQNR >= ${result.budget.minSqnrDb} dB, top-1 agreement >= ${(result.budget.minTop1Agreement * 100).toFixed(0)}%`;
+  const budget =
+    result.budget.decidedBy === 'accuracy' && result.budget.maxAccuracyDrop
+      ? `accuracy drop <= ${result.budget.maxAccuracyDrop.kind === 'points' ? `${result.budget.maxAccuracyDrop.value}pt` : `${result.budget.maxAccuracyDrop.value * 100}%`} (${s.metric})`
+      : `SQNR >= ${result.budget.minSqnrDb} dB, top-1 agreement >= ${(result.budget.minTop1Agreement * 100).toFixed(0)}%`;
   return `objective ${result.objective}, batch ${s.batchSize ?? '-'}, ${s.threads} thread(s), ${s.providers.join(',')}; ${s.iterations} paired interleaved runs per model; fidelity on ${s.samples} ${s.measuredOn} samples; budget: ${budget}`;
 }
 
@@ -42,7 +60,9 @@ function regionLines(result: OptimizeResult): string[] {
   const r = result.regionSearch;
   const lines = [`region search: ${r.ran ? `${r.reason} (${r.seconds.toFixed(1)} s)` : r.reason}`];
   for (const s of r.steps) {
-    lines.push(`  ${s.kept ? '+' : '-'} ${s.region} (${s.nodes} node(s)) in float: ${s.speedup ? formatSpeedup(s.speedup) : s.note ?? '-'} vs the best so far; ${s.kept ? 'kept' : 'not kept'} (${s.seconds.toFixed(1)} s)`);
+    lines.push(
+      `  ${s.kept ? '+' : '-'} ${s.region} (${s.nodes} node(s)) in float: ${s.speedup ? formatSpeedup(s.speedup) : (s.note ?? '-')} vs the best so far; ${s.kept ? 'kept' : 'not kept'} (${s.seconds.toFixed(1)} s)`,
+    );
   }
   lines.push(`pruning: ${result.pruning.reason}`);
   return lines;
@@ -54,7 +74,10 @@ export function renderOptimizeSummary(result: OptimizeResult, options: { color?:
   for (const c of result.candidates) table.push(row(c));
   const lines = [table.toString(), settingsLine(result), ...regionLines(result)];
   lines.push('', result.summary);
-  if (result.output) lines.push(`written: ${result.output.path} (${formatBytes(result.output.sizeBytes)}, sha256 ${result.output.sha256.slice(0, 16)})${result.recipe ? `; recipe: ${result.recipe}` : ''}`);
+  if (result.output)
+    lines.push(
+      `written: ${result.output.path} (${formatBytes(result.output.sizeBytes)}, sha256 ${result.output.sha256.slice(0, 16)})${result.recipe ? `; recipe: ${result.recipe}` : ''}`,
+    );
   lines.push(`took ${result.seconds.toFixed(1)} s`);
   if (result.gateFailure) lines.push(`gate failed: ${result.gateFailure}`);
   return `${lines.join('\n')}\n`;
@@ -64,7 +87,12 @@ const cell = (text: string): string => text.replace(/\|/g, '\\|').replace(/\n/g,
 
 export function renderOptimizeMarkdown(result: OptimizeResult): string {
   const out = ['## model-opt optimize', '', `**${result.summary}**`, ''];
-  out.push(`| ${HEAD.join(' | ')} |`, `| --- | ${HEAD.slice(1).map(() => '---:').join(' | ')} |`);
+  out.push(
+    `| ${HEAD.join(' | ')} |`,
+    `| --- | ${HEAD.slice(1)
+      .map(() => '---:')
+      .join(' | ')} |`,
+  );
   for (const r of [baselineRow(result), ...result.candidates.map(row)]) out.push(`| ${r.map(cell).join(' | ')} |`);
   out.push('', `_${settingsLine(result)}_`, '', ...regionLines(result).map((l) => (l.startsWith('  ') ? `- ${l.trim()}` : l)));
   if (result.gateFailure) out.push('', `**Gate failed:** ${result.gateFailure}`);

@@ -20,7 +20,14 @@ const change = (a: number | undefined, b: number | undefined, fmt: (x: number | 
 function channelLines(r: ChannelPruneReport): string[] {
   const table = new Table({ head: ['layer', 'op', 'in channels', 'out channels', 'params', 'FLOPs'], style: tableStyle() });
   for (const l of r.layers) {
-    table.push([l.node, l.opType, change(l.inChannelsBefore, l.inChannelsAfter), change(l.outChannelsBefore, l.outChannelsAfter), change(l.paramsBefore, l.paramsAfter), change(l.flopsBefore, l.flopsAfter)]);
+    table.push([
+      l.node,
+      l.opType,
+      change(l.inChannelsBefore, l.inChannelsAfter),
+      change(l.outChannelsBefore, l.outChannelsAfter),
+      change(l.paramsBefore, l.paramsAfter),
+      change(l.flopsBefore, l.flopsAfter),
+    ]);
   }
   const lines = [table.toString()];
   lines.push(
@@ -28,7 +35,9 @@ function channelLines(r: ChannelPruneReport): string[] {
   );
   if (r.compensated) {
     const unknown = r.compensated.unknown ? `; ${r.compensated.unknown} dropped as zero (their constant could not be followed)` : '';
-    lines.push(`removed channels replaced by their ${r.compensation === 'mean' ? 'mean' : r.compensation} output: ${r.compensated.folded} folded into the next layer's bias${unknown}`);
+    lines.push(
+      `removed channels replaced by their ${r.compensation === 'mean' ? 'mean' : r.compensation} output: ${r.compensated.folded} folded into the next layer's bias${unknown}`,
+    );
   }
   lines.push(`params: ${change(r.paramsBefore, r.paramsAfter)}   FLOPs (batch 1): ${change(r.flopsBefore, r.flopsAfter)}`);
   for (const g of r.groups.filter((x) => !x.prunable)) lines.push(`kept: ${g.layers.join(', ')}: ${g.reason ?? 'unprunable'}`);
@@ -64,10 +73,14 @@ function magnitudeLines(r: MagnitudePruneReport): string[] {
 export function renderPruneSummary(result: PruneWorkflowResult): string {
   const report = result.report;
   const lines = report.pattern === 'channel' ? channelLines(report as ChannelPruneReport) : magnitudeLines(report as MagnitudePruneReport);
-  lines.push(`file: ${kib(result.size.before.rawBytes)} -> ${kib(result.size.after.rawBytes)} raw, ${kib(result.size.before.gzipBytes)} -> ${kib(result.size.after.gzipBytes)} gzip`);
+  lines.push(
+    `file: ${kib(result.size.before.rawBytes)} -> ${kib(result.size.after.rawBytes)} raw, ${kib(result.size.before.gzipBytes)} -> ${kib(result.size.after.gzipBytes)} gzip`,
+  );
   if (result.accuracy) {
     const { before, after } = result.accuracy;
-    lines.push(`top-1 accuracy on ${before.samples} samples: ${pct(before.top1)} -> ${pct(after.top1)} (${((after.top1 - before.top1) * 100).toFixed(2)} pt, without fine-tuning)`);
+    lines.push(
+      `top-1 accuracy on ${before.samples} samples: ${pct(before.top1)} -> ${pct(after.top1)} (${((after.top1 - before.top1) * 100).toFixed(2)} pt, without fine-tuning)`,
+    );
   }
   lines.push(`checked in onnxruntime (cpu provider): loads and runs, outputs ${result.check.outputs.map((o) => `${o.name} ${o.dims.join('x')}`).join(', ')}`);
   if (result.speed) lines.push(`measured speed-up: ${formatSpeedCheck(result.speed)}`);

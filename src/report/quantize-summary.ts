@@ -18,14 +18,34 @@ type Row = [string, string];
 
 function int8Rows(rep: Int8Report): Row[] {
   const rows: Row[] = [];
-  rows.push(['nodes quantized', Object.entries(rep.qdq.byOpType).map(([k, v]) => `${k} ${v}`).join(', ') || 'none']);
-  rows.push(['weights / activations', `int8 ${rep.qdq.perChannel ? 'per-channel' : 'per-tensor'} / ${rep.qdq.activationType} ${rep.qdq.activationSymmetric ? 'symmetric' : 'asymmetric'}`]);
-  rows.push(['calibration', `${rep.calibration.method}${rep.calibration.percentile ? ` ${rep.calibration.percentile}` : ''}, ${rep.calibration.samples} samples, ${rep.calibration.tensors} tensors, ${rep.calibration.seconds.toFixed(2)} s${rep.calibration.minmaxTensors ? `; ${rep.calibration.minmaxTensors} bounded tensor(s) kept minmax` : ''}`]);
+  rows.push([
+    'nodes quantized',
+    Object.entries(rep.qdq.byOpType)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(', ') || 'none',
+  ]);
+  rows.push([
+    'weights / activations',
+    `int8 ${rep.qdq.perChannel ? 'per-channel' : 'per-tensor'} / ${rep.qdq.activationType} ${rep.qdq.activationSymmetric ? 'symmetric' : 'asymmetric'}`,
+  ]);
+  rows.push([
+    'calibration',
+    `${rep.calibration.method}${rep.calibration.percentile ? ` ${rep.calibration.percentile}` : ''}, ${rep.calibration.samples} samples, ${rep.calibration.tensors} tensors, ${rep.calibration.seconds.toFixed(2)} s${rep.calibration.minmaxTensors ? `; ${rep.calibration.minmaxTensors} bounded tensor(s) kept minmax` : ''}`,
+  ]);
   const auto = rep.calibration.auto;
   if (auto) {
-    const picked = Object.entries(auto.picked).map(([k, v]) => `${k} ${v}`).join(', ') || 'none';
-    const written = auto.writtenMinmaxDb !== undefined && auto.writtenAutoDb !== undefined ? `; written models ${formatDb(auto.writtenMinmaxDb)} -> ${formatDb(auto.writtenAutoDb)}` : '';
-    rows.push(['--calibrate auto', `${picked} (${auto.samples} samples, ${auto.evaluations} runs); output SQNR all-minmax ${formatDb(auto.minmaxSqnrDb)} -> chosen ${formatDb(auto.autoSqnrDb)}${written}${auto.reverted ? '; not better than minmax: all reverted to minmax' : ''}`]);
+    const picked =
+      Object.entries(auto.picked)
+        .map(([k, v]) => `${k} ${v}`)
+        .join(', ') || 'none';
+    const written =
+      auto.writtenMinmaxDb !== undefined && auto.writtenAutoDb !== undefined
+        ? `; written models ${formatDb(auto.writtenMinmaxDb)} -> ${formatDb(auto.writtenAutoDb)}`
+        : '';
+    rows.push([
+      '--calibrate auto',
+      `${picked} (${auto.samples} samples, ${auto.evaluations} runs); output SQNR all-minmax ${formatDb(auto.minmaxSqnrDb)} -> chosen ${formatDb(auto.autoSqnrDb)}${written}${auto.reverted ? '; not better than minmax: all reverted to minmax' : ''}`,
+    ]);
   }
   const pre = rep.preprocess;
   const rewrites = [
@@ -36,15 +56,30 @@ function int8Rows(rep: Int8Report): Row[] {
     pre.reduceMeansToPool.length > 0 ? `, ${pre.reduceMeansToPool.length} ReduceMean -> GlobalAveragePool` : '',
     pre.opset?.upgraded ? `, opset ${pre.opset.from} -> ${pre.opset.to}` : '',
   ].join('');
-  rows.push(['pre-processing', `${pre.batchNormsFolded.length} BatchNorm folded, ${pre.constantsToInitializers} Constant -> initializer, ${pre.constantsFolded} folded${rewrites}`]);
+  rows.push([
+    'pre-processing',
+    `${pre.batchNormsFolded.length} BatchNorm folded, ${pre.constantsToInitializers} Constant -> initializer, ${pre.constantsFolded} folded${rewrites}`,
+  ]);
   if (rep.qdq.paddedConvs.length) {
     rows.push(['input channels padded', rep.qdq.paddedConvs.map((c) => `${c.node}: ${c.from} -> ${c.to} (fast int8 conv kernel)`).join('\n')]);
   }
   if (rep.qdq.layoutAnchors.length) {
-    rows.push(['layout anchors', rep.qdq.layoutAnchors.map((a) => `'${a.tensor}' (${a.channels} ch) for ${a.enables.join(', ')}: an identity int8 1x1 depthwise conv, so onnxruntime keeps the int8 op in NHWC`).join('\n')]);
+    rows.push([
+      'layout anchors',
+      rep.qdq.layoutAnchors
+        .map(
+          (a) => `'${a.tensor}' (${a.channels} ch) for ${a.enables.join(', ')}: an identity int8 1x1 depthwise conv, so onnxruntime keeps the int8 op in NHWC`,
+        )
+        .join('\n'),
+    ]);
   }
   if (rep.qdq.biasScaleAdjustments?.length) {
-    rows.push(['bias scale adjusted', rep.qdq.biasScaleAdjustments.map((a) => `${a.node}: ${a.channels} channel(s), weight scale x${a.maxFactor.toPrecision(3)} so the bias fits int32`).join('\n')]);
+    rows.push([
+      'bias scale adjusted',
+      rep.qdq.biasScaleAdjustments
+        .map((a) => `${a.node}: ${a.channels} channel(s), weight scale x${a.maxFactor.toPrecision(3)} so the bias fits int32`)
+        .join('\n'),
+    ]);
   }
   if (rep.highDynamicRange?.length) rows.push(['high dynamic range (FP32)', rep.highDynamicRange.map((h) => `'${h.tensor}': ${h.reason}`).join('\n')]);
   // High-dynamic-range nodes are listed in their own row (with the tensor's numbers), not again here.
@@ -58,15 +93,38 @@ function int8Rows(rep: Int8Report): Row[] {
 function passRows(report: QuantizeResult['report']): Row[] {
   if (report.mode === 'int8') return int8Rows(report);
   if (report.mode === 'int8-dynamic') {
-    const rows: Row[] = [['nodes quantized', Object.entries(report.quantizedByOpType).map(([k, v]) => `${k} ${v}`).join(', ') || 'none']];
-    if (report.opset) rows.push(['pre-processing', report.opset.upgraded ? `opset ${report.opset.from} -> ${report.opset.to}` : `opset ${report.opset.from} not upgraded (${report.opset.blockers.join('; ')})`]);
+    const rows: Row[] = [
+      [
+        'nodes quantized',
+        Object.entries(report.quantizedByOpType)
+          .map(([k, v]) => `${k} ${v}`)
+          .join(', ') || 'none',
+      ],
+    ];
+    if (report.opset)
+      rows.push([
+        'pre-processing',
+        report.opset.upgraded
+          ? `opset ${report.opset.from} -> ${report.opset.to}`
+          : `opset ${report.opset.from} not upgraded (${report.opset.blockers.join('; ')})`,
+      ]);
     // Grouped always: a CNN has dozens of Convs kept float for the same reason.
     if (report.keptFloat.length > 0) rows.push(['left in FP32', describeSkipped(report.keptFloat, 0)]);
     return rows;
   }
   if (report.mode === 'int4') {
-    const rows: Row[] = [['nodes quantized', Object.entries(report.quantizedByOpType).map(([k, v]) => `${k} ${v}`).join(', ') || 'none']];
-    rows.push(['weights', `4-bit ${report.symmetric ? 'symmetric' : 'asymmetric'} blocks of ${report.blockSize} (${report.method}), accuracy level ${report.accuracyLevel}: ${(report.weightBytesAfter / 2 ** 20).toFixed(1)} MiB (was ${(report.weightBytesBefore / 2 ** 20).toFixed(1)} MiB)`]);
+    const rows: Row[] = [
+      [
+        'nodes quantized',
+        Object.entries(report.quantizedByOpType)
+          .map(([k, v]) => `${k} ${v}`)
+          .join(', ') || 'none',
+      ],
+    ];
+    rows.push([
+      'weights',
+      `4-bit ${report.symmetric ? 'symmetric' : 'asymmetric'} blocks of ${report.blockSize} (${report.method}), accuracy level ${report.accuracyLevel}: ${(report.weightBytesAfter / 2 ** 20).toFixed(1)} MiB (was ${(report.weightBytesBefore / 2 ** 20).toFixed(1)} MiB)`,
+    ]);
     if (report.keptFloat.length > 0) rows.push(['left in FP32', describeSkipped(report.keptFloat, 0)]);
     return rows;
   }
@@ -76,7 +134,8 @@ function passRows(report: QuantizeResult['report']): Row[] {
     ['kept float32', kept.length === 0 ? '0' : `${kept.length}:\n${describeSkipped(kept, 8)}`],
   ];
   const stored = report.storedAsFloat16;
-  if (stored.length > 0) rows.push(['float16 storage only', `${stored.length} weight(s) of float32-only ops, cast back to float32 when onnxruntime loads the model`]);
+  if (stored.length > 0)
+    rows.push(['float16 storage only', `${stored.length} weight(s) of float32-only ops, cast back to float32 when onnxruntime loads the model`]);
   return rows;
 }
 
@@ -87,18 +146,32 @@ export function renderQuantizeSummary(result: QuantizeResult): string {
   table.push(...passRows(result.report));
   if (result.fusion) {
     const f = result.fusion;
-    table.push(['integer kernels (onnxruntime)', `${f.integerKernelCount}: ${Object.entries(f.integerKernels).map(([k, v]) => `${k} ${v}`).join(', ') || 'none'}`]);
+    table.push([
+      'integer kernels (onnxruntime)',
+      `${f.integerKernelCount}: ${
+        Object.entries(f.integerKernels)
+          .map(([k, v]) => `${k} ${v}`)
+          .join(', ') || 'none'
+      }`,
+    ]);
     table.push(['DQ -> float op left', f.unfused.length === 0 ? 'none' : f.unfused.map((u) => `${u.node} (${u.opType}): ${u.reason}`).join('\n')]);
     if (f.keptFloat.length > 0) table.push(['float by choice, reads int8', f.keptFloat.map((u) => `${u.node} (${u.opType})`).join(', ')]);
     table.push(['will it be faster?', f.verdict]);
   }
   if (result.speed) table.push(['measured speed-up', formatSpeedCheck(result.speed)]);
-  if (result.output) table.push(['size', `${formatBytes(result.input.sizeBytes)} -> ${formatBytes(result.output.sizeBytes)} (${((result.output.sizeBytes / result.input.sizeBytes) * 100).toFixed(0)}%)`]);
+  if (result.output)
+    table.push([
+      'size',
+      `${formatBytes(result.input.sizeBytes)} -> ${formatBytes(result.output.sizeBytes)} (${((result.output.sizeBytes / result.input.sizeBytes) * 100).toFixed(0)}%)`,
+    ]);
   table.push(...fidelityRows(result.fidelity, result.agreement));
   if (result.agreement === null && result.output) table.push(['agreement', `not measured: ${result.checks.note ?? 'no inputs for the check'}`]);
   // With the fidelity guard on, the written file ran on the same held-out samples: its rows say it.
   for (const [name, a] of Object.entries(result.fidelity.enabled ? {} : (result.agreement ?? {}))) {
-    table.push([`agreement '${name}'`, `SQNR ${formatDb(a.sqnrDb)}${formatWorstChannel(a)}${a.top1Agreement !== null ? `, top-1 agreement ${(a.top1Agreement * 100).toFixed(2)}%` : ''} (${a.rows ? `${a.rows} samples` : `${a.count} values`})`]);
+    table.push([
+      `agreement '${name}'`,
+      `SQNR ${formatDb(a.sqnrDb)}${formatWorstChannel(a)}${a.top1Agreement !== null ? `, top-1 agreement ${(a.top1Agreement * 100).toFixed(2)}%` : ''} (${a.rows ? `${a.rows} samples` : `${a.count} values`})`,
+    ]);
   }
   if (result.guard) {
     const g = result.guard;
@@ -138,11 +211,20 @@ const HELD_OUT_SOURCES: Record<string, string> = {
 export function fidelityRows(f: FidelityReport, written?: QuantizeResult['agreement']): Row[] {
   if (!f.enabled) return [['fidelity guard', `off: ${f.reason}`]];
   const b = f.budget;
-  const decided = f.decidedBy === 'fidelity' ? (f.met ? 'met' : 'MISSED') : f.decidedBy === 'labels' ? `${f.met ? 'met' : 'missed'} (not enforced: --max-accuracy-drop decides)` : `${f.met ? 'met' : 'missed'} (reported only: QAT changes the weights)`;
-  const rows: Row[] = [[
-    'fidelity guard',
-    `${decided}; budget ${describeBudget(b)}${b.metric ? ' (the metric decides; SQNR reported)' : ''}\n${f.heldOut.samples} held-out samples: ${HELD_OUT_SOURCES[f.heldOut.source] ?? f.heldOut.source} (#${f.heldOut.start}-${f.heldOut.end - 1})`,
-  ]];
+  const decided =
+    f.decidedBy === 'fidelity'
+      ? f.met
+        ? 'met'
+        : 'MISSED'
+      : f.decidedBy === 'labels'
+        ? `${f.met ? 'met' : 'missed'} (not enforced: --max-accuracy-drop decides)`
+        : `${f.met ? 'met' : 'missed'} (reported only: QAT changes the weights)`;
+  const rows: Row[] = [
+    [
+      'fidelity guard',
+      `${decided}; budget ${describeBudget(b)}${b.metric ? ' (the metric decides; SQNR reported)' : ''}\n${f.heldOut.samples} held-out samples: ${HELD_OUT_SOURCES[f.heldOut.source] ?? f.heldOut.source} (#${f.heldOut.start}-${f.heldOut.end - 1})`,
+    ],
+  ];
   for (const [name, o] of Object.entries(f.final.outputs)) {
     const before = f.initial.outputs[name];
     const changed = f.floatNodes.length > 0 && before ? ` (before fallback ${formatDb(before.sqnrDb)})` : '';
@@ -154,13 +236,23 @@ export function fidelityRows(f: FidelityReport, written?: QuantizeResult['agreem
   if (f.final.metric) {
     const m = f.final.metric;
     const before = f.floatNodes.length > 0 && f.initial.metric ? ` (before fallback ${formatMetric(f.initial.metric.value)})` : '';
-    rows.push([`fidelity ${m.name}`, `${formatMetric(m.value)}${m.reference !== undefined ? ` (FP32 ${formatMetric(m.reference)})` : ' (against FP32)'}${before}${m.met ? '' : ' - below budget'}`]);
+    rows.push([
+      `fidelity ${m.name}`,
+      `${formatMetric(m.value)}${m.reference !== undefined ? ` (FP32 ${formatMetric(m.reference)})` : ' (against FP32)'}${before}${m.met ? '' : ' - below budget'}`,
+    ]);
   }
   if (f.sensitivity.length > 0) {
     const rank = new Map(f.sensitivity.flatMap((u) => u.nodes.map((n) => [n, u] as const)));
-    const kept = f.floatNodes.length === 0 ? 'none' : f.floatNodes.map((n) => `${n} (${rank.get(n)?.opType ?? '?'}; alone quantized: SQNR ${formatDb(rank.get(n)?.sqnrDb ?? NaN)})`).join('\n');
+    const kept =
+      f.floatNodes.length === 0
+        ? 'none'
+        : f.floatNodes.map((n) => `${n} (${rank.get(n)?.opType ?? '?'}; alone quantized: SQNR ${formatDb(rank.get(n)?.sqnrDb ?? NaN)})`).join('\n');
     rows.push(['kept float by the fallback', kept]);
-    rows.push(['fallback steps', f.steps.map((s) => `${s.floatNodes.length} float: worst SQNR ${formatDb(s.worstSqnrDb)} ${s.met ? 'met' : 'missed'}`).join('\n') + `\n(${f.runs} re-quantize + compare runs)`]);
+    rows.push([
+      'fallback steps',
+      f.steps.map((s) => `${s.floatNodes.length} float: worst SQNR ${formatDb(s.worstSqnrDb)} ${s.met ? 'met' : 'missed'}`).join('\n') +
+        `\n(${f.runs} re-quantize + compare runs)`,
+    ]);
   }
   return rows;
 }
@@ -176,9 +268,7 @@ export function describeSkipped(skipped: readonly { node: string; opType: string
     const key = `${s.opType}: ${s.reason.replace(/'[^']*'/g, "'…'")}`;
     groups.set(key, [...(groups.get(key) ?? []), s.node]);
   }
-  return [...groups]
-    .map(([key, nodes]) => `${nodes.length} x ${key} (${nodes.slice(0, 3).join(', ')}${nodes.length > 3 ? ', …' : ''})`)
-    .join('\n');
+  return [...groups].map(([key, nodes]) => `${nodes.length} x ${key} (${nodes.slice(0, 3).join(', ')}${nodes.length > 3 ? ', …' : ''})`).join('\n');
 }
 
 const formatMetric = (x: number): string => String(+x.toPrecision(4));

@@ -5,17 +5,7 @@
  */
 import Table from 'cli-table3';
 import type { BenchmarkResult, ModelResult } from '../bench/types.js';
-import {
-  formatAccuracy,
-  formatBytes,
-  formatDb,
-  formatWorstChannel,
-  formatMs,
-  formatPercent,
-  formatSpeedup,
-  formatThroughput,
-  tableStyle,
-} from './format.js';
+import { formatAccuracy, formatBytes, formatDb, formatWorstChannel, formatMs, formatPercent, formatSpeedup, formatThroughput, tableStyle } from './format.js';
 
 export interface TableOptions {
   /** ANSI colours for the header and borders (only on a terminal). */

@@ -106,7 +106,13 @@ function addReductionNodes(
   const all = [...reduce.map((v) => ({ v, full: true })), ...sizes.map((v) => ({ v, full: false }))].sort((a, b) => position(b.v) - position(a.v));
   const add = (opType: string, input: Value, base: string, elemType: number): string => {
     const out = graph.uniqueName(`${input.name}/calibration_${base}`);
-    const node = graph.addNode({ opType, inputs: [input], outputs: [out], attributes: opType === 'Size' ? {} : { keepdims: 0 }, name: graph.uniqueName(`${out}_node`) });
+    const node = graph.addNode({
+      opType,
+      inputs: [input],
+      outputs: [out],
+      attributes: opType === 'Size' ? {} : { keepdims: 0 },
+      name: graph.uniqueName(`${out}_node`),
+    });
     const value = node.outputs[0]!;
     value.type = { kind: 'tensor', elemType: elemType as TensorType['elemType'], shape: [] };
     added.push(node);
@@ -183,7 +189,10 @@ export async function createStatisticsCapture(model: Model, plan: StatisticsCapt
     return value;
   });
   const reduced = new Set(reduce.map((v) => v.name));
-  const sized = [...new Set(plan.sizes ?? [])].filter((n) => !reduced.has(n)).map(lookup).filter((v) => v.producer && !graph.constantTensor(v));
+  const sized = [...new Set(plan.sizes ?? [])]
+    .filter((n) => !reduced.has(n))
+    .map(lookup)
+    .filter((v) => v.producer && !graph.constantTensor(v));
   const reductions = addReductionNodes(model, reduce, sized);
   let runner: Runner | undefined;
   try {
@@ -245,11 +254,7 @@ function hasFullType(value: Value): boolean {
  * the feeds hold 2+ samples, a second run on one sample tells batch-dependent dims apart: those
  * become the input's dim-0 symbol; all other dims are recorded as observed.
  */
-export async function inferShapesByRunning(
-  model: Model,
-  feeds: Record<string, TensorData>,
-  options: RunnerOptions = {},
-): Promise<string[]> {
+export async function inferShapesByRunning(model: Model, feeds: Record<string, TensorData>, options: RunnerOptions = {}): Promise<string[]> {
   const graph = model.graph;
   const targets: string[] = [];
   for (const node of graph.nodes) {

@@ -3,7 +3,16 @@
  * `--shape` resolution (those two from ir/). Re-exports only; onnxruntime-node itself loads on
  * the first createRunner.
  */
-export { createRunner, listExecutionProviders, loadOrt, needsExternalData, DEFAULT_EXTERNAL_DATA_THRESHOLD, type GraphOptimizationLevel, type Runner, type RunnerOptions } from './runner.js';
+export {
+  createRunner,
+  listExecutionProviders,
+  loadOrt,
+  needsExternalData,
+  DEFAULT_EXTERNAL_DATA_THRESHOLD,
+  type GraphOptimizationLevel,
+  type Runner,
+  type RunnerOptions,
+} from './runner.js';
 export {
   canReduce,
   captureIntermediates,

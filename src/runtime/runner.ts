@@ -103,18 +103,26 @@ function knownProviders(requested: readonly string[], known: readonly string[]):
   const unknown = requested.filter((p) => !known.includes(p));
   if (usable.length === 0) {
     const names = unknown.map((p) => `'${p}'`).join(', ');
-    throw new UsageError(`execution provider${unknown.length > 1 ? 's' : ''} ${names} ${unknown.length > 1 ? 'are' : 'is'} not available; this onnxruntime-node has: ${known.join(', ')}`);
+    throw new UsageError(
+      `execution provider${unknown.length > 1 ? 's' : ''} ${names} ${unknown.length > 1 ? 'are' : 'is'} not available; this onnxruntime-node has: ${known.join(', ')}`,
+    );
   }
   return { usable, skipped: unknown.map((name) => ({ name, reason: `is not in this onnxruntime-node build (it has: ${known.join(', ')})` })) };
 }
 
 function normalizeProvider(name: string): string {
-  const n = name.trim().toLowerCase().replace(/executionprovider$/, '');
+  const n = name
+    .trim()
+    .toLowerCase()
+    .replace(/executionprovider$/, '');
   return n === 'tensorrt' || n === 'trt' ? 'tensorrt' : n;
 }
 
 const firstLine = (error: unknown): string =>
-  (error instanceof Error ? error.message : String(error)).split('\n').map((s) => s.trim()).find((s) => s.length > 0) ?? 'unknown error';
+  (error instanceof Error ? error.message : String(error))
+    .split('\n')
+    .map((s) => s.trim())
+    .find((s) => s.length > 0) ?? 'unknown error';
 
 function metadataSpecs(meta: readonly Ort.InferenceSession.ValueMetadata[]): IoSpec[] {
   return meta.map((m) => {
@@ -170,8 +178,12 @@ const MAX_THREADS_PER_CORE = 4;
 export function checkThreadCounts(options: { intraOpThreads?: number; interOpThreads?: number }): void {
   const cores = availableParallelism();
   const max = cores * MAX_THREADS_PER_CORE;
-  for (const [flag, n] of [['--threads', options.intraOpThreads], ['inter-op threads', options.interOpThreads]] as const) {
-    if (n !== undefined && n > max) throw new UsageError(`${flag} ${n}: this machine has ${cores} core(s); at most ${max} threads (${MAX_THREADS_PER_CORE} per core) make sense`);
+  for (const [flag, n] of [
+    ['--threads', options.intraOpThreads],
+    ['inter-op threads', options.interOpThreads],
+  ] as const) {
+    if (n !== undefined && n > max)
+      throw new UsageError(`${flag} ${n}: this machine has ${cores} core(s); at most ${max} threads (${MAX_THREADS_PER_CORE} per core) make sense`);
   }
 }
 
@@ -243,7 +255,10 @@ async function openRunner(model: Model | Uint8Array | string, options: RunnerOpt
   let providers: string[];
   try {
     const requested = [...new Set((options.executionProviders ?? ['cpu']).map(normalizeProvider))];
-    const { usable, skipped } = knownProviders(requested, ort.listSupportedBackends().map((b) => b.name));
+    const { usable, skipped } = knownProviders(
+      requested,
+      ort.listSupportedBackends().map((b) => b.name),
+    );
     providers = usable;
     const sessionOptions: Ort.InferenceSession.SessionOptions = {
       executionProviders: providers,
@@ -340,7 +355,8 @@ async function openRunner(model: Model | Uint8Array | string, options: RunnerOpt
     for (const name of fetch) {
       // onnxruntime-common collects fetches in a plain object, where '__proto__' sets the prototype
       // instead of a key: such an output cannot be fetched, so say so instead of a confusing error.
-      if (name === '__proto__') throw new InputError(`${label}: onnxruntime cannot fetch an output named '__proto__' (a limitation of onnxruntime-common); rename the output`);
+      if (name === '__proto__')
+        throw new InputError(`${label}: onnxruntime cannot fetch an output named '__proto__' (a limitation of onnxruntime-common); rename the output`);
       if (!outputNames.has(name)) {
         throw new UsageError(`${label}: '${name}' is not a model output (outputs: ${[...outputNames].join(', ')})`);
       }

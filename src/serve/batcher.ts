@@ -42,7 +42,10 @@ export type RejectReason = 'queue-full' | 'timeout' | 'cancelled';
 
 /** A request the batcher refused or dropped; not a failure of the model. */
 export class RequestRejectedError extends Error {
-  constructor(readonly reason: RejectReason, message: string) {
+  constructor(
+    readonly reason: RejectReason,
+    message: string,
+  ) {
     super(message);
     this.name = 'RequestRejectedError';
   }
@@ -99,8 +102,10 @@ export function validateBatcherConfig(config: BatcherConfig): void {
   };
   int(config.maxBatchSize, 'max batch size', 1);
   int(config.maxQueueSize, 'max queue size', 0);
-  if (config.maxQueueDelayUs !== undefined && !(config.maxQueueDelayUs >= 0)) throw new UsageError(`max queue delay must be >= 0 us, got ${config.maxQueueDelayUs}`);
-  if (config.defaultTimeoutUs !== undefined && !(config.defaultTimeoutUs >= 0)) throw new UsageError(`queue timeout must be >= 0 us, got ${config.defaultTimeoutUs}`);
+  if (config.maxQueueDelayUs !== undefined && !(config.maxQueueDelayUs >= 0))
+    throw new UsageError(`max queue delay must be >= 0 us, got ${config.maxQueueDelayUs}`);
+  if (config.defaultTimeoutUs !== undefined && !(config.defaultTimeoutUs >= 0))
+    throw new UsageError(`queue timeout must be >= 0 us, got ${config.defaultTimeoutUs}`);
   for (const p of config.preferredBatchSizes ?? []) {
     int(p, 'preferred batch size', 1);
     if (p > config.maxBatchSize) throw new UsageError(`preferred batch size ${p} exceeds the max batch size ${config.maxBatchSize}`);
@@ -250,11 +255,14 @@ export class DynamicBatcher {
     if (this.timeoutTimer && this.timeoutTimerAt === at) return;
     this.clearTimeoutTimer();
     this.timeoutTimerAt = at;
-    this.timeoutTimer = this.clock.setTimer(() => {
-      this.timeoutTimer = undefined;
-      this.timeoutTimerAt = Infinity;
-      this.dispatch();
-    }, Math.max(0, at - this.clock.now()));
+    this.timeoutTimer = this.clock.setTimer(
+      () => {
+        this.timeoutTimer = undefined;
+        this.timeoutTimerAt = Infinity;
+        this.dispatch();
+      },
+      Math.max(0, at - this.clock.now()),
+    );
   }
 
   private clearTimeoutTimer(): void {

@@ -55,7 +55,10 @@ export function createSimulatedExecutor(clock: Clock, cost: CostModel): BatchExe
  */
 export function checkBatchable(specs: { inputs: readonly IoSpec[]; outputs: readonly IoSpec[] }, maxBatchSize: number, label: string): void {
   if (maxBatchSize <= 1) return;
-  for (const [role, list] of [['input', specs.inputs], ['output', specs.outputs]] as const) {
+  for (const [role, list] of [
+    ['input', specs.inputs],
+    ['output', specs.outputs],
+  ] as const) {
     for (const spec of list) {
       if (spec.unknownRank) continue;
       const d0 = spec.shape[0];

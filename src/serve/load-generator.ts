@@ -20,9 +20,7 @@ import type { TensorData } from '../ir/dtype.js';
 import { RequestRejectedError, type InferenceResult } from './batcher.js';
 import { realClock, type Clock } from './clock.js';
 
-export type LoadSpec =
-  | { kind: 'concurrency'; concurrency: number }
-  | { kind: 'rate'; rate: number; arrivals?: 'poisson' | 'constant' };
+export type LoadSpec = { kind: 'concurrency'; concurrency: number } | { kind: 'rate'; rate: number; arrivals?: 'poisson' | 'constant' };
 
 export interface LoadTarget {
   submit(inputs: Record<string, TensorData>, options?: { arrivalMs?: number }): Promise<InferenceResult>;
@@ -307,7 +305,10 @@ export async function measureLoad(
   const generatorLagMs = lagSamples.length ? summarize(lagSamples).p50 : 0;
   let invalidReason: string | undefined;
   if (errors === 0 && (picked.length === 0 || windows.slice(firstWindow).some((w) => w.completed === 0))) {
-    invalidReason = issued >= maxRequests ? `the request cap (${maxRequests}) ran out before the measured windows completed requests` : 'a measured window completed no request';
+    invalidReason =
+      issued >= maxRequests
+        ? `the request cap (${maxRequests}) ran out before the measured windows completed requests`
+        : 'a measured window completed no request';
   } else if (generatorLagMs > maxLag) {
     invalidReason = `the load generator is the bottleneck: its timers ran ${generatorLagMs.toFixed(1)} ms late (median; limit ${maxLag.toFixed(1)} ms), so the event loop it shares with the batcher is starved`;
   }

@@ -42,7 +42,14 @@ export const schema = {
   repeated: (type: PbFieldType): PbFieldSchema => ({ type, repeated: true }),
   /** map<K, V>: repeated entries with a key and a value. */
   map: (name: string, key: PbScalarType, value: PbFieldType): PbFieldSchema => ({
-    type: { kind: 'message', name: `${name} entry`, fields: new Map([['key', { type: key }], ['value', { type: value }]]) },
+    type: {
+      kind: 'message',
+      name: `${name} entry`,
+      fields: new Map([
+        ['key', { type: key }],
+        ['value', { type: value }],
+      ]),
+    },
     repeated: true,
   }),
 };
@@ -107,7 +114,10 @@ export function validatePbtxt(msg: PbMessage, root: PbMessageSchema, source: str
         }
         if (v.kind === 'message') throw new InputError(`${where}: expected a value, got a { } block`);
         if (typeof type !== 'string') {
-          const known = v.kind === 'ident' ? type.values.has(v.text) : v.kind === 'number' && parseInteger(v.text) !== undefined && [...type.values.values()].includes(Number(v.text));
+          const known =
+            v.kind === 'ident'
+              ? type.values.has(v.text)
+              : v.kind === 'number' && parseInteger(v.text) !== undefined && [...type.values.values()].includes(Number(v.text));
           if (!known) throw new InputError(`${where}: ${describeValue(v)} is not a value of ${type.name} (${[...type.values.keys()].join(', ')})`);
           return;
         }

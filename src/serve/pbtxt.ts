@@ -268,9 +268,7 @@ export function formatPbtxt(msg: PbMessage, indent = ''): string {
     } else if (allScalars) {
       lines.push(`${indent}${f.name}: [ ${(f.values as PbScalar[]).map(formatScalar).join(', ')} ]`);
     } else {
-      const items = f.values.map((v) =>
-        v.kind === 'message' ? `${inner}{\n${formatPbtxt(v, `${inner}  `)}${inner}}` : `${inner}${formatScalar(v)}`,
-      );
+      const items = f.values.map((v) => (v.kind === 'message' ? `${inner}{\n${formatPbtxt(v, `${inner}  `)}${inner}}` : `${inner}${formatScalar(v)}`));
       lines.push(`${indent}${f.name} [\n${items.join(',\n')}\n${indent}]`);
     }
   }

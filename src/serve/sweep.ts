@@ -152,7 +152,13 @@ export async function runBatchingSweep(
   try {
     await pool(instances);
     if (!specs) throw new UsageError('runBatchingSweep: give inputSpecs with custom executors');
-    const dataset = options.dataset ?? randomDataset(specs, 64, options.seed ?? 1, { shapeOverrides: options.shapeOverrides ?? {}, integerBounds: await integerBoundsOf(options.model, specs), constants: options.constants });
+    const dataset =
+      options.dataset ??
+      randomDataset(specs, 64, options.seed ?? 1, {
+        shapeOverrides: options.shapeOverrides ?? {},
+        integerBounds: await integerBoundsOf(options.model, specs),
+        constants: options.constants,
+      });
     const makeInputs = requestMaker(dataset);
     const { instances: _i, ...batcherConfig } = options.batching;
 
@@ -189,12 +195,17 @@ export async function runBatchingSweep(
     if (options.sloP99Ms !== undefined) {
       const space = defaultSearchSpace(options.batching, options.sloP99Ms, options.searchSpace);
       const slo = await searchSlo(
-        async (setting) => new DynamicBatcher(await pool(setting.instances), {
-          maxBatchSize: setting.maxBatchSize,
-          preferredBatchSizes: setting.preferredBatchSizes,
-          maxQueueDelayUs: setting.maxQueueDelayUs,
-          ...(batcherConfig.preserveOrdering ? { preserveOrdering: true } : {}),
-        }, clock),
+        async (setting) =>
+          new DynamicBatcher(
+            await pool(setting.instances),
+            {
+              maxBatchSize: setting.maxBatchSize,
+              preferredBatchSizes: setting.preferredBatchSizes,
+              maxQueueDelayUs: setting.maxQueueDelayUs,
+              ...(batcherConfig.preserveOrdering ? { preserveOrdering: true } : {}),
+            },
+            clock,
+          ),
         makeInputs,
         {
           sloP99Ms: options.sloP99Ms,

@@ -259,8 +259,26 @@ export function parseTritonConfig(text: string, source = 'config.pbtxt'): Triton
 
 function tensorMessage(t: TritonTensor): PbMessage {
   const fields: PbField[] = [pb.field('name', pb.str(t.name)), pb.field('data_type', pb.ident(t.dataType))];
-  fields.push(pb.field('dims', t.dims.map((d) => pb.num(d)), true));
-  if (t.reshape) fields.push(pb.field('reshape', pb.msg([pb.field('shape', t.reshape.map((d) => pb.num(d)), true)])));
+  fields.push(
+    pb.field(
+      'dims',
+      t.dims.map((d) => pb.num(d)),
+      true,
+    ),
+  );
+  if (t.reshape)
+    fields.push(
+      pb.field(
+        'reshape',
+        pb.msg([
+          pb.field(
+            'shape',
+            t.reshape.map((d) => pb.num(d)),
+            true,
+          ),
+        ]),
+      ),
+    );
   if (t.optional !== undefined) fields.push(pb.field('optional', pb.bool(t.optional)));
   return pb.msg([...fields, ...t.extra]);
 }
@@ -278,7 +296,14 @@ export function tritonConfigToPb(config: TritonModelConfig): PbMessage {
   const db = config.dynamicBatching;
   if (db) {
     const d: PbField[] = [];
-    if (db.preferredBatchSize.length) d.push(pb.field('preferred_batch_size', db.preferredBatchSize.map((n) => pb.num(n)), true));
+    if (db.preferredBatchSize.length)
+      d.push(
+        pb.field(
+          'preferred_batch_size',
+          db.preferredBatchSize.map((n) => pb.num(n)),
+          true,
+        ),
+      );
     if (db.maxQueueDelayMicroseconds !== undefined) d.push(pb.field('max_queue_delay_microseconds', pb.num(db.maxQueueDelayMicroseconds)));
     if (db.preserveOrdering !== undefined) d.push(pb.field('preserve_ordering', pb.bool(db.preserveOrdering)));
     const q = db.defaultQueuePolicy;
@@ -298,7 +323,14 @@ export function tritonConfigToPb(config: TritonModelConfig): PbMessage {
       if (g.name !== undefined) gf.push(pb.field('name', pb.str(g.name)));
       if (g.count !== undefined) gf.push(pb.field('count', pb.num(g.count)));
       if (g.kind !== undefined) gf.push(pb.field('kind', pb.ident(g.kind)));
-      if (g.gpus.length) gf.push(pb.field('gpus', g.gpus.map((n) => pb.num(n)), true));
+      if (g.gpus.length)
+        gf.push(
+          pb.field(
+            'gpus',
+            g.gpus.map((n) => pb.num(n)),
+            true,
+          ),
+        );
       return pb.msg([...gf, ...g.extra]);
     });
     f.push(pb.field('instance_group', groups, true));
@@ -348,7 +380,9 @@ export function batcherSettingsFromTriton(config: TritonModelConfig): { batcher:
   const batcher: BatcherConfig = { maxBatchSize };
   const scheduling = tritonScheduling(config);
   if (scheduling === 'sequence_batching') {
-    notes.push('sequence_batching: the simulation and the SLO search model the dynamic batcher only; a stateful sequence model is simulated as independent requests (the search does not apply to it)');
+    notes.push(
+      'sequence_batching: the simulation and the SLO search model the dynamic batcher only; a stateful sequence model is simulated as independent requests (the search does not apply to it)',
+    );
   } else if (scheduling === 'ensemble_scheduling') {
     notes.push('ensemble_scheduling: an ensemble is scheduled by its steps; the simulation runs the given model as one model');
   } else if (!db && maxBatchSize > 1) notes.push('no dynamic_batching block: Triton would run each request as it comes (simulated as max queue delay 0)');
@@ -369,7 +403,8 @@ export function batcherSettingsFromTriton(config: TritonModelConfig): { batcher:
   }
   const { instances, gpusUnknown } = tritonInstanceCount(config.instanceGroup);
   if (gpusUnknown) notes.push('a KIND_GPU instance_group lists no gpus (Triton: count on every GPU); simulated as one GPU');
-  if (config.instanceGroup.some((g) => g.kind !== 'KIND_CPU' && g.kind !== 'KIND_MODEL')) notes.push('GPU instances are simulated with the sessions of this machine (--provider)');
+  if (config.instanceGroup.some((g) => g.kind !== 'KIND_CPU' && g.kind !== 'KIND_MODEL'))
+    notes.push('GPU instances are simulated with the sessions of this machine (--provider)');
   if (config.instanceGroup.some((g) => g.extra.some((f) => f.name === 'rate_limiter'))) notes.push('rate_limiter is not simulated');
   return { batcher, instances, notes };
 }

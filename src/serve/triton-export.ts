@@ -108,13 +108,17 @@ function instanceGroupsFor(base: readonly TritonInstanceGroup[], instances: numb
   if (base.length === 0) return [{ count: instances, kind: kind ?? 'KIND_CPU', gpus: [], extra: [] }];
   if (tritonInstanceCount(base).instances === instances) return base.map((g) => ({ ...g }));
   if (base.length > 1) {
-    throw new UsageError(`the base config has ${base.length} instance groups making ${tritonInstanceCount(base).instances} instances; edit their counts there instead of asking for ${instances}`);
+    throw new UsageError(
+      `the base config has ${base.length} instance groups making ${tritonInstanceCount(base).instances} instances; edit their counts there instead of asking for ${instances}`,
+    );
   }
   const g = base[0]!;
   const onGpu = g.kind === undefined || g.kind === 'KIND_GPU' || g.kind === 'KIND_AUTO';
   const per = onGpu ? Math.max(1, g.gpus.length) : 1;
   if (instances % per !== 0) {
-    throw new UsageError(`the base instance group lists ${per} GPUs and Triton makes 'count' instances on each; ${instances} instances is not a multiple of ${per}`);
+    throw new UsageError(
+      `the base instance group lists ${per} GPUs and Triton makes 'count' instances on each; ${instances} instances is not a multiple of ${per}`,
+    );
   }
   return [{ ...g, count: instances / per }];
 }
@@ -126,7 +130,8 @@ function instanceGroupsFor(base: readonly TritonInstanceGroup[], instances: numb
  * scheduler is sequence_batching or ensemble_scheduling keeps it and gets no dynamic_batching.
  */
 export function buildTritonConfig(specs: { inputs: IoSpec[]; outputs: IoSpec[] }, options: TritonExportOptions): TritonModelConfig {
-  if (!Number.isInteger(options.maxBatchSize) || options.maxBatchSize < 0) throw new UsageError(`max batch size must be an integer >= 0, got ${options.maxBatchSize}`);
+  if (!Number.isInteger(options.maxBatchSize) || options.maxBatchSize < 0)
+    throw new UsageError(`max batch size must be an integer >= 0, got ${options.maxBatchSize}`);
   const batching = options.maxBatchSize > 0;
   if (batching) checkBatchable(specs, Math.max(2, options.maxBatchSize), options.name);
   const base = options.base;
@@ -148,7 +153,9 @@ export function buildTritonConfig(specs: { inputs: IoSpec[]; outputs: IoSpec[] }
   const scheduling = base ? tritonScheduling(base) : undefined;
   const db = options.dynamicBatching;
   if (db && (scheduling === 'sequence_batching' || scheduling === 'ensemble_scheduling')) {
-    throw new UsageError(`the base config uses ${scheduling} (one of Triton's scheduling_choice); it cannot also get dynamic_batching. Give no batching settings to keep its scheduler`);
+    throw new UsageError(
+      `the base config uses ${scheduling} (one of Triton's scheduling_choice); it cannot also get dynamic_batching. Give no batching settings to keep its scheduler`,
+    );
   }
   if (batching && db) {
     const old = base?.dynamicBatching;

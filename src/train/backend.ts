@@ -80,9 +80,7 @@ export async function initTrainingBackend(options: InitBackendOptions = {}): Pro
       name = 'tensorflow';
       description = `tensorflow (${loaded})`;
     } else if (requested === 'tensorflow') {
-      throw new UsageError(
-        "backend 'tensorflow' needs @tensorflow/tfjs-node or @tensorflow/tfjs-node-gpu installed (npm install @tensorflow/tfjs-node)",
-      );
+      throw new UsageError("backend 'tensorflow' needs @tensorflow/tfjs-node or @tensorflow/tfjs-node-gpu installed (npm install @tensorflow/tfjs-node)");
     } else {
       ({ name, description } = await activateWasm(tf));
     }

@@ -58,7 +58,8 @@ export async function readCheckpoint<Meta>(path: string): Promise<Checkpoint<Met
   const groupNames = (key: string): string[] | undefined => {
     const names = Object.prototype.hasOwnProperty.call(index, key) ? (index as Record<string, unknown>)[key] : undefined;
     if (names === undefined) return undefined;
-    if (!Array.isArray(names) || !names.every((n) => typeof n === 'string')) throw new InputError(`${path}: corrupt checkpoint metadata (index '${key}' is not a list of names)`);
+    if (!Array.isArray(names) || !names.every((n) => typeof n === 'string'))
+      throw new InputError(`${path}: corrupt checkpoint metadata (index '${key}' is not a list of names)`);
     return names as string[];
   };
   let n = 0;

@@ -158,7 +158,9 @@ export async function teacherTargets(
         if (!p) {
           const bytes = data.count * perSample * 4;
           if (bytes > 2 ** 31) {
-            throw new UsageError(`caching teacher tensor '${name}' for ${data.count} samples needs ${(bytes / 2 ** 30).toFixed(1)} GiB; use fewer samples or another feature tensor`);
+            throw new UsageError(
+              `caching teacher tensor '${name}' for ${data.count} samples needs ${(bytes / 2 ** 30).toFixed(1)} GiB; use fewer samples or another feature tensor`,
+            );
           }
           p = { data: new Float32Array(data.count * perSample), dims: [data.count, ...t.dims.slice(1)] };
           parts.set(name, p);
@@ -177,7 +179,13 @@ export async function teacherTargets(
  * Top-1 accuracy of `outputName` on the labelled data in onnxruntime (src/evaluate: its label
  * policy and batch rule). A one-input data set whose array is named otherwise feeds a one-input model.
  */
-export async function onnxruntimeAccuracy(model: Model, data: Dataset, outputName: string, runnerOptions: RunnerOptions | undefined, label: string): Promise<{ accuracy: number }> {
+export async function onnxruntimeAccuracy(
+  model: Model,
+  data: Dataset,
+  outputName: string,
+  runnerOptions: RunnerOptions | undefined,
+  label: string,
+): Promise<{ accuracy: number }> {
   const inputNames = modelInputSpecs(model).map((s) => s.name);
   const arrays = Object.values(data.inputs);
   const inputs =
@@ -222,7 +230,8 @@ export async function distill(options: DistillOptions): Promise<{ model: Model; 
   }
   if (!(settings.alpha >= 0 && settings.alpha <= 1)) throw new UsageError(`--alpha must be in [0, 1], got ${settings.alpha}`);
   if (!(settings.temperature > 0)) throw new UsageError(`--temperature must be positive, got ${settings.temperature}`);
-  if (settings.pruneTo !== undefined && !(settings.pruneTo >= 0 && settings.pruneTo < 1)) throw new UsageError(`--prune-to must be in [0, 1), got ${settings.pruneTo}`);
+  if (settings.pruneTo !== undefined && !(settings.pruneTo >= 0 && settings.pruneTo < 1))
+    throw new UsageError(`--prune-to must be in [0, 1), got ${settings.pruneTo}`);
   if (settings.features.length > 0 && !options.teacher) throw new UsageError('--feature needs a teacher');
   const progress = options.onProgress ?? (() => undefined);
   const warn = options.onWarning ?? (() => undefined);
@@ -288,7 +297,12 @@ export async function distill(options: DistillOptions): Promise<{ model: Model; 
       checkpointPath: options.checkpointPath,
       resumeFrom: options.resumeFrom,
       stopAfterEpoch: options.stopAfterEpoch,
-      fingerprint: { mode: options.teacher ? 'distill' : 'labels', features: settings.features, weightDecay: settings.weightDecay, freezeNorm: settings.freezeNorm },
+      fingerprint: {
+        mode: options.teacher ? 'distill' : 'labels',
+        features: settings.features,
+        weightDecay: settings.weightDecay,
+        freezeNorm: settings.freezeNorm,
+      },
       onProgress: (e: LoopProgress) =>
         progress({
           ...e,

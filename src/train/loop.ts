@@ -126,7 +126,6 @@ interface CheckpointMeta {
   fingerprint: Record<string, unknown>;
 }
 
-
 /** The sample order of an epoch: a function of (seed, epoch) only, so a resumed run sees the same order. */
 export function epochPermutation(count: number, seed: number, epoch: number): Int32Array {
   const r = prng((seed * 1000003 + epoch * 7919 + 17) >>> 0);
@@ -174,7 +173,11 @@ function labelsTensor(td: TensorData, kind: 'kd' | 'mse'): tf.Tensor {
 }
 
 /** Accuracy (classification) or MSE (regression) of the graph's output on a data set, eval mode. */
-export function evaluate(graph: TrainableGraph, data: TrainData, options: { outputName: string; batchSize: number; kind: 'kd' | 'mse' }): { accuracy?: number; loss?: number } {
+export function evaluate(
+  graph: TrainableGraph,
+  data: TrainData,
+  options: { outputName: string; batchSize: number; kind: 'kd' | 'mse' },
+): { accuracy?: number; loss?: number } {
   if (!data.labels) return {};
   let correct = 0;
   let squared = 0;
@@ -349,32 +352,40 @@ export async function trainLoop(graph: TrainableGraph, data: TrainData, options:
       pruner?.maybeUpdate(globalStep);
       let updates: ReturnType<TrainableGraph['forward']>['updates'] = [];
       let stats: tf.Tensor | undefined;
-      const { value, grads } = tf.variableGrads(() => {
-        const fetch = [options.outputName, ...features.map((f) => f.student)];
-        const r = graph.forward(batchFeeds(data.inputs, idx), { training: true, fetch, seed: (options.seed * 7919 + globalStep) >>> 0, freezeNorm: options.freezeNorm });
-        updates = r.updates;
-        const out = r.outputs[options.outputName]!;
-        const labels = data.labels ? labelsTensor(gatherRows(data.labels, idx), kind) : undefined;
-        const teacher = data.teacher ? tensorDataToTf(gatherRows(data.teacher, idx)) : undefined;
-        const terms = distillationLoss(out, teacher, labels, { alpha: options.alpha, temperature: options.temperature, kind });
-        let total: tf.Scalar = terms.total;
-        let featureLoss: tf.Scalar = tf.scalar(0);
-        for (const pair of features) {
-          let s = channelsLast(r.outputs[pair.student]!);
-          const t = channelsLast(tensorDataToTf(gatherRows(data.features!.get(pair.student)!, idx)));
-          const adapter = adapters.get(pair.student);
-          if (adapter) {
-            const lead = s.shape.slice(0, -1);
-            s = tf.reshape(tf.matMul(tf.reshape(s, [-1, s.shape[s.rank - 1]!]), adapter.variable), [...lead, adapter.variable.shape[1]!]);
+      const { value, grads } = tf.variableGrads(
+        () => {
+          const fetch = [options.outputName, ...features.map((f) => f.student)];
+          const r = graph.forward(batchFeeds(data.inputs, idx), {
+            training: true,
+            fetch,
+            seed: (options.seed * 7919 + globalStep) >>> 0,
+            freezeNorm: options.freezeNorm,
+          });
+          updates = r.updates;
+          const out = r.outputs[options.outputName]!;
+          const labels = data.labels ? labelsTensor(gatherRows(data.labels, idx), kind) : undefined;
+          const teacher = data.teacher ? tensorDataToTf(gatherRows(data.teacher, idx)) : undefined;
+          const terms = distillationLoss(out, teacher, labels, { alpha: options.alpha, temperature: options.temperature, kind });
+          let total: tf.Scalar = terms.total;
+          let featureLoss: tf.Scalar = tf.scalar(0);
+          for (const pair of features) {
+            let s = channelsLast(r.outputs[pair.student]!);
+            const t = channelsLast(tensorDataToTf(gatherRows(data.features!.get(pair.student)!, idx)));
+            const adapter = adapters.get(pair.student);
+            if (adapter) {
+              const lead = s.shape.slice(0, -1);
+              s = tf.reshape(tf.matMul(tf.reshape(s, [-1, s.shape[s.rank - 1]!]), adapter.variable), [...lead, adapter.variable.shape[1]!]);
+            }
+            featureLoss = tf.add(featureLoss, meanSquaredError(s, t)) as tf.Scalar;
           }
-          featureLoss = tf.add(featureLoss, meanSquaredError(s, t)) as tf.Scalar;
-        }
-        if (features.length > 0) total = tf.add(total, tf.mul(featureLoss, featureWeight)) as tf.Scalar;
-        const correctCount =
-          kind === 'kd' && labels ? tf.sum(tf.cast(tf.equal(tf.argMax(tf.reshape(out, [idx.length, -1]), 1), labels), 'float32')) : tf.scalar(0);
-        stats = tf.keep(tf.stack([total, terms.hard ?? tf.scalar(0), terms.soft ?? tf.scalar(0), featureLoss, correctCount]));
-        return total;
-      }, params.map((p) => p.variable));
+          if (features.length > 0) total = tf.add(total, tf.mul(featureLoss, featureWeight)) as tf.Scalar;
+          const correctCount =
+            kind === 'kd' && labels ? tf.sum(tf.cast(tf.equal(tf.argMax(tf.reshape(out, [idx.length, -1]), 1), labels), 'float32')) : tf.scalar(0);
+          stats = tf.keep(tf.stack([total, terms.hard ?? tf.scalar(0), terms.soft ?? tf.scalar(0), featureLoss, correctCount]));
+          return total;
+        },
+        params.map((p) => p.variable),
+      );
       const gradMap = new Map<string, tf.Tensor>();
       for (const p of params) {
         const g = grads[p.variable.name];
@@ -431,7 +442,15 @@ export async function trainLoop(graph: TrainableGraph, data: TrainData, options:
       record.evalAccuracy = ev.accuracy;
       record.evalLoss = ev.loss;
       score = kind === 'kd' ? ev.accuracy : -(ev.loss ?? 0);
-      progress({ phase: 'eval', epoch: epoch + 1, epochs: options.epochs, step: stepsPerEpoch, steps: stepsPerEpoch, loss: record.loss, accuracy: ev.accuracy });
+      progress({
+        phase: 'eval',
+        epoch: epoch + 1,
+        epochs: options.epochs,
+        step: stepsPerEpoch,
+        steps: stepsPerEpoch,
+        loss: record.loss,
+        accuracy: ev.accuracy,
+      });
     }
     history.push(record);
     // Before pruning reaches its target a model is not a candidate: it would be denser than asked.

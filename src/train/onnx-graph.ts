@@ -63,7 +63,11 @@ export function irTensorToTf(t: Tensor): tf.Tensor {
   if (t.dtype === DataType.BOOL) return tf.tensor(Uint8Array.from(t.data as Uint8Array), dims, 'bool');
   if (t.dtype === DataType.STRING) throw new UsageError(`tensor '${t.name}': string tensors cannot be trained on`);
   const f = t.toFloat64();
-  return tf.tensor(Int32Array.from(f, (x) => Math.max(-2147483648, Math.min(2147483647, x))), dims, 'int32');
+  return tf.tensor(
+    Int32Array.from(f, (x) => Math.max(-2147483648, Math.min(2147483647, x))),
+    dims,
+    'int32',
+  );
 }
 
 /** A host tensor (dataset batch) as a tf tensor in ONNX layout. */
@@ -190,7 +194,10 @@ export class TrainableGraph {
       const v = graph.value(name)!;
       const t = (v.initializer ?? graph.constantTensor(v))!;
       // inside tidy: the initial-value tensor is freed, the variable (never tracked by tidy) stays
-      this.variables.set(name, tf.tidy(() => tf.variable(tf.tensor(tensorToFloat32(t), [...t.dims], 'float32'), src.trainable)));
+      this.variables.set(
+        name,
+        tf.tidy(() => tf.variable(tf.tensor(tensorToFloat32(t), [...t.dims], 'float32'), src.trainable)),
+      );
     }
   }
 

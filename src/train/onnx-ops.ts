@@ -123,7 +123,16 @@ function geometry(node: Node, spatialIn: number[], kernel: number[]): Geometry {
 /** Pads the spatial axes of an NHWC tensor. */
 function padNhwc(x: tf.Tensor, begin: number[], end: number[], value: number): tf.Tensor {
   if (begin.every((b) => b === 0) && end.every((e) => e === 0)) return x;
-  return tf.pad(x, [[0, 0], [begin[0]!, end[0]!], [begin[1]!, end[1]!], [0, 0]], value);
+  return tf.pad(
+    x,
+    [
+      [0, 0],
+      [begin[0]!, end[0]!],
+      [begin[1]!, end[1]!],
+      [0, 0],
+    ],
+    value,
+  );
 }
 
 /** Inserts (d - 1) zeros between kernel taps along the two spatial axes of an [kh, kw, ci, co] filter. */
@@ -132,14 +141,23 @@ function dilateKernel(f: tf.Tensor, dh: number, dw: number): tf.Tensor {
   const [kh, kw, ci, co] = k.shape as [number, number, number, number];
   if (dh > 1 && kh > 1) {
     k = tf.reshape(k, [kh, 1, kw * ci * co]);
-    k = tf.pad(k, [[0, 0], [0, dh - 1], [0, 0]]);
+    k = tf.pad(k, [
+      [0, 0],
+      [0, dh - 1],
+      [0, 0],
+    ]);
     k = tf.reshape(k, [kh * dh, kw, ci, co]);
     k = tf.slice(k, [0, 0, 0, 0], [(kh - 1) * dh + 1, kw, ci, co]);
   }
   const kh2 = k.shape[0]!;
   if (dw > 1 && kw > 1) {
     k = tf.reshape(k, [kh2, kw, 1, ci * co]);
-    k = tf.pad(k, [[0, 0], [0, 0], [0, dw - 1], [0, 0]]);
+    k = tf.pad(k, [
+      [0, 0],
+      [0, 0],
+      [0, dw - 1],
+      [0, 0],
+    ]);
     k = tf.reshape(k, [kh2, kw * dw, ci, co]);
     k = tf.slice(k, [0, 0, 0, 0], [kh2, (kw - 1) * dw + 1, ci, co]);
   }
@@ -195,8 +213,7 @@ function conv(ctx: OpContext): void {
   // slice the gradient back out of); anything else is padded explicitly.
   // (tfjs sizes a numeric-pad output from the kernel height and stride height alone, so only for
   // square kernels and equal strides.)
-  const uniform =
-    begin.every((b) => b === begin[0]) && end.every((e) => e === begin[0]) && filter.shape[0] === filter.shape[1] && strides[0] === strides[1];
+  const uniform = begin.every((b) => b === begin[0]) && end.every((e) => e === begin[0]) && filter.shape[0] === filter.shape[1] && strides[0] === strides[1];
   const pad: number | 'valid' = uniform && begin[0]! > 0 ? begin[0]! : 'valid';
   const xp = (uniform ? x : padNhwc(x, begin, end, 0)) as tf.Tensor4D;
   const ci = x.shape[3];
@@ -213,7 +230,10 @@ function conv(ctx: OpContext): void {
     if (ci % group !== 0 || co % group !== 0) throw new UsageError(`group ${group} does not divide ${ci} input and ${co} output channels`);
     const xs = tf.split(xp, group, 3);
     const fs = tf.split(filter, group, 3);
-    y = tf.concat(xs.map((xi, i) => tf.conv2d(xi as tf.Tensor4D, fs[i] as tf.Tensor4D, s, pad)), 3);
+    y = tf.concat(
+      xs.map((xi, i) => tf.conv2d(xi as tf.Tensor4D, fs[i] as tf.Tensor4D, s, pad)),
+      3,
+    );
   }
   const b = ctx.input(2);
   if (b) y = tf.add(y, b);
@@ -262,7 +282,10 @@ function convTranspose(ctx: OpContext): void {
   else {
     const xs = tf.split(x, group, 3);
     const fs = tf.split(filter, group, 3);
-    y = tf.concat(xs.map((xi, i) => convT(xi, fs[i]!)), 3);
+    y = tf.concat(
+      xs.map((xi, i) => convT(xi, fs[i]!)),
+      3,
+    );
   }
   filter = filter as tf.Tensor;
   // Crop the pads, or extend with zeros where output_padding / output_shape reach past the full result.
@@ -271,7 +294,12 @@ function convTranspose(ctx: OpContext): void {
   const extend = [0, 1].map((i) => Math.max(0, b2[i]! + o2[i]! - full2[i]!));
   const lead = [0, 1].map((i) => Math.max(0, -b2[i]!));
   if (extend.some((e) => e > 0) || lead.some((l) => l > 0)) {
-    y = tf.pad(y, [[0, 0], [lead[0]!, extend[0]!], [lead[1]!, extend[1]!], [0, 0]]);
+    y = tf.pad(y, [
+      [0, 0],
+      [lead[0]!, extend[0]!],
+      [lead[1]!, extend[1]!],
+      [0, 0],
+    ]);
   }
   y = tf.slice(y, [0, Math.max(0, b2[0]!), Math.max(0, b2[1]!), 0], [batch, o2[0]!, o2[1]!, y.shape[3]!]);
   const b = ctx.input(2);
@@ -298,7 +326,9 @@ function wasmSafeMaxPool(x: tf.Tensor, begin: number[], end: number[], kernel: [
         const xin = saved[0]!;
         const shifted = padNhwc(tf.add(tf.sub(xin, tf.min(xin)), 1), begin, end, 0) as tf.Tensor4D;
         const pooled = tf.maxPool(shifted, kernel, strides, 'valid');
-        const grad = tf.engine().runKernel('MaxPoolGrad', { dy, input: shifted, output: pooled }, { filterSize: kernel, strides, pad: 'valid' } as never) as tf.Tensor;
+        const grad = tf
+          .engine()
+          .runKernel('MaxPoolGrad', { dy, input: shifted, output: pooled }, { filterSize: kernel, strides, pad: 'valid' } as never) as tf.Tensor;
         return [tf.slice(grad, [0, begin[0]!, begin[1]!, 0], xin.shape)];
       },
     };
@@ -331,7 +361,11 @@ function pool(ctx: OpContext, kind: 'max' | 'avg'): void {
   const k2: [number, number] = [kernel[0]!, kernel[1]!];
   const s2: [number, number] = [strides[0]!, strides[1]!];
   let y: tf.Tensor;
-  if (kind === 'max') y = tf.getBackend() === 'wasm' ? wasmSafeMaxPool(x, begin, endAll, k2, s2) : tf.maxPool(padNhwc(x, begin, endAll, FLOAT32_LOWEST) as tf.Tensor4D, k2, s2, 'valid');
+  if (kind === 'max')
+    y =
+      tf.getBackend() === 'wasm'
+        ? wasmSafeMaxPool(x, begin, endAll, k2, s2)
+        : tf.maxPool(padNhwc(x, begin, endAll, FLOAT32_LOWEST) as tf.Tensor4D, k2, s2, 'valid');
   else y = tf.avgPool(padNhwc(x, begin, endAll, 0) as tf.Tensor4D, k2, s2, 'valid');
   if (kind === 'avg' && (begin.some((b) => b > 0) || endAll.some((e) => e > 0))) {
     const includePad = node.getInt('count_include_pad', 0) === 1;
@@ -393,7 +427,13 @@ function batchNormalization(ctx: OpContext): void {
   const training = ctx.training && !ctx.freezeNorm;
   let y: tf.Tensor;
   if (training) {
-    const { mean, variance } = nhwc || shape.length === 2 ? channelMoments(x) : tf.moments(x, range(shape.length).filter((a) => a !== 1));
+    const { mean, variance } =
+      nhwc || shape.length === 2
+        ? channelMoments(x)
+        : tf.moments(
+            x,
+            range(shape.length).filter((a) => a !== 1),
+          );
     const normalized = tf.mul(tf.sub(x, tf.reshape(mean, paramShape)), tf.rsqrt(tf.add(tf.reshape(variance, paramShape), eps)));
     y = tf.add(tf.mul(normalized, p(1)), p(2));
     const momentum = node.getFloat('momentum', 0.9);
@@ -590,7 +630,13 @@ function reshape(ctx: OpContext): void {
   const shape = ctx.opset < 5 ? ctx.node.getInts('shape') : ctx.ints(1);
   if (!shape) throw new UsageError('Reshape needs a shape');
   const allowZero = ctx.node.getInt('allowzero', 0) === 1;
-  ctx.set(0, tf.reshape(x, shape.map((d, i) => (d === 0 && !allowZero ? x.shape[i]! : d))));
+  ctx.set(
+    0,
+    tf.reshape(
+      x,
+      shape.map((d, i) => (d === 0 && !allowZero ? x.shape[i]! : d)),
+    ),
+  );
 }
 
 function flatten(ctx: OpContext): void {
@@ -607,14 +653,25 @@ function transpose(ctx: OpContext): void {
 }
 
 function concat(ctx: OpContext): void {
-  const entries = range(ctx.inputCount).map((i) => ctx.entry(i)).filter((e): e is ValueEntry => !!e);
+  const entries = range(ctx.inputCount)
+    .map((i) => ctx.entry(i))
+    .filter((e): e is ValueEntry => !!e);
   const shape0 = onnxShape(entries[0]!);
   const axis = normAxis(ctx.node.getInt('axis'), shape0.length, ctx.node);
   if (shape0.length === 4 && axis === 1 && entries.every((e) => e.nhwc)) {
-    ctx.set(0, tf.concat(entries.map((e) => e.nhwc!), 3), 'nhwc');
+    ctx.set(
+      0,
+      tf.concat(
+        entries.map((e) => e.nhwc!),
+        3,
+      ),
+      'nhwc',
+    );
     return;
   }
-  const parts = range(ctx.inputCount).filter((i) => ctx.has(i)).map((i) => ctx.required(i));
+  const parts = range(ctx.inputCount)
+    .filter((i) => ctx.has(i))
+    .map((i) => ctx.required(i));
   const nonEmpty = parts.filter((p) => p.size > 0);
   ctx.set(0, nonEmpty.length === 1 ? nonEmpty[0]! : tf.concat(nonEmpty.length > 0 ? nonEmpty : parts, axis));
 }
@@ -622,7 +679,13 @@ function concat(ctx: OpContext): void {
 function squeeze(ctx: OpContext): void {
   const x = ctx.required(0);
   const axes = axesInput(ctx, 13);
-  ctx.set(0, tf.squeeze(x, axes?.map((a) => normAxis(a, x.rank, ctx.node))));
+  ctx.set(
+    0,
+    tf.squeeze(
+      x,
+      axes?.map((a) => normAxis(a, x.rank, ctx.node)),
+    ),
+  );
 }
 
 function unsqueeze(ctx: OpContext): void {
@@ -664,8 +727,12 @@ function padAxis(x: tf.Tensor, axis: number, before: number, after: number, mode
   let left: tf.Tensor[];
   let right: tf.Tensor[];
   if (mode === 'edge') {
-    left = Array(b).fill(0).map(() => sliceAt(0));
-    right = Array(a).fill(0).map(() => sliceAt(n - 1));
+    left = Array(b)
+      .fill(0)
+      .map(() => sliceAt(0));
+    right = Array(a)
+      .fill(0)
+      .map(() => sliceAt(n - 1));
   } else if (mode === 'reflect') {
     if (b >= n || a >= n) throw new UsageError(`reflect padding of ${Math.max(a, b)} needs an axis longer than ${n}`);
     left = range(b).map((k) => sliceAt(b - k));
@@ -724,7 +791,14 @@ function reduce(fn: typeof tf.mean, axesFromInputSince: number): OpRow {
         }
         axes = range(x.rank);
       }
-      ctx.set(0, fn(x, axes.map((a) => normAxis(a, x.rank, ctx.node)), keep));
+      ctx.set(
+        0,
+        fn(
+          x,
+          axes.map((a) => normAxis(a, x.rank, ctx.node)),
+          keep,
+        ),
+      );
     },
   };
 }
@@ -815,8 +889,7 @@ const ROWS: ReadonlyArray<readonly [string, OpRow]> = [
   ['LeakyRelu', unary((x, ctx) => tf.leakyRelu(x, ctx.node.getFloat('alpha', 0.01)))],
   ['Sigmoid', unary((x) => tf.sigmoid(x))],
   ['Tanh', unary((x) => tf.tanh(x))],
-  ['HardSigmoid', unary((x, ctx) =>
-    tf.clipByValue(tf.add(tf.mul(x, ctx.node.getFloat('alpha', 0.2)), ctx.node.getFloat('beta', 0.5)), 0, 1))],
+  ['HardSigmoid', unary((x, ctx) => tf.clipByValue(tf.add(tf.mul(x, ctx.node.getFloat('alpha', 0.2)), ctx.node.getFloat('beta', 0.5)), 0, 1))],
   ['HardSwish', unary((x) => tf.mul(x, tf.clipByValue(tf.add(tf.mul(x, 1 / 6), 0.5), 0, 1)))],
   ['Clip', { run: clip }],
   ['Erf', unary((x) => tf.erf(x))],

@@ -179,7 +179,10 @@ export async function trainFakeQuantized(model: Model, plan: FakeQuantPlan, opti
       onProgress: (e) =>
         progress({
           phase: e.phase,
-          message: e.phase === 'train' ? `QAT epoch ${e.epoch}/${e.epochs} step ${e.step}/${e.steps} loss ${e.loss?.toFixed(4)}` : `QAT epoch ${e.epoch}/${e.epochs} evaluating`,
+          message:
+            e.phase === 'train'
+              ? `QAT epoch ${e.epoch}/${e.epochs} step ${e.step}/${e.steps} loss ${e.loss?.toFixed(4)}`
+              : `QAT epoch ${e.epoch}/${e.epochs} evaluating`,
           epoch: e.epoch,
           epochs: e.epochs,
           loss: e.loss,
@@ -189,7 +192,12 @@ export async function trainFakeQuantized(model: Model, plan: FakeQuantPlan, opti
         }),
     });
     const trained = graph.exportModel(result.values);
-    const after = result.history.length > 0 ? (result.bestEpoch !== undefined ? result.history[result.bestEpoch - 1]!.evalAccuracy : result.history.at(-1)!.evalAccuracy) : before;
+    const after =
+      result.history.length > 0
+        ? result.bestEpoch !== undefined
+          ? result.history[result.bestEpoch - 1]!.evalAccuracy
+          : result.history.at(-1)!.evalAccuracy
+        : before;
     return {
       model: trained,
       outputName,

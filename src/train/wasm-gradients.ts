@@ -43,7 +43,15 @@ class KernelScope {
     if (amounts.some(([a, b]) => a < 0 || b < 0)) {
       const begin = amounts.map(([a]) => Math.max(0, -a));
       const end = amounts.map(([, b], i) => cur.shape[i]! - Math.max(0, -b));
-      cur = this.run('StridedSlice', { x: cur }, stridedAttrs(begin, end, begin.map(() => 1)));
+      cur = this.run(
+        'StridedSlice',
+        { x: cur },
+        stridedAttrs(
+          begin,
+          end,
+          begin.map(() => 1),
+        ),
+      );
     }
     if (amounts.some(([a, b]) => a > 0 || b > 0)) {
       cur = this.run('PadV2', { x: cur }, { paddings: amounts.map(([a, b]) => [Math.max(0, a), Math.max(0, b)]), constantValue: 0 });
@@ -88,16 +96,25 @@ function tapSlice(scope: KernelScope, xPadded: TensorInfo, info: ConvInfo, kh: n
   const [n, , , c] = xPadded.shape as [number, number, number, number];
   const h0 = kh * info.dilationHeight;
   const w0 = kw * info.dilationWidth;
-  return scope.run('StridedSlice', { x: xPadded }, stridedAttrs(
-    [0, h0, w0, 0],
-    [n, h0 + (info.outHeight - 1) * info.strideHeight + 1, w0 + (info.outWidth - 1) * info.strideWidth + 1, c],
-    [1, info.strideHeight, info.strideWidth, 1],
-  ));
+  return scope.run(
+    'StridedSlice',
+    { x: xPadded },
+    stridedAttrs(
+      [0, h0, w0, 0],
+      [n, h0 + (info.outHeight - 1) * info.strideHeight + 1, w0 + (info.outWidth - 1) * info.strideWidth + 1, c],
+      [1, info.strideHeight, info.strideWidth, 1],
+    ),
+  );
 }
 
 function padInput(scope: KernelScope, x: TensorInfo, info: ConvInfo): TensorInfo {
   const p = info.padInfo;
-  return scope.padOrSlice(x, [[0, 0], [p.top, p.bottom], [p.left, p.right], [0, 0]]);
+  return scope.padOrSlice(x, [
+    [0, 0],
+    [p.top, p.bottom],
+    [p.left, p.right],
+    [0, 0],
+  ]);
 }
 
 function conv2DBackpropFilter(args: { inputs: Record<string, TensorInfo>; backend: DisposingBackend; attrs: NamedAttrMap }): TensorInfo {
@@ -106,20 +123,39 @@ function conv2DBackpropFilter(args: { inputs: Record<string, TensorInfo>; backen
   requireNhwc('Conv2DBackpropFilter', attrs.dataFormat);
   const filterShape = attrs.filterShape!;
   const info = tf.backend_util.computeConv2DInfo(
-    x.shape as [number, number, number, number], filterShape, attrs.strides, 1, attrs.pad, attrs.dimRoundingMode, false, 'channelsLast');
+    x.shape as [number, number, number, number],
+    filterShape,
+    attrs.strides,
+    1,
+    attrs.pad,
+    attrs.dimRoundingMode,
+    false,
+    'channelsLast',
+  );
   const scope = new KernelScope(args.backend);
   // dW[kh,kw,ci,co] = sum over n,oh,ow of xPadded[n, oh*s+kh, ow*s+kw, ci] * dy[n,oh,ow,co]: a forward
   // convolution with the batch as channels, the input channels as batch, and dy as a large filter
   // dilated by the stride. One XNNPACK convolution instead of a tap-by-tap loop.
   const used = (k: number, out: number, stride: number) => k + (out - 1) * stride;
   const xPadded = padInput(scope, x, info);
-  const cropped = scope.padOrSlice(xPadded, [[0, 0],
+  const cropped = scope.padOrSlice(xPadded, [
+    [0, 0],
     [0, used(info.filterHeight, info.outHeight, info.strideHeight) - xPadded.shape[1]!],
-    [0, used(info.filterWidth, info.outWidth, info.strideWidth) - xPadded.shape[2]!], [0, 0]]);
+    [0, used(info.filterWidth, info.outWidth, info.strideWidth) - xPadded.shape[2]!],
+    [0, 0],
+  ]);
   const xT = scope.run('Transpose', { x: cropped }, { perm: [3, 1, 2, 0] }); // [Cin, H, W, N]
   const dyT = scope.run('Transpose', { x: dy }, { perm: [1, 2, 0, 3] }); // [OH, OW, N, Cout]
-  const conv = scope.run('Conv2D', { x: xT, filter: dyT }, {
-    strides: [1, 1], pad: 'valid', dataFormat: 'NHWC', dilations: [info.strideHeight, info.strideWidth] }); // [Cin, KH, KW, Cout]
+  const conv = scope.run(
+    'Conv2D',
+    { x: xT, filter: dyT },
+    {
+      strides: [1, 1],
+      pad: 'valid',
+      dataFormat: 'NHWC',
+      dilations: [info.strideHeight, info.strideWidth],
+    },
+  ); // [Cin, KH, KW, Cout]
   return scope.finish(scope.run('Transpose', { x: conv }, { perm: [1, 2, 0, 3] }));
 }
 
@@ -136,14 +172,33 @@ function transposedConv(scope: KernelScope, dy: TensorInfo, filter: TensorInfo, 
   if (sh > 1 || sw > 1) {
     // [N,OH,1,OW,1,C] padded to [N,OH,sh,OW,sw,C]; trailing zeros are trimmed by padOrSlice below
     const six = scope.reshape(dy, [n, oh, 1, ow, 1, channels]);
-    const padded = scope.run('PadV2', { x: six }, { paddings: [[0, 0], [0, 0], [0, sh - 1], [0, 0], [0, sw - 1], [0, 0]], constantValue: 0 });
+    const padded = scope.run(
+      'PadV2',
+      { x: six },
+      {
+        paddings: [
+          [0, 0],
+          [0, 0],
+          [0, sh - 1],
+          [0, 0],
+          [0, sw - 1],
+          [0, 0],
+        ],
+        constantValue: 0,
+      },
+    );
     dilated = scope.reshape(padded, [n, oh * sh, ow * sw, channels]);
   }
   const top = kh - 1 - info.padInfo.top;
   const left = kw - 1 - info.padInfo.left;
   const bottom = h + kh - 1 - top - dilated.shape[1]!;
   const right = w + kw - 1 - left - dilated.shape[2]!;
-  const framed = scope.padOrSlice(dilated, [[0, 0], [top, bottom], [left, right], [0, 0]]);
+  const framed = scope.padOrSlice(dilated, [
+    [0, 0],
+    [top, bottom],
+    [left, right],
+    [0, 0],
+  ]);
   const kernel = depthwise ? 'DepthwiseConv2dNative' : 'Conv2D';
   return scope.run(kernel, { x: framed, filter }, { strides: [1, 1], pad: 'valid', dilations: [1, 1], dataFormat: 'NHWC' });
 }
@@ -156,7 +211,15 @@ function conv2DBackpropInput(args: { inputs: Record<string, TensorInfo>; backend
   if (attrs.dataFormat != null && attrs.dataFormat !== 'NHWC' && nativeConv2DBackpropInput) return nativeConv2DBackpropInput(args);
   const inputShape = attrs.inputShape!;
   const info = tf.backend_util.computeConv2DInfo(
-    inputShape, filter.shape as [number, number, number, number], attrs.strides, 1, attrs.pad, attrs.dimRoundingMode, false, 'channelsLast');
+    inputShape,
+    filter.shape as [number, number, number, number],
+    attrs.strides,
+    1,
+    attrs.pad,
+    attrs.dimRoundingMode,
+    false,
+    'channelsLast',
+  );
   const scope = new KernelScope(args.backend);
   const flipped = scope.run('Reverse', { x: filter }, { dims: [0, 1] });
   const swapped = scope.run('Transpose', { x: flipped }, { perm: [0, 1, 3, 2] }); // [KH, KW, Cout, Cin]
@@ -165,8 +228,15 @@ function conv2DBackpropInput(args: { inputs: Record<string, TensorInfo>; backend
 
 function depthwiseInfo(xShape: number[], filterShape: number[], attrs: ConvAttrs): ConvInfo {
   return tf.backend_util.computeConv2DInfo(
-    xShape as [number, number, number, number], filterShape as [number, number, number, number],
-    attrs.strides, attrs.dilations ?? 1, attrs.pad, attrs.dimRoundingMode, true, 'channelsLast');
+    xShape as [number, number, number, number],
+    filterShape as [number, number, number, number],
+    attrs.strides,
+    attrs.dilations ?? 1,
+    attrs.pad,
+    attrs.dimRoundingMode,
+    true,
+    'channelsLast',
+  );
 }
 
 function depthwiseBackpropFilter(args: { inputs: Record<string, TensorInfo>; backend: DisposingBackend; attrs: NamedAttrMap }): TensorInfo {
@@ -187,7 +257,14 @@ function depthwiseBackpropFilter(args: { inputs: Record<string, TensorInfo>; bac
       taps.push(scope.run('Sum', { x: prod }, { axis: [0, 1, 2], keepDims: false }));
     }
   }
-  const stacked = taps.length === 1 ? taps[0]! : scope.run('Concat', taps.map((t) => scope.reshape(t, [1, channels, multiplier])), { axis: 0 });
+  const stacked =
+    taps.length === 1
+      ? taps[0]!
+      : scope.run(
+          'Concat',
+          taps.map((t) => scope.reshape(t, [1, channels, multiplier])),
+          { axis: 0 },
+        );
   return scope.finish(scope.reshape(stacked, filterShape));
 }
 

@@ -42,11 +42,13 @@ export function validate(root: Schema, value: unknown): string[] {
         return;
       }
     }
-    if ('const' in schema && JSON.stringify(schema['const']) !== JSON.stringify(v)) errors.push(`${at}: expected ${JSON.stringify(schema['const'])}, got ${JSON.stringify(v)}`);
+    if ('const' in schema && JSON.stringify(schema['const']) !== JSON.stringify(v))
+      errors.push(`${at}: expected ${JSON.stringify(schema['const'])}, got ${JSON.stringify(v)}`);
     if (Array.isArray(schema['enum']) && !schema['enum'].some((e) => JSON.stringify(e) === JSON.stringify(v))) {
       errors.push(`${at}: ${JSON.stringify(v)} is not one of ${JSON.stringify(schema['enum'])}`);
     }
-    if (typeof schema['minimum'] === 'number' && typeof v === 'number' && v < schema['minimum']) errors.push(`${at}: ${v} is below the minimum ${schema['minimum']}`);
+    if (typeof schema['minimum'] === 'number' && typeof v === 'number' && v < schema['minimum'])
+      errors.push(`${at}: ${v} is below the minimum ${schema['minimum']}`);
     if (typeOf(v) === 'object') {
       const o = v as Record<string, unknown>;
       for (const name of (schema['required'] as string[] | undefined) ?? []) if (!(name in o)) errors.push(`${at}: missing required '${name}'`);

@@ -55,7 +55,9 @@ describe('quantizeWorkflow (library)', () => {
   });
 
   it('refuses to write over an input and writes nothing', async () => {
-    await expect(quantizeWorkflow({ model: MODEL, output: CALIB, mode: 'int8', calibrationData: CALIB })).rejects.toThrow(/refusing to overwrite the input file/);
+    await expect(quantizeWorkflow({ model: MODEL, output: CALIB, mode: 'int8', calibrationData: CALIB })).rejects.toThrow(
+      /refusing to overwrite the input file/,
+    );
     const noData = path.join(dir, 'no-data.onnx');
     await expect(quantizeWorkflow({ model: MODEL, output: noData, mode: 'int8' })).rejects.toThrow(/--mode int8 needs --calibration-data/);
     expect(existsSync(noData)).toBe(false);

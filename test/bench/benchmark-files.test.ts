@@ -83,7 +83,9 @@ describe('benchmark on a fixed-batch Softmax model', () => {
 
   it('a batch sweep over a fixed batch dim is refused naming the input', async () => {
     await expect(benchmark({ baseline: SOFTMAX, batchSizes: [1], ...quick })).rejects.toThrow(
-      new UsageError("--batch-size 1: input '0' [10,20] has a fixed batch dim of 10; only batch size 10 can run (export the model with a dynamic batch dim to sweep)"),
+      new UsageError(
+        "--batch-size 1: input '0' [10,20] has a fixed batch dim of 10; only batch size 10 can run (export the model with a dynamic batch dim to sweep)",
+      ),
     );
   });
 

@@ -62,7 +62,9 @@ describe('model-opt benchmark (CLI)', () => {
     const doc = JSON.parse(r.stdout) as { schemaVersion: number; passed: boolean; gates: { gate: string; passed: boolean }[] };
     expect(doc.schemaVersion).toBe(1);
     expect(doc.passed).toBe(false);
-    expect(r.stderr).toMatch(/^model-opt: gate failed: min-speedup: mlp-slowed\.onnx at batch 16 is 0\.\d{3}x \(95% CI 0\.\d{3} to 0\.\d{3}x\) \(slower\); limit 1x not reached\n$/);
+    expect(r.stderr).toMatch(
+      /^model-opt: gate failed: min-speedup: mlp-slowed\.onnx at batch 16 is 0\.\d{3}x \(95% CI 0\.\d{3} to 0\.\d{3}x\) \(slower\); limit 1x not reached\n$/,
+    );
     const report = readFileSync(md, 'utf8');
     expect(report).toContain('**1 of 1 gates failed.**');
     expect(report).toContain('- command: `model-opt benchmark');

@@ -88,7 +88,17 @@ const quick = ['--warmup', '1', '--iterations', '6', '--threads', '1', '--no-mem
 
 interface Doc {
   settings: { metric: string };
-  models: { accuracy?: { metric: string; value: number; correct: number | null; higherIsBetter?: boolean; difference?: number; comparison?: { n: number }; details?: Record<string, number> } }[];
+  models: {
+    accuracy?: {
+      metric: string;
+      value: number;
+      correct: number | null;
+      higherIsBetter?: boolean;
+      difference?: number;
+      comparison?: { n: number };
+      details?: Record<string, number>;
+    };
+  }[];
 }
 
 describe('benchmark --metric (task metrics)', () => {
@@ -123,7 +133,9 @@ describe('benchmark --metric (task metrics)', () => {
     expect(table.stdout).toContain(`${(cer(candDecodes) * 100).toFixed(2)}%`);
     const gated = await cli(base, cand, '--data', data, '--metric', 'cer', '--max-accuracy-drop', '1pt', ...quick);
     expect(gated.code).toBe(2);
-    expect(gated.stderr).toContain("--max-accuracy-drop compares per-sample right/wrong results (McNemar's test); --metric cer gives no such per-sample result");
+    expect(gated.stderr).toContain(
+      "--max-accuracy-drop compares per-sample right/wrong results (McNemar's test); --metric cer gives no such per-sample result",
+    );
   });
 
   it('f1 on [N, 2] scores: hand counts', async () => {

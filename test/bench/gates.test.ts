@@ -24,9 +24,7 @@ describe('gates', () => {
 
   it('max-accuracy-drop formats the McNemar p-value as the reporters do', () => {
     const withP = (pValue: number) =>
-      models.map((m) =>
-        m.accuracy?.comparison ? { ...m, accuracy: { ...m.accuracy, comparison: { ...m.accuracy.comparison, pValue } } } : m,
-      );
+      models.map((m) => (m.accuracy?.comparison ? { ...m, accuracy: { ...m.accuracy, comparison: { ...m.accuracy.comparison, pValue } } } : m));
     const message = (pValue: number) => evaluateGates(withP(pValue), { maxAccuracyDrop: { kind: 'points', value: 5 } })[0]!.message;
     expect(message(1)).toContain('(McNemar p=1.00)');
     expect(message(0.0042)).toContain('(McNemar p=0.004)');

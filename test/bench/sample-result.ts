@@ -3,7 +3,11 @@ import { mcnemarFromCounts, summarize, type Interval } from '../../src/metrics/i
 import type { BenchmarkResult, LatencyPoint, ModelResult } from '../../src/bench/types.js';
 import { throughputAtMedian } from '../../src/bench/throughput.js';
 
-export function latencyPoint(times: number[], batchSize = 1, speedup?: Interval & { verdict: 'faster' | 'slower' | 'no significant difference' }): LatencyPoint {
+export function latencyPoint(
+  times: number[],
+  batchSize = 1,
+  speedup?: Interval & { verdict: 'faster' | 'slower' | 'no significant difference' },
+): LatencyPoint {
   const stats = summarize(times);
   const point: LatencyPoint = {
     batchSize,

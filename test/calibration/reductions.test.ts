@@ -13,8 +13,18 @@ function chain(depth: number): Model {
   const x = b.input('x', DataType.FLOAT, ['N', 8]);
   let t = x;
   for (let i = 0; i < depth; i++) {
-    const w = b.initializer(`w${i}`, DataType.FLOAT, [8, 8], Float32Array.from({ length: 64 }, (_, k) => Math.sin(k * 0.7 + i) * 0.6));
-    const bias = b.initializer(`b${i}`, DataType.FLOAT, [8], Float32Array.from({ length: 8 }, (_, k) => (k - 4) * 0.1));
+    const w = b.initializer(
+      `w${i}`,
+      DataType.FLOAT,
+      [8, 8],
+      Float32Array.from({ length: 64 }, (_, k) => Math.sin(k * 0.7 + i) * 0.6),
+    );
+    const bias = b.initializer(
+      `b${i}`,
+      DataType.FLOAT,
+      [8],
+      Float32Array.from({ length: 8 }, (_, k) => (k - 4) * 0.1),
+    );
     const mm = b.node('MatMul', [t, w]);
     mm.rename(`mm${i}`);
     const add = b.node('Add', [mm, bias]);
@@ -75,7 +85,12 @@ describe('calibration ranges from reductions inside onnxruntime', () => {
     const m = await typed(4);
     const names = ['x', 'mm0', 'add1', 't2', 't3', 'l', 'e', 'big'];
     const want = await byHand(m, names, data());
-    const got = await collectStatistics(m, names.map((tensor) => ({ tensor, kind: 'range' as const })), data(), { batchSize: 16 });
+    const got = await collectStatistics(
+      m,
+      names.map((tensor) => ({ tensor, kind: 'range' as const })),
+      data(),
+      { batchSize: 16 },
+    );
     for (const name of names) {
       const s = got.ranges.get(name)!;
       const w = want.get(name)!;
@@ -94,7 +109,11 @@ describe('calibration ranges from reductions inside onnxruntime', () => {
     }
     const names = ['t0', 't1', 'l', 'e'];
     const want = await byHand(m, names, ds);
-    const got = await collectStatistics(m, names.map((tensor) => ({ tensor, kind: 'range' as const })), feeds());
+    const got = await collectStatistics(
+      m,
+      names.map((tensor) => ({ tensor, kind: 'range' as const })),
+      feeds(),
+    );
     for (const name of names) expect([name, got.ranges.get(name)!.min, got.ranges.get(name)!.max]).toEqual([name, want.get(name)!.min, want.get(name)!.max]);
     expect(got.batching).toMatchObject({ batchSize: 10, passes: 1 });
   });
@@ -124,7 +143,16 @@ describe('two-pass histograms and memory-bounded capture groups', () => {
       const b = streamed.ranges.get(name)!;
       const ha = a.histogram!;
       const hb = b.histogram!;
-      expect([name, a.min, a.max, a.count, ha.lo, ha.width, ha.total, ha.nonFinite]).toEqual([name, b.min, b.max, b.count, hb.lo, hb.width, hb.total, hb.nonFinite]);
+      expect([name, a.min, a.max, a.count, ha.lo, ha.width, ha.total, ha.nonFinite]).toEqual([
+        name,
+        b.min,
+        b.max,
+        b.count,
+        hb.lo,
+        hb.width,
+        hb.total,
+        hb.nonFinite,
+      ]);
       expect(Array.from(onePass.ranges.get(name)!.histogram!.counts)).toEqual(Array.from(hb.counts));
       // Cumulative counts differ by at most the mass that can sit on a bin edge: never more than one bin's shift.
       let ca = 0;

@@ -93,12 +93,19 @@ describe('collectStatistics (the calibration service)', () => {
     const empty = { ...channelData(), count: 0, inputs: { x: { dtype: DataType.FLOAT, dims: [0, 2, 3], data: new Float32Array(0) } } };
     await expect(collectStatistics(model, [{ tensor: 's', kind: 'range' }], empty)).rejects.toThrow(/channels\.npz: the calibration data set has no samples/);
     await expect(
-      collectStatistics(model, [{ tensor: 's', kind: 'channel-moments', axis: -1 }, { tensor: 's', kind: 'channel-moments', axis: -2 }], channelData()),
+      collectStatistics(
+        model,
+        [
+          { tensor: 's', kind: 'channel-moments', axis: -1 },
+          { tensor: 's', kind: 'channel-moments', axis: -2 },
+        ],
+        channelData(),
+      ),
     ).rejects.toThrow(/tensor 's' asked for channel moments along axes -1 and -2/);
     await expect(collectStatistics(model, [{ tensor: 'nope', kind: 'range' }], channelData())).rejects.toThrow(/'nope'/);
   });
 
-  it('default batch: the model\'s fixed batch dim, else 16 capped at the sample count; the shared sample counts', () => {
+  it("default batch: the model's fixed batch dim, else 16 capped at the sample count; the shared sample counts", () => {
     const data = channelData();
     expect(calibrationBatchSize(affine([2, 3]), data)).toBe(4);
     expect(calibrationBatchSize(affine([2, 3]), { ...data, count: 100 })).toBe(16);

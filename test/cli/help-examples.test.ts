@@ -19,7 +19,12 @@ const files = (JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8'))
 function shipped(file: string): boolean {
   return files.some((entry) => {
     if (!entry.includes('*')) return file === entry || file.startsWith(`${entry.replace(/\/$/, '')}/`);
-    const pattern = new RegExp(`^${entry.split('*').map((part) => part.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('[^/]*')}$`);
+    const pattern = new RegExp(
+      `^${entry
+        .split('*')
+        .map((part) => part.replace(/[.+?^${}()|[\]\\]/g, '\\$&'))
+        .join('[^/]*')}$`,
+    );
     return pattern.test(file);
   });
 }
@@ -44,7 +49,11 @@ describe('--help examples', () => {
         expect(example.startsWith(`  $ model-opt ${name} `), example).toBe(true);
         const words = example.split('#')[0]!.trim().split(/\s+/).slice(3);
         for (const word of words.filter((w) => /^--?[a-z]/.test(w))) expect(flags.has(word.split('=')[0]!), `${name}: unknown flag ${word}`).toBe(true);
-        for (const names of required) expect(names.some((n) => words.includes(n)), `${name}: ${names[0]} missing in ${example}`).toBe(true);
+        for (const names of required)
+          expect(
+            names.some((n) => words.includes(n)),
+            `${name}: ${names[0]} missing in ${example}`,
+          ).toBe(true);
         for (const file of words.filter((w) => w.startsWith('fixtures/'))) {
           expect(existsSync(path.join(ROOT, file)), file).toBe(true);
           expect(shipped(file), `${file} is not in package.json "files"`).toBe(true);
@@ -56,8 +65,7 @@ describe('--help examples', () => {
   it('always-required options are requiredOptions; conditionally required ones say so', () => {
     const mandatory = program.commands.flatMap((c) => c.options.filter((o) => o.mandatory).map((o) => `${c.name()} ${o.long}`));
     expect(mandatory.sort()).toEqual(['batchify --output', 'distill --data', 'distill --output', 'export-triton --out', 'optimize --output', 'prune --output']);
-    const described = (command: string, flag: string) =>
-      program.commands.find((c) => c.name() === command)!.options.find((o) => o.long === flag)!.description;
+    const described = (command: string, flag: string) => program.commands.find((c) => c.name() === command)!.options.find((o) => o.long === flag)!.description;
     expect(described('quantize', '--output')).toContain('required unless --analyze');
     expect(described('quantize', '--calibration-data')).toContain('required for --mode int8');
     expect(described('distill', '--teacher')).toContain('required unless --student with --labels-only');

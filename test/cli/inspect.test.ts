@@ -112,7 +112,9 @@ describe('inspect suggestions (next steps from the op types)', () => {
     b.output(conv(b, b.input('img', DataType.FLOAT, [1, 1, 8, 8])), DataType.FLOAT, [1, 2, 8, 8]);
     const s = describeModel(b.build(), 'cnn.onnx', 0).suggestions;
     expect(s).toHaveLength(3);
-    expect(s[0]).toBe('CNN (1 conv(s)): model-opt quantize cnn.onnx -o out.onnx --calibration-data calib.npz --measure-speed (static INT8, 100 representative inputs; times it against FP32)');
+    expect(s[0]).toBe(
+      'CNN (1 conv(s)): model-opt quantize cnn.onnx -o out.onnx --calibration-data calib.npz --measure-speed (static INT8, 100 representative inputs; times it against FP32)',
+    );
     expect(s[1]).toMatch(/^a smaller dense model: model-opt prune cnn.onnx -o slim.onnx --pattern channel/);
     expect(s[2]).toBe("batch dim fixed at 1 (input 'img'): model-opt batchify cnn.onnx -o dynamic.onnx to batch requests or sweep batch sizes");
   });
@@ -121,14 +123,21 @@ describe('inspect suggestions (next steps from the op types)', () => {
     const b = new GraphBuilder({ opset: 17 });
     b.output(b.node('HardSwish', [conv(b, b.input('img', DataType.FLOAT, ['N', 1, 8, 8]))]), DataType.FLOAT, ['N', 2, 8, 8]);
     const s = describeModel(b.build(), 'mnv3.onnx', 0).suggestions;
-    expect(s[0]).toBe("CNN with 1 HardSwish/HardSigmoid: static INT8 is usually slower on onnxruntime's CPU (they have no int8 form; fused for free in FP32); check with model-opt quantize ... --measure-speed");
+    expect(s[0]).toBe(
+      "CNN with 1 HardSwish/HardSigmoid: static INT8 is usually slower on onnxruntime's CPU (they have no int8 form; fused for free in FP32); check with model-opt quantize ... --measure-speed",
+    );
     expect(s).toHaveLength(2);
   });
 
   it('LSTM: dynamic INT8, and no batchify (its dim 0 is time)', () => {
     const b = new GraphBuilder({ opset: 17 });
     const x = b.input('x', DataType.FLOAT, [5, 1, 3]);
-    const [y] = b.node('LSTM', [x, b.initializer('W', DataType.FLOAT, [1, 8, 3], new Float32Array(24)), b.initializer('R', DataType.FLOAT, [1, 8, 2], new Float32Array(16))], { hidden_size: 2 }, { outputs: ['y'] }) as ReturnType<GraphBuilder['input']>[];
+    const [y] = b.node(
+      'LSTM',
+      [x, b.initializer('W', DataType.FLOAT, [1, 8, 3], new Float32Array(24)), b.initializer('R', DataType.FLOAT, [1, 8, 2], new Float32Array(16))],
+      { hidden_size: 2 },
+      { outputs: ['y'] },
+    ) as ReturnType<GraphBuilder['input']>[];
     b.output(y!, DataType.FLOAT, [5, 1, 1, 2]);
     expect(describeModel(b.build(), 'rnn.onnx', 0).suggestions).toEqual([
       '1 recurrent op(s): model-opt quantize rnn.onnx -o out.onnx --mode int8-dynamic (no data needed; usually faster than static INT8 here)',

@@ -38,12 +38,35 @@ const COMMANDS: [kind: string, args: () => string[]][] = [
   ['quantize', () => ['quantize', CNN, '-o', out('int8.onnx'), '--calibration-data', CALIB, '--calibration-count', '16']],
   ['quantize-analyze', () => ['quantize', CNN, '--analyze', '--calibration-data', CALIB, '--calibration-count', '16']],
   ['prune', () => ['prune', CNN, '-o', out('24.onnx'), '--pattern', '2:4']],
-  ['distill', () => ['distill', '--teacher', 'fixtures/fashion-teacher.onnx', '--student', CNN, '--data', CALIB, '--epochs', '1', '--max-samples', '64', '-o', out('distilled.onnx'), '--backend', 'wasm', '--no-benchmark']],
+  [
+    'distill',
+    () => [
+      'distill',
+      '--teacher',
+      'fixtures/fashion-teacher.onnx',
+      '--student',
+      CNN,
+      '--data',
+      CALIB,
+      '--epochs',
+      '1',
+      '--max-samples',
+      '64',
+      '-o',
+      out('distilled.onnx'),
+      '--backend',
+      'wasm',
+      '--no-benchmark',
+    ],
+  ],
   ['model-opt.benchmark', () => ['benchmark', CNN, out('int8.onnx'), '--iterations', '20', '--no-memory', '--provider', 'tensorrt,cpu']],
   ['batching-sweep', () => ['benchmark', CNN, '--dynamic-batching', '--concurrency', '1,4', '--window-ms', '100', '--max-windows', '3', '--no-baseline']],
   ['batchify', () => ['batchify', CNN, '-o', out('batchified.onnx')]],
   ['export-triton', () => ['export-triton', CNN, '--out', out('triton')]],
-  ['optimize', () => ['optimize', CNN, '-o', out('optimized.onnx'), '--calibration-data', CALIB, '--calibration-count', '64', '--iterations', '30', '--no-region-search']],
+  [
+    'optimize',
+    () => ['optimize', CNN, '-o', out('optimized.onnx'), '--calibration-data', CALIB, '--calibration-count', '64', '--iterations', '30', '--no-region-search'],
+  ],
 ];
 
 /** Schemas of files a user writes, not of --json documents: the optimize recipe (validated in test/optimize). */
@@ -51,7 +74,9 @@ const INPUT_SCHEMAS = ['recipe.schema.json'];
 
 describe('--json documents: one kind key, valid against schema/<kind>.schema.json', () => {
   it('there is a schema for every kind, and every schema belongs to a command', () => {
-    const files = readdirSync(SCHEMA_DIR).filter((f) => f.endsWith('.schema.json') && !INPUT_SCHEMAS.includes(f)).sort();
+    const files = readdirSync(SCHEMA_DIR)
+      .filter((f) => f.endsWith('.schema.json') && !INPUT_SCHEMAS.includes(f))
+      .sort();
     expect(files).toEqual(COMMANDS.map(([kind]) => `${kind.replace(/^model-opt\./, '')}.schema.json`).sort());
     const pkg = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { files: string[] };
     expect(pkg.files).toContain('schema');
@@ -66,7 +91,13 @@ describe('--json documents: one kind key, valid against schema/<kind>.schema.jso
     const schema = {
       type: 'object',
       required: ['a', 'k'],
-      properties: { a: { type: 'integer', minimum: 1 }, k: { const: 'x' }, e: { enum: ['p', 'q'] }, n: { type: ['number', 'null'] }, l: { type: 'array', items: { $ref: '#/$defs/s' } } },
+      properties: {
+        a: { type: 'integer', minimum: 1 },
+        k: { const: 'x' },
+        e: { enum: ['p', 'q'] },
+        n: { type: ['number', 'null'] },
+        l: { type: 'array', items: { $ref: '#/$defs/s' } },
+      },
       $defs: { s: { type: 'string' } },
     };
     expect(validate(schema, { a: 1, k: 'x', e: 'p', n: null, l: ['s'] })).toEqual([]);

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 describe('public library API (package self-reference, built dist/)', () => {
-  it("exposes the commands as typed functions: build, save, inspect, run", async () => {
+  it('exposes the commands as typed functions: build, save, inspect, run', async () => {
     const lib = await import('model-opt');
     const b = new lib.GraphBuilder({ opset: 17 });
     const x = b.input('x', lib.DataType.FLOAT, ['N', 3]);
@@ -21,7 +21,16 @@ describe('public library API (package self-reference, built dist/)', () => {
       // [1,2,3] x [[1,0],[0,1],[1,1]] = [4, 5]
       expect(Array.from(out[runner.outputs[0]!.name]!.data as Float32Array)).toEqual([4, 5]);
       await runner.release();
-      for (const name of ['quantizeInt8', 'quantizeDynamic', 'convertToFloat16', 'prune', 'benchmark', 'batchify', 'createTrainableGraph', 'initTrainingBackend']) {
+      for (const name of [
+        'quantizeInt8',
+        'quantizeDynamic',
+        'convertToFloat16',
+        'prune',
+        'benchmark',
+        'batchify',
+        'createTrainableGraph',
+        'initTrainingBackend',
+      ]) {
         expect(typeof (lib as Record<string, unknown>)[name]).toBe('function');
       }
     } finally {

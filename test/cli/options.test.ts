@@ -19,11 +19,26 @@ describe('shared CLI flags', () => {
         byFlag.get(flag)!.set(command.name(), option.description);
       }
     }
-    const names = ['json', 'shape', 'threads', 'provider', 'outputName', 'calibrationData', 'evalData', 'measureSpeed', 'backend', 'excludeNodes', 'excludeOpTypes', 'input', 'feedback'] as const;
+    const names = [
+      'json',
+      'shape',
+      'threads',
+      'provider',
+      'outputName',
+      'calibrationData',
+      'evalData',
+      'measureSpeed',
+      'backend',
+      'excludeNodes',
+      'excludeOpTypes',
+      'input',
+      'feedback',
+    ] as const;
     for (const name of names) {
       const shared = sharedOption(name);
       const texts = [...byFlag.get(shared.long!)!.values()];
-      for (const text of texts) expect(text === shared.description || text.startsWith(`${shared.description}: `), `${shared.long}: ${texts.join(' | ')}`).toBe(true);
+      for (const text of texts)
+        expect(text === shared.description || text.startsWith(`${shared.description}: `), `${shared.long}: ${texts.join(' | ')}`).toBe(true);
     }
     expect(byFlag.get('--eval-data')!.get('prune')).toMatch(/: top-1 accuracy before and after$/);
     expect([...byFlag.get('--json')!.keys()].sort()).toEqual(['batchify', 'benchmark', 'distill', 'export-triton', 'inspect', 'optimize', 'prune', 'quantize']);

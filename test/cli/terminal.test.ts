@@ -95,7 +95,27 @@ const TABLES: [name: string, args: (tag: string) => string[]][] = [
   ['inspect', () => ['inspect', CNN]],
   ['quantize', (tag) => ['quantize', CNN, '-o', out(`int8-${tag}.onnx`), '--calibration-data', CALIB, '--calibration-count', '16']],
   ['prune', (tag) => ['prune', CNN, '-o', out(`24-${tag}.onnx`), '--pattern', '2:4']],
-  ['distill', (tag) => ['distill', '--teacher', 'fixtures/fashion-teacher.onnx', '--student', CNN, '--data', CALIB, '--epochs', '1', '--max-samples', '64', '-o', out(`distilled-${tag}.onnx`), '--backend', 'wasm', '--no-benchmark']],
+  [
+    'distill',
+    (tag) => [
+      'distill',
+      '--teacher',
+      'fixtures/fashion-teacher.onnx',
+      '--student',
+      CNN,
+      '--data',
+      CALIB,
+      '--epochs',
+      '1',
+      '--max-samples',
+      '64',
+      '-o',
+      out(`distilled-${tag}.onnx`),
+      '--backend',
+      'wasm',
+      '--no-benchmark',
+    ],
+  ],
   ['benchmark', () => ['benchmark', CNN, '--iterations', '20', '--no-memory']],
 ];
 
@@ -189,6 +209,8 @@ describe('pipes', () => {
     expect(quiet.stdout).toContain('provider cpu (asked for tensorrt, cpu)');
     const failing = spawnSync(process.execPath, [BIN, 'benchmark', CNN, '--provider', 'tensorrt,cuda', '-q'], { cwd: ROOT, env: userEnv(), encoding: 'utf8' });
     expect(failing.status).toBe(2);
-    expect(failing.stderr).toMatch(/^model-opt: error: execution provider 'tensorrt' could not start \(.+\); execution provider 'cuda' could not start \(.+\); 'cpu' works\n$/);
+    expect(failing.stderr).toMatch(
+      /^model-opt: error: execution provider 'tensorrt' could not start \(.+\); execution provider 'cuda' could not start \(.+\); 'cpu' works\n$/,
+    );
   }, 120_000);
 });

@@ -64,9 +64,7 @@ describe('loadDataset from .npz/.npy', () => {
     expect(ds.notes).toEqual(['ids: int64 data converted to int32']);
     const bad = join(tmp, 'ids-big.npz');
     await writeNpz(bad, { ids: { dtype: DataType.INT64, dims: [2], data: BigInt64Array.from([1n, 2n ** 40n]) } });
-    expect(await message(loadDataset(bad, [spec]))).toBe(
-      `${bad}: input 'ids': int64 data does not fit int32 (element 1 is 1099511627776)`,
-    );
+    expect(await message(loadDataset(bad, [spec]))).toBe(`${bad}: input 'ids': int64 data does not fit int32 (element 1 is 1099511627776)`);
   });
 
   it('a .npy file feeds a single-input model', async () => {
@@ -76,9 +74,7 @@ describe('loadDataset from .npz/.npy', () => {
   });
 
   it('explicit labels key', async () => {
-    const ds = await loadDataset(file('xy.npz'), [{ name: 'labels', dtype: DataType.INT64, shape: ['N'] }], { labelsKey: 'x' }).catch(
-      (e: Error) => e,
-    );
+    const ds = await loadDataset(file('xy.npz'), [{ name: 'labels', dtype: DataType.INT64, shape: ['N'] }], { labelsKey: 'x' }).catch((e: Error) => e);
     // 'x' has 4 samples and labels (as input) 4: valid; the x array becomes the labels.
     expect((ds as Dataset).labels!.dims).toEqual([4, 1, 2, 2]);
     expect(Array.from((ds as Dataset).inputs.labels!.data as BigInt64Array)).toEqual([3n, 1n, 4n, 1n]);
@@ -87,9 +83,7 @@ describe('loadDataset from .npz/.npy', () => {
   describe('bad input names the file, the key and the mismatch', () => {
     const Y: IoSpec = { name: 'y', dtype: DataType.FLOAT, shape: ['N', 3] };
     it('missing input', async () => {
-      expect(await message(loadDataset(file('xy.npz'), [X, Y]))).toBe(
-        `${file('xy.npz')}: no array for model input 'y' (keys: x, labels; labels: labels)`,
-      );
+      expect(await message(loadDataset(file('xy.npz'), [X, Y]))).toBe(`${file('xy.npz')}: no array for model input 'y' (keys: x, labels; labels: labels)`);
     });
     it('.npy for a two-input model', async () => {
       expect(await message(loadDataset(file('f32_2x3.npy'), [X, Y]))).toBe(
@@ -144,9 +138,7 @@ describe('loadDataset from .npz/.npy', () => {
       expect(await message(loadDataset(p, [X], { labelsKey: 'y' }))).toBe(`${p}: no labels key 'y' (keys: x, labels)`);
     });
     it('missing file, unknown format, not a zip', async () => {
-      expect(await message(loadDataset(join(tmp, 'none.npz'), [X]))).toBe(
-        `${join(tmp, 'none.npz')}: cannot read data set (no such file or directory)`,
-      );
+      expect(await message(loadDataset(join(tmp, 'none.npz'), [X]))).toBe(`${join(tmp, 'none.npz')}: cannot read data set (no such file or directory)`);
       expect(await message(loadDataset(file('make_files.py'), [X]))).toBe(
         `${file('make_files.py')}: unknown data format '.py' (expected .npy, .npz, .jsonl, .pb or a test-set directory)`,
       );
@@ -164,10 +156,7 @@ describe('loadDataset from JSONL', () => {
   ];
   it('one sample per line, labels from "label"', async () => {
     const p = join(tmp, 'ok.jsonl');
-    writeFileSync(
-      p,
-      '{"x": [[1, 2], [3, 4.5]], "ids": [7, 8, 9], "label": 2}\n\n{"x": [[-1, 0], [0, 1]], "ids": [1, 2, 3], "label": 0}\n',
-    );
+    writeFileSync(p, '{"x": [[1, 2], [3, 4.5]], "ids": [7, 8, 9], "label": 2}\n\n{"x": [[-1, 0], [0, 1]], "ids": [1, 2, 3], "label": 0}\n');
     const ds = await loadDataset(p, specs);
     expect(ds.count).toBe(2);
     expect(ds.inputs.x!.dims).toEqual([2, 2, 2]);
@@ -263,12 +252,27 @@ describe('fixedBatchSize', () => {
   it('is the fixed dim 0 when a model fixes it, else undefined', async () => {
     const { fixedBatchSize } = await import('../../src/data/dataset.js');
     expect(fixedBatchSize([X])).toBeUndefined();
-    expect(fixedBatchSize([{ ...X, shape: [1, 1, 2, 2] }, { name: 'm', dtype: DataType.BOOL, shape: [1, 5] }])).toBe(1);
+    expect(
+      fixedBatchSize([
+        { ...X, shape: [1, 1, 2, 2] },
+        { name: 'm', dtype: DataType.BOOL, shape: [1, 5] },
+      ]),
+    ).toBe(1);
     // A [1,5] input next to a symbolic batch has no batch dim (fed whole), so it fixes nothing.
     expect(fixedBatchSize([X, { name: 'm', dtype: DataType.BOOL, shape: [1, 5] }])).toBeUndefined();
     // All fixed: the first input's dim 0 is the batch; an input that differs is fed whole.
-    expect(fixedBatchSize([{ name: 'a', dtype: DataType.FLOAT, shape: [1] }, { name: 'b', dtype: DataType.FLOAT, shape: [2] }])).toBe(1);
+    expect(
+      fixedBatchSize([
+        { name: 'a', dtype: DataType.FLOAT, shape: [1] },
+        { name: 'b', dtype: DataType.FLOAT, shape: [2] },
+      ]),
+    ).toBe(1);
     // A state [2,batch,32] fixes nothing; its 2 is not a batch size.
-    expect(fixedBatchSize([{ name: 'input', dtype: DataType.FLOAT, shape: ['batch', 256] }, { name: 'state', dtype: DataType.FLOAT, shape: [2, 'batch', 32] }])).toBeUndefined();
+    expect(
+      fixedBatchSize([
+        { name: 'input', dtype: DataType.FLOAT, shape: ['batch', 256] },
+        { name: 'state', dtype: DataType.FLOAT, shape: [2, 'batch', 32] },
+      ]),
+    ).toBeUndefined();
   });
 });

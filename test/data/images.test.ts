@@ -42,7 +42,10 @@ const spec = (shape: (number | string)[], dtype: DataType = DataType.FLOAT): IoS
 describe('image folders', () => {
   it('grey PNGs in class folders -> NCHW [N, 1, H, W], (pixel / 255 - mean) / std from preprocess.json, labels by sorted folder name', async () => {
     const dir = folder('grey');
-    for (const [cls, base] of [['shirt', 10], ['boot', 200]] as const) {
+    for (const [cls, base] of [
+      ['shirt', 10],
+      ['boot', 200],
+    ] as const) {
       mkdirSync(join(dir, cls));
       for (let k = 0; k < 2; k++) writePng(join(dir, cls, `${k}.png`), 3, 2, (x, y) => [base + k + x + 3 * y, base + k + x + 3 * y, base + k + x + 3 * y]);
     }
@@ -119,8 +122,12 @@ describe('image folders', () => {
   it('refused with a message naming the folder or file: two inputs, a symbolic size without "size", a bad preprocess.json, images beside class folders; "size" and float16 inputs work', async () => {
     const dir = folder('errors');
     writePng(join(dir, 'a.png'), 2, 2, () => [1, 2, 3]);
-    await expect(loadDataset(dir, [...spec([1, 3, 2, 2]), { name: 'mask', dtype: DataType.FLOAT, shape: [1, 2] }])).rejects.toThrow(/errors: an image folder feeds a model with one image input; this one has 2 inputs/);
-    await expect(loadDataset(dir, spec([1, 3, 'H', 'W']))).rejects.toThrow(/symbolic height or width; give the size in .*preprocess.json: \{"size": \[height, width\]\}/);
+    await expect(loadDataset(dir, [...spec([1, 3, 2, 2]), { name: 'mask', dtype: DataType.FLOAT, shape: [1, 2] }])).rejects.toThrow(
+      /errors: an image folder feeds a model with one image input; this one has 2 inputs/,
+    );
+    await expect(loadDataset(dir, spec([1, 3, 'H', 'W']))).rejects.toThrow(
+      /symbolic height or width; give the size in .*preprocess.json: \{"size": \[height, width\]\}/,
+    );
     writeFileSync(join(dir, 'preprocess.json'), JSON.stringify({ size: [4, 6] }));
     expect((await loadDataset(dir, spec(['N', 3, 'H', 'W']))).inputs.image!.dims).toEqual([1, 3, 4, 6]);
     await expect(loadDataset(dir, spec([1, 3, 2, 2]))).rejects.toThrow(/size \[4,6\] but input 'image' is 2x2/);

@@ -82,8 +82,20 @@ describe('readNpy on numpy-written files', () => {
 describe('writeNpy', () => {
   // np.save output is the reference: our encoder must produce the same bytes.
   const same = [
-    'f32_2x3.npy', 'f64_scalar.npy', 'f16.npy', 'bool.npy', 'i64.npy', 'u8.npy', 'i8.npy', 'i16.npy',
-    'i32.npy', 'u16.npy', 'u32.npy', 'u64.npy', 'empty.npy', 'str.npy',
+    'f32_2x3.npy',
+    'f64_scalar.npy',
+    'f16.npy',
+    'bool.npy',
+    'i64.npy',
+    'u8.npy',
+    'i8.npy',
+    'i16.npy',
+    'i32.npy',
+    'u16.npy',
+    'u32.npy',
+    'u64.npy',
+    'empty.npy',
+    'str.npy',
   ];
   it.each(same)('re-encodes %s byte for byte', (name) => {
     const raw = bytes(name);
@@ -102,9 +114,7 @@ describe('writeNpy', () => {
     expect(() => encodeNpy({ dtype: DataType.BFLOAT16, dims: [1], data: new Uint16Array(1) })).toThrow(
       new UsageError('cannot write bfloat16 to .npy: NumPy has no such dtype'),
     );
-    expect(() => encodeNpy({ dtype: DataType.FLOAT, dims: [2, 2], data: new Float32Array(3) })).toThrow(
-      /shape \[2, 2\] needs 4 elements, data has 3/,
-    );
+    expect(() => encodeNpy({ dtype: DataType.FLOAT, dims: [2, 2], data: new Float32Array(3) })).toThrow(/shape \[2, 2\] needs 4 elements, data has 3/);
   });
 });
 

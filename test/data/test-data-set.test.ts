@@ -99,8 +99,6 @@ describe.skipIf(!existsSync(ADD))('model-zoo test sets', () => {
     const few = join(tmp, 'few');
     cpSync(join(ADD, 'test_data_set_0', 'input_0.pb'), join(few, 'test_data_set_0', 'input_0.pb'), { recursive: true });
     const two = ['p', 'q'].map((name) => ({ name, dtype: DataType.FLOAT, shape: ['N', 4, 5] }));
-    await expect(loadDataset(few, two)).rejects.toThrow(
-      new InputError(`${join(few, 'test_data_set_0')}: 1 input file(s) for 2 model inputs (p, q)`),
-    );
+    await expect(loadDataset(few, two)).rejects.toThrow(new InputError(`${join(few, 'test_data_set_0')}: 1 input file(s) for 2 model inputs (p, q)`));
   });
 });

@@ -21,7 +21,10 @@ const run = (args: string[]) => runInProcess(['distill', ...args]);
 beforeAll(async () => {
   await saveModel(templateTeacher(), file('teacher.onnx'));
   await saveModel(smallCnn(4), file('student.onnx'));
-  for (const [name, ds] of [['train.npz', syntheticImages(192, 1)], ['eval.npz', syntheticImages(128, 2)]] as const) {
+  for (const [name, ds] of [
+    ['train.npz', syntheticImages(192, 1)],
+    ['eval.npz', syntheticImages(128, 2)],
+  ] as const) {
     await writeNpz(file(name), { x: ds.inputs['x']!, labels: ds.labels! });
   }
 });
@@ -30,8 +33,26 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 describe('model-opt distill', () => {
   it('trains, writes a student that loads, prints the backend and one JSON document', async () => {
     const r = await run([
-      '--teacher', file('teacher.onnx'), '--student', file('student.onnx'), '--data', file('train.npz'), '--eval-data', file('eval.npz'),
-      '-o', file('out.onnx'), '--epochs', '3', '--batch-size', '32', '--lr', '0.01', '--backend', 'cpu', '--no-benchmark', '--json',
+      '--teacher',
+      file('teacher.onnx'),
+      '--student',
+      file('student.onnx'),
+      '--data',
+      file('train.npz'),
+      '--eval-data',
+      file('eval.npz'),
+      '-o',
+      file('out.onnx'),
+      '--epochs',
+      '3',
+      '--batch-size',
+      '32',
+      '--lr',
+      '0.01',
+      '--backend',
+      'cpu',
+      '--no-benchmark',
+      '--json',
     ]);
     expect(r.code).toBe(0);
     const doc = JSON.parse(r.stdout);
@@ -46,8 +67,21 @@ describe('model-opt distill', () => {
 
   it('prints the chosen backend and an epoch table without --json', async () => {
     const r = await run([
-      '--teacher', file('teacher.onnx'), '--student-from-teacher', '--width', '1', '--data', file('train.npz'), '-o', file('out2.onnx'),
-      '--epochs', '1', '--batch-size', '64', '--backend', 'cpu',
+      '--teacher',
+      file('teacher.onnx'),
+      '--student-from-teacher',
+      '--width',
+      '1',
+      '--data',
+      file('train.npz'),
+      '-o',
+      file('out2.onnx'),
+      '--epochs',
+      '1',
+      '--batch-size',
+      '64',
+      '--backend',
+      'cpu',
     ]);
     expect(r.code).toBe(0);
     expect(r.stderr).toMatch(/training backend: cpu/);
@@ -70,7 +104,17 @@ describe('model-opt distill', () => {
     const overwrite = await run(['--teacher', file('teacher.onnx'), '--data', file('train.npz'), '-o', file('teacher.onnx'), '--backend', 'cpu']);
     expect(overwrite.code).toBe(2);
     expect(overwrite.stderr).toMatch(/refusing to overwrite the input file/);
-    const both = await run(['--teacher', file('teacher.onnx'), '--student', file('student.onnx'), '--student-from-teacher', '--data', file('train.npz'), '-o', file('x.onnx')]);
+    const both = await run([
+      '--teacher',
+      file('teacher.onnx'),
+      '--student',
+      file('student.onnx'),
+      '--student-from-teacher',
+      '--data',
+      file('train.npz'),
+      '-o',
+      file('x.onnx'),
+    ]);
     expect(both.code).toBe(2);
     const noTeacher = await run(['--student', file('student.onnx'), '--data', file('train.npz'), '-o', file('x.onnx')]);
     expect(noTeacher.code).toBe(2);

@@ -57,8 +57,19 @@ describe('learning', () => {
   it('a student exported with a fixed batch (Reshape to [1, 36]) trains on a batch-dynamic copy and is written that way', async () => {
     const warnings: string[] = [];
     const student = smallCnn(4, { fixedBatch: 1 });
-    const { model, report } = await distill({ student, train, eval: evalSet, epochs: 2, batchSize: 32, learningRate: 0.01, backend: 'cpu', onWarning: (w) => warnings.push(w) });
-    expect(warnings).toEqual(["the student fixes its batch at 1: training uses a copy with a dynamic batch dim (Reshape 'flatten': [1, 36] -> [-1, 36]); the written model keeps the dynamic batch dim"]);
+    const { model, report } = await distill({
+      student,
+      train,
+      eval: evalSet,
+      epochs: 2,
+      batchSize: 32,
+      learningRate: 0.01,
+      backend: 'cpu',
+      onWarning: (w) => warnings.push(w),
+    });
+    expect(warnings).toEqual([
+      "the student fixes its batch at 1: training uses a copy with a dynamic batch dim (Reshape 'flatten': [1, 36] -> [-1, 36]); the written model keeps the dynamic batch dim",
+    ]);
     expect(model.graph.inputs[0]!.type).toMatchObject({ shape: ['N', 1, 6, 6] });
     const reshape = model.graph.nodes.find((n) => n.name === 'flatten')!;
     expect(Array.from(model.graph.constantTensor(reshape.inputs[1]!)!.data as BigInt64Array)).toEqual([-1n, 36n]);
@@ -79,7 +90,17 @@ describe('learning', () => {
 
   it('teacher only (alpha ignored without labels): the student matches a teacher it never saw labels from', async () => {
     const unlabeled = { ...train, labels: undefined };
-    const { report } = await distill({ student: smallCnn(4), teacher: templateTeacher(), train: unlabeled, eval: evalSet, epochs: 4, batchSize: 32, learningRate: 0.01, temperature: 2, backend: 'cpu' });
+    const { report } = await distill({
+      student: smallCnn(4),
+      teacher: templateTeacher(),
+      train: unlabeled,
+      eval: evalSet,
+      epochs: 4,
+      batchSize: 32,
+      learningRate: 0.01,
+      temperature: 2,
+      backend: 'cpu',
+    });
     expect(report.mode).toBe('distill');
     expect(report.accuracy.teacher!).toBeGreaterThan(0.95);
     expect(report.accuracy.student!).toBeGreaterThan(0.9);
@@ -116,7 +137,9 @@ describe('checkpoint and resume', () => {
   it('refuses a checkpoint written with other settings', async () => {
     const ckpt = path.join(dir, 'other.ckpt.npz');
     await distill({ student: smallCnn(4), train, epochs: 2, batchSize: 32, backend: 'cpu', checkpointPath: ckpt, stopAfterEpoch: 1 });
-    await expect(distill({ student: smallCnn(4), train, epochs: 2, batchSize: 64, backend: 'cpu', resumeFrom: ckpt })).rejects.toThrow(/other settings \(batchSize/);
+    await expect(distill({ student: smallCnn(4), train, epochs: 2, batchSize: 64, backend: 'cpu', resumeFrom: ckpt })).rejects.toThrow(
+      /other settings \(batchSize/,
+    );
   });
 });
 
@@ -150,7 +173,16 @@ describe('schedules', () => {
 
 describe('pruning, early stopping, features, students', () => {
   it('--prune-to 0.8 keeps pruned weights at zero and still learns', async () => {
-    const { model, report } = await distill({ student: smallCnn(8), train, eval: evalSet, epochs: 4, batchSize: 32, learningRate: 0.01, pruneTo: 0.8, backend: 'cpu' });
+    const { model, report } = await distill({
+      student: smallCnn(8),
+      train,
+      eval: evalSet,
+      epochs: 4,
+      batchSize: 32,
+      learningRate: 0.01,
+      pruneTo: 0.8,
+      backend: 'cpu',
+    });
     for (const name of ['conv.w', 'fc.w']) {
       const w = model.graph.value(name)!.initializer!.data as Float32Array;
       const zeros = w.filter((v) => v === 0).length;
@@ -163,7 +195,17 @@ describe('pruning, early stopping, features, students', () => {
   });
 
   it('early stopping after `patience` epochs without improvement', async () => {
-    const { report } = await distill({ student: smallCnn(4), train, eval: evalSet, epochs: 6, batchSize: 32, learningRate: 0, patience: 2, freezeNorm: true, backend: 'cpu' });
+    const { report } = await distill({
+      student: smallCnn(4),
+      train,
+      eval: evalSet,
+      epochs: 6,
+      batchSize: 32,
+      learningRate: 0,
+      patience: 2,
+      freezeNorm: true,
+      backend: 'cpu',
+    });
     // lr 0 and frozen BatchNormalization: epoch 1 is the best, epochs 2 and 3 do not improve, training stops after epoch 3
     expect(report.history).toHaveLength(3);
     expect(report.stoppedEarly).toBe(true);
@@ -173,7 +215,13 @@ describe('pruning, early stopping, features, students', () => {
   it('feature distillation with a channel adapter lowers the feature loss', async () => {
     const teacher = smallCnn(6, { seed: 9 });
     const { report } = await distill({
-      student: smallCnn(3), teacher, train, epochs: 3, batchSize: 32, learningRate: 0.01, backend: 'cpu',
+      student: smallCnn(3),
+      teacher,
+      train,
+      epochs: 3,
+      batchSize: 32,
+      learningRate: 0.01,
+      backend: 'cpu',
       features: [{ teacher: 'features', student: 'features' }],
     });
     expect(report.history[0]!.featureLoss).toBeGreaterThan(report.history[2]!.featureLoss!);
@@ -183,7 +231,16 @@ describe('pruning, early stopping, features, students', () => {
     const teacher = smallCnn(8, { seed: 4 });
     const student = studentFromTeacher(teacher, 0.5);
     expect(student.graph.value('conv.w')!.initializer!.dims).toEqual([4, 1, 3, 3]);
-    const { report } = await distill({ student, teacher: templateTeacher(), train, eval: evalSet, epochs: 5, batchSize: 32, learningRate: 0.01, backend: 'cpu' });
+    const { report } = await distill({
+      student,
+      teacher: templateTeacher(),
+      train,
+      eval: evalSet,
+      epochs: 5,
+      batchSize: 32,
+      learningRate: 0.01,
+      backend: 'cpu',
+    });
     expect(report.accuracy.student!).toBeGreaterThan(0.85);
   });
 

@@ -150,7 +150,10 @@ export function gradCheck(
       }
       const vars = graph.trainableVariables();
       if (vars.length > 0) {
-        const { grads } = tf.variableGrads(() => lossTensor(feedsOf(c, feedArrays)), vars.map((v) => v.variable));
+        const { grads } = tf.variableGrads(
+          () => lossTensor(feedsOf(c, feedArrays)),
+          vars.map((v) => v.variable),
+        );
         for (const v of vars) {
           const g = grads[v.variable.name];
           analytic.set(`var:${v.name}`, g ? (g.dataSync() as Float32Array) : new Float32Array(v.variable.size));

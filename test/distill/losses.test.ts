@@ -4,8 +4,14 @@ import * as tf from '@tensorflow/tfjs-core';
 import { initTrainingBackend } from '../../src/train/backend.js';
 import { crossEntropy, distillationLoss, meanSquaredError, softTargetKl } from '../../src/train/losses.js';
 
-const student = [[1, 2, 3], [1, 0, 0]];
-const teacher = [[0.5, 1, 4], [2, -1, 0]];
+const student = [
+  [1, 2, 3],
+  [1, 0, 0],
+];
+const teacher = [
+  [0.5, 1, 4],
+  [2, -1, 0],
+];
 const labels = [2, 0];
 
 const softmax = (xs: number[], t = 1): number[] => {
@@ -53,13 +59,17 @@ describe('losses', () => {
   });
 
   it('alpha x CE + (1 - alpha) x T^2 KL', () => {
-    const v = tf.tidy(() =>
-      distillationLoss(tf.tensor2d(student), tf.tensor2d(teacher), tf.tensor1d(labels, 'int32'), { alpha: 0.3, temperature: 2 }).total.dataSync()[0]!,
+    const v = tf.tidy(
+      () => distillationLoss(tf.tensor2d(student), tf.tensor2d(teacher), tf.tensor1d(labels, 'int32'), { alpha: 0.3, temperature: 2 }).total.dataSync()[0]!,
     );
     expect(v).toBeCloseTo(0.3 * CE + 0.7 * klByHand(2), 5);
-    const labelsOnly = tf.tidy(() => distillationLoss(tf.tensor2d(student), undefined, tf.tensor1d(labels, 'int32'), { alpha: 0.3, temperature: 2 }).total.dataSync()[0]!);
+    const labelsOnly = tf.tidy(
+      () => distillationLoss(tf.tensor2d(student), undefined, tf.tensor1d(labels, 'int32'), { alpha: 0.3, temperature: 2 }).total.dataSync()[0]!,
+    );
     expect(labelsOnly).toBeCloseTo(CE, 5);
-    const teacherOnly = tf.tidy(() => distillationLoss(tf.tensor2d(student), tf.tensor2d(teacher), undefined, { alpha: 0.3, temperature: 2 }).total.dataSync()[0]!);
+    const teacherOnly = tf.tidy(
+      () => distillationLoss(tf.tensor2d(student), tf.tensor2d(teacher), undefined, { alpha: 0.3, temperature: 2 }).total.dataSync()[0]!,
+    );
     expect(teacherOnly).toBeCloseTo(klByHand(2), 5);
   });
 
@@ -67,8 +77,17 @@ describe('losses', () => {
     const v = tf.tidy(() => meanSquaredError(tf.tensor2d(student), tf.tensor2d(teacher)).dataSync()[0]!);
     // squared differences: 0.25 1 1 1 1 0 -> 4.25 / 6
     expect(v).toBeCloseTo(4.25 / 6, 6);
-    const reg = tf.tidy(() =>
-      distillationLoss(tf.tensor2d(student), tf.tensor2d(teacher), tf.tensor2d([[1, 2, 2], [1, 0, 1]]), { alpha: 0.5, temperature: 1, kind: 'mse' }).total.dataSync()[0]!,
+    const reg = tf.tidy(
+      () =>
+        distillationLoss(
+          tf.tensor2d(student),
+          tf.tensor2d(teacher),
+          tf.tensor2d([
+            [1, 2, 2],
+            [1, 0, 1],
+          ]),
+          { alpha: 0.5, temperature: 1, kind: 'mse' },
+        ).total.dataSync()[0]!,
     );
     expect(reg).toBeCloseTo(0.5 * (2 / 6) + 0.5 * (4.25 / 6), 6);
   });

@@ -85,7 +85,15 @@ describe('quantization-aware training', () => {
   it('leaves no tensors behind and does not modify its input model', async () => {
     const before = tf.memory().numTensors;
     const w = Float32Array.from(context.preprocessed.graph.initializers[0]!.data as Float32Array);
-    await quantizeAwareTraining(context.preprocessed, { ranges: context.ranges, qdq: context.qdqOptions, train, epochs: 1, batchSize: 64, backend: 'cpu', teacher: true });
+    await quantizeAwareTraining(context.preprocessed, {
+      ranges: context.ranges,
+      qdq: context.qdqOptions,
+      train,
+      epochs: 1,
+      batchSize: 64,
+      backend: 'cpu',
+      teacher: true,
+    });
     expect(tf.memory().numTensors).toBe(before);
     expect(Array.from(context.preprocessed.graph.initializers[0]!.data as Float32Array)).toEqual(Array.from(w));
   });
@@ -94,8 +102,18 @@ describe('quantization-aware training', () => {
     const fixed = smallCnn(4, { fixedBatch: 1 });
     const { context: c } = await quantizeInt8(fixed, { calibration: train, calibrationCount: 64 });
     const warnings: string[] = [];
-    const { model } = await quantizeAwareTraining(c.preprocessed, { ranges: c.ranges, qdq: c.qdqOptions, train, epochs: 1, batchSize: 64, backend: 'cpu', onWarning: (w) => warnings.push(w) });
-    expect(warnings[0]).toMatch(/^the model fixes its batch at 1: training uses a copy with a dynamic batch dim \(Reshape 'flatten': \[1, 36\] -> \[-1, 36\]\)/);
+    const { model } = await quantizeAwareTraining(c.preprocessed, {
+      ranges: c.ranges,
+      qdq: c.qdqOptions,
+      train,
+      epochs: 1,
+      batchSize: 64,
+      backend: 'cpu',
+      onWarning: (w) => warnings.push(w),
+    });
+    expect(warnings[0]).toMatch(
+      /^the model fixes its batch at 1: training uses a copy with a dynamic batch dim \(Reshape 'flatten': \[1, 36\] -> \[-1, 36\]\)/,
+    );
     expect(model.graph.inputs[0]!.type).toMatchObject({ shape: ['N', 1, 6, 6] });
     expect((await checkFusion(model)).unfused).toEqual([]);
   });

@@ -9,11 +9,10 @@ import { rng } from '../helpers/random.js';
  */
 export function spacedFloats(n: number, seed: number, span = 1.5): Float32Array {
   const r = rng(seed);
-  const values = Array.from({ length: n }, (_v, i) => -span + (2 * span * (i + 0.5)) / n + 0.0137 * span / n);
+  const values = Array.from({ length: n }, (_v, i) => -span + (2 * span * (i + 0.5)) / n + (0.0137 * span) / n);
   for (let i = n - 1; i > 0; i--) {
     const j = Math.floor(r() * (i + 1));
     [values[i], values[j]] = [values[j]!, values[i]!];
   }
   return Float32Array.from(values);
 }
-

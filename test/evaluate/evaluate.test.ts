@@ -5,7 +5,17 @@ import { describe, expect, it } from 'vitest';
 import { DataType, GraphBuilder, type Model, type TensorData } from '../../src/ir/index.js';
 import type { Dataset } from '../../src/data/index.js';
 import { createRunner, type Runner } from '../../src/runtime/index.js';
-import { agreementWithReference, compareOutputs, DEFAULT_EVAL_BATCH, evaluate, evaluateMany, top1Accuracy, topKAccuracy, type Metric, type MetricBatch } from '../../src/evaluate/index.js';
+import {
+  agreementWithReference,
+  compareOutputs,
+  DEFAULT_EVAL_BATCH,
+  evaluate,
+  evaluateMany,
+  top1Accuracy,
+  topKAccuracy,
+  type Metric,
+  type MetricBatch,
+} from '../../src/evaluate/index.js';
 import { UsageError } from '../../src/errors.js';
 
 /** y = x * scale, with x of shape [batch, ...rest]. */
@@ -87,11 +97,19 @@ describe('evaluate: top-k and the label policy', () => {
   });
 
   it('class axis: only an output with one row of C scores per sample is scored; anything else names the output and the model', async () => {
-    const data: Dataset = { count: 2, inputs: { x: { dtype: DataType.FLOAT, dims: [2, 2, 3], data: new Float32Array(12) } }, labels: int64([0, 1]), source: 'e.npz', notes: [] };
+    const data: Dataset = {
+      count: 2,
+      inputs: { x: { dtype: DataType.FLOAT, dims: [2, 2, 3], data: new Float32Array(12) } },
+      labels: int64([0, 1]),
+      source: 'e.npz',
+      notes: [],
+    };
     const error = await evaluate(scaled(1, [2, 3]), data, { top1: topKAccuracy({ hint: '; pick another' }) }, { label: 'm.onnx' }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(UsageError);
     expect((error as Error).message).toMatch(/^output '.+' of m\.onnx is \[2,2,3\], not \[batch, classes\] scores; cannot compute top-1; pick another$/);
-    await expect(evaluate(scaled(1), dataset(scores, int64([0, 0, 0, 0])), { top1: topKAccuracy({ output: 'nope' }) })).rejects.toThrow(/'nope' is not an output/);
+    await expect(evaluate(scaled(1), dataset(scores, int64([0, 0, 0, 0])), { top1: topKAccuracy({ output: 'nope' }) })).rejects.toThrow(
+      /'nope' is not an output/,
+    );
   });
 });
 
@@ -116,7 +134,10 @@ describe('evaluate: batches, user metrics, several models', () => {
   });
 
   it('several models on the same batches: one run per model and batch; agreement with the first model (SQNR of a 1% gain error is 40 dB)', async () => {
-    const data = dataset(Array.from({ length: 40 }, (_, i) => [Math.sin(i), Math.cos(i), 0.5]), int64(Array.from({ length: 40 }, (_, i) => i % 3)));
+    const data = dataset(
+      Array.from({ length: 40 }, (_, i) => [Math.sin(i), Math.cos(i), 0.5]),
+      int64(Array.from({ length: 40 }, (_, i) => i % 3)),
+    );
     const base = await counting(scaled(1));
     const cand = await counting(scaled(1.01));
     try {

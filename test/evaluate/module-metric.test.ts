@@ -35,7 +35,13 @@ const rows = [
   [0.2, 0.8],
 ];
 const labels: TensorData = { dtype: DataType.INT64, dims: [5], data: BigInt64Array.from([1n, 1n, 1n, 0n, 0n]) };
-const data = (withLabels = true): Dataset => ({ count: 5, inputs: { i: { dtype: DataType.FLOAT, dims: [5, 1], data: Float32Array.from([0, 1, 2, 3, 4]) } }, source: 'eval.npz', notes: [], ...(withLabels ? { labels } : {}) });
+const data = (withLabels = true): Dataset => ({
+  count: 5,
+  inputs: { i: { dtype: DataType.FLOAT, dims: [5, 1], data: Float32Array.from([0, 1, 2, 3, 4]) } },
+  source: 'eval.npz',
+  notes: [],
+  ...(withLabels ? { labels } : {}),
+});
 
 /** Per-sample argmax == label, written as a user would. */
 const argmaxRight = (batch: MetricBatch): number[] => {
@@ -81,7 +87,13 @@ describe('metric module shapes', () => {
     );
     expect(factory.labelFree).toMatchObject({ name: 'mean-abs-diff', best: 0 });
     const shifted = rows.map(([a, b]) => [a! + 0.5, b!]);
-    const [, r] = await evaluateMany([{ model: canned(rows), metrics: {} }, { model: canned(shifted), metrics: { m: factory.labelFree!.create() } }], data(false));
+    const [, r] = await evaluateMany(
+      [
+        { model: canned(rows), metrics: {} },
+        { model: canned(shifted), metrics: { m: factory.labelFree!.create() } },
+      ],
+      data(false),
+    );
     const m = r!.m as TaskMetricResult;
     expect(m.value).toBeCloseTo(0.25, 6);
     expect(m).toMatchObject({ metric: 'mean-abs-diff', higherIsBetter: false, target: 'reference', total: 5, details: { elements: 10 } });
@@ -100,24 +112,45 @@ describe('metric module shapes', () => {
     expect(() => metricFromModule(42, 'm.mjs')).toThrow('m.mjs: the default export is a number');
     expect(() => metricFromModule({ score: argmaxRight }, 'm.mjs')).toThrow("m.mjs: 'name' is missing, not a non-empty string");
     expect(() => metricFromModule({ name: 'x' }, 'm.mjs')).toThrow("m.mjs: metric 'x' has neither score(batch) nor create()");
-    expect(() => metricFromModule({ name: 'x', score: argmaxRight, higherIsBetter: 'yes' }, 'm.mjs')).toThrow("m.mjs: 'higherIsBetter' is a string, not true or false");
+    expect(() => metricFromModule({ name: 'x', score: argmaxRight, higherIsBetter: 'yes' }, 'm.mjs')).toThrow(
+      "m.mjs: 'higherIsBetter' is a string, not true or false",
+    );
     expect(() => metricFromModule({ name: 'x', score: argmaxRight, needLabels: true }, 'm.mjs')).toThrow("m.mjs: unknown key 'needLabels'");
-    expect(() => metricFromModule({ name: 'x', create: () => ({ update() {} }) }, 'm.mjs').create()).toThrow("m.mjs: metric 'x': create() returned an object without update(batch) and result() methods");
+    expect(() => metricFromModule({ name: 'x', create: () => ({ update() {} }) }, 'm.mjs').create()).toThrow(
+      "m.mjs: metric 'x': create() returned an object without update(batch) and result() methods",
+    );
     expect(() => metricFromModule({ name: 'x', score: argmaxRight }, 'm.mjs')).not.toThrow();
   });
 
   it('errors while scoring name the file, the metric and the samples', async () => {
-    const throwing = metricFromModule({ name: 'fragile', score: (b: MetricBatch) => { if (b.start >= 2) throw new Error('index out of range'); return new Array(b.size).fill(1); } }, 'fragile.mjs');
-    await expect(evaluate(canned(rows), data(), { m: throwing.create() }, { batchSize: 2 })).rejects.toThrow("fragile.mjs: metric 'fragile' threw while scoring samples 2..3 (index out of range)");
+    const throwing = metricFromModule(
+      {
+        name: 'fragile',
+        score: (b: MetricBatch) => {
+          if (b.start >= 2) throw new Error('index out of range');
+          return new Array(b.size).fill(1);
+        },
+      },
+      'fragile.mjs',
+    );
+    await expect(evaluate(canned(rows), data(), { m: throwing.create() }, { batchSize: 2 })).rejects.toThrow(
+      "fragile.mjs: metric 'fragile' threw while scoring samples 2..3 (index out of range)",
+    );
     const short = metricFromModule({ name: 'short', score: () => [1] }, 'short.mjs');
-    await expect(evaluate(canned(rows), data(), { m: short.create() }, { batchSize: 2 })).rejects.toThrow("short.mjs: metric 'short' score() returned 1 values for 2 samples (samples 0..1)");
+    await expect(evaluate(canned(rows), data(), { m: short.create() }, { batchSize: 2 })).rejects.toThrow(
+      "short.mjs: metric 'short' score() returned 1 values for 2 samples (samples 0..1)",
+    );
     const nan = metricFromModule({ name: 'nan', score: (b: MetricBatch) => new Array(b.size).fill(NaN) }, 'nan.mjs');
-    await expect(evaluate(canned(rows), data(), { m: nan.create() })).rejects.toThrow("nan.mjs: metric 'nan' score() gave NaN for sample 0; scores must be finite numbers");
+    await expect(evaluate(canned(rows), data(), { m: nan.create() })).rejects.toThrow(
+      "nan.mjs: metric 'nan' score() gave NaN for sample 0; scores must be finite numbers",
+    );
     const needs = metricFromModule({ name: 'needs', needsLabels: true, score: argmaxRight }, 'needs.mjs');
     await expect(evaluate(canned(rows), data(false), { m: needs.create() })).rejects.toThrow(UsageError);
     await expect(evaluate(canned(rows), data(false), { m: needs.create() })).rejects.toThrow("needs.mjs: metric 'needs' needs labels; eval.npz has none");
     const reads = metricFromModule({ name: 'reads', outputs: 'logits', score: argmaxRight }, 'reads.mjs');
-    await expect(evaluate(canned(rows), data(), { m: reads.create() })).rejects.toThrow("reads.mjs: metric 'reads' reads output 'logits', which model under evaluation does not have (outputs: y)");
+    await expect(evaluate(canned(rows), data(), { m: reads.create() })).rejects.toThrow(
+      "reads.mjs: metric 'reads' reads output 'logits', which model under evaluation does not have (outputs: y)",
+    );
   });
 });
 

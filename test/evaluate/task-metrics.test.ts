@@ -47,7 +47,17 @@ function canned(tensor: TensorData, axis = 0): Runner {
 }
 
 function indexData(n: number, labels?: TensorData): Dataset {
-  const d: Dataset = { count: n, inputs: { i: f32([n, 1], Array.from({ length: n }, (_, k) => k)) }, source: 'eval.npz', notes: [] };
+  const d: Dataset = {
+    count: n,
+    inputs: {
+      i: f32(
+        [n, 1],
+        Array.from({ length: n }, (_, k) => k),
+      ),
+    },
+    source: 'eval.npz',
+    notes: [],
+  };
   if (labels) d.labels = labels;
   return d;
 }
@@ -62,7 +72,10 @@ const paths = [
   [2, 0, 2, 0, 0, 1], // -> 2 2 1
   [0, 0, 0, 0, 0, 0], // -> (empty)
 ];
-const ntc = f32([4, 6, C], paths.flatMap((p) => p.flatMap(step)));
+const ntc = f32(
+  [4, 6, C],
+  paths.flatMap((p) => p.flatMap(step)),
+);
 /** The same scores as [T, N, C]. */
 const tnc = f32([6, 4, C], Array.from({ length: 6 }, (_, t) => paths.flatMap((p) => step(p[t]!))).flat());
 const ctcLabels = i64([4, 4], [1, 1, 2, -1, /**/ 3, 2, -1, -1, /**/ 2, 1, -1, -1, /**/ -1, -1, -1, -1]);
@@ -86,7 +99,12 @@ describe('CTC greedy decoding', () => {
 
   it('exact match 2/4 and CER 2/7 against labels padded with -1, over batches of 3 and 1', async () => {
     // Sample 0: exact; 1: [3] vs [3,2] one deletion; 2: [2,2,1] vs [2,1] one insertion; 3: empty vs empty.
-    const { ctc, cer } = await evaluate(canned(ntc), indexData(4, ctcLabels), { ctc: ctcMetric('labels'), cer: ctcMetric('labels', { headline: 'cer' }) }, { batchSize: 3 });
+    const { ctc, cer } = await evaluate(
+      canned(ntc),
+      indexData(4, ctcLabels),
+      { ctc: ctcMetric('labels'), cer: ctcMetric('labels', { headline: 'cer' }) },
+      { batchSize: 3 },
+    );
     expect(ctc.value).toBe(0.5);
     expect(Array.from(ctc.perSample!)).toEqual([1, 0, 0, 1]);
     expect(ctc.perSample).toBeInstanceOf(Uint8Array);
@@ -113,7 +131,10 @@ describe('CTC greedy decoding', () => {
     changed[0]![4] = 3;
     changed[0]![5] = 3;
     changed[3]![2] = 1;
-    const candidate = f32([4, 6, C], changed.flatMap((p) => p.flatMap(step)));
+    const candidate = f32(
+      [4, 6, C],
+      changed.flatMap((p) => p.flatMap(step)),
+    );
     const factory = builtinMetric('ctc');
     const [, result] = await evaluateMany(
       [
@@ -133,7 +154,9 @@ describe('CTC greedy decoding', () => {
 
   it('label errors name the file and sample', async () => {
     const bad = f32([4, 2], [1, -1, 2.5, -1, 1, -1, 1, -1]);
-    await expect(evaluate(canned(ntc), indexData(4, bad), { m: ctcMetric('labels') })).rejects.toThrow('eval.npz: label 1 holds 2.5; label sequences are integers padded with -1');
+    await expect(evaluate(canned(ntc), indexData(4, bad), { m: ctcMetric('labels') })).rejects.toThrow(
+      'eval.npz: label 1 holds 2.5; label sequences are integers padded with -1',
+    );
     await expect(evaluate(canned(ntc), indexData(4), { m: ctcMetric('labels') })).rejects.toThrow('eval.npz: the evaluation data has no labels');
     await expect(evaluate(canned(ntc), indexData(4, ctcLabels), { m: builtinMetric('ctc:blank=4').create() })).rejects.toThrow('ctc: blank 4 is not a class');
   });
@@ -147,7 +170,12 @@ const logit = (p: number): number => Math.log(p / (1 - p));
 describe('binary F1', () => {
   it('hand counts at 0.5: TP 2, FP 2, FN 2, TN 2 -> P = R = F1 = 0.5; at 0.35: F1 2/3', async () => {
     const data = indexData(8, binaryLabels);
-    const r = await evaluate(canned(f32([8, 1], probabilities)), data, { at05: builtinMetric('f1').create(), at035: builtinMetric('f1:threshold=0.35').create() }, { batchSize: 3 });
+    const r = await evaluate(
+      canned(f32([8, 1], probabilities)),
+      data,
+      { at05: builtinMetric('f1').create(), at035: builtinMetric('f1:threshold=0.35').create() },
+      { batchSize: 3 },
+    );
     expect(r.at05).toMatchObject({ metric: 'f1', value: 0.5, higherIsBetter: true, total: 8 });
     expect(r.at05.details).toMatchObject({ tp: 2, fp: 2, fn: 2, tn: 2, precision: 0.5, recall: 0.5, threshold: 0.5, accuracy: 0.5 });
     expect(r.at035.value).toBeCloseTo(2 / 3, 12);
@@ -159,22 +187,41 @@ describe('binary F1', () => {
     const data = indexData(8, binaryLabels);
     const logits = await evaluate(canned(f32([8, 1], probabilities.map(logit))), data, { m: builtinMetric('f1:sigmoid').create() });
     const flat = await evaluate(canned(f32([8], probabilities)), data, { m: binaryF1('labels') });
-    const two = await evaluate(canned(f32([8, 2], probabilities.flatMap((p) => [0, logit(p)]))), data, { m: binaryF1('labels') });
+    const two = await evaluate(
+      canned(
+        f32(
+          [8, 2],
+          probabilities.flatMap((p) => [0, logit(p)]),
+        ),
+      ),
+      data,
+      { m: binaryF1('labels') },
+    );
     for (const r of [logits, flat, two]) expect(r.m.details).toMatchObject({ tp: 2, fp: 2, fn: 2, tn: 2 });
   });
 
   it('label-free against the reference decisions; no positives anywhere scores 1', async () => {
     const reference = canned(f32([8, 1], probabilities));
     const candidate = canned(f32([8, 1], [0.9, 0.4, 0.4, 0.6, 0.55, 0.1, 0.7, 0.3])); // 1 positive lost, 1 gained
-    const [, r] = await evaluateMany([{ model: reference, metrics: {} }, { model: candidate, metrics: { m: builtinMetric('f1').labelFree!.create() } }], indexData(8));
+    const [, r] = await evaluateMany(
+      [
+        { model: reference, metrics: {} },
+        { model: candidate, metrics: { m: builtinMetric('f1').labelFree!.create() } },
+      ],
+      indexData(8),
+    );
     expect((r!.m as TaskMetricResult).details).toMatchObject({ tp: 3, fp: 1, fn: 1, tn: 3 });
     expect((r!.m as TaskMetricResult).value).toBe(0.75);
     expect(f1FromCounts(0, 0, 0)).toEqual({ precision: 0, recall: 0, f1: 1 });
   });
 
   it('labels other than 0/1 and other output shapes are usage errors', async () => {
-    await expect(evaluate(canned(f32([8, 1], probabilities)), indexData(8, i64([8], [0, 1, 2, 0, 0, 0, 0, 0])), { m: binaryF1('labels') })).rejects.toThrow('eval.npz: label 2 is 2; binary F1 needs labels 0 or 1');
-    await expect(evaluate(canned(f32([8, 3], new Array(24).fill(0))), indexData(8, binaryLabels), { m: binaryF1('labels') })).rejects.toThrow("is [8,3], not [batch], [batch, 1] or [batch, 2] scores");
+    await expect(evaluate(canned(f32([8, 1], probabilities)), indexData(8, i64([8], [0, 1, 2, 0, 0, 0, 0, 0])), { m: binaryF1('labels') })).rejects.toThrow(
+      'eval.npz: label 2 is 2; binary F1 needs labels 0 or 1',
+    );
+    await expect(evaluate(canned(f32([8, 3], new Array(24).fill(0))), indexData(8, binaryLabels), { m: binaryF1('labels') })).rejects.toThrow(
+      'is [8,3], not [batch], [batch, 1] or [batch, 2] scores',
+    );
   });
 });
 
@@ -188,7 +235,13 @@ describe('mean IoU', () => {
     expect(r.m).toMatchObject({ metric: 'miou', value: 0.5, total: 1 });
     expect(r.m.details.pixelAccuracy).toBeCloseTo(2 / 3, 12);
     expect(r.m.details.classesPresent).toBe(2);
-    const [, free] = await evaluateMany([{ model: canned(scores), metrics: {} }, { model: canned(scores), metrics: { m: meanIoU('reference') } }], indexData(1));
+    const [, free] = await evaluateMany(
+      [
+        { model: canned(scores), metrics: {} },
+        { model: canned(scores), metrics: { m: meanIoU('reference') } },
+      ],
+      indexData(1),
+    );
     expect((free!.m as TaskMetricResult).value).toBe(1);
   });
 });
@@ -196,7 +249,13 @@ describe('mean IoU', () => {
 // ---- specs ----
 describe('metric specs', () => {
   it('parses name:key=value,flag and rejects unknown names and options', () => {
-    expect(parseMetricSpec('CTC:blank=3,layout=tnc')).toEqual({ name: 'ctc', params: new Map([['blank', '3'], ['layout', 'tnc']]) });
+    expect(parseMetricSpec('CTC:blank=3,layout=tnc')).toEqual({
+      name: 'ctc',
+      params: new Map([
+        ['blank', '3'],
+        ['layout', 'tnc'],
+      ]),
+    });
     expect(parseMetricSpec('f1:sigmoid')).toEqual({ name: 'f1', params: new Map([['sigmoid', 'true']]) });
     expect(builtinMetric('top5')).toMatchObject({ name: 'top5', higherIsBetter: true, needsLabels: true, perSampleBinary: true });
     expect(builtinMetric('top-3').labelFree?.name).toBe('top3-agreement');
@@ -211,12 +270,21 @@ describe('metric specs', () => {
 
   it('top-k as a task metric: value, per-sample 0/1, and label-free against the reference argmax', async () => {
     const scores = f32([4, 3], [0.1, 0.7, 0.2, 0.5, 0.4, 0.1, 0.2, 0.3, 0.5, 0.3, 0.3, 0.4]);
-    const r = await evaluate(canned(scores), indexData(4, i64([4], [1, 1, 2, 0])), { top1: builtinMetric('top1').create(), top2: builtinMetric('top2').create() });
+    const r = await evaluate(canned(scores), indexData(4, i64([4], [1, 1, 2, 0])), {
+      top1: builtinMetric('top1').create(),
+      top2: builtinMetric('top2').create(),
+    });
     expect(r.top1).toMatchObject({ metric: 'top1', value: 0.5, details: { k: 1, correct: 2 } });
     expect(Array.from(r.top1.perSample!)).toEqual([1, 0, 1, 0]);
     expect(r.top2.value).toBe(1);
     const shifted = f32([4, 3], [0.1, 0.2, 0.7, 0.5, 0.4, 0.1, 0.2, 0.3, 0.5, 0.3, 0.3, 0.4]);
-    const [, free] = await evaluateMany([{ model: canned(scores), metrics: {} }, { model: canned(shifted), metrics: { m: builtinMetric('top1').labelFree!.create() } }], indexData(4));
-    expect((free!.m as TaskMetricResult)).toMatchObject({ metric: 'top1-agreement', value: 0.75 });
+    const [, free] = await evaluateMany(
+      [
+        { model: canned(scores), metrics: {} },
+        { model: canned(shifted), metrics: { m: builtinMetric('top1').labelFree!.create() } },
+      ],
+      indexData(4),
+    );
+    expect(free!.m as TaskMetricResult).toMatchObject({ metric: 'top1-agreement', value: 0.75 });
   });
 });

@@ -67,9 +67,13 @@ describe('withFeedback', () => {
   it('names the missing output or input, and a malformed pair', async () => {
     const specs = modelInputSpecs(model).filter((s) => s.name !== 'state');
     const chunks = await loadDataset(path('chunks.npz'), specs);
-    await expect(withFeedback(model, chunks, [{ output: 'hN', input: 'state' }])).rejects.toThrow("--feedback hN=state: the model has no output 'hN' (outputs: output, stateN)");
+    await expect(withFeedback(model, chunks, [{ output: 'hN', input: 'state' }])).rejects.toThrow(
+      "--feedback hN=state: the model has no output 'hN' (outputs: output, stateN)",
+    );
     await expect(withFeedback(model, chunks, [{ output: 'stateN', input: 'h0' }])).rejects.toThrow("the model has no input 'h0' (inputs: input, state, sr)");
-    await expect(withFeedback(model, chunks, [{ output: 'output', input: 'state' }])).rejects.toThrow("--feedback output=state: output 'output' [batch,2] cannot feed input 'state' [2,batch,32]");
+    await expect(withFeedback(model, chunks, [{ output: 'output', input: 'state' }])).rejects.toThrow(
+      "--feedback output=state: output 'output' [batch,2] cannot feed input 'state' [2,batch,32]",
+    );
     expect(() => parseFeedback('stateN')).toThrow(UsageError);
   });
 });
@@ -79,7 +83,17 @@ describe('quantize --feedback', () => {
     const fromFeeds = runCli(['quantize', path('vad.onnx'), '-o', path('feeds.int8.onnx'), '--calibration-data', path('feeds.npz'), '--json']);
     expect(fromFeeds.stderr).not.toMatch(/error/);
     expect(fromFeeds.status).toBe(0);
-    const fromChunks = runCli(['quantize', path('vad.onnx'), '-o', path('chunks.int8.onnx'), '--calibration-data', path('chunks.npz'), '--feedback', 'stateN=state', '--json']);
+    const fromChunks = runCli([
+      'quantize',
+      path('vad.onnx'),
+      '-o',
+      path('chunks.int8.onnx'),
+      '--calibration-data',
+      path('chunks.npz'),
+      '--feedback',
+      'stateN=state',
+      '--json',
+    ]);
     expect(fromChunks.stderr).not.toMatch(/error/);
     expect(fromChunks.status).toBe(0);
     expect(Buffer.compare(readFileSync(path('feeds.int8.onnx')), readFileSync(path('chunks.int8.onnx')))).toBe(0);
@@ -89,7 +103,18 @@ describe('quantize --feedback', () => {
   });
 
   it('an unknown feedback output is exit 2 naming it', () => {
-    const r = runCli(['quantize', path('vad.onnx'), '-o', path('x.onnx'), '--mode', 'int8-dynamic', '--calibration-data', path('chunks.npz'), '--feedback', 'hN=state']);
+    const r = runCli([
+      'quantize',
+      path('vad.onnx'),
+      '-o',
+      path('x.onnx'),
+      '--mode',
+      'int8-dynamic',
+      '--calibration-data',
+      path('chunks.npz'),
+      '--feedback',
+      'hN=state',
+    ]);
     expect(r.status).toBe(2);
     expect(r.stderr).toContain("the model has no output 'hN'");
   });

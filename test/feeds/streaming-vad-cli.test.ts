@@ -85,42 +85,50 @@ beforeAll(async () => {
 }, 60_000);
 
 describe('quantize the streaming VAD', () => {
-  it.each(['feeds.npz', 'feeds-whole.npz', 'feeds.jsonl'])('int8 with --calibration-data %s: the convs become QLinearConv, SQNR > 30 dB on the checked chunks', async (file) => {
-    const out = path(`int8-${file}.onnx`);
-    const doc = await json(['quantize', path('vad.onnx'), '-o', out, '--mode', 'int8', '--calibration-data', path(file)]);
-    expect(existsSync(out)).toBe(true);
-    // All 64 chunks calibrate, or (a data set no larger than --calibration-count) the first 48 and
-    // the last 16 are held out for the check.
-    const calibrated = doc.report.calibration.samples as number;
-    expect([count, count - 16]).toContain(calibrated);
-    const convs = doc.report.qdq.quantized.filter((q: { opType: string }) => q.opType === 'Conv');
-    expect(convs.map((q: { node: string; kernel: string }) => [q.node, q.kernel])).toEqual([
-      ['conv1', 'QLinearConv'],
-      ['conv2', 'QLinearConv'],
-    ]);
-    expect(doc.checks).toEqual({ ran: true, inputs: 'calibration' });
-    expect(doc.agreement.output.rows).toBe(calibrated === count ? count : 16);
-    expect(doc.agreement.output.sqnrDb).toBeGreaterThan(30);
-    expect(doc.agreement.output.top1Agreement).toBeGreaterThanOrEqual(0.95);
-    expect(doc.agreement.stateN.sqnrDb).toBeGreaterThan(30);
-    const ops = await opTypes(out);
-    expect(ops.get('QuantizeLinear')).toBeGreaterThan(0);
-    expect(ops.get('LSTM')).toBe(1);
-  }, 60_000);
+  it.each(['feeds.npz', 'feeds-whole.npz', 'feeds.jsonl'])(
+    'int8 with --calibration-data %s: the convs become QLinearConv, SQNR > 30 dB on the checked chunks',
+    async (file) => {
+      const out = path(`int8-${file}.onnx`);
+      const doc = await json(['quantize', path('vad.onnx'), '-o', out, '--mode', 'int8', '--calibration-data', path(file)]);
+      expect(existsSync(out)).toBe(true);
+      // All 64 chunks calibrate, or (a data set no larger than --calibration-count) the first 48 and
+      // the last 16 are held out for the check.
+      const calibrated = doc.report.calibration.samples as number;
+      expect([count, count - 16]).toContain(calibrated);
+      const convs = doc.report.qdq.quantized.filter((q: { opType: string }) => q.opType === 'Conv');
+      expect(convs.map((q: { node: string; kernel: string }) => [q.node, q.kernel])).toEqual([
+        ['conv1', 'QLinearConv'],
+        ['conv2', 'QLinearConv'],
+      ]);
+      expect(doc.checks).toEqual({ ran: true, inputs: 'calibration' });
+      expect(doc.agreement.output.rows).toBe(calibrated === count ? count : 16);
+      expect(doc.agreement.output.sqnrDb).toBeGreaterThan(30);
+      expect(doc.agreement.output.top1Agreement).toBeGreaterThanOrEqual(0.95);
+      expect(doc.agreement.stateN.sqnrDb).toBeGreaterThan(30);
+      const ops = await opTypes(out);
+      expect(ops.get('QuantizeLinear')).toBeGreaterThan(0);
+      expect(ops.get('LSTM')).toBe(1);
+    },
+    60_000,
+  );
 
-  it.each(['feeds.npz', 'feeds.jsonl'])('int8-dynamic with %s for the check: DynamicQuantizeLSTM, the Gemm quantized, SQNR > 30 dB', async (file) => {
-    const out = path(`dyn-${file}.onnx`);
-    const doc = await json(['quantize', path('vad.onnx'), '-o', out, '--mode', 'int8-dynamic', '--calibration-data', path(file)]);
-    expect(doc.report.quantizedByOpType).toEqual({ Gemm: 1, LSTM: 1 });
-    expect(doc.checks).toEqual({ ran: true, inputs: 'calibration' });
-    expect(doc.agreement.output.rows).toBe(count);
-    expect(doc.agreement.output.sqnrDb).toBeGreaterThan(30);
-    const ops = await opTypes(out);
-    expect(ops.get('DynamicQuantizeLSTM')).toBe(1);
-    expect(ops.get('LSTM')).toBeUndefined();
-    expect(ops.get('Gemm')).toBeUndefined();
-    expect((ops.get('DynamicQuantizeMatMul') ?? 0) + (ops.get('MatMulInteger') ?? 0)).toBe(1);
-  }, 60_000);
+  it.each(['feeds.npz', 'feeds.jsonl'])(
+    'int8-dynamic with %s for the check: DynamicQuantizeLSTM, the Gemm quantized, SQNR > 30 dB',
+    async (file) => {
+      const out = path(`dyn-${file}.onnx`);
+      const doc = await json(['quantize', path('vad.onnx'), '-o', out, '--mode', 'int8-dynamic', '--calibration-data', path(file)]);
+      expect(doc.report.quantizedByOpType).toEqual({ Gemm: 1, LSTM: 1 });
+      expect(doc.checks).toEqual({ ran: true, inputs: 'calibration' });
+      expect(doc.agreement.output.rows).toBe(count);
+      expect(doc.agreement.output.sqnrDb).toBeGreaterThan(30);
+      const ops = await opTypes(out);
+      expect(ops.get('DynamicQuantizeLSTM')).toBe(1);
+      expect(ops.get('LSTM')).toBeUndefined();
+      expect(ops.get('Gemm')).toBeUndefined();
+      expect((ops.get('DynamicQuantizeMatMul') ?? 0) + (ops.get('MatMulInteger') ?? 0)).toBe(1);
+    },
+    60_000,
+  );
 
   it('int8-dynamic and fp16 with only --input sr=16000 (random chunks and states) or no data at all: written, checked on random inputs', async () => {
     const withRate = await json(['quantize', path('vad.onnx'), '-o', path('dyn-sr.onnx'), '--mode', 'int8-dynamic', '--input', 'sr=16000']);
@@ -152,8 +160,24 @@ describe('benchmark the streaming VAD with labelled frames', () => {
     const candidate = path('bench-int8.onnx');
     await json(['quantize', path('vad.onnx'), '-o', candidate, '--mode', 'int8', '--calibration-data', path('feeds.npz')]);
     for (const file of ['feeds.npz', 'feeds.jsonl']) {
-      const doc = await json(['benchmark', path('vad.onnx'), candidate, '--data', path(file), '--batch-size', '1,4', '--iterations', '20', '--warmup', '2', '--no-memory']);
-      const [base, cand] = doc.models as { accuracy: { value: number; correct?: number; total?: number } | null; latency: { batchSize: number; stats: { p50: number } }[] }[];
+      const doc = await json([
+        'benchmark',
+        path('vad.onnx'),
+        candidate,
+        '--data',
+        path(file),
+        '--batch-size',
+        '1,4',
+        '--iterations',
+        '20',
+        '--warmup',
+        '2',
+        '--no-memory',
+      ]);
+      const [base, cand] = doc.models as {
+        accuracy: { value: number; correct?: number; total?: number } | null;
+        latency: { batchSize: number; stats: { p50: number } }[];
+      }[];
       expect([base!.accuracy!.correct, base!.accuracy!.total, base!.accuracy!.value]).toEqual([52, 64, 0.8125]);
       expect(cand!.accuracy!.value).toBeGreaterThanOrEqual(0.75);
       expect(cand!.accuracy!.value).toBeLessThanOrEqual(1);
@@ -166,35 +190,79 @@ describe('benchmark the streaming VAD with labelled frames', () => {
 });
 
 describe('prune the streaming VAD', () => {
-  it.each(['feeds.npz', 'feeds.jsonl'])('unstructured with --calibration-data and --eval-data %s: accuracy before 81.25%%, checked on the data', async (file) => {
-    const doc = await json(['prune', path('vad.onnx'), '-o', path(`pruned-${file}.onnx`), '--sparsity', '0.5', '--calibration-data', path(file), '--eval-data', path(file)]);
-    expect(doc.accuracy.before).toEqual({ top1: 0.8125, samples: count });
-    expect(doc.accuracy.after.samples).toBe(count);
-    const conv2 = doc.report.layers.find((l: { node: string }) => l.node === 'conv2');
-    expect(conv2.sparsityAfter).toBeCloseTo(0.5, 2);
-    // The onnxruntime check ran on the data's first 2 samples: state [2,2,32] out, not [2,1,32].
-    expect(doc.check.outputs).toEqual([
-      { name: 'output', dims: [2, 2] },
-      { name: 'stateN', dims: [2, 2, hidden] },
-    ]);
-  }, 60_000);
+  it.each(['feeds.npz', 'feeds.jsonl'])(
+    'unstructured with --calibration-data and --eval-data %s: accuracy before 81.25%%, checked on the data',
+    async (file) => {
+      const doc = await json([
+        'prune',
+        path('vad.onnx'),
+        '-o',
+        path(`pruned-${file}.onnx`),
+        '--sparsity',
+        '0.5',
+        '--calibration-data',
+        path(file),
+        '--eval-data',
+        path(file),
+      ]);
+      expect(doc.accuracy.before).toEqual({ top1: 0.8125, samples: count });
+      expect(doc.accuracy.after.samples).toBe(count);
+      const conv2 = doc.report.layers.find((l: { node: string }) => l.node === 'conv2');
+      expect(conv2.sparsityAfter).toBeCloseTo(0.5, 2);
+      // The onnxruntime check ran on the data's first 2 samples: state [2,2,32] out, not [2,1,32].
+      expect(doc.check.outputs).toEqual([
+        { name: 'output', dims: [2, 2] },
+        { name: 'stateN', dims: [2, 2, hidden] },
+      ]);
+    },
+    60_000,
+  );
 
-  it.each(['feeds.npz', 'feeds.jsonl'])('channel with %s: conv1 loses channels; conv2 feeds the LSTM and is kept, naming the node', async (file) => {
-    const doc = await json([
-      'prune', path('vad.onnx'), '-o', path(`channel-${file}.onnx`), '--pattern', 'channel', '--sparsity', '0.25', '--round-to', '1',
-      '--calibration-data', path(file), '--eval-data', path(file),
-    ]);
-    expect(doc.accuracy.before).toEqual({ top1: 0.8125, samples: count });
-    const conv1 = doc.report.layers.find((l: { node: string }) => l.node === 'conv1');
-    expect([conv1.outChannelsBefore, conv1.outChannelsAfter]).toEqual([16, 12]);
-    const kept = doc.report.groups.find((g: { layers: string[] }) => g.layers.includes('conv2'));
-    expect(kept.prunable).toBe(false);
-    expect(kept.reason).toContain("'to_sequence'");
-    expect(doc.report.flopsAfter).toBeLessThan(doc.report.flopsBefore);
-  }, 60_000);
+  it.each(['feeds.npz', 'feeds.jsonl'])(
+    'channel with %s: conv1 loses channels; conv2 feeds the LSTM and is kept, naming the node',
+    async (file) => {
+      const doc = await json([
+        'prune',
+        path('vad.onnx'),
+        '-o',
+        path(`channel-${file}.onnx`),
+        '--pattern',
+        'channel',
+        '--sparsity',
+        '0.25',
+        '--round-to',
+        '1',
+        '--calibration-data',
+        path(file),
+        '--eval-data',
+        path(file),
+      ]);
+      expect(doc.accuracy.before).toEqual({ top1: 0.8125, samples: count });
+      const conv1 = doc.report.layers.find((l: { node: string }) => l.node === 'conv1');
+      expect([conv1.outChannelsBefore, conv1.outChannelsAfter]).toEqual([16, 12]);
+      const kept = doc.report.groups.find((g: { layers: string[] }) => g.layers.includes('conv2'));
+      expect(kept.prunable).toBe(false);
+      expect(kept.reason).toContain("'to_sequence'");
+      expect(doc.report.flopsAfter).toBeLessThan(doc.report.flopsBefore);
+    },
+    60_000,
+  );
 
   it('channel without data, with --input sr=16000: random probes with the scalar kept a scalar', async () => {
-    const doc = await json(['prune', path('vad.onnx'), '-o', path('channel-random.onnx'), '--pattern', 'channel', '--sparsity', '0.25', '--round-to', '1', '--input', 'sr=16000']);
+    const doc = await json([
+      'prune',
+      path('vad.onnx'),
+      '-o',
+      path('channel-random.onnx'),
+      '--pattern',
+      'channel',
+      '--sparsity',
+      '0.25',
+      '--round-to',
+      '1',
+      '--input',
+      'sr=16000',
+    ]);
     expect(doc.accuracy).toBeNull();
     expect(doc.check.outputs.map((o: { dims: number[] }) => o.dims)).toEqual([
       [2, 2],
@@ -204,7 +272,19 @@ describe('prune the streaming VAD', () => {
 });
 
 describe('calibrated ranges equal ranges computed by hand from the same feeds', () => {
-  const tensors = ['scale_audio_out', 'to_channels_out', 'conv1_out', 'relu1_out', 'conv2_out', 'relu2_out', 'to_sequence_out', 'h0_out', 'relu_h_out', 'stateN', 'output'];
+  const tensors = [
+    'scale_audio_out',
+    'to_channels_out',
+    'conv1_out',
+    'relu1_out',
+    'conv2_out',
+    'relu2_out',
+    'to_sequence_out',
+    'h0_out',
+    'relu_h_out',
+    'stateN',
+    'output',
+  ];
 
   async function byHand(names: readonly string[]): Promise<Map<string, { min: number; max: number }>> {
     const runner = await createCaptureRunner(model, names, { label: 'streaming VAD (by hand)' });
@@ -230,15 +310,24 @@ describe('calibrated ranges equal ranges computed by hand from the same feeds', 
   it.each([
     ['feeds.npz', 16],
     ['feeds.jsonl', 5],
-  ])('the calibration service on %s at batch %i', async (file, batchSize) => {
-    const want = await byHand(tensors);
-    const ds = await loadDataset(path(file), modelInputSpecs(model));
-    const { ranges } = await collectStatistics(model, tensors.map((tensor) => ({ tensor, kind: 'range' as const })), ds, { batchSize });
-    for (const name of tensors) {
-      const got = ranges.get(name)!;
-      expect([name, got.min, got.max], name).toEqual([name, want.get(name)!.min, want.get(name)!.max]);
-    }
-  }, 60_000);
+  ])(
+    'the calibration service on %s at batch %i',
+    async (file, batchSize) => {
+      const want = await byHand(tensors);
+      const ds = await loadDataset(path(file), modelInputSpecs(model));
+      const { ranges } = await collectStatistics(
+        model,
+        tensors.map((tensor) => ({ tensor, kind: 'range' as const })),
+        ds,
+        { batchSize },
+      );
+      for (const name of tensors) {
+        const got = ranges.get(name)!;
+        expect([name, got.min, got.max], name).toEqual([name, want.get(name)!.min, want.get(name)!.max]);
+      }
+    },
+    60_000,
+  );
 
   it("quantizeInt8's calibration on the complete-feed data set", async () => {
     const ds = await loadDataset(path('feeds.npz'), modelInputSpecs(model));
@@ -300,4 +389,3 @@ describe('consumers that feed the model outside batches()', () => {
     expect(fromDataset).toEqual([24, 48, 64]);
   }, 60_000);
 });
-

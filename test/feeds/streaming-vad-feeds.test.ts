@@ -57,7 +57,13 @@ beforeAll(async () => {
   ({ model, data } = await fittedStreamingVad());
   specs = modelInputSpecs(model);
   // Convention 1, complete feeds: state [64,2,1,32], sr [64] (one scalar per sample).
-  await writeNpz(path('complete.npz'), { input: data.input, state: data.state, sr: data.sr, labels: data.labels, sequence: { dtype: DataType.INT32, dims: [count], data: data.sequence } });
+  await writeNpz(path('complete.npz'), {
+    input: data.input,
+    state: data.state,
+    sr: data.sr,
+    labels: data.labels,
+    sequence: { dtype: DataType.INT32, dims: [count], data: data.sequence },
+  });
   // Convention 2, samples along dim 0 without the batch dim: state [64,2,32]; sr once, rank 0.
   await writeNpz(path('samples.npz'), {
     input: data.input,
@@ -176,13 +182,17 @@ describe('batches() of the stand-in', () => {
     expect(all[1]!.feeds.sr!.dims).toEqual([]);
   });
 
-  it.each([1, 4, 16])('the FP32 model scores 52/64 (81.25%%) at batch %i through evaluate', async (batchSize) => {
-    for (const name of ['complete.npz', 'samples.npz', 'feeds.jsonl']) {
-      const ds = await loadDataset(path(name), specs);
-      const result = await top1Accuracy(model, ds, { batchSize, outputName: 'output', label: 'streaming VAD' });
-      expect([name, result.correct, result.total]).toEqual([name, 52, 64]);
-    }
-  }, 60_000);
+  it.each([1, 4, 16])(
+    'the FP32 model scores 52/64 (81.25%%) at batch %i through evaluate',
+    async (batchSize) => {
+      for (const name of ['complete.npz', 'samples.npz', 'feeds.jsonl']) {
+        const ds = await loadDataset(path(name), specs);
+        const result = await top1Accuracy(model, ds, { batchSize, outputName: 'output', label: 'streaming VAD' });
+        expect([name, result.correct, result.total]).toEqual([name, 52, 64]);
+      }
+    },
+    60_000,
+  );
 });
 
 describe('errors name the file, the input, the data shape, the expected shape and both conventions', () => {
@@ -218,7 +228,9 @@ describe('errors name the file, the input, the data shape, the expected shape an
   it('a fixed dim that differs', async () => {
     const p = path('bad-hidden.npz');
     await writeNpz(p, { input: data.input, state: { dtype: DataType.FLOAT, dims: [count / 2, 2, 1, 2 * hidden], data: data.state.data }, sr: data.sr });
-    expect(await message(loadDataset(p, specs))).toBe(`${p}: input 'state': data has shape [32,2,1,64] but the model expects float32[2,batch,32] (dim 3 is 64, not 32)`);
+    expect(await message(loadDataset(p, specs))).toBe(
+      `${p}: input 'state': data has shape [32,2,1,64] but the model expects float32[2,batch,32] (dim 3 is 64, not 32)`,
+    );
   });
   it('sequence ids of the wrong length', async () => {
     const p = path('bad-seq.npz');
@@ -238,7 +250,7 @@ describe('--input values (constants)', () => {
     const over = await loadDataset(path('complete.npz'), specs, { constants: { sr: 8000 } });
     expect(over.inputs.sr).toBeUndefined();
     expect(Array.from(over.constants!.sr!.data as BigInt64Array)).toEqual([8000n]);
-    expect(over.notes).toEqual(['sr: --input value used instead of the file\'s array']);
+    expect(over.notes).toEqual(["sr: --input value used instead of the file's array"]);
   });
 
   it.each([
@@ -260,7 +272,9 @@ describe('--input values (constants)', () => {
     expect(ds.constants!.k).toEqual({ dtype: DataType.INT32, dims: [3], data: Int32Array.of(1, 2, 3) });
     expect(ds.constants!.n).toEqual({ dtype: DataType.UINT8, dims: [], data: Uint8Array.of(7) });
     expect(() => randomDataset(s, 4, 0, { constants: { n: 300 } })).toThrow(new UsageError("--input n=300: 300 does not fit input 'n' (uint8[])"));
-    expect(() => randomDataset(s, 4, 0, { constants: { k: [1, 2] } })).toThrow(new UsageError("--input k=1,2: input 'k' is int32[3]; give 3 comma-separated numbers, not 2"));
+    expect(() => randomDataset(s, 4, 0, { constants: { k: [1, 2] } })).toThrow(
+      new UsageError("--input k=1,2: input 'k' is int32[3]; give 3 comma-separated numbers, not 2"),
+    );
   });
 });
 

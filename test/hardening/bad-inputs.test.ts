@@ -14,7 +14,9 @@ import { InputError } from '../../src/errors.js';
 
 const FIXTURE = join(ROOT, 'fixtures/fashion-cnn.onnx');
 let dir: string;
-type Proto = { graph: { initializer: { dims: number[] }[]; input: { name: string; type: { tensorType: { shape: { dim: object[] } } } }[]; node: { input: string[] }[] } };
+type Proto = {
+  graph: { initializer: { dims: number[] }[]; input: { name: string; type: { tensorType: { shape: { dim: object[] } } } }[]; node: { input: string[] }[] };
+};
 
 function variant(name: string, change: (m: Proto) => void): string {
   const { ModelProto } = onnxTypes();
@@ -38,7 +40,10 @@ describe('exit 2, not 70 (item 5)', () => {
       variant('short.onnx', (m) => (m.graph.initializer[0]!.dims = [1, 2, 3])),
     ];
     for (const file of files) {
-      for (const args of [['inspect', file], ['quantize', file, '--mode', 'fp16', '-o', join(dir, 'o.onnx')]]) {
+      for (const args of [
+        ['inspect', file],
+        ['quantize', file, '--mode', 'fp16', '-o', join(dir, 'o.onnx')],
+      ]) {
         const r = await runInProcess(args);
         expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(2);
         expect(r.stderr).toMatch(/tensor 'stem\.weight'/);
@@ -83,7 +88,11 @@ describe('exit 2, not 70 (item 5)', () => {
 
   it('crafted checkpoints', async () => {
     const meta = (text: string) => ({ meta: { dtype: DataType.UINT8, dims: [text.length], data: new TextEncoder().encode(text) } });
-    for (const text of ['null', '{"format":"model-opt-train-checkpoint/1","index":null}', '{"format":"model-opt-train-checkpoint/1","index":{"variables":[1]}}']) {
+    for (const text of [
+      'null',
+      '{"format":"model-opt-train-checkpoint/1","index":null}',
+      '{"format":"model-opt-train-checkpoint/1","index":{"variables":[1]}}',
+    ]) {
       const file = join(dir, 'ck.npz');
       await writeNpz(file, meta(text));
       await expect(readCheckpoint(file)).rejects.toThrow(InputError);

@@ -24,7 +24,10 @@ describe('special files are refused before reading (item 6)', () => {
     await saveModel(await loadModel(FIXTURE), file, { externalData: { threshold: 0 } });
     rmSync(`${file}.data`);
     execFileSync('mkfifo', [`${file}.data`]);
-    for (const args of [['inspect', file], ['quantize', file, '--mode', 'fp16', '-o', join(d, 'o.onnx')]]) {
+    for (const args of [
+      ['inspect', file],
+      ['quantize', file, '--mode', 'fp16', '-o', join(d, 'o.onnx')],
+    ]) {
       const r = await runInProcess(args);
       expect(r.code, r.stderr).toBe(2);
       expect(r.stderr).toMatch(/FIFO/);
@@ -75,7 +78,18 @@ describe('counts bounded by the machine (item 6)', () => {
 
 describe('options that can never mean anything (item 8)', () => {
   it('--metric top1000 on 10 classes is exit 2', async () => {
-    const r = await runInProcess(['benchmark', FIXTURE, '--data', join(ROOT, 'fixtures/fashion-eval.npz'), '--metric', 'top1000', '--iterations', '2', '--warmup', '0']);
+    const r = await runInProcess([
+      'benchmark',
+      FIXTURE,
+      '--data',
+      join(ROOT, 'fixtures/fashion-eval.npz'),
+      '--metric',
+      'top1000',
+      '--iterations',
+      '2',
+      '--warmup',
+      '0',
+    ]);
     expect(r.code, r.stderr).toBe(2);
     expect(r.stderr).toMatch(/top-1000: output 'logits' .* has 10 classes/);
   });

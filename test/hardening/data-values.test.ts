@@ -42,7 +42,20 @@ describe('unusable data is refused (item 4)', () => {
   it('the accuracy guard refuses empty and all-NaN evaluation data (exit 2, not "met")', async () => {
     const out = join(dir, 'q.onnx');
     for (const data of [empty, nan]) {
-      const r = await runInProcess(['quantize', MODEL, '-o', out, '--calibration-data', join(ROOT, 'fixtures/fashion-calib.npz'), '--calibration-count', '8', '--eval-data', data, '--max-accuracy-drop', '1pt']);
+      const r = await runInProcess([
+        'quantize',
+        MODEL,
+        '-o',
+        out,
+        '--calibration-data',
+        join(ROOT, 'fixtures/fashion-calib.npz'),
+        '--calibration-count',
+        '8',
+        '--eval-data',
+        data,
+        '--max-accuracy-drop',
+        '1pt',
+      ]);
       expect(r.code).toBe(2);
       expect(r.stdout).not.toMatch(/met/);
     }

@@ -69,7 +69,10 @@ describe(`fuzz: ${COUNT} mutants of fashion-cnn.onnx (seed ${SEED})`, () => {
       const { bytes, what } = mutate(random);
       const file = join(dir, `m${i}.onnx`);
       writeFileSync(file, bytes);
-      for (const args of [['inspect', file], ['quantize', file, '--mode', 'fp16', '-o', join(dir, `q${i}.onnx`)]]) {
+      for (const args of [
+        ['inspect', file],
+        ['quantize', file, '--mode', 'fp16', '-o', join(dir, `q${i}.onnx`)],
+      ]) {
         const label = `mutant ${i} (${what}): ${args[0]}`;
         try {
           const r = await withTimeout(runInProcess(args), label);

@@ -31,12 +31,8 @@ describe('resolveShape', () => {
   });
   it('a whole-input override wins and is checked against rank and fixed dims', () => {
     expect(resolveShape(image, { x: [1, 3, 224, 224] }, 8)).toEqual([1, 3, 224, 224]);
-    expect(() => resolveShape(image, { x: [1, 3, 224] })).toThrow(
-      new UsageError("--shape x=1x3x224: input 'x' has rank 4 [N,3,H,W]"),
-    );
-    expect(() => resolveShape(image, { x: [1, 4, 224, 224] })).toThrow(
-      new UsageError("--shape x=1x4x224x224: dim 1 of input 'x' is fixed at 3 [N,3,H,W]"),
-    );
+    expect(() => resolveShape(image, { x: [1, 3, 224] })).toThrow(new UsageError("--shape x=1x3x224: input 'x' has rank 4 [N,3,H,W]"));
+    expect(() => resolveShape(image, { x: [1, 4, 224, 224] })).toThrow(new UsageError("--shape x=1x4x224x224: dim 1 of input 'x' is fixed at 3 [N,3,H,W]"));
     expect(resolveShape({ name: 'u', dtype: DataType.FLOAT, shape: [], unknownRank: true }, { u: [5, 5] })).toEqual([5, 5]);
   });
   it('an unresolved dim names the input and the dim', () => {
@@ -56,7 +52,11 @@ describe('batchAxes', () => {
   const f = (name: string, shape: (number | string | null)[]): IoSpec => ({ name, dtype: DataType.FLOAT, shape });
   const axes = (specs: IoSpec[]) => ({ ...batchAxes(specs) });
   it('a symbolic name shared by the inputs: the streaming VAD (batch at input dim 0, state dim 1, sr none)', () => {
-    expect(axes([f('input', ['batch', 256]), f('state', [2, 'batch', 32]), { name: 'sr', dtype: DataType.INT64, shape: [] }])).toEqual({ input: 0, state: 1, sr: null });
+    expect(axes([f('input', ['batch', 256]), f('state', [2, 'batch', 32]), { name: 'sr', dtype: DataType.INT64, shape: [] }])).toEqual({
+      input: 0,
+      state: 1,
+      sr: null,
+    });
   });
   it('one image input [N,3,224,224]: dim 0', () => {
     expect(axes([image])).toEqual({ x: 0 });
@@ -67,7 +67,11 @@ describe('batchAxes', () => {
     expect(axes([f('x', [1, 3, 32, 32]), f('info', [1, 2]), f('table', [5, 4])])).toEqual({ x: 0, info: 0, table: null });
   });
   it('unnamed [?,576] + [2,?,128] + []: dim 0, dim 1 (an LSTM state), none', () => {
-    expect(axes([f('input', [null, 576]), f('state', [2, null, 128]), { name: 'sr', dtype: DataType.INT64, shape: [] }])).toEqual({ input: 0, state: 1, sr: null });
+    expect(axes([f('input', [null, 576]), f('state', [2, null, 128]), { name: 'sr', dtype: DataType.INT64, shape: [] }])).toEqual({
+      input: 0,
+      state: 1,
+      sr: null,
+    });
   });
   it('shared names: the one at dim 0 wins over a shared sequence dim; a fixed [1,5] next to a symbolic batch has none', () => {
     expect(axes([f('ids', ['batch', 'seq']), f('mask', ['batch', 'seq']), f('pos', [1, 5])])).toEqual({ ids: 0, mask: 0, pos: null });

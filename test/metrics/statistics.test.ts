@@ -143,10 +143,18 @@ describe('McNemar', () => {
 describe('accuracy and agreement', () => {
   it('top-k with ties broken toward the lower index', () => {
     const scores = [
-      0.1, 0.7, 0.2, // label 1: top-1 right
-      0.5, 0.3, 0.2, // label 1: top-1 wrong, top-2 right
-      0.2, 0.3, 0.5, // label 0: wrong even in top-2
-      0.4, 0.4, 0.2, // label 1: tie with class 0 -> rank 1
+      0.1,
+      0.7,
+      0.2, // label 1: top-1 right
+      0.5,
+      0.3,
+      0.2, // label 1: top-1 wrong, top-2 right
+      0.2,
+      0.3,
+      0.5, // label 0: wrong even in top-2
+      0.4,
+      0.4,
+      0.2, // label 1: tie with class 0 -> rank 1
     ];
     const labels = [1, 1, 0, 1];
     expect(Array.from(topKCorrect(scores, 3, labels, 1))).toEqual([1, 0, 0, 0]);

@@ -156,7 +156,12 @@ describe('save and load', () => {
     const sub = fs.mkdtempSync(path.join(dir, 'shape-'));
     const b = new GraphBuilder({ opset: 17 });
     const x = b.input('x', DataType.FLOAT, [2, 6]);
-    const w = b.initializer('w', DataType.FLOAT, [2, 6], Float32Array.from({ length: 12 }, (_, i) => i));
+    const w = b.initializer(
+      'w',
+      DataType.FLOAT,
+      [2, 6],
+      Float32Array.from({ length: 12 }, (_, i) => i),
+    );
     const shape = b.initializer('shape', DataType.INT64, [2], BigInt64Array.of(3n, 4n));
     const pads = b.initializer('pads', DataType.INT64, [4], BigInt64Array.of(0n, 1n, 0n, 0n));
     const r = b.node('Reshape', [b.node('Mul', [x, w]), shape]);
@@ -241,14 +246,19 @@ describe('fidelity for current-ONNX fields', () => {
     const long = (n: number) => ({ low: n, high: 0 });
     const msg = {
       irVersion: long(11),
-      opsetImport: [{ domain: '', version: long(23) }, { domain: 'local', version: long(1) }],
+      opsetImport: [
+        { domain: '', version: long(23) },
+        { domain: 'local', version: long(1) },
+      ],
       producerName: 'fidelity-test',
       metadataProps: [md('model', 'yes')],
       configuration: [{ name: 'two-gpus', numDevices: 2, device: ['cuda:0', 'cuda:1'] }],
       graph: {
         name: 'g',
         metadataProps: [md('graph', 'yes')],
-        input: [{ name: 'x', type: { tensorType: { elemType: 1, shape: { dim: [{ dimParam: 'N' }, { dimValue: long(2) }, {}] } } }, metadataProps: [md('vi', '1')] }],
+        input: [
+          { name: 'x', type: { tensorType: { elemType: 1, shape: { dim: [{ dimParam: 'N' }, { dimValue: long(2) }, {}] } } }, metadataProps: [md('vi', '1')] },
+        ],
         output: [{ name: 'y', type: { tensorType: { elemType: 1 } } }],
         initializer: [
           { name: 'bf', dataType: 16, dims: [long(2)], rawData: new Uint8Array(new Uint16Array([float32ToBfloat16(1.5), float32ToBfloat16(-2)]).buffer) },
@@ -352,7 +362,10 @@ describe('fidelity for current-ONNX fields', () => {
       opsetImport: [{ domain: '', version: 30 }],
       graph: {
         name: 'g',
-        node: [{ input: ['x'], output: ['y'], opType: 'Relu' }, { input: ['y'], output: ['z'], opType: 'Relu', futureHint: 'fast' }],
+        node: [
+          { input: ['x'], output: ['y'], opType: 'Relu' },
+          { input: ['y'], output: ['z'], opType: 'Relu', futureHint: 'fast' },
+        ],
         input: [{ name: 'x', type: { tensorType: { elemType: 1, shape: { dim: [{ dimValue: 2, futureScale: 3 }] } } } }],
         output: [{ name: 'z', type: { tensorType: { elemType: 1 } } }],
       },

@@ -81,8 +81,7 @@ describe.skipIf(!haveData)('libonnx-testdata round trip', () => {
   it('decode -> encode gives the identical ModelProto for every model', () => {
     const { ModelProto } = onnxTypes();
     const canonical = (b: Uint8Array): Uint8Array => ModelProto.encode(ModelProto.decode(b)).finish();
-    const semantic = (b: Uint8Array): string =>
-      JSON.stringify(ModelProto.toObject(ModelProto.decode(b), { longs: String, bytes: String, defaults: true }));
+    const semantic = (b: Uint8Array): string => JSON.stringify(ModelProto.toObject(ModelProto.decode(b), { longs: String, bytes: String, defaults: true }));
     const notIdentical: string[] = [];
     const notSemantic: string[] = [];
     const warnings: string[] = [];
@@ -134,7 +133,10 @@ describe.skipIf(!haveData)('libonnx-testdata round trip', () => {
         bump('skipped: non-tensor or non-feedable I/O type');
         continue;
       }
-      const sets = fs.readdirSync(c.dir).filter((d) => d.startsWith('test_data_set_')).sort();
+      const sets = fs
+        .readdirSync(c.dir)
+        .filter((d) => d.startsWith('test_data_set_'))
+        .sort();
       const data = sets.map((s) => {
         const read = (prefix: string, n: number): Tensor[] =>
           Array.from({ length: n }, (_, k) => path.join(c.dir, s, `${prefix}_${k}.pb`))
@@ -152,7 +154,12 @@ describe.skipIf(!haveData)('libonnx-testdata round trip', () => {
         try {
           session = await rt.InferenceSession.create(bytes, opts);
         } catch (e) {
-          if (process.env.ROUNDTRIP_VERBOSE) console.log(`${current}: load error: ${String((e as Error).message).split('\n')[0]!.slice(0, 200)}`);
+          if (process.env.ROUNDTRIP_VERBOSE)
+            console.log(
+              `${current}: load error: ${String((e as Error).message)
+                .split('\n')[0]!
+                .slice(0, 200)}`,
+            );
           return 'load-error';
         }
         try {

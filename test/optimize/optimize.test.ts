@@ -68,9 +68,15 @@ describe('optimize: the pieces', () => {
         return { estimate: x, low: x - 0.01, high: x + 0.01, verdict: verdict(x) };
       },
     };
-    const regions = [{ name: 'a', nodes: ['n1'] }, { name: 'b', nodes: ['n2'] }];
+    const regions = [
+      { name: 'a', nodes: ['n1'] },
+      { name: 'b', nodes: ['n2'] },
+    ];
     const found = await searchRegions({ path: 'int8', excludeNodes: [] }, regions, hooks, performance.now() + 60_000);
-    expect(found.steps.map((s) => [s.region, s.kept])).toEqual([['a', true], ['b', false]]);
+    expect(found.steps.map((s) => [s.region, s.kept])).toEqual([
+      ['a', true],
+      ['b', false],
+    ]);
     expect(found.excludeNodes).toEqual(['n1']);
     expect(found.path).toBe('a:n1');
     const none = await searchRegions({ path: 'int8', excludeNodes: [] }, regions, hooks, performance.now() - 1);
@@ -83,17 +89,30 @@ describe('optimize: the pieces', () => {
   });
 
   it('a recipe that breaks the schema names the path of the first violation', () => {
-    expect(() => checkRecipe({ kind: 'optimize-recipe', candidates: [{ quantize: { mode: 'int4' } }] }, 'r.json')).toThrow(/r\.json: .*\$\.candidates\[0\]\.quantize\.mode: "int4" is not one of/);
-    expect(() => checkRecipe({ kind: 'optimize-recipe', candidates: [{ quantize: { mode: 'int8' }, fp32: {} }] }, 'r.json')).toThrow(/\$\.candidates\[0\]: a candidate has exactly one key/);
+    expect(() => checkRecipe({ kind: 'optimize-recipe', candidates: [{ quantize: { mode: 'int4' } }] }, 'r.json')).toThrow(
+      /r\.json: .*\$\.candidates\[0\]\.quantize\.mode: "int4" is not one of/,
+    );
+    expect(() => checkRecipe({ kind: 'optimize-recipe', candidates: [{ quantize: { mode: 'int8' }, fp32: {} }] }, 'r.json')).toThrow(
+      /\$\.candidates\[0\]: a candidate has exactly one key/,
+    );
     expect(() => checkRecipe({ kind: 'optimize-recipe', candidates: [] }, 'r.json')).toThrow(/lists no candidate/);
-    expect(checkRecipe({ kind: 'optimize-recipe', candidates: [{ quantize: { mode: 'int8-dynamic' } }], gates: { minSpeedup: 1.1 } }, 'r.json').candidates).toHaveLength(1);
+    expect(
+      checkRecipe({ kind: 'optimize-recipe', candidates: [{ quantize: { mode: 'int8-dynamic' } }], gates: { minSpeedup: 1.1 } }, 'r.json').candidates,
+    ).toHaveLength(1);
   });
 });
 
 describe('optimize on the example (fashion CNN)', () => {
   let result: OptimizeResult;
   beforeAll(async () => {
-    result = await optimizeWorkflow({ model: CNN, output: out('example.onnx'), calibrationData: CALIB, evalData: EVAL, maxAccuracyDrop: { kind: 'points', value: 0.5 }, iterations: 100 });
+    result = await optimizeWorkflow({
+      model: CNN,
+      output: out('example.onnx'),
+      calibrationData: CALIB,
+      evalData: EVAL,
+      maxAccuracyDrop: { kind: 'points', value: 0.5 },
+      iterations: 100,
+    });
   }, 60_000);
 
   it('picks static INT8: significantly faster, within 0.5 pt, and says why', () => {
@@ -125,8 +144,23 @@ describe('optimize on the example (fashion CNN)', () => {
 
   it('the recipe written beside the model reproduces it byte for byte', async () => {
     const recipe = JSON.parse(readFileSync(recipePathFor(out('example.onnx')), 'utf8'));
-    expect(recipe).toMatchObject({ kind: 'optimize-recipe', select: 'first', candidates: [{ quantize: { mode: 'int8' } }], budget: { maxAccuracyDrop: '0.5pt' } });
-    const again = await runInProcess(['optimize', CNN, '-o', out('again.onnx'), '--recipe', recipePathFor(out('example.onnx')), '--iterations', '30', '--json']);
+    expect(recipe).toMatchObject({
+      kind: 'optimize-recipe',
+      select: 'first',
+      candidates: [{ quantize: { mode: 'int8' } }],
+      budget: { maxAccuracyDrop: '0.5pt' },
+    });
+    const again = await runInProcess([
+      'optimize',
+      CNN,
+      '-o',
+      out('again.onnx'),
+      '--recipe',
+      recipePathFor(out('example.onnx')),
+      '--iterations',
+      '30',
+      '--json',
+    ]);
     expect(again.code, again.stderr).toBe(0);
     expect(readFileSync(out('again.onnx')).equals(readFileSync(out('example.onnx')))).toBe(true);
   }, 30_000);
@@ -135,7 +169,15 @@ describe('optimize on the example (fashion CNN)', () => {
 describe('optimize with a recipe and gates (CLI)', () => {
   const recipe = out('recipe.json');
   beforeAll(() => {
-    writeFileSync(recipe, JSON.stringify({ kind: 'optimize-recipe', candidates: [{ quantize: { mode: 'int8', calibrate: 'minmax' } }, { quantize: { mode: 'int8-dynamic' } }], select: 'first', iterations: 30 }));
+    writeFileSync(
+      recipe,
+      JSON.stringify({
+        kind: 'optimize-recipe',
+        candidates: [{ quantize: { mode: 'int8', calibrate: 'minmax' } }, { quantize: { mode: 'int8-dynamic' } }],
+        select: 'first',
+        iterations: 30,
+      }),
+    );
   });
 
   it('a recipe run twice writes byte-identical models', async () => {
@@ -170,7 +212,14 @@ describe('optimize where static INT8 is slower (hard-swish / squeeze-excite stan
     const { model } = await fittedHardSwishClassifier();
     await saveModel(model, out('hswish.onnx'));
     await writeNpz(out('hswish-calib.npz'), { image: textureImages(48, 21).image });
-    result = await optimizeWorkflow({ model: out('hswish.onnx'), output: out('hswish.opt.onnx'), calibrationData: out('hswish-calib.npz'), iterations: 100, stepIterations: 60, timeBudgetMs: 15_000 });
+    result = await optimizeWorkflow({
+      model: out('hswish.onnx'),
+      output: out('hswish.opt.onnx'),
+      calibrationData: out('hswish-calib.npz'),
+      iterations: 100,
+      stepIterations: 60,
+      timeBudgetMs: 15_000,
+    });
   }, 60_000);
 
   it('writes a model that is not significantly slower than FP32, and reports every region step', () => {
@@ -215,7 +264,11 @@ describe('optimize --time-budget: pruned + distilled where no INT8 mix is faster
     const int8 = result.candidates.find((c) => c.name === 'int8')!;
     expect(int8.speedup!.verdict).not.toBe('faster');
     const chosen = result.candidates.find((c) => c.status === 'chosen');
-    const table = JSON.stringify({ candidates: result.candidates.map((c) => [c.name, c.speedup?.estimate, c.fidelity?.top1Agreement, c.reason]), pruning: result.pruning, warnings: result.warnings });
+    const table = JSON.stringify({
+      candidates: result.candidates.map((c) => [c.name, c.speedup?.estimate, c.fidelity?.top1Agreement, c.reason]),
+      pruning: result.pruning,
+      warnings: result.warnings,
+    });
     expect(chosen, table).toBeDefined();
     expect(chosen!.name, table).toMatch(/^pruned-/);
     expect(chosen!.speedup!.low).toBeGreaterThan(1);

@@ -93,7 +93,14 @@ describe('pruneDistillCandidates', () => {
 
   it('the first candidate is faster than FP32 at batch 1, 1 thread, and agrees with it on held-out images', async () => {
     const c = candidates[0]!;
-    const result = await benchmark({ baseline: path.join(dir, 'fp32.onnx'), candidates: [c.path], iterations: 200, threads: 1, measureMemory: false, bootstrapResamples: 500 });
+    const result = await benchmark({
+      baseline: path.join(dir, 'fp32.onnx'),
+      candidates: [c.path],
+      iterations: 200,
+      threads: 1,
+      measureMemory: false,
+      bootstrapResamples: 500,
+    });
     const speedup = result.models[1]!.latency[0]!.speedup!;
     expect(speedup.estimate, JSON.stringify(speedup)).toBeGreaterThan(1);
     // Top-1 agreement with FP32 on 400 held-out images. FP32 is confident (97.3%, mean |logit
@@ -106,7 +113,13 @@ describe('pruneDistillCandidates', () => {
 
   it('a budget too short for one epoch writes nothing and says why', async () => {
     const notes: string[] = [];
-    const none = await pruneDistillCandidates(model, train, { dir: path.join(dir), widths: [0.5], timeBudgetMs: 1500, skipSpeedCheck: true, onWarning: (w) => notes.push(w) });
+    const none = await pruneDistillCandidates(model, train, {
+      dir: path.join(dir),
+      widths: [0.5],
+      timeBudgetMs: 1500,
+      skipSpeedCheck: true,
+      onWarning: (w) => notes.push(w),
+    });
     expect(none).toEqual([]);
     expect(notes.join('\n')).toMatch(/width 0\.5: (not distilled|not tried|distillation stopped)/);
   });

@@ -50,7 +50,19 @@ describe('the packed tarball, installed into a new project', () => {
     expect(packed.status, describeIt(packed)).toBe(0);
     const [entry] = JSON.parse(packed.stdout) as PackEntry[];
     const files = new Set(entry!.files.map((f) => f.path));
-    for (const file of ['LICENSE', 'README.md', 'bin/model-opt.js', 'dist/index.js', 'dist/index.d.ts', 'schema/onnx.proto', 'fixtures/fashion-cnn.onnx', 'fixtures/fashion-calib.npz', 'fixtures/fashion-eval.npz', 'docs/quantize.md', 'docs/data-formats.md']) {
+    for (const file of [
+      'LICENSE',
+      'README.md',
+      'bin/model-opt.js',
+      'dist/index.js',
+      'dist/index.d.ts',
+      'schema/onnx.proto',
+      'fixtures/fashion-cnn.onnx',
+      'fixtures/fashion-calib.npz',
+      'fixtures/fashion-eval.npz',
+      'docs/quantize.md',
+      'docs/data-formats.md',
+    ]) {
       expect(files.has(file), `${file} is not in the tarball`).toBe(true);
     }
     // Source maps point at ../src/*.ts, which ships too (so stack traces and debuggers find it).
@@ -78,7 +90,11 @@ describe('the packed tarball, installed into a new project', () => {
     const install = (mode: string) => run(NPM, ['install', tarball, mode, '--no-audit', '--no-fund'], { cwd: project, env, timeoutMs: 240_000 });
     let installed = install('--offline');
     if (installed.status !== 0 && /ENOTCACHED/.test(installed.stderr)) installed = install('--prefer-offline');
-    if (installed.status !== 0 && /ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ETIMEDOUT|ENETUNREACH|ENOTCACHED/.test(installed.stderr) && !/script\/install|nuget/.test(installed.stderr)) {
+    if (
+      installed.status !== 0 &&
+      /ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ETIMEDOUT|ENETUNREACH|ENOTCACHED/.test(installed.stderr) &&
+      !/script\/install|nuget/.test(installed.stderr)
+    ) {
       context.skip(`npm registry unreachable and the npm cache lacks model-opt's dependencies: ${installed.stderr.trim().split('\n').slice(-3).join(' ')}`);
     }
     expect(installed.status, describeIt(installed)).toBe(0);
@@ -89,12 +105,47 @@ describe('the packed tarball, installed into a new project', () => {
     expect(help.stdout).toContain('quantize [options] <model>');
 
     const fixtures = 'node_modules/model-opt/fixtures';
-    const quantize = run(NPX, ['--no', '--', 'model-opt', 'quantize', `${fixtures}/fashion-cnn.onnx`, '-o', 'out/fashion-cnn.int8.onnx', '--calibration-data', `${fixtures}/fashion-calib.npz`, '--json'], { cwd: project });
+    const quantize = run(
+      NPX,
+      [
+        '--no',
+        '--',
+        'model-opt',
+        'quantize',
+        `${fixtures}/fashion-cnn.onnx`,
+        '-o',
+        'out/fashion-cnn.int8.onnx',
+        '--calibration-data',
+        `${fixtures}/fashion-calib.npz`,
+        '--json',
+      ],
+      { cwd: project },
+    );
     expect(quantize.status, describeIt(quantize)).toBe(0);
     expect(JSON.parse(quantize.stdout)).toMatchObject({ mode: 'int8' });
     expect(existsSync(path.join(project, 'out/fashion-cnn.int8.onnx'))).toBe(true);
 
-    const bench = run(NPX, ['--no', '--', 'model-opt', 'benchmark', `${fixtures}/fashion-cnn.onnx`, 'out/fashion-cnn.int8.onnx', '--data', `${fixtures}/fashion-eval.npz`, '--batch-size', '1', '--threads', '1', '--iterations', '20', '--json'], { cwd: project });
+    const bench = run(
+      NPX,
+      [
+        '--no',
+        '--',
+        'model-opt',
+        'benchmark',
+        `${fixtures}/fashion-cnn.onnx`,
+        'out/fashion-cnn.int8.onnx',
+        '--data',
+        `${fixtures}/fashion-eval.npz`,
+        '--batch-size',
+        '1',
+        '--threads',
+        '1',
+        '--iterations',
+        '20',
+        '--json',
+      ],
+      { cwd: project },
+    );
     expect(bench.status, describeIt(bench)).toBe(0);
     const result = JSON.parse(bench.stdout) as { models: { label: string; accuracy: { value: number } }[] };
     expect(result.models.map((m) => m.label)).toEqual(['fashion-cnn.onnx', 'fashion-cnn.int8.onnx']);
@@ -102,7 +153,8 @@ describe('the packed tarball, installed into a new project', () => {
     expect(Math.abs(result.models[1]!.accuracy.value - 0.9155)).toBeLessThanOrEqual(0.01);
 
     // --- the library: import (ESM) and require (Node >= 20.19 loads ES modules with require) -----
-    const probe = "const names = ['loadModel', 'saveModel', 'quantizeInt8', 'benchmark', 'loadDataset']; const m = MODULE; console.log(JSON.stringify({ missing: names.filter((n) => typeof m[n] !== 'function'), count: Object.keys(m).length }))";
+    const probe =
+      "const names = ['loadModel', 'saveModel', 'quantizeInt8', 'benchmark', 'loadDataset']; const m = MODULE; console.log(JSON.stringify({ missing: names.filter((n) => typeof m[n] !== 'function'), count: Object.keys(m).length }))";
     const imported = run(process.execPath, ['--input-type=module', '-e', probe.replace('MODULE', "await import('model-opt')")], { cwd: project });
     expect(imported.status, describeIt(imported)).toBe(0);
     const required = run(process.execPath, ['-e', probe.replace('MODULE', "require('model-opt')")], { cwd: project });

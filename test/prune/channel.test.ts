@@ -167,7 +167,10 @@ describe('channel pruning by topology', () => {
   });
 
   it('Reshape [1,-1] or [1,96] in a model that fixes its batch at 1 is a flatten too (no shape needed)', async () => {
-    for (const target of [[1n, -1n], [1n, 96n]]) {
+    for (const target of [
+      [1n, -1n],
+      [1n, 96n],
+    ]) {
       const n = new Net();
       const x = n.input('x', [1, 3, 4, 4]);
       const a = n.op('Relu', 'ra', [n.conv('ca', x, 3, 6, { weak: [1, 4, 5] })]);

@@ -64,7 +64,9 @@ describe('model-opt prune (CLI)', () => {
     expect(speed.speedup.estimate).toBeLessThanOrEqual(speed.speedup.high);
     const table = await cli(modelPath, '-o', path.join(dir, 'speed2.onnx'), '--sparsity', '0.5', '--measure-speed', '20');
     expect(table.code).toBe(0);
-    expect(table.stdout).toMatch(/^measured speed-up: \d\.\d\dx \[\d\.\d\d, \d\.\d\d\].* at batch 1, 1 thread: p50 [\d.]+ -> [\d.]+ ms \(20 interleaved runs each, random inputs\)/m);
+    expect(table.stdout).toMatch(
+      /^measured speed-up: \d\.\d\dx \[\d\.\d\d, \d\.\d\d\].* at batch 1, 1 thread: p50 [\d.]+ -> [\d.]+ ms \(20 interleaved runs each, random inputs\)/m,
+    );
   });
 
   it('a model without node names: layers get <opType>_<output> names, per-layer FLOPs, the same plan', async () => {
@@ -76,7 +78,9 @@ describe('model-opt prune (CLI)', () => {
     expect(r.code).toBe(0);
     const doc = JSON.parse(r.stdout);
     expect(doc.report.channelsRemoved).toBe(4 + 8);
-    const c2 = doc.report.layers.find((l: { node: string }) => l.node === `Conv_${unnamed.graph.nodes.find((n) => n.opType === 'Conv' && n.inputs[1]!.name === 'c2.w')!.outputs[0]!.name}`);
+    const c2 = doc.report.layers.find(
+      (l: { node: string }) => l.node === `Conv_${unnamed.graph.nodes.find((n) => n.opType === 'Conv' && n.inputs[1]!.name === 'c2.w')!.outputs[0]!.name}`,
+    );
     expect([c2.flopsBefore, c2.flopsAfter]).toEqual([2 * 576 * 72, 2 * 288 * 36]);
   });
 

@@ -52,7 +52,9 @@ describe('bias compensation', () => {
     const r = pruneChannels(model, { sparsity: 0.5, compensation: 'zeroed-filter' });
     expect(r.plan.removed.get('c1')).toEqual([1, 3, 5]);
     expect(r.report.compensated).toEqual({ folded: 3, unknown: 0 });
-    const [b1, gamma, beta, mean, variance, w2, b2] = ['c1.b', 'bn1.scale', 'bn1.bias', 'bn1.mean', 'bn1.var', 'c2.w', 'c2.b'].map((v) => values(model, v)) as Float64Array[];
+    const [b1, gamma, beta, mean, variance, w2, b2] = ['c1.b', 'bn1.scale', 'bn1.bias', 'bn1.mean', 'bn1.var', 'c2.w', 'c2.b'].map((v) =>
+      values(model, v),
+    ) as Float64Array[];
     const expected = Float64Array.from(b2!, (b, o) => {
       let s = b;
       for (const k of [1, 3, 5]) {
@@ -98,7 +100,9 @@ describe('bias compensation', () => {
     // At the border the zero padding hides some taps of the constant c_k: the error there is the
     // sum over the padded taps of W x c_k, bounded by the sum over the outer ring of the kernel of
     // |W| x c_k (measured 2.87 here; these channels' constants are about 1).
-    const [b1, gamma, beta, mean, variance, w2] = ['c1.b', 'bn1.scale', 'bn1.bias', 'bn1.mean', 'bn1.var', 'c2.w'].map((v) => values(model, v)) as Float64Array[];
+    const [b1, gamma, beta, mean, variance, w2] = ['c1.b', 'bn1.scale', 'bn1.bias', 'bn1.mean', 'bn1.var', 'c2.w'].map((v) =>
+      values(model, v),
+    ) as Float64Array[];
     let bound = 0;
     for (let o = 0; o < 4; o++) {
       let s = 0;

@@ -59,7 +59,11 @@ export class Net {
     const scale = this.init(`${name}.scale`, [c], gamma ?? Float32Array.from({ length: c }, () => 0.5 + r()));
     const bias = this.init(`${name}.bias`, [c]);
     const mean = this.init(`${name}.mean`, [c]);
-    const variance = this.init(`${name}.var`, [c], Float32Array.from({ length: c }, () => 0.5 + r()));
+    const variance = this.init(
+      `${name}.var`,
+      [c],
+      Float32Array.from({ length: c }, () => 0.5 + r()),
+    );
     return this.b.node('BatchNormalization', [x, scale, bias, mean, variance], { epsilon: 1e-5 }, { name });
   }
   op(opType: string, name: string, inputs: Value[], attrs: Record<string, number | number[]> = {}): Value {

@@ -43,7 +43,8 @@ async function channelMeans(model: Model, file: string, names: string[]): Promis
         const inner = t.data.length / (batch * channels);
         const mean = new Float64Array(channels);
         const data = t.data as Float32Array;
-        for (let b = 0; b < batch; b++) for (let c = 0; c < channels; c++) for (let i = 0; i < inner; i++) mean[c] = mean[c]! + data[(b * channels + c) * inner + i]!;
+        for (let b = 0; b < batch; b++)
+          for (let c = 0; c < channels; c++) for (let i = 0; i < inner; i++) mean[c] = mean[c]! + data[(b * channels + c) * inner + i]!;
         return [name, mean.map((s) => s / (batch * inner))];
       }),
     );
@@ -101,7 +102,10 @@ describe('bias correction', () => {
 
   it('tap means count the zero padding: hand-computed for a 3x3, pad 1 kernel on a 2x2 map', () => {
     // Map [[1, 2], [3, 4]]; output 2x2. Tap (0,0) reads x[oh-1, ow-1]: only output (1,1) sees x[0,0]=1.
-    const tap = convTapMeans({ kernel: [3, 3], strides: [1, 1], dilations: [1, 1], pads: [1, 1, 1, 1] }, { dims: [1, 2, 2], mean: Float64Array.from([1, 2, 3, 4]) })!;
+    const tap = convTapMeans(
+      { kernel: [3, 3], strides: [1, 1], dilations: [1, 1], pads: [1, 1, 1, 1] },
+      { dims: [1, 2, 2], mean: Float64Array.from([1, 2, 3, 4]) },
+    )!;
     expect(tap[0]).toBeCloseTo(1 / 4, 12);
     expect(tap[4]).toBeCloseTo(10 / 4, 12); // centre tap reads every pixel once
     expect(tap[8]).toBeCloseTo(4 / 4, 12); // tap (2,2) reads x[oh+1, ow+1]: only output (0,0)

@@ -37,7 +37,22 @@ const cli = (...args: string[]) => runInProcess(['prune', ...args]);
 describe('prune: shapes from data', () => {
   it('--pattern channel with --calibration-data and no --shape: checked, FLOPs at the data size, speed measured', async () => {
     const out = path.join(dir, 'channel.onnx');
-    const r = await cli(modelPath, '-o', out, '--pattern', 'channel', '--sparsity', '0.5', '--round-to', '4', '--calibration-data', calibPath, '--measure-speed', '10', '--json');
+    const r = await cli(
+      modelPath,
+      '-o',
+      out,
+      '--pattern',
+      'channel',
+      '--sparsity',
+      '0.5',
+      '--round-to',
+      '4',
+      '--calibration-data',
+      calibPath,
+      '--measure-speed',
+      '10',
+      '--json',
+    );
     expect(r.code).toBe(0);
     const doc = JSON.parse(r.stdout);
     const c2 = doc.report.layers.find((l: { node: string }) => l.node === 'c2');

@@ -27,7 +27,12 @@ const B = [3, 0.1];
 function conv(): Model {
   const b = new GraphBuilder({ opset: 13 });
   const x = b.input('input', DataType.FLOAT, ['N', 2, 4, 4]);
-  const y = b.node('Conv', [x, b.initializer('w', DataType.FLOAT, [2, 2, 1, 1], Float32Array.from(W)), b.initializer('b', DataType.FLOAT, [2], Float32Array.from(B))], {}, { name: 'conv' });
+  const y = b.node(
+    'Conv',
+    [x, b.initializer('w', DataType.FLOAT, [2, 2, 1, 1], Float32Array.from(W)), b.initializer('b', DataType.FLOAT, [2], Float32Array.from(B))],
+    {},
+    { name: 'conv' },
+  );
   b.output(y, DataType.FLOAT, ['N', 2, 4, 4]);
   return b.build();
 }

@@ -24,7 +24,10 @@ describe('StreamingHistogram', () => {
     expect(h.min).toBe(0);
     expect(h.max).toBe(10);
     // Bins still contain their values: the value 10 lies in the last occupied bin.
-    const last = [...h.counts].map((c, i) => (c > 0 ? i : -1)).filter((i) => i >= 0).pop()!;
+    const last = [...h.counts]
+      .map((c, i) => (c > 0 ? i : -1))
+      .filter((i) => i >= 0)
+      .pop()!;
     expect(h.lo + last * h.width).toBeLessThanOrEqual(10);
     expect(h.lo + (last + 1) * h.width).toBeGreaterThan(10);
   });

@@ -41,12 +41,27 @@ describe('entropy on one-sided tensors', () => {
 // signed conv output.
 function gated(): Model {
   const b = new GraphBuilder({ opset: 13 });
-  const w = (name: string, dims: number[], seed: number, scale: number) => b.initializer(name, DataType.FLOAT, dims, randomFloats(dims.reduce((a, c) => a * c, 1), seed, scale));
+  const w = (name: string, dims: number[], seed: number, scale: number) =>
+    b.initializer(
+      name,
+      DataType.FLOAT,
+      dims,
+      randomFloats(
+        dims.reduce((a, c) => a * c, 1),
+        seed,
+        scale,
+      ),
+    );
   const x = b.input('input', DataType.FLOAT, ['N', 8, 8, 8]);
   const h = b.node('Conv', [x, w('c1.w', [16, 8, 3, 3], 1, 0.2), w('c1.b', [16], 2, 0.2)], { pads: [1, 1, 1, 1] }, { name: 'c1' });
   const g = b.node('Sigmoid', [b.node('Conv', [h, w('g.w', [16, 16, 1, 1], 3, 0.25), w('g.b', [16], 4, 0.3)], {}, { name: 'g' })], {}, { name: 'gate' });
   const m = b.node('Mul', [h, g], {}, { name: 'excite' });
-  b.output(b.node('Conv', [m, w('c2.w', [4, 16, 3, 3], 5, 0.1), w('c2.b', [4], 6, 0.1)], { pads: [1, 1, 1, 1] }, { name: 'c2' }), DataType.FLOAT, ['N', 4, 8, 8]);
+  b.output(b.node('Conv', [m, w('c2.w', [4, 16, 3, 3], 5, 0.1), w('c2.b', [4], 6, 0.1)], { pads: [1, 1, 1, 1] }, { name: 'c2' }), DataType.FLOAT, [
+    'N',
+    4,
+    8,
+    8,
+  ]);
   return b.build();
 }
 

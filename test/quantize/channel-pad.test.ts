@@ -96,7 +96,10 @@ describe('input-channel padding', () => {
     for (const [spec, to] of cases) {
       // minConvReduction 0: the 1-channel 3x3 stem (reduction 9) would otherwise stay float.
       const { report, model } = await quantizeInt8(convNet(spec), { calibration: dataset('input', [8, spec.cin, 10, 10], 2), minConvReduction: 0 });
-      expect(report.qdq.paddedConvs.map((c) => c.to), JSON.stringify(spec)).toEqual(to === null ? [] : [to]);
+      expect(
+        report.qdq.paddedConvs.map((c) => c.to),
+        JSON.stringify(spec),
+      ).toEqual(to === null ? [] : [to]);
       expect(model.graph.nodes.some((n) => n.opType === 'Pad')).toBe(to !== null);
     }
   });
@@ -126,10 +129,19 @@ describe('input-channel padding', () => {
 function depthwiseNet(): Model {
   const b = new GraphBuilder({ opset: 17 });
   const x = b.input('input', DataType.FLOAT, ['N', 3, 10, 10]);
-  const c0 = b.node('Relu', [b.node('Conv', [x, b.initializer('w0', DataType.FLOAT, [32, 3, 3, 3], randomFloats(864, 3, 0.3))], { pads: [1, 1, 1, 1] }, { name: 'stem' })]);
-  const dw = b.node('Relu', [b.node('Conv', [c0, b.initializer('w1', DataType.FLOAT, [32, 1, 3, 3], randomFloats(288, 4, 0.5))], { pads: [1, 1, 1, 1], group: 32 }, { name: 'dw' })]);
+  const c0 = b.node('Relu', [
+    b.node('Conv', [x, b.initializer('w0', DataType.FLOAT, [32, 3, 3, 3], randomFloats(864, 3, 0.3))], { pads: [1, 1, 1, 1] }, { name: 'stem' }),
+  ]);
+  const dw = b.node('Relu', [
+    b.node('Conv', [c0, b.initializer('w1', DataType.FLOAT, [32, 1, 3, 3], randomFloats(288, 4, 0.5))], { pads: [1, 1, 1, 1], group: 32 }, { name: 'dw' }),
+  ]);
   const flat = b.node('Flatten', [b.node('GlobalAveragePool', [dw])], { axis: 1 });
-  const logits = b.node('Gemm', [flat, b.initializer('fc.w', DataType.FLOAT, [4, 32], randomFloats(128, 6, 0.5))], { transB: 1 }, { name: 'fc', outputs: ['logits'] }) as Value[];
+  const logits = b.node(
+    'Gemm',
+    [flat, b.initializer('fc.w', DataType.FLOAT, [4, 32], randomFloats(128, 6, 0.5))],
+    { transB: 1 },
+    { name: 'fc', outputs: ['logits'] },
+  ) as Value[];
   b.output(logits[0]!, DataType.FLOAT, ['N', 4]);
   return b.build();
 }

@@ -27,14 +27,14 @@ beforeAll(async () => {
   const model = residualCnn(17, 32);
   await saveModel(model, modelPath);
   const calib = dataset('input', [48, 2, 12, 12], 21);
-  await writeNpz(calibPath = join(dir, 'calib.npz'), calib.inputs);
+  await writeNpz((calibPath = join(dir, 'calib.npz')), calib.inputs);
   // Labels = FP32 predictions, so FP32 scores 100% and any INT8 disagreement is a drop.
   const evalSet = dataset('input', [96, 2, 12, 12], 22);
   const r = await createRunner(model);
   const logits = (await r.run(evalSet.inputs)).logits!;
   await r.release();
   const labels = BigInt64Array.from(argmaxRows(logits.data as Float32Array, 10), (v) => BigInt(v));
-  await writeNpz(evalPath = join(dir, 'eval.npz'), { ...evalSet.inputs, labels: { dtype: DataType.INT64, dims: [96], data: labels } });
+  await writeNpz((evalPath = join(dir, 'eval.npz')), { ...evalSet.inputs, labels: { dtype: DataType.INT64, dims: [96], data: labels } });
 });
 
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -73,7 +73,9 @@ describe('model-opt quantize', () => {
     rmSync(out);
     const table = await run([modelPath, '-o', out, '--calibration-data', calibPath, '--measure-speed', '20']);
     expect(table.code).toBe(0);
-    expect(table.stdout).toMatch(/measured speed-up .*\d\.\d\dx \[\d\.\d\d, \d\.\d\d\].* at batch 1, 1 thread: p50 [\d.]+ -> [\d.]+ ms \(20 interleaved runs each, random inputs\)/);
+    expect(table.stdout).toMatch(
+      /measured speed-up .*\d\.\d\dx \[\d\.\d\d, \d\.\d\d\].* at batch 1, 1 thread: p50 [\d.]+ -> [\d.]+ ms \(20 interleaved runs each, random inputs\)/,
+    );
     // Without the flag nothing is timed.
     rmSync(out);
     expect(JSON.parse((await run([modelPath, '-o', out, '--calibration-data', calibPath, '--json'])).stdout).speed).toBeUndefined();
@@ -132,7 +134,19 @@ describe('model-opt quantize', () => {
     const qatPath = join(dir, 'qat.onnx');
     expect((await run([modelPath, '-o', ptqPath, '--calibration-data', calibPath, '--json'])).code).toBe(0);
     const { code, stdout } = await run([
-      modelPath, '-o', qatPath, '--calibration-data', calibPath, '--qat', '--data', evalPath, '--qat-epochs', '1', '--eval-data', evalPath, '--json',
+      modelPath,
+      '-o',
+      qatPath,
+      '--calibration-data',
+      calibPath,
+      '--qat',
+      '--data',
+      evalPath,
+      '--qat-epochs',
+      '1',
+      '--eval-data',
+      evalPath,
+      '--json',
     ]);
     expect(code).toBe(0);
     const doc = JSON.parse(stdout);
@@ -148,7 +162,14 @@ describe('model-opt quantize', () => {
     const { code, stdout } = await run([modelPath, '--analyze', '--calibration-data', calibPath, '--calibration-count', '16', '--json']);
     expect(code).toBe(0);
     const doc = JSON.parse(stdout);
-    expect(doc.sensitivity.map((r: { node: string }) => r.node).sort()).toEqual(['block.add', 'block.conv1.conv', 'block.conv2.conv', 'fc', 'gap', 'stem.conv']);
+    expect(doc.sensitivity.map((r: { node: string }) => r.node).sort()).toEqual([
+      'block.add',
+      'block.conv1.conv',
+      'block.conv2.conv',
+      'fc',
+      'gap',
+      'stem.conv',
+    ]);
     const sqnr = doc.sensitivity.map((r: { sqnrDb: number }) => r.sqnrDb);
     expect(sqnr).toEqual([...sqnr].sort((a: number, b: number) => a - b));
   });
@@ -156,8 +177,20 @@ describe('model-opt quantize', () => {
   it('accuracy guard: heavy clipping (percentile 90) misses 0pt at first, FP32 fallbacks; a missed goal writes nothing unless --force', async () => {
     const out = join(dir, 'guarded.onnx');
     const args = [
-      modelPath, '-o', out, '--calibration-data', calibPath, '--calibrate', 'percentile', '--percentile', '90',
-      '--eval-data', evalPath, '--max-accuracy-drop', '0.5pt', '--json',
+      modelPath,
+      '-o',
+      out,
+      '--calibration-data',
+      calibPath,
+      '--calibrate',
+      'percentile',
+      '--percentile',
+      '90',
+      '--eval-data',
+      evalPath,
+      '--max-accuracy-drop',
+      '0.5pt',
+      '--json',
     ];
     const { code, stdout, stderr } = await run(args);
     const doc = JSON.parse(stdout);

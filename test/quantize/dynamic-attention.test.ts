@@ -32,7 +32,11 @@ function attentionModel(c: Case, attributes: Record<string, unknown> = {}, extra
   inputs.push(c.mask ? b.input('mask', DataType.INT32, ['batch', S]) : null);
   inputs.push(...extraInputs(b));
   while (inputs[inputs.length - 1] === null) inputs.pop();
-  const options = { ...(c.unidirectional ? { unidirectional: 1 } : {}), ...(c.scale ? { scale: c.scale } : {}), ...(c.maskFilter ? { mask_filter_value: c.maskFilter } : {}) };
+  const options = {
+    ...(c.unidirectional ? { unidirectional: 1 } : {}),
+    ...(c.scale ? { scale: c.scale } : {}),
+    ...(c.maskFilter ? { mask_filter_value: c.maskFilter } : {}),
+  };
   const y = b.node('Attention', inputs, { num_heads: HEADS, ...options, ...attributes }, { domain: 'com.microsoft', name: 'attn', outputs: ['y'] });
   b.output(Array.isArray(y) ? y[0]! : y, DataType.FLOAT, ['batch', S, H]);
   return b.build();
@@ -62,7 +66,7 @@ function referenceAttention(x: ArrayLike<number>, w: ArrayLike<number>, c: Case)
         }
         const max = Math.max(...scores);
         let sum = 0;
-        for (let t = 0; t < S; t++) sum += (scores[t] = Math.exp(scores[t]! - max));
+        for (let t = 0; t < S; t++) sum += scores[t] = Math.exp(scores[t]! - max);
         for (let e = 0; e < d; e++) {
           let v = 0;
           for (let t = 0; t < S; t++) v += (scores[t]! / sum) * qkv[t * 3 * H + 2 * H + h * d + e]!;
@@ -93,7 +97,6 @@ async function run(model: Model, x: Float32Array, mask?: Int32Array): Promise<Fl
     await runner.release();
   }
 }
-
 
 const mask = Int32Array.from({ length: B * S }, (_, i) => (i === S - 1 || i === 2 * S - 2 || i === 2 * S - 1 ? 0 : 1));
 
@@ -136,7 +139,16 @@ describe('quantizeDynamic: com.microsoft Attention -> QAttention', () => {
     expect(report.quantized[0]).toMatchObject({ perChannel: false, bias: true });
     const node = q.graph.nodes.find((n) => n.name === 'attn')!;
     expect(node.getInt('unidirectional', 0)).toBe(1);
-    expect(node.inputs.map((v) => v?.name ?? '')).toEqual(['x_quantized', 'qkv.w_quantized', 'qkv.b', 'x_scale', 'qkv.w_scale', '', 'x_zero_point', 'qkv.w_zero_point']);
+    expect(node.inputs.map((v) => v?.name ?? '')).toEqual([
+      'x_quantized',
+      'qkv.w_quantized',
+      'qkv.b',
+      'x_scale',
+      'qkv.w_scale',
+      '',
+      'x_zero_point',
+      'qkv.w_zero_point',
+    ]);
     const expected = quantizeWeight(c.w, D, 3 * H, 'uint8', false, false);
     expect(expected.zeroPoints[0]).not.toBe(0);
     const got = await run(q, x);
@@ -175,7 +187,13 @@ describe('quantizeDynamic: com.microsoft Attention -> QAttention', () => {
     const past = b.input('past', DataType.FLOAT, [2, 1, HEADS, P, hs]);
     const outs = b.node(
       'Attention',
-      [x, b.initializer('qkv.w', DataType.FLOAT, [D, 3 * H], randomFloats(D * 3 * H, 104, 0.3)), b.initializer('qkv.b', DataType.FLOAT, [3 * H], randomFloats(3 * H, 105, 0.1)), b.input('mask', DataType.INT32, [1, P + T]), past],
+      [
+        x,
+        b.initializer('qkv.w', DataType.FLOAT, [D, 3 * H], randomFloats(D * 3 * H, 104, 0.3)),
+        b.initializer('qkv.b', DataType.FLOAT, [3 * H], randomFloats(3 * H, 105, 0.1)),
+        b.input('mask', DataType.INT32, [1, P + T]),
+        past,
+      ],
       { num_heads: HEADS, unidirectional: 1 },
       { domain: 'com.microsoft', name: 'attn', outputs: ['y', 'present'] },
     ) as Value[];
@@ -183,7 +201,17 @@ describe('quantizeDynamic: com.microsoft Attention -> QAttention', () => {
     b.output(outs[1]!, DataType.FLOAT, [2, 1, HEADS, P + T, hs]);
     const model = b.build();
     const { model: q } = quantizeDynamic(model);
-    expect(q.graph.nodes.find((n) => n.name === 'attn')!.inputs.map((v) => v?.name ?? '')).toEqual(['x_quantized', 'qkv.w_quantized', 'qkv.b', 'x_scale', 'qkv.w_scale', 'mask', 'x_zero_point', '', 'past']);
+    expect(q.graph.nodes.find((n) => n.name === 'attn')!.inputs.map((v) => v?.name ?? '')).toEqual([
+      'x_quantized',
+      'qkv.w_quantized',
+      'qkv.b',
+      'x_scale',
+      'qkv.w_scale',
+      'mask',
+      'x_zero_point',
+      '',
+      'past',
+    ]);
     const pastData = randomFloats(2 * HEADS * P * hs, 106, 1);
     const feeds: Record<string, TensorData> = {
       x: { dtype: DataType.FLOAT, dims: [1, T, D], data: randomFloats(T * D, 107, 1) },
@@ -203,7 +231,7 @@ describe('quantizeDynamic: com.microsoft Attention -> QAttention', () => {
     // present[k/v][0][head][0..P) is the past, copied.
     for (let kv = 0; kv < 2; kv++) {
       for (let h = 0; h < HEADS; h++) {
-        for (let i = 0; i < P * hs; i++) expect(present[((kv * HEADS + h) * (P + T)) * hs + i]).toBe(pastData[(kv * HEADS + h) * P * hs + i]);
+        for (let i = 0; i < P * hs; i++) expect(present[(kv * HEADS + h) * (P + T) * hs + i]).toBe(pastData[(kv * HEADS + h) * P * hs + i]);
       }
     }
     expect(maxAbsDiff(present, want.present!.data as Float32Array)).toBeLessThan(0.02);
@@ -221,7 +249,9 @@ describe('quantizeDynamic: com.microsoft Attention -> QAttention', () => {
     expect(reasons(attentionModel(c, { qkv_hidden_sizes: [H, H, H] }))).toEqual([expect.stringMatching(/^attn Attention: qkv_hidden_sizes/)]);
     expect(reasons(attentionModel(c, { rotary_embedding_dim: 8 }))).toEqual(["attn Attention: attribute 'rotary_embedding_dim' has no QAttention equivalent"]);
     const withAttentionBias = attentionModel(c, {}, (b) => [null, null, b.input('attention_bias', DataType.FLOAT, ['batch', HEADS, S, S])]);
-    expect(reasons(withAttentionBias)).toEqual(["attn Attention: input 'attention_bias' (attention_bias / past_sequence_length): QAttention has no such input"]);
+    expect(reasons(withAttentionBias)).toEqual([
+      "attn Attention: input 'attention_bias' (attention_bias / past_sequence_length): QAttention has no such input",
+    ]);
     expect(reasons(attentionModel(c, { do_rotary: 1 }))).toEqual([expect.stringMatching(/^attn Attention: do_rotary=1/)]);
     expect(reasons(attentionModel(c), { excludeOpTypes: ['Attention'] })).toEqual(['attn Attention: op type excluded']);
     expect(reasons(attentionModel(c), { excludeNodes: ['attn'] })).toEqual(['attn Attention: node excluded']);

@@ -127,8 +127,21 @@ describe('int8-dynamic: com.microsoft EmbedLayerNormalization -> QEmbedLayerNorm
   it('without segment ids and table: the optional inputs stay empty and onnxruntime runs it', async () => {
     const b = new GraphBuilder({ opset: 17, opsets: { 'com.microsoft': 1 } });
     const input = b.input('input_ids', DataType.INT32, ['batch', S]);
-    const inputs: (Value | null)[] = [input, null, b.initializer('word', DataType.FLOAT, [VOCAB, H], tables.word), b.initializer('position', DataType.FLOAT, [POSITIONS, H], tables.position), null, b.initializer('gamma', DataType.FLOAT, [H], tables.gamma), b.initializer('beta', DataType.FLOAT, [H], tables.beta)];
-    const [y] = b.node('EmbedLayerNormalization', inputs, { epsilon: EPS }, { domain: 'com.microsoft', name: 'embed', outputs: ['y', 'mask_index'] }) as Value[];
+    const inputs: (Value | null)[] = [
+      input,
+      null,
+      b.initializer('word', DataType.FLOAT, [VOCAB, H], tables.word),
+      b.initializer('position', DataType.FLOAT, [POSITIONS, H], tables.position),
+      null,
+      b.initializer('gamma', DataType.FLOAT, [H], tables.gamma),
+      b.initializer('beta', DataType.FLOAT, [H], tables.beta),
+    ];
+    const [y] = b.node(
+      'EmbedLayerNormalization',
+      inputs,
+      { epsilon: EPS },
+      { domain: 'com.microsoft', name: 'embed', outputs: ['y', 'mask_index'] },
+    ) as Value[];
     b.output(y!, DataType.FLOAT, ['batch', S, H]);
     const model = b.build();
     const { model: q, report } = quantizeDynamic(model);

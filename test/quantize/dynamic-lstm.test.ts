@@ -115,7 +115,6 @@ async function runLstm(model: Model, x: Float32Array, c: LstmCase): Promise<Floa
   }
 }
 
-
 describe('quantizeGates', () => {
   it('per direction: transposed to [k, 4H], int8 scale = max|row|/127 per gate row, round half to even', () => {
     // 2 directions, 4H = 4 rows, k = 2: W[d][row][i].

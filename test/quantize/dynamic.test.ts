@@ -21,7 +21,6 @@ import { randomArray, randomFloats } from './models.js';
 const tmp = mkdtempSync(join(tmpdir(), 'model-opt-dyn-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
-
 async function run(model: Model, feeds: Record<string, TensorData>, optimizedPath?: string): Promise<Record<string, TensorData>> {
   const runner = await createRunner(model, { intraOpThreads: 1, optimizedModelFilePath: optimizedPath });
   try {
@@ -135,7 +134,9 @@ describe('quantizeDynamic', () => {
       const worst = expectWithin(got.data as Float32Array, reference(x, m, k, dequantizeWeight(q, k, n), n));
       expect(worst).toBeGreaterThan(0.01); // activations really were quantized
       // Weights are now 1 byte each (plus one scale per column).
-      expect(report.weightBytesAfter).toBe(k * n + (options.perChannel === false ? 4 : 4 * n) + (options.weightType === 'uint8' ? (options.perChannel === false ? 1 : n) : 0));
+      expect(report.weightBytesAfter).toBe(
+        k * n + (options.perChannel === false ? 4 : 4 * n) + (options.weightType === 'uint8' ? (options.perChannel === false ? 1 : n) : 0),
+      );
       expect(fp32.graph.initializers[0]!.dtype).toBe(DataType.FLOAT); // input untouched
     });
   }
@@ -147,7 +148,12 @@ describe('quantizeDynamic', () => {
     const c = randomArray(rand, n, 0.5);
     const b = new GraphBuilder({ opset: 17 });
     const x = b.input('x', DataType.FLOAT, ['N', k]);
-    const y = b.node('Gemm', [x, b.initializer('wt', DataType.FLOAT, [n, k], wt), b.initializer('c', DataType.FLOAT, [n], c)], { transB: 1, alpha: 0.5, beta: 2 }, { name: 'gemm' });
+    const y = b.node(
+      'Gemm',
+      [x, b.initializer('wt', DataType.FLOAT, [n, k], wt), b.initializer('c', DataType.FLOAT, [n], c)],
+      { transB: 1, alpha: 0.5, beta: 2 },
+      { name: 'gemm' },
+    );
     b.output(y, DataType.FLOAT, ['N', n]);
     const fp32 = b.build();
     const { model, report } = quantizeDynamic(fp32);
@@ -158,7 +164,17 @@ describe('quantizeDynamic', () => {
     const w = new Float32Array(k * n);
     for (let i = 0; i < k; i++) for (let j = 0; j < n; j++) w[i * n + j] = 0.5 * wt[j * k + i]!;
     const q = quantizeWeight(w, k, n, 'int8', true, false);
-    expectWithin(got.data as Float32Array, reference(xs, m, k, dequantizeWeight(q, k, n), n, Array.from(c, (v) => Math.fround(v * 2))));
+    expectWithin(
+      got.data as Float32Array,
+      reference(
+        xs,
+        m,
+        k,
+        dequantizeWeight(q, k, n),
+        n,
+        Array.from(c, (v) => Math.fround(v * 2)),
+      ),
+    );
     const ops = await fusedOps(model, { x: { dtype: DataType.FLOAT, dims: [m, k], data: xs } }, 'gemm');
     expect(ops).toEqual(['DynamicQuantizeMatMul']); // scales and bias fused into one integer kernel
   });
@@ -172,9 +188,19 @@ describe('quantizeDynamic', () => {
     const b2 = randomArray(rand, n, 0.1);
     const b = new GraphBuilder({ opset: 17 });
     const x = b.input('x', DataType.FLOAT, ['N', k]);
-    const a1 = b.node('Add', [b.node('MatMul', [x, b.initializer('w1', DataType.FLOAT, [k, h], w1)], {}, { name: 'fc1' }), b.initializer('b1', DataType.FLOAT, [h], b1)], {}, { name: 'add1' });
+    const a1 = b.node(
+      'Add',
+      [b.node('MatMul', [x, b.initializer('w1', DataType.FLOAT, [k, h], w1)], {}, { name: 'fc1' }), b.initializer('b1', DataType.FLOAT, [h], b1)],
+      {},
+      { name: 'add1' },
+    );
     const r = b.node('Relu', [a1], {}, { name: 'relu' });
-    const a2 = b.node('Add', [b.initializer('b2', DataType.FLOAT, [n], b2), b.node('MatMul', [r, b.initializer('w2', DataType.FLOAT, [h, n], w2)], {}, { name: 'fc2' })], {}, { name: 'add2' });
+    const a2 = b.node(
+      'Add',
+      [b.initializer('b2', DataType.FLOAT, [n], b2), b.node('MatMul', [r, b.initializer('w2', DataType.FLOAT, [h, n], w2)], {}, { name: 'fc2' })],
+      {},
+      { name: 'add2' },
+    );
     b.output(a2, DataType.FLOAT, ['N', n]);
     const fp32 = b.build();
     const { model, report } = quantizeDynamic(fp32);
@@ -188,7 +214,9 @@ describe('quantizeDynamic', () => {
     let worst = 0;
     let range = 0;
     for (let s = 0; s < m; s++) {
-      const hid = Array.from({ length: h }, (_, j) => Math.max(0, b1[j]! + Array.from({ length: k }, (_, t) => xs[s * k + t]! * w1[t * h + j]!).reduce((p, v) => p + v, 0)));
+      const hid = Array.from({ length: h }, (_, j) =>
+        Math.max(0, b1[j]! + Array.from({ length: k }, (_, t) => xs[s * k + t]! * w1[t * h + j]!).reduce((p, v) => p + v, 0)),
+      );
       for (let o = 0; o < n; o++) {
         const ref = b2[o]! + hid.reduce((p, v, j) => p + v * w2[j * n + o]!, 0);
         worst = Math.max(worst, Math.abs(got[s * n + o]! - ref));
@@ -208,7 +236,9 @@ describe('quantizeDynamic', () => {
     const ws = [0, 1, 2].map(() => randomArray(rand, k * n, 0.3));
     const b = new GraphBuilder({ opset: 17 });
     const x = b.input('x', DataType.FLOAT, ['B', 'S', k]);
-    const outs = ws.map((w, i) => b.output(b.node('MatMul', [x, b.initializer(`w${i}`, DataType.FLOAT, [k, n], w)], {}, { name: `proj${i}` }), DataType.FLOAT, ['B', 'S', n]));
+    const outs = ws.map((w, i) =>
+      b.output(b.node('MatMul', [x, b.initializer(`w${i}`, DataType.FLOAT, [k, n], w)], {}, { name: `proj${i}` }), DataType.FLOAT, ['B', 'S', n]),
+    );
     const { model, report } = quantizeDynamic(b.build());
     expect(report.quantized).toHaveLength(3);
     expect(model.graph.nodes.filter((nd) => nd.opType === 'DynamicQuantizeLinear')).toHaveLength(1);
@@ -269,7 +299,9 @@ describe('quantizeDynamic: embedding Gather', () => {
     const h = b.node('Gather', [table, ids], { axis: 0 }, { name: 'embed' });
     b.output(b.node('MatMul', [h, b.node('Transpose', [table], { perm: [1, 0] }, { name: 'tied' })], {}, { name: 'lm_head' }), DataType.FLOAT, ['N', 5, 20]);
     const { report } = quantizeDynamic(b.build());
-    expect(report.keptFloat.find((k) => k.node === 'embed')?.reason).toBe("the table is also read by 'tied' (Transpose): an int8 copy would only add to the size");
+    expect(report.keptFloat.find((k) => k.node === 'embed')?.reason).toBe(
+      "the table is also read by 'tied' (Transpose): an int8 copy would only add to the size",
+    );
     expect(report.quantized).toEqual([]);
   });
 
@@ -284,7 +316,11 @@ describe('quantizeDynamic: embedding Gather', () => {
       const shape = b.node('Shape', [ids], {}, { name: 'shape' });
       const len = b.node('Gather', [shape, b.initializer('one', DataType.INT64, [], BigInt64Array.of(1n))], { axis: 0 }, { name: 'seq_len' });
       b.output(len, DataType.INT64, []);
-      b.output(b.node('Gather', [b.initializer('embedding', DataType.FLOAT, [rows, cols], table), ids], { axis: 0 }, { name: 'embed' }), DataType.FLOAT, ['N', 5, cols]);
+      b.output(b.node('Gather', [b.initializer('embedding', DataType.FLOAT, [rows, cols], table), ids], { axis: 0 }, { name: 'embed' }), DataType.FLOAT, [
+        'N',
+        5,
+        cols,
+      ]);
       const fp32 = b.build();
       const { model, report } = quantizeDynamic(fp32, { perChannel });
       expect(report.quantized.map((q) => [q.node, q.opType, q.shape])).toEqual([['embed', 'Gather', [rows, cols]]]);

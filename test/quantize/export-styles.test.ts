@@ -22,7 +22,6 @@ async function run(model: Model, x: Float32Array, dims: number[]): Promise<Float
   }
 }
 
-
 /** x [N, C, ...spatial] -> ReduceMean(axes) (attribute before opset 18, input from 18 on). */
 function reduceMeanModel(opset: number, axes: number[], keepdims: number, spatial = [5, 7], declareShape = true): Model {
   const b = new GraphBuilder({ opset });
@@ -30,7 +29,12 @@ function reduceMeanModel(opset: number, axes: number[], keepdims: number, spatia
   const relu = x;
   const rm =
     opset >= 18
-      ? b.node('ReduceMean', [relu, b.initializer('axes', DataType.INT64, [axes.length], BigInt64Array.from(axes.map(BigInt)))], { keepdims }, { name: 'mean', outputs: ['y'] })
+      ? b.node(
+          'ReduceMean',
+          [relu, b.initializer('axes', DataType.INT64, [axes.length], BigInt64Array.from(axes.map(BigInt)))],
+          { keepdims },
+          { name: 'mean', outputs: ['y'] },
+        )
       : b.node('ReduceMean', [relu], { axes, keepdims }, { name: 'mean', outputs: ['y'] });
   b.output((Array.isArray(rm) ? rm[0] : rm) as Value, DataType.FLOAT, undefined);
   return b.build();
@@ -53,7 +57,10 @@ describe('spatial ReduceMean -> GlobalAveragePool', () => {
       expect(out.graph.nodes.map((n) => n.opType)).toEqual(keepdims ? ['GlobalAveragePool'] : ['GlobalAveragePool', 'Flatten']);
       expect(out.graph.outputs[0]!.name).toBe('y');
       const dims = [2, 3, ...spatial];
-      const x = randomFloats(dims.reduce((a, c) => a * c, 1), 7);
+      const x = randomFloats(
+        dims.reduce((a, c) => a * c, 1),
+        7,
+      );
       const [want, got] = [await run(model, x, dims), await run(out, x, dims)];
       expect(got.length).toBe(want.length);
       expect(maxAbsDiff(got, want)).toBeLessThan(1e-6);
@@ -61,7 +68,12 @@ describe('spatial ReduceMean -> GlobalAveragePool', () => {
   }
 
   it('left alone: a reduction over channels, over only some spatial axes, or of unknown rank', () => {
-    for (const model of [reduceMeanModel(13, [1], 0), reduceMeanModel(13, [2], 1), reduceMeanModel(13, [1, 2, 3], 0), reduceMeanModel(13, [2, 3], 0, [5, 7], false)]) {
+    for (const model of [
+      reduceMeanModel(13, [1], 0),
+      reduceMeanModel(13, [2], 1),
+      reduceMeanModel(13, [1, 2, 3], 0),
+      reduceMeanModel(13, [2, 3], 0, [5, 7], false),
+    ]) {
       expect(reduceMeanToGlobalPool(model.clone().graph, 13)).toEqual([]);
     }
   });
@@ -80,7 +92,16 @@ function padModel(opset: number, pads: number[], options: { value?: number; mode
     padded = b.node('Pad', inputs, attrs, { name: 'pad' });
   }
   const conv = (name: string, seed: number, convPads: number[]) =>
-    b.node('Conv', [padded, b.initializer(`${name}.w`, DataType.FLOAT, [3, 2, 3, 3], randomFloats(54, seed)), b.initializer(`${name}.b`, DataType.FLOAT, [3], randomFloats(3, seed + 1))], { kernel_shape: [3, 3], strides: [2, 2], pads: convPads }, { name });
+    b.node(
+      'Conv',
+      [
+        padded,
+        b.initializer(`${name}.w`, DataType.FLOAT, [3, 2, 3, 3], randomFloats(54, seed)),
+        b.initializer(`${name}.b`, DataType.FLOAT, [3], randomFloats(3, seed + 1)),
+      ],
+      { kernel_shape: [3, 3], strides: [2, 2], pads: convPads },
+      { name },
+    );
   const outs = [conv('conv', 80, [1, 0, 0, 1])];
   if (options.secondReader === 'Conv') outs.push(conv('conv2', 82, [0, 0, 0, 0]));
   if (options.secondReader === 'Relu') outs.push(b.node('Relu', [padded], {}, { name: 'relu' }));
@@ -140,13 +161,33 @@ function kerasStyle(): Model {
   let h = b.node('Transpose', [x], { perm: [0, 3, 1, 2] }, { name: 'to_nchw' });
   let seed = 70;
   const conv = (inp: Value, cin: number, cout: number, k: number, stride: number, group: number, name: string, pad = (k - 1) >> 1): Value => {
-    const w = b.initializer(`${name}.w`, DataType.FLOAT, [cout, cin / group, k, k], randomFloats((cout * cin * k * k) / group, seed++, Math.sqrt(6 / ((k * k * cin) / group))));
+    const w = b.initializer(
+      `${name}.w`,
+      DataType.FLOAT,
+      [cout, cin / group, k, k],
+      randomFloats((cout * cin * k * k) / group, seed++, Math.sqrt(6 / ((k * k * cin) / group))),
+    );
     const p = pad;
-    const c = b.node('Conv', [inp, w, b.initializer(`${name}.b`, DataType.FLOAT, [cout], randomFloats(cout, seed++, 0.1))], { kernel_shape: [k, k], strides: [stride, stride], pads: [p, p, p, p], group }, { name });
-    return b.node('Clip', [c, b.initializer(`${name}.lo`, DataType.FLOAT, [], Float32Array.of(0)), b.initializer(`${name}.hi`, DataType.FLOAT, [], Float32Array.of(6))], {}, { name: `${name}.relu6` });
+    const c = b.node(
+      'Conv',
+      [inp, w, b.initializer(`${name}.b`, DataType.FLOAT, [cout], randomFloats(cout, seed++, 0.1))],
+      { kernel_shape: [k, k], strides: [stride, stride], pads: [p, p, p, p], group },
+      { name },
+    );
+    return b.node(
+      'Clip',
+      [c, b.initializer(`${name}.lo`, DataType.FLOAT, [], Float32Array.of(0)), b.initializer(`${name}.hi`, DataType.FLOAT, [], Float32Array.of(6))],
+      {},
+      { name: `${name}.relu6` },
+    );
   };
   h = conv(h, 3, 32, 3, 2, 1, 'stem');
-  h = b.node('Pad', [h, b.initializer('zp.pads', DataType.INT64, [8], BigInt64Array.of(0n, 0n, 0n, 0n, 0n, 0n, 1n, 1n))], { mode: 'constant' }, { name: 'zero_pad' });
+  h = b.node(
+    'Pad',
+    [h, b.initializer('zp.pads', DataType.INT64, [8], BigInt64Array.of(0n, 0n, 0n, 0n, 0n, 0n, 1n, 1n))],
+    { mode: 'constant' },
+    { name: 'zero_pad' },
+  );
   h = conv(h, 32, 32, 3, 2, 32, 'dw', 0);
   h = conv(h, 32, 32, 1, 1, 1, 'pw');
   const pooled = b.node('ReduceMean', [h], { axes: [2, 3], keepdims: 0 }, { name: 'pool' });
@@ -185,13 +226,28 @@ describe('static INT8 of a Keras-style export', () => {
 function denseStyle(): Model {
   const b = new GraphBuilder({ opset: 13 });
   const x = b.input('x', DataType.FLOAT, ['N', 8, 8, 8]);
-  const stem = b.node('Conv', [x, b.initializer('stem.w', DataType.FLOAT, [8, 8, 3, 3], randomFloats(576, 90, 0.3))], { kernel_shape: [3, 3], pads: [1, 1, 1, 1] }, { name: 'stem' });
+  const stem = b.node(
+    'Conv',
+    [x, b.initializer('stem.w', DataType.FLOAT, [8, 8, 3, 3], randomFloats(576, 90, 0.3))],
+    { kernel_shape: [3, 3], pads: [1, 1, 1, 1] },
+    { name: 'stem' },
+  );
   const cat = b.node('Concat', [x, b.node('Relu', [stem], {}, { name: 'stem.relu' })], { axis: 1 }, { name: 'cat' });
   const p = (k: string, seed: number, scale: number, offset = 0) => b.initializer(`bn.${k}`, DataType.FLOAT, [16], randomFloats(16, seed, scale, offset));
   const bn = b.node('BatchNormalization', [cat, p('g', 91, 0.3, 1), p('b', 92, 0.3), p('m', 93, 0.2), p('v', 94, 0.3, 1)], { epsilon: 1e-3 }, { name: 'bn' });
-  const conv = b.node('Conv', [b.node('Relu', [bn], {}, { name: 'bn.relu' }), b.initializer('c.w', DataType.FLOAT, [16, 16, 1, 1], randomFloats(256, 95, 0.4))], { kernel_shape: [1, 1] }, { name: 'c' });
+  const conv = b.node(
+    'Conv',
+    [b.node('Relu', [bn], {}, { name: 'bn.relu' }), b.initializer('c.w', DataType.FLOAT, [16, 16, 1, 1], randomFloats(256, 95, 0.4))],
+    { kernel_shape: [1, 1] },
+    { name: 'c' },
+  );
   const flat = b.node('Flatten', [b.node('GlobalAveragePool', [conv], {}, { name: 'gap' })], { axis: 1 }, { name: 'flat' });
-  const [y] = b.node('Gemm', [flat, b.initializer('fc.w', DataType.FLOAT, [5, 16], randomFloats(80, 96, 0.3))], { transB: 1 }, { name: 'fc', outputs: ['y'] }) as Value[];
+  const [y] = b.node(
+    'Gemm',
+    [flat, b.initializer('fc.w', DataType.FLOAT, [5, 16], randomFloats(80, 96, 0.3))],
+    { transB: 1 },
+    { name: 'fc', outputs: ['y'] },
+  ) as Value[];
   b.output(y!, DataType.FLOAT, ['N', 5]);
   return b.build();
 }
@@ -217,7 +273,10 @@ describe('a BatchNormalization with no conv to fold into (DenseNet, pre-activati
     const fusion = await checkFusion(q);
     expect(fusion.unfused).toEqual([]);
     expect(fusion.integerKernels).toMatchObject({ QLinearConv: 3, QLinearConcat: 1 });
-    const [want, got] = [await run(model, calibration.inputs['x']!.data as Float32Array, [32, 8, 8, 8]), await run(q, calibration.inputs['x']!.data as Float32Array, [32, 8, 8, 8])];
+    const [want, got] = [
+      await run(model, calibration.inputs['x']!.data as Float32Array, [32, 8, 8, 8]),
+      await run(q, calibration.inputs['x']!.data as Float32Array, [32, 8, 8, 8]),
+    ];
     const scale = want.reduce((m, v) => Math.max(m, Math.abs(v)), 0);
     expect(maxAbsDiff(got, want)).toBeLessThan(0.05 * scale);
 
@@ -232,16 +291,40 @@ describe('per-channel Mul / Add after a Conv (TensorFlow BiasAdd, BatchNormaliza
   function affineModel(): Model {
     const b = new GraphBuilder({ opset: 13 });
     const x = b.input('x', DataType.FLOAT, ['N', 2, 6, 6]);
-    const c1 = b.node('Conv', [x, b.initializer('c1.w', DataType.FLOAT, [4, 2, 3, 3], randomFloats(72, 110, 0.4))], { kernel_shape: [3, 3], pads: [1, 1, 1, 1] }, { name: 'c1' });
+    const c1 = b.node(
+      'Conv',
+      [x, b.initializer('c1.w', DataType.FLOAT, [4, 2, 3, 3], randomFloats(72, 110, 0.4))],
+      { kernel_shape: [3, 3], pads: [1, 1, 1, 1] },
+      { name: 'c1' },
+    );
     const mul = b.node('Mul', [b.initializer('scale', DataType.FLOAT, [1, 4, 1, 1], randomFloats(4, 111, 0.5, 1)), c1], {}, { name: 'bn_mul' });
     const add = b.node('Add', [mul, b.initializer('shift', DataType.FLOAT, [4, 1, 1], randomFloats(4, 112, 0.3))], {}, { name: 'bn_add' });
     const r = b.node('Relu', [add], {}, { name: 'relu' });
-    const c2 = b.node('Conv', [r, b.initializer('c2.w', DataType.FLOAT, [3, 4, 1, 1], randomFloats(12, 113, 0.4)), b.initializer('c2.b', DataType.FLOAT, [3], randomFloats(3, 114, 0.1))], { kernel_shape: [1, 1] }, { name: 'c2' });
+    const c2 = b.node(
+      'Conv',
+      [
+        r,
+        b.initializer('c2.w', DataType.FLOAT, [3, 4, 1, 1], randomFloats(12, 113, 0.4)),
+        b.initializer('c2.b', DataType.FLOAT, [3], randomFloats(3, 114, 0.1)),
+      ],
+      { kernel_shape: [1, 1] },
+      { name: 'c2' },
+    );
     const biasAdd = b.node('Add', [c2, b.initializer('half', DataType.FLOAT, [], Float32Array.of(0.5))], {}, { name: 'bias_add' });
     const p = (k: string, seed: number, scale: number, offset = 0) => b.initializer(`bn.${k}`, DataType.FLOAT, [3], randomFloats(3, seed, scale, offset));
     const bn = b.node('BatchNormalization', [biasAdd, p('g', 115, 0.3, 1), p('b', 116, 0.2), p('m', 117, 0.2), p('v', 118, 0.3, 1)], {}, { name: 'bn' });
-    const c3 = b.node('Conv', [b.node('Relu', [bn], {}, { name: 'relu2' }), b.initializer('c3.w', DataType.FLOAT, [2, 3, 1, 1], randomFloats(6, 119, 0.4))], { kernel_shape: [1, 1] }, { name: 'c3' });
-    const [y] = b.node('Add', [c3, b.initializer('row', DataType.FLOAT, [1, 6], randomFloats(6, 120, 0.2))], {}, { name: 'row_add', outputs: ['y'] }) as Value[];
+    const c3 = b.node(
+      'Conv',
+      [b.node('Relu', [bn], {}, { name: 'relu2' }), b.initializer('c3.w', DataType.FLOAT, [2, 3, 1, 1], randomFloats(6, 119, 0.4))],
+      { kernel_shape: [1, 1] },
+      { name: 'c3' },
+    );
+    const [y] = b.node(
+      'Add',
+      [c3, b.initializer('row', DataType.FLOAT, [1, 6], randomFloats(6, 120, 0.2))],
+      {},
+      { name: 'row_add', outputs: ['y'] },
+    ) as Value[];
     b.output(y!, DataType.FLOAT, ['N', 2, 6, 6]);
     return b.build();
   }
@@ -268,8 +351,22 @@ describe("a detector's output Concat of box coordinates and class scores", () =>
     const b = new GraphBuilder({ opset: 13 });
     const x = b.input('x', DataType.FLOAT, ['N', 8, 6, 6]);
     const conv = (name: string, cout: number, seed: number) =>
-      b.node('Conv', [x, b.initializer(`${name}.w`, DataType.FLOAT, [cout, 8, 3, 3], randomFloats(cout * 72, seed, 0.3)), b.initializer(`${name}.b`, DataType.FLOAT, [cout], randomFloats(cout, seed + 1, 0.1))], { kernel_shape: [3, 3], pads: [1, 1, 1, 1] }, { name });
-    const boxes = b.node('Mul', [b.node('Relu', [conv('box', 4, 130)], {}, { name: 'box.relu' }), b.initializer('stride', DataType.FLOAT, [], Float32Array.of(32))], {}, { name: 'box.scale' });
+      b.node(
+        'Conv',
+        [
+          x,
+          b.initializer(`${name}.w`, DataType.FLOAT, [cout, 8, 3, 3], randomFloats(cout * 72, seed, 0.3)),
+          b.initializer(`${name}.b`, DataType.FLOAT, [cout], randomFloats(cout, seed + 1, 0.1)),
+        ],
+        { kernel_shape: [3, 3], pads: [1, 1, 1, 1] },
+        { name },
+      );
+    const boxes = b.node(
+      'Mul',
+      [b.node('Relu', [conv('box', 4, 130)], {}, { name: 'box.relu' }), b.initializer('stride', DataType.FLOAT, [], Float32Array.of(32))],
+      {},
+      { name: 'box.scale' },
+    );
     const scores = b.node('Sigmoid', [conv('cls', 5, 132)], {}, { name: 'cls.sigmoid' });
     const [y] = b.node('Concat', [boxes, scores], { axis: 1 }, { name: 'output_concat', outputs: ['y'] }) as Value[];
     b.output(y!, DataType.FLOAT, ['N', 9, 6, 6]);
@@ -299,12 +396,39 @@ describe("a detector's output Concat of box coordinates and class scores", () =>
 function torchViewStyle(): Model {
   const b = new GraphBuilder({ opset: 11 });
   const x = b.input('x', DataType.FLOAT, ['N', 8, 8, 8]);
-  const conv = b.node('Relu', [b.node('Conv', [x, b.initializer('c.w', DataType.FLOAT, [32, 8, 3, 3], randomFloats(2304, 120, 0.2))], { kernel_shape: [3, 3], pads: [1, 1, 1, 1] }, { name: 'c' })], {}, { name: 'c.relu' });
+  const conv = b.node(
+    'Relu',
+    [
+      b.node(
+        'Conv',
+        [x, b.initializer('c.w', DataType.FLOAT, [32, 8, 3, 3], randomFloats(2304, 120, 0.2))],
+        { kernel_shape: [3, 3], pads: [1, 1, 1, 1] },
+        { name: 'c' },
+      ),
+    ],
+    {},
+    { name: 'c.relu' },
+  );
   const gap = b.node('GlobalAveragePool', [conv], {}, { name: 'gap' });
-  const n = b.node('Gather', [b.node('Shape', [gap], {}, { name: 'shape' }), b.initializer('zero', DataType.INT64, [], BigInt64Array.of(0n))], { axis: 0 }, { name: 'batch' });
-  const target = b.node('Concat', [b.node('Unsqueeze', [n], { axes: [0] }, { name: 'batch.unsqueeze' }), b.initializer('minus1', DataType.INT64, [1], BigInt64Array.of(-1n))], { axis: 0 }, { name: 'target' });
+  const n = b.node(
+    'Gather',
+    [b.node('Shape', [gap], {}, { name: 'shape' }), b.initializer('zero', DataType.INT64, [], BigInt64Array.of(0n))],
+    { axis: 0 },
+    { name: 'batch' },
+  );
+  const target = b.node(
+    'Concat',
+    [b.node('Unsqueeze', [n], { axes: [0] }, { name: 'batch.unsqueeze' }), b.initializer('minus1', DataType.INT64, [1], BigInt64Array.of(-1n))],
+    { axis: 0 },
+    { name: 'target' },
+  );
   const flat = b.node('Reshape', [gap, target], {}, { name: 'view' });
-  const [y] = b.node('Gemm', [flat, b.initializer('fc.w', DataType.FLOAT, [5, 32], randomFloats(160, 121, 0.3))], { transB: 1 }, { name: 'fc', outputs: ['y'] }) as Value[];
+  const [y] = b.node(
+    'Gemm',
+    [flat, b.initializer('fc.w', DataType.FLOAT, [5, 32], randomFloats(160, 121, 0.3))],
+    { transB: 1 },
+    { name: 'fc', outputs: ['y'] },
+  ) as Value[];
   b.output(y!, DataType.FLOAT, ['N', 5]);
   return b.build();
 }

@@ -39,13 +39,25 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'families-'));
   const ctc = await fittedCtcRecognizer();
   const ctcHeld = ctcLines(HELD_OUT, 5, 1007);
-  cases.set('ctc', { model: ctc.model, paths: await write('ctc', ctc.model, { x: ctc.data.x, labels: ctc.data.labels }, { x: ctcHeld.x, labels: ctcHeld.labels }), metric: { spec: 'ctc', tolerance: 0.05 } });
+  cases.set('ctc', {
+    model: ctc.model,
+    paths: await write('ctc', ctc.model, { x: ctc.data.x, labels: ctc.data.labels }, { x: ctcHeld.x, labels: ctcHeld.labels }),
+    metric: { spec: 'ctc', tolerance: 0.05 },
+  });
   const mel = await fittedMelFrontEnd();
   const melHeld = melUtterances(HELD_OUT, 1005);
-  cases.set('mel', { model: mel.model, paths: await write('mel', mel.model, { audio: mel.data.audio, labels: mel.data.labels }, { audio: melHeld.audio, labels: melHeld.labels }), metric: { spec: 'top1', output: 'logits', tolerance: 0.03 } });
+  cases.set('mel', {
+    model: mel.model,
+    paths: await write('mel', mel.model, { audio: mel.data.audio, labels: mel.data.labels }, { audio: melHeld.audio, labels: melHeld.labels }),
+    metric: { spec: 'top1', output: 'logits', tolerance: 0.03 },
+  });
   const hs = await fittedHardSwishClassifier();
   const hsHeld = textureImages(HELD_OUT, 1009);
-  cases.set('hswish', { model: hs.model, paths: await write('hswish', hs.model, { image: hs.data.image, labels: hs.data.labels }, { image: hsHeld.image, labels: hsHeld.labels }), metric: { spec: 'top1', tolerance: 0.03 } });
+  cases.set('hswish', {
+    model: hs.model,
+    paths: await write('hswish', hs.model, { image: hs.data.image, labels: hs.data.labels }, { image: hsHeld.image, labels: hsHeld.labels }),
+    metric: { spec: 'top1', tolerance: 0.03 },
+  });
 }, 60_000);
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -87,7 +99,19 @@ describe('default quantize on the model families', () => {
 describe('quantize --metric on the CTC recognizer', () => {
   it('label-free: --metric ctc --metric-budget 0.9 holds the exact agreement with FP32 decodes (the metric decides, SQNR reported)', async () => {
     const c = cases.get('ctc')!;
-    const { code, stdout } = await runInProcess(['quantize', c.paths.model, '-o', join(dir, 'ctc.free.onnx'), '--calibration-data', c.paths.calib, '--metric', 'ctc', '--metric-budget', '0.9', '--json']);
+    const { code, stdout } = await runInProcess([
+      'quantize',
+      c.paths.model,
+      '-o',
+      join(dir, 'ctc.free.onnx'),
+      '--calibration-data',
+      c.paths.calib,
+      '--metric',
+      'ctc',
+      '--metric-budget',
+      '0.9',
+      '--json',
+    ]);
     expect(code).toBe(0);
     const doc = JSON.parse(stdout);
     expect(doc.fidelity.budget.metric).toMatchObject({ name: 'ctc-agreement', min: 0.9, lowerIsBetter: false });
@@ -95,7 +119,18 @@ describe('quantize --metric on the CTC recognizer', () => {
     expect(doc.fidelity.final.metric.name).toBe('ctc-agreement');
     expect(doc.fidelity.final.metric.value).toBeGreaterThanOrEqual(0.9);
     expect(doc.fidelity.final.outputs.y.sqnrDb).toBeGreaterThan(0);
-    const text = await runInProcess(['quantize', c.paths.model, '-o', join(dir, 'ctc.free2.onnx'), '--calibration-data', c.paths.calib, '--metric', 'cer', '--metric-budget', '0.05']);
+    const text = await runInProcess([
+      'quantize',
+      c.paths.model,
+      '-o',
+      join(dir, 'ctc.free2.onnx'),
+      '--calibration-data',
+      c.paths.calib,
+      '--metric',
+      'cer',
+      '--metric-budget',
+      '0.05',
+    ]);
     expect(text.code).toBe(0);
     expect(text.stdout).toMatch(/budget cer-vs-reference <= 0\.05 \(the metric decides; SQNR reported\)/);
     expect(text.stdout).toMatch(/fidelity cer-vs-reference +│ [\d.e-]+ \(against FP32\)/);
@@ -104,7 +139,21 @@ describe('quantize --metric on the CTC recognizer', () => {
   it('labelled: --metric ctc --max-accuracy-drop 5pt measures the exact-match drop on all of --eval-data', async () => {
     const c = cases.get('ctc')!;
     const out = join(dir, 'ctc.labelled.onnx');
-    const { code, stdout } = await runInProcess(['quantize', c.paths.model, '-o', out, '--calibration-data', c.paths.calib, '--eval-data', c.paths.held, '--metric', 'ctc', '--max-accuracy-drop', '5pt', '--json']);
+    const { code, stdout } = await runInProcess([
+      'quantize',
+      c.paths.model,
+      '-o',
+      out,
+      '--calibration-data',
+      c.paths.calib,
+      '--eval-data',
+      c.paths.held,
+      '--metric',
+      'ctc',
+      '--max-accuracy-drop',
+      '5pt',
+      '--json',
+    ]);
     expect(code).toBe(0);
     const doc = JSON.parse(stdout);
     expect(doc.guard).toBeUndefined(); // not the top-1 guard
@@ -119,19 +168,44 @@ describe('quantize --metric on the CTC recognizer', () => {
   it('a metric budget no mix meets: exit 1, the message names the metric, nothing written', async () => {
     const c = cases.get('ctc')!;
     const out = join(dir, 'ctc.never.onnx');
-    const { code, stderr } = await runInProcess(['quantize', c.paths.model, '-o', out, '--calibration-data', c.paths.calib, '--metric', 'ctc', '--metric-budget', '1.01']);
+    const { code, stderr } = await runInProcess([
+      'quantize',
+      c.paths.model,
+      '-o',
+      out,
+      '--calibration-data',
+      c.paths.calib,
+      '--metric',
+      'ctc',
+      '--metric-budget',
+      '1.01',
+    ]);
     expect(code).toBe(1);
-    expect(stderr).toMatch(/misses the fidelity budget \(ctc-agreement >= 1\.01\) on 64 held-out samples: ctc-agreement: [\d.]+ < 1\.01; tried .*relax it with --metric-budget/);
+    expect(stderr).toMatch(
+      /misses the fidelity budget \(ctc-agreement >= 1\.01\) on 64 held-out samples: ctc-agreement: [\d.]+ < 1\.01; tried .*relax it with --metric-budget/,
+    );
     expect(existsSync(out)).toBe(false);
   }, 60_000);
 
   it('--analyze --metric ctc adds the metric per node (labelled with --eval-data); usage errors exit 2', async () => {
     const c = cases.get('ctc')!;
-    const { code, stdout } = await runInProcess(['quantize', c.paths.model, '--analyze', '--calibration-data', c.paths.calib, '--eval-data', c.paths.held, '--metric', 'ctc']);
+    const { code, stdout } = await runInProcess([
+      'quantize',
+      c.paths.model,
+      '--analyze',
+      '--calibration-data',
+      c.paths.calib,
+      '--eval-data',
+      c.paths.held,
+      '--metric',
+      'ctc',
+    ]);
     expect(code).toBe(0);
     expect(stdout).toMatch(/output SQNR \(dB\) │ top-1 agreement │ ctc/);
     expect(stdout).toMatch(new RegExp(`ctc against the labels on ${HELD_OUT} samples: FP32 [\\d.]+, all nodes quantized [\\d.]+`));
-    const json = JSON.parse((await runInProcess(['quantize', c.paths.model, '--analyze', '--calibration-data', c.paths.calib, '--metric', 'ctc', '--json'])).stdout);
+    const json = JSON.parse(
+      (await runInProcess(['quantize', c.paths.model, '--analyze', '--calibration-data', c.paths.calib, '--metric', 'ctc', '--json'])).stdout,
+    );
     // Without --eval-data: the first 64 calibration samples, with their labels when they have them.
     expect(json.metric).toMatchObject({ name: 'ctc', target: 'labels', samples: 64 });
     expect(Object.keys(json.metric.perNode).sort()).toEqual(json.sensitivity.map((r: { node: string }) => r.node).sort());

@@ -21,11 +21,21 @@ const run = (args: string[]) => runInProcess(['quantize', ...args]);
 function textLineRecognizer(): Model {
   const b = new GraphBuilder({ opset: 17 });
   const x = b.input('x', DataType.FLOAT, ['N', 3, 48, 'W']);
-  const conv = b.node('Conv', [x, b.initializer('cw', DataType.FLOAT, [32, 3, 3, 3], randomFloats(32 * 27, 1, 0.3)), b.initializer('cb', DataType.FLOAT, [32], randomFloats(32, 2, 0.1))], { pads: [1, 1, 1, 1] }, { name: 'conv' });
+  const conv = b.node(
+    'Conv',
+    [x, b.initializer('cw', DataType.FLOAT, [32, 3, 3, 3], randomFloats(32 * 27, 1, 0.3)), b.initializer('cb', DataType.FLOAT, [32], randomFloats(32, 2, 0.1))],
+    { pads: [1, 1, 1, 1] },
+    { name: 'conv' },
+  );
   const relu = b.node('Relu', [conv], {}, { name: 'relu' });
   const mean = b.node('ReduceMean', [relu], { axes: [2], keepdims: 0 }, { name: 'height_mean' });
   const seq = b.node('Transpose', [mean], { perm: [0, 2, 1] }, { name: 'to_sequence' });
-  const h = b.node('Relu', [b.node('MatMul', [seq, b.initializer('w1', DataType.FLOAT, [32, 16], randomFloats(512, 3, 0.3))], {}, { name: 'mm1' })], {}, { name: 'relu2' });
+  const h = b.node(
+    'Relu',
+    [b.node('MatMul', [seq, b.initializer('w1', DataType.FLOAT, [32, 16], randomFloats(512, 3, 0.3))], {}, { name: 'mm1' })],
+    {},
+    { name: 'relu2' },
+  );
   const y = b.node('MatMul', [h, b.initializer('w2', DataType.FLOAT, [16, 10], randomFloats(160, 4, 0.3))], {}, { name: 'mm2' });
   b.output(y, DataType.FLOAT, ['N', 'W', 10]);
   return b.build();
@@ -36,7 +46,12 @@ function audioFrontEnd(): Model {
   const b = new GraphBuilder({ opset: 17 });
   const x = b.input('input', DataType.FLOAT, ['batch', 'samples']);
   const frames = b.node('Reshape', [x, b.initializer('frame_shape', DataType.INT64, [3], BigInt64Array.of(0n, -1n, 64n))], {}, { name: 'frames' });
-  const h = b.node('Relu', [b.node('MatMul', [frames, b.initializer('filters', DataType.FLOAT, [64, 32], randomFloats(64 * 32, 5, 0.2))], {}, { name: 'filterbank' })], {}, { name: 'relu' });
+  const h = b.node(
+    'Relu',
+    [b.node('MatMul', [frames, b.initializer('filters', DataType.FLOAT, [64, 32], randomFloats(64 * 32, 5, 0.2))], {}, { name: 'filterbank' })],
+    {},
+    { name: 'relu' },
+  );
   const pooled = b.node('ReduceMean', [h], { axes: [1], keepdims: 0 }, { name: 'pool' });
   const y = b.node('MatMul', [pooled, b.initializer('head', DataType.FLOAT, [32, 4], randomFloats(128, 6, 0.3))], {}, { name: 'head' });
   b.output(y, DataType.FLOAT, ['batch', 4]);
@@ -47,7 +62,16 @@ function audioFrontEnd(): Model {
 function opset9Mlp(): Model {
   const b = new GraphBuilder({ opset: 9 });
   const x = b.input('x', DataType.FLOAT, ['N', 16]);
-  const k = (name: string, dims: number[], seed: number, scale: number) => b.constant(name, { dtype: DataType.FLOAT, dims, data: randomFloats(dims.reduce((p, q) => p * q, 1), seed, scale) });
+  const k = (name: string, dims: number[], seed: number, scale: number) =>
+    b.constant(name, {
+      dtype: DataType.FLOAT,
+      dims,
+      data: randomFloats(
+        dims.reduce((p, q) => p * q, 1),
+        seed,
+        scale,
+      ),
+    });
   const d = b.node('Dropout', [x], { ratio: 0.1 }, { name: 'dropout' });
   const h1 = b.node('Add', [b.node('MatMul', [d, k('W1', [16, 32], 7, 0.4)], {}, { name: 'fc1' }), k('b1', [32], 8, 0.1)], {}, { name: 'fc1_bias' });
   const r = b.node('Relu', [h1], {}, { name: 'relu' });
@@ -66,7 +90,16 @@ function convOnly(): Model {
 }
 
 function floats(name: string, dims: number[], seed: number): Dataset['inputs'] {
-  return { [name]: { dtype: DataType.FLOAT, dims, data: randomFloats(dims.reduce((p, q) => p * q, 1), seed) } };
+  return {
+    [name]: {
+      dtype: DataType.FLOAT,
+      dims,
+      data: randomFloats(
+        dims.reduce((p, q) => p * q, 1),
+        seed,
+      ),
+    },
+  };
 }
 
 async function runModel(model: Model | string, feeds: Dataset['inputs']): Promise<Float32Array> {
@@ -144,7 +177,8 @@ describe('symbolic spatial / sequence dims without data: int8-dynamic and fp16 s
       for (const t of weights) {
         const src = original.graph.initializers.find((o) => o.name === t.name)!.toFloat64();
         const half = t.data as Uint16Array;
-        for (let i = 0; i < half.length; i++) expect(Math.abs(float16ToFloat32(half[i]!) - src[i]!)).toBeLessThanOrEqual(Math.abs(src[i]!) * 2 ** -11 + 2 ** -24);
+        for (let i = 0; i < half.length; i++)
+          expect(Math.abs(float16ToFloat32(half[i]!) - src[i]!)).toBeLessThanOrEqual(Math.abs(src[i]!) * 2 ** -11 + 2 ** -24);
       }
       const feeds = floats(c.input, c.dims, 41);
       const ref = await runModel(paths[c.name]!, feeds);
@@ -156,7 +190,9 @@ describe('symbolic spatial / sequence dims without data: int8-dynamic and fp16 s
     const out = join(dir, 'text.table.dyn.onnx');
     const r = await run([paths.text!, '-o', out, '--mode', 'int8-dynamic']);
     expect(r.code).toBe(0);
-    expect(r.stderr).toContain("model-opt: warning: the comparison with FP32 in onnxruntime was skipped (the written model was only loaded): input 'x' [N,3,48,W]: dim 3 ('W') is symbolic; pass --shape x=1x3x48xD");
+    expect(r.stderr).toContain(
+      "model-opt: warning: the comparison with FP32 in onnxruntime was skipped (the written model was only loaded): input 'x' [N,3,48,W]: dim 3 ('W') is symbolic; pass --shape x=1x3x48xD",
+    );
     expect(r.stdout).toMatch(/agreement +│ not measured: the comparison with FP32 in onnxruntime was skipped/);
     expect(r.stdout).toContain('(loaded, not run, in onnxruntime, cpu provider)');
   });
@@ -181,7 +217,10 @@ describe('symbolic spatial / sequence dims without data: int8-dynamic and fp16 s
 });
 
 describe('shapes from data: --measure-speed with only --calibration-data', () => {
-  for (const [name, data] of [['text', 'textData'], ['audio', 'audioData']] as const) {
+  for (const [name, data] of [
+    ['text', 'textData'],
+    ['audio', 'audioData'],
+  ] as const) {
     it(`${name}: int8 with calibration data measures speed without --shape`, async () => {
       const out = join(dir, `${name}.int8.onnx`);
       const r = await run([paths[name]!, '-o', out, '--calibration-data', paths[data]!, '--measure-speed', '20', '--json']);
@@ -284,7 +323,9 @@ describe('"nothing was quantized" is an error unless --op-types asks for exactly
     const r = await run([paths.conv!, '-o', out, '--mode', 'int8-dynamic', '--op-types', 'MatMul', '--json']);
     expect(r.code).toBe(0);
     const doc = JSON.parse(r.stdout);
-    expect(doc.warnings.join('\n')).toContain(`${paths.conv}: nothing was quantized: the model has no MatMul/Gemm with a constant 2-D float32 weight, LSTM, embedding Gather or com.microsoft Attention (float in this mode: 1 x Conv: Conv stays float in dynamic mode`);
+    expect(doc.warnings.join('\n')).toContain(
+      `${paths.conv}: nothing was quantized: the model has no MatMul/Gemm with a constant 2-D float32 weight, LSTM, embedding Gather or com.microsoft Attention (float in this mode: 1 x Conv: Conv stays float in dynamic mode`,
+    );
     expect(doc.warnings.join('\n')).toMatch(/\(--op-types MatMul\)$/m);
     expect(doc.report.quantized).toEqual([]);
     expect(existsSync(out)).toBe(true);

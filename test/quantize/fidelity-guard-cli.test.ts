@@ -29,7 +29,13 @@ describe('quantize: the fidelity guard', () => {
     expect(code).toBe(0);
     const doc = JSON.parse(stdout);
     expect(doc.report.calibration.samples).toBe(100);
-    expect(doc.fidelity).toMatchObject({ enabled: true, decidedBy: 'fidelity', met: true, floatNodes: [], heldOut: { source: 'calibration-rest', samples: 64, start: 100, end: 164 } });
+    expect(doc.fidelity).toMatchObject({
+      enabled: true,
+      decidedBy: 'fidelity',
+      met: true,
+      floatNodes: [],
+      heldOut: { source: 'calibration-rest', samples: 64, start: 100, end: 164 },
+    });
     expect(doc.fidelity.budget).toEqual({ minSqnrDb: 20, minTop1Agreement: 0.95 });
     expect(doc.fidelity.final.outputs.logits.sqnrDb).toBeGreaterThan(30);
     expect(doc.fidelity.final.outputs.logits.top1Agreement).toBeGreaterThanOrEqual(0.95);
@@ -63,7 +69,9 @@ describe('quantize: the fidelity guard', () => {
     const { code, stdout, stderr } = await run([...args, '--json']);
     expect(code).toBe(1);
     expect(existsSync(out)).toBe(false);
-    expect(stderr).toMatch(/gate failed: the int8 model misses the fidelity budget \(SQNR >= 200 dB, top-1 agreement >= 95%\) on 16 held-out samples: 'logits': SQNR [\d.]+ dB < 200 dB; tried 1, 2, 3 node\(s\) in float \(of 6 candidates, ranked by sensitivity\); best worst-output SQNR [\d.]+ dB with \d node\(s\) in float; nothing written/);
+    expect(stderr).toMatch(
+      /gate failed: the int8 model misses the fidelity budget \(SQNR >= 200 dB, top-1 agreement >= 95%\) on 16 held-out samples: 'logits': SQNR [\d.]+ dB < 200 dB; tried 1, 2, 3 node\(s\) in float \(of 6 candidates, ranked by sensitivity\); best worst-output SQNR [\d.]+ dB with \d node\(s\) in float; nothing written/,
+    );
     const doc = JSON.parse(stdout);
     expect(doc.output).toBeNull();
     expect(doc.fidelity.met).toBe(false);
@@ -84,7 +92,18 @@ describe('quantize: the fidelity guard', () => {
       const ok = JSON.parse((await run([modelPath, '-o', out, '--mode', mode, '--json'])).stdout);
       expect(ok.fidelity).toMatchObject({ met: true, heldOut: { source: 'random', samples: 8 } });
       expect(ok.fidelity.heldOut.note).toMatch(/weak check/);
-      const unmet = await run([modelPath, '-o', join(dir, `${mode}.unmet.onnx`), '--mode', mode, '--calibration-data', calibPath, '--min-sqnr', '200', '--json']);
+      const unmet = await run([
+        modelPath,
+        '-o',
+        join(dir, `${mode}.unmet.onnx`),
+        '--mode',
+        mode,
+        '--calibration-data',
+        calibPath,
+        '--min-sqnr',
+        '200',
+        '--json',
+      ]);
       expect(unmet.code).toBe(1);
       expect(existsSync(join(dir, `${mode}.unmet.onnx`))).toBe(false);
       const doc = JSON.parse(unmet.stdout);

@@ -19,20 +19,43 @@ import { dataset, residualCnn } from './models.js';
 
 describe('planHeldOut: which samples check the quantized model', () => {
   it('the samples after --calibration-count when the file has more (the example: 100 set the ranges, 100-163 check)', () => {
-    expect(planHeldOut({ available: 164, calibrationCount: 100, setsRanges: true })).toEqual({ calibrationSamples: 100, check: { start: 100, end: 164 }, source: 'calibration-rest' });
-    expect(planHeldOut({ available: 130, calibrationCount: 100, setsRanges: true })).toEqual({ calibrationSamples: 100, check: { start: 100, end: 130 }, source: 'calibration-rest' });
+    expect(planHeldOut({ available: 164, calibrationCount: 100, setsRanges: true })).toEqual({
+      calibrationSamples: 100,
+      check: { start: 100, end: 164 },
+      source: 'calibration-rest',
+    });
+    expect(planHeldOut({ available: 130, calibrationCount: 100, setsRanges: true })).toEqual({
+      calibrationSamples: 100,
+      check: { start: 100, end: 130 },
+      source: 'calibration-rest',
+    });
     expect(planHeldOut({ available: 48, calibrationCount: 32, setsRanges: true })).toMatchObject({ calibrationSamples: 32, check: { start: 32, end: 48 } });
   });
   it('otherwise the last min(64, floor(N/4)) are held out, with a note; too few: the calibration samples (weak)', () => {
     const p = planHeldOut({ available: 48, calibrationCount: 100, setsRanges: true });
     expect(p).toMatchObject({ calibrationSamples: 36, check: { start: 36, end: 48 }, source: 'calibration-tail' });
     expect(p.note).toMatch(/last 12 were held out.*first 36/);
-    expect(planHeldOut({ available: 1000, calibrationCount: 1000, setsRanges: true })).toMatchObject({ calibrationSamples: 936, check: { start: 936, end: 1000 } });
-    expect(planHeldOut({ available: 3, calibrationCount: 100, setsRanges: true })).toMatchObject({ calibrationSamples: 3, check: { start: 0, end: 3 }, source: 'calibration-reused' });
+    expect(planHeldOut({ available: 1000, calibrationCount: 1000, setsRanges: true })).toMatchObject({
+      calibrationSamples: 936,
+      check: { start: 936, end: 1000 },
+    });
+    expect(planHeldOut({ available: 3, calibrationCount: 100, setsRanges: true })).toMatchObject({
+      calibrationSamples: 3,
+      check: { start: 0, end: 3 },
+      source: 'calibration-reused',
+    });
   });
   it('--eval-data first (labels not needed); modes without ranges check on the first samples; no data: random', () => {
-    expect(planHeldOut({ available: 164, calibrationCount: 100, evalCount: 2000, setsRanges: true })).toEqual({ calibrationSamples: 100, check: { start: 0, end: 64 }, source: 'eval-data' });
-    expect(planHeldOut({ available: 40, calibrationCount: 100, setsRanges: false })).toEqual({ calibrationSamples: 0, check: { start: 0, end: 40 }, source: 'calibration' });
+    expect(planHeldOut({ available: 164, calibrationCount: 100, evalCount: 2000, setsRanges: true })).toEqual({
+      calibrationSamples: 100,
+      check: { start: 0, end: 64 },
+      source: 'eval-data',
+    });
+    expect(planHeldOut({ available: 40, calibrationCount: 100, setsRanges: false })).toEqual({
+      calibrationSamples: 0,
+      check: { start: 0, end: 40 },
+      source: 'calibration',
+    });
     expect(planHeldOut({ calibrationCount: 100, setsRanges: false })).toMatchObject({ check: { start: 0, end: 8 }, source: 'random' });
   });
   it('sliceDataset takes samples [start, end) with their labels', () => {
@@ -96,7 +119,11 @@ describe('guardFidelity on a deliberately broken INT8 range (no labels)', () => 
     expect(g.extra.skipped.map((s) => s.node)).toEqual(expect.arrayContaining(g.floatNodes));
     // Steps: the first (nothing float) missed, the last one tried met; cost: 6 sensitivity + few attempts.
     expect(g.steps[0]).toMatchObject({ floatNodes: [], met: false });
-    expect(g.steps.map((s) => [s.floatNodes.length, s.met])).toEqual([[0, false], [1, false], [2, true]]);
+    expect(g.steps.map((s) => [s.floatNodes.length, s.met])).toEqual([
+      [0, false],
+      [1, false],
+      [2, true],
+    ]);
     expect(g.runs).toBeLessThanOrEqual(1 + 6 + 4);
   });
 

@@ -44,7 +44,12 @@ function mlp(seed = 3): { model: Model; w1: Float32Array; b1: Float32Array; w2: 
   const b2 = randomArray(rand, 8, 0.1);
   const b = new GraphBuilder({ opset: 17 });
   const x = b.input('x', DataType.FLOAT, ['N', 16]);
-  const h = b.node('Add', [b.node('MatMul', [x, b.initializer('w1', DataType.FLOAT, [16, 32], w1)], {}, { name: 'fc1' }), b.initializer('b1', DataType.FLOAT, [32], b1)], {}, { name: 'bias1' });
+  const h = b.node(
+    'Add',
+    [b.node('MatMul', [x, b.initializer('w1', DataType.FLOAT, [16, 32], w1)], {}, { name: 'fc1' }), b.initializer('b1', DataType.FLOAT, [32], b1)],
+    {},
+    { name: 'bias1' },
+  );
   const r = b.node('Relu', [h], {}, { name: 'relu' });
   const g = b.node('Gemm', [r, b.initializer('w2', DataType.FLOAT, [8, 32], w2), b.initializer('b2', DataType.FLOAT, [8], b2)], { transB: 1 }, { name: 'fc2' });
   b.output(b.node('Sigmoid', [g], {}, { name: 'sigmoid' }), DataType.FLOAT, ['N', 8]);
@@ -77,7 +82,16 @@ function cnn(seed = 5): Model {
   const rand = rng(seed);
   const b = new GraphBuilder({ opset: 17 });
   const x = b.input('input', DataType.FLOAT, ['N', 1, 8, 8]);
-  const c1 = b.node('Conv', [x, b.initializer('conv1_w', DataType.FLOAT, [4, 1, 3, 3], randomArray(rand, 36, 0.6)), b.initializer('conv1_b', DataType.FLOAT, [4], randomArray(rand, 4, 0.1))], { pads: [1, 1, 1, 1] }, { name: 'conv1' });
+  const c1 = b.node(
+    'Conv',
+    [
+      x,
+      b.initializer('conv1_w', DataType.FLOAT, [4, 1, 3, 3], randomArray(rand, 36, 0.6)),
+      b.initializer('conv1_b', DataType.FLOAT, [4], randomArray(rand, 4, 0.1)),
+    ],
+    { pads: [1, 1, 1, 1] },
+    { name: 'conv1' },
+  );
   const bn = b.node(
     'BatchNormalization',
     [
@@ -91,7 +105,12 @@ function cnn(seed = 5): Model {
     { name: 'bn1' },
   );
   const r1 = b.node('Relu', [bn], {}, { name: 'relu1' });
-  const c2 = b.node('Conv', [r1, b.initializer('conv2_w', DataType.FLOAT, [4, 4, 3, 3], randomArray(rand, 144, 0.3))], { pads: [1, 1, 1, 1] }, { name: 'conv2' });
+  const c2 = b.node(
+    'Conv',
+    [r1, b.initializer('conv2_w', DataType.FLOAT, [4, 4, 3, 3], randomArray(rand, 144, 0.3))],
+    { pads: [1, 1, 1, 1] },
+    { name: 'conv2' },
+  );
   const res = b.node('Add', [c2, r1], {}, { name: 'residual' });
   const pool = b.node('MaxPool', [res], { kernel_shape: [2, 2], strides: [2, 2] }, { name: 'pool' });
   const gap = b.node('GlobalAveragePool', [pool], {}, { name: 'gap' });
@@ -101,10 +120,24 @@ function cnn(seed = 5): Model {
   const half = b.constant('half', { dtype: DataType.FLOAT, dims: [], data: Float32Array.of(0.5) });
   const scaled = b.node('Mul', [pooled, half], {}, { name: 'scale' });
   const shapeOf = b.node('Shape', [flat], {}, { name: 'shape_of' });
-  const ones = b.node('ConstantOfShape', [shapeOf], { value: Tensor.fromData('value', { dtype: DataType.FLOAT, dims: [1], data: Float32Array.of(0.25) }) }, { name: 'ones' });
+  const ones = b.node(
+    'ConstantOfShape',
+    [shapeOf],
+    { value: Tensor.fromData('value', { dtype: DataType.FLOAT, dims: [1], data: Float32Array.of(0.25) }) },
+    { name: 'ones' },
+  );
   const shifted = b.node('Add', [flat, ones], {}, { name: 'shift' });
   const cat = b.node('Concat', [shifted, scaled], { axis: 1 }, { name: 'concat' });
-  const fc = b.node('Gemm', [cat, b.initializer('fc_w', DataType.FLOAT, [10, 68], randomArray(rand, 680, 0.4)), b.initializer('fc_b', DataType.FLOAT, [10], randomArray(rand, 10, 0.1))], { transB: 1 }, { name: 'fc' });
+  const fc = b.node(
+    'Gemm',
+    [
+      cat,
+      b.initializer('fc_w', DataType.FLOAT, [10, 68], randomArray(rand, 680, 0.4)),
+      b.initializer('fc_b', DataType.FLOAT, [10], randomArray(rand, 10, 0.1)),
+    ],
+    { transB: 1 },
+    { name: 'fc' },
+  );
   b.output(b.node('Softmax', [fc], { axis: 1 }, { name: 'softmax' }), DataType.FLOAT, ['N', 10]);
   const model = b.build();
   model.graph.outputs[0]!.rename('probs');
@@ -218,7 +251,12 @@ describe('convertToFloat16', () => {
     const a = b.node('Add', [x, fromInt], {}, { name: 'add' });
     const s = b.node('Sin', [a], {}, { name: 'sin' }); // user-blocked
     const m = b.node('Mul', [s, a], {}, { name: 'mul' });
-    const k = b.node('TopK', [m, b.constant('k', { dtype: DataType.INT64, dims: [1], data: BigInt64Array.of(2n) })], { axis: 1 }, { name: 'topk', outputs: 2 }) as Value[];
+    const k = b.node(
+      'TopK',
+      [m, b.constant('k', { dtype: DataType.INT64, dims: [1], data: BigInt64Array.of(2n) })],
+      { axis: 1 },
+      { name: 'topk', outputs: 2 },
+    ) as Value[];
     const back = b.node('Cast', [m], { to: DataType.FLOAT }, { name: 'identity_cast' }); // a no-op Cast at the output
     b.output(k[0]!, DataType.FLOAT, ['N', 2]);
     b.output(k[1]!, DataType.INT64, ['N', 2]);
@@ -256,7 +294,11 @@ describe('convertToFloat16', () => {
     const x = randomFloats(16, 11, 1);
     const out = (await run(model, { x: { dtype: DataType.FLOAT16, dims: [1, 16], data: Uint16Array.from(x, float32ToFloat16) } })).y!;
     expect(out.dtype).toBe(DataType.FLOAT16);
-    const ref = mlpReference(Float32Array.from(x, (v) => float16ToFloat32(float32ToFloat16(v))), 1, p);
+    const ref = mlpReference(
+      Float32Array.from(x, (v) => float16ToFloat32(float32ToFloat16(v))),
+      1,
+      p,
+    );
     (out.data as Uint16Array).forEach((bits, i) => expect(Math.abs(float16ToFloat32(bits) - ref[i]!)).toBeLessThan(4e-3));
   });
 
@@ -265,7 +307,12 @@ describe('convertToFloat16', () => {
     const x = b.input('x', DataType.FLOAT, ['N', 8]);
     const h = b.node('MatMul', [x, b.initializer('w1', DataType.FLOAT, [8, 16], randomFloats(128, 30, 0.4))], {}, { name: 'mm1' });
     const g = b.node('Gelu', [h], {}, { name: 'gelu', domain: 'com.microsoft' });
-    const y = b.node('MatMul', [b.node('Relu', [g], {}, { name: 'relu' }), b.initializer('w2', DataType.FLOAT, [16, 4], randomFloats(64, 31, 0.4))], {}, { name: 'mm2' });
+    const y = b.node(
+      'MatMul',
+      [b.node('Relu', [g], {}, { name: 'relu' }), b.initializer('w2', DataType.FLOAT, [16, 4], randomFloats(64, 31, 0.4))],
+      {},
+      { name: 'mm2' },
+    );
     b.output(y, DataType.FLOAT, ['N', 4]);
     const model = b.build();
     const { model: half, report } = convertToFloat16(model);

@@ -12,8 +12,15 @@ describe('fusion check', () => {
     const x = b.input('x', DataType.FLOAT, ['N', 8]);
     const g = b.graph;
     // Per-row scales (axis 0): not a layout onnxruntime's weight-only MatMulNBits accepts either.
-    const wq = g.addInitializer(Tensor.fromData('w_q', { dtype: DataType.INT8, dims: [8, 4], data: Int8Array.from({ length: 32 }, (_, i) => (i * 7) % 50 - 25) }));
-    const ws = b.initializer('w_scale', DataType.FLOAT, [8], Float32Array.from({ length: 8 }, (_, i) => 0.01 * (i + 1)));
+    const wq = g.addInitializer(
+      Tensor.fromData('w_q', { dtype: DataType.INT8, dims: [8, 4], data: Int8Array.from({ length: 32 }, (_, i) => ((i * 7) % 50) - 25) }),
+    );
+    const ws = b.initializer(
+      'w_scale',
+      DataType.FLOAT,
+      [8],
+      Float32Array.from({ length: 8 }, (_, i) => 0.01 * (i + 1)),
+    );
     const wz = g.addInitializer(Tensor.fromData('w_zp', { dtype: DataType.INT8, dims: [8], data: new Int8Array(8) }));
     const w = b.node('DequantizeLinear', [wq, ws, wz], { axis: 0 }, { name: 'w_dq' });
     const mm = b.node('MatMul', [x, w], {}, { name: 'planted_matmul' });
@@ -73,7 +80,11 @@ describe('fusion check', () => {
     const b = new GraphBuilder({ opset: 13 });
     const x = b.input('x', DataType.FLOAT, [1, 4]);
     const wq = b.initializer('wq', DataType.INT8, [4, 2], Int8Array.from([1, 2, 3, 4, 5, 6, 7, 8]));
-    const w = b.node('DequantizeLinear', [wq, b.initializer('s', DataType.FLOAT, [], Float32Array.of(0.1)), b.initializer('z', DataType.INT8, [], Int8Array.of(0))]);
+    const w = b.node('DequantizeLinear', [
+      wq,
+      b.initializer('s', DataType.FLOAT, [], Float32Array.of(0.1)),
+      b.initializer('z', DataType.INT8, [], Int8Array.of(0)),
+    ]);
     const y = b.node('MatMul', [x, w], {}, { name: 'mm' });
     b.output(y, DataType.FLOAT, [1, 2]);
     const report = analyzeOptimized(b.build(), undefined, [{ node: 'mm', reason: 'excluded' }]);

@@ -125,7 +125,9 @@ describe('int4 in onnxruntime', () => {
 
   it('accuracy level 4 (int8 activations in the kernel) stays within 1% of the float-compute output', async () => {
     const { model } = quantizeInt4(matmulModel(K, N, w, M), { blockSize: 32, accuracyLevel: 4, minElements: 0 });
-    const exact = await run(quantizeInt4(matmulModel(K, N, w, M), { blockSize: 32, accuracyLevel: 0, minElements: 0 }).model, { x: { dtype: DataType.FLOAT, dims: [M, K], data: x } });
+    const exact = await run(quantizeInt4(matmulModel(K, N, w, M), { blockSize: 32, accuracyLevel: 0, minElements: 0 }).model, {
+      x: { dtype: DataType.FLOAT, dims: [M, K], data: x },
+    });
     const got = await run(model, { x: { dtype: DataType.FLOAT, dims: [M, K], data: x } });
     expect(agreement(exact, got).relativeL2).toBeLessThan(0.01);
   });
@@ -194,7 +196,12 @@ function decoderStack(): Model {
     const g = b.node('Gelu', [b.node('MatMul', [h, up], {}, { name: `up${l}` })], {}, { name: `gelu${l}` });
     h = b.node('Add', [h, b.node('MatMul', [g, down], {}, { name: `down${l}` })], {}, { name: `residual${l}` });
   }
-  const head = b.node('MatMul', [h, b.initializer('lm_head', DataType.FLOAT, [HIDDEN, VOCAB], randomFloats(HIDDEN * VOCAB, 400, Math.sqrt(3 / HIDDEN)))], {}, { name: 'lm_head' });
+  const head = b.node(
+    'MatMul',
+    [h, b.initializer('lm_head', DataType.FLOAT, [HIDDEN, VOCAB], randomFloats(HIDDEN * VOCAB, 400, Math.sqrt(3 / HIDDEN)))],
+    {},
+    { name: 'lm_head' },
+  );
   b.output(head, DataType.FLOAT, ['B', SEQ, VOCAB]);
   return b.build();
 }
@@ -227,7 +234,12 @@ describe('int4 on a decoder-like stack', () => {
   it('AWQ (activation-aware scaling + clipping from calibration moments) beats RTN on outlier activations', async () => {
     const options: Int4Options = { blockSize: 64, accuracyLevel: 0, opTypes: ['MatMul'] };
     const requests = int4StatisticRequests(fp32, options);
-    expect(requests.map((r) => r.tensor).sort()).toEqual(fp32.graph.nodes.filter((n) => n.opType === 'MatMul').map((n) => n.inputs[0]!.name).sort());
+    expect(requests.map((r) => r.tensor).sort()).toEqual(
+      fp32.graph.nodes
+        .filter((n) => n.opType === 'MatMul')
+        .map((n) => n.inputs[0]!.name)
+        .sort(),
+    );
     const stats = await collectStatistics(fp32, requests, [tokens(1, 8), tokens(2, 8)]);
     const rtn = await score(options);
     const awq = await score({ ...options, method: 'awq', activationStatistics: stats.channels });

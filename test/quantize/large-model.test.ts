@@ -89,7 +89,12 @@ describe('models over 2 GB: the external-data route to onnxruntime', () => {
     expect(maxErr).toBeLessThan(range * 0.02);
 
     // Capturing an intermediate tensor through the file route leaves the model's outputs as they were.
-    const captured = await captureIntermediates(viaFiles.model, ['block.add_output_0', 'logits'].filter((n) => viaFiles.model.graph.localValue(n)), feeds, fileRoute);
+    const captured = await captureIntermediates(
+      viaFiles.model,
+      ['block.add_output_0', 'logits'].filter((n) => viaFiles.model.graph.localValue(n)),
+      feeds,
+      fileRoute,
+    );
     expect(Array.from(captured.logits!.data as Float32Array)).toEqual(Array.from(b));
     expect(viaFiles.model.graph.outputs.map((v) => v.name)).toEqual(['logits']);
 
@@ -108,7 +113,12 @@ describe('models over 2 GB: the external-data route to onnxruntime', () => {
     const fp32 = residualCnn();
     const q = await quantizeInt8(fp32, { calibration: calib, calibrationCount: 24, batchSize: 8, runner });
     const guarded = await guardAccuracy(fp32, q.context, calib, { kind: 'points', value: 100 }, { runner });
-    const plain = await guardAccuracy(residualCnn(), (await quantizeInt8(residualCnn(), { calibration: calib, calibrationCount: 24, batchSize: 8 })).context, calib, { kind: 'points', value: 100 });
+    const plain = await guardAccuracy(
+      residualCnn(),
+      (await quantizeInt8(residualCnn(), { calibration: calib, calibrationCount: 24, batchSize: 8 })).context,
+      calib,
+      { kind: 'points', value: 100 },
+    );
     expect(guarded.met).toBe(true);
     expect(guarded.baselineAccuracy).toBe(plain.baselineAccuracy);
     expect(guarded.chosen.accuracy).toBe(plain.chosen.accuracy);

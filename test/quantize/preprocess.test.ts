@@ -38,7 +38,11 @@ describe('preprocess', () => {
     const bn = b.node('BatchNormalization', [conv, ...bnParams('bn1', 4, 10)], { epsilon: 1e-3 }, { name: 'bn1' });
     const gap = b.node('GlobalAveragePool', [bn]);
     const flat = b.node('Flatten', [gap]);
-    const gemm = b.node('Gemm', [flat, b.initializer('fw', DataType.FLOAT, [3, 4], randomFloats(12, 20)), b.initializer('fb', DataType.FLOAT, [3], randomFloats(3, 21))], { transB: 1, beta: 0.5 });
+    const gemm = b.node(
+      'Gemm',
+      [flat, b.initializer('fw', DataType.FLOAT, [3, 4], randomFloats(12, 20)), b.initializer('fb', DataType.FLOAT, [3], randomFloats(3, 21))],
+      { transB: 1, beta: 0.5 },
+    );
     const bn2 = b.node('BatchNormalization', [gemm, ...bnParams('bn2', 3, 30)], {}, { name: 'bn2' });
     b.output(bn2, DataType.FLOAT, ['N', 3]);
     const model = b.build();

@@ -78,7 +78,11 @@ const rangeOf = (v: ArrayLike<number>): Range => {
   return { min, max };
 };
 
-async function runBoth(model: Model, feeds: Record<string, Float32Array>, dims: Record<string, number[]>): Promise<{ plain: Float32Array; fused: Float32Array }> {
+async function runBoth(
+  model: Model,
+  feeds: Record<string, Float32Array>,
+  dims: Record<string, number[]>,
+): Promise<{ plain: Float32Array; fused: Float32Array }> {
   const td = Object.fromEntries(Object.entries(feeds).map(([k, v]) => [k, { dtype: DataType.FLOAT, dims: dims[k]!, data: v }]));
   const out: Float32Array[] = [];
   for (const level of ['disabled', 'all'] as const) {
@@ -114,7 +118,12 @@ describe('QDQ numerics vs float64 reference', () => {
     const bias = Float32Array.of(0.05, -0.2, 0.3);
     const b = new GraphBuilder({ opset: 13 });
     const xv = b.input('x', DataType.FLOAT, xd);
-    const y = b.node('Conv', [xv, b.initializer('w', DataType.FLOAT, wd, w), b.initializer('b', DataType.FLOAT, [3], bias)], { pads: [1, 1, 1, 1] }, { name: 'conv' });
+    const y = b.node(
+      'Conv',
+      [xv, b.initializer('w', DataType.FLOAT, wd, w), b.initializer('b', DataType.FLOAT, [3], bias)],
+      { pads: [1, 1, 1, 1] },
+      { name: 'conv' },
+    );
     const r = b.node('Relu', [y], {}, { name: 'relu' });
     const out = b.node('Sigmoid', [r], {}, { name: 'sig' }); // a consumer so the Relu output is an inner tensor
     b.output(out, DataType.FLOAT, [2, 3, 5, 5]);
@@ -124,7 +133,11 @@ describe('QDQ numerics vs float64 reference', () => {
     const xr: Range = { min: -1, max: 1 };
     const yr: Range = { min: 0, max: rangeOf(fp).max };
     const sigR: Range = { min: 0.4, max: 1 };
-    const ranges = new Map<string, Range>([['x', xr], [r.name, yr], [out.name, sigR]]);
+    const ranges = new Map<string, Range>([
+      ['x', xr],
+      [r.name, yr],
+      [out.name, sigR],
+    ]);
     // minConvReduction 0: a 2 -> 3 conv on the model input would be a narrow image stem, kept float for speed.
     const q = quantizeQdq(model, { ranges, excludeOpTypes: ['Sigmoid'], minConvReduction: 0 });
     expect(q.report.byOpType).toEqual({ Conv: 1 });
@@ -135,7 +148,13 @@ describe('QDQ numerics vs float64 reference', () => {
     const pw = fqWeight(w, wd, 0);
     const conv = conv2d(fq(x, px), xd, pw.values, wd, fqBias(bias, px.scale, pw.scales), 1);
     const py = u8(yr);
-    const ref = Float64Array.from(fq(conv.map((v) => Math.max(0, v)), py), (v) => 1 / (1 + Math.exp(-v)));
+    const ref = Float64Array.from(
+      fq(
+        conv.map((v) => Math.max(0, v)),
+        py,
+      ),
+      (v) => 1 / (1 + Math.exp(-v)),
+    );
     const { plain, fused } = await runBoth(q.model, { x }, { x: xd });
     expectClose(plain, ref, 1e-5);
     // Integer kernel: at most one output step (through the sigmoid, slope <= 1/4).
@@ -154,24 +173,40 @@ describe('QDQ numerics vs float64 reference', () => {
     const bias = Float32Array.of(0.1, -0.05);
     const b = new GraphBuilder({ opset: 13 });
     const xv = b.input('x', DataType.FLOAT, xd);
-    const y = b.node('ConvTranspose', [xv, b.initializer('w', DataType.FLOAT, wd, w), b.initializer('b', DataType.FLOAT, [2], bias)], { strides: [2, 2] }, { name: 'up' });
+    const y = b.node(
+      'ConvTranspose',
+      [xv, b.initializer('w', DataType.FLOAT, wd, w), b.initializer('b', DataType.FLOAT, [2], bias)],
+      { strides: [2, 2] },
+      { name: 'up' },
+    );
     const out = b.node('Sigmoid', [y], {}, { name: 'sig' });
     b.output(out, DataType.FLOAT, [2, 2, 6, 6]);
     const model = b.build();
     // Non-overlapping 2x2 windows: y[n, o, 2i+a, 2j+c] = sum_ci x[n, ci, i, j] w[ci, o, a, c] + b[o].
     const convT = (xs: ArrayLike<number>, ws: ArrayLike<number>, bs: ArrayLike<number>): Float64Array => {
       const outp = new Float64Array(2 * 2 * 36);
-      for (let n = 0; n < 2; n++) for (let o = 0; o < 2; o++) for (let i = 0; i < 3; i++) for (let j = 0; j < 3; j++) for (let a = 0; a < 2; a++) for (let c = 0; c < 2; c++) {
-        let v = bs[o]!;
-        for (let ci = 0; ci < 3; ci++) v += xs[((n * 3 + ci) * 3 + i) * 3 + j]! * ws[((ci * 2 + o) * 2 + a) * 2 + c]!;
-        outp[((n * 2 + o) * 6 + 2 * i + a) * 6 + 2 * j + c] = v;
-      }
+      for (let n = 0; n < 2; n++)
+        for (let o = 0; o < 2; o++)
+          for (let i = 0; i < 3; i++)
+            for (let j = 0; j < 3; j++)
+              for (let a = 0; a < 2; a++)
+                for (let c = 0; c < 2; c++) {
+                  let v = bs[o]!;
+                  for (let ci = 0; ci < 3; ci++) v += xs[((n * 3 + ci) * 3 + i) * 3 + j]! * ws[((ci * 2 + o) * 2 + a) * 2 + c]!;
+                  outp[((n * 2 + o) * 6 + 2 * i + a) * 6 + 2 * j + c] = v;
+                }
       return outp;
     };
     const fp = convT(x, w, bias);
     const xr: Range = { min: -1, max: 1 };
     const yr = rangeOf(fp);
-    const q = quantizeQdq(model, { ranges: new Map([['x', xr], [y.name, yr]]), excludeOpTypes: ['Sigmoid'] });
+    const q = quantizeQdq(model, {
+      ranges: new Map([
+        ['x', xr],
+        [y.name, yr],
+      ]),
+      excludeOpTypes: ['Sigmoid'],
+    });
     expect(q.report.byOpType).toEqual({ ConvTranspose: 1 });
     expect(q.report.floatCompute.map((f) => f.node)).toEqual(['up']);
     expect(dqAxes(q.model)).toEqual([{ axis: 1, scaleLength: 2 }]);
@@ -183,20 +218,48 @@ describe('QDQ numerics vs float64 reference', () => {
     expectClose(plain, ref, 1e-5);
     expectClose(fused, ref, py.scale * 0.25 + 1e-5);
     // Output channel 1 keeps its precision (per-channel scales): close to FP32 everywhere.
-    expectClose(fused, Float64Array.from(fp, (v) => 1 / (1 + Math.exp(-v))), 0.01);
+    expectClose(
+      fused,
+      Float64Array.from(fp, (v) => 1 / (1 + Math.exp(-v))),
+      0.01,
+    );
   });
 
   it('Split: every piece keeps the input parameters, so onnxruntime splits 8-bit data (within one step of the float64 reference)', async () => {
     const b = new GraphBuilder({ opset: 13 });
     const xv = b.input('x', DataType.FLOAT, [1, 2, 4, 4]);
-    const r = b.node('Relu', [b.node('Conv', [xv, b.initializer('w', DataType.FLOAT, [4, 2, 1, 1], randomFloats(8, 41))], {}, { name: 'conv' })], {}, { name: 'relu' });
-    const pieces = b.node('Split', [r, b.initializer('sizes', DataType.INT64, [2], BigInt64Array.of(1n, 3n))], { axis: 1 }, { name: 'split', outputs: ['p0', 'p1'] }) as unknown as [typeof r, typeof r];
-    const cat = b.node('Concat', [b.node('Conv', [pieces[0], b.initializer('wa', DataType.FLOAT, [2, 1, 1, 1], randomFloats(2, 42))], {}, { name: 'ca' }), b.node('Conv', [pieces[1], b.initializer('wb', DataType.FLOAT, [2, 3, 1, 1], randomFloats(6, 43))], {}, { name: 'cb' })], { axis: 1 }, { name: 'cat' });
+    const r = b.node(
+      'Relu',
+      [b.node('Conv', [xv, b.initializer('w', DataType.FLOAT, [4, 2, 1, 1], randomFloats(8, 41))], {}, { name: 'conv' })],
+      {},
+      { name: 'relu' },
+    );
+    const pieces = b.node(
+      'Split',
+      [r, b.initializer('sizes', DataType.INT64, [2], BigInt64Array.of(1n, 3n))],
+      { axis: 1 },
+      { name: 'split', outputs: ['p0', 'p1'] },
+    ) as unknown as [typeof r, typeof r];
+    const cat = b.node(
+      'Concat',
+      [
+        b.node('Conv', [pieces[0], b.initializer('wa', DataType.FLOAT, [2, 1, 1, 1], randomFloats(2, 42))], {}, { name: 'ca' }),
+        b.node('Conv', [pieces[1], b.initializer('wb', DataType.FLOAT, [2, 3, 1, 1], randomFloats(6, 43))], {}, { name: 'cb' }),
+      ],
+      { axis: 1 },
+      { name: 'cat' },
+    );
     b.output(cat, DataType.FLOAT, [1, 4, 4, 4]);
     b.output(pieces[1], DataType.FLOAT, [1, 3, 4, 4]);
     const model = b.build();
     const x = randomFloats(32, 44);
-    const ranges = new Map<string, Range>([['x', { min: -1, max: 1 }], [r.name, { min: 0, max: 1.5 }], ['ca_output', { min: -1, max: 1 }], ['cb_output', { min: -1, max: 1 }], [cat.name, { min: -1, max: 1 }]]);
+    const ranges = new Map<string, Range>([
+      ['x', { min: -1, max: 1 }],
+      [r.name, { min: 0, max: 1.5 }],
+      ['ca_output', { min: -1, max: 1 }],
+      ['cb_output', { min: -1, max: 1 }],
+      [cat.name, { min: -1, max: 1 }],
+    ]);
     for (const n of model.graph.nodes) for (const o of n.outputs) if (!ranges.has(o.name)) ranges.set(o.name, { min: -2, max: 2 });
     const q = quantizeQdq(model, { ranges });
     expect(q.report.byOpType.Split).toBe(1);
@@ -214,7 +277,10 @@ describe('QDQ numerics vs float64 reference', () => {
     const pr = u8({ min: 0, max: 1.5 });
     const px = u8({ min: -1, max: 1 });
     const w = fqWeight(randomFloats(8, 41), [4, 2, 1, 1], 0);
-    const relu = fq(conv2d(fq(x, px), [1, 2, 4, 4], w.values, [4, 2, 1, 1], null, 0).map((v) => Math.max(0, v)), pr);
+    const relu = fq(
+      conv2d(fq(x, px), [1, 2, 4, 4], w.values, [4, 2, 1, 1], null, 0).map((v) => Math.max(0, v)),
+      pr,
+    );
     expectClose(out['p1']!.data as Float32Array, relu.subarray(16), pr.scale + 1e-6);
   });
 
@@ -222,15 +288,28 @@ describe('QDQ numerics vs float64 reference', () => {
     // The shape an opset upgrade gives an old classifier head: Gemm -> Flatten -> Softmax -> Reshape.
     const b = new GraphBuilder({ opset: 13 });
     const x = b.input('x', DataType.FLOAT, ['N', 8]);
-    const fc = b.node('Gemm', [x, b.initializer('w', DataType.FLOAT, [4, 8], randomFloats(32, 61)), b.initializer('c', DataType.FLOAT, [4], randomFloats(4, 62, 0.1))], { transB: 1 }, { name: 'fc' });
+    const fc = b.node(
+      'Gemm',
+      [x, b.initializer('w', DataType.FLOAT, [4, 8], randomFloats(32, 61)), b.initializer('c', DataType.FLOAT, [4], randomFloats(4, 62, 0.1))],
+      { transB: 1 },
+      { name: 'fc' },
+    );
     const flat = b.node('Flatten', [fc], { axis: 1 }, { name: 'flat' });
     const prob = b.node('Softmax', [flat], { axis: 1 }, { name: 'softmax' });
     b.output(prob, DataType.FLOAT, ['N', 4]);
     const model = b.build();
-    const ranges = new Map<string, Range>([['x', { min: -1, max: 1 }], [fc.name, { min: -3, max: 3 }], [flat.name, { min: -3, max: 3 }]]);
+    const ranges = new Map<string, Range>([
+      ['x', { min: -1, max: 1 }],
+      [fc.name, { min: -3, max: 3 }],
+      [flat.name, { min: -3, max: 3 }],
+    ]);
     const q = quantizeQdq(model, { ranges });
     expect(q.report.byOpType).toEqual({ Gemm: 1 });
-    expect(q.report.skipped).toContainEqual({ node: 'flat', opType: 'Flatten', reason: 'its readers stay float: in 8-bit it would only add a DequantizeLinear' });
+    expect(q.report.skipped).toContainEqual({
+      node: 'flat',
+      opType: 'Flatten',
+      reason: 'its readers stay float: in 8-bit it would only add a DequantizeLinear',
+    });
     expect(q.report.quantized[0]).toMatchObject({ node: 'fc', outputQuantized: false });
     const fusion = await checkFusion(q.model);
     expect(fusion.integerKernels).toEqual({ QGemm: 1 });
@@ -242,7 +321,14 @@ describe('QDQ numerics vs float64 reference', () => {
     const xv = b.input('x', DataType.FLOAT, [1, 2, 4, 4]);
     const y = b.node('Conv', [xv, b.initializer('w', DataType.FLOAT, [3, 2, 1, 1], randomFloats(6, 3))]);
     b.output(y, DataType.FLOAT, [1, 3, 4, 4]);
-    const q = quantizeQdq(b.build(), { ranges: new Map([['x', { min: -1, max: 1 }], [y.name, { min: -2, max: 2 }]]), perChannel: false, minConvReduction: 0 });
+    const q = quantizeQdq(b.build(), {
+      ranges: new Map([
+        ['x', { min: -1, max: 1 }],
+        [y.name, { min: -2, max: 2 }],
+      ]),
+      perChannel: false,
+      minConvReduction: 0,
+    });
     expect(dqAxes(q.model)).toEqual([{ axis: undefined, scaleLength: 1 }]);
     // The graph output keeps its name on the final DequantizeLinear.
     expect(q.model.graph.outputs[0]!.name).toBe(y.name);
@@ -255,7 +341,12 @@ describe('QDQ numerics vs float64 reference', () => {
     const bias = randomFloats(5, 6, 0.1);
     const b = new GraphBuilder({ opset: 13 });
     const xv = b.input('x', DataType.FLOAT, [4, 6]);
-    const y = b.node('Gemm', [xv, b.initializer('w', DataType.FLOAT, [5, 6], w), b.initializer('c', DataType.FLOAT, [5], bias)], { transB: 1, beta: 0.5 }, { name: 'gemm' });
+    const y = b.node(
+      'Gemm',
+      [xv, b.initializer('w', DataType.FLOAT, [5, 6], w), b.initializer('c', DataType.FLOAT, [5], bias)],
+      { transB: 1, beta: 0.5 },
+      { name: 'gemm' },
+    );
     b.output(y, DataType.FLOAT, [4, 5]);
     const xr: Range = { min: -1, max: 1 };
     const q = quantizeQdq(b.build(), { ranges: new Map([['x', xr]]) });
@@ -264,7 +355,15 @@ describe('QDQ numerics vs float64 reference', () => {
     expect(gemm.getFloat('beta')).toBe(1); // beta folded into the int32 bias
     const px = u8(xr);
     const pw = fqWeight(w, [5, 6], 0);
-    const ref = matmul(fq(x, px), 4, 6, pw.values, 5, true).map((v, i) => v + fqBias(bias.map((c) => c * 0.5), px.scale, pw.scales)[i % 5]!);
+    const ref = matmul(fq(x, px), 4, 6, pw.values, 5, true).map(
+      (v, i) =>
+        v +
+        fqBias(
+          bias.map((c) => c * 0.5),
+          px.scale,
+          pw.scales,
+        )[i % 5]!,
+    );
     const { plain, fused } = await runBoth(q.model, { x }, { x: [4, 6] });
     expectClose(plain, ref, 1e-5);
     expectClose(fused, ref, 1e-4);
@@ -313,7 +412,15 @@ describe('QDQ numerics vs float64 reference', () => {
     const hr = rangeOf(hFp);
     const cr = rangeOf(fpConv);
     const yr = rangeOf(fpConv.map((v, i) => v + hFp[i]!));
-    const q = quantizeQdq(b.build(), { ranges: new Map([['x', xr], [h.name, hr], [c.name, cr], ['y', yr]]), minConvReduction: 0 });
+    const q = quantizeQdq(b.build(), {
+      ranges: new Map([
+        ['x', xr],
+        [h.name, hr],
+        [c.name, cr],
+        ['y', yr],
+      ]),
+      minConvReduction: 0,
+    });
     expect(q.report.byOpType).toEqual({ Conv: 2, Add: 1 });
     expect(q.model.graph.outputs[0]!.name).toBe('y');
     const hq = q.model.graph.nodes.filter((n) => n.opType === 'QuantizeLinear' && n.inputs[0]!.name === h.name);
@@ -324,7 +431,10 @@ describe('QDQ numerics vs float64 reference', () => {
     const pw = fqWeight(w, [2, 2, 3, 3], 0);
     const convQ = fq(conv2d(hQ, xd, pw.values, [2, 2, 3, 3], null, 1), u8(cr));
     const py = u8(yr);
-    const ref = fq(convQ.map((v, i) => v + hQ[i]!), py);
+    const ref = fq(
+      convQ.map((v, i) => v + hQ[i]!),
+      py,
+    );
     const { plain, fused } = await runBoth(q.model, { x }, { x: xd });
     expectClose(plain, ref, 1e-5);
     expectClose(fused, ref, py.scale + 1e-5);
@@ -340,11 +450,29 @@ describe('QDQ numerics vs float64 reference', () => {
     b.output(y, DataType.FLOAT, xd);
     const r: Range = { min: -1, max: 1 };
     // minConvReduction 0: the 2 -> 2 conv on the model input would otherwise stay float as a narrow image stem.
-    const q = quantizeQdq(b.build(), { ranges: new Map([['x', r], ['z', r], [c.name, r], [y.name, r]]), minConvReduction: 0 });
+    const q = quantizeQdq(b.build(), {
+      ranges: new Map([
+        ['x', r],
+        ['z', r],
+        [c.name, r],
+        [y.name, r],
+      ]),
+      minConvReduction: 0,
+    });
     expect(q.report.byOpType).toEqual({ Conv: 1 });
     expect(q.report.skipped).toEqual([{ node: 'add', opType: 'Add', reason: "reads float tensor 'z': an int8 Add only pays off between int8 tensors" }]);
     // Sensitivity analysis quantizes one node at a time and still gets it.
-    expect(quantizeQdq(b.build(), { ranges: new Map([['x', r], ['z', r], [c.name, r], [y.name, r]]), onlyNodes: ['add'] }).report.byOpType).toEqual({ Add: 1 });
+    expect(
+      quantizeQdq(b.build(), {
+        ranges: new Map([
+          ['x', r],
+          ['z', r],
+          [c.name, r],
+          [y.name, r],
+        ]),
+        onlyNodes: ['add'],
+      }).report.byOpType,
+    ).toEqual({ Add: 1 });
   });
 
   it('layout anchor: an Add reading a float tensor that a quantized Conv also reads runs int8, both reading an identity int8 depthwise conv; numerics = float64 reference', async () => {
@@ -365,7 +493,11 @@ describe('QDQ numerics vs float64 reference', () => {
     const xQ = fq(x, u8(xr));
     const convQ = fq(fpConv, u8(cr));
     const yr = rangeOf(convQ.map((v, i) => v + xQ[i]!));
-    const ranges = new Map([['x', xr], [c.name, cr], ['y', yr]]);
+    const ranges = new Map([
+      ['x', xr],
+      [c.name, cr],
+      ['y', yr],
+    ]);
     const q = quantizeQdq(b.build(), { ranges });
     expect(q.report.byOpType).toEqual({ Conv: 1, Add: 1 });
     expect(q.report.layoutAnchors).toEqual([{ tensor: 'x', channels: 8, enables: ['add'] }]);
@@ -375,7 +507,10 @@ describe('QDQ numerics vs float64 reference', () => {
     const anchored = anchor.outputs[0]!.consumers[0]!;
     expect(anchored.opType).toBe('QuantizeLinear');
     expect(anchored.outputs[0]!.consumers.map((d) => d.outputs[0]!.consumers[0]!.name).sort()).toEqual(['add', 'conv']);
-    const ref = fq(convQ.map((v, i) => v + xQ[i]!), u8(yr));
+    const ref = fq(
+      convQ.map((v, i) => v + xQ[i]!),
+      u8(yr),
+    );
     const { plain, fused } = await runBoth(q.model, { x }, { x: xd });
     expectClose(plain, ref, 1e-5);
     expectClose(fused, ref, u8(yr).scale + 1e-5);
@@ -403,9 +538,22 @@ describe('QDQ numerics vs float64 reference', () => {
     const gated = b.node('Mul', [xv, pooled], {}, { name: 'gate' });
     b.output(b.node('Add', [scaled, gated], {}, { name: 'sum' }), DataType.FLOAT, xd);
     const r: Range = { min: -1, max: 1 };
-    const q = quantizeQdq(b.build(), { ranges: new Map([['x', r], [c.name, r], [pooled.name, r], [scaled.name, r], [gated.name, r]]) });
+    const q = quantizeQdq(b.build(), {
+      ranges: new Map([
+        ['x', r],
+        [c.name, r],
+        [pooled.name, r],
+        [scaled.name, r],
+        [gated.name, r],
+      ]),
+    });
     expect(q.report.layoutAnchors).toEqual([]);
-    expect(q.report.skipped.filter((k) => k.opType === 'Mul').map((k) => k.node).sort()).toEqual(['gate', 'scale']);
+    expect(
+      q.report.skipped
+        .filter((k) => k.opType === 'Mul')
+        .map((k) => k.node)
+        .sort(),
+    ).toEqual(['gate', 'scale']);
   });
 
   it('Concat of two differently scaled inputs re-quantizes to the output range', async () => {
@@ -423,11 +571,27 @@ describe('QDQ numerics vs float64 reference', () => {
     const yr: Range = { min: -3, max: 3 };
     // Between float inputs and a float Sigmoid the defaults leave a lone Concat float (nothing to
     // gain); the numerics are checked on exactly this node, as sensitivity analysis quantizes it.
-    expect(quantizeQdq(b.build(), { opTypes: ['Concat'], ranges: new Map([['a', ar], ['c', cr], ['y', yr]]) }).report.skipped).toEqual([
+    expect(
+      quantizeQdq(b.build(), {
+        opTypes: ['Concat'],
+        ranges: new Map([
+          ['a', ar],
+          ['c', cr],
+          ['y', yr],
+        ]),
+      }).report.skipped,
+    ).toEqual([
       { node: 'cat', opType: 'Concat', reason: 'between float ops: in 8-bit it would only add a QuantizeLinear before it and a DequantizeLinear after it' },
     ]);
     const options: QdqOptions = { onlyNodes: ['cat'] };
-    const q = quantizeQdq(b.build(), { ...options, ranges: new Map([['a', ar], ['c', cr], ['y', yr]]) });
+    const q = quantizeQdq(b.build(), {
+      ...options,
+      ranges: new Map([
+        ['a', ar],
+        ['c', cr],
+        ['y', yr],
+      ]),
+    });
     expect(q.report.byOpType).toEqual({ Concat: 1 });
     const fa = fq(a, u8(ar));
     const fc = fq(c, u8(cr));
@@ -446,7 +610,10 @@ describe('QDQ numerics vs float64 reference', () => {
     const y = b.node('MatMul', [h, b.initializer('w2', DataType.FLOAT, [4, 4], randomFloats(16, 15))], {}, { name: 'mm2' });
     b.output(y, DataType.FLOAT, [1, 4]);
     const model = b.build();
-    const ranges = new Map([['x', { min: -1, max: 1 }], [h.name, { min: -2, max: 2 }]]);
+    const ranges = new Map([
+      ['x', { min: -1, max: 1 }],
+      [h.name, { min: -2, max: 2 }],
+    ]);
     expect(quantizeQdq(model, { ranges, excludeNodes: ['mm2'] }).report.quantized.map((q) => q.node)).toEqual(['mm1']);
     const none = quantizeQdq(model, { ranges, excludeOpTypes: ['MatMul'] });
     expect(none.report.quantized).toHaveLength(0);

@@ -61,7 +61,12 @@ describe('grouped convs with few channels per group left in float', () => {
     const b = new GraphBuilder({ opset: 13 });
     const x = b.input('input', DataType.FLOAT, ['N', 16, 8, 8]);
     const conv = (inp: ReturnType<typeof b.input>, cin: number, cout: number, k: number, g: number, name: string, seed: number) =>
-      b.node('Conv', [inp, b.initializer(`${name}.w`, DataType.FLOAT, [cout, cin / g, k, k], randomFloats((cout * cin * k * k) / g, seed, 0.3))], { kernel_shape: [k, k], pads: k === 3 ? [1, 1, 1, 1] : [0, 0, 0, 0], group: g }, { name });
+      b.node(
+        'Conv',
+        [inp, b.initializer(`${name}.w`, DataType.FLOAT, [cout, cin / g, k, k], randomFloats((cout * cin * k * k) / g, seed, 0.3))],
+        { kernel_shape: [k, k], pads: k === 3 ? [1, 1, 1, 1] : [0, 0, 0, 0], group: g },
+        { name },
+      );
     const a = b.node('Relu', [conv(x, 16, 32, 1, 1, 'pw1', 140)], {}, { name: 'pw1.relu' });
     const gconv = b.node('Relu', [conv(a, 32, 32, 3, group, 'grouped', 141)], {}, { name: 'grouped.relu' });
     b.output(conv(gconv, 32, 8, 1, 1, 'pw2', 142), DataType.FLOAT, ['N', 8, 8, 8]);
@@ -87,7 +92,19 @@ describe('narrow image stems left in float', () => {
     const b = new GraphBuilder({ opset: 13 });
     const x = b.input('input', DataType.FLOAT, ['N', 16, 16, 3]);
     const conv = (inp: ReturnType<typeof b.input>, cin: number, cout: number, k: number, stride: number, name: string, seed: number) =>
-      b.node('Relu', [b.node('Conv', [inp, b.initializer(`${name}.w`, DataType.FLOAT, [cout, cin, k, k], randomFloats(cout * cin * k * k, seed, 0.3))], { kernel_shape: [k, k], strides: [stride, stride], pads: k === 3 ? [1, 1, 1, 1] : [0, 0, 0, 0] }, { name })], {}, { name: `${name}.relu` });
+      b.node(
+        'Relu',
+        [
+          b.node(
+            'Conv',
+            [inp, b.initializer(`${name}.w`, DataType.FLOAT, [cout, cin, k, k], randomFloats(cout * cin * k * k, seed, 0.3))],
+            { kernel_shape: [k, k], strides: [stride, stride], pads: k === 3 ? [1, 1, 1, 1] : [0, 0, 0, 0] },
+            { name },
+          ),
+        ],
+        {},
+        { name: `${name}.relu` },
+      );
     const stem = conv(b.node('Transpose', [x], { perm: [0, 3, 1, 2] }, { name: 'to_nchw' }), 3, stemOut, 3, 2, 'stem', 150);
     b.output(conv(conv(stem, stemOut, 16, 3, 1, 'c1', 151), 16, 32, 1, 1, 'c2', 152), DataType.FLOAT, ['N', 32, 8, 8]);
     return quantizeInt8(b.build(), { calibration: dataset('input', [8, 16, 16, 3], 153), ...options });
@@ -110,8 +127,14 @@ describe('a light op between float ops stays float', () => {
     const b = new GraphBuilder({ opset: 13 });
     const x = b.input('input', DataType.FLOAT, ['N', 3, 16, 16]);
     const conv = (inp: ReturnType<typeof b.input>, cin: number, cout: number, name: string, seed: number) =>
-      b.node('Conv', [inp, b.initializer(`${name}.w`, DataType.FLOAT, [cout, cin, 3, 3], randomFloats(cout * cin * 9, seed, 0.3))], { kernel_shape: [3, 3], pads: [1, 1, 1, 1] }, { name });
-    const silu = (v: ReturnType<typeof b.input>, name: string) => b.node('Mul', [v, b.node('Sigmoid', [v], {}, { name: `${name}.sig` })], {}, { name: `${name}.silu` });
+      b.node(
+        'Conv',
+        [inp, b.initializer(`${name}.w`, DataType.FLOAT, [cout, cin, 3, 3], randomFloats(cout * cin * 9, seed, 0.3))],
+        { kernel_shape: [3, 3], pads: [1, 1, 1, 1] },
+        { name },
+      );
+    const silu = (v: ReturnType<typeof b.input>, name: string) =>
+      b.node('Mul', [v, b.node('Sigmoid', [v], {}, { name: `${name}.sig` })], {}, { name: `${name}.silu` });
     const h = silu(conv(x, 3, 16, 'stem', 160), 'stem');
     const y = silu(conv(h, 16, 32, 'c1', 161), 'c1');
     b.output(conv(y, 32, 8, 'c2', 162), DataType.FLOAT, ['N', 8, 16, 16]);

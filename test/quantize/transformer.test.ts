@@ -18,7 +18,12 @@ function attention(named: boolean): Model {
   const x = b.input('x', DataType.FLOAT, ['N', T, D]);
   const name = (n: string) => ({ name: n });
   const w = (n: string, seed: number) => b.initializer(n, DataType.FLOAT, [D, D], randomFloats(D * D, seed, 0.5));
-  const ln = b.node('LayerNormalization', [x, b.initializer('g', DataType.FLOAT, [D], randomFloats(D, 3, 0.1, 1)), b.initializer('b', DataType.FLOAT, [D], randomFloats(D, 4, 0.1))], { axis: -1 }, name('ln'));
+  const ln = b.node(
+    'LayerNormalization',
+    [x, b.initializer('g', DataType.FLOAT, [D], randomFloats(D, 3, 0.1, 1)), b.initializer('b', DataType.FLOAT, [D], randomFloats(D, 4, 0.1))],
+    { axis: -1 },
+    name('ln'),
+  );
   const q = b.node('MatMul', [ln, w('wq', 5)], {}, name('q'));
   const v = b.node('MatMul', [ln, w('wv', 6)], {}, name('v'));
   const scores = b.node('MatMul', [q, b.node('Transpose', [q], { perm: [0, 2, 1] }, name('qt'))], {}, name('scores'));
@@ -26,7 +31,12 @@ function attention(named: boolean): Model {
   const att = b.node('Softmax', [scaled], { axis: -1 }, name('softmax'));
   const mixed = b.node('MatMul', [att, v], {}, name('mix'));
   const pooled = b.node('ReduceMean', [mixed], { axes: [1], keepdims: 0 }, name('pool'));
-  const [logits] = b.node('Gemm', [pooled, b.initializer('fc', DataType.FLOAT, [4, D], randomFloats(4 * D, 7, 0.5))], { transB: 1 }, { ...name('fc'), outputs: ['logits'] }) as Value[];
+  const [logits] = b.node(
+    'Gemm',
+    [pooled, b.initializer('fc', DataType.FLOAT, [4, D], randomFloats(4 * D, 7, 0.5))],
+    { transB: 1 },
+    { ...name('fc'), outputs: ['logits'] },
+  ) as Value[];
   b.output(logits!, DataType.FLOAT, ['N', 4]);
   const model = b.build();
   // The builder names every node; clear them for the unnamed case, as some exporters leave them.
@@ -54,7 +64,9 @@ describe('static INT8 on an attention block', () => {
     const x = calib.inputs.x!.data as Float32Array;
     const sqnr = agreement(await logits(fp32, x, 32), await logits(model, x, 32)).sqnrDb;
     expect(sqnr).toBeGreaterThan(25); // a calibrated Softmax range gave single digits
-    expect(report.notes.join(' ')).toMatch(/^Transformer-style graph \(LayerNormalization, 2 MatMul\(s\) with weights on 3-D activations\).*--mode int8-dynamic/);
+    expect(report.notes.join(' ')).toMatch(
+      /^Transformer-style graph \(LayerNormalization, 2 MatMul\(s\) with weights on 3-D activations\).*--mode int8-dynamic/,
+    );
   });
 
   it('a bias Add after a 3-D MatMul stays float, so onnxruntime folds MatMul + bias into MatMulIntegerToFloat', async () => {
@@ -62,7 +74,12 @@ describe('static INT8 on an attention block', () => {
     const x = b.input('x', DataType.FLOAT, ['N', T, D]);
     const h = b.node('MatMul', [x, b.initializer('w1', DataType.FLOAT, [D, D], randomFloats(D * D, 21, 0.4))], {}, { name: 'fc1' });
     const biased = b.node('Add', [h, b.initializer('b1', DataType.FLOAT, [D], randomFloats(D, 22, 0.2))], {}, { name: 'fc1_bias' });
-    const [y] = b.node('MatMul', [b.node('Relu', [biased], {}, { name: 'act' }), b.initializer('w2', DataType.FLOAT, [D, 4], randomFloats(D * 4, 23, 0.4))], {}, { name: 'fc2', outputs: ['logits'] }) as Value[];
+    const [y] = b.node(
+      'MatMul',
+      [b.node('Relu', [biased], {}, { name: 'act' }), b.initializer('w2', DataType.FLOAT, [D, 4], randomFloats(D * 4, 23, 0.4))],
+      {},
+      { name: 'fc2', outputs: ['logits'] },
+    ) as Value[];
     b.output(y!, DataType.FLOAT, ['N', T, 4]);
     const fp32 = b.build();
     const calib = dataset('x', [16, T, D], 24);
@@ -83,7 +100,16 @@ describe('static INT8 on an attention block', () => {
     const b = new GraphBuilder({ opset: 17 });
     const x = b.input('x', DataType.FLOAT, ['N', 4, 8, 8]);
     const c = b.node('Conv', [x, b.initializer('w', DataType.FLOAT, [8, 4, 3, 3], randomFloats(288, 71, 0.3))], { pads: [1, 1, 1, 1] }, { name: 'conv' });
-    b.output(b.node('Conv', [b.node('HardSwish', [c], {}, { name: 'hs' }), b.initializer('w2', DataType.FLOAT, [2, 8, 1, 1], randomFloats(16, 72, 0.3))], {}, { name: 'head' }), DataType.FLOAT, ['N', 2, 8, 8]);
+    b.output(
+      b.node(
+        'Conv',
+        [b.node('HardSwish', [c], {}, { name: 'hs' }), b.initializer('w2', DataType.FLOAT, [2, 8, 1, 1], randomFloats(16, 72, 0.3))],
+        {},
+        { name: 'head' },
+      ),
+      DataType.FLOAT,
+      ['N', 2, 8, 8],
+    );
     const { report } = await quantizeInt8(b.build(), { calibration: dataset('x', [8, 4, 8, 8], 73) });
     expect(report.notes).toHaveLength(1);
     expect(report.notes[0]).toMatch(/^1 HardSwish\/HardSigmoid node\(s\): onnxruntime folds them into float convolutions for free but has no int8 form/);
@@ -93,9 +119,19 @@ describe('static INT8 on an attention block', () => {
     const build = (group: number) => {
       const b = new GraphBuilder({ opset: 17 });
       const x = b.input('x', DataType.FLOAT, ['N', 4, 8, 8]);
-      const c = b.node('Conv', [x, b.initializer('w', DataType.FLOAT, [4, 4 / group, 3, 3], randomFloats(36 * (4 / group), 81, 0.3))], { pads: [1, 1, 1, 1], group }, { name: 'conv' });
+      const c = b.node(
+        'Conv',
+        [x, b.initializer('w', DataType.FLOAT, [4, 4 / group, 3, 3], randomFloats(36 * (4 / group), 81, 0.3))],
+        { pads: [1, 1, 1, 1], group },
+        { name: 'conv' },
+      );
       const silu = b.node('Mul', [c, b.node('Sigmoid', [c], {}, { name: 'sig' })], {}, { name: 'silu' });
-      b.output(b.node('Conv', [silu, b.initializer('w2', DataType.FLOAT, [2, 4, 1, 1], randomFloats(8, 82, 0.3))], {}, { name: 'head' }), DataType.FLOAT, ['N', 2, 8, 8]);
+      b.output(b.node('Conv', [silu, b.initializer('w2', DataType.FLOAT, [2, 4, 1, 1], randomFloats(8, 82, 0.3))], {}, { name: 'head' }), DataType.FLOAT, [
+        'N',
+        2,
+        8,
+        8,
+      ]);
       return b.build();
     };
     const depthwise = await quantizeInt8(build(4), { calibration: dataset('x', [8, 4, 8, 8], 83) });

@@ -57,7 +57,9 @@ describe('human and Markdown reports', () => {
     expect(row).toContain('2.00x [1.80, 2.20]');
     expect(row).toContain('107 KiB (87.9 KiB)');
     expect(row).toContain('0.520'); // p50 of [0.5, 0.55, 0.6, 0.5, 0.52]
-    expect(text).toContain("model-int8.onnx vs baseline, output 'logits': top-1 agreement 97.00%, max abs error 0.500, relative L2 0.0500, cosine 0.998700, SQNR 26.0 dB");
+    expect(text).toContain(
+      "model-int8.onnx vs baseline, output 'logits': top-1 agreement 97.00%, max abs error 0.500, relative L2 0.0500, cosine 0.998700, SQNR 26.0 dB",
+    );
     expect(text).toContain('FAIL min-speedup: model-int8.onnx at batch 1 is 2.000x');
     expect(text).not.toMatch(/\u001b\[/); // no colour codes unless asked
   });

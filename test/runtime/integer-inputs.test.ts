@@ -52,8 +52,24 @@ describe('integer inputs that index tables', () => {
     const ids = b.input('input_ids', DataType.INT32, ['batch', 6]);
     const segments = b.input('segment_ids', DataType.INT32, ['batch', 6]);
     const mask = b.input('mask', DataType.INT32, ['batch', 6]);
-    const t = (name: string, dims: number[]) => b.initializer(name, DataType.FLOAT, dims, randomFloats(dims.reduce((x, y) => x * y, 1), 5, 0.2, name.startsWith('g') ? 1 : 0));
-    const [y] = b.node('EmbedLayerNormalization', [ids, segments, t('word', [300, 8]), t('position', [16, 8]), t('segment', [3, 8]), t('gamma', [8]), t('beta', [8]), mask], {}, { domain: 'com.microsoft', name: 'embed', outputs: ['y', 'mask_index'] }) as Value[];
+    const t = (name: string, dims: number[]) =>
+      b.initializer(
+        name,
+        DataType.FLOAT,
+        dims,
+        randomFloats(
+          dims.reduce((x, y) => x * y, 1),
+          5,
+          0.2,
+          name.startsWith('g') ? 1 : 0,
+        ),
+      );
+    const [y] = b.node(
+      'EmbedLayerNormalization',
+      [ids, segments, t('word', [300, 8]), t('position', [16, 8]), t('segment', [3, 8]), t('gamma', [8]), t('beta', [8]), mask],
+      {},
+      { domain: 'com.microsoft', name: 'embed', outputs: ['y', 'mask_index'] },
+    ) as Value[];
     b.output(y!, DataType.FLOAT, ['batch', 6, 8]);
     const model = b.build();
     expect(integerInputBounds(model)).toEqual({ input_ids: 300, segment_ids: 3, mask: 2 });
@@ -68,7 +84,11 @@ describe('integer inputs that index tables', () => {
 
   it('random data stays below the bounds (and in [0, 10) elsewhere)', () => {
     const model = embeddingModel();
-    const specs = model.graph.inputs.map((v) => ({ name: v.name, dtype: (v.type as { elemType: DataType }).elemType, shape: ['batch', 8] as (string | number)[] }));
+    const specs = model.graph.inputs.map((v) => ({
+      name: v.name,
+      dtype: (v.type as { elemType: DataType }).elemType,
+      shape: ['batch', 8] as (string | number)[],
+    }));
     const data = randomDataset(specs, 50, 3, { integerBounds: integerInputBounds(model) });
     const values = (name: string) => Array.from(data.inputs[name]!.data as ArrayLike<number | bigint>, Number);
     expect(new Set(values('token_type_ids'))).toEqual(new Set([0, 1]));

@@ -14,7 +14,10 @@ const tmp = mkdtempSync(join(tmpdir(), 'model-opt-providers-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
 async function rejection(p: Promise<unknown>): Promise<Error> {
-  const e = await p.then(() => undefined, (error: unknown) => error);
+  const e = await p.then(
+    () => undefined,
+    (error: unknown) => error,
+  );
   expect(e).toBeInstanceOf(Error);
   return e as Error;
 }

@@ -95,7 +95,10 @@ describe.skipIf(!haveTestdata)('createRunner', () => {
     }
     // Inputs that disagree on the sample count are not split: the shape error names the input.
     const e = await failure(
-      runner.run({ x: { dtype: DataType.FLOAT, dims: [6, 4, 5], data: new Float32Array(120) }, y: { dtype: DataType.FLOAT, dims: [3, 4, 5], data: new Float32Array(60) } }),
+      runner.run({
+        x: { dtype: DataType.FLOAT, dims: [6, 4, 5], data: new Float32Array(120) },
+        y: { dtype: DataType.FLOAT, dims: [3, 4, 5], data: new Float32Array(60) },
+      }),
     );
     expect(e.message).toBe(`${model('test_add')}: input 'x' has shape [6,4,5] but the model expects [3,4,5]`);
     await runner.release();

@@ -27,7 +27,11 @@ describe('batch assembly and splitting', () => {
     const reqs = [sample([1, 2]), sample([3, 4, 5, 6], [2, 2]), sample([7, 8])];
     const results = await Promise.all(reqs.map((r) => batcher.submit(r)));
     expect(ex.calls).toEqual([4]); // one batch of 1 + 2 + 1 samples
-    expect(results.map((r) => r.outputs['x_out']!.dims)).toEqual([[1, 2], [2, 2], [1, 2]]);
+    expect(results.map((r) => r.outputs['x_out']!.dims)).toEqual([
+      [1, 2],
+      [2, 2],
+      [1, 2],
+    ]);
     expect(Array.from(results[1]!.outputs['x_out']!.data as Float32Array)).toEqual([7, 9, 11, 13]);
     expect(Array.from(results[2]!.outputs['x_out']!.data as Float32Array)).toEqual([15, 17]);
     expect(results.every((r) => r.timing.batchSize === 4 && r.timing.batchId === 0)).toBe(true);
@@ -77,7 +81,9 @@ describe('batch assembly and splitting', () => {
 
   it('refuses a model whose batch dim is fixed, pointing at batchify', async () => {
     await expect(createOrtExecutors(fixedBatchModel(1), 1, { maxBatchSize: 8 })).rejects.toThrow(InputError);
-    await expect(createOrtExecutors(fixedBatchModel(1), 1, { maxBatchSize: 8 })).rejects.toThrow(/input 'x' has a fixed batch dimension of 1.*model-opt batchify/);
+    await expect(createOrtExecutors(fixedBatchModel(1), 1, { maxBatchSize: 8 })).rejects.toThrow(
+      /input 'x' has a fixed batch dimension of 1.*model-opt batchify/,
+    );
     // Max batch size 1 (no batching) is fine.
     const ex = await createOrtExecutors(fixedBatchModel(1), 1, { maxBatchSize: 1 });
     await Promise.all(ex.map((e) => e.release?.()));
@@ -89,7 +95,12 @@ describe('batch assembly and splitting', () => {
     const batcher = new DynamicBatcher([ex], { maxBatchSize: 4, maxQueueDelayUs: 5000 }, clock);
     // Arriving together: 2-wide, 3-wide, 2-wide, 3-wide. FIFO runs of one shape form the batches.
     const rs = await Promise.all([sample([1, 2]), sample([1, 2, 3]), sample([3, 4]), sample([4, 5, 6])].map((r) => batcher.submit(r)));
-    expect(rs.map((r) => r.outputs['x_out']!.dims)).toEqual([[1, 2], [1, 3], [1, 2], [1, 3]]);
+    expect(rs.map((r) => r.outputs['x_out']!.dims)).toEqual([
+      [1, 2],
+      [1, 3],
+      [1, 2],
+      [1, 3],
+    ]);
     expect(ex.calls).toEqual([1, 1, 1, 1]); // each run of one shape is cut by the next request
     const same = await Promise.all([sample([1, 2, 3]), sample([4, 5, 6])].map((r) => batcher.submit(r)));
     expect(same.map((r) => r.timing.batchSize)).toEqual([2, 2]);

@@ -20,7 +20,9 @@ function program(): Command {
   const p = new Command('model-opt').exitOverride();
   const bench = p.command('benchmark').argument('<baseline>').option('--json').option('--threads <n>', '', Number);
   registerBatchingOptions(bench);
-  bench.action(runCommand(async (model: string, flags: BatchingFlags & { json?: boolean }) => (flags.dynamicBatching ? runBatchingBenchmark(model, flags) : 0)));
+  bench.action(
+    runCommand(async (model: string, flags: BatchingFlags & { json?: boolean }) => (flags.dynamicBatching ? runBatchingBenchmark(model, flags) : 0)),
+  );
   return p;
 }
 
@@ -44,7 +46,24 @@ describe('benchmark --dynamic-batching (onnxruntime)', () => {
     const model = path.join(dir, 'mlp.onnx');
     await saveModel(mlpModel(), model);
     const plot = path.join(dir, 'plot.svg');
-    const r = await run(['benchmark', model, '--dynamic-batching', '--max-batch-size', '8', '--max-queue-delay-us', '200', '--concurrency', '1,8', '--window-ms', '100', '--max-windows', '3', '--plot', plot, '--json']);
+    const r = await run([
+      'benchmark',
+      model,
+      '--dynamic-batching',
+      '--max-batch-size',
+      '8',
+      '--max-queue-delay-us',
+      '200',
+      '--concurrency',
+      '1,8',
+      '--window-ms',
+      '100',
+      '--max-windows',
+      '3',
+      '--plot',
+      plot,
+      '--json',
+    ]);
     expect(r.err).toBe('');
     expect(r.code).toBe(0);
     const doc = JSON.parse(r.out) as BatchingSweepResult;

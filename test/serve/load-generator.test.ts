@@ -30,7 +30,7 @@ describe('closed loop (concurrency)', () => {
     expect(r.latencyMs.p50).toBeCloseTo(p99, 9);
     expect(r.throughput).toBeCloseTo(thr, 6);
     expect(r.computeMs.p50).toBeCloseTo(linearCost(1, 0.25)(Math.min(c, m)), 9);
-    expect(r.batchSizes).toEqual([[Math.min(c, m), (r.completed / Math.min(c, m))]]);
+    expect(r.batchSizes).toEqual([[Math.min(c, m), r.completed / Math.min(c, m)]]);
     expect(r.rejected).toBe(0);
   });
 

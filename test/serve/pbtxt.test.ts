@@ -144,7 +144,7 @@ describe('protobuf text format', () => {
 });
 
 describe('Triton model config', () => {
-  it("reads the documented minimal config", () => {
+  it('reads the documented minimal config', () => {
     const c = parseTritonConfig(MINIMAL);
     expect(c.platform).toBe('tensorrt_plan');
     expect(c.maxBatchSize).toBe(8);
@@ -228,7 +228,14 @@ instance_group [
 
   it('turns a config into batcher settings', () => {
     const s = batcherSettingsFromTriton(parseTritonConfig(FULL));
-    expect(s.batcher).toEqual({ maxBatchSize: 64, preferredBatchSizes: [4, 8], maxQueueDelayUs: 100, preserveOrdering: true, maxQueueSize: 128, defaultTimeoutUs: 50000 });
+    expect(s.batcher).toEqual({
+      maxBatchSize: 64,
+      preferredBatchSizes: [4, 8],
+      maxQueueDelayUs: 100,
+      preserveOrdering: true,
+      maxQueueSize: 128,
+      defaultTimeoutUs: 50000,
+    });
     expect(s.instances).toBe(1 + 2 * 2 + 3); // count x gpus per group
     const plain = batcherSettingsFromTriton(parseTritonConfig(MINIMAL));
     expect(plain.batcher).toEqual({ maxBatchSize: 8 });
@@ -271,6 +278,10 @@ describe("Triton's ModelConfig schema", () => {
     expect(() => parseTritonConfig('response_cache: true')).toThrow(/response_cache: expected a \{ \} block \(ModelResponseCache\)/);
     expect(() => parseTritonConfig('max_batch_size: [ 1, 2 ]')).toThrow(/not repeated; give one value/);
     // Enum values by number, maps as key/value entries, floats: all accepted.
-    expect(() => parseTritonConfig('input [ { name: "x" data_type: 11 dims: [ 2 ] } ]\nparameters { key: "a" value { string_value: "b" } }\nsequence_batching { direct { minimum_slot_utilization: 0.5 } }')).not.toThrow();
+    expect(() =>
+      parseTritonConfig(
+        'input [ { name: "x" data_type: 11 dims: [ 2 ] } ]\nparameters { key: "a" value { string_value: "b" } }\nsequence_batching { direct { minimum_slot_utilization: 0.5 } }',
+      ),
+    ).not.toThrow();
   });
 });

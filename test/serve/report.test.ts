@@ -46,7 +46,18 @@ describe('batching reports', () => {
   });
 
   it('places points by value on the axes', () => {
-    const svg = renderLatencyThroughputSvg([{ label: 'a', points: [{ throughput: 500, p99: 5 }, { throughput: 1000, p99: 10 }] }], { width: 720, height: 460 });
+    const svg = renderLatencyThroughputSvg(
+      [
+        {
+          label: 'a',
+          points: [
+            { throughput: 500, p99: 5 },
+            { throughput: 1000, p99: 10 },
+          ],
+        },
+      ],
+      { width: 720, height: 460 },
+    );
     // x: 70 + v / 1000 * 630; y: 40 + 360 - v / 10 * 360
     expect(svg).toContain('points="385.0,220.0 700.0,40.0"');
   });

@@ -23,7 +23,11 @@ async function search(sloP99Ms: number) {
   const clock = new VirtualClock();
   return searchSlo(
     async (setting, config) =>
-      new DynamicBatcher(Array.from({ length: setting.instances }, () => createSimulatedExecutor(clock, cost)), config, clock),
+      new DynamicBatcher(
+        Array.from({ length: setting.instances }, () => createSimulatedExecutor(clock, cost)),
+        config,
+        clock,
+      ),
     one,
     { sloP99Ms, space, measurement: { windowMs: 100 } },
     clock,

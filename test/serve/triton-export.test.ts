@@ -165,7 +165,12 @@ describe('Triton export', () => {
 
   it('writes <name>/config.pbtxt and <name>/1/model.onnx that read back', async () => {
     const repo = path.join(dir, 'repo1');
-    const r = await writeTritonRepository(mlpModel(), repo, { name: 'mlp', maxBatchSize: 16, dynamicBatching: { preferredBatchSizes: [], maxQueueDelayUs: 1000 }, instances: 1 });
+    const r = await writeTritonRepository(mlpModel(), repo, {
+      name: 'mlp',
+      maxBatchSize: 16,
+      dynamicBatching: { preferredBatchSizes: [], maxQueueDelayUs: 1000 },
+      instances: 1,
+    });
     expect(fs.existsSync(path.join(repo, 'mlp', '1', 'model.onnx'))).toBe(true);
     const back = parseTritonConfig(fs.readFileSync(path.join(repo, 'mlp', 'config.pbtxt'), 'utf8'));
     expect(back).toEqual(r.config);
@@ -177,8 +182,24 @@ describe('Triton export', () => {
     await saveModel(mlpModel(), modelPath);
     const repo = path.join(dir, 'repo2');
     fs.mkdirSync(path.join(repo, 'mlp'), { recursive: true });
-    fs.writeFileSync(path.join(repo, 'mlp', 'config.pbtxt'), 'name: "mlp"\nmax_batch_size: 8\nversion_policy: { all { }}\nparameters { key: "k" value: { string_value: "v" } }\n');
-    const r = await cli(registerExportTriton, ['export-triton', modelPath, '--out', repo, '--max-batch-size', '32', '--preferred', '8,32', '--max-queue-delay-us', '250', '--instances', '2']);
+    fs.writeFileSync(
+      path.join(repo, 'mlp', 'config.pbtxt'),
+      'name: "mlp"\nmax_batch_size: 8\nversion_policy: { all { }}\nparameters { key: "k" value: { string_value: "v" } }\n',
+    );
+    const r = await cli(registerExportTriton, [
+      'export-triton',
+      modelPath,
+      '--out',
+      repo,
+      '--max-batch-size',
+      '32',
+      '--preferred',
+      '8,32',
+      '--max-queue-delay-us',
+      '250',
+      '--instances',
+      '2',
+    ]);
     expect(r.err).toBe('');
     expect(r.code).toBe(0);
     const c = parseTritonConfig(fs.readFileSync(path.join(repo, 'mlp', 'config.pbtxt'), 'utf8'));
@@ -210,7 +231,12 @@ describe('Triton export', () => {
 describe('re-export from a base config', () => {
   it('keeps every field of a rich config when only the batching settings change', () => {
     const base = parseTritonConfig(RICH);
-    const c = buildTritonConfig(cnnSpecs, { name: 'fashion', base, maxBatchSize: 32, dynamicBatching: { preferredBatchSizes: [16, 32], maxQueueDelayUs: 500 } });
+    const c = buildTritonConfig(cnnSpecs, {
+      name: 'fashion',
+      base,
+      maxBatchSize: 32,
+      dynamicBatching: { preferredBatchSizes: [16, 32], maxQueueDelayUs: 500 },
+    });
     const text = formatTritonConfig(c);
     expect(withoutBatching(text)).toEqual(withoutBatching(RICH));
     const back = parseTritonConfig(text);
@@ -243,17 +269,25 @@ describe('re-export from a base config', () => {
       expect(() => validateModelConfig(parsePbtxt(written))).not.toThrow();
       expect(c.dynamicBatching).toBeUndefined();
       expect(withoutBatching(written)).toEqual(withoutBatching(text));
-      expect(() => buildTritonConfig(cnnSpecs, { name: 'x', base, maxBatchSize: 8, dynamicBatching: { preferredBatchSizes: [], maxQueueDelayUs: 100 } })).toThrow(
-        /uses (sequence_batching|ensemble_scheduling).*cannot also get dynamic_batching/,
-      );
+      expect(() =>
+        buildTritonConfig(cnnSpecs, { name: 'x', base, maxBatchSize: 8, dynamicBatching: { preferredBatchSizes: [], maxQueueDelayUs: 100 } }),
+      ).toThrow(/uses (sequence_batching|ensemble_scheduling).*cannot also get dynamic_batching/);
     }
     expect(batcherSettingsFromTriton(parseTritonConfig(SEQUENCE)).notes.join('\n')).toMatch(/sequence_batching: .*search does not apply/);
-    expect(batcherSettingsFromTriton(parseTritonConfig(RICH)).notes.join('\n')).toMatch(/priorities are not simulated \(priority_levels, default_priority_level, priority_queue_policy\)/);
+    expect(batcherSettingsFromTriton(parseTritonConfig(RICH)).notes.join('\n')).toMatch(
+      /priorities are not simulated \(priority_levels, default_priority_level, priority_queue_policy\)/,
+    );
   });
 
   it('writes the model under default_model_filename', async () => {
     const repo = path.join(dir, 'repo-file');
-    const base = parseTritonConfig(RICH.replace(/"input"/g, '"x"').replace(/"logits"/g, '"y"').replace('dims: [ 1, 28, 28 ]\n    allow', 'dims: [ 16 ]\n    allow').replace('format: FORMAT_NCHW\n', '').replace(/dims: \[ 10 \]/, 'dims: [ 4 ]'));
+    const base = parseTritonConfig(
+      RICH.replace(/"input"/g, '"x"')
+        .replace(/"logits"/g, '"y"')
+        .replace('dims: [ 1, 28, 28 ]\n    allow', 'dims: [ 16 ]\n    allow')
+        .replace('format: FORMAT_NCHW\n', '')
+        .replace(/dims: \[ 10 \]/, 'dims: [ 4 ]'),
+    );
     const r = await writeTritonRepository(mlpModel(), repo, { name: 'fashion', base, maxBatchSize: 16 });
     expect(r.modelPath).toBe(path.join(repo, 'fashion', '1', 'fashion.onnx'));
     expect(fs.existsSync(r.modelPath)).toBe(true);
@@ -275,7 +309,9 @@ describe('re-export from a base config', () => {
     expect(c.instanceGroup).toMatchObject([{ kind: 'KIND_GPU', count: 2, gpus: [0, 1] }]);
     const asked = await cli(registerExportTriton, ['export-triton', modelPath, '--out', repo, '--max-queue-delay-us', '300']);
     expect(asked.code).toBe(0);
-    expect(parseTritonConfig(fs.readFileSync(path.join(repo, 'mlp-b', 'config.pbtxt'), 'utf8')).dynamicBatching).toMatchObject({ maxQueueDelayMicroseconds: 300 });
+    expect(parseTritonConfig(fs.readFileSync(path.join(repo, 'mlp-b', 'config.pbtxt'), 'utf8')).dynamicBatching).toMatchObject({
+      maxQueueDelayMicroseconds: 300,
+    });
     const none = await cli(registerExportTriton, ['export-triton', modelPath, '--out', path.join(dir, 'repo-none'), '--max-batch-size', '0']);
     expect(none.err).toBe('');
     expect(none.code).toBe(0);
@@ -284,7 +320,16 @@ describe('re-export from a base config', () => {
     expect(n.dynamicBatching).toBeUndefined();
     const seqPath = path.join(dir, 'seq.pbtxt');
     fs.writeFileSync(seqPath, 'max_batch_size: 8\nsequence_batching { }\n');
-    const seq = await cli(registerExportTriton, ['export-triton', modelPath, '--out', path.join(dir, 'repo-seq'), '--triton-config', seqPath, '--slo-p99', '20']);
+    const seq = await cli(registerExportTriton, [
+      'export-triton',
+      modelPath,
+      '--out',
+      path.join(dir, 'repo-seq'),
+      '--triton-config',
+      seqPath,
+      '--slo-p99',
+      '20',
+    ]);
     expect(seq.code).toBe(2);
     expect(seq.err).toMatch(/uses sequence_batching; dynamic batching settings and the --slo-p99 search do not apply/);
   });

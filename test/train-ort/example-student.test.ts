@@ -35,11 +35,14 @@ describe('onnxruntime training graph on the example student', () => {
     const graph = new TrainableGraph(model);
     const params = graph.trainableVariables();
     let updates: ReturnType<TrainableGraph['forward']>['updates'] = [];
-    const { value, grads } = tf.variableGrads(() => {
-      const r = graph.forward({ input: tf.tensor(x.data as Float32Array, [...x.dims]) }, { training: true, fetch: ['logits'] });
-      updates = r.updates;
-      return distillationLoss(r.outputs.logits!, tf.tensor(teacher.data as Float32Array, [N, 10]), tf.tensor(labelData, [N], 'int32'), options).total;
-    }, params.map((p) => p.variable));
+    const { value, grads } = tf.variableGrads(
+      () => {
+        const r = graph.forward({ input: tf.tensor(x.data as Float32Array, [...x.dims]) }, { training: true, fetch: ['logits'] });
+        updates = r.updates;
+        return distillationLoss(r.outputs.logits!, tf.tensor(teacher.data as Float32Array, [N, 10]), tf.tensor(labelData, [N], 'int32'), options).total;
+      },
+      params.map((p) => p.variable),
+    );
     const refLoss = value.dataSync()[0]!;
     const refGrads = new Map(params.map((p) => [p.name, grads[p.variable.name]!.dataSync() as Float32Array]));
     const refStats = new Map(updates.map((u) => [u.name, u.value.dataSync() as Float32Array]));
@@ -87,7 +90,10 @@ describe('onnxruntime training graph on the example student', () => {
     }
     expect(weightDiff).toBeLessThan(1e-5);
     tfOpt.dispose();
-    if (process.env.FD_VERBOSE) console.log(`example student: loss ${r.loss} vs ${refLoss}, worst relative gradient difference ${worst.toExponential(2)}, updated weights max diff ${weightDiff.toExponential(2)}`);
+    if (process.env.FD_VERBOSE)
+      console.log(
+        `example student: loss ${r.loss} vs ${refLoss}, worst relative gradient difference ${worst.toExponential(2)}, updated weights max diff ${weightDiff.toExponential(2)}`,
+      );
     tf.dispose([value, ...Object.values(grads)]);
     for (const u of updates) u.value.dispose();
     graph.dispose();

@@ -74,7 +74,16 @@ async function fdError(c: Case): Promise<{ worst: number; checked: number }> {
 }
 
 function floats(seed: number, dims: number[], lo = -1, hi = 1): TensorData {
-  return { dtype: F, dims, data: seededFloats(seed, dims.reduce((a, b) => a * b, 1), lo, hi) };
+  return {
+    dtype: F,
+    dims,
+    data: seededFloats(
+      seed,
+      dims.reduce((a, b) => a * b, 1),
+      lo,
+      hi,
+    ),
+  };
 }
 
 function labels(n: number, classes: number): TensorData {
@@ -101,8 +110,20 @@ function gemmModel(transA: number, transB: number, beta = 1): Model {
 
 describe('gradient rules against finite differences', () => {
   it('Gemm (all transposes, alpha, beta), Relu, MatMul, Add with a broadcast bias: KD loss, float64', async () => {
-    for (const [tA, tB] of [[0, 0], [0, 1], [1, 0], [1, 1]] as const) {
-      const r = await fdError({ model: gemmModel(tA, tB, 0.5), x: floats(5, [4, 6]), loss: KD, labels: labels(4, 4), teacher: floats(6, [4, 4], -2, 2), precision: 'float64' });
+    for (const [tA, tB] of [
+      [0, 0],
+      [0, 1],
+      [1, 0],
+      [1, 1],
+    ] as const) {
+      const r = await fdError({
+        model: gemmModel(tA, tB, 0.5),
+        x: floats(5, [4, 6]),
+        loss: KD,
+        labels: labels(4, 4),
+        teacher: floats(6, [4, 4], -2, 2),
+        precision: 'float64',
+      });
       expect(r.checked).toBeGreaterThan(20);
       expect(r.worst, `transA=${tA} transB=${tB}`).toBeLessThan(1e-6);
     }
@@ -116,7 +137,14 @@ describe('gradient rules against finite differences', () => {
     const d = b.initializer('d', F, [3], seededFloats(9, 3, 1, 2));
     const y = b.node('Div', [b.node('Sub', [b.node('Mul', [x, s]), o]), d]);
     b.output(y, F, ['N', 3]);
-    const r = await fdError({ model: b.build(), x: floats(10, [5, 3]), loss: MSE, labels: floats(11, [5, 3]), teacher: floats(12, [5, 3]), precision: 'float64' });
+    const r = await fdError({
+      model: b.build(),
+      x: floats(10, [5, 3]),
+      loss: MSE,
+      labels: floats(11, [5, 3]),
+      teacher: floats(12, [5, 3]),
+      precision: 'float64',
+    });
     expect(r.worst).toBeLessThan(1e-6);
   });
 
@@ -126,36 +154,66 @@ describe('gradient rules against finite differences', () => {
     const scale = b.initializer('pre.scale', F, [1, 3, 1, 1], seededFloats(13, 3, 0.5, 1.5));
     const shift = b.initializer('pre.shift', F, [3, 1, 1], seededFloats(14, 3));
     const a = b.node('Add', [b.node('Mul', [x, scale]), shift]);
-    const bn = b.node('BatchNormalization', [
-      a,
-      b.initializer('bn.scale', F, [3], seededFloats(15, 3, 0.5, 1.5)),
-      b.initializer('bn.bias', F, [3], seededFloats(16, 3)),
-      b.initializer('bn.mean', F, [3], seededFloats(17, 3, -0.2, 0.2)),
-      b.initializer('bn.var', F, [3], seededFloats(18, 3, 0.5, 2)),
-    ], { epsilon: 1e-5, momentum: 0.9 });
+    const bn = b.node(
+      'BatchNormalization',
+      [
+        a,
+        b.initializer('bn.scale', F, [3], seededFloats(15, 3, 0.5, 1.5)),
+        b.initializer('bn.bias', F, [3], seededFloats(16, 3)),
+        b.initializer('bn.mean', F, [3], seededFloats(17, 3, -0.2, 0.2)),
+        b.initializer('bn.var', F, [3], seededFloats(18, 3, 0.5, 2)),
+      ],
+      { epsilon: 1e-5, momentum: 0.9 },
+    );
     const p = b.node('MaxPool', [b.node('Relu', [bn])], { kernel_shape: [3, 3], strides: [2, 2], pads: [1, 1, 1, 1] });
     const f = b.node('Flatten', [p], { axis: 1 });
-    const fc = b.node('Gemm', [f, b.initializer('fc.w', F, [4, 27], seededFloats(19, 108, -0.3, 0.3)), b.initializer('fc.b', F, [4], seededFloats(20, 4))], { transB: 1 });
+    const fc = b.node('Gemm', [f, b.initializer('fc.w', F, [4, 27], seededFloats(19, 108, -0.3, 0.3)), b.initializer('fc.b', F, [4], seededFloats(20, 4))], {
+      transB: 1,
+    });
     b.output(fc, F, ['N', 4]);
     return b.build();
   }
 
   it('BatchNormalization in training mode, MaxPool with overlapping padded windows, Flatten: float64', async () => {
-    const r = await fdError({ model: poolNormModel(), x: floats(21, [3, 3, 6, 6], -2, 2), loss: KD, labels: labels(3, 4), teacher: floats(22, [3, 4]), precision: 'float64' });
+    const r = await fdError({
+      model: poolNormModel(),
+      x: floats(21, [3, 3, 6, 6], -2, 2),
+      loss: KD,
+      labels: labels(3, 4),
+      teacher: floats(22, [3, 4]),
+      precision: 'float64',
+    });
     expect(r.checked).toBeGreaterThan(20);
     // batch statistics make the loss less smooth in the weights (measured 4e-7)
     expect(r.worst).toBeLessThan(5e-6);
   });
 
   it('BatchNormalization in inference form (frozen statistics): float64', async () => {
-    const r = await fdError({ model: poolNormModel(), x: floats(23, [3, 3, 6, 6], -2, 2), loss: KD, labels: labels(3, 4), precision: 'float64', training: false });
+    const r = await fdError({
+      model: poolNormModel(),
+      x: floats(23, [3, 3, 6, 6], -2, 2),
+      loss: KD,
+      labels: labels(3, 4),
+      precision: 'float64',
+      training: false,
+    });
     expect(r.worst).toBeLessThan(1e-6);
   });
 
   function convModel(attrs: Record<string, number[]>, bias: boolean, wDims: number[], gap: boolean): Model {
     const b = new GraphBuilder({ opset: 17 });
     const x = b.input('input', F, ['N', 2, 7, 8]);
-    const w = b.initializer('conv.w', F, wDims, seededFloats(24, wDims.reduce((p, q) => p * q, 1), -0.5, 0.5));
+    const w = b.initializer(
+      'conv.w',
+      F,
+      wDims,
+      seededFloats(
+        24,
+        wDims.reduce((p, q) => p * q, 1),
+        -0.5,
+        0.5,
+      ),
+    );
     const ins = [x, w];
     if (bias) ins.push(b.initializer('conv.b', F, [wDims[0]!], seededFloats(25, wDims[0]!)));
     const c = b.node('Conv', ins, attrs);
@@ -198,8 +256,14 @@ describe('gradient rule registry and coverage', () => {
     const h = b.node('MatMul', [x, b.initializer('w', F, [3, 3], seededFloats(1, 9))]);
     const t = b.node('Tanh', [h], {}, { name: 'act.tanh' });
     b.output(t, F, ['N', 3]);
-    const shapes = new Map([['input', [2, 3]], [h.name, [2, 3]], [t.name, [2, 3]]]);
-    expect(() => buildTrainingGraph(b.build(), { loss: KD, withLabels: true, withTeacher: false, shapes })).toThrow(/no gradient rule for node 'act\.tanh' \(Tanh\)/);
+    const shapes = new Map([
+      ['input', [2, 3]],
+      [h.name, [2, 3]],
+      [t.name, [2, 3]],
+    ]);
+    expect(() => buildTrainingGraph(b.build(), { loss: KD, withLabels: true, withTeacher: false, shapes })).toThrow(
+      /no gradient rule for node 'act\.tanh' \(Tanh\)/,
+    );
   });
 
   it('an op without a rule that no weight reaches needs none (input preprocessing)', () => {
@@ -208,7 +272,11 @@ describe('gradient rule registry and coverage', () => {
     const t = b.node('Tanh', [x]);
     const h = b.node('MatMul', [t, b.initializer('w', F, [3, 3], seededFloats(1, 9))]);
     b.output(h, F, ['N', 3]);
-    const shapes = new Map([['input', [2, 3]], [t.name, [2, 3]], [h.name, [2, 3]]]);
+    const shapes = new Map([
+      ['input', [2, 3]],
+      [t.name, [2, 3]],
+      [h.name, [2, 3]],
+    ]);
     const g = buildTrainingGraph(b.build(), { loss: KD, withLabels: true, withTeacher: false, shapes });
     expect(g.weights).toEqual(['w']);
   });

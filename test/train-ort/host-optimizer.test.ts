@@ -21,7 +21,14 @@ describe('HostOptimizer', () => {
       const shapes: Record<string, number[]> = { kernel: [3, 4], bias: [4] };
       const host = new HostOptimizer(options);
       const ref = new Optimizer(options);
-      const hostParams = Object.entries(shapes).map(([name, dims], k) => ({ name, data: seededFloats(k + 1, dims.reduce((a, b) => a * b, 1)), rank: dims.length }));
+      const hostParams = Object.entries(shapes).map(([name, dims], k) => ({
+        name,
+        data: seededFloats(
+          k + 1,
+          dims.reduce((a, b) => a * b, 1),
+        ),
+        rank: dims.length,
+      }));
       const refParams = hostParams.map((p) => ({ name: p.name, variable: tf.variable(tf.tensor(Float32Array.from(p.data), shapes[p.name]!)) }));
       for (let step = 0; step < 3; step++) {
         const grads = new Map(hostParams.map((p, k) => [p.name, seededFloats(10 * step + k + 5, p.data.length)]));

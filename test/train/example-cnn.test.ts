@@ -13,7 +13,14 @@ import { readNpz } from '../../src/data/index.js';
 import { type CnnConfig, channelMoments, exportOnnx, forward, initParams, paramSpecs, toTfModel } from '../../fixtures/example-cnn.js';
 import { seededFloats } from '../../fixtures/tiny-graphs.js';
 
-const TINY: CnnConfig = { name: 'tiny-cnn', stem: 4, stages: [{ channels: 4, blocks: 1 }, { channels: 8, blocks: 1 }] };
+const TINY: CnnConfig = {
+  name: 'tiny-cnn',
+  stem: 4,
+  stages: [
+    { channels: 4, blocks: 1 },
+    { channels: 8, blocks: 1 },
+  ],
+};
 
 beforeAll(async () => {
   await initTrainingBackend({ backend: 'wasm' });

@@ -10,8 +10,16 @@ import { GRADIENT_KERNELS } from '../../src/train/gradients.js';
 import { seededFloats } from '../../fixtures/tiny-graphs.js';
 
 type Kind = 'any' | 'positive' | 'spaced';
-interface InputSpec { shape: number[]; kind?: Kind }
-interface Case { kernel: string; label?: string; inputs: InputSpec[]; f: (...xs: tf.Tensor[]) => tf.Tensor | tf.Tensor[] }
+interface InputSpec {
+  shape: number[];
+  kind?: Kind;
+}
+interface Case {
+  kernel: string;
+  label?: string;
+  inputs: InputSpec[];
+  f: (...xs: tf.Tensor[]) => tf.Tensor | tf.Tensor[];
+}
 
 const EPS = 1e-2;
 // float32 finite differences with eps 1e-2: truncation and rounding both stay well below this,
@@ -26,7 +34,9 @@ function values(spec: InputSpec, seed: number): Float32Array {
     const order = Array.from(seededFloats(seed, n), (v, i) => [v, i] as const).sort((a, b) => a[0] - b[0]);
     const out = new Float32Array(n);
     // grid offset by a quarter step so no value sits on 0
-    order.forEach(([, i], rank) => { out[i] = -1 + (2 * (rank + 0.25)) / n; });
+    order.forEach(([, i], rank) => {
+      out[i] = -1 + (2 * (rank + 0.25)) / n;
+    });
     return out;
   }
   return seededFloats(seed, n);
@@ -82,13 +92,41 @@ const CASES: Case[] = [
   c('ExpandDims', [S(2, 3)], (x) => tf.expandDims(x!, 1)),
   c('Transpose', [S(2, 3, 4)], (x) => tf.transpose(x!, [2, 0, 1])),
   c('Concat', [S(2, 3), S(2, 2)], (a, b) => tf.concat([a!, b!], 1)),
-  c('SplitV', [S(2, 5)], (x) => { const [a, b] = tf.split(x!, [2, 3], 1); return tf.concat([tf.mul(a!, 2), b!], 1); }),
+  c('SplitV', [S(2, 5)], (x) => {
+    const [a, b] = tf.split(x!, [2, 3], 1);
+    return tf.concat([tf.mul(a!, 2), b!], 1);
+  }),
   c('Pack', [S(2, 3), S(2, 3)], (a, b) => tf.stack([a!, b!], 1)),
-  c('Unpack', [S(2, 3)], (x) => { const [a, b] = tf.unstack(x!, 0); return tf.sub(tf.mul(a!, 3), b!); }),
+  c('Unpack', [S(2, 3)], (x) => {
+    const [a, b] = tf.unstack(x!, 0);
+    return tf.sub(tf.mul(a!, 3), b!);
+  }),
   c('Slice', [S(4, 5)], (x) => tf.slice(x!, [1, 2], [2, 3])),
-  c('PadV2', [S(2, 3)], (x) => tf.pad(x!, [[1, 0], [2, 1]], 0.5)),
+  c('PadV2', [S(2, 3)], (x) =>
+    tf.pad(
+      x!,
+      [
+        [1, 0],
+        [2, 1],
+      ],
+      0.5,
+    ),
+  ),
   c('Tile', [S(2, 3)], (x) => tf.tile(x!, [2, 3])),
-  c('Select', [S(2, 3), S(2, 3)], (a, b) => tf.where(tf.tensor2d([[1, 0, 1], [0, 0, 1]], [2, 3], 'bool'), a!, b!)),
+  c('Select', [S(2, 3), S(2, 3)], (a, b) =>
+    tf.where(
+      tf.tensor2d(
+        [
+          [1, 0, 1],
+          [0, 0, 1],
+        ],
+        [2, 3],
+        'bool',
+      ),
+      a!,
+      b!,
+    ),
+  ),
   c('GatherV2', [S(4, 3)], (x) => tf.gather(x!, tf.tensor1d([2, 0, 2, 3], 'int32'), 0)),
   c('BatchMatMul', [S(2, 3), S(3, 4)], (a, b) => tf.matMul(a!, b!), 'plain'),
   c('BatchMatMul', [S(3, 2), S(3, 4)], (a, b) => tf.matMul(a!, b!, true, false), 'transposeA'),
@@ -100,8 +138,7 @@ const CASES: Case[] = [
   c('DepthwiseConv2dNative', [S(1, 5, 5, 2), S(3, 3, 2, 2)], (x, w) => tf.depthwiseConv2d(x as tf.Tensor4D, w as tf.Tensor4D, 1, 'same')),
   c('MaxPool', [G(1, 4, 4, 2)], (x) => tf.maxPool(x as tf.Tensor4D, 2, 2, 'valid')),
   c('AvgPool', [S(1, 4, 4, 2)], (x) => tf.avgPool(x as tf.Tensor4D, 2, 1, 'same')),
-  c('FusedBatchNorm', [S(2, 3, 3), S(3), P(3), S(3), S(3)],
-    (x, mean, variance, offset, scale) => tf.batchNorm(x!, mean!, variance!, offset!, scale!, 1e-3)),
+  c('FusedBatchNorm', [S(2, 3, 3), S(3), P(3), S(3), S(3)], (x, mean, variance, offset, scale) => tf.batchNorm(x!, mean!, variance!, offset!, scale!, 1e-3)),
 ];
 
 function lossOf(f: Case['f'], weights: tf.Tensor[] | null, xs: tf.Tensor[]): { loss: tf.Scalar; weights: tf.Tensor[] } {
@@ -127,13 +164,33 @@ describe('gradient table: analytic vs finite differences (cpu backend)', () => {
       // the kernel under test must be the one that produced the gradient: registered by us
       expect(tf.getGradient(testCase.kernel)).toBeDefined();
       const xs = testCase.inputs.map((spec, i) => tf.tensor(values(spec, 10 * index + i), spec.shape));
-      const dirs = testCase.inputs.map((spec, i) => tf.tensor(seededFloats(500 + 10 * index + i, spec.shape.reduce((a, b) => a * b, 1)), spec.shape));
-      const { weights } = tf.tidy(() => { const r = lossOf(testCase.f, null, xs); return { weights: r.weights.map((w) => tf.keep(w)) }; });
+      const dirs = testCase.inputs.map((spec, i) =>
+        tf.tensor(
+          seededFloats(
+            500 + 10 * index + i,
+            spec.shape.reduce((a, b) => a * b, 1),
+          ),
+          spec.shape,
+        ),
+      );
+      const { weights } = tf.tidy(() => {
+        const r = lossOf(testCase.f, null, xs);
+        return { weights: r.weights.map((w) => tf.keep(w)) };
+      });
       const grads = tf.grads((...args: tf.Tensor[]) => lossOf(testCase.f, weights, args).loss)(xs);
       let analytic = 0;
-      grads.forEach((g, i) => { analytic += tf.sum(tf.mul(g, dirs[i]!)).dataSync()[0]!; });
-      const shifted = (sign: number) => tf.tidy(() =>
-        lossOf(testCase.f, weights, xs.map((x, i) => tf.add(x, tf.mul(dirs[i]!, sign * EPS)))).loss.dataSync()[0]!);
+      grads.forEach((g, i) => {
+        analytic += tf.sum(tf.mul(g, dirs[i]!)).dataSync()[0]!;
+      });
+      const shifted = (sign: number) =>
+        tf.tidy(
+          () =>
+            lossOf(
+              testCase.f,
+              weights,
+              xs.map((x, i) => tf.add(x, tf.mul(dirs[i]!, sign * EPS))),
+            ).loss.dataSync()[0]!,
+        );
       const numeric = (shifted(1) - shifted(-1)) / (2 * EPS);
       expect(Math.abs(analytic - numeric)).toBeLessThan(TOL * Math.max(1, Math.abs(numeric)));
       tf.dispose([...xs, ...dirs, ...weights, ...grads]);

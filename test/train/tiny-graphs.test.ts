@@ -6,9 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { DataType, type TensorData } from '../../src/ir/dtype.js';
 import type { Model } from '../../src/ir/model.js';
 import { createRunner } from '../../src/runtime/index.js';
-import {
-  concat, convBnChain, depthwiseConv, flattenGemm, gemmTransB, ifSubgraph, matMul, residualAdd, seededFloats,
-} from '../../fixtures/tiny-graphs.js';
+import { concat, convBnChain, depthwiseConv, flattenGemm, gemmTransB, ifSubgraph, matMul, residualAdd, seededFloats } from '../../fixtures/tiny-graphs.js';
 
 const TOL = 1e-5; // float32 inference vs float64 reference on values of order 1
 
@@ -19,10 +17,16 @@ function weight(model: Model, name: string): Float64Array {
 }
 
 /** A tensor of shape `dims` (float64 values) in NCHW. */
-interface Nd { dims: number[]; data: Float64Array }
+interface Nd {
+  dims: number[];
+  data: Float64Array;
+}
 
 function input(dims: number[], seed: number): { feed: TensorData; nd: Nd } {
-  const data = seededFloats(seed, dims.reduce((a, b) => a * b, 1));
+  const data = seededFloats(
+    seed,
+    dims.reduce((a, b) => a * b, 1),
+  );
   return { feed: { dtype: DataType.FLOAT, dims, data }, nd: { dims, data: Float64Array.from(data) } };
 }
 
@@ -34,19 +38,23 @@ function conv(x: Nd, w: Float64Array, wDims: number[], bias: Float64Array | null
   const ow = Math.floor((wd + 2 * opts.pad - kw) / opts.stride) + 1;
   const out = new Float64Array(n * m * oh * ow);
   const mPerGroup = m / opts.group;
-  for (let b = 0; b < n; b++) for (let o = 0; o < m; o++) {
-    const g = Math.floor(o / mPerGroup);
-    for (let y = 0; y < oh; y++) for (let xo = 0; xo < ow; xo++) {
-      let s = bias ? bias[o]! : 0;
-      for (let ci = 0; ci < cg; ci++) for (let i = 0; i < kh; i++) for (let j = 0; j < kw; j++) {
-        const iy = y * opts.stride + i - opts.pad;
-        const ix = xo * opts.stride + j - opts.pad;
-        if (iy < 0 || iy >= h || ix < 0 || ix >= wd) continue;
-        s += x.data[((b * c + g * cg + ci) * h + iy) * wd + ix]! * w[((o * cg + ci) * kh + i) * kw + j]!;
-      }
-      out[((b * m + o) * oh + y) * ow + xo] = s;
+  for (let b = 0; b < n; b++)
+    for (let o = 0; o < m; o++) {
+      const g = Math.floor(o / mPerGroup);
+      for (let y = 0; y < oh; y++)
+        for (let xo = 0; xo < ow; xo++) {
+          let s = bias ? bias[o]! : 0;
+          for (let ci = 0; ci < cg; ci++)
+            for (let i = 0; i < kh; i++)
+              for (let j = 0; j < kw; j++) {
+                const iy = y * opts.stride + i - opts.pad;
+                const ix = xo * opts.stride + j - opts.pad;
+                if (iy < 0 || iy >= h || ix < 0 || ix >= wd) continue;
+                s += x.data[((b * c + g * cg + ci) * h + iy) * wd + ix]! * w[((o * cg + ci) * kh + i) * kw + j]!;
+              }
+          out[((b * m + o) * oh + y) * ow + xo] = s;
+        }
     }
-  }
   return { dims: [n, m, oh, ow], data: out };
 }
 
@@ -63,13 +71,24 @@ function batchNorm(x: Nd, model: Model, name: string): Nd {
 const relu = (x: Nd): Nd => ({ dims: x.dims, data: x.data.map((v) => Math.max(0, v)) });
 
 /** [n, k] x [k, m] (or w^T when transB) times alpha, plus beta * bias. */
-function gemm(x: Float64Array, n: number, k: number, w: Float64Array, m: number, transB: boolean, bias: Float64Array | null, alpha = 1, beta = 1): Float64Array {
+function gemm(
+  x: Float64Array,
+  n: number,
+  k: number,
+  w: Float64Array,
+  m: number,
+  transB: boolean,
+  bias: Float64Array | null,
+  alpha = 1,
+  beta = 1,
+): Float64Array {
   const out = new Float64Array(n * m);
-  for (let i = 0; i < n; i++) for (let j = 0; j < m; j++) {
-    let s = 0;
-    for (let t = 0; t < k; t++) s += x[i * k + t]! * (transB ? w[j * k + t]! : w[t * m + j]!);
-    out[i * m + j] = alpha * s + (bias ? beta * bias[j]! : 0);
-  }
+  for (let i = 0; i < n; i++)
+    for (let j = 0; j < m; j++) {
+      let s = 0;
+      for (let t = 0; t < k; t++) s += x[i * k + t]! * (transB ? w[j * k + t]! : w[t * m + j]!);
+      out[i * m + j] = alpha * s + (bias ? beta * bias[j]! : 0);
+    }
   return out;
 }
 
@@ -145,7 +164,11 @@ describe('tiny fixture graphs run in onnxruntime and match a float64 reference',
   it('If with a then-branch initializer and an outer-scope read in the else branch', async () => {
     const model = ifSubgraph();
     const { feed, nd } = input([2, 3], 107);
-    const scale = model.graph.nodes.find((n) => n.opType === 'If')!.subgraphs()[0]!.localValue('scale')!.initializer!.toFloat64();
+    const scale = model.graph.nodes
+      .find((n) => n.opType === 'If')!
+      .subgraphs()[0]!
+      .localValue('scale')!
+      .initializer!.toFloat64();
     const offset = weight(model, 'offset');
     for (const flag of [true, false]) {
       const out = await run(model, { x: feed, cond: { dtype: DataType.BOOL, dims: [], data: Uint8Array.of(flag ? 1 : 0) } });

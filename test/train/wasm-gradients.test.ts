@@ -63,23 +63,42 @@ describe('wasm backward kernels match the cpu backend', () => {
     ['3x3 stride 2 same (odd size)', [2, 9, 9, 3], [3, 3, 3, 4], 2, 'same'],
     ['5x5 stride 2 valid', [1, 11, 10, 2], [5, 5, 2, 3], 2, 'valid'],
     ['1x1 stride 1', [2, 5, 5, 6], [1, 1, 6, 4], 1, 'valid'],
-    ['3x3 explicit pads', [1, 7, 8, 2], [3, 3, 2, 2], 1, [[0, 0], [2, 1], [0, 1], [0, 0]]],
+    [
+      '3x3 explicit pads',
+      [1, 7, 8, 2],
+      [3, 3, 2, 2],
+      1,
+      [
+        [0, 0],
+        [2, 1],
+        [0, 1],
+        [0, 0],
+      ],
+    ],
     ['3x3 stride 2 valid, even size (unused last row)', [2, 8, 8, 3], [3, 3, 3, 5], 2, 'valid'],
   ];
   for (const [name, xShape, fShape, strides, pad] of convCases) {
     it(`Conv2DBackpropInput ${name}`, async () => {
       const { dyShape } = convCase(xShape, fShape, strides, pad);
-      await compare('Conv2DBackpropInput', {
-        dy: { shape: dyShape, data: randomArray(tf.util.sizeFromShape(dyShape), 8) },
-        filter: { shape: fShape, data: randomArray(tf.util.sizeFromShape(fShape), 9) },
-      }, { strides, pad, dataFormat: 'NHWC', inputShape: xShape });
+      await compare(
+        'Conv2DBackpropInput',
+        {
+          dy: { shape: dyShape, data: randomArray(tf.util.sizeFromShape(dyShape), 8) },
+          filter: { shape: fShape, data: randomArray(tf.util.sizeFromShape(fShape), 9) },
+        },
+        { strides, pad, dataFormat: 'NHWC', inputShape: xShape },
+      );
     });
     it(`Conv2DBackpropFilter ${name}`, async () => {
       const { dyShape } = convCase(xShape, fShape, strides, pad);
-      await compare('Conv2DBackpropFilter', {
-        x: { shape: xShape, data: randomArray(tf.util.sizeFromShape(xShape), 1) },
-        dy: { shape: dyShape, data: randomArray(tf.util.sizeFromShape(dyShape), 2) },
-      }, { strides, pad, dataFormat: 'NHWC', filterShape: fShape });
+      await compare(
+        'Conv2DBackpropFilter',
+        {
+          x: { shape: xShape, data: randomArray(tf.util.sizeFromShape(xShape), 1) },
+          dy: { shape: dyShape, data: randomArray(tf.util.sizeFromShape(dyShape), 2) },
+        },
+        { strides, pad, dataFormat: 'NHWC', filterShape: fShape },
+      );
     });
   }
 
@@ -92,16 +111,24 @@ describe('wasm backward kernels match the cpu backend', () => {
     const info = tf.backend_util.computeConv2DInfo(xShape as never, fShape as never, strides, 1, pad as never, undefined, true);
     const dyShape = [info.batchSize, info.outHeight, info.outWidth, info.outChannels];
     it(`DepthwiseConv2dNativeBackpropFilter ${name}`, async () => {
-      await compare('DepthwiseConv2dNativeBackpropFilter', {
-        x: { shape: xShape, data: randomArray(tf.util.sizeFromShape(xShape), 3) },
-        dy: { shape: dyShape, data: randomArray(tf.util.sizeFromShape(dyShape), 4) },
-      }, { strides, pad, dilations: 1, filterShape: fShape });
+      await compare(
+        'DepthwiseConv2dNativeBackpropFilter',
+        {
+          x: { shape: xShape, data: randomArray(tf.util.sizeFromShape(xShape), 3) },
+          dy: { shape: dyShape, data: randomArray(tf.util.sizeFromShape(dyShape), 4) },
+        },
+        { strides, pad, dilations: 1, filterShape: fShape },
+      );
     });
     it(`DepthwiseConv2dNativeBackpropInput ${name}`, async () => {
-      await compare('DepthwiseConv2dNativeBackpropInput', {
-        dy: { shape: dyShape, data: randomArray(tf.util.sizeFromShape(dyShape), 5) },
-        filter: { shape: fShape, data: randomArray(tf.util.sizeFromShape(fShape), 6) },
-      }, { strides, pad, dilations: 1, inputShape: xShape });
+      await compare(
+        'DepthwiseConv2dNativeBackpropInput',
+        {
+          dy: { shape: dyShape, data: randomArray(tf.util.sizeFromShape(dyShape), 5) },
+          filter: { shape: fShape, data: randomArray(tf.util.sizeFromShape(fShape), 6) },
+        },
+        { strides, pad, dilations: 1, inputShape: xShape },
+      );
     });
   }
 
@@ -125,10 +152,14 @@ describe('wasm backward kernels match the cpu backend', () => {
   });
 
   it('UnsortedSegmentSum with repeated ids', async () => {
-    await compare('UnsortedSegmentSum', {
-      x: { shape: [6, 2, 3], data: randomArray(36, 7) },
-      segmentIds: { shape: [6], data: Int32Array.from([0, 2, 2, 1, 0, 3]) },
-    }, { numSegments: 5 });
+    await compare(
+      'UnsortedSegmentSum',
+      {
+        x: { shape: [6, 2, 3], data: randomArray(36, 7) },
+        segmentIds: { shape: [6], data: Int32Array.from([0, 2, 2, 1, 0, 3]) },
+      },
+      { numSegments: 5 },
+    );
   });
 });
 
@@ -151,8 +182,16 @@ function smallCnnLoss(vars: Record<string, tf.Variable>, x: tf.Tensor4D, labels:
 describe('one training step: gradients on wasm equal those on cpu', () => {
   it('small CNN (conv, BN, relu, depthwise, residual add, max/avg pool, matmul, softmax CE)', async () => {
     const shapes: Record<string, number[]> = {
-      w1: [3, 3, 1, 4], g1: [4], b1: [4], dw: [3, 3, 4, 1], w2: [1, 1, 4, 4], g2: [4], b2: [4],
-      w3: [3, 3, 4, 6], fc: [6, 10], fcb: [10],
+      w1: [3, 3, 1, 4],
+      g1: [4],
+      b1: [4],
+      dw: [3, 3, 4, 1],
+      w2: [1, 1, 4, 4],
+      g2: [4],
+      b2: [4],
+      w3: [3, 3, 4, 6],
+      fc: [6, 10],
+      fcb: [10],
     };
     const results: Record<string, Record<string, Float32Array>> = {};
     for (const backend of ['cpu', 'wasm'] as const) {

@@ -73,16 +73,20 @@ export function removeIdentities(graph: Graph): number {
 
 type Folder = (node: Node, inputs: (Tensor | undefined)[]) => { dtype: DataType; t: F64Tensor } | undefined;
 
-const binary = (fn: (x: number, y: number) => number): Folder => (_node, [a, b]) => {
-  if (!a || !b) return undefined;
-  return { dtype: a.dtype, t: elementwise(toF64(a), toF64(b), fn) };
-};
+const binary =
+  (fn: (x: number, y: number) => number): Folder =>
+  (_node, [a, b]) => {
+    if (!a || !b) return undefined;
+    return { dtype: a.dtype, t: elementwise(toF64(a), toF64(b), fn) };
+  };
 
-const unary = (fn: (x: number) => number): Folder => (_node, [a]) => {
-  if (!a) return undefined;
-  const t = toF64(a);
-  return { dtype: a.dtype, t: { dims: t.dims, data: t.data.map(fn) } };
-};
+const unary =
+  (fn: (x: number) => number): Folder =>
+  (_node, [a]) => {
+    if (!a) return undefined;
+    const t = toF64(a);
+    return { dtype: a.dtype, t: { dims: t.dims, data: t.data.map(fn) } };
+  };
 
 const axesOf = (node: Node, inputs: (Tensor | undefined)[], rank: number): number[] | undefined => {
   const fromInput = inputs[1];

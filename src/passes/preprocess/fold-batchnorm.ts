@@ -158,7 +158,12 @@ export function fuseMatMulAdd(graph: Graph): FoldRecord[] {
       if (!bias || bias.dtype !== w.dtype || !(bias.elementCount === n && (bias.dims.length === 1 || (bias.dims.length === 2 && bias.dims[0] === 1)))) continue;
       const biasValue = bias.dims.length === 1 ? other! : newInitializer(g, `${other!.name}_1d`, bias.dtype, [n], bias.toFloat64());
       const out = add.outputs[0]!;
-      const gemm = g.insertBefore(add, { opType: 'Gemm', inputs: [x, wv, biasValue], outputs: [g.uniqueName(`${out.name}__gemm`)], name: mm.name ? `${mm.name}_gemm` : undefined });
+      const gemm = g.insertBefore(add, {
+        opType: 'Gemm',
+        inputs: [x, wv, biasValue],
+        outputs: [g.uniqueName(`${out.name}__gemm`)],
+        name: mm.name ? `${mm.name}_gemm` : undefined,
+      });
       const gy = gemm.outputs[0]!;
       gy.type = out.type;
       g.replaceAllUsesWith(out, gy);
@@ -200,9 +205,19 @@ export function reduceMeanToGlobalPool(graph: Graph, opset: number): FoldRecord[
       const shape = isTensorType(x.type) ? x.type.shape : undefined;
       const pooled = g.insertBefore(rm, { opType: 'GlobalAveragePool', inputs: [x], outputs: [g.uniqueName(`${y.name}__pool`)], name: `${rm.name}_pool` });
       let result = pooled.outputs[0]!;
-      result.type = { kind: 'tensor', elemType: isTensorType(x.type) ? x.type.elemType : DataType.FLOAT, shape: shape ? [shape[0]!, shape[1]!, ...new Array<number>(rank - 2).fill(1)] : undefined };
+      result.type = {
+        kind: 'tensor',
+        elemType: isTensorType(x.type) ? x.type.elemType : DataType.FLOAT,
+        shape: shape ? [shape[0]!, shape[1]!, ...new Array<number>(rank - 2).fill(1)] : undefined,
+      };
       if (!keepdims) {
-        const flat = g.insertBefore(rm, { opType: 'Flatten', inputs: [result], outputs: [g.uniqueName(`${y.name}__flat`)], attributes: { axis: 1 }, name: `${rm.name}_flatten` });
+        const flat = g.insertBefore(rm, {
+          opType: 'Flatten',
+          inputs: [result],
+          outputs: [g.uniqueName(`${y.name}__flat`)],
+          attributes: { axis: 1 },
+          name: `${rm.name}_flatten`,
+        });
         result = flat.outputs[0]!;
         result.type = { kind: 'tensor', elemType: isTensorType(x.type) ? x.type.elemType : DataType.FLOAT, shape: shape ? [shape[0]!, shape[1]!] : undefined };
       }

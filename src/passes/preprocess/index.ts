@@ -13,11 +13,27 @@
  */
 import type { Model } from '../../ir/index.js';
 import { constantsToInitializers, foldConstants, removeIdentities, removeUnusedInitializers } from './constants.js';
-import { batchNormsToDepthwiseConv, foldBatchNorms, foldConvAffine, foldPadsIntoConvs, fuseMatMulAdd, reduceMeanToGlobalPool, type FoldRecord } from './fold-batchnorm.js';
+import {
+  batchNormsToDepthwiseConv,
+  foldBatchNorms,
+  foldConvAffine,
+  foldPadsIntoConvs,
+  fuseMatMulAdd,
+  reduceMeanToGlobalPool,
+  type FoldRecord,
+} from './fold-batchnorm.js';
 import { upgradeOpset, TARGET_OPSET, type UpgradeResult } from './opset-upgrade.js';
 
 export { upgradeOpset, TARGET_OPSET, type UpgradeResult } from './opset-upgrade.js';
-export { batchNormsToDepthwiseConv, foldBatchNorms, foldConvAffine, foldPadsIntoConvs, fuseMatMulAdd, reduceMeanToGlobalPool, type FoldRecord } from './fold-batchnorm.js';
+export {
+  batchNormsToDepthwiseConv,
+  foldBatchNorms,
+  foldConvAffine,
+  foldPadsIntoConvs,
+  fuseMatMulAdd,
+  reduceMeanToGlobalPool,
+  type FoldRecord,
+} from './fold-batchnorm.js';
 export { constantsToInitializers, foldConstants, removeIdentities, removeUnusedInitializers } from './constants.js';
 
 export interface PreprocessOptions {
@@ -100,7 +116,11 @@ export function preprocess(model: Model, options: PreprocessOptions = {}): { mod
  * appended to `report`; safe to run again after shapes were inferred, when they find what the
  * declared shapes did not show. MUTATES `model`.
  */
-export function shapeRewrites(model: Model, report: Pick<PreprocessReport, 'matMulAddFused' | 'reduceMeansToPool' | 'batchNormsToConv'>, options: { int8?: boolean } = {}): void {
+export function shapeRewrites(
+  model: Model,
+  report: Pick<PreprocessReport, 'matMulAddFused' | 'reduceMeansToPool' | 'batchNormsToConv'>,
+  options: { int8?: boolean } = {},
+): void {
   report.reduceMeansToPool.push(...reduceMeanToGlobalPool(model.graph, model.opsetVersion('') ?? 0));
   report.matMulAddFused.push(...fuseMatMulAdd(model.graph));
   if (options.int8) report.batchNormsToConv.push(...batchNormsToDepthwiseConv(model.graph));

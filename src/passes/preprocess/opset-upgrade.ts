@@ -25,7 +25,9 @@ export interface UpgradeResult {
 const isDefaultDomain = (n: Node): boolean => n.domain === '' || n.domain === 'ai.onnx';
 
 function int64Input(g: Graph, base: string, values: readonly number[]): Value {
-  return g.addInitializer(Tensor.fromData(g.uniqueName(base), { dtype: DataType.INT64, dims: [values.length], data: BigInt64Array.from(values.map((v) => BigInt(v))) }));
+  return g.addInitializer(
+    Tensor.fromData(g.uniqueName(base), { dtype: DataType.INT64, dims: [values.length], data: BigInt64Array.from(values.map((v) => BigInt(v))) }),
+  );
 }
 
 function elemTypeOf(v: Value | null | undefined): DataType {
@@ -52,17 +54,19 @@ interface Rewrite {
   apply(node: Node, from: number): void;
 }
 
-const attrToInput = (attr: string, index: number, required = false): Rewrite['apply'] => (node) => {
-  if (!node.hasAttr(attr)) {
-    if (required) throw new Error(`missing '${attr}'`);
-    return;
-  }
-  const values = node.getInts(attr);
-  node.removeAttr(attr);
-  const g = node.graph;
-  while (node.inputs.length < index) node.addInput(null);
-  node.setInput(index, int64Input(g, `${node.name || node.opType}_${attr}`, values));
-};
+const attrToInput =
+  (attr: string, index: number, required = false): Rewrite['apply'] =>
+  (node) => {
+    if (!node.hasAttr(attr)) {
+      if (required) throw new Error(`missing '${attr}'`);
+      return;
+    }
+    const values = node.getInts(attr);
+    node.removeAttr(attr);
+    const g = node.graph;
+    while (node.inputs.length < index) node.addInput(null);
+    node.setInput(index, int64Input(g, `${node.name || node.opType}_${attr}`, values));
+  };
 
 /** Op type -> rewrite. One row per operator whose meaning changed on the way to 13. */
 const REWRITES: Record<string, Rewrite> = {
@@ -142,7 +146,9 @@ const REWRITES: Record<string, Rewrite> = {
       let scales: Value | null = node.inputs[1] ?? null;
       if (from < 9) {
         const values = node.getFloats('scales');
-        scales = g.addInitializer(Tensor.fromData(g.uniqueName(`${node.name || 'upsample'}_scales`), { dtype: DataType.FLOAT, dims: [values.length], data: Float32Array.from(values) }));
+        scales = g.addInitializer(
+          Tensor.fromData(g.uniqueName(`${node.name || 'upsample'}_scales`), { dtype: DataType.FLOAT, dims: [values.length], data: Float32Array.from(values) }),
+        );
       }
       node.attributes.clear();
       node.opType = 'Resize';
@@ -188,7 +194,13 @@ function softmaxRewrite(): Rewrite {
       }
       const base = node.name || node.opType.toLowerCase();
       const shape = g.insertBefore(node, { opType: 'Shape', inputs: [x], outputs: [g.uniqueName(`${base}_shape`)], name: g.uniqueName(`${base}_shape`) });
-      const flat = g.insertBefore(node, { opType: 'Flatten', inputs: [x], outputs: [g.uniqueName(`${base}_flat`)], attributes: { axis }, name: g.uniqueName(`${base}_flatten`) });
+      const flat = g.insertBefore(node, {
+        opType: 'Flatten',
+        inputs: [x],
+        outputs: [g.uniqueName(`${base}_flat`)],
+        attributes: { axis },
+        name: g.uniqueName(`${base}_flatten`),
+      });
       const y = node.outputs[0]!;
       const inner = g.createValue(g.uniqueName(`${base}_2d`));
       node.setInput(0, flat.outputs[0]!);
@@ -197,7 +209,12 @@ function softmaxRewrite(): Rewrite {
       const yName = y.name;
       node._setOutputs([inner]);
       g._unregister(y);
-      const reshape = g.insertAfter(node, { opType: 'Reshape', inputs: [inner, shape.outputs[0]!], outputs: [g.uniqueName(`${base}_reshaped`)], name: g.uniqueName(`${base}_reshape`) });
+      const reshape = g.insertAfter(node, {
+        opType: 'Reshape',
+        inputs: [inner, shape.outputs[0]!],
+        outputs: [g.uniqueName(`${base}_reshaped`)],
+        name: g.uniqueName(`${base}_reshape`),
+      });
       const out = reshape.outputs[0]!;
       out.type = y.type;
       g.replaceAllUsesWith(y, out);

@@ -285,10 +285,11 @@ function validateOptions(options: ChannelPruneOptions): void {
  */
 export function pruneChannels(
   model: Model,
-  options: Partial<ChannelPruneOptions> & ({ sparsity: number } | { width: number }) & {
-    /** Channel means and variances measured on data (see statisticsRequests / collectChannelStatistics). */
-    statistics?: ChannelStatistics;
-  },
+  options: Partial<ChannelPruneOptions> &
+    ({ sparsity: number } | { width: number }) & {
+      /** Channel means and variances measured on data (see statisticsRequests / collectChannelStatistics). */
+      statistics?: ChannelStatistics;
+    },
 ): ChannelPruneResult {
   const sparsity = 'sparsity' in options && options.sparsity !== undefined ? options.sparsity : 1 - (options as { width: number }).width;
   const opts: ChannelPruneOptions = {

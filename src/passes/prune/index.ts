@@ -14,8 +14,27 @@ import { inferShapesByRunning, type ShapeOverrides } from '../../runtime/index.j
 import type { ChannelStatistics } from './channel-analysis.js';
 import { pruneChannels, statisticsRequests } from './channel.js';
 import { magnitudeStatisticsRequests, pruneMagnitude } from './magnitude.js';
-import { checkRuns, collectChannelStatistics, measureAccuracy, measureFlops, modelSize, probeFeeds, type Accuracy, type ModelSize, type ProbeOptions, type RunCheck } from './measure.js';
-import type { ChannelCompensation, ChannelPruneReport, MagnitudePruneReport, MagnitudeScope, PruneCriterion, PrunePattern, UnstructuredCriterion } from './types.js';
+import {
+  checkRuns,
+  collectChannelStatistics,
+  measureAccuracy,
+  measureFlops,
+  modelSize,
+  probeFeeds,
+  type Accuracy,
+  type ModelSize,
+  type ProbeOptions,
+  type RunCheck,
+} from './measure.js';
+import type {
+  ChannelCompensation,
+  ChannelPruneReport,
+  MagnitudePruneReport,
+  MagnitudeScope,
+  PruneCriterion,
+  PrunePattern,
+  UnstructuredCriterion,
+} from './types.js';
 
 export { analyzeChannels, countParams, pruneChannels, statisticsRequests, type ChannelPlan, type ChannelPruneResult } from './channel.js';
 export type { ChannelStatistics } from './channel-analysis.js';
@@ -30,7 +49,19 @@ export {
   type MagnitudePruneResult,
   type WeightGeometry,
 } from './magnitude.js';
-export { checkRuns, collectChannelStatistics, layerFlops, measureAccuracy, measureFlops, modelSize, probeFeeds, type Accuracy, type ModelSize, type ProbeOptions, type RunCheck } from './measure.js';
+export {
+  checkRuns,
+  collectChannelStatistics,
+  layerFlops,
+  measureAccuracy,
+  measureFlops,
+  modelSize,
+  probeFeeds,
+  type Accuracy,
+  type ModelSize,
+  type ProbeOptions,
+  type RunCheck,
+} from './measure.js';
 export { PRUNE_OPS, pruneRow, type ChannelOpHandler, type PruneOpRow, type WeightSlot } from './op-handlers.js';
 export type * from './types.js';
 
@@ -100,8 +131,7 @@ export const NOTES = {
     `${n}:${m} sparsity is the pattern sparse tensor cores accelerate (NVIDIA Ampere and newer, e.g. through TensorRT); ` +
     'dense CPU runtimes do not run it faster.',
   channel: 'Whole channels were removed: the result is a smaller dense model, faster on every runtime.',
-  recovery:
-    'Pruning without fine-tuning loses accuracy; recover it with `model-opt distill`, using the unpruned model as the teacher.',
+  recovery: 'Pruning without fine-tuning loses accuracy; recover it with `model-opt distill`, using the unpruned model as the teacher.',
 };
 
 /**
@@ -171,7 +201,7 @@ export async function prune(model: Model, options: PruneOptions, context: PruneC
       progress('measuring channel statistics on the calibration data');
       statistics = await collectChannelStatistics(model, statisticsRequests(model), options.calibrationData, { maxSamples: options.maxSamples });
     } else if (options.criterion === 'activation') {
-      throw new UsageError("--criterion activation needs calibration data (--calibration-data)");
+      throw new UsageError('--criterion activation needs calibration data (--calibration-data)');
     }
     const result = pruneChannels(model, { ...options, scope: options.scope, criterion: options.criterion, statistics });
     pruned = result.model;

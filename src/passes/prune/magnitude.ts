@@ -239,7 +239,9 @@ export function convTapMeans(
   const rank = conv.kernel.length;
   const spatial = map.dims.slice(1);
   if (spatial.length !== rank) return undefined;
-  const outDims = spatial.map((n, d) => Math.floor((n + conv.pads[d]! + conv.pads[d + rank]! - conv.dilations[d]! * (conv.kernel[d]! - 1) - 1) / conv.strides[d]!) + 1);
+  const outDims = spatial.map(
+    (n, d) => Math.floor((n + conv.pads[d]! + conv.pads[d + rank]! - conv.dilations[d]! * (conv.kernel[d]! - 1) - 1) / conv.strides[d]!) + 1,
+  );
   if (outDims.some((n) => n < 1)) return undefined;
   const channels = map.dims[0]!;
   const taps = elementCount(conv.kernel);
@@ -254,10 +256,12 @@ export function convTapMeans(
       tapIndex[d] = rest % conv.kernel[d]!;
       rest = Math.floor(rest / conv.kernel[d]!);
     }
-    const coords = outDims.map((n, d) => Int32Array.from({ length: n }, (_, o) => {
-      const x = o * conv.strides[d]! - conv.pads[d]! + tapIndex[d]! * conv.dilations[d]!;
-      return x >= 0 && x < spatial[d]! ? x : -1;
-    }));
+    const coords = outDims.map((n, d) =>
+      Int32Array.from({ length: n }, (_, o) => {
+        const x = o * conv.strides[d]! - conv.pads[d]! + tapIndex[d]! * conv.dilations[d]!;
+        return x >= 0 && x < spatial[d]! ? x : -1;
+      }),
+    );
     // How often each input pixel is read by this tap (a product of per-dim counts).
     const perDim = coords.map((c, d) => {
       const n = new Float64Array(spatial[d]!);
@@ -440,9 +444,7 @@ export function pruneMagnitude(
 
   let patternVerified: boolean | undefined;
   if (nm) {
-    patternVerified = targets
-      .filter((t) => !t.skipped)
-      .every((t) => checkNM(t.tensor.dims, t.tensor.toFloat64(), t.reductionAxis, nm.n, nm.m));
+    patternVerified = targets.filter((t) => !t.skipped).every((t) => checkNM(t.tensor.dims, t.tensor.toFloat64(), t.reductionAxis, nm.n, nm.m));
   }
 
   const layers: MagnitudeLayerReport[] = targets.map((t, i) => {

@@ -152,7 +152,11 @@ export interface Accuracy {
  * Top-1 accuracy of the model's first output (or `outputName`) against the data set's labels, on
  * its first `maxSamples` samples (src/evaluate: its label policy and batch rule).
  */
-export async function measureAccuracy(model: Model, data: Dataset, options: { outputName?: string; maxSamples?: number; batchSize?: number } = {}): Promise<Accuracy> {
+export async function measureAccuracy(
+  model: Model,
+  data: Dataset,
+  options: { outputName?: string; maxSamples?: number; batchSize?: number } = {},
+): Promise<Accuracy> {
   if (options.maxSamples !== undefined) data = take(data, options.maxSamples);
   const r = await top1Accuracy(model, data, { outputName: options.outputName, batchSize: options.batchSize });
   return { top1: r.accuracy, samples: r.total };

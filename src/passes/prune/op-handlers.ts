@@ -188,7 +188,6 @@ const passConstants = (node: Node, k: ChannelConstants): void => {
   k.set(node.outputs[0], k.of(node.inputs[0]).slice());
 };
 
-
 /** Unary element-wise (extra inputs, e.g. Clip's min/max, are scalars and carry no channels). */
 const elementwiseUnary: ChannelOpHandler = {
   analyze(node, a) {
@@ -350,7 +349,10 @@ const batchNormalization: ChannelOpHandler = {
       const gamma = constantInput(node, 1)!.toFloat64();
       const variance = constantInput(node, 4)!.toFloat64();
       const eps = node.getFloat('epsilon', 1e-5);
-      a.scale(info, Array.from(gamma, (g, i) => Math.abs(g) / Math.sqrt(Math.max(variance[i]!, 0) + eps)));
+      a.scale(
+        info,
+        Array.from(gamma, (g, i) => Math.abs(g) / Math.sqrt(Math.max(variance[i]!, 0) + eps)),
+      );
     }
     a.setInfo(node.outputs[0]!, { ...info, fresh: false });
   },
@@ -360,7 +362,10 @@ const batchNormalization: ChannelOpHandler = {
     // Replacing a channel by its mean: right after its producer, the running mean is that mean.
     const fresh = k.info(node.inputs[0])?.fresh === true;
     const c = k.mode === 'mean' && fresh ? mean.slice() : k.of(node.inputs[0]);
-    k.set(node.outputs[0], c.map((x, i) => (gamma[i]! * (x - mean[i]!)) / Math.sqrt(variance[i]! + eps) + beta[i]!));
+    k.set(
+      node.outputs[0],
+      c.map((x, i) => (gamma[i]! * (x - mean[i]!)) / Math.sqrt(variance[i]! + eps) + beta[i]!),
+    );
   },
   apply(node, r) {
     const info = r.info(node.inputs[0]);
@@ -406,12 +411,18 @@ const conv: ChannelOpHandler = {
     const bias = floatValues(node, 2);
     if (node.getInt('group', 1) === 1) {
       // A zeroed filter outputs its bias everywhere (padding included).
-      k.set(node.outputs[0], Float64Array.from({ length: y.atoms.length }, (_, o) => bias?.[o] ?? 0));
+      k.set(
+        node.outputs[0],
+        Float64Array.from({ length: y.atoms.length }, (_, o) => bias?.[o] ?? 0),
+      );
       return;
     }
     // Depthwise: a constant input channel c gives c * sum(filter) + bias away from the borders.
     const sums = kernelSums(w.toFloat64(), w.dims);
-    k.set(node.outputs[0], k.of(node.inputs[0]).map((c, i) => c * sums[i]! + (bias?.[i] ?? 0)));
+    k.set(
+      node.outputs[0],
+      k.of(node.inputs[0]).map((c, i) => c * sums[i]! + (bias?.[i] ?? 0)),
+    );
   },
   apply(node, r) {
     const xInfo = r.info(node.inputs[0]);
@@ -456,7 +467,10 @@ const convTranspose: ChannelOpHandler = {
     const y = k.info(node.outputs[0]);
     if (!y) return;
     const bias = floatValues(node, 2);
-    k.set(node.outputs[0], Float64Array.from({ length: y.atoms.length }, (_, o) => bias?.[o] ?? 0));
+    k.set(
+      node.outputs[0],
+      Float64Array.from({ length: y.atoms.length }, (_, o) => bias?.[o] ?? 0),
+    );
   },
   apply(node, r) {
     const xInfo = r.info(node.inputs[0]);
@@ -506,14 +520,24 @@ function compensateGemm(node: Node, removed: Float64Array): void {
     // No C (or a C that beta switches off): the folded constant becomes the whole of C.
     if (beta === 0 && node.inputs[2]) node.setInput(2, null);
     if (beta === 0) node.setAttr('beta', (beta = 1), AttributeType.FLOAT);
-    addToBias(node, 2, delta.map((d) => d / beta), b.dtype);
+    addToBias(
+      node,
+      2,
+      delta.map((d) => d / beta),
+      b.dtype,
+    );
     return;
   }
   const values = c.toFloat64();
   if (values.length === 1) {
     // A scalar C widens to one value per output feature.
     node.setInput(2, null);
-    addToBias(node, 2, delta.map((d) => d / beta + values[0]!), c.dtype);
+    addToBias(
+      node,
+      2,
+      delta.map((d) => d / beta + values[0]!),
+      c.dtype,
+    );
     return;
   }
   if (c.dims[c.dims.length - 1] !== n) return;
@@ -565,7 +589,10 @@ const gemm: ChannelOpHandler = {
     if (!y) return;
     const c = floatValues(node, 2);
     const beta = node.getFloat('beta', 1);
-    k.set(node.outputs[0], Float64Array.from({ length: y.atoms.length }, (_, o) => (c ? beta * (c.length === 1 ? c[0]! : c[o]!) : 0)));
+    k.set(
+      node.outputs[0],
+      Float64Array.from({ length: y.atoms.length }, (_, o) => (c ? beta * (c.length === 1 ? c[0]! : c[o]!) : 0)),
+    );
   },
   apply(node, r) {
     const xInfo = r.info(node.inputs[0]);
@@ -716,7 +743,10 @@ const concat: ChannelOpHandler = {
       return;
     }
     // Joined along another axis: one constant only where every input holds the same one.
-    k.set(node.outputs[0], parts[0]!.map((x, i) => (parts.every((p) => p[i] === x) ? x : NaN)));
+    k.set(
+      node.outputs[0],
+      parts[0]!.map((x, i) => (parts.every((p) => p[i] === x) ? x : NaN)),
+    );
   },
 };
 
@@ -751,12 +781,43 @@ const ROWS: [string, PruneOpRow][] = [
   ['Reshape', { channels: reshape }],
   ['Concat', { channels: concat }],
   ...['Softmax', 'LogSoftmax', 'Hardmax'].map((op): [string, PruneOpRow] => [op, { channels: softmaxLike }]),
-  ...['MaxPool', 'AveragePool', 'LpPool', 'GlobalAveragePool', 'GlobalMaxPool', 'GlobalLpPool'].map((op): [string, PruneOpRow] => [op, { channels: channelPreserving }]),
+  ...['MaxPool', 'AveragePool', 'LpPool', 'GlobalAveragePool', 'GlobalMaxPool', 'GlobalLpPool'].map((op): [string, PruneOpRow] => [
+    op,
+    { channels: channelPreserving },
+  ]),
   ...['Add', 'Sub', 'Mul', 'Div', 'Sum', 'Max', 'Min', 'Mean', 'PRelu', 'Pow'].map((op): [string, PruneOpRow] => [op, { channels: elementwiseBroadcast }]),
   ...[
-    'Relu', 'LeakyRelu', 'Sigmoid', 'HardSigmoid', 'HardSwish', 'Tanh', 'Elu', 'Selu', 'Celu', 'Gelu', 'Mish',
-    'Softplus', 'Softsign', 'ThresholdedRelu', 'Erf', 'Exp', 'Log', 'Abs', 'Neg', 'Sqrt', 'Reciprocal', 'Floor', 'Ceil',
-    'Round', 'Sign', 'Sin', 'Cos', 'Identity', 'Dropout', 'Clip', 'Cast',
+    'Relu',
+    'LeakyRelu',
+    'Sigmoid',
+    'HardSigmoid',
+    'HardSwish',
+    'Tanh',
+    'Elu',
+    'Selu',
+    'Celu',
+    'Gelu',
+    'Mish',
+    'Softplus',
+    'Softsign',
+    'ThresholdedRelu',
+    'Erf',
+    'Exp',
+    'Log',
+    'Abs',
+    'Neg',
+    'Sqrt',
+    'Reciprocal',
+    'Floor',
+    'Ceil',
+    'Round',
+    'Sign',
+    'Sin',
+    'Cos',
+    'Identity',
+    'Dropout',
+    'Clip',
+    'Cast',
   ].map((op): [string, PruneOpRow] => [op, { channels: elementwiseUnary }]),
 ];
 

@@ -161,7 +161,14 @@ export function addOutputBias(node: Node, delta: Float64Array, dtype: DataType):
         // A scalar C widens to one value per output feature.
         const base = c.toFloat64()[0]!;
         node.setInput(2, null);
-        return addToBias(node, 2, scaled.map((d) => d + base), c.dtype) || 'its C is not a constant vector';
+        return (
+          addToBias(
+            node,
+            2,
+            scaled.map((d) => d + base),
+            c.dtype,
+          ) || 'its C is not a constant vector'
+        );
       }
       return addToBias(node, 2, scaled, dtype) || 'its C is not a per-feature vector';
     }

@@ -81,13 +81,24 @@ export function padConvInputChannels(model: Model, boundary: ReadonlySet<Value>)
     const src = c.wq.data as Int8Array;
     const padded = new Int8Array(cout * to * area);
     for (let o = 0; o < cout; o++) padded.set(src.subarray(o * c.cin * area, (o + 1) * c.cin * area), o * to * area);
-    const weight = graph.addInitializer(Tensor.fromData(graph.uniqueName(`${c.wqValue.name}_padded`), { dtype: DataType.INT8, dims: [cout, to, kh, kw], data: padded }));
+    const weight = graph.addInitializer(
+      Tensor.fromData(graph.uniqueName(`${c.wqValue.name}_padded`), { dtype: DataType.INT8, dims: [cout, to, kh, kw], data: padded }),
+    );
     node.inputs[1]!.producer!.setInput(0, weight);
 
     const pads = graph.addInitializer(
-      Tensor.fromData(graph.uniqueName(`${c.x.name}_channel_pads`), { dtype: DataType.INT64, dims: [8], data: BigInt64Array.from([0, 0, 0, 0, 0, to - c.cin, 0, 0].map(BigInt)) }),
+      Tensor.fromData(graph.uniqueName(`${c.x.name}_channel_pads`), {
+        dtype: DataType.INT64,
+        dims: [8],
+        data: BigInt64Array.from([0, 0, 0, 0, 0, to - c.cin, 0, 0].map(BigInt)),
+      }),
     );
-    const padNode = graph.addNode({ opType: 'Pad', inputs: [c.x, pads], outputs: [graph.uniqueName(`${c.x.name}_channel_padded`)], name: graph.uniqueName(`${c.x.name}_channel_pad`) });
+    const padNode = graph.addNode({
+      opType: 'Pad',
+      inputs: [c.x, pads],
+      outputs: [graph.uniqueName(`${c.x.name}_channel_padded`)],
+      name: graph.uniqueName(`${c.x.name}_channel_pad`),
+    });
     const shape = isTensorType(c.x.type) ? c.x.type.shape : undefined;
     const paddedShape = shape ? [shape[0]!, to, shape[2]!, shape[3]!] : undefined;
     if (isTensorType(c.x.type)) padNode.outputs[0]!.type = { ...c.x.type, shape: paddedShape };

@@ -56,7 +56,11 @@ export interface ApplyContext extends DynamicSettings {
   oldWeights: Set<Value>;
 }
 
-export function createApplyContext(model: Model, settings: DynamicSettings, report: Pick<ApplyContext, 'quantized' | 'quantizedByOpType' | 'notes'>): ApplyContext {
+export function createApplyContext(
+  model: Model,
+  settings: DynamicSettings,
+  report: Pick<ApplyContext, 'quantized' | 'quantizedByOpType' | 'notes'>,
+): ApplyContext {
   const nodeName = uniqueNodeNamer(model.allNodes());
   return {
     ...settings,
@@ -154,9 +158,7 @@ function quantizedWeight(p: GemmPlan, ctx: ApplyContext): { q: Value; scale: Val
     const q = quantizeWeight(p.matrix, p.k, p.n, weightType, perChannel, ctx.reduceRange);
     const home = p.weight.graph; // the scope of the float weight sees every user of it
     const wName = ctx.valueName(`${p.weight.name}_quantized`);
-    const qv = home.addInitializer(
-      Tensor.fromData(wName, { dtype: weightType === 'int8' ? DataType.INT8 : DataType.UINT8, dims: [p.k, p.n], data: q.data }),
-    );
+    const qv = home.addInitializer(Tensor.fromData(wName, { dtype: weightType === 'int8' ? DataType.INT8 : DataType.UINT8, dims: [p.k, p.n], data: q.data }));
     const sv = home.addInitializer(
       Tensor.fromData(ctx.valueName(`${p.weight.name}_scale`), { dtype: DataType.FLOAT, dims: perChannel ? [p.n] : [], data: q.scales }),
     );
@@ -184,11 +186,7 @@ function dynamicallyQuantized(p: GemmPlan, ctx: ApplyContext): [Value, Value, Va
       opType: 'DynamicQuantizeLinear',
       name: ctx.nodeName(`${p.activation.name}_DynamicQuantizeLinear`),
       inputs: [p.activation],
-      outputs: [
-        ctx.valueName(`${p.activation.name}_quantized`),
-        ctx.valueName(`${p.activation.name}_scale`),
-        ctx.valueName(`${p.activation.name}_zero_point`),
-      ],
+      outputs: [ctx.valueName(`${p.activation.name}_quantized`), ctx.valueName(`${p.activation.name}_scale`), ctx.valueName(`${p.activation.name}_zero_point`)],
     });
     const shape = isTensorType(p.activation.type) ? p.activation.type.shape : undefined;
     d.outputs[0]!.type = { kind: 'tensor', elemType: DataType.UINT8, shape: shape ? [...shape] : undefined };
@@ -245,7 +243,12 @@ function applyMatMulInteger(p: GemmPlan, ctx: ApplyContext): void {
   let result = typed(mul.outputs[0]!, DataType.FLOAT);
   if (p.bias) {
     const bv = graph.addInitializer(Tensor.fromData(ctx.valueName(`${base}_bias`), { dtype: DataType.FLOAT, dims: [p.n], data: p.bias }));
-    const add = graph.insertBefore(node, { opType: 'Add', name: ctx.nodeName(`${base}_bias_Add`), inputs: [result, bv], outputs: [ctx.valueName(`${base}_biased`)] });
+    const add = graph.insertBefore(node, {
+      opType: 'Add',
+      name: ctx.nodeName(`${base}_bias_Add`),
+      inputs: [result, bv],
+      outputs: [ctx.valueName(`${base}_biased`)],
+    });
     result = typed(add.outputs[0]!, DataType.FLOAT);
   }
   if (p.addend) {
@@ -253,7 +256,12 @@ function applyMatMulInteger(p: GemmPlan, ctx: ApplyContext): void {
       p.addend instanceof Float32Array
         ? graph.addInitializer(Tensor.fromData(ctx.valueName(`${base}_addend`), { dtype: DataType.FLOAT, dims: p.addendDims!, data: p.addend }))
         : p.addend;
-    const add = graph.insertBefore(node, { opType: 'Add', name: ctx.nodeName(`${base}_C_Add`), inputs: [result, av], outputs: [ctx.valueName(`${base}_plus_c`)] });
+    const add = graph.insertBefore(node, {
+      opType: 'Add',
+      name: ctx.nodeName(`${base}_C_Add`),
+      inputs: [result, av],
+      outputs: [ctx.valueName(`${base}_plus_c`)],
+    });
     result = typed(add.outputs[0]!, DataType.FLOAT);
   }
   if (p.swapAdd) {
@@ -261,7 +269,14 @@ function applyMatMulInteger(p: GemmPlan, ctx: ApplyContext): void {
     p.swapAdd.setInputs([b ?? null, a ?? null]);
   }
   replaceNode(graph, node, result);
-  countQuantized(ctx, { node: base, opType: node.opType, weight: p.weight.name, shape: [p.k, p.n], perChannel: ctx.perChannel, bias: Boolean(p.bias || p.swapAdd) });
+  countQuantized(ctx, {
+    node: base,
+    opType: node.opType,
+    weight: p.weight.name,
+    shape: [p.k, p.n],
+    perChannel: ctx.perChannel,
+    bias: Boolean(p.bias || p.swapAdd),
+  });
 }
 
 function planMatMul(node: Node): GemmPlan | string {
@@ -340,13 +355,15 @@ const QATTENTION_ATTRIBUTES = new Set(['num_heads', 'unidirectional', 'do_rotary
 function planAttention(node: Node): GemmPlan | string {
   const [x, weight, , , , attentionBias, pastLength] = node.inputs;
   if (!x || !weight) return 'missing input';
-  if (node.attributes.has('qkv_hidden_sizes')) return 'qkv_hidden_sizes (Q, K, V projections of different sizes): QAttention has no such form (quantize_dynamic leaves it float too)';
+  if (node.attributes.has('qkv_hidden_sizes'))
+    return 'qkv_hidden_sizes (Q, K, V projections of different sizes): QAttention has no such form (quantize_dynamic leaves it float too)';
   const unknown = [...node.attributes.keys()].find((a) => !QATTENTION_ATTRIBUTES.has(a));
   if (unknown) return `attribute '${unknown}' has no QAttention equivalent`;
   for (const flag of ['do_rotary', 'past_present_share_buffer']) {
     if (node.getInt(flag, 0) !== 0) return `${flag}=1: not kept for QAttention here (only the plain form is checked against onnxruntime)`;
   }
-  if (attentionBias || pastLength) return `input '${(attentionBias ?? pastLength)!.name}' (attention_bias / past_sequence_length): QAttention has no such input`;
+  if (attentionBias || pastLength)
+    return `input '${(attentionBias ?? pastLength)!.name}' (attention_bias / past_sequence_length): QAttention has no such input`;
   if (floatConstant(x)) return 'activation input is a constant (fold constants first)';
   const w = floatConstant(weight);
   if (!w) return weight.constantTensor() ? 'weight is not float32' : 'weights are not a constant';
@@ -462,7 +479,15 @@ function applyLstm(p: LstmPlan, ctx: ApplyContext): void {
   node.domain = MS_DOMAIN;
   ctx.oldWeights.add(p.wValue);
   ctx.oldWeights.add(p.rValue);
-  countQuantized(ctx, { node: label(node), opType: 'LSTM', weight: p.wValue.name, recurrentWeight: p.rValue.name, shape: [p.w.dims[2]!, 4 * p.hidden], perChannel, bias: node.inputs[3] != null });
+  countQuantized(ctx, {
+    node: label(node),
+    opType: 'LSTM',
+    weight: p.wValue.name,
+    recurrentWeight: p.rValue.name,
+    shape: [p.w.dims[2]!, 4 * p.hidden],
+    perChannel,
+    bias: node.inputs[3] != null,
+  });
 }
 
 // ---- Gather of an embedding table ------------------------------------------------------------------
@@ -489,7 +514,8 @@ function planGather(node: Node): GatherPlan | string {
   // A tied table (e.g. also transposed into an LM head) stays float for that reader: an int8 copy
   // beside it would only make the model bigger.
   const other = data.uses().find((u) => u.node.opType !== 'Gather' || u.index !== 0 || u.node.getInt('axis', 0) !== 0 || u.node.inputs[1]?.constantTensor());
-  if (other || data.isGraphOutput()) return `the table is also read by ${other ? `'${other.node.name}' (${other.node.opType})` : 'a graph output'}: an int8 copy would only add to the size`;
+  if (other || data.isGraphOutput())
+    return `the table is also read by ${other ? `'${other.node.name}' (${other.node.opType})` : 'a graph output'}: an int8 copy would only add to the size`;
   return { node, data, table };
 }
 
@@ -503,17 +529,45 @@ function applyGather(p: GatherPlan, ctx: ApplyContext): void {
   const home = p.data.graph;
   const qv = home.addInitializer(Tensor.fromData(ctx.valueName(`${p.data.name}_quantized`), { dtype: DataType.INT8, dims: [rows, cols], data: q.data }));
   const indices = node.inputs[1]!;
-  const gathered = graph.insertBefore(node, { opType: 'Gather', name: ctx.nodeName(`${base}_int8`), inputs: [qv, indices], outputs: [ctx.valueName(`${base}_int8`)], attributes: { axis: 0 } });
+  const gathered = graph.insertBefore(node, {
+    opType: 'Gather',
+    name: ctx.nodeName(`${base}_int8`),
+    inputs: [qv, indices],
+    outputs: [ctx.valueName(`${base}_int8`)],
+    attributes: { axis: 0 },
+  });
   let result: Value;
   if (ctx.perChannel) {
     // Row scales [rows, 1], gathered with the rows: [..., 1] broadcasts over each row.
     const sv = home.addInitializer(Tensor.fromData(ctx.valueName(`${p.data.name}_row_scale`), { dtype: DataType.FLOAT, dims: [rows, 1], data: q.scales }));
-    const scales = graph.insertBefore(node, { opType: 'Gather', name: ctx.nodeName(`${base}_row_scale`), inputs: [sv, indices], outputs: [ctx.valueName(`${base}_row_scale`)], attributes: { axis: 0 } });
-    const cast = graph.insertBefore(node, { opType: 'Cast', name: ctx.nodeName(`${base}_Cast`), inputs: [gathered.outputs[0]!], outputs: [ctx.valueName(`${base}_int8_float`)], attributes: { to: DataType.FLOAT } });
-    result = graph.insertBefore(node, { opType: 'Mul', name: ctx.nodeName(`${base}_scale_Mul`), inputs: [cast.outputs[0]!, scales.outputs[0]!], outputs: [ctx.valueName(`${base}_dequantized`)] }).outputs[0]!;
+    const scales = graph.insertBefore(node, {
+      opType: 'Gather',
+      name: ctx.nodeName(`${base}_row_scale`),
+      inputs: [sv, indices],
+      outputs: [ctx.valueName(`${base}_row_scale`)],
+      attributes: { axis: 0 },
+    });
+    const cast = graph.insertBefore(node, {
+      opType: 'Cast',
+      name: ctx.nodeName(`${base}_Cast`),
+      inputs: [gathered.outputs[0]!],
+      outputs: [ctx.valueName(`${base}_int8_float`)],
+      attributes: { to: DataType.FLOAT },
+    });
+    result = graph.insertBefore(node, {
+      opType: 'Mul',
+      name: ctx.nodeName(`${base}_scale_Mul`),
+      inputs: [cast.outputs[0]!, scales.outputs[0]!],
+      outputs: [ctx.valueName(`${base}_dequantized`)],
+    }).outputs[0]!;
   } else {
     const sv = home.addInitializer(Tensor.fromData(ctx.valueName(`${p.data.name}_scale`), { dtype: DataType.FLOAT, dims: [], data: q.scales }));
-    result = graph.insertBefore(node, { opType: 'DequantizeLinear', name: ctx.nodeName(`${base}_DequantizeLinear`), inputs: [gathered.outputs[0]!, sv], outputs: [ctx.valueName(`${base}_dequantized`)] }).outputs[0]!;
+    result = graph.insertBefore(node, {
+      opType: 'DequantizeLinear',
+      name: ctx.nodeName(`${base}_DequantizeLinear`),
+      inputs: [gathered.outputs[0]!, sv],
+      outputs: [ctx.valueName(`${base}_dequantized`)],
+    }).outputs[0]!;
   }
   replaceNode(graph, node, result);
   ctx.oldWeights.add(p.data);
@@ -546,7 +600,8 @@ function planEmbedLayerNorm(node: Node): EmbedPlan | string {
   if (!ids || !word || !position || !gamma || !beta) return 'missing input';
   if (positionIds) return `input '${positionIds.name}' (position_ids): QEmbedLayerNormalization has no such input`;
   const sum = node.outputs[2];
-  if (sum && sum.name !== '' && (sum.uses().length > 0 || sum.isGraphOutput())) return `output '${sum.name}' (embedding_sum): QEmbedLayerNormalization has no such output`;
+  if (sum && sum.name !== '' && (sum.uses().length > 0 || sum.isGraphOutput()))
+    return `output '${sum.name}' (embedding_sum): QEmbedLayerNormalization has no such output`;
   const unknown = [...node.attributes.keys()].find((a) => a !== 'epsilon');
   if (unknown) return `attribute '${unknown}' has no QEmbedLayerNormalization equivalent`;
   const slots: Record<string, EmbedTensor> = {};
@@ -576,9 +631,17 @@ function applyEmbedLayerNorm(p: EmbedPlan, ctx: ApplyContext): void {
     const params = activationParams(min, max, DataType.UINT8, false);
     ctx.oldWeights.add(value);
     return [
-      home.addInitializer(Tensor.fromData(ctx.valueName(`${value.name}_quantized`), { dtype: DataType.UINT8, dims: [...tensor.dims], data: quantizeValues(values, params) as Uint8Array })),
+      home.addInitializer(
+        Tensor.fromData(ctx.valueName(`${value.name}_quantized`), {
+          dtype: DataType.UINT8,
+          dims: [...tensor.dims],
+          data: quantizeValues(values, params) as Uint8Array,
+        }),
+      ),
       home.addInitializer(Tensor.fromData(ctx.valueName(`${value.name}_scale`), { dtype: DataType.FLOAT, dims: [], data: Float32Array.of(params.scale) })),
-      home.addInitializer(Tensor.fromData(ctx.valueName(`${value.name}_zero_point`), { dtype: DataType.UINT8, dims: [], data: Uint8Array.of(params.zeroPoint) })),
+      home.addInitializer(
+        Tensor.fromData(ctx.valueName(`${value.name}_zero_point`), { dtype: DataType.UINT8, dims: [], data: Uint8Array.of(params.zeroPoint) }),
+      ),
     ] as const;
   };
   const word = quantize(p.word);
@@ -590,9 +653,24 @@ function applyEmbedLayerNorm(p: EmbedPlan, ctx: ApplyContext): void {
   // QEmbedLayerNormalization: input_ids, segment_ids, the five 8-bit tensors, mask, their five
   // scales, then their five zero points; outputs layernorm_out and mask_index_out (required).
   node.setInputs([
-    ids ?? null, segmentIds ?? null, word[0], position[0], segment?.[0] ?? null, gamma[0], beta[0], mask ?? null,
-    word[1], position[1], segment?.[1] ?? null, gamma[1], beta[1],
-    word[2], position[2], segment?.[2] ?? null, gamma[2], beta[2],
+    ids ?? null,
+    segmentIds ?? null,
+    word[0],
+    position[0],
+    segment?.[0] ?? null,
+    gamma[0],
+    beta[0],
+    mask ?? null,
+    word[1],
+    position[1],
+    segment?.[1] ?? null,
+    gamma[1],
+    beta[1],
+    word[2],
+    position[2],
+    segment?.[2] ?? null,
+    gamma[2],
+    beta[2],
   ]);
   // Exactly two outputs (an unread embedding_sum goes; the plan checked it is unread).
   const [output, maskIndex] = node.outputs;
@@ -655,7 +733,11 @@ const HANDLERS: readonly DynamicHandler[] = [
     },
   }),
   // Left float on purpose; listed in the report so users see why.
-  { opType: 'Conv', domain: '', floatReason: 'Conv stays float in dynamic mode (ConvInteger is slower than float Conv in onnxruntime on CPU); use --mode int8' },
+  {
+    opType: 'Conv',
+    domain: '',
+    floatReason: 'Conv stays float in dynamic mode (ConvInteger is slower than float Conv in onnxruntime on CPU); use --mode int8',
+  },
   { opType: 'GRU', domain: '', floatReason: 'GRU stays float (no integer kernel)' },
   { opType: 'RNN', domain: '', floatReason: 'RNN stays float (no integer kernel)' },
   {

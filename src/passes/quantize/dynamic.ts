@@ -132,7 +132,9 @@ export function quantizeDynamic(model: Model, options: DynamicOptions = {}): { m
       report.notes.push(`opset ${report.opset.from} upgraded to ${report.opset.to} (DynamicQuantizeLinear needs ${DYNAMIC_MIN_OPSET})`);
     } else {
       // No warning: the report says it, and the quantize workflow refuses a model with nothing quantized.
-      report.notes.push(`opset ${opset} is below ${DYNAMIC_MIN_OPSET}, which DynamicQuantizeLinear needs, and could not be upgraded (${report.opset.blockers.join('; ')}): nothing was quantized`);
+      report.notes.push(
+        `opset ${opset} is below ${DYNAMIC_MIN_OPSET}, which DynamicQuantizeLinear needs, and could not be upgraded (${report.opset.blockers.join('; ')}): nothing was quantized`,
+      );
       for (const node of out.allNodes()) if (SUPPORTED.has(node.opType)) keep(node, `opset ${opset} < ${DYNAMIC_MIN_OPSET}`);
       report.weightBytesAfter = report.weightBytesBefore;
       return { model: out, report };
@@ -185,7 +187,10 @@ export function quantizeDynamic(model: Model, options: DynamicOptions = {}): { m
   }
   visitGraphs(out.graph, (g) => g.topologicalSort());
   report.weightBytesAfter = modelWeightBytes(out);
-  if (report.quantized.length === 0) report.notes.push('No MatMul/Gemm with a constant 2-D float weight, LSTM or com.microsoft Attention with constant weights, or embedding Gather was found: the model is unchanged.');
+  if (report.quantized.length === 0)
+    report.notes.push(
+      'No MatMul/Gemm with a constant 2-D float weight, LSTM or com.microsoft Attention with constant weights, or embedding Gather was found: the model is unchanged.',
+    );
   if (settings.weightType === 'int8' && !settings.reduceRange) {
     report.notes.push(
       'int8 weights use u8s8 kernels: on x86 CPUs without VNNI (AVX2 only) their int16 intermediate can saturate; if accuracy drops there, use 7-bit weights (--reduce-range, option reduceRange).',

@@ -123,7 +123,13 @@ export interface HeldOutPlan {
  * min(CHECK_SAMPLE_COUNT, floor(N/4)) held out (calibration on the rest); the calibration samples
  * themselves when there are too few to split (a weak check); random inputs without data.
  */
-export function planHeldOut(options: { available?: number; calibrationCount: number; evalCount?: number; setsRanges: boolean; checkCount?: number }): HeldOutPlan {
+export function planHeldOut(options: {
+  available?: number;
+  calibrationCount: number;
+  evalCount?: number;
+  setsRanges: boolean;
+  checkCount?: number;
+}): HeldOutPlan {
   const max = options.checkCount ?? CHECK_SAMPLE_COUNT;
   const available = options.available ?? 0;
   const used = Math.min(options.calibrationCount, available);
@@ -131,7 +137,12 @@ export function planHeldOut(options: { available?: number; calibrationCount: num
     return { calibrationSamples: used, check: { start: 0, end: Math.min(options.evalCount, max) }, source: 'eval-data' };
   }
   if (available === 0) {
-    return { calibrationSamples: 0, check: { start: 0, end: 8 }, source: 'random', note: 'no data: the check ran on 8 seeded random inputs, a weak check (give --calibration-data or --eval-data with real inputs)' };
+    return {
+      calibrationSamples: 0,
+      check: { start: 0, end: 8 },
+      source: 'random',
+      note: 'no data: the check ran on 8 seeded random inputs, a weak check (give --calibration-data or --eval-data with real inputs)',
+    };
   }
   if (!options.setsRanges) return { calibrationSamples: 0, check: { start: 0, end: Math.min(available, max) }, source: 'calibration' };
   if (available > options.calibrationCount) {
@@ -213,7 +224,11 @@ export class FidelityJudge {
     readonly budget: FidelityBudget,
     private readonly options: { batchSize?: number; runner?: RunnerOptions } = {},
   ) {
-    this.floatOutputs = new Set(modelOutputSpecs(reference).filter((s) => isFloatDtype(s.dtype)).map((s) => s.name));
+    this.floatOutputs = new Set(
+      modelOutputSpecs(reference)
+        .filter((s) => isFloatDtype(s.dtype))
+        .map((s) => s.name),
+    );
     this.sequenceScores = sequenceScoreOutputs(reference);
     const m = budget.metric;
     if (m && m.maxDrop === undefined && m.min === undefined) throw new UsageError(`metric '${m.name}': give a budget (largest drop or least value)`);
@@ -232,7 +247,11 @@ export class FidelityJudge {
     const [, results] = await evaluateMany(
       [
         { model: this.reference, metrics: {}, label: 'FP32 model' },
-        { model: candidate, metrics: { agreement: agreementWithReference(), ...(candidateMetric ? { task: candidateMetric } : {}) }, label: typeof candidate === 'string' ? candidate : 'quantized model' },
+        {
+          model: candidate,
+          metrics: { agreement: agreementWithReference(), ...(candidateMetric ? { task: candidateMetric } : {}) },
+          label: typeof candidate === 'string' ? candidate : 'quantized model',
+        },
       ],
       this.data,
       this.options,
@@ -264,7 +283,14 @@ export class FidelityJudge {
           );
         }
       }
-      outputs[name] = { sqnrDb: a.sqnrDb, cosineSimilarity: a.cosineSimilarity, top1Agreement: a.top1Agreement, ...(a.sequenceAgreement !== undefined ? { sequenceAgreement: a.sequenceAgreement, stepAgreement: a.stepAgreement! } : {}), judged, met };
+      outputs[name] = {
+        sqnrDb: a.sqnrDb,
+        cosineSimilarity: a.cosineSimilarity,
+        top1Agreement: a.top1Agreement,
+        ...(a.sequenceAgreement !== undefined ? { sequenceAgreement: a.sequenceAgreement, stepAgreement: a.stepAgreement! } : {}),
+        judged,
+        met,
+      };
     }
     let metric: FidelityMeasure['metric'];
     if (mb && candidateMetric) {

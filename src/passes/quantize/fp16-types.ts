@@ -78,9 +78,23 @@ export function inferElementTypes(graph: Graph): Map<Value, DataType> {
 
 /** onnxruntime contrib ops whose outputs all have the type of input 0 (fused activations, attention, normalizations). */
 const MS_SAME_AS_INPUT = new Set([
-  'Attention', 'MultiHeadAttention', 'GroupQueryAttention', 'RotaryEmbedding', 'Gelu', 'FastGelu', 'BiasGelu', 'QuickGelu',
-  'BiasAdd', 'BiasSoftmax', 'FusedConv', 'FusedGemm', 'FusedMatMul', 'SkipLayerNormalization', 'SkipSimplifiedLayerNormalization',
-  'SimplifiedLayerNormalization', 'LayerNormalization',
+  'Attention',
+  'MultiHeadAttention',
+  'GroupQueryAttention',
+  'RotaryEmbedding',
+  'Gelu',
+  'FastGelu',
+  'BiasGelu',
+  'QuickGelu',
+  'BiasAdd',
+  'BiasSoftmax',
+  'FusedConv',
+  'FusedGemm',
+  'FusedMatMul',
+  'SkipLayerNormalization',
+  'SkipSimplifiedLayerNormalization',
+  'SimplifiedLayerNormalization',
+  'LayerNormalization',
 ]);
 /** onnxruntime contrib ops with float32 outputs from 8-bit inputs. */
 const MS_FLOAT_OUT = new Set(['QAttention', 'DynamicQuantizeMatMul', 'MatMulIntegerToFloat', 'DynamicQuantizeLSTM']);
@@ -106,8 +120,7 @@ function outputTypes(node: Node, typeOf: (v: Value | null | undefined) => DataTy
   const n = node.outputs.length;
   const all = (t: DataType | undefined): (DataType | undefined)[] => Array.from({ length: n }, () => t);
   const input = (i: number): DataType | undefined => typeOf(node.inputs[i]);
-  const dtypeAttr = (fallback: DataType | undefined): DataType | undefined =>
-    node.hasAttr('dtype') ? (node.getInt('dtype') as DataType) : fallback;
+  const dtypeAttr = (fallback: DataType | undefined): DataType | undefined => (node.hasAttr('dtype') ? (node.getInt('dtype') as DataType) : fallback);
   if (node.domain === 'com.microsoft') return microsoftOutputTypes(node, all, input);
   if (node.domain !== '' && node.domain !== 'ai.onnx') return all(undefined);
   switch (node.opType) {

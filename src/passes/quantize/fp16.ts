@@ -262,7 +262,8 @@ export function convertToFloat16(model: Model, options: Fp16Options = {}): { mod
     else if (blockedOps.has(node.opType)) keep('op block list');
     else if (attributeBlockReason(node)) keep(attributeBlockReason(node)!);
     // Float outputs from non-float inputs (window functions, TfIdfVectorizer...): the op fixes their type.
-    else if (!TYPE_SETTING_OPS.has(node.opType) && !node.inputs.some((v) => typeOf(v) === DataType.FLOAT)) keep('its float32 output type is fixed by the op, not by its inputs');
+    else if (!TYPE_SETTING_OPS.has(node.opType) && !node.inputs.some((v) => typeOf(v) === DataType.FLOAT))
+      keep('its float32 output type is fixed by the op, not by its inputs');
     else if (tensors.some((v) => typeOf(v) === undefined)) keep(`type of '${tensors.find((v) => typeOf(v) === undefined)!.name}' unknown`);
     else {
       const outside = floatTensors.find((v) => {
@@ -319,7 +320,12 @@ export function convertToFloat16(model: Model, options: Fp16Options = {}): { mod
       // like any boundary Cast; onnxruntime folds it when the session loads).
       const t = v.initializer;
       const storeHalf =
-        t && !v.isGraphOutput() && t.elementCount >= MIN_HALF_STORED_ELEMENTS && uses.length > 0 && uses.every((u) => noHalfKernel.has(u.node)) && withinFloat16(t);
+        t &&
+        !v.isGraphOutput() &&
+        t.elementCount >= MIN_HALF_STORED_ELEMENTS &&
+        uses.length > 0 &&
+        uses.every((u) => noHalfKernel.has(u.node)) &&
+        withinFloat16(t);
       if (storeHalf) {
         convertInitializerInPlace(t, stats, warn);
         newType.set(v, DataType.FLOAT16);

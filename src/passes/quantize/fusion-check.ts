@@ -45,7 +45,24 @@ export const INTEGER_KERNELS = new Set([
 ]);
 
 /** Ops that run on 8-bit data when the Q/DQ around them are dropped. */
-const DATA_MOVEMENT = new Set(['NhwcMaxPool', 'MaxPool', 'Reshape', 'Flatten', 'Transpose', 'Squeeze', 'Unsqueeze', 'Resize', 'Gather', 'Slice', 'Expand', 'Tile', 'Split', 'ReduceMax', 'ReduceMin', 'Concat']);
+const DATA_MOVEMENT = new Set([
+  'NhwcMaxPool',
+  'MaxPool',
+  'Reshape',
+  'Flatten',
+  'Transpose',
+  'Squeeze',
+  'Unsqueeze',
+  'Resize',
+  'Gather',
+  'Slice',
+  'Expand',
+  'Tile',
+  'Split',
+  'ReduceMax',
+  'ReduceMin',
+  'Concat',
+]);
 
 export interface UnfusedNode {
   node: string;
@@ -134,7 +151,8 @@ export function analyzeOptimized(optimized: Model, reference?: Model, keptFloatN
     else if (INTEGER_KERNELS.has(node.opType)) {
       integerKernels[node.opType] = (integerKernels[node.opType] ?? 0) + 1;
       // Kernels with an output scale produce 8-bit data.
-      if (!['MatMulIntegerToFloat', 'DynamicQuantizeMatMul', 'DynamicQuantizeLSTM', 'MatMulInteger', 'ConvInteger'].includes(node.opType)) node.outputs.forEach((o) => quantizedValues.add(o.name));
+      if (!['MatMulIntegerToFloat', 'DynamicQuantizeMatMul', 'DynamicQuantizeLSTM', 'MatMulInteger', 'ConvInteger'].includes(node.opType))
+        node.outputs.forEach((o) => quantizedValues.add(o.name));
     } else if (DATA_MOVEMENT.has(node.opType) && node.inputs[0] && quantizedValues.has(node.inputs[0].name)) {
       eightBit[node.opType] = (eightBit[node.opType] ?? 0) + 1;
       node.outputs.forEach((o) => quantizedValues.add(o.name));
@@ -156,7 +174,8 @@ export function analyzeOptimized(optimized: Model, reference?: Model, keptFloatN
     // Kept float by choice, and only activations dequantized (a DQ of a weight costs every run).
     const choice = chosen.get(name);
     const activationsOnly = node.inputs.every((v) => v?.producer?.opType !== 'DequantizeLinear' || !g.constantTensor(v.producer.inputs[0]!));
-    if (choice !== undefined && (activationsOnly || choice.weightsDequantized)) keptFloat.push({ node: name, opType: node.opType, dequantizedInputs: dqInputs, reason: choice.reason });
+    if (choice !== undefined && (activationsOnly || choice.weightsDequantized))
+      keptFloat.push({ node: name, opType: node.opType, dequantizedInputs: dqInputs, reason: choice.reason });
     else unfused.push({ node: name, opType: node.opType, dequantizedInputs: dqInputs, reason: explain(node, reference) });
   }
   const boundary = keptFloat.length > 0 ? ` (${keptFloat.length} op(s) kept float by choice read int8 data)` : '';
@@ -165,10 +184,10 @@ export function analyzeOptimized(optimized: Model, reference?: Model, keptFloatN
     count === 0 && q + dq === 0
       ? 'no integer kernels and no (de)quantize steps: the model runs as FP32 (nothing was quantized)'
       : count === 0
-      ? 'no integer kernels: onnxruntime runs this model in float with extra (de)quantize steps; expect it to be SLOWER than FP32'
-      : unfused.length === 0
-        ? `${count} integer kernel(s), no DequantizeLinear -> float op left${boundary}: INT8 should be faster here (small, narrow or SiLU-heavy models can still lose: confirm with --measure-speed or model-opt benchmark)`
-        : `${count} integer kernel(s), but ${unfused.length} op(s) run in float on dequantized data: they cost extra time`;
+        ? 'no integer kernels: onnxruntime runs this model in float with extra (de)quantize steps; expect it to be SLOWER than FP32'
+        : unfused.length === 0
+          ? `${count} integer kernel(s), no DequantizeLinear -> float op left${boundary}: INT8 should be faster here (small, narrow or SiLU-heavy models can still lose: confirm with --measure-speed or model-opt benchmark)`
+          : `${count} integer kernel(s), but ${unfused.length} op(s) run in float on dequantized data: they cost extra time`;
   return {
     integerKernels,
     integerKernelCount: count,
@@ -193,12 +212,16 @@ function explain(node: Node, reference?: Model): string {
   const original = sourceOf(node.name, reference);
   const op = original?.opType ?? node.opType;
   if (!original) {
-    return QDQ_HANDLERS.has(op) ? `onnxruntime did not fuse this ${op} (node not found in the QDQ model to tell why)` : `onnxruntime has no integer kernel for ${op}; it runs in float between DequantizeLinear and QuantizeLinear`;
+    return QDQ_HANDLERS.has(op)
+      ? `onnxruntime did not fuse this ${op} (node not found in the QDQ model to tell why)`
+      : `onnxruntime has no integer kernel for ${op}; it runs in float between DequantizeLinear and QuantizeLinear`;
   }
   if (!QDQ_HANDLERS.has(op) && !ABSORBABLE_ACTIVATIONS.has(op)) {
     return `${op} is not in model-opt's QDQ table, so it runs in float on dequantized data (exclude its neighbours or accept the cost)`;
   }
-  const floatInput = original.inputs.find((v, i) => v && v.producer?.opType !== 'DequantizeLinear' && !(op === 'Gemm' && i === 2) && !(op === 'Conv' && i === 2) && !isShapeLike(op, i));
+  const floatInput = original.inputs.find(
+    (v, i) => v && v.producer?.opType !== 'DequantizeLinear' && !(op === 'Gemm' && i === 2) && !(op === 'Conv' && i === 2) && !isShapeLike(op, i),
+  );
   if (floatInput) return `input '${floatInput.name}' is float (not from a DequantizeLinear): every input of the group must be quantized`;
   const sharedDq = original.inputs.find((v) => v?.producer?.opType === 'DequantizeLinear' && v.consumers.length > 1);
   if (sharedDq) return `DequantizeLinear output '${sharedDq.name}' feeds several nodes; onnxruntime fuses a DQ used by one node only`;
@@ -221,5 +244,10 @@ function explain(node: Node, reference?: Model): string {
 
 function isShapeLike(op: string, index: number): boolean {
   // Inputs that are shapes/axes/scales, not data.
-  return (op === 'Reshape' && index === 1) || (op === 'Resize' && index > 0) || ((op === 'Squeeze' || op === 'Unsqueeze') && index === 1) || (op === 'Clip' && index > 0);
+  return (
+    (op === 'Reshape' && index === 1) ||
+    (op === 'Resize' && index > 0) ||
+    ((op === 'Squeeze' || op === 'Unsqueeze') && index === 1) ||
+    (op === 'Clip' && index > 0)
+  );
 }

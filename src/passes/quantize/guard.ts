@@ -193,7 +193,12 @@ function namedSpace<R>(candidates: { node: string; opType: string }[], make: (fl
 
 /** INT8 dynamic: the candidates are its quantized nodes; others excluded by name. */
 export function dynamicFallbackSpace(model: Model, options: DynamicOptions, first: DynamicReport): FallbackSpace<DynamicReport> {
-  const named = new Set(model.graph.allNodes().map((n) => n.name).filter(Boolean));
+  const named = new Set(
+    model.graph
+      .allNodes()
+      .map((n) => n.name)
+      .filter(Boolean),
+  );
   const candidates = first.quantized.filter((q) => named.has(q.node)).map((q) => ({ node: q.node, opType: q.opType }));
   const base = options.excludeNodes ?? [];
   return namedSpace(candidates, (exclude) => quantizeDynamic(model, { ...options, excludeNodes: [...base, ...exclude], onWarning: undefined }));
@@ -201,7 +206,12 @@ export function dynamicFallbackSpace(model: Model, options: DynamicOptions, firs
 
 /** INT4 weight-only: the candidates are the named MatMuls/Gathers it quantized; others kept float by excludeNodes. */
 export function int4FallbackSpace(model: Model, options: Int4Options, first: Int4Report): FallbackSpace<Int4Report> {
-  const named = new Set(model.graph.allNodes().map((n) => n.name).filter(Boolean));
+  const named = new Set(
+    model.graph
+      .allNodes()
+      .map((n) => n.name)
+      .filter(Boolean),
+  );
   const candidates = first.quantized.filter((q) => named.has(q.node)).map((q) => ({ node: q.node, opType: q.opType }));
   const base = options.excludeNodes ?? [];
   return namedSpace(candidates, (exclude) => quantizeInt4(model, { ...options, excludeNodes: [...base, ...exclude] }));
@@ -212,6 +222,9 @@ export function fp16FallbackSpace(model: Model, options: Fp16Options, first: Fp1
   const kept = new Set(first.keptFloat32.map((k) => k.node));
   const base = options.nodeBlockList ?? [];
   const blocked = new Set(base);
-  const candidates = model.graph.allNodes().filter((n) => n.name && !kept.has(n.name) && !blocked.has(n.name)).map((n) => ({ node: n.name, opType: n.opType }));
+  const candidates = model.graph
+    .allNodes()
+    .filter((n) => n.name && !kept.has(n.name) && !blocked.has(n.name))
+    .map((n) => ({ node: n.name, opType: n.opType }));
   return namedSpace(candidates, (block) => convertToFloat16(model, { ...options, nodeBlockList: [...base, ...block], onWarning: undefined }));
 }

@@ -63,14 +63,7 @@ export function quantizeValue(w: number, scale: number, zeroPoint: number): numb
  * Quantizes a row-major [K, N] float matrix. `clip` (optional, [N * blocksPerColumn] in the scales'
  * order, each in (0, 1]) scales each block's min and max before the parameters are taken.
  */
-export function quantizeInt4Blockwise(
-  w: ArrayLike<number>,
-  k: number,
-  n: number,
-  blockSize: number,
-  symmetric: boolean,
-  clip?: ArrayLike<number>,
-): Int4Matrix {
+export function quantizeInt4Blockwise(w: ArrayLike<number>, k: number, n: number, blockSize: number, symmetric: boolean, clip?: ArrayLike<number>): Int4Matrix {
   const blocks = Math.ceil(k / blockSize);
   const blobSize = blockSize / 2;
   const data = new Uint8Array(n * blocks * blobSize);

@@ -288,7 +288,16 @@ function weightedError(w: ArrayLike<number>, k: number, n: number, blockSize: nu
   return err;
 }
 
-function blockError(w: ArrayLike<number>, n: number, c: number, r0: number, r1: number, symmetric: boolean, rowWeights: ArrayLike<number>, clip: number): number {
+function blockError(
+  w: ArrayLike<number>,
+  n: number,
+  c: number,
+  r0: number,
+  r1: number,
+  symmetric: boolean,
+  rowWeights: ArrayLike<number>,
+  clip: number,
+): number {
   let min = Infinity;
   let max = -Infinity;
   for (let r = r0; r < r1; r++) {
@@ -358,10 +367,19 @@ function awqScaledActivation(p: MatMulPlan, ex2: Float64Array, ctx: ApplyContext
   if (best.exponent !== 0) {
     const base = `${p.activation.name}_awq`;
     const inv = graph.addInitializer(
-      Tensor.fromData(ctx.model.graph.uniqueName(`${base}_inverse_scale`), { dtype: DataType.FLOAT, dims: [p.k], data: Float32Array.from(best.scales, (v) => 1 / v) }),
+      Tensor.fromData(ctx.model.graph.uniqueName(`${base}_inverse_scale`), {
+        dtype: DataType.FLOAT,
+        dims: [p.k],
+        data: Float32Array.from(best.scales, (v) => 1 / v),
+      }),
     );
     const first = readers.map((r) => r.node).sort((x, y) => graph.nodes.indexOf(x) - graph.nodes.indexOf(y))[0]!;
-    const mul = graph.insertBefore(first, { opType: 'Mul', name: ctx.model.graph.uniqueName(`${base}_Mul`), inputs: [p.activation, inv], outputs: [ctx.model.graph.uniqueName(base)] });
+    const mul = graph.insertBefore(first, {
+      opType: 'Mul',
+      name: ctx.model.graph.uniqueName(`${base}_Mul`),
+      inputs: [p.activation, inv],
+      outputs: [ctx.model.graph.uniqueName(base)],
+    });
     const shape = isTensorType(p.activation.type) ? p.activation.type.shape : undefined;
     mul.outputs[0]!.type = { kind: 'tensor', elemType: DataType.FLOAT, shape: shape ? [...shape] : undefined };
     value = mul.outputs[0]!;
@@ -408,13 +426,15 @@ function settingsOf(options: Int4Options): Settings {
 /** The calibration statistics `method: 'awq'` needs: channel moments of each candidate MatMul's activation. */
 export function int4StatisticRequests(model: Model, options: Int4Options = {}): StatisticRequest[] {
   const seen = new Set<string>();
-  for (const { handler, plan } of planInt4(model, settingsOf(options), options).plans) if (handler.opType === 'MatMul') seen.add((plan as MatMulPlan).activation.name);
+  for (const { handler, plan } of planInt4(model, settingsOf(options), options).plans)
+    if (handler.opType === 'MatMul') seen.add((plan as MatMulPlan).activation.name);
   return [...seen].map((tensor) => ({ tensor, kind: 'channel-moments', axis: -1 }));
 }
 
 function planInt4(model: Model, s: Settings, options: Int4Options) {
   const opTypes = new Set(options.opTypes ?? INT4_OP_TYPES);
-  for (const t of opTypes) if (!INT4_OP_TYPES.includes(t)) throw new UsageError(`--mode int4 cannot quantize op type '${t}' (supported: ${INT4_OP_TYPES.join(', ')})`);
+  for (const t of opTypes)
+    if (!INT4_OP_TYPES.includes(t)) throw new UsageError(`--mode int4 cannot quantize op type '${t}' (supported: ${INT4_OP_TYPES.join(', ')})`);
   for (const t of options.excludeOpTypes ?? []) opTypes.delete(t);
   const excluded = new Set(options.excludeNodes ?? []);
   const plans: { handler: Int4Handler<unknown>; plan: unknown }[] = [];
@@ -491,7 +511,10 @@ export function quantizeInt4(model: Model, options: Int4Options = {}): { model: 
   if (report.quantized.length > 0) {
     if (out.opsetVersion(INT4_MS_DOMAIN) === undefined) out.opsetImports.push({ domain: INT4_MS_DOMAIN, version: 1 });
     const { MatMul: matmuls = 0, Gather: gathers = 0 } = report.quantizedByOpType;
-    if (matmuls) report.notes.push(`${matmuls} MatMul node(s) became com.microsoft MatMulNBits (4-bit weights, block ${settings.blockSize}): the model now runs on onnxruntime only.`);
+    if (matmuls)
+      report.notes.push(
+        `${matmuls} MatMul node(s) became com.microsoft MatMulNBits (4-bit weights, block ${settings.blockSize}): the model now runs on onnxruntime only.`,
+      );
     if (gathers) report.notes.push(`${gathers} embedding Gather node(s) became com.microsoft GatherBlockQuantized (4-bit rows, block ${settings.blockSize}).`);
   } else {
     report.notes.push('No MatMul with a constant 2-D float32 weight large enough was found: the model is unchanged.');
@@ -499,7 +522,8 @@ export function quantizeInt4(model: Model, options: Int4Options = {}): { model: 
   if (method === 'awq') {
     const matmuls = report.quantized.filter((q) => q.opType === 'MatMul');
     const withStats = matmuls.filter((q) => q.awqExponent !== undefined).length;
-    if (withStats < matmuls.length) report.notes.push(`awq: ${matmuls.length - withStats} MatMul node(s) had no activation statistics and were rounded to nearest`);
+    if (withStats < matmuls.length)
+      report.notes.push(`awq: ${matmuls.length - withStats} MatMul node(s) had no activation statistics and were rounded to nearest`);
   }
   visitGraphs(out.graph, (g) => g.topologicalSort());
   report.weightBytesAfter = modelWeightBytes(out);

@@ -165,7 +165,9 @@ export async function quantizeInt8(model: Model, options: Int8Options): Promise<
   };
   progress({ phase: 'calibrate', message: `calibrating ${wanted.length} tensors on ${calibration.count} samples`, fraction: 0 });
   const started = performance.now();
-  await calibrateMore(context, wanted, (n) => progress({ phase: 'calibrate', message: `calibrating: ${n}/${calibration.count} samples`, fraction: n / calibration.count }));
+  await calibrateMore(context, wanted, (n) =>
+    progress({ phase: 'calibrate', message: `calibrating: ${n}/${calibration.count} samples`, fraction: n / calibration.count }),
+  );
   // A Concat of tensors with very different ranges (boxes and class scores) stays float.
   const mismatched = concatsWithMismatchedRanges(plan, context.ranges);
   // Tensors 8-bit would destroy (power spectra, Log inputs, wide attention scores) stay float;
@@ -189,7 +191,17 @@ export async function quantizeInt8(model: Model, options: Int8Options): Promise<
   let auto: AutoCalibrationReport | undefined;
   if (method === 'auto') {
     progress({ phase: 'calibrate', message: 'choosing a range method per tensor by the output (--calibrate auto)' });
-    auto = await autoRanges(pre.model, qdqOptions, context.statistics, context.ranges, context.rangeOptions, calibration, batchSize, runnerOptions, context.minmaxTensors ?? new Set());
+    auto = await autoRanges(
+      pre.model,
+      qdqOptions,
+      context.statistics,
+      context.ranges,
+      context.rangeOptions,
+      calibration,
+      batchSize,
+      runnerOptions,
+      context.minmaxTensors ?? new Set(),
+    );
   }
   const seconds = (performance.now() - started) / 1000;
   progress({ phase: 'quantize', message: 'inserting QuantizeLinear/DequantizeLinear' });
@@ -218,7 +230,12 @@ export async function quantizeInt8(model: Model, options: Int8Options): Promise<
     const channels = adjusted.reduce((a, b) => a + b.channels, 0);
     const factor = Math.max(...adjusted.map((a) => a.maxFactor));
     report.notes.push(
-      `${channels} output channel(s) of ${adjusted.length} node(s) (${adjusted.slice(0, 3).map((a) => a.node).join(', ')}${adjusted.length > 3 ? ', ...' : ''}): the bias did not fit int32 at input scale x weight scale, so the weight scale was enlarged (up to ${factor.toPrecision(3)}x) until it fits, instead of clamping the bias`,
+      `${channels} output channel(s) of ${adjusted.length} node(s) (${adjusted
+        .slice(0, 3)
+        .map((a) => a.node)
+        .join(
+          ', ',
+        )}${adjusted.length > 3 ? ', ...' : ''}): the bias did not fit int32 at input scale x weight scale, so the weight scale was enlarged (up to ${factor.toPrecision(3)}x) until it fits, instead of clamping the bias`,
     );
   }
   if (qdqOptions.activationType === 'int8') {
@@ -283,12 +300,11 @@ async function calibrateMore(context: Int8Context, names: readonly string[], onS
   const requests: StatisticRequest[] = missing.map((tensor) =>
     context.histograms || context.histogramTensors?.has(tensor) ? { tensor, kind: 'histogram', bins: context.bins } : { tensor, kind: 'range' },
   );
-  const { ranges: stats } = await collectStatistics(
-    context.preprocessed,
-    requests,
-    calibration,
-    { batchSize, runner: context.runner, onProgress: (p) => onSamples?.(p.samples) },
-  );
+  const { ranges: stats } = await collectStatistics(context.preprocessed, requests, calibration, {
+    batchSize,
+    runner: context.runner,
+    onProgress: (p) => onSamples?.(p.samples),
+  });
   for (const [name, s] of stats) {
     context.statistics.set(name, s);
     context.ranges.set(name, computeRange(s, context.minmaxTensors?.has(name) ? { ...context.rangeOptions, method: 'minmax' } : context.rangeOptions));

@@ -40,7 +40,12 @@ export function nothingQuantizedReason(report: Int8Report | DynamicReport | Int4
   const quantized = report.mode === 'int8' ? report.qdq.quantized.length : report.quantized.length;
   if (quantized > 0) return undefined;
   // int8-dynamic also lists ops it never quantizes (Conv, GRU, ...): those are not candidates.
-  const candidates = report.mode === 'int8' ? kept : report.mode === 'int4' ? kept.filter((k) => k.opType === 'MatMul' || k.opType === 'Gather') : kept.filter((k) => DYNAMIC_OP_TYPES.includes(k.opType));
+  const candidates =
+    report.mode === 'int8'
+      ? kept
+      : report.mode === 'int4'
+        ? kept.filter((k) => k.opType === 'MatMul' || k.opType === 'Gather')
+        : kept.filter((k) => DYNAMIC_OP_TYPES.includes(k.opType));
   const others = kept.filter((k) => !candidates.includes(k));
   let why: string;
   if (report.mode === 'int8-dynamic' && report.opset && !report.opset.upgraded) {
@@ -54,7 +59,10 @@ export function nothingQuantizedReason(report: Int8Report | DynamicReport | Int4
           : 'the model has no MatMul/Gemm with a constant 2-D float32 weight, LSTM, embedding Gather or com.microsoft Attention';
     if (others.length > 0) why += ` (float in this mode: ${groupReasons(others)})`;
   } else if (candidates.every((k) => EXCLUDED.has(k.reason))) {
-    why = `every candidate was excluded (--exclude-nodes / --exclude-op-types): ${candidates.map((k) => k.node).slice(0, 5).join(', ')}${candidates.length > 5 ? ', …' : ''}`;
+    why = `every candidate was excluded (--exclude-nodes / --exclude-op-types): ${candidates
+      .map((k) => k.node)
+      .slice(0, 5)
+      .join(', ')}${candidates.length > 5 ? ', …' : ''}`;
   } else {
     why = `every candidate was left float${report.mode === 'int8' ? ' (by the speed rules or exclusions)' : ''}: ${groupReasons(candidates)}`;
   }

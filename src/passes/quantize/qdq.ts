@@ -87,7 +87,13 @@ function feedsQuantized(node: Node, quantizedNodes: ReadonlySet<Node>): boolean 
   return node.outputs.some(
     (o) =>
       o.name !== '' &&
-      o.uses().some((u) => quantizedNodes.has(u.node) || (ABSORBABLE_ACTIVATIONS.has(u.node.opType) && u.node.outputs.some((a) => a.uses().some((w) => quantizedNodes.has(w.node))))),
+      o
+        .uses()
+        .some(
+          (u) =>
+            quantizedNodes.has(u.node) ||
+            (ABSORBABLE_ACTIVATIONS.has(u.node.opType) && u.node.outputs.some((a) => a.uses().some((w) => quantizedNodes.has(w.node)))),
+        ),
   );
 }
 
@@ -293,7 +299,11 @@ export function planQdq(model: Model, options: QdqOptions = {}): QdqPlan {
   const skipped: SkippedNode[] = [];
   const floatNodes = new Map(Object.entries(options.floatNodes ?? {}));
   const selected = (n: Node): boolean =>
-    !excludedNodes.has(n.name) && !floatNodes.has(n.name) && !excludedTypes.has(n.opType) && (!onlyTypes || onlyTypes.has(n.opType)) && (!onlyNodes || onlyNodes.has(n.name));
+    !excludedNodes.has(n.name) &&
+    !floatNodes.has(n.name) &&
+    !excludedTypes.has(n.opType) &&
+    (!onlyTypes || onlyTypes.has(n.opType)) &&
+    (!onlyNodes || onlyNodes.has(n.name));
 
   // Grouped convs with few channels per group stay float (onnxruntime's int8 grouped kernel is
   // slower), like excluded nodes: between a DequantizeLinear and a QuantizeLinear onnxruntime would
@@ -303,7 +313,10 @@ export function planQdq(model: Model, options: QdqOptions = {}): QdqPlan {
     if (node.opType !== 'Conv' || !isDefaultDomain(node) || minReduction <= 0 || !selected(node)) continue;
     const perGroup = groupedConvChannels(node, graph);
     if (perGroup !== undefined && perGroup < MIN_GROUP_CHANNELS) {
-      narrowGroups.set(node, `grouped conv with ${perGroup} input channels per group (< ${MIN_GROUP_CHANNELS}): onnxruntime's int8 grouped kernel is slower than its float one, so it and the ops reading it stay float`);
+      narrowGroups.set(
+        node,
+        `grouped conv with ${perGroup} input channels per group (< ${MIN_GROUP_CHANNELS}): onnxruntime's int8 grouped kernel is slower than its float one, so it and the ops reading it stay float`,
+      );
     }
   }
 
@@ -355,7 +368,10 @@ export function planQdq(model: Model, options: QdqOptions = {}): QdqPlan {
     }
     const stemOutputs = node.opType === 'Conv' && minReduction > 0 ? narrowStemChannels(node, graph) : undefined;
     if (stemOutputs !== undefined) {
-      skipped.push({ ...label, reason: `image stem with ${stemOutputs} output channels (< ${MIN_STEM_OUTPUT_CHANNELS}): its int8 form plus quantizing the input would be slower than the float conv` });
+      skipped.push({
+        ...label,
+        reason: `image stem with ${stemOutputs} output channels (< ${MIN_STEM_OUTPUT_CHANNELS}): its int8 form plus quantizing the input would be slower than the float conv`,
+      });
       continue;
     }
     const slowGroups = narrowGroups.get(node);
@@ -367,7 +383,7 @@ export function planQdq(model: Model, options: QdqOptions = {}): QdqPlan {
     const notFloat = node.inputs.find((v, i) => {
       const role = roles[i]?.role ?? 'float';
       if (!v || role === 'float') return false;
-      const t = role === 'activation' ? knownElemType(v) ?? graph.constantTensor(v)?.dtype : graph.constantTensor(v)?.dtype;
+      const t = role === 'activation' ? (knownElemType(v) ?? graph.constantTensor(v)?.dtype) : graph.constantTensor(v)?.dtype;
       return t !== undefined && t !== DataType.FLOAT;
     });
     if (notFloat) {
@@ -390,7 +406,11 @@ export function planQdq(model: Model, options: QdqOptions = {}): QdqPlan {
     // (its transpose optimizer sees no gain in moving the other input), which drags the 8-bit ops
     // after it (MaxPool) onto slow NCHW kernels. Sensitivity analysis (onlyNodes) still tries it.
     if (node.opType === 'Add' && !onlyNodes && isBiasAfterMatMul(node, graph)) {
-      skipped.push({ ...label, reason: 'bias Add after a MatMul: left float, onnxruntime runs MatMul + bias as MatMulIntegerToFloat (float output; more accurate than QLinearMatMul + QLinearAdd with an int8 bias, as fast)' });
+      skipped.push({
+        ...label,
+        reason:
+          'bias Add after a MatMul: left float, onnxruntime runs MatMul + bias as MatMulIntegerToFloat (float output; more accurate than QLinearMatMul + QLinearAdd with an int8 bias, as fast)',
+      });
       continue;
     }
     if (ELEMENTWISE_INT8.has(node.opType) && !onlyNodes) {
@@ -446,7 +466,11 @@ export function planQdq(model: Model, options: QdqOptions = {}): QdqPlan {
       if (readsInt8 || feedsQuantized(node, quantizedNodes)) continue;
       nodes.splice(i, 1);
       quantizedNodes.delete(node);
-      skipped.push({ node: node.name, opType: node.opType, reason: 'between float ops: in 8-bit it would only add a QuantizeLinear before it and a DequantizeLinear after it' });
+      skipped.push({
+        node: node.name,
+        opType: node.opType,
+        reason: 'between float ops: in 8-bit it would only add a QuantizeLinear before it and a DequantizeLinear after it',
+      });
       changed = true;
     }
   }
@@ -532,7 +556,12 @@ export function planQdq(model: Model, options: QdqOptions = {}): QdqPlan {
  * its activation, and the elementwise op has other activation inputs (not just constants), all int8
  * outputs of quantized nodes with v's channels and spatial size (no broadcasting).
  */
-function anchorChannels(v: Value, activations: readonly Value[], quantizedNodes: ReadonlySet<Node>, producesQuantized: (v: Value) => boolean): number | undefined {
+function anchorChannels(
+  v: Value,
+  activations: readonly Value[],
+  quantizedNodes: ReadonlySet<Node>,
+  producesQuantized: (v: Value) => boolean,
+): number | undefined {
   const shape = isTensorType(v.type) ? v.type.shape : undefined;
   const channels = shape?.[1];
   if (!shape || shape.length !== 4 || typeof channels !== 'number' || channels < 1) return undefined;
@@ -701,8 +730,22 @@ export function applyQdq(model: Model, plan: QdqPlan, options: ApplyOptions): Qd
     const input = addNode('DequantizeLinear', [quantized, scale, zeroPoint], `${v.name}_anchor_input`);
     input.type = floatType;
     const ones = init(`${v.name}_anchor_weight`, DataType.INT8, [channels, 1, 1, 1], new Int8Array(channels).fill(1));
-    const weight = addNode('DequantizeLinear', [ones, init(`${v.name}_anchor_weight_scale`, DataType.FLOAT, [], Float32Array.of(1)), init(`${v.name}_anchor_weight_zero_point`, DataType.INT8, [], Int8Array.of(0))], `${v.name}_anchor_weight_dequantized`);
-    const conv = graph.addNode({ opType: 'Conv', inputs: [input, weight], outputs: [graph.uniqueName(`${v.name}_anchored`)], attributes: { group: channels, kernel_shape: [1, 1] }, name: nodeName(`${v.name}_layout_anchor`) });
+    const weight = addNode(
+      'DequantizeLinear',
+      [
+        ones,
+        init(`${v.name}_anchor_weight_scale`, DataType.FLOAT, [], Float32Array.of(1)),
+        init(`${v.name}_anchor_weight_zero_point`, DataType.INT8, [], Int8Array.of(0)),
+      ],
+      `${v.name}_anchor_weight_dequantized`,
+    );
+    const conv = graph.addNode({
+      opType: 'Conv',
+      inputs: [input, weight],
+      outputs: [graph.uniqueName(`${v.name}_anchored`)],
+      attributes: { group: channels, kernel_shape: [1, 1] },
+      name: nodeName(`${v.name}_layout_anchor`),
+    });
     conv.outputs[0]!.type = floatType;
     const anchored = addNode('QuantizeLinear', [conv.outputs[0]!, scale, zeroPoint], `${v.name}_anchored`);
     anchored.type = quantized.type;
@@ -902,7 +945,8 @@ export function concatsWithMismatchedRanges(plan: QdqPlan, ranges: ReadonlyMap<s
     }
     if (worst && worst.levels < MIN_CONCAT_INPUT_LEVELS) {
       const ratio = worst.width > 0 ? `${(width(total) / worst.width).toFixed(0)}x` : 'far';
-      out[node.name] = `input '${worst.name}' spans ${ratio} less than the whole Concat: on one 8-bit scale it would keep ${Math.max(1, Math.round(worst.levels))} of 256 levels (e.g. class scores beside box coordinates)`;
+      out[node.name] =
+        `input '${worst.name}' spans ${ratio} less than the whole Concat: on one 8-bit scale it would keep ${Math.max(1, Math.round(worst.levels))} of 256 levels (e.g. class scores beside box coordinates)`;
     }
   }
   return out;

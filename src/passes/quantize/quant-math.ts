@@ -107,7 +107,11 @@ export function biasWeightScaleFloor(bias: ArrayLike<number>, inputScale: number
 }
 
 /** Int32 bias with scale inputScale * weightScale[c]; reports how many values saturated. */
-export function quantizeBias(values: ArrayLike<number>, inputScale: number, weightScales: Float32Array): { data: Int32Array; scales: Float32Array; saturated: number } {
+export function quantizeBias(
+  values: ArrayLike<number>,
+  inputScale: number,
+  weightScales: Float32Array,
+): { data: Int32Array; scales: Float32Array; saturated: number } {
   const n = values.length;
   const scales = new Float32Array(n);
   const data = new Int32Array(n);

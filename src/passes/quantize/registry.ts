@@ -133,7 +133,8 @@ const HANDLERS: OpHandler[] = [
       absorbsActivation: false,
       allOutputs: opType === 'Split',
       inputs: () => [act],
-      check: opType === 'MaxPool' ? (node) => (node.outputs.length > 1 && node.outputs[1]!.name !== '' ? 'MaxPool indices output is used' : undefined) : undefined,
+      check:
+        opType === 'MaxPool' ? (node) => (node.outputs.length > 1 && node.outputs[1]!.name !== '' ? 'MaxPool indices output is used' : undefined) : undefined,
     }),
   ),
 ];

@@ -54,7 +54,10 @@ function candidateKind(v: Value, depth = 0): Candidate | undefined {
     const inner = candidateKind(p.inputs[0], depth + 1);
     if (inner === 'wide') return inner;
   }
-  const readers = v.uses().map((u) => u.node).filter(isDefault);
+  const readers = v
+    .uses()
+    .map((u) => u.node)
+    .filter(isDefault);
   if (readers.some((r) => r.opType === 'Log')) return 'log-input';
   if (readers.some((r) => r.opType === 'Sqrt')) return 'wide';
   if (p && isDefault(p)) {
@@ -135,7 +138,10 @@ export function highDynamicRangeReason(kind: Candidate, s: TensorStatistics): st
  * Nodes to keep float for the high-dynamic-range tensors among `plan`'s calibrated tensors (their
  * producer, or their quantized readers when a graph input), with the reason; and the tensors.
  */
-export function highDynamicRangeNodes(plan: QdqPlan, statistics: ReadonlyMap<string, TensorStatistics>): { nodes: Record<string, string>; tensors: { tensor: string; reason: string }[] } {
+export function highDynamicRangeNodes(
+  plan: QdqPlan,
+  statistics: ReadonlyMap<string, TensorStatistics>,
+): { nodes: Record<string, string>; tensors: { tensor: string; reason: string }[] } {
   const nodes: Record<string, string> = {};
   const tensors: { tensor: string; reason: string }[] = [];
   const planned = new Set(plan.nodes.map((n) => n.node));
@@ -155,8 +161,10 @@ export function highDynamicRangeNodes(plan: QdqPlan, statistics: ReadonlyMap<str
     else for (const r of tp.readers) nodes[r.node.name] = why;
     // A square's input holds the same small values (squared they are what 8-bit zeroes): its
     // producer stays float too (the STFT conv before a power spectrum).
-    const src = p && (p.opType === 'Mul' || p.opType === 'Pow') && p.inputs[0] && (p.opType === 'Pow' || p.inputs[0] === p.inputs[1]) ? p.inputs[0].producer : undefined;
-    if (src && planned.has(src)) nodes[src.name] = `its output '${p!.inputs[0]!.name}' is squared into the high-dynamic-range tensor '${tp.value.name}' (${reason})`;
+    const src =
+      p && (p.opType === 'Mul' || p.opType === 'Pow') && p.inputs[0] && (p.opType === 'Pow' || p.inputs[0] === p.inputs[1]) ? p.inputs[0].producer : undefined;
+    if (src && planned.has(src))
+      nodes[src.name] = `its output '${p!.inputs[0]!.name}' is squared into the high-dynamic-range tensor '${tp.value.name}' (${reason})`;
   }
   return { nodes, tensors };
 }

@@ -147,7 +147,9 @@ export function buildTrainingGraph(student: Model, options: TrainingGraphOptions
   const missing = differentiated.filter((n) => !isDefaultDomain(n) || !gradRule(n.opType));
   if (missing.length > 0) {
     const list = missing.map((n) => `'${n.name || '(unnamed)'}' (${n.domain ? `${n.domain}.` : ''}${n.opType})`);
-    throw new UsageError(`cannot train on onnxruntime: no gradient rule for node ${list.slice(0, 5).join(', ')}${list.length > 5 ? ` and ${list.length - 5} more` : ''}`);
+    throw new UsageError(
+      `cannot train on onnxruntime: no gradient rule for node ${list.slice(0, 5).join(', ')}${list.length > 5 ? ` and ${list.length - 5} more` : ''}`,
+    );
   }
   for (const node of order) {
     if (node.subgraphs().length > 0) throw new UsageError(`cannot train on onnxruntime: node '${node.name}' (${node.opType}) has a subgraph`);
@@ -174,7 +176,12 @@ export function buildTrainingGraph(student: Model, options: TrainingGraphOptions
   const outShape = shape(outValue.name);
   const symbolic = (s: readonly number[]): (number | string)[] => s.map((d, i) => (i === 0 ? 'N' : d));
   if (labelsInput) {
-    graph.addInput(labelsInput, options.loss.kind === 'kd' ? { kind: 'tensor', elemType: DataType.INT64, shape: ['N'] } : { kind: 'tensor', elemType: floatType, shape: symbolic(outShape) });
+    graph.addInput(
+      labelsInput,
+      options.loss.kind === 'kd'
+        ? { kind: 'tensor', elemType: DataType.INT64, shape: ['N'] }
+        : { kind: 'tensor', elemType: floatType, shape: symbolic(outShape) },
+    );
   }
   if (teacherInput) graph.addInput(teacherInput, { kind: 'tensor', elemType: floatType, shape: symbolic(outShape) });
 
@@ -186,11 +193,19 @@ export function buildTrainingGraph(student: Model, options: TrainingGraphOptions
     const inputs = node.inputs.map((v) => (v ? v.name : ''));
     const outputs = node.outputs.map((v) => v.name);
     if (rule?.forward) {
-      saved.set(node, rule.forward({
-        node, e, training, shape, inputs, outputs,
-        update: (state, value) => stateUpdateValues.set(state, value),
-        isState: (i) => stateSet.has(inputs[i] ?? ''),
-      }));
+      saved.set(
+        node,
+        rule.forward({
+          node,
+          e,
+          training,
+          shape,
+          inputs,
+          outputs,
+          update: (state, value) => stateUpdateValues.set(state, value),
+          isState: (i) => stateSet.has(inputs[i] ?? ''),
+        }),
+      );
       continue;
     }
     const attributes = attributesOf(node);
@@ -198,7 +213,14 @@ export function buildTrainingGraph(student: Model, options: TrainingGraphOptions
       const t = node.getTensor('value');
       if (t) attributes.value = { name: 'value', type: 4, value: convertFloat(t, floatType) };
     }
-    graph.addNode({ opType: node.opType, domain: node.domain, inputs: inputs.map((n) => (n === '' ? null : e.value(n))), outputs, attributes, name: node.name || undefined });
+    graph.addNode({
+      opType: node.opType,
+      domain: node.domain,
+      inputs: inputs.map((n) => (n === '' ? null : e.value(n))),
+      outputs,
+      attributes,
+      name: node.name || undefined,
+    });
   }
 
   // loss
@@ -220,14 +242,21 @@ export function buildTrainingGraph(student: Model, options: TrainingGraphOptions
     let result: (string | undefined)[];
     try {
       result = rule.backward({
-        node, e, training, shape, inputs, outputs,
+        node,
+        e,
+        training,
+        shape,
+        inputs,
+        outputs,
         dy: (i) => dys[i],
         needs: (i) => dependent.has(inputs[i] ?? ''),
         saved: saved.get(node) ?? {},
       });
     } catch (error) {
       if (error instanceof UsageError) throw error;
-      throw new UsageError(`node '${node.name}' (${node.opType}): building its gradient failed: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+      throw new UsageError(`node '${node.name}' (${node.opType}): building its gradient failed: ${error instanceof Error ? error.message : String(error)}`, {
+        cause: error,
+      });
     }
     result.forEach((g, i) => {
       const name = inputs[i];

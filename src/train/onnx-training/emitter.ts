@@ -35,7 +35,13 @@ export class Emitter {
   }
 
   /** Adds a node; returns its outputs' names (`outputs` names them, or counts them). */
-  op(opType: string, inputs: readonly (string | '')[], attributes: Record<string, AttributeInput> = {}, outputs: number | readonly string[] = 1, hint = opType.toLowerCase()): string[] {
+  op(
+    opType: string,
+    inputs: readonly (string | '')[],
+    attributes: Record<string, AttributeInput> = {},
+    outputs: number | readonly string[] = 1,
+    hint = opType.toLowerCase(),
+  ): string[] {
     const names = typeof outputs === 'number' ? Array.from({ length: outputs }, (_v, i) => this.fresh(`${hint}${outputs > 1 ? `_${i}` : ''}`)) : outputs;
     this.graph.addNode({
       opType,
@@ -101,7 +107,11 @@ export class Emitter {
 
   /** Zeros of the runtime shape of `like`. */
   zerosLike(like: string): string {
-    const zero = Tensor.fromData('value', { dtype: this.floatType, dims: [1], data: this.floatType === DataType.DOUBLE ? new Float64Array(1) : new Float32Array(1) });
+    const zero = Tensor.fromData('value', {
+      dtype: this.floatType,
+      dims: [1],
+      data: this.floatType === DataType.DOUBLE ? new Float64Array(1) : new Float32Array(1),
+    });
     return this.op1('ConstantOfShape', [this.op1('Shape', [like])], { value: zero });
   }
 

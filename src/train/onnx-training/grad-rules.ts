@@ -146,13 +146,18 @@ registerGradRule('Conv', {
         const full = geo.strides[d]! * (yShape[d + 2]! - 1) + (k - 1) * geo.dilations[d]! + 1 - geo.begin[d]! - geo.end[d]!;
         return xShape[d + 2]! - full;
       });
-      out[0] = e.op1('ConvTranspose', [g, w], {
-        strides: geo.strides,
-        dilations: geo.dilations,
-        pads: [...geo.begin, ...geo.end],
-        kernel_shape: geo.kernel,
-        output_padding: outputPadding,
-      }, 'conv_dx');
+      out[0] = e.op1(
+        'ConvTranspose',
+        [g, w],
+        {
+          strides: geo.strides,
+          dilations: geo.dilations,
+          pads: [...geo.begin, ...geo.end],
+          kernel_shape: geo.kernel,
+          output_padding: outputPadding,
+        },
+        'conv_dx',
+      );
     }
     if (needs(1)) {
       // dW: a convolution over the batch: X as [Cin, N, ...] images, dY as [Cout, N, ...] kernels,
@@ -199,7 +204,12 @@ registerGradRule('MaxPool', {
     const x = inputs[0]!;
     const flat = e.constI64([-1]);
     const zeros = e.op1('Reshape', [e.zerosLike(x), flat]);
-    const scattered = e.op1('ScatterElements', [zeros, e.op1('Reshape', [saved.indices!, flat]), e.op1('Reshape', [g, flat])], { axis: 0, reduction: 'add' }, 'maxpool_dx');
+    const scattered = e.op1(
+      'ScatterElements',
+      [zeros, e.op1('Reshape', [saved.indices!, flat]), e.op1('Reshape', [g, flat])],
+      { axis: 0, reduction: 'add' },
+      'maxpool_dx',
+    );
     return [e.reshapeLike(scattered, x)];
   },
 });
@@ -238,7 +248,9 @@ registerGradRule('Div', binaryRule('Div'));
 registerGradRule('GlobalAveragePool', {
   backward({ e, inputs, dy, shape }) {
     const x = inputs[0]!;
-    const spatial = shape(x).slice(2).reduce((p, d) => p * d, 1);
+    const spatial = shape(x)
+      .slice(2)
+      .reduce((p, d) => p * d, 1);
     const spread = e.op1('Expand', [dy(0)!, e.op1('Shape', [x])]);
     return [e.op1('Div', [spread, e.constF([spatial])], {}, 'gap_dx')];
   },
@@ -266,14 +278,16 @@ registerGradRule('Gemm', {
     const out: (string | undefined)[] = [];
     // Y = alpha op(A) op(B) + beta C
     if (needs(0)) {
-      out[0] = tA === 0
-        ? e.op1('Gemm', [g, b], { alpha, transA: 0, transB: tB === 0 ? 1 : 0 }, 'gemm_da')
-        : e.op1('Gemm', [b, g], { alpha, transA: tB, transB: 1 }, 'gemm_da');
+      out[0] =
+        tA === 0
+          ? e.op1('Gemm', [g, b], { alpha, transA: 0, transB: tB === 0 ? 1 : 0 }, 'gemm_da')
+          : e.op1('Gemm', [b, g], { alpha, transA: tB, transB: 1 }, 'gemm_da');
     }
     if (needs(1)) {
-      out[1] = tB === 0
-        ? e.op1('Gemm', [a, g], { alpha, transA: tA === 0 ? 1 : 0, transB: 0 }, 'gemm_db')
-        : e.op1('Gemm', [g, a], { alpha, transA: 1, transB: tA }, 'gemm_db');
+      out[1] =
+        tB === 0
+          ? e.op1('Gemm', [a, g], { alpha, transA: tA === 0 ? 1 : 0, transB: 0 }, 'gemm_db')
+          : e.op1('Gemm', [g, a], { alpha, transA: 1, transB: tA }, 'gemm_db');
     }
     if (c && c !== '' && needs(2)) {
       const scaled = beta === 1 ? g : e.op1('Mul', [g, e.constF([beta])]);
@@ -291,7 +305,9 @@ registerGradRule('MatMul', {
     const aShape = shape(a);
     const bShape = shape(b);
     if (aShape.length < 2 || bShape.length !== 2) {
-      throw new UsageError(`node '${node.name}' (MatMul): gradients are implemented for [..., K] x [K, N] only (got ranks ${aShape.length} and ${bShape.length})`);
+      throw new UsageError(
+        `node '${node.name}' (MatMul): gradients are implemented for [..., K] x [K, N] only (got ranks ${aShape.length} and ${bShape.length})`,
+      );
     }
     const out: (string | undefined)[] = [];
     if (needs(0)) out[0] = e.op1('MatMul', [g, e.op1('Transpose', [b], { perm: [1, 0] })], {}, 'matmul_da');
@@ -335,8 +351,10 @@ registerGradRule('BatchNormalization', {
     // running statistics: momentum x old + (1 - momentum) x batch (biased variance, as the tfjs path)
     const momentum = node.getFloat('momentum', 0.9);
     const flat = e.constI64([channels]);
-    if (isState(3)) update(mean, e.op1('Add', [e.op1('Mul', [mean, e.constF([momentum])]), e.op1('Mul', [e.op1('Reshape', [mu, flat]), e.constF([1 - momentum])])]));
-    if (isState(4)) update(variance, e.op1('Add', [e.op1('Mul', [variance, e.constF([momentum])]), e.op1('Mul', [e.op1('Reshape', [v, flat]), e.constF([1 - momentum])])]));
+    if (isState(3))
+      update(mean, e.op1('Add', [e.op1('Mul', [mean, e.constF([momentum])]), e.op1('Mul', [e.op1('Reshape', [mu, flat]), e.constF([1 - momentum])])]));
+    if (isState(4))
+      update(variance, e.op1('Add', [e.op1('Mul', [variance, e.constF([momentum])]), e.op1('Mul', [e.op1('Reshape', [v, flat]), e.constF([1 - momentum])])]));
     return { xhat, inv };
   },
   backward({ e, training, inputs, needs, dy, shape, saved }) {

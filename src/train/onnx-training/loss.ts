@@ -37,7 +37,10 @@ export function emitLoss(e: Emitter, output: string, classes: number, spec: Loss
     if (labels) {
       const logp = e.op1('LogSoftmax', [s], { axis: -1 });
       const idx = e.op1('Unsqueeze', [e.op1('Reshape', [labels, e.constI64([-1])]), e.constI64([1])]);
-      const classIds = e.constI64(Array.from({ length: classes }, (_v, i) => i), [1, classes]);
+      const classIds = e.constI64(
+        Array.from({ length: classes }, (_v, i) => i),
+        [1, classes],
+      );
       const onehot = e.op1('Cast', [e.op1('Equal', [idx, classIds])], { to: e.floatType }, 'onehot');
       const picked = e.reduceSum(e.op1('Mul', [onehot, logp]), [1], false);
       const value = e.op1('Neg', [e.reduceMean(picked, [0], false)], {}, 'ce');
