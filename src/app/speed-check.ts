@@ -97,7 +97,7 @@ export function valuesFromData(dataset: Dataset): Record<string, number | number
   for (const [name, t] of Object.entries(dataset.constants ?? {})) add(name, t, t.dims, elementCount(t.dims));
   const axes = dataset.batchAxes;
   for (const [name, t] of Object.entries(dataset.inputs)) {
-    if (!axes || !Object.prototype.hasOwnProperty.call(axes, name) || axes[name] !== null || !t.dims[0]) continue;
+    if (!axes || !Object.hasOwn(axes, name) || axes[name] !== null || !t.dims[0]) continue;
     add(name, t, t.dims.slice(1), elementCount(t.dims.slice(1)));
   }
   return out;

@@ -391,7 +391,7 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
   function feedsForLatency(dataset: Dataset, shapes: Record<string, number[]>, batchSize: number, source: 'file' | 'random'): Feeds {
     const feeds = latencyFeeds(dataset, batchSize);
     for (const [name, t] of Object.entries(feeds)) {
-      const want = Object.prototype.hasOwnProperty.call(shapes, name) ? shapes[name] : undefined;
+      const want = Object.hasOwn(shapes, name) ? shapes[name] : undefined;
       // Data fixes the non-batch dims it was recorded with; only say so when random data disagrees.
       if (source === 'random' && want && t.dims.join('x') !== want.join('x')) {
         warn(`input '${name}': timing with ${t.dims.join('x')} instead of ${want.join('x')}`);
@@ -439,7 +439,7 @@ function defaultBatchSize(inputs: readonly IoSpec[], overrides: Record<string, n
   if (fixed !== undefined) return fixed;
   const axes = batchAxes(inputs);
   for (const spec of inputs) {
-    const own = Object.prototype.hasOwnProperty.call(overrides, spec.name) ? overrides[spec.name] : undefined;
+    const own = Object.hasOwn(overrides, spec.name) ? overrides[spec.name] : undefined;
     const axis = spec.unknownRank ? 0 : axes[spec.name];
     if (own && axis !== null && axis !== undefined && own.length > axis) return own[axis]!;
   }

@@ -43,7 +43,7 @@ export function canBatch(dataset: Dataset): boolean {
   const axes = dataset.batchAxes;
   const names = Object.keys(dataset.inputs);
   if (!axes) return names.length > 0;
-  return names.some((name) => !Object.prototype.hasOwnProperty.call(axes, name) || axes[name] !== null);
+  return names.some((name) => !Object.hasOwn(axes, name) || axes[name] !== null);
 }
 
 /** The first `batchSize` samples of each input, cycling through the data set when it has fewer. */
@@ -69,7 +69,7 @@ export function tiledFeeds(inputs: Feeds, count: number, batchSize: number): Fee
  */
 export function latencyFeeds(dataset: Dataset, batchSize: number): Feeds {
   const axes = dataset.batchAxes;
-  const axisOf = (name: string): number | null => (axes && Object.prototype.hasOwnProperty.call(axes, name) ? (axes[name] ?? null) : 0);
+  const axisOf = (name: string): number | null => (axes && Object.hasOwn(axes, name) ? (axes[name] ?? null) : 0);
   const batched = Object.fromEntries(Object.entries(dataset.inputs).filter(([name]) => axisOf(name) !== null));
   const feeds = tiledFeeds(batched, dataset.count, batchSize);
   if (!axes && !dataset.constants) return feeds;

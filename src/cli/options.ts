@@ -71,7 +71,7 @@ export function parseInputValue(text: string, previous: InputValueFlags | undefi
   if (parts.some((v) => v === '') || values.some((v) => !Number.isFinite(v))) {
     throw new InvalidArgumentError(`'${text}': values must be numbers (a comma list for a 1-D input)`);
   }
-  if (Object.prototype.hasOwnProperty.call(out, name)) throw new InvalidArgumentError(`'${name}' is given twice`);
+  if (Object.hasOwn(out, name)) throw new InvalidArgumentError(`'${name}' is given twice`);
   out[name] = parts.length === 1 ? values[0]! : values;
   return out;
 }

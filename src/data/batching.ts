@@ -59,7 +59,7 @@ export function take(dataset: Dataset, n: number): Dataset {
 /** The batch axis of a stored input: the data set's entry, 0 when absent. */
 export function axisOf(dataset: Dataset, name: string): number | null {
   const axes = dataset.batchAxes;
-  if (!axes || !Object.prototype.hasOwnProperty.call(axes, name)) return 0;
+  if (!axes || !Object.hasOwn(axes, name)) return 0;
   return axes[name] ?? null;
 }
 

@@ -58,7 +58,7 @@ export function parseShapeOverrides(text: string): ShapeOverrides {
  * UsageError naming the input and dim otherwise.
  */
 export function resolveShape(spec: IoSpec, overrides: ShapeOverrides = {}, defaultBatch?: number, batchAxis: number | null = 0): number[] {
-  const own = Object.prototype.hasOwnProperty.call(overrides, spec.name) ? overrides[spec.name] : undefined;
+  const own = Object.hasOwn(overrides, spec.name) ? overrides[spec.name] : undefined;
   if (own) {
     if (!spec.unknownRank) {
       if (own.length !== spec.shape.length) {
@@ -78,7 +78,7 @@ export function resolveShape(spec: IoSpec, overrides: ShapeOverrides = {}, defau
   return spec.shape.map((d, i) => {
     if (typeof d === 'number') return d;
     if (typeof d === 'string' && d !== '') {
-      const byName = Object.prototype.hasOwnProperty.call(overrides, d) ? overrides[d] : undefined;
+      const byName = Object.hasOwn(overrides, d) ? overrides[d] : undefined;
       if (byName && byName.length === 1) return byName[0]!;
     }
     if (i === batchAxis && defaultBatch !== undefined) return defaultBatch;

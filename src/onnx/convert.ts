@@ -44,7 +44,7 @@ interface ValueState extends State {
 }
 type ValueList = 'input' | 'output' | 'valueInfo';
 
-const hasOwn = (o: object, k: string): boolean => Object.prototype.hasOwnProperty.call(o, k);
+const hasOwn = (o: object, k: string): boolean => Object.hasOwn(o, k);
 
 // ---- small value helpers ------------------------------------------------------------------------
 

@@ -56,7 +56,7 @@ export async function readCheckpoint<Meta>(path: string): Promise<Checkpoint<Met
   const index: unknown = parsed.index;
   if (typeof index !== 'object' || index === null) throw new InputError(`${path}: corrupt checkpoint metadata (no index)`);
   const groupNames = (key: string): string[] | undefined => {
-    const names = Object.prototype.hasOwnProperty.call(index, key) ? (index as Record<string, unknown>)[key] : undefined;
+    const names = Object.hasOwn(index, key) ? (index as Record<string, unknown>)[key] : undefined;
     if (names === undefined) return undefined;
     if (!Array.isArray(names) || !names.every((n) => typeof n === 'string'))
       throw new InputError(`${path}: corrupt checkpoint metadata (index '${key}' is not a list of names)`);
