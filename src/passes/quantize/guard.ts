@@ -191,8 +191,16 @@ function namedSpace<R>(candidates: { node: string; opType: string }[], make: (fl
   };
 }
 
-/** INT8 dynamic: the candidates are its quantized nodes; others excluded by name. */
-export function dynamicFallbackSpace(model: Model, options: DynamicOptions, first: DynamicReport): FallbackSpace<DynamicReport> {
+/**
+ * A weight-only mode's space: the candidates are the named nodes it quantized (`first.quantized`),
+ * kept float by adding them to `excludeNodes` and quantizing again with `make`.
+ */
+function excludedNodesSpace<R extends { quantized: readonly { node: string; opType: string }[] }>(
+  model: Model,
+  first: R,
+  base: readonly string[],
+  make: (excludeNodes: string[]) => { model: Model; report: R },
+): FallbackSpace<R> {
   const named = new Set(
     model.graph
       .allNodes()
@@ -200,21 +208,19 @@ export function dynamicFallbackSpace(model: Model, options: DynamicOptions, firs
       .filter(Boolean),
   );
   const candidates = first.quantized.filter((q) => named.has(q.node)).map((q) => ({ node: q.node, opType: q.opType }));
-  const base = options.excludeNodes ?? [];
-  return namedSpace(candidates, (exclude) => quantizeDynamic(model, { ...options, excludeNodes: [...base, ...exclude], onWarning: undefined }));
+  return namedSpace(candidates, (exclude) => make([...base, ...exclude]));
 }
 
-/** INT4 weight-only: the candidates are the named MatMuls/Gathers it quantized; others kept float by excludeNodes. */
-export function int4FallbackSpace(model: Model, options: Int4Options, first: Int4Report): FallbackSpace<Int4Report> {
-  const named = new Set(
-    model.graph
-      .allNodes()
-      .map((n) => n.name)
-      .filter(Boolean),
+/** INT8 dynamic: the candidates are its quantized nodes; others excluded by name. */
+export function dynamicFallbackSpace(model: Model, options: DynamicOptions, first: DynamicReport): FallbackSpace<DynamicReport> {
+  return excludedNodesSpace(model, first, options.excludeNodes ?? [], (excludeNodes) =>
+    quantizeDynamic(model, { ...options, excludeNodes, onWarning: undefined }),
   );
-  const candidates = first.quantized.filter((q) => named.has(q.node)).map((q) => ({ node: q.node, opType: q.opType }));
-  const base = options.excludeNodes ?? [];
-  return namedSpace(candidates, (exclude) => quantizeInt4(model, { ...options, excludeNodes: [...base, ...exclude] }));
+}
+
+/** INT4 weight-only: the candidates are the named MatMuls/Gathers it quantized. */
+export function int4FallbackSpace(model: Model, options: Int4Options, first: Int4Report): FallbackSpace<Int4Report> {
+  return excludedNodesSpace(model, first, options.excludeNodes ?? [], (excludeNodes) => quantizeInt4(model, { ...options, excludeNodes }));
 }
 
 /** FP16: the candidates are the named nodes it converted; others kept float32 by nodeBlockList. */
