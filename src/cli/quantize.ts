@@ -35,7 +35,7 @@ export function registerQuantize(program: Command): void {
         'model-opt quantize fixtures/fashion-cnn.onnx -o out/fashion-cnn.fp16.onnx --mode fp16',
       ),
     )
-    .description('quantize a model to INT8 (static QDQ or dynamic) or convert it to FP16')
+    .description('quantize a model to INT8 (static QDQ or dynamic) or weight-only INT4, or convert it to FP16')
     .argument('<model>', 'the FP32 ONNX model (never modified)')
     .option('-o, --output <path>', 'where to write the quantized model (required unless --analyze)')
     .addOption(
