@@ -183,7 +183,25 @@ async function fileSize(file: string): Promise<number> {
 }
 
 /** Load, refuse an already quantized model, load the data sets; warnings collected as they come. */
+/** `--op-types` names only op types the mode quantizes: a typo is exit 2, not a silent no-op. */
+async function checkOpTypes(options: QuantizeWorkflowOptions): Promise<void> {
+  if (!options.opTypes?.length || options.mode === 'fp16') return;
+  const known =
+    options.mode === 'int8'
+      ? (await import('../passes/quantize/registry.js')).QUANTIZABLE_OP_TYPES
+      : options.mode === 'int8-dynamic'
+        ? (await import('../passes/quantize/dynamic-ops.js')).DYNAMIC_OP_TYPES
+        : (await import('../passes/quantize/int4.js')).INT4_OP_TYPES;
+  const unknown = options.opTypes.filter((t) => !known.includes(t));
+  if (unknown.length > 0) {
+    throw new UsageError(
+      `--op-types: ${unknown.join(', ')} ${unknown.length === 1 ? 'is not an op type' : 'are not op types'} --mode ${options.mode} quantizes (it quantizes ${known.join(', ')})`,
+    );
+  }
+}
+
 async function loadInputs(options: QuantizeWorkflowOptions, events: WorkflowEvents) {
+  await checkOpTypes(options);
   const warnings: string[] = [];
   const onWarning = (message: string): void => {
     warnings.push(message);

@@ -71,3 +71,12 @@ describe('flags of another mode', () => {
     expect(existsSync(path('y.onnx'))).toBe(false);
   });
 });
+
+describe('--op-types names only what the mode quantizes', () => {
+  it('a name the mode does not quantize is exit 2 listing what it does', () => {
+    const r = runCli(['quantize', path('mlp.onnx'), '-o', path('z.onnx'), '--mode', 'int8-dynamic', '--op-types', 'FooBar,MatMul']);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain('--op-types: FooBar is not an op type --mode int8-dynamic quantizes (it quantizes MatMul, Gemm');
+    expect(existsSync(path('z.onnx'))).toBe(false);
+  });
+});
