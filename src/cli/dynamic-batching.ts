@@ -5,13 +5,17 @@
  * May import: cli/*, errors, commander, app/output-path; lazily serve, report/batching-*, onnx, ir, data.
  */
 import fs from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { ExitCode, GateError, UsageError } from '../errors.js';
 import { checkOutputPath } from '../app/output-path.js';
 import { colorEnabled, createProgress, note, writeTextAtomic } from './common.js';
 import { sharedOption, type InputValueFlags } from './options.js';
-import { parseNonNegativeInt, parseNumber, parseMilliseconds, parsePositiveInt, parsePositiveIntList } from './parsers.js';
+import { parseBoundedInt, parseNonNegativeInt, parseNumber, parseMilliseconds, parsePositiveInt, parsePositiveIntList } from './parsers.js';
 import type { BatchingSweepOptions, BatchingSweepResult } from '../serve/sweep.js';
+
+/** More sessions than 4 per core only queue for the same cores (and each holds the model in memory). */
+const MAX_INSTANCES = Math.max(4, availableParallelism() * 4);
 
 // ---- shared dynamic-batching flags --------------------------------------------------------------
 
@@ -68,7 +72,11 @@ export function registerBatcherSettingOptions(command: Command, options: { allow
     .option('--preferred <list>', 'preferred batch sizes, e.g. 16,32 (Triton preferred_batch_size)', parsePositiveIntList)
     .option('--max-queue-delay-us <us>', 'longest a request is held back to grow a batch (default 1000)', parseNonNegativeInt)
     .option('--max-queue-size <n>', 'reject requests when this many wait (default unbounded)', parsePositiveInt)
-    .option('--instances <n>', 'model instances (parallel onnxruntime sessions; default 1)', parsePositiveInt)
+    .option(
+      '--instances <n>',
+      `model instances (parallel onnxruntime sessions; default 1, at most ${MAX_INSTANCES}: 4 per core)`,
+      parseBoundedInt(MAX_INSTANCES),
+    )
     .option('--preserve-ordering', 'return responses in request order (Triton preserve_ordering)')
     .option('--slo-p99 <ms>', 'search batching settings for the highest throughput with p99 under this', parseMilliseconds)
     .option('--triton-config <file>', 'start from an existing Triton config.pbtxt (its batching settings and other fields)');
