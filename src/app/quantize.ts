@@ -17,7 +17,7 @@ import { stat } from 'node:fs/promises';
 import { UsageError } from '../errors.js';
 import { CHECK_SAMPLE_COUNT, DEFAULT_CALIBRATION_COUNT } from '../calibration/defaults.js';
 import type { Model } from '../ir/index.js';
-import type { ShapeOverrides } from '../ir/io-spec.js';
+import { checkShapeOverrides, type ShapeOverrides } from '../ir/io-spec.js';
 import type { Dataset, InputValues } from '../data/index.js';
 import type { FeedbackPair } from '../calibration/index.js';
 import type { RunnerOptions } from '../runtime/index.js';
@@ -225,6 +225,7 @@ async function loadInputs(options: QuantizeWorkflowOptions, events: WorkflowEven
   const model = await loadModel(options.model, { onWarning });
   if (options.mode !== 'fp16') q.refuseQuantized(model, options.model);
   const specs = runtime.modelInputSpecs(model);
+  checkShapeOverrides(options.shapes, specs);
   const { loadModelData } = await import('./load-data.js');
   const dataOptions = { inputValues: options.inputValues, feedback: options.feedback, runner, onProgress };
   const calibration = options.calibrationData ? await loadModelData(model, options.calibrationData, { ...dataOptions, maxSamples }) : undefined;

@@ -15,7 +15,7 @@ import { performance } from 'node:perf_hooks';
 import { InputError, ModelOptError, UsageError } from '../errors.js';
 import { dtypeName, isIntegerDtype } from '../ir/dtype.js';
 import { createRunner, describeSpec, formatShape, loadOrt, type IoSpec, type Runner, type RunnerOptions } from '../runtime/index.js';
-import { batchAxes } from '../ir/io-spec.js';
+import { batchAxes, checkShapeOverrides } from '../ir/io-spec.js';
 import { fixedBatchSize, loadDataset, randomDataset, take, type Dataset } from '../data/index.js';
 import {
   agreementWithReference,
@@ -210,6 +210,7 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
       checkCompatible({ path: baseline.file.path, runner: baseline.runner }, { path: candidate.file.path, runner: candidate.runner });
     }
     const inputs = baseline.runner.inputs;
+    checkShapeOverrides(options.shapes, inputs);
     const outputs = baseline.runner.outputs;
     const outputName = options.outputName ?? outputs[0]?.name ?? '';
     if (!outputs.some((o) => o.name === outputName)) {

@@ -52,6 +52,22 @@ export function parseShapeOverrides(text: string): ShapeOverrides {
 }
 
 /**
+ * Every `--shape` key must name a model input or a symbolic dim some input declares: a typo
+ * (`--shape nosuch=1x2`) is a UsageError listing both, not an override that silently does nothing.
+ */
+export function checkShapeOverrides(overrides: ShapeOverrides | undefined, specs: readonly IoSpec[]): void {
+  if (!overrides) return;
+  const inputs = specs.map((s) => s.name);
+  const dims = [...new Set(specs.flatMap((s) => s.shape.filter((d): d is string => typeof d === 'string' && d !== '')))];
+  for (const key of Object.keys(overrides)) {
+    if (inputs.includes(key) || dims.includes(key)) continue;
+    throw new UsageError(
+      `--shape ${key}=...: the model has no input or symbolic dim '${key}' (inputs: ${inputs.join(', ') || 'none'}; symbolic dims: ${dims.join(', ') || 'none'})`,
+    );
+  }
+}
+
+/**
  * A concrete shape for one input: its `--shape` override if there is one (checked against the
  * declared rank and fixed dims), else the declared dims with symbolic ones taken from a dim-name
  * override or, for the batch dim (`batchAxis`, default 0; null: none), from `defaultBatch`.

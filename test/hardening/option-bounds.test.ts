@@ -1,0 +1,28 @@
+// Options that can never mean anything are exit 2 (issue 17 items 6, 8): `--instances 100000`
+// (one onnxruntime session each) names the limit; `--shape nosuch=1x2` names the inputs and dims.
+import { availableParallelism } from 'node:os';
+import { describe, expect, it } from 'vitest';
+import { runCli } from '../helpers/cli.js';
+
+describe('bounded counts', () => {
+  it('--instances above 4 per core is exit 2 naming the limit', () => {
+    const limit = Math.max(4, availableParallelism() * 4);
+    const r = runCli(['benchmark', 'fixtures/fashion-cnn.onnx', '--dynamic-batching', '--instances', '100000']);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain(`expected at most ${limit}, got '100000'`);
+  });
+});
+
+describe('--shape keys', () => {
+  it('a name that is neither an input nor a symbolic dim is exit 2 listing both', () => {
+    const r = runCli(['benchmark', 'fixtures/fashion-cnn.onnx', '--shape', 'nosuch=1x2', '--iterations', '5']);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain("--shape nosuch=...: the model has no input or symbolic dim 'nosuch' (inputs: input; symbolic dims: N)");
+  });
+
+  it('a symbolic dim name is accepted', () => {
+    const r = runCli(['benchmark', 'fixtures/fashion-cnn.onnx', '--shape', 'N=2', '--iterations', '5', '--json']);
+    expect(r.status).toBe(0);
+    expect(JSON.parse(r.stdout).kind).toBe('model-opt.benchmark');
+  });
+});
