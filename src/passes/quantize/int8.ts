@@ -11,7 +11,14 @@ import { UsageError } from '../../errors.js';
 import { isTensorType, type Model } from '../../ir/index.js';
 import { batches, take, type Dataset } from '../../data/index.js';
 import type { AgreementMetrics } from '../../metrics/index.js';
-import { calibrationBatchSize, collectStatistics, DEFAULT_CALIBRATION_COUNT, type StatisticRequest, type TensorStatistics } from '../../calibration/index.js';
+import {
+  budgetedBatchSize,
+  calibrationBatchSize,
+  collectStatistics,
+  DEFAULT_CALIBRATION_COUNT,
+  type StatisticRequest,
+  type TensorStatistics,
+} from '../../calibration/index.js';
 import { inferShapesByRunning, type RunnerOptions } from '../../runtime/index.js';
 import { preprocess, shapeRewrites, TARGET_OPSET, type PreprocessReport } from '../preprocess/index.js';
 import { computeRange, type CalibrationMethod, type Range, type RangeOptions } from './calibrate.js';
@@ -132,7 +139,7 @@ export async function quantizeInt8(model: Model, options: Int8Options): Promise<
 
   const calibration = take(options.calibration, options.calibrationCount ?? DEFAULT_CALIBRATION_COUNT);
   if (calibration.count === 0) throw new UsageError('the calibration data set has no samples');
-  const batchSize = calibrationBatchSize(pre.model, calibration, options.batchSize);
+  let batchSize = calibrationBatchSize(pre.model, calibration, options.batchSize);
   const runnerOptions: RunnerOptions = { ...options.runner };
 
   // Value types decide what is float; fill in the ones the file does not declare.
@@ -143,6 +150,9 @@ export async function quantizeInt8(model: Model, options: Int8Options): Promise<
   // GlobalAveragePool, a BatchNormalization with nothing to fold into a depthwise Conv (integer
   // kernels).
   shapeRewrites(pre.model, pre.report, { int8: true });
+  // Without --batch-size, the batch is the largest whose four biggest activations fit the capture
+  // budget (src/calibration's budgetedBatchSize): known now that the value types are.
+  if (options.batchSize === undefined) batchSize = budgetedBatchSize(pre.model, calibration);
 
   // Calibrate exactly what this plan declares; other variants (guard, analysis) add theirs lazily.
   const plan = planQdq(pre.model, qdqOptions);
