@@ -113,6 +113,11 @@ export async function batchingSweepOptionsFromFlags(
     const { parseTritonConfig, batcherSettingsFromTriton } = await import('../serve/index.js');
     const text = readText(flags.tritonConfig);
     const { batcher, instances, notes } = batcherSettingsFromTriton(parseTritonConfig(text, flags.tritonConfig));
+    if (instances > MAX_INSTANCES && flags.instances === undefined) {
+      throw new UsageError(
+        `${flags.tritonConfig}: instance_group makes ${instances} instances; at most ${MAX_INSTANCES} (4 per core) are simulated here: pass --instances`,
+      );
+    }
     base = { ...batcher, instances };
     simulationNotes = notes;
     if (options.notes !== false) for (const n of notes) note(`model-opt: ${flags.tritonConfig}: ${n}`, { json: flags.json });
