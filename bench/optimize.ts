@@ -2,7 +2,7 @@
  * `model-opt optimize` on the example and the stand-ins (issue 16): the fashion CNN (labelled eval
  * data, 0.5 pt budget), the hard-swish/squeeze-excite classifier, the log-mel keyword front end and
  * the CTC recognizer of fixtures/families.ts, and a 2-layer pre-LN transformer encoder block stack
- * (the `encoder` of bench/quantize-blocks.mjs, copied here so it can be written to a file). Each
+ * (bench/encoder-blocks.mjs, the `encoder` of bench/quantize-blocks.mjs, written to a file here). Each
  * model and its data are written to OUT (default /tmp/model-opt-bench-optimize); the built CLI runs
  * on them at batch 1, 1 thread; the table of candidates is printed with the command that
  * reproduces it.
@@ -12,10 +12,11 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { fittedCtcRecognizer, fittedHardSwishClassifier, fittedMelFrontEnd, ctcLines, melUtterances, textureImages } from '../fixtures/families.js';
-import { DataType, GraphBuilder, type Model, type Value } from '../src/ir/index.js';
+import { DataType, GraphBuilder, type Model } from '../src/ir/index.js';
 import { saveModel } from '../src/onnx/index.js';
 import { writeNpz } from '../src/data/index.js';
 import { seededRandom } from '../src/util/random.js';
+import { encoderBlocks } from './encoder-blocks.mjs';
 
 const args = process.argv.slice(2);
 const OUT = args.find((a) => !a.startsWith('--') && !/^\d/.test(a)) ?? '/tmp/model-opt-bench-optimize';
@@ -25,52 +26,8 @@ mkdirSync(OUT, { recursive: true });
 const at = (name: string): string => path.join(OUT, name);
 
 function encoder(): Model {
-  const [T, D, F, H] = [16, 64, 256, 4];
   const r = seededRandom(1);
-  const floats = (n: number, scale: number, offset = 0) => Float32Array.from({ length: n }, () => (r() * 2 - 1) * scale + offset);
-  const b = new GraphBuilder({ opset: 17 });
-  const w = (name: string, dims: number[], scale: number, offset = 0) =>
-    b.initializer(
-      name,
-      DataType.FLOAT,
-      dims,
-      floats(
-        dims.reduce((a, c) => a * c, 1),
-        scale,
-        offset,
-      ),
-    );
-  const c = (name: string, v: number) => b.initializer(name, DataType.FLOAT, [], Float32Array.of(v));
-  const shape = (name: string, dims: number[]) => b.initializer(name, DataType.INT64, [dims.length], BigInt64Array.from(dims, BigInt));
-  const linear = (x: Value, name: string, k: number, n: number) =>
-    b.node('Add', [b.node('MatMul', [x, w(`${name}.w`, [k, n], Math.sqrt(3 / k))], {}, { name }) as Value, w(`${name}.b`, [n], 0.02)]) as Value;
-  let x = b.input('input', DataType.FLOAT, ['N', T, D]);
-  for (let l = 0; l < 2; l++) {
-    const p = `l${l}.`;
-    const ln = b.node('LayerNormalization', [x, w(`${p}ln1.g`, [D], 0.1, 1), w(`${p}ln1.b`, [D], 0.1)], { axis: -1 }) as Value;
-    const heads = (name: string, perm: number[]) =>
-      b.node('Transpose', [b.node('Reshape', [linear(ln, `${p}${name}`, D, D), shape(`${p}${name}.split`, [0, T, H, D / H])]) as Value], { perm }) as Value;
-    const q = heads('q', [0, 2, 1, 3]);
-    const k = heads('k', [0, 2, 3, 1]);
-    const v = heads('v', [0, 2, 1, 3]);
-    const att = b.node('Softmax', [b.node('Mul', [b.node('MatMul', [q, k]) as Value, c(`${p}scale`, 1 / Math.sqrt(D / H))]) as Value], { axis: -1 }) as Value;
-    const mixed = b.node('Reshape', [
-      b.node('Transpose', [b.node('MatMul', [att, v]) as Value], { perm: [0, 2, 1, 3] }) as Value,
-      shape(`${p}merge`, [0, T, D]),
-    ]) as Value;
-    x = b.node('Add', [x, linear(mixed, `${p}o`, D, D)]) as Value;
-    const ln2 = b.node('LayerNormalization', [x, w(`${p}ln2.g`, [D], 0.1, 1), w(`${p}ln2.b`, [D], 0.1)], { axis: -1 }) as Value;
-    const h = linear(ln2, `${p}fc1`, D, F);
-    const gelu = b.node('Mul', [
-      b.node('Mul', [h, b.node('Add', [b.node('Erf', [b.node('Div', [h, c(`${p}sqrt2`, Math.SQRT2)]) as Value]) as Value, c(`${p}one`, 1)]) as Value]) as Value,
-      c(`${p}half`, 0.5),
-    ]) as Value;
-    x = b.node('Add', [x, linear(gelu, `${p}fc2`, F, D)]) as Value;
-  }
-  const pooled = b.node('ReduceMean', [x], { axes: [1], keepdims: 0 }) as Value;
-  const [logits] = b.node('Gemm', [pooled, w('cls.w', [10, D], 0.2), w('cls.b', [10], 0.02)], { transB: 1 }, { outputs: ['logits'] }) as Value[];
-  b.output(logits!, DataType.FLOAT, ['N', 10]);
-  return b.build();
+  return encoderBlocks({ GraphBuilder, DataType }, (n, scale, offset = 0) => Float32Array.from({ length: n }, () => (r() * 2 - 1) * scale + offset)).model;
 }
 
 interface Case {
