@@ -265,6 +265,16 @@ export async function optimizeWorkflow(options: OptimizeOptions, events: Workflo
 
     // ---- measure ----
     const { benchmark } = await import('../bench/index.js');
+    // How every timing here runs: as the user will run the model, on the same data and shapes.
+    const timing = {
+      data: measureData,
+      threads,
+      providers: options.providers,
+      batchSizes,
+      shapes,
+      constants: options.inputValues,
+      measureMemory: false,
+    };
     const measured = new Map<string, { speedup: Speedup; p50Ms: number; fidelity: CandidateFidelity; seconds: number }>();
     let bench: BenchmarkResult | undefined;
     // Labels score the task metric (top-1 by default); when the default cannot score this model's
@@ -287,18 +297,12 @@ export async function optimizeWorkflow(options: OptimizeOptions, events: Workflo
       const t0 = performance.now();
       const result = await benchmarkWithFallback(
         {
+          ...timing,
           baseline: options.model,
           candidates: ready.map((b) => b.path!),
-          data: measureData,
           iterations,
-          threads,
-          providers: options.providers,
-          batchSizes,
-          shapes,
-          constants: options.inputValues,
           metric,
           outputName: options.outputName,
-          measureMemory: false,
         },
         { onWarning: warn, onProgress: (e) => progress(e.message) },
       );
@@ -333,15 +337,9 @@ export async function optimizeWorkflow(options: OptimizeOptions, events: Workflo
       // Nothing was built: time the input against itself so the report still has its latency.
       bench = await benchmarkWithFallback(
         {
+          ...timing,
           baseline: options.model,
           iterations: 20,
-          threads,
-          providers: options.providers,
-          batchSizes,
-          shapes,
-          constants: options.inputValues,
-          measureMemory: false,
-          data: measureData,
           metric,
           outputName: options.outputName,
         },
@@ -406,17 +404,11 @@ export async function optimizeWorkflow(options: OptimizeOptions, events: Workflo
           compare: async (base, candidate) => {
             const r = await benchmark(
               {
+                ...timing,
                 baseline: base,
                 candidates: [candidate],
                 iterations: stepIterations,
-                threads,
-                providers: options.providers,
-                batchSizes,
-                shapes,
-                constants: options.inputValues,
-                measureMemory: false,
                 metric: 'agreement',
-                data: measureData,
                 maxSamples: 64,
               },
               { onWarning: warn },
