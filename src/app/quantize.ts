@@ -44,7 +44,7 @@ import { checkOutputPath } from './output-path.js';
 import type { QatReport } from './qat.js';
 import { speedCheck, type SpeedCheck } from './speed-check.js';
 
-export type QuantizeMode = 'int8' | 'int8-dynamic' | 'int4' | 'fp16';
+export type QuantizeMode = 'int8' | 'int8-dynamic' | 'int4' | 'q4f16' | 'fp16';
 
 export interface QuantizeWorkflowOptions {
   /** The FP32 model file (never modified). */
@@ -459,7 +459,7 @@ export async function quantizeWorkflow(options: QuantizeWorkflowOptions, events:
       report = g.extra;
       return g;
     };
-  } else if (options.mode === 'int4') {
+  } else if (options.mode === 'int4' || options.mode === 'q4f16') {
     const { quantizeInt4, int4StatisticRequests } = await import('../passes/quantize/int4.js');
     const int4Options: import('../passes/quantize/int4.js').Int4Options = {
       blockSize: options.int4?.blockSize,
@@ -469,6 +469,7 @@ export async function quantizeWorkflow(options: QuantizeWorkflowOptions, events:
       opTypes: options.opTypes,
       excludeOpTypes: options.excludeOpTypes,
       excludeNodes: options.excludeNodes,
+      float16: options.mode === 'q4f16' ? { keepIoTypes: options.keepIoTypes ?? true, opBlockList: options.opBlockList } : undefined,
     };
     if (int4Options.method === 'awq') {
       if (!calibration) throw new UsageError('--int4-method awq needs --calibration-data (activation statistics)');

@@ -1,7 +1,8 @@
 /**
  * The flags of `model-opt quantize` as commander hands them over, and the cross-flag rules, checked
  * once before any work: the order the user hears about them, and which flags belong to which mode
- * (a flag of another mode is an error, not silently ignored).
+ * (a flag of another mode is an error, not silently ignored). q4f16 is int4 followed by the FP16 pass,
+ * so it takes the flags of both.
  * May import: errors, app/quantize (types), cli/options (types).
  */
 import { UsageError } from '../errors.js';
@@ -45,7 +46,7 @@ export interface QuantizeFlags extends Pick<QuantizeWorkflowOptions, SameAsOptio
   qatEpochs: number;
   qatLr: number;
   qatTeacher?: boolean;
-  backend: 'auto' | 'wasm' | 'cpu' | 'tensorflow';
+  backend: 'auto' | 'onnxruntime' | 'wasm' | 'cpu' | 'tensorflow';
   guard: boolean;
   minSqnr?: number;
   minAgreement?: number;
@@ -66,11 +67,11 @@ const MODE_FLAGS: readonly [string, readonly QuantizeMode[], (f: QuantizeFlags) 
   ['--no-layout-anchors', ['int8'], (f) => !f.layoutAnchors],
   ['--activation-type', ['int8'], (f) => f.activationType === 'int8'],
   ['--reduce-range', ['int8-dynamic'], (f) => Boolean(f.reduceRange)],
-  ['--no-keep-io-types', ['fp16'], (f) => !f.keepIoTypes],
-  ['--op-block-list', ['fp16'], (f) => Boolean(f.opBlockList?.length)],
-  ['--block-size', ['int4'], (f) => f.blockSize !== '32'],
-  ['--symmetric', ['int4'], (f) => Boolean(f.symmetric)],
-  ['--int4-method', ['int4'], (f) => f.int4Method !== 'rtn'],
+  ['--no-keep-io-types', ['fp16', 'q4f16'], (f) => !f.keepIoTypes],
+  ['--op-block-list', ['fp16', 'q4f16'], (f) => Boolean(f.opBlockList?.length)],
+  ['--block-size', ['int4', 'q4f16'], (f) => f.blockSize !== '32'],
+  ['--symmetric', ['int4', 'q4f16'], (f) => Boolean(f.symmetric)],
+  ['--int4-method', ['int4', 'q4f16'], (f) => f.int4Method !== 'rtn'],
 ];
 
 function checkModeFlags(flags: QuantizeFlags): void {

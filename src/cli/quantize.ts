@@ -41,9 +41,9 @@ export function registerQuantize(program: Command): void {
     .addOption(
       new Option(
         '--mode <mode>',
-        'int8 (static, calibrated QDQ: needs --calibration-data), int8-dynamic (weights only: MatMul, Gemm, LSTM, Attention, embeddings), int4 (weight-only 4-bit MatMuls and embeddings: com.microsoft MatMulNBits, onnxruntime only) or fp16',
+        'int8 (static, calibrated QDQ: needs --calibration-data), int8-dynamic (weights only: MatMul, Gemm, LSTM, Attention, embeddings), int4 (weight-only 4-bit MatMuls and embeddings: com.microsoft MatMulNBits, onnxruntime only), q4f16 (int4 with float16 scales and activations, as transformers.js ships) or fp16',
       )
-        .choices(['int8', 'int8-dynamic', 'int4', 'fp16'])
+        .choices(['int8', 'int8-dynamic', 'int4', 'q4f16', 'fp16'])
         .default('int8'),
     )
     .addOption(new Option('--block-size <n>', 'int4: rows of K per scale').choices(['16', '32', '64', '128', '256']).default('32'))

@@ -54,7 +54,7 @@ describe('quantize --mode int4', () => {
   it('refuses int4-only flags in another mode (exit 2)', () => {
     const r = runCli(['quantize', path('mlp.onnx'), '-o', path('x.onnx'), '--mode', 'int8-dynamic', '--symmetric']);
     expect(r.status).toBe(2);
-    expect(r.stderr).toContain('--symmetric is available with --mode int4, not with --mode int8-dynamic');
+    expect(r.stderr).toContain('--symmetric is available with --mode int4 or q4f16, not with --mode int8-dynamic');
   });
 });
 
@@ -62,7 +62,7 @@ describe('flags of another mode', () => {
   it.each([
     ['fp16', ['--calibrate', 'entropy'], '--calibrate is available with --mode int8, not with --mode fp16'],
     ['fp16', ['--per-tensor'], '--per-tensor is available with --mode int8 or int8-dynamic, not with --mode fp16'],
-    ['int8-dynamic', ['--op-block-list', 'Softmax'], '--op-block-list is available with --mode fp16, not with --mode int8-dynamic'],
+    ['int8-dynamic', ['--op-block-list', 'Softmax'], '--op-block-list is available with --mode fp16 or q4f16, not with --mode int8-dynamic'],
     ['int4', ['--reduce-range'], '--reduce-range is available with --mode int8-dynamic, not with --mode int4'],
   ])('--mode %s %j is exit 2', (mode, extra, message) => {
     const r = runCli(['quantize', path('mlp.onnx'), '-o', path('y.onnx'), '--mode', mode, ...extra]);

@@ -76,7 +76,7 @@ export function inferElementTypes(graph: Graph): Map<Value, DataType> {
   return types;
 }
 
-/** onnxruntime contrib ops whose outputs all have the type of input 0 (fused activations, attention, normalizations). */
+/** onnxruntime contrib ops whose outputs all have the type of input 0 (fused activations, attention, normalizations, 4-bit MatMul). */
 const MS_SAME_AS_INPUT = new Set([
   'Attention',
   'MultiHeadAttention',
@@ -95,6 +95,7 @@ const MS_SAME_AS_INPUT = new Set([
   'SkipSimplifiedLayerNormalization',
   'SimplifiedLayerNormalization',
   'LayerNormalization',
+  'MatMulNBits',
 ]);
 /** onnxruntime contrib ops with float32 outputs from 8-bit inputs. */
 const MS_FLOAT_OUT = new Set(['QAttention', 'DynamicQuantizeMatMul', 'MatMulIntegerToFloat', 'DynamicQuantizeLSTM']);
@@ -111,6 +112,8 @@ function microsoftOutputTypes(
 ): (DataType | undefined)[] {
   if (MS_SAME_AS_INPUT.has(node.opType)) return all(input(0));
   if (MS_FLOAT_OUT.has(node.opType)) return all(DataType.FLOAT);
+  // GatherBlockQuantized: uint8 packed rows in, rows of the scales' type (input 2) out.
+  if (node.opType === 'GatherBlockQuantized') return all(input(2));
   // EmbedLayerNormalization: embedding sum (type of the word table), mask index (int32), sum before the norm.
   if (node.opType === 'EmbedLayerNormalization') return [input(2), DataType.INT32, input(2)].slice(0, node.outputs.length);
   return all(undefined);

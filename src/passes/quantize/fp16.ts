@@ -1,7 +1,10 @@
 /**
  * FP16 conversion (`--mode fp16`): float32 weights and compute become float16, except for nodes
  * that must stay float32 (op/node block lists, activations that leave the float16 range in a
- * calibration run, custom domains, nodes holding subgraphs, values whose type is unknown).
+ * calibration run, custom domains, nodes holding subgraphs, values whose type is unknown). The
+ * com.microsoft ops with float16 CPU kernels (FLOAT16_CUSTOM_OPS: MatMulNBits,
+ * GatherBlockQuantized) convert too, so an int4 model becomes `q4f16`: float16 scales and
+ * activations, its 4-bit codes and zero points untouched.
  * Casts go only where a float16 value meets a float32 reader (and at the model boundary when
  * keepIoTypes): one Cast per value and target type, never a Cast feeding a Cast. Constants
  * (initializers, Constant nodes, ConstantOfShape/EyeLike attributes) are converted with their
@@ -120,6 +123,16 @@ function attributeBlockReason(node: Node): string | undefined {
   }
   return undefined;
 }
+
+/**
+ * Custom-domain ops that onnxruntime's CPU provider runs in float16 (checked with onnxruntime-node
+ * 1.30), converted like default-domain ops: their float inputs become float16 (MatMulNBits'
+ * activation, scales and bias; GatherBlockQuantized's scales) and so do their outputs; the uint8
+ * packed weights and zero points are not float and stay as they are, bit for bit. This is the
+ * `q4f16` form transformers.js ships. Keys are `domain|opType`.
+ */
+export const FLOAT16_CUSTOM_OPS: ReadonlySet<string> = new Set(['com.microsoft|MatMulNBits', 'com.microsoft|GatherBlockQuantized']);
+const hasFloat16CustomKernel = (n: Node): boolean => FLOAT16_CUSTOM_OPS.has(`${n.domain}|${n.opType}`);
 
 /** Ops whose float output type an attribute sets, which the pass rewrites to float16. */
 const TYPE_SETTING_OPS = new Set(['Cast', 'ConstantOfShape']);
@@ -254,7 +267,7 @@ export function convertToFloat16(model: Model, options: Fp16Options = {}): { mod
     const keep = (reason: string): void => {
       report.keptFloat32.push({ node: label(node), opType: node.opType, reason });
     };
-    if (!isDefaultDomain(node)) {
+    if (!isDefaultDomain(node) && !hasFloat16CustomKernel(node)) {
       keep(`custom domain '${node.domain}'`);
       noHalfKernel.add(node);
     } else if (node.subgraphs().length > 0) keep('holds a subgraph (converted as a whole or not at all)');

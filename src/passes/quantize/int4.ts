@@ -20,14 +20,18 @@
  * except `excludeNodes`, matrices under `minElements` or with K below the block size, and the LM
  * head when `keepLmHead` (a MatMul whose output is a graph output). Plan, then apply; works on a
  * clone, the input model is never mutated.
- * Imports: the IR, errors, ../../calibration (types only), ./int4-pack.js, ./fp16.js (weight-size
- * helper), ./registry.js (refuseQuantized).
+ * `float16` (`--mode q4f16`, transformers.js' `q4f16`): the 4-bit model then goes through the FP16
+ * pass, which converts MatMulNBits / GatherBlockQuantized (float16 scales, activations and outputs;
+ * codes and zero points untouched) and the rest of the float graph; onnxruntime's CPU provider runs
+ * both ops in float16. Excluded nodes stay float32 there too (the guard's fallback is float32).
+ * Imports: the IR, errors, ../../calibration (types only), ./int4-pack.js, ./fp16.js (the FP16
+ * pass, weight-size helper), ./registry.js (refuseQuantized).
  */
 import { DataType, Tensor, isTensorType, visitGraphs, type Graph, type Model, type Node, type Value } from '../../ir/index.js';
 import { UsageError } from '../../errors.js';
 import type { ChannelMoments, StatisticRequest } from '../../calibration/index.js';
 import { blockParams, INT4_BLOCK_SIZES, quantizeInt4Blockwise, quantizeValue, type Int4Matrix } from './int4-pack.js';
-import { modelWeightBytes } from './fp16.js';
+import { convertToFloat16, modelWeightBytes, type Fp16Options, type Fp16Report } from './fp16.js';
 import { refuseQuantized } from './registry.js';
 
 export const INT4_MS_DOMAIN = 'com.microsoft';
@@ -55,6 +59,11 @@ export interface Int4Options {
   minElements?: number;
   /** Keep the LM head (a MatMul whose output is a graph output) in float32 (default false). */
   keepLmHead?: boolean;
+  /**
+   * q4f16: then convert the model to float16 with these FP16 options (keepIoTypes defaults to true:
+   * float32 inputs/outputs with Casts at the boundary); `excludeNodes` are added to its nodeBlockList.
+   */
+  float16?: Omit<Fp16Options, 'onWarning'>;
 }
 
 export interface Int4QuantizedNode {
@@ -74,11 +83,15 @@ export interface Int4Report {
   blockSize: number;
   symmetric: boolean;
   accuracyLevel: number;
+  /** float32 (`int4`, q4) or float16 (`q4f16`: scales, activations and the remaining float weights). */
+  activations: 'float32' | 'float16';
   quantized: Int4QuantizedNode[];
   quantizedByOpType: Record<string, number>;
   keptFloat: { node: string; opType: string; reason: string }[];
   weightBytesBefore: number;
   weightBytesAfter: number;
+  /** q4f16: the FP16 pass's report (nodes converted, kept float32, Casts inserted). */
+  float16?: Fp16Report;
   notes: string[];
 }
 
@@ -471,6 +484,7 @@ export function quantizeInt4(model: Model, options: Int4Options = {}): { model: 
     blockSize: settings.blockSize,
     symmetric: settings.symmetric,
     accuracyLevel: settings.accuracyLevel,
+    activations: options.float16 ? 'float16' : 'float32',
     quantized: [],
     quantizedByOpType: {},
     keptFloat: [],
@@ -526,6 +540,30 @@ export function quantizeInt4(model: Model, options: Int4Options = {}): { model: 
       report.notes.push(`awq: ${matmuls.length - withStats} MatMul node(s) had no activation statistics and were rounded to nearest`);
   }
   visitGraphs(out.graph, (g) => g.topologicalSort());
+  if (options.float16) return toFloat16(out, options.float16, options.excludeNodes ?? [], report);
   report.weightBytesAfter = modelWeightBytes(out);
   return { model: out, report };
+}
+
+/** q4f16: the FP16 pass over the 4-bit model; excluded nodes stay float32 (neither 4-bit nor float16). */
+function toFloat16(
+  model: Model,
+  options: Omit<Fp16Options, 'onWarning'>,
+  excludeNodes: readonly string[],
+  report: Int4Report,
+): { model: Model; report: Int4Report } {
+  const names = new Set(model.allNodes().map((n) => n.name));
+  const nodeBlockList = [...(options.nodeBlockList ?? []), ...excludeNodes.filter((n) => names.has(n))];
+  const { model: half, report: fp16 } = convertToFloat16(model, { ...options, nodeBlockList });
+  report.float16 = fp16;
+  const kept = fp16.keptFloat32.filter((k) => k.opType === 'MatMulNBits' || k.opType === 'GatherBlockQuantized');
+  report.notes.push(
+    `q4f16: ${fp16.nodesConverted} node(s) compute in float16 (4-bit nodes with float16 scales), ${fp16.castsInserted} Cast(s) inserted` +
+      (options.keepIoTypes === false ? '; inputs and outputs are float16' : '; inputs and outputs stay float32') +
+      (kept.length > 0 ? `; ${kept.length} 4-bit node(s) kept float32 (${kept.map((k) => `${k.node}: ${k.reason}`).join('; ')})` : '') +
+      '.',
+    ...fp16.notes,
+  );
+  report.weightBytesAfter = modelWeightBytes(half);
+  return { model: half, report };
 }
