@@ -62,6 +62,8 @@ export interface DistillWorkflowOptions extends Partial<DistillSettings> {
   /** Train on the first n samples only. */
   maxSamples?: number;
   backend?: TrainingBackend | 'auto';
+  /** onnxruntime intra-op threads: training on onnxruntime (default 1), the teacher, evaluation. */
+  threads?: number;
   outputName?: string;
   checkpoint?: string;
   resumeFrom?: string;
@@ -127,6 +129,7 @@ export async function distillWorkflow(options: DistillWorkflowOptions, events: D
     checkpoint,
     resumeFrom,
     benchmark: runBenchmark,
+    threads,
     ...settings
   } = options;
   const result = await distill({
@@ -137,6 +140,7 @@ export async function distillWorkflow(options: DistillWorkflowOptions, events: D
     eval: evalSet,
     checkpointPath: checkpoint,
     resumeFrom,
+    runner: threads !== undefined ? { intraOpThreads: threads } : undefined,
     onWarning: events.onWarning,
     onProgress: events.onTraining,
   });

@@ -7,7 +7,7 @@
  *
  * The input is the FP32 model PTQ quantized (Int8Context.preprocessed: BatchNormalization folded,
  * value types filled in) with its ranges (Int8Context.ranges) and options (Int8Context.qdqOptions).
- * May import: ir, data/runtime types, passes/quantize, app/dynamic-batch; train lazily (tfjs).
+ * May import: ir, data/runtime types, passes/quantize, app/dynamic-batch; train lazily (tfjs, or onnxruntime for --backend onnxruntime / auto).
  */
 import { DataType } from '../ir/dtype.js';
 import type { Model } from '../ir/index.js';

@@ -44,7 +44,8 @@ interface DistillFlags {
   pruneTo?: number;
   patience?: number;
   freezeBn?: boolean;
-  backend: 'auto' | 'wasm' | 'cpu' | 'tensorflow';
+  backend: 'auto' | 'onnxruntime' | 'wasm' | 'cpu' | 'tensorflow';
+  threads?: number;
   checkpoint?: string;
   resume?: string | boolean;
   maxSamples?: number;
@@ -108,6 +109,7 @@ export function registerDistill(program: Command): void {
     .option('--patience <n>', 'early stopping: epochs without eval improvement', parsePositiveInt)
     .option('--freeze-bn', 'keep BatchNormalization statistics frozen while training')
     .addOption(sharedOption('backend'))
+    .addOption(sharedOption('threads', 'for training on onnxruntime (default 1), the teacher and the evaluation'))
     .option('--checkpoint <file>', 'write a checkpoint after every epoch')
     .option('--resume [file]', 'resume from a checkpoint (default: the --checkpoint file)')
     .option('--max-samples <n>', 'train on the first n samples of --data only', parsePositiveInt)
@@ -150,6 +152,7 @@ async function distillAction(flags: DistillFlags): Promise<number> {
         output: flags.output,
         maxSamples: flags.maxSamples,
         backend: flags.backend,
+        threads: flags.threads,
         epochs: flags.epochs,
         batchSize: flags.batchSize,
         learningRate: flags.lr,

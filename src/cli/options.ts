@@ -35,8 +35,11 @@ const SHARED_OPTIONS = {
       `after writing and checking, time the input model against the written one (batch 1 or the model's fixed batch, --threads or 1 thread, random inputs, ${MEASURE_SPEED_RUNS} interleaved runs each by default): the measured answer to "will it be faster here?"`,
     ).argParser(parsePositiveInt),
   backend: () =>
-    new Option('--backend <name>', 'training backend: auto (tensorflow when tfjs-node is installed, else wasm), wasm, cpu or tensorflow')
-      .choices(['auto', 'wasm', 'cpu', 'tensorflow'])
+    new Option(
+      '--backend <name>',
+      'training backend: auto (onnxruntime when every op of the student has a gradient rule, else tensorflow when tfjs-node is installed, else wasm), onnxruntime, wasm, cpu or tensorflow',
+    )
+      .choices(['auto', 'onnxruntime', 'wasm', 'cpu', 'tensorflow'])
       .default('auto'),
   excludeNodes: () => new Option('--exclude-nodes <list>', 'leave these nodes (by name) as they are (comma-separated, repeatable)').argParser(parseStringList),
   excludeOpTypes: () =>

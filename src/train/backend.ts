@@ -6,6 +6,10 @@
  *                 (optional: they download libtensorflow at install time, so they are no dependency)
  *   'wasm'        @tensorflow/tfjs-backend-wasm (XNNPACK, SIMD); the default otherwise
  *   'cpu'         @tensorflow/tfjs-backend-cpu, plain JavaScript: a slow reference for tests
+ *   'onnxruntime' no tfjs at all: one ONNX training graph per student run by onnxruntime-node
+ *                 (./onnx-training); the trainer (./distill.ts) chooses it, so initTrainingBackend
+ *                 only names it. `auto` in the trainer picks it when every op on the student's
+ *                 path to the loss has a gradient rule, else tensorflow/wasm as below.
  *
  * Everything is imported lazily so that loading the CLI never loads tfjs.
  * Imports: @tensorflow/tfjs-* (dynamically), node:module, node:path, ./gradients, ./wasm-gradients.
@@ -14,14 +18,25 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { UsageError } from '../errors.js';
 
-export type TrainingBackend = 'tensorflow' | 'wasm' | 'cpu';
-export const TRAINING_BACKENDS: readonly TrainingBackend[] = ['tensorflow', 'wasm', 'cpu'];
+export type TrainingBackend = 'tensorflow' | 'wasm' | 'cpu' | 'onnxruntime';
+export const TRAINING_BACKENDS: readonly TrainingBackend[] = ['tensorflow', 'wasm', 'cpu', 'onnxruntime'];
 
 export interface BackendInfo {
   /** The backend now active in tfjs. */
   name: TrainingBackend;
   /** One line for the user: which package, SIMD, threads. */
   description: string;
+  /** Why `auto` chose this backend (e.g. the node and op onnxruntime has no gradient rule for). */
+  reason?: string;
+}
+
+/** The onnxruntime training backend's description. */
+export function onnxruntimeBackendInfo(threads: number, reason?: string): BackendInfo {
+  return {
+    name: 'onnxruntime',
+    description: `onnxruntime (onnxruntime-node training graph, ${threads} intra-op thread${threads === 1 ? '' : 's'})`,
+    ...(reason ? { reason } : {}),
+  };
 }
 
 export interface InitBackendOptions {
@@ -62,6 +77,9 @@ async function prepareWasm(): Promise<void> {
  */
 export async function initTrainingBackend(options: InitBackendOptions = {}): Promise<BackendInfo> {
   const requested = options.backend ?? 'auto';
+  if (requested === 'onnxruntime') {
+    throw new UsageError("backend 'onnxruntime' is chosen by the trainer (distill), not a tfjs backend; use auto, wasm, cpu or tensorflow here");
+  }
   const tf = await import('@tensorflow/tfjs-core');
   // silences tfjs's console banners and skips per-op debug checks; nothing below the CLI may print
   tf.env().set('PROD', true);

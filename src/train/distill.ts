@@ -1,13 +1,15 @@
 /**
  * Teacher-student distillation of ONNX models in Node. The teacher (any ONNX model) runs once per
  * training sample in onnxruntime and its outputs (and chosen intermediates) are cached; the student
- * is trained through the tfjs interpreter (./onnx-graph.ts) by ./loop.ts; the trained values are
- * written back into the student's ONNX graph, which is then loaded in onnxruntime to check that it
- * runs and reproduces the interpreter's outputs, and evaluated there.
+ * trains on onnxruntime (./onnx-training: one training graph, ./onnx-training/loop.ts) when every
+ * op on its path to the loss has a gradient rule, else through the tfjs interpreter
+ * (./onnx-graph.ts) by ./loop.ts; the trained values are written back into the student's ONNX
+ * graph, which is then loaded in onnxruntime to check that it runs and reproduces the trainer's
+ * eval-mode outputs, and evaluated there.
  * Students: any ONNX model that trains at any batch size; making one (the teacher narrowed by channel
  * pruning, a fixed-batch model batchified) is app/distill.ts's job.
  * Imports: ../ir, ../data, ../runtime, ../evaluate, ../errors, ./backend, ./onnx-graph, ./loop,
- * ./optimizer.
+ * ./optimizer, ./onnx-training/loop.
  */
 import * as tf from '@tensorflow/tfjs-core';
 import { InputError, UsageError } from '../errors.js';
@@ -16,8 +18,20 @@ import type { Model } from '../ir/index.js';
 import { batches, type Dataset } from '../data/index.js';
 import { createCaptureRunner, createRunner, modelInputSpecs, type RunnerOptions } from '../runtime/index.js';
 import { top1Accuracy } from '../evaluate/index.js';
-import { initTrainingBackend, type BackendInfo, type TrainingBackend } from './backend.js';
-import { evaluate, gatherRows, trainLoop, type EpochRecord, type FeaturePair, type LoopProgress, type TrainData } from './loop.js';
+import { initTrainingBackend, onnxruntimeBackendInfo, type BackendInfo, type TrainingBackend } from './backend.js';
+import { createOrtTrainer, exportTrainedModel, ortTrainLoop, OrtEvaluator } from './onnx-training/loop.js';
+import type { OnnxTrainStep } from './onnx-training/session.js';
+import {
+  evaluate,
+  gatherRows,
+  trainLoop,
+  type EpochRecord,
+  type FeaturePair,
+  type LoopOptions,
+  type LoopProgress,
+  type LoopResult,
+  type TrainData,
+} from './loop.js';
 import { TrainableGraph, tensorDataToTf } from './onnx-graph.js';
 import type { OptimizerKind, ScheduleKind } from './optimizer.js';
 import type { LayerSparsity } from './gradual-pruning.js';
@@ -144,7 +158,7 @@ export async function teacherTargets(
   const parts = new Map<string, { data: Float32Array; dims: number[] }>();
   try {
     for (const batch of batches(data, 256)) {
-      const feeds: Record<string, TensorData> = {};
+      const feeds: Record<string, TensorData> = Object.create(null) as Record<string, TensorData>;
       for (const [k, v] of Object.entries(batch.feeds)) {
         const target = rename.get(k) ?? k;
         if (teacherInputs.includes(target)) feeds[target] = v;
@@ -209,13 +223,161 @@ export function toTrainData(dataset: Dataset, inputNames: string[], role: string
         'models with scalar, state or whole-feed inputs can be quantized and pruned, not yet distilled or trained with QAT',
     );
   }
-  const inputs: Record<string, TensorData> = {};
+  const inputs: Record<string, TensorData> = Object.create(null) as Record<string, TensorData>;
   for (const name of inputNames) {
     const t = dataset.inputs[name] ?? (inputNames.length === 1 && Object.keys(dataset.inputs).length === 1 ? Object.values(dataset.inputs)[0] : undefined);
     if (!t) throw new InputError(`${dataset.source}: the ${role} data has no array for the student's input '${name}'`);
     inputs[name] = t;
   }
   return { count: dataset.count, inputs, labels: dataset.labels };
+}
+
+/** The backend a run trains on; for onnxruntime, its trainer (made now, so an uncovered op is named before any work). */
+interface BackendChoice {
+  info: BackendInfo;
+  trainer?: OnnxTrainStep;
+}
+
+/**
+ * 'auto': onnxruntime when the run needs nothing its training graph lacks (feature losses) and
+ * every op on the student's path to the loss has a gradient rule, else the tfjs auto choice (with
+ * the reason). An explicit 'onnxruntime' that cannot train the student is a UsageError naming the
+ * node and op.
+ */
+async function chooseBackend(
+  requested: TrainingBackend | 'auto',
+  student: Model,
+  train: TrainData,
+  settings: DistillSettings,
+  other: { outputName: string; withTeacher: boolean; threads: number },
+): Promise<BackendChoice> {
+  let reason: string | undefined;
+  if (requested === 'onnxruntime' || requested === 'auto') {
+    if (settings.features.length > 0) reason = 'feature distillation (--feature) is not in the onnxruntime training graph';
+    else if (train.count < 2) reason = 'onnxruntime training probes shapes with 2 or more samples';
+    if (reason && requested === 'onnxruntime') throw new UsageError(`--backend onnxruntime: ${reason}; use --backend wasm`);
+    if (!reason) {
+      try {
+        const trainer = await createOrtTrainer(student, train.inputs, {
+          lossKind: settings.loss,
+          alpha: settings.alpha,
+          temperature: settings.temperature,
+          outputName: other.outputName,
+          withLabels: !!train.labels,
+          withTeacher: other.withTeacher,
+          freezeNorm: settings.freezeNorm,
+          threads: other.threads,
+        });
+        return {
+          info: onnxruntimeBackendInfo(other.threads, requested === 'auto' ? 'every op on the path to the loss has a gradient rule' : undefined),
+          trainer,
+        };
+      } catch (error) {
+        if (!(error instanceof UsageError) || requested === 'onnxruntime') throw error;
+        reason = error.message;
+      }
+    }
+  }
+  const info = await initTrainingBackend({ backend: requested });
+  if (!reason) return { info };
+  return { info: { ...info, description: `${info.description}; not onnxruntime: ${reason}`, reason } };
+}
+
+/** What a trainer hands back besides the loop's result. */
+interface Trained {
+  result: LoopResult;
+  model: Model;
+  studentBefore?: number;
+  validationError: number;
+}
+
+function relativeError(got: Float32Array, want: Float32Array): number {
+  let diff = 0;
+  let scale = 0;
+  for (let i = 0; i < got.length; i++) {
+    diff = Math.max(diff, Math.abs(got[i]! - want[i]!));
+    scale = Math.max(scale, Math.abs(want[i]!));
+  }
+  return diff / Math.max(scale, 1e-12);
+}
+
+/** Inputs of the first (up to) 64 samples of the eval (else training) data, to validate the written student on. */
+function probeInputs(options: DistillOptions, inputNames: string[]): Record<string, TensorData> {
+  const probe = options.eval ?? options.train;
+  const idx = Array.from({ length: Math.min(probe.count, 64) }, (_v, i) => i);
+  const feeds: Record<string, TensorData> = Object.create(null) as Record<string, TensorData>;
+  for (const [k, v] of Object.entries(toTrainData(probe, inputNames, 'probe').inputs)) feeds[k] = gatherRows(v, idx);
+  return feeds;
+}
+
+/** `outputName` of the written model in onnxruntime against the trainer's eval-mode output. */
+async function validateWritten(
+  model: Model,
+  feeds: Record<string, TensorData>,
+  outputName: string,
+  reference: Float32Array,
+  options: DistillOptions,
+): Promise<number> {
+  const runner = await createRunner(model, { label: 'trained student', ...options.runner });
+  try {
+    const ort = (await runner.run(feeds, [outputName]))[outputName]!.data as Float32Array;
+    return relativeError(ort, reference);
+  } finally {
+    await runner.release();
+  }
+}
+
+/** Trains on onnxruntime: ./onnx-training/loop.ts, evaluation and validation in onnxruntime. */
+async function trainOnOnnxruntime(
+  trainer: OnnxTrainStep,
+  options: DistillOptions,
+  train: TrainData,
+  loop: LoopOptions,
+  threads: number,
+  inputNames: string[],
+): Promise<Trained> {
+  const student = options.student;
+  const evaluator = await OrtEvaluator.create(student, [...trainer.values.keys()], { threads });
+  try {
+    const initial = new Map([...trainer.values].map(([k, v]) => [k, Float32Array.from(v)]));
+    const studentBefore =
+      loop.evalData?.labels && loop.lossKind === 'kd'
+        ? (await evaluator.evaluate(loop.evalData, initial, { outputName: loop.outputName, batchSize: 256, kind: 'kd' })).accuracy
+        : undefined;
+    const { features: _f, featureWeight: _w, ...rest } = loop;
+    const result = await ortTrainLoop(student, train, { ...rest, trainer, threads, evaluator });
+    const model = exportTrainedModel(student, result.values);
+    model.producerName = 'model-opt';
+    options.onProgress?.({ phase: 'validate', message: 'validating the trained student in onnxruntime' });
+    const feeds = probeInputs(options, inputNames);
+    const reference = (await evaluator.output(feeds, result.values, loop.outputName)).data as Float32Array;
+    const validationError = await validateWritten(model, feeds, loop.outputName, reference, options);
+    return { result, model, studentBefore, validationError };
+  } finally {
+    await evaluator.release();
+  }
+}
+
+/** Trains through the tfjs interpreter (./onnx-graph.ts, ./loop.ts). */
+async function trainOnTfjs(graph: TrainableGraph, options: DistillOptions, train: TrainData, loop: LoopOptions, inputNames: string[]): Promise<Trained> {
+  const studentBefore =
+    loop.evalData?.labels && loop.lossKind === 'kd'
+      ? evaluate(graph, loop.evalData, { outputName: loop.outputName, batchSize: 256, kind: 'kd' }).accuracy
+      : undefined;
+  const result = await trainLoop(graph, train, loop);
+  const model = graph.exportModel(result.values);
+  model.producerName = 'model-opt';
+  options.onProgress?.({ phase: 'validate', message: 'validating the trained student in onnxruntime' });
+  // Reference outputs of the interpreter on a few samples, in eval mode, with the chosen weights.
+  graph.restore(result.values);
+  const feeds = probeInputs(options, inputNames);
+  const reference = tf.tidy(() => {
+    const tfFeeds: Record<string, tf.Tensor> = Object.create(null) as Record<string, tf.Tensor>;
+    for (const [k, v] of Object.entries(feeds)) tfFeeds[k] = tensorDataToTf(v);
+    return graph.forward(tfFeeds, { fetch: [loop.outputName] }).outputs[loop.outputName]!.dataSync() as Float32Array;
+  });
+  const validationError = await validateWritten(model, feeds, loop.outputName, reference, options);
+  return { result, model, studentBefore, validationError };
 }
 
 /**
@@ -235,23 +397,27 @@ export async function distill(options: DistillOptions): Promise<{ model: Model; 
   if (settings.features.length > 0 && !options.teacher) throw new UsageError('--feature needs a teacher');
   const progress = options.onProgress ?? (() => undefined);
   const warn = options.onWarning ?? (() => undefined);
+  const student = options.student;
+  const inputNames = student.graph.inputs.filter((v) => !v.initializer).map((v) => v.name);
+  const outputName = options.outputName ?? student.graph.outputs[0]?.name;
+  if (!outputName || !student.graph.value(outputName)) throw new UsageError(`the student has no tensor '${outputName ?? '(no outputs)'}'`);
+  const train = toTrainData(options.train, inputNames, 'training');
+  const evalData = options.eval ? toTrainData(options.eval, inputNames, 'evaluation') : undefined;
+  if (!train.labels && !options.teacher) throw new UsageError(`${options.train.source}: no labels and no teacher: nothing to learn from`);
+  if (train.labels && settings.loss === 'kd' && !labelsAreClasses(train.labels)) {
+    warn(`${options.train.source}: labels are float values; treating them as regression targets (--loss mse)`);
+    settings.loss = 'mse';
+  }
+  const threads = options.runner?.intraOpThreads ?? 1;
 
-  const backend = await initTrainingBackend({ backend: options.backend ?? 'auto' });
-  progress({ phase: 'backend', message: `training backend: ${backend.description}` });
-  const graph = new TrainableGraph(options.student);
+  const choice = await chooseBackend(options.backend ?? 'auto', student, train, settings, { outputName, withTeacher: !!options.teacher, threads });
+  const backend = choice.info;
+  const why = backend.name === 'onnxruntime' && backend.reason ? ` (auto: ${backend.reason})` : '';
+  progress({ phase: 'backend', message: `training backend: ${backend.description}${why}` });
+  let graph: TrainableGraph | undefined;
   try {
-    const outputName = options.outputName ?? graph.outputNames()[0]!;
-    if (!graph.outputNames().includes(outputName) && !options.student.graph.value(outputName)) {
-      throw new UsageError(`the student has no tensor '${outputName}'`);
-    }
-    const train = toTrainData(options.train, graph.inputNames(), 'training');
-    const evalData = options.eval ? toTrainData(options.eval, graph.inputNames(), 'evaluation') : undefined;
-    if (!train.labels && !options.teacher) throw new UsageError(`${options.train.source}: no labels and no teacher: nothing to learn from`);
-    if (train.labels && settings.loss === 'kd' && !labelsAreClasses(train.labels)) {
-      warn(`${options.train.source}: labels are float values; treating them as regression targets (--loss mse)`);
-      settings.loss = 'mse';
-    }
-
+    // The tfjs interpreter checks its ops when it is built: before the teacher runs.
+    graph = choice.trainer ? undefined : new TrainableGraph(student);
     let teacherSeconds: number | undefined;
     let teacherAccuracy: number | undefined;
     if (options.teacher) {
@@ -261,7 +427,7 @@ export async function distill(options: DistillOptions): Promise<{ model: Model; 
       const started = performance.now();
       const targets = await teacherTargets(options.teacher, options.train, [...new Set(names)], {
         runner: options.runner,
-        studentInputs: graph.inputNames(),
+        studentInputs: inputNames,
         onProgress: (done) => progress({ phase: 'teacher', message: `teacher outputs: ${Math.min(done, train.count)}/${train.count} samples` }),
       });
       teacherSeconds = (performance.now() - started) / 1000;
@@ -272,10 +438,7 @@ export async function distill(options: DistillOptions): Promise<{ model: Model; 
       }
     }
 
-    const studentBefore =
-      evalData?.labels && settings.loss === 'kd' ? evaluate(graph, evalData, { outputName, batchSize: 256, kind: 'kd' }).accuracy : undefined;
-
-    const result = await trainLoop(graph, train, {
+    const loop: LoopOptions = {
       epochs: settings.epochs,
       batchSize: settings.batchSize,
       seed: settings.seed,
@@ -313,37 +476,12 @@ export async function distill(options: DistillOptions): Promise<{ model: Model; 
                 ? `epoch ${e.epoch}/${e.epochs} eval accuracy ${(e.accuracy * 100).toFixed(2)}%`
                 : `epoch ${e.epoch}/${e.epochs} evaluating`,
         }),
-    });
-
-    const model = graph.exportModel(result.values);
-    model.producerName = 'model-opt';
-    progress({ phase: 'validate', message: 'validating the trained student in onnxruntime' });
-    // Reference outputs of the interpreter on a few samples, in eval mode, with the chosen weights.
-    graph.restore(result.values);
-    const probe = options.eval ?? options.train;
-    const probeCount = Math.min(probe.count, 64);
-    const probeIdx = Array.from({ length: probeCount }, (_v, i) => i);
-    const probeFeeds: Record<string, TensorData> = {};
-    for (const [k, v] of Object.entries(toTrainData(probe, graph.inputNames(), 'probe').inputs)) probeFeeds[k] = gatherRows(v, probeIdx);
-    const tfOut = tf.tidy(() => {
-      const feeds: Record<string, tf.Tensor> = {};
-      for (const [k, v] of Object.entries(probeFeeds)) feeds[k] = tensorDataToTf(v);
-      return graph.forward(feeds, { fetch: [outputName] }).outputs[outputName]!.dataSync() as Float32Array;
-    });
-    const runner = await createRunner(model, { label: 'trained student', ...options.runner });
-    let validationError: number;
-    try {
-      const ort = (await runner.run(probeFeeds, [outputName]))[outputName]!.data as Float32Array;
-      let diff = 0;
-      let scale = 0;
-      for (let i = 0; i < ort.length; i++) {
-        diff = Math.max(diff, Math.abs(ort[i]! - tfOut[i]!));
-        scale = Math.max(scale, Math.abs(tfOut[i]!));
-      }
-      validationError = diff / Math.max(scale, 1e-12);
-    } finally {
-      await runner.release();
-    }
+    };
+    const trainer = choice.trainer;
+    choice.trainer = undefined; // the loop releases it from here on
+    const { result, model, studentBefore, validationError } = trainer
+      ? await trainOnOnnxruntime(trainer, options, train, loop, threads, inputNames)
+      : await trainOnTfjs(graph!, options, train, loop, inputNames);
     if (!(validationError < 1e-3)) {
       warn(`the written student differs from the trained one in onnxruntime (relative error ${validationError.toExponential(2)})`);
     }
@@ -377,6 +515,7 @@ export async function distill(options: DistillOptions): Promise<{ model: Model; 
     }
     return { model, report };
   } finally {
-    graph.dispose();
+    graph?.dispose();
+    await choice.trainer?.release();
   }
 }

@@ -5,17 +5,22 @@
  * checkpoint/resume that reproduces an uninterrupted run exactly (same shuffles, same dropout seeds,
  * same optimizer state). Progress goes to a callback.
  * Imports: @tensorflow/tfjs-core, ../ir/dtype, ../errors, ./onnx-graph, ./losses, ./optimizer,
- * ./gradual-pruning, ./checkpoint.
+ * ./gradual-pruning, ./checkpoint, ./batching (epoch order and row gathers, shared with the
+ * onnxruntime loop).
  */
 import * as tf from '@tensorflow/tfjs-core';
 import { UsageError } from '../errors.js';
-import { elementCount, type TensorData, type TypedArray } from '../ir/dtype.js';
+import type { TensorData } from '../ir/dtype.js';
 import { readCheckpoint, writeCheckpoint } from './checkpoint.js';
 import { GradualPruner, type LayerSparsity } from './gradual-pruning.js';
 import { distillationLoss, meanSquaredError } from './losses.js';
 import { tensorDataToTf, type TrainableGraph } from './onnx-graph.js';
 import { learningRateAt, Optimizer, type OptimizerOptions, type Param, type ScheduleKind } from './optimizer.js';
 import { seededRandom as prng } from '../util/random.js';
+import { epochPermutation, gatherRows } from './batching.js';
+import { fingerprintDiff, loopFingerprint, type CheckpointMeta } from './loop-state.js';
+
+export { epochPermutation, gatherRows } from './batching.js';
 
 /** Samples, sample dim first. `targets` holds 'labels', 'teacher' and 'feature:<student tensor>' arrays. */
 export interface TrainData {
@@ -114,48 +119,9 @@ export interface LoopResult {
   values: Map<string, Float32Array>;
 }
 
-interface CheckpointMeta {
-  epoch: number;
-  globalStep: number;
-  optimizerStep: number;
-  pruneCurrent: number;
-  bestScore?: number;
-  bestEpoch?: number;
-  badEpochs: number;
-  history: EpochRecord[];
-  fingerprint: Record<string, unknown>;
-}
-
-/** The sample order of an epoch: a function of (seed, epoch) only, so a resumed run sees the same order. */
-export function epochPermutation(count: number, seed: number, epoch: number): Int32Array {
-  const r = prng((seed * 1000003 + epoch * 7919 + 17) >>> 0);
-  const p = Int32Array.from({ length: count }, (_v, i) => i);
-  for (let i = count - 1; i > 0; i--) {
-    const j = Math.floor(r() * (i + 1));
-    const t = p[i]!;
-    p[i] = p[j]!;
-    p[j] = t;
-  }
-  return p;
-}
-
-/** Rows `indices` of a sample-first array (copy). */
-export function gatherRows(td: TensorData, indices: ArrayLike<number>): TensorData {
-  if (Array.isArray(td.data)) throw new UsageError('string data cannot be trained on');
-  const row = elementCount(td.dims.slice(1));
-  const src = td.data as TypedArray;
-  const Ctor = src.constructor as new (n: number) => TypedArray;
-  const out = new Ctor(indices.length * row);
-  for (let i = 0; i < indices.length; i++) {
-    const k = indices[i]!;
-    (out as Float32Array).set((src as Float32Array).subarray(k * row, (k + 1) * row), i * row);
-  }
-  return { dtype: td.dtype, dims: [indices.length, ...td.dims.slice(1)], data: out };
-}
-
 /** tf feeds (ONNX layout) of rows `indices` of every input; call inside tf.tidy. */
 export function batchFeeds(inputs: Record<string, TensorData>, indices: ArrayLike<number>): Record<string, tf.Tensor> {
-  const feeds: Record<string, tf.Tensor> = {};
+  const feeds: Record<string, tf.Tensor> = Object.create(null) as Record<string, tf.Tensor>;
   for (const [name, td] of Object.entries(inputs)) feeds[name] = tensorDataToTf(gatherRows(td, indices));
   return feeds;
 }
@@ -218,11 +184,6 @@ function defaultPruneParams(graph: TrainableGraph): string[] {
     .map((s) => s.name);
 }
 
-function fingerprintDiff(a: Record<string, unknown>, b: Record<string, unknown>): string[] {
-  const keys = new Set([...Object.keys(a), ...Object.keys(b)]);
-  return [...keys].filter((k) => JSON.stringify(a[k]) !== JSON.stringify(b[k]));
-}
-
 /** Trains `graph` in place and returns the history and the chosen weights. */
 export async function trainLoop(graph: TrainableGraph, data: TrainData, options: LoopOptions): Promise<LoopResult> {
   const progress = options.onProgress ?? (() => undefined);
@@ -269,21 +230,12 @@ export async function trainLoop(graph: TrainableGraph, data: TrainData, options:
       frequency: Math.max(1, Math.round(pruneEnd / 20)),
     });
   }
-  const fingerprint = {
-    ...options.fingerprint,
-    epochs: options.epochs,
+  const fingerprint = loopFingerprint(
+    options,
     batchSize,
-    seed: options.seed,
-    learningRate: options.learningRate,
-    optimizer: options.optimizer,
-    schedule: options.schedule,
-    lossKind: kind,
-    alpha: options.alpha,
-    temperature: options.temperature,
-    pruneTo: options.pruneTo ?? 0,
-    samples: data.count,
-    variables: params.map((p) => `${p.name}:${p.variable.size}`),
-  };
+    data.count,
+    params.map((p) => ({ name: p.name, size: p.variable.size })),
+  );
 
   let history: EpochRecord[] = [];
   let startEpoch = 0;

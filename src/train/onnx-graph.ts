@@ -305,7 +305,7 @@ export class TrainableGraph {
       }
     }
 
-    const outputs: Record<string, tf.Tensor> = {};
+    const outputs: Record<string, tf.Tensor> = Object.create(null) as Record<string, tf.Tensor>;
     for (const name of fetch) {
       const v = graph.value(name)!;
       outputs[name] = onnxOf(lookup(v, this.nodes[0]!));

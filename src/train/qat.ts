@@ -13,9 +13,13 @@
  *   - Loss: cross-entropy with labels, optionally distillation from the FP32 model (the teacher runs
  *     once in onnxruntime, like `distill`).
  *
- * The model must train at any batch size (app/ batchifies a fixed-batch model first).
+ * Two backends run it: tfjs (the plan as hooks of the interpreter, ./onnx-graph.ts, trained by
+ * ./loop.ts) and onnxruntime (the plan as QuantizeLinear/DequantizeLinear nodes,
+ * ./onnx-training/fake-quant.ts, differentiated by ./onnx-training/rules-quant.ts and trained by
+ * ./onnx-training/loop.ts); 'auto' takes onnxruntime when every op on the path to the loss has a
+ * gradient rule. The model must train at any batch size (app/ batchifies a fixed-batch model first).
  * Imports: @tensorflow/tfjs-core, ../ir, ../data, ../runtime, ../errors, ./backend, ./onnx-graph,
- * ./loop, ./distill (teacher cache and data helpers).
+ * ./loop, ./distill (teacher cache and data helpers), ./onnx-training (lazily).
  */
 import * as tf from '@tensorflow/tfjs-core';
 import { UsageError } from '../errors.js';
@@ -23,26 +27,14 @@ import { DataType } from '../ir/dtype.js';
 import type { Model } from '../ir/index.js';
 import type { Dataset } from '../data/index.js';
 import type { RunnerOptions } from '../runtime/index.js';
-import { initTrainingBackend, type BackendInfo, type TrainingBackend } from './backend.js';
-import { evaluate, trainLoop, type EpochRecord } from './loop.js';
+import { initTrainingBackend, onnxruntimeBackendInfo, type BackendInfo, type TrainingBackend } from './backend.js';
+import { evaluate, trainLoop, type EpochRecord, type LoopOptions, type LoopResult, type TrainData } from './loop.js';
 import { TrainableGraph } from './onnx-graph.js';
 import { teacherTargets, toTrainData } from './distill.js';
 import type { OptimizerKind, ScheduleKind } from './optimizer.js';
+import type { ActivationQuantParams, FakeQuantModel, FakeQuantPlan } from './onnx-training/fake-quant.js';
 
-/** Fixed quantization parameters of one activation tensor: q = clamp(round(x / scale) + zeroPoint). */
-export interface ActivationQuantParams {
-  scale: number;
-  zeroPoint: number;
-  type: typeof DataType.UINT8 | typeof DataType.INT8;
-}
-
-/** What to fake-quantize while training, by tensor name. */
-export interface FakeQuantPlan {
-  /** Activation tensors and their fixed parameters. */
-  activations: ReadonlyMap<string, ActivationQuantParams>;
-  /** Weight initializers: the per-channel axis, or null for one scale per tensor. */
-  weights: ReadonlyMap<string, number | null>;
-}
+export type { ActivationQuantParams, FakeQuantPlan } from './onnx-training/fake-quant.js';
 
 export interface QatProgress {
   phase: 'backend' | 'teacher' | 'train' | 'eval' | 'export';
@@ -90,7 +82,7 @@ export interface FakeQuantTrainingResult {
   bestEpoch?: number;
   samplesPerSecond: number;
   fakeQuantized: { activations: number; weights: number };
-  /** Fake-quantized accuracy (interpreter) before and after fine-tuning. */
+  /** Fake-quantized accuracy (the training backend's forward: interpreter or onnxruntime) before and after fine-tuning. */
   fakeQuantAccuracy: { before?: number; after?: number };
 }
 
@@ -133,83 +125,191 @@ function fakeQuantWeight(axis: number | null): (w: tf.Tensor) => tf.Tensor {
 }
 
 /**
+ * Installs the plan's fake quantization as forward hooks of the tfjs interpreter (weights only where
+ * the graph has them as variables); returns the hooks installed.
+ */
+export function installFakeQuantHooks(
+  graph: TrainableGraph,
+  plan: FakeQuantPlan,
+): { activations: Map<string, (t: tf.Tensor) => tf.Tensor>; weights: Map<string, (w: tf.Tensor) => tf.Tensor> } {
+  const activations = new Map<string, (t: tf.Tensor) => tf.Tensor>();
+  for (const [name, p] of plan.activations) activations.set(name, fakeQuantActivation(p));
+  const weights = new Map<string, (w: tf.Tensor) => tf.Tensor>();
+  for (const [name, axis] of plan.weights) {
+    if (graph.variables.has(name)) weights.set(name, fakeQuantWeight(axis));
+  }
+  graph.hooks = { activations, weights };
+  return { activations, weights };
+}
+
+/** The training data (with the teacher's soft targets when asked) and the evaluation data. */
+async function qatData(
+  model: Model,
+  options: FakeQuantTrainingOptions,
+  inputNames: string[],
+  outputName: string,
+  progress: (event: QatProgress) => void,
+): Promise<{ train: TrainData; evalData?: TrainData }> {
+  const train = toTrainData(options.train, inputNames, 'training');
+  const evalData = options.eval ? toTrainData(options.eval, inputNames, 'evaluation') : undefined;
+  if (!train.labels && !options.teacher) throw new UsageError(`${options.train.source}: QAT needs labels (or --qat-teacher)`);
+  if (options.teacher) {
+    progress({ phase: 'teacher', message: `running the FP32 model once over ${train.count} training samples` });
+    const targets = await teacherTargets(model, options.train, [outputName], { runner: options.runner, studentInputs: inputNames });
+    train.teacher = targets.get(outputName)!;
+  }
+  return { train, evalData };
+}
+
+/** The loop settings of QAT, the same on every backend. */
+function qatLoopOptions(
+  options: FakeQuantTrainingOptions,
+  train: TrainData,
+  evalData: TrainData | undefined,
+  outputName: string,
+  progress: (event: QatProgress) => void,
+): LoopOptions {
+  return {
+    epochs: options.epochs ?? 2,
+    batchSize: options.batchSize ?? 64,
+    seed: options.seed ?? 0,
+    learningRate: options.learningRate ?? 1e-4,
+    optimizer: { kind: options.optimizer ?? 'adam' },
+    schedule: options.schedule ?? 'cosine',
+    lossKind: 'kd',
+    alpha: train.teacher && train.labels ? (options.alpha ?? 0.5) : train.teacher ? 0 : 1,
+    temperature: options.temperature ?? 2,
+    outputName,
+    freezeNorm: options.freezeNorm ?? true,
+    evalData,
+    fingerprint: { mode: 'qat' },
+    onProgress: (e) =>
+      progress({
+        phase: e.phase,
+        message:
+          e.phase === 'train'
+            ? `QAT epoch ${e.epoch}/${e.epochs} step ${e.step}/${e.steps} loss ${e.loss?.toFixed(4)}`
+            : `QAT epoch ${e.epoch}/${e.epochs} evaluating`,
+        epoch: e.epoch,
+        epochs: e.epochs,
+        loss: e.loss,
+        accuracy: e.accuracy,
+        samplesPerSecond: e.samplesPerSecond,
+        etaSeconds: e.etaSeconds,
+      }),
+  };
+}
+
+/** Evaluation accuracy of the weights chosen (best epoch with eval data, else the last). */
+function chosenAccuracy(result: LoopResult, before: number | undefined): number | undefined {
+  if (result.history.length === 0) return before;
+  return result.bestEpoch !== undefined ? result.history[result.bestEpoch - 1]!.evalAccuracy : result.history.at(-1)!.evalAccuracy;
+}
+
+/**
  * Fine-tunes `model` with fake quantization where `plan` says and returns the trained FP32 model
- * with the training record. `model` is not modified.
+ * with the training record. `model` is not modified. On onnxruntime (asked, or 'auto' when every op
+ * on the path to the loss has a gradient rule) the plan becomes QuantizeLinear/DequantizeLinear
+ * nodes of the graph that trains (./onnx-training/fake-quant.ts); on tfjs it is hooks of the
+ * interpreter. Either way the returned model has no fake-quantization nodes.
  */
 export async function trainFakeQuantized(model: Model, plan: FakeQuantPlan, options: FakeQuantTrainingOptions): Promise<FakeQuantTrainingResult> {
   const progress = options.onProgress ?? (() => undefined);
-  const backend = await initTrainingBackend({ backend: options.backend ?? 'auto' });
+  const requested = options.backend ?? 'auto';
+  if (requested === 'onnxruntime' || requested === 'auto') {
+    const { insertFakeQuant } = await import('./onnx-training/fake-quant.js');
+    const fq = insertFakeQuant(model, plan);
+    const missing = await uncovered(fq.model, options.outputName);
+    if (missing.length === 0) return trainOnOnnxruntime(model, fq, options, progress);
+    if (requested === 'onnxruntime') {
+      throw new UsageError(
+        `cannot train on onnxruntime: no gradient rule for node ${missing.slice(0, 5).join(', ')}${missing.length > 5 ? ` and ${missing.length - 5} more` : ''} (use --backend wasm)`,
+      );
+    }
+  }
+  const backend = await initTrainingBackend({ backend: requested });
   progress({ phase: 'backend', message: `training backend: ${backend.description}` });
 
   const graph = new TrainableGraph(model);
   try {
-    const activations = new Map<string, (t: tf.Tensor) => tf.Tensor>();
-    for (const [name, p] of plan.activations) activations.set(name, fakeQuantActivation(p));
-    const weights = new Map<string, (w: tf.Tensor) => tf.Tensor>();
-    for (const [name, axis] of plan.weights) {
-      if (graph.variables.has(name)) weights.set(name, fakeQuantWeight(axis));
-    }
-    graph.hooks = { activations, weights };
-
+    const { activations, weights } = installFakeQuantHooks(graph, plan);
     const outputName = options.outputName ?? graph.outputNames()[0]!;
-    const train = toTrainData(options.train, graph.inputNames(), 'training');
-    const evalData = options.eval ? toTrainData(options.eval, graph.inputNames(), 'evaluation') : undefined;
-    if (!train.labels && !options.teacher) throw new UsageError(`${options.train.source}: QAT needs labels (or --qat-teacher)`);
-    if (options.teacher) {
-      progress({ phase: 'teacher', message: `running the FP32 model once over ${train.count} training samples` });
-      const targets = await teacherTargets(model, options.train, [outputName], { runner: options.runner, studentInputs: graph.inputNames() });
-      train.teacher = targets.get(outputName)!;
-    }
+    const { train, evalData } = await qatData(model, options, graph.inputNames(), outputName, progress);
     const before = evalData?.labels ? evaluate(graph, evalData, { outputName, batchSize: 256, kind: 'kd' }).accuracy : undefined;
-    const epochs = options.epochs ?? 2;
-    const result = await trainLoop(graph, train, {
-      epochs,
-      batchSize: options.batchSize ?? 64,
-      seed: options.seed ?? 0,
-      learningRate: options.learningRate ?? 1e-4,
-      optimizer: { kind: options.optimizer ?? 'adam' },
-      schedule: options.schedule ?? 'cosine',
-      lossKind: 'kd',
-      alpha: train.teacher && train.labels ? (options.alpha ?? 0.5) : train.teacher ? 0 : 1,
-      temperature: options.temperature ?? 2,
-      outputName,
-      freezeNorm: options.freezeNorm ?? true,
-      evalData,
-      fingerprint: { mode: 'qat' },
-      onProgress: (e) =>
-        progress({
-          phase: e.phase,
-          message:
-            e.phase === 'train'
-              ? `QAT epoch ${e.epoch}/${e.epochs} step ${e.step}/${e.steps} loss ${e.loss?.toFixed(4)}`
-              : `QAT epoch ${e.epoch}/${e.epochs} evaluating`,
-          epoch: e.epoch,
-          epochs: e.epochs,
-          loss: e.loss,
-          accuracy: e.accuracy,
-          samplesPerSecond: e.samplesPerSecond,
-          etaSeconds: e.etaSeconds,
-        }),
-    });
-    const trained = graph.exportModel(result.values);
-    const after =
-      result.history.length > 0
-        ? result.bestEpoch !== undefined
-          ? result.history[result.bestEpoch - 1]!.evalAccuracy
-          : result.history.at(-1)!.evalAccuracy
-        : before;
+    const loop = qatLoopOptions(options, train, evalData, outputName, progress);
+    const result = await trainLoop(graph, train, loop);
     return {
-      model: trained,
+      model: graph.exportModel(result.values),
       outputName,
       backend,
-      epochs,
+      epochs: loop.epochs,
       history: result.history,
       bestEpoch: result.bestEpoch,
       samplesPerSecond: result.samplesPerSecond,
       fakeQuantized: { activations: activations.size, weights: weights.size },
-      fakeQuantAccuracy: { before, after },
+      fakeQuantAccuracy: { before, after: chosenAccuracy(result, before) },
     };
   } finally {
     graph.dispose();
+  }
+}
+
+/** Nodes on the path from a weight to the loss without a gradient rule, for the onnxruntime path. */
+async function uncovered(fqModel: Model, outputName: string | undefined): Promise<string[]> {
+  const { trainingCoverage } = await import('./onnx-training/build.js');
+  return trainingCoverage(fqModel, { outputName }).missing.map((m) => `'${m.node}' (${m.opType}${m.reason ? `: ${m.reason}` : ''})`);
+}
+
+/** QAT on onnxruntime: the fake-quantized graph trains with its native kernels (./onnx-training/loop.ts). */
+async function trainOnOnnxruntime(
+  model: Model,
+  fq: FakeQuantModel,
+  options: FakeQuantTrainingOptions,
+  progress: (event: QatProgress) => void,
+): Promise<FakeQuantTrainingResult> {
+  const { createOrtTrainer, ortTrainLoop, exportTrainedModel, OrtEvaluator } = await import('./onnx-training/loop.js');
+  const threads = options.runner?.intraOpThreads ?? 1;
+  const backend = onnxruntimeBackendInfo(threads);
+  progress({ phase: 'backend', message: `training backend: ${backend.description}` });
+  const inputNames = model.graph.inputs.filter((v) => !v.initializer).map((v) => v.name);
+  const outputName = options.outputName ?? model.graph.outputs[0]!.name;
+  const { train, evalData } = await qatData(model, options, inputNames, outputName, progress);
+  const loop = qatLoopOptions(options, train, evalData, outputName, progress);
+  const trainer = await createOrtTrainer(fq.model, train.inputs, {
+    lossKind: loop.lossKind,
+    alpha: loop.alpha,
+    temperature: loop.temperature,
+    outputName,
+    withLabels: !!train.labels,
+    withTeacher: !!train.teacher,
+    freezeNorm: loop.freezeNorm,
+    threads,
+  });
+  let evaluator: Awaited<ReturnType<typeof OrtEvaluator.create>> | undefined;
+  let trainerOwned = true; // until the loop takes it over (and releases it)
+  try {
+    let before: number | undefined;
+    if (evalData?.labels) {
+      // the loop's evaluator, on the initial weights: every trainable value is fed, so onnxruntime
+      // keeps the float fake-quantized arithmetic (no int32 bias quantization, no folded scales)
+      evaluator = await OrtEvaluator.create(fq.model, [...trainer.graph.weights, ...trainer.graph.states], { threads });
+      before = (await evaluator.evaluate(evalData, trainer.values as Map<string, Float32Array>, { outputName, batchSize: 256, kind: 'kd' })).accuracy;
+    }
+    trainerOwned = false;
+    const result = await ortTrainLoop(fq.model, train, { ...loop, threads, trainer, evaluator });
+    return {
+      model: exportTrainedModel(model, result.values),
+      outputName,
+      backend,
+      epochs: loop.epochs,
+      history: result.history,
+      bestEpoch: result.bestEpoch,
+      samplesPerSecond: result.samplesPerSecond,
+      fakeQuantized: { activations: fq.activations.length, weights: fq.weights.length },
+      fakeQuantAccuracy: { before, after: chosenAccuracy(result, before) },
+    };
+  } finally {
+    await evaluator?.release();
+    if (trainerOwned) await trainer.release();
   }
 }

@@ -5,13 +5,25 @@
  * gradient of every trainable weight and the new running statistics. onnxruntime runs it with its
  * native kernels. Per-op rules live in ./grad-rules.ts; an op on the path from a weight to the loss
  * without a rule is named with its node before anything runs.
- * Imports: ../../ir, ../../errors, ./emitter, ./grad-rules, ./loss.
+ * Before differentiation, pre-passes (./decompose.ts) lift float Constant nodes in weight slots to
+ * initializers and unroll LSTM/GRU over the probed sequence length into primitive nodes, so their
+ * gradients come from the primitive rules and the weights keep their original layout.
+ * `trainingCoverage` answers, cheaply and without onnxruntime, whether a model can train here.
+ * Imports: ../../ir, ../../errors, ./emitter, ./grad-rules and the rules-*.ts rows, ./decompose,
+ * ./loss.
  */
 import { UsageError } from '../../errors.js';
-import { DataType, Graph, Model, Tensor, isTensorType, type Attribute, type Node, type ValueType } from '../../ir/index.js';
+import { DataType, Graph, Model, Tensor, isTensorType, type Attribute, type Node, type Value, type ValueType } from '../../ir/index.js';
+import { liftConstantWeights, unrollRecurrent } from './decompose.js';
 import { Emitter, type FloatType } from './emitter.js';
-import { gradRule } from './grad-rules.js';
+import { differentiableSlot, gradRule, type GradRule } from './grad-rules.js';
 import { emitLoss, type LossSpec } from './loss.js';
+// Rule rows register themselves on import (after ./grad-rules.js has run).
+import './rules-elementwise.js';
+import './rules-shape.js';
+import './rules-resize.js';
+import './rules-recurrent.js';
+import './rules-quant.js';
 
 export interface TrainingGraphOptions {
   /** Student output the loss reads (default: the first graph output). */
@@ -69,14 +81,42 @@ function convertFloat(t: Tensor, floatType: FloatType, name = t.name): Tensor {
   return Tensor.fromData(name, { dtype: DataType.DOUBLE, dims: [...t.dims], data: Float64Array.from(t.data as Float32Array) });
 }
 
+/**
+ * In float64 training graphs, float constants and casts to float become double (Constant values,
+ * ConstantOfShape fills, Cast to FLOAT), so every float value of the graph has one element type.
+ */
+function retypeAttributes(node: Node, attributes: Record<string, Attribute>): void {
+  const dbl = (t: Tensor): Tensor => convertFloat(t, DataType.DOUBLE);
+  if (node.opType === 'Constant') {
+    const t = node.getTensor('value');
+    if (t) attributes.value = { name: 'value', type: 4, value: dbl(t) };
+    if (node.hasAttr('value_float') || node.hasAttr('value_floats')) {
+      const values = node.hasAttr('value_float') ? [node.getFloat('value_float')] : node.getFloats('value_floats');
+      const dims = node.hasAttr('value_float') ? [] : [values.length];
+      delete attributes.value_float;
+      delete attributes.value_floats;
+      attributes.value = { name: 'value', type: 4, value: Tensor.fromData('value', { dtype: DataType.DOUBLE, dims, data: Float64Array.from(values) }) };
+    }
+  } else if (node.opType === 'ConstantOfShape') {
+    const t = node.getTensor('value');
+    if (t) attributes.value = { name: 'value', type: 4, value: dbl(t) };
+  } else if (node.opType === 'Cast' || node.opType === 'CastLike') {
+    if (node.getInt('to', 0) === DataType.FLOAT) attributes.to = { name: 'to', type: 2, value: BigInt(DataType.DOUBLE) };
+  }
+}
+
 function retype(type: ValueType | undefined, floatType: FloatType): ValueType | undefined {
   if (!isTensorType(type)) return type;
   return { kind: 'tensor', elemType: type.elemType === DataType.FLOAT ? floatType : type.elemType, shape: type.shape ? [...type.shape] : undefined };
 }
 
-/** Trainable weights and running statistics found by the rules' weight and statistics slots. */
+/**
+ * Trainable weights and running statistics found by the rules' weight and statistics slots. Float
+ * Constant nodes in weight slots count as weights (buildTrainingGraph lifts them to initializers;
+ * a caller that keeps weight values must read them from `liftConstantWeights(model).model`).
+ */
 export function trainableParameters(model: Model): { weights: string[]; states: string[] } {
-  const graph = model.graph;
+  const graph = liftConstantWeights(model).model.graph;
   const weights: string[] = [];
   const states: string[] = [];
   for (const node of graph.nodes) {
@@ -92,34 +132,25 @@ export function trainableParameters(model: Model): { weights: string[]; states: 
   return { weights, states: states.filter((s) => !weights.includes(s)) };
 }
 
-export function buildTrainingGraph(student: Model, options: TrainingGraphOptions): TrainingGraph {
-  const src = student.graph;
-  const opsetIn = student.opsetVersion('') ?? 17;
-  if (opsetIn < 13) throw new UsageError(`the model uses opset ${opsetIn}; training on onnxruntime needs opset 13 or newer (upgrade it first)`);
-  const opset = Math.max(opsetIn, 16); // ScatterElements with reduction (MaxPool's backward)
-  if (!options.withLabels && !options.withTeacher) throw new UsageError('training needs labels, teacher outputs, or both');
-  const floatType: FloatType = options.precision === 'float64' ? DataType.DOUBLE : DataType.FLOAT;
-  const training = options.training ?? true;
-  const outputName = options.outputName ?? src.outputs[0]?.name;
-  const outValue = outputName ? src.value(outputName) : undefined;
-  if (!outValue) throw new UsageError(`tensor '${outputName ?? '(none)'}' does not exist in the model`);
-  const shape = (name: string): readonly number[] => {
-    const s = options.shapes.get(name);
-    if (s) return s;
-    const t = src.value(name)?.initializer;
-    if (t) return t.dims;
-    throw new Error(`no probed shape for tensor '${name}'`);
-  };
+interface Analysis {
+  /** Nodes the output depends on, in graph order. */
+  order: Node[];
+  /** Names of the values the output depends on (inputs, initializers, node outputs). */
+  seen: Set<string>;
+  /** Values that depend on a weight through differentiable slots. */
+  dependent: Set<string>;
+  /** Nodes a gradient flows through, in graph order. */
+  differentiated: Node[];
+  /** Nodes that need a gradient and cannot get one, with the reason. */
+  missing: { node: Node; reason?: string }[];
+}
 
-  const found = trainableParameters(student);
-  const weights = options.trainable ? [...options.trainable] : found.weights;
-  for (const w of weights) {
-    const t = src.value(w)?.initializer;
-    if (!t || t.dtype !== DataType.FLOAT) throw new UsageError(`'${w}' is not a float initializer of the model, so it cannot be trained`);
-  }
-  const states = found.states.filter((s) => !weights.includes(s));
+function ruleOf(node: Node): GradRule | undefined {
+  return isDefaultDomain(node) ? gradRule(node.opType) : undefined;
+}
 
-  // Nodes the student output depends on, in graph order.
+/** The differentiation plan: which nodes a gradient flows through, and which of them lack a rule. */
+function analyse(graph: Graph, outValue: Value, weights: readonly string[]): Analysis {
   const needed = new Set<Node>();
   const stack = [outValue];
   const seen = new Set<string>();
@@ -128,32 +159,119 @@ export function buildTrainingGraph(student: Model, options: TrainingGraphOptions
     if (seen.has(v.name)) continue;
     seen.add(v.name);
     const p = v.producer;
-    if (!p || p.graph !== src || needed.has(p)) continue;
+    if (!p || p.graph !== graph || needed.has(p)) continue;
     needed.add(p);
     for (const i of p.inputs) if (i && i.name !== '') stack.push(i);
   }
-  const order = src.nodes.filter((n) => needed.has(n));
-
-  // Values that depend on a weight (and so need a gradient).
-  const weightSet = new Set(weights);
+  const order = graph.nodes.filter((n) => needed.has(n));
+  // forward: values that depend on a weight through slots a gradient flows through
   const dependent = new Set<string>(weights);
-  const differentiated: Node[] = [];
+  const candidates: Node[] = [];
   for (const node of order) {
-    if (node.inputs.some((v) => v && dependent.has(v.name))) {
-      differentiated.push(node);
-      for (const o of node.outputs) if (o.name !== '') dependent.add(o.name);
+    const rule = ruleOf(node);
+    const reaches = node.inputs.some((v, i) => v && dependent.has(v.name) && (!rule || differentiableSlot(rule, node, i)));
+    if (!reaches) continue;
+    candidates.push(node);
+    for (const o of node.outputs) if (o.name !== '') dependent.add(o.name);
+  }
+  // backward: only nodes whose outputs reach the loss through differentiable slots
+  const relevant = new Set<string>([outValue.name]);
+  const differentiated: Node[] = [];
+  for (const node of [...candidates].reverse()) {
+    if (!node.outputs.some((o) => relevant.has(o.name))) continue;
+    differentiated.push(node);
+    const rule = ruleOf(node);
+    node.inputs.forEach((v, i) => {
+      if (v && v.name !== '' && (!rule || differentiableSlot(rule, node, i))) relevant.add(v.name);
+    });
+  }
+  differentiated.reverse();
+  const missing: { node: Node; reason?: string }[] = [];
+  for (const node of differentiated) {
+    const rule = ruleOf(node);
+    if (!rule) missing.push({ node });
+    else if (node.subgraphs().length > 0) missing.push({ node, reason: 'it has a subgraph' });
+    else {
+      const reason = rule.unsupported?.(node);
+      if (reason) missing.push({ node, reason });
     }
   }
-  const missing = differentiated.filter((n) => !isDefaultDomain(n) || !gradRule(n.opType));
-  if (missing.length > 0) {
-    const list = missing.map((n) => `'${n.name || '(unnamed)'}' (${n.domain ? `${n.domain}.` : ''}${n.opType})`);
+  return { order, seen, dependent, differentiated, missing };
+}
+
+function describeNode(node: Node): string {
+  return `'${node.name || '(unnamed)'}' (${node.domain ? `${node.domain}.` : ''}${node.opType})`;
+}
+
+export interface CoverageOptions {
+  /** Student output the loss reads (default: the first graph output). */
+  outputName?: string;
+  /** Weights to train (default: every float weight found by the rules). */
+  trainable?: readonly string[];
+}
+
+/**
+ * Whether every node a gradient flows through (from a trainable weight to the output) has a rule
+ * that handles it, without onnxruntime or a probe run: the backend choice of `distill`. `missing`
+ * names each node that lacks one (`reason` when the op has a rule but not for this node's
+ * attributes). LSTM/GRU count as covered when they can be unrolled.
+ */
+export function trainingCoverage(
+  model: Model,
+  options: CoverageOptions = {},
+): { covered: boolean; missing: { node: string; opType: string; reason?: string }[] } {
+  const lifted = liftConstantWeights(model).model;
+  const graph = lifted.graph;
+  const outName = options.outputName ?? graph.outputs[0]?.name;
+  const outValue = outName ? graph.value(outName) : undefined;
+  if (!outValue) return { covered: false, missing: [{ node: '(none)', opType: '(none)', reason: `output '${outName ?? ''}' does not exist` }] };
+  const weights = options.trainable ? [...options.trainable] : trainableParameters(lifted).weights;
+  const missing = analyse(graph, outValue, weights).missing.map(({ node, reason }) => ({
+    node: node.name || '(unnamed)',
+    opType: `${node.domain ? `${node.domain}.` : ''}${node.opType}`,
+    ...(reason ? { reason } : {}),
+  }));
+  return { covered: missing.length === 0, missing };
+}
+
+export function buildTrainingGraph(student: Model, options: TrainingGraphOptions): TrainingGraph {
+  const opsetIn = student.opsetVersion('') ?? 17;
+  if (opsetIn < 13) throw new UsageError(`the model uses opset ${opsetIn}; training on onnxruntime needs opset 13 or newer (upgrade it first)`);
+  const opset = Math.max(opsetIn, 16); // ScatterElements with reduction (MaxPool's backward)
+  if (!options.withLabels && !options.withTeacher) throw new UsageError('training needs labels, teacher outputs, or both');
+  const floatType: FloatType = options.precision === 'float64' ? DataType.DOUBLE : DataType.FLOAT;
+  const training = options.training ?? true;
+  const lifted = liftConstantWeights(student).model;
+  const found = trainableParameters(lifted);
+  const weights = options.trainable ? [...options.trainable] : found.weights;
+  for (const w of weights) {
+    const t = lifted.graph.value(w)?.initializer;
+    if (!t || t.dtype !== DataType.FLOAT) throw new UsageError(`'${w}' is not a float initializer of the model, so it cannot be trained`);
+  }
+  const outputName = options.outputName ?? lifted.graph.outputs[0]?.name;
+  if (!outputName || !lifted.graph.value(outputName)) throw new UsageError(`tensor '${outputName ?? '(none)'}' does not exist in the model`);
+
+  // the op coverage check runs on the model as given, before any shape is needed
+  const before = analyse(lifted.graph, lifted.graph.value(outputName)!, weights);
+  if (before.missing.length > 0) {
+    const list = before.missing.map(({ node, reason }) => (reason ? `${describeNode(node)}: ${reason}` : describeNode(node)));
     throw new UsageError(
       `cannot train on onnxruntime: no gradient rule for node ${list.slice(0, 5).join(', ')}${list.length > 5 ? ` and ${list.length - 5} more` : ''}`,
     );
   }
-  for (const node of order) {
-    if (node.subgraphs().length > 0) throw new UsageError(`cannot train on onnxruntime: node '${node.name}' (${node.opType}) has a subgraph`);
-  }
+  const unrolled = unrollRecurrent(lifted, before.differentiated, options.shapes);
+  const src = unrolled.model.graph;
+  const outValue = src.value(outputName)!;
+  const shape = (name: string): readonly number[] => {
+    const s = options.shapes.get(name) ?? unrolled.shapes.get(name);
+    if (s) return s;
+    const t = src.value(name)?.initializer;
+    if (t) return t.dims;
+    throw new Error(`no probed shape for tensor '${name}'`);
+  };
+  const states = found.states.filter((s) => !weights.includes(s));
+  const weightSet = new Set(weights);
+  const { order, seen, dependent, differentiated } = analyse(src, outValue, weights);
 
   // ---- the training graph -----------------------------------------------------------------------
   const graph = new Graph(`${src.name || 'student'}_training`);
@@ -209,10 +327,7 @@ export function buildTrainingGraph(student: Model, options: TrainingGraphOptions
       continue;
     }
     const attributes = attributesOf(node);
-    if (floatType === DataType.DOUBLE && node.opType === 'Constant') {
-      const t = node.getTensor('value');
-      if (t) attributes.value = { name: 'value', type: 4, value: convertFloat(t, floatType) };
-    }
+    if (floatType === DataType.DOUBLE && isDefaultDomain(node)) retypeAttributes(node, attributes);
     graph.addNode({
       opType: node.opType,
       domain: node.domain,
@@ -239,6 +354,7 @@ export function buildTrainingGraph(student: Model, options: TrainingGraphOptions
     if (dys.every((d) => d === undefined)) continue;
     const inputs = node.inputs.map((v) => (v ? v.name : ''));
     const rule = gradRule(node.opType)!;
+    const flows = (i: number): boolean => dependent.has(inputs[i] ?? '') && differentiableSlot(rule, node, i);
     let result: (string | undefined)[];
     try {
       result = rule.backward({
@@ -249,7 +365,7 @@ export function buildTrainingGraph(student: Model, options: TrainingGraphOptions
         inputs,
         outputs,
         dy: (i) => dys[i],
-        needs: (i) => dependent.has(inputs[i] ?? ''),
+        needs: flows,
         saved: saved.get(node) ?? {},
       });
     } catch (error) {
@@ -260,7 +376,7 @@ export function buildTrainingGraph(student: Model, options: TrainingGraphOptions
     }
     result.forEach((g, i) => {
       const name = inputs[i];
-      if (!g || !name || !dependent.has(name)) return;
+      if (!g || !name || !flows(i)) return;
       const list = grads.get(name) ?? [];
       list.push(g);
       grads.set(name, list);

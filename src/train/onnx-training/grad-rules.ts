@@ -47,6 +47,15 @@ export interface GradRule {
   statistics?: number[];
   /** Element-wise op: an initializer operand with more than one element is a weight (a bias). */
   elementwiseWeights?: boolean;
+  /**
+   * Input slots no gradient flows through (indices, shapes, conditions, exponents), or 'all' for
+   * ops whose outputs are integer, boolean or piecewise constant (Shape, Equal, ArgMax, Floor): a
+   * path from a weight through them needs no gradient and does not block training. A function
+   * decides per node (Cast to an integer type).
+   */
+  nonDifferentiable?: readonly number[] | 'all' | ((node: Node) => readonly number[] | 'all');
+  /** Why this node cannot be differentiated (an attribute the rule does not handle); checked before anything runs. */
+  unsupported?(node: Node): string | undefined;
   /** Emits the training forward (default: the node copied as is); returns values kept for backward. */
   forward?(ctx: ForwardContext): Record<string, string>;
   /** Emits the gradients of the inputs that need one (undefined where none). */
@@ -65,6 +74,14 @@ export function gradRule(opType: string): GradRule | undefined {
   return rules.get(opType);
 }
 
+/** Whether input slot `i` of `node` carries a gradient under `rule`. */
+export function differentiableSlot(rule: GradRule, node: Node, i: number): boolean {
+  const nd = typeof rule.nonDifferentiable === 'function' ? rule.nonDifferentiable(node) : rule.nonDifferentiable;
+  if (nd === undefined) return true;
+  if (nd === 'all') return false;
+  return !nd.includes(i);
+}
+
 export function gradRuleOpTypes(): string[] {
   return [...rules.keys()].sort();
 }
@@ -75,7 +92,7 @@ function ints(node: Node, name: string, fallback: number[]): number[] {
   return node.getInts(name, fallback);
 }
 
-interface ConvGeometry {
+export interface ConvGeometry {
   strides: number[];
   dilations: number[];
   begin: number[];
@@ -83,7 +100,7 @@ interface ConvGeometry {
   kernel: number[];
 }
 
-function convGeometry(node: Node, xShape: readonly number[], kernel: number[]): ConvGeometry {
+export function convGeometry(node: Node, xShape: readonly number[], kernel: number[]): ConvGeometry {
   const n = kernel.length;
   const strides = ints(node, 'strides', Array(n).fill(1));
   const dilations = ints(node, 'dilations', Array(n).fill(1));
@@ -113,14 +130,14 @@ function convGeometry(node: Node, xShape: readonly number[], kernel: number[]): 
 }
 
 /** [1, 0, 2, 3, ...]: swaps the batch and channel axes. */
-function swap01(rank: number): number[] {
+export function swap01(rank: number): number[] {
   return [1, 0, ...Array.from({ length: rank - 2 }, (_v, i) => i + 2)];
 }
 
-const spatialAxes = (rank: number): number[] => [0, ...Array.from({ length: rank - 2 }, (_v, i) => i + 2)];
+export const spatialAxes = (rank: number): number[] => [0, ...Array.from({ length: rank - 2 }, (_v, i) => i + 2)];
 
 /** Per-channel [C] tensor reshaped to broadcast against [N, C, ...] of the given rank. */
-function channelShaped(e: Emitter, p: string, channels: number, rank: number): string {
+export function channelShaped(e: Emitter, p: string, channels: number, rank: number): string {
   return e.op1('Reshape', [p, e.constI64([channels, ...Array(Math.max(0, rank - 2)).fill(1)])]);
 }
 
@@ -135,7 +152,6 @@ registerGradRule('Conv', {
     const wShape = shape(w);
     const rank = xShape.length;
     const group = node.getInt('group', 1);
-    if (group !== 1) throw new UsageError(`node '${node.name}' (Conv): gradients of grouped convolutions (group=${group}) are not implemented yet`);
     const geo = convGeometry(node, xShape, wShape.slice(2));
     const yShape = shape(outputs[0]!);
     const out: (string | undefined)[] = [];
@@ -155,30 +171,122 @@ registerGradRule('Conv', {
           pads: [...geo.begin, ...geo.end],
           kernel_shape: geo.kernel,
           output_padding: outputPadding,
+          ...(group !== 1 ? { group } : {}),
         },
         'conv_dx',
       );
     }
-    if (needs(1)) {
-      // dW: a convolution over the batch: X as [Cin, N, ...] images, dY as [Cout, N, ...] kernels,
-      // strides and dilations swapped; the result [Cin, Cout, k'...] is cut to the kernel size.
-      const xt = e.op1('Transpose', [x], { perm: swap01(rank) });
-      const gt = e.op1('Transpose', [g], { perm: swap01(rank) });
-      let dw = e.op1('Conv', [xt, gt], { strides: geo.dilations, dilations: geo.strides, pads: [...geo.begin, ...geo.end] }, 'conv_dw');
-      const oversized = geo.kernel.some((k, d) => {
-        const span = (yShape[d + 2]! - 1) * geo.strides[d]! + 1;
-        return Math.floor((xShape[d + 2]! + geo.begin[d]! + geo.end[d]! - span) / geo.dilations[d]!) + 1 !== k;
-      });
-      if (oversized) {
-        const axes = geo.kernel.map((_k, d) => d + 2);
-        dw = e.op1('Slice', [dw, e.constI64(geo.kernel.map(() => 0)), e.constI64(geo.kernel), e.constI64(axes)]);
-      }
-      out[1] = e.op1('Transpose', [dw], { perm: swap01(rank) });
-    }
+    if (needs(1)) out[1] = convWeightGrad(e, x, g, group, geo, xShape, wShape, yShape);
     if (b && needs(2)) out[2] = e.reduceSum(g, spatialAxes(rank), false);
     return out;
   },
 });
+
+/**
+ * dW of a convolution y = conv(x, W): for one group, a convolution over the batch (X as [Cin, N,
+ * ...] images, dY as [Cout, N, ...] kernels, strides and dilations swapped; the result
+ * [Cin, Cout, k'...] is cut to the kernel size and transposed); grouped ones below.
+ */
+function convWeightGrad(
+  e: Emitter,
+  x: string,
+  g: string,
+  group: number,
+  geo: ConvGeometry,
+  xShape: readonly number[],
+  wShape: readonly number[],
+  yShape: readonly number[],
+): string {
+  if (group !== 1) return groupedConvWeightGrad(e, x, g, group, geo, xShape, wShape, yShape);
+  const rank = xShape.length;
+  const xt = e.op1('Transpose', [x], { perm: swap01(rank) });
+  const gt = e.op1('Transpose', [g], { perm: swap01(rank) });
+  let dw = e.op1('Conv', [xt, gt], { strides: geo.dilations, dilations: geo.strides, pads: [...geo.begin, ...geo.end] }, 'conv_dw');
+  const oversized = geo.kernel.some((k, d) => {
+    const span = (yShape[d + 2]! - 1) * geo.strides[d]! + 1;
+    return Math.floor((xShape[d + 2]! + geo.begin[d]! + geo.end[d]! - span) / geo.dilations[d]!) + 1 !== k;
+  });
+  if (oversized) {
+    const axes = geo.kernel.map((_k, d) => d + 2);
+    dw = e.op1('Slice', [dw, e.constI64(geo.kernel.map(() => 0)), e.constI64(geo.kernel), e.constI64(axes)]);
+  }
+  return e.op1('Transpose', [dw], { perm: swap01(rank) });
+}
+
+/**
+ * ConvTranspose y = conv^T(x, W) is the adjoint of the convolution with the same W from y's space
+ * to x's, so dX = Conv(dY, W) (same strides, pads, dilations, group) and dW is that convolution's
+ * weight gradient with dY as its input and X as its output gradient.
+ */
+registerGradRule('ConvTranspose', {
+  weights: [1, 2],
+  unsupported(node) {
+    if (node.hasAttr('output_shape')) return 'output_shape is not supported (explicit pads are)';
+    if (node.getString('auto_pad', 'NOTSET') !== 'NOTSET') return 'auto_pad is not supported (explicit pads are)';
+    return undefined;
+  },
+  backward({ node, e, inputs, outputs, needs, dy, shape }) {
+    const g = dy(0)!;
+    const [x, w, b] = inputs as [string, string, string | undefined];
+    const xShape = shape(x);
+    const wShape = shape(w);
+    const yShape = shape(outputs[0]!);
+    const group = node.getInt('group', 1);
+    const geo = convGeometry(node, yShape, wShape.slice(2));
+    const out: (string | undefined)[] = [];
+    if (needs(0)) {
+      out[0] = e.op1(
+        'Conv',
+        [g, w],
+        { strides: geo.strides, dilations: geo.dilations, pads: [...geo.begin, ...geo.end], kernel_shape: geo.kernel, ...(group !== 1 ? { group } : {}) },
+        'convt_dx',
+      );
+    }
+    if (needs(1)) out[1] = convWeightGrad(e, g, x, group, geo, yShape, wShape, xShape);
+    if (b && needs(2)) out[2] = e.reduceSum(g, spatialAxes(xShape.length), false);
+    return out;
+  },
+});
+
+/**
+ * dW of a grouped convolution (depthwise when each group has one input channel) as one grouped
+ * convolution: X [N, g*ci, S...] is laid out as ci images of g*N channels (channel gi*N + n) and
+ * dY [N, g*co, So...] as g*co kernels of N channels, so group g pairs each group's inputs with its
+ * own outputs only: the result [ci, g*co, k'...] transposed is dW [g*co, ci, k...].
+ */
+function groupedConvWeightGrad(
+  e: Emitter,
+  x: string,
+  g: string,
+  group: number,
+  geo: ConvGeometry,
+  xShape: readonly number[],
+  wShape: readonly number[],
+  yShape: readonly number[],
+): string {
+  const rank = xShape.length;
+  const ci = xShape[1]! / group;
+  const co = wShape[0]! / group;
+  const spatialIn = xShape.slice(2);
+  const spatialOut = yShape.slice(2);
+  const tail = Array.from({ length: rank - 2 }, (_v, i) => i + 3);
+  // X -> [N, g, ci, S] -> [ci, g, N, S] -> [ci, g*N, S]
+  const x5 = e.op1('Reshape', [x, e.constI64([-1, group, ci, ...spatialIn])]);
+  const a = e.op1('Reshape', [e.op1('Transpose', [x5], { perm: [2, 1, 0, ...tail] }), e.constI64([ci, -1, ...spatialIn])]);
+  // dY -> [N, g, co, So] -> [g, co, N, So] -> [g*co, N, So]
+  const g5 = e.op1('Reshape', [g, e.constI64([-1, group, co, ...spatialOut])]);
+  const k = e.op1('Reshape', [e.op1('Transpose', [g5], { perm: [1, 2, 0, ...tail] }), e.constI64([group * co, -1, ...spatialOut])]);
+  let dw = e.op1('Conv', [a, k], { strides: geo.dilations, dilations: geo.strides, pads: [...geo.begin, ...geo.end], group }, 'conv_dw');
+  const oversized = geo.kernel.some((kk, d) => {
+    const span = (yShape[d + 2]! - 1) * geo.strides[d]! + 1;
+    return Math.floor((xShape[d + 2]! + geo.begin[d]! + geo.end[d]! - span) / geo.dilations[d]!) + 1 !== kk;
+  });
+  if (oversized) {
+    const axes = geo.kernel.map((_k, d) => d + 2);
+    dw = e.op1('Slice', [dw, e.constI64(geo.kernel.map(() => 0)), e.constI64(geo.kernel), e.constI64(axes)]);
+  }
+  return e.op1('Transpose', [dw], { perm: swap01(rank) });
+}
 
 registerGradRule('Relu', {
   backward({ e, outputs, dy }) {
@@ -258,7 +366,7 @@ registerGradRule('GlobalAveragePool', {
 
 /** Ops that only move elements without changing their order: the gradient is reshaped back. */
 function reshapeRule(): GradRule {
-  return { backward: ({ e, inputs, dy }) => [e.reshapeLike(dy(0)!, inputs[0]!)] };
+  return { nonDifferentiable: [1], backward: ({ e, inputs, dy }) => [e.reshapeLike(dy(0)!, inputs[0]!)] };
 }
 registerGradRule('Flatten', reshapeRule());
 registerGradRule('Reshape', reshapeRule());
@@ -299,28 +407,60 @@ registerGradRule('Gemm', {
 
 registerGradRule('MatMul', {
   weights: [1],
-  backward({ node, e, inputs, needs, dy, shape }) {
+  backward({ e, inputs, outputs, needs, dy, shape }) {
     const g = dy(0)!;
     const [a, b] = inputs as [string, string];
     const aShape = shape(a);
     const bShape = shape(b);
-    if (aShape.length < 2 || bShape.length !== 2) {
-      throw new UsageError(
-        `node '${node.name}' (MatMul): gradients are implemented for [..., K] x [K, N] only (got ranks ${aShape.length} and ${bShape.length})`,
-      );
-    }
     const out: (string | undefined)[] = [];
-    if (needs(0)) out[0] = e.op1('MatMul', [g, e.op1('Transpose', [b], { perm: [1, 0] })], {}, 'matmul_da');
+    if (aShape.length >= 2 && bShape.length === 2) {
+      // [..., K] x [K, N]: dB as one Gemm over the flattened leading dims
+      if (needs(0)) out[0] = e.op1('MatMul', [g, e.op1('Transpose', [b], { perm: [1, 0] })], {}, 'matmul_da');
+      if (needs(1)) {
+        const k = aShape[aShape.length - 1]!;
+        const n = bShape[1]!;
+        const a2 = e.op1('Reshape', [a, e.constI64([-1, k])]);
+        const g2 = e.op1('Reshape', [g, e.constI64([-1, n])]);
+        out[1] = e.op1('Gemm', [a2, g2], { transA: 1 }, 'matmul_db');
+      }
+      return out;
+    }
+    // Batched (attention) products with broadcasting; rank-1 operands are promoted to matrices as
+    // the operator does ([K] -> [1, K] on the left, [K, 1] on the right), the result reshaped back.
+    const a2 = aShape.length === 1 ? e.op1('Unsqueeze', [a, e.constI64([0])]) : a;
+    const b2 = bShape.length === 1 ? e.op1('Unsqueeze', [b, e.constI64([1])]) : b;
+    const aS = aShape.length === 1 ? [1, aShape[0]!] : aShape;
+    const bS = bShape.length === 1 ? [bShape[0]!, 1] : bShape;
+    const rank = Math.max(aS.length, bS.length);
+    const yS = shape(outputs[0]!);
+    const fullY = [...broadcastBatch(aS.slice(0, -2), bS.slice(0, -2)), aS[aS.length - 2]!, bS[bS.length - 1]!];
+    let g2 = g;
+    if (aShape.length === 1 || bShape.length === 1 || yS.length !== fullY.length)
+      g2 = e.op1('Reshape', [g, e.constI64(fullY.map((d, i) => (i === 0 && rank > 2 ? -1 : d)))]);
+    const swapLast = (r: number): number[] => [...Array.from({ length: r - 2 }, (_v, i) => i), r - 1, r - 2];
+    if (needs(0)) {
+      const ga = e.op1('MatMul', [g2, e.op1('Transpose', [b2], { perm: swapLast(bS.length) })], {}, 'matmul_da');
+      out[0] = e.unbroadcast(ga, fullY.slice(0, -1).concat(aS[aS.length - 1]!), aS, a);
+    }
     if (needs(1)) {
-      const k = aShape[aShape.length - 1]!;
-      const n = bShape[1]!;
-      const a2 = e.op1('Reshape', [a, e.constI64([-1, k])]);
-      const g2 = e.op1('Reshape', [g, e.constI64([-1, n])]);
-      out[1] = e.op1('Gemm', [a2, g2], { transA: 1 }, 'matmul_db');
+      const gb = e.op1('MatMul', [e.op1('Transpose', [a2], { perm: swapLast(aS.length) }), g2], {}, 'matmul_db');
+      out[1] = e.unbroadcast(gb, [...fullY.slice(0, -2), bS[bS.length - 2]!, fullY[fullY.length - 1]!], bS, b);
     }
     return out;
   },
 });
+
+/** Broadcast of two batch shapes (numpy rules). */
+function broadcastBatch(a: readonly number[], b: readonly number[]): number[] {
+  const r = Math.max(a.length, b.length);
+  const out: number[] = [];
+  for (let i = 0; i < r; i++) {
+    const x = a[i - (r - a.length)] ?? 1;
+    const y = b[i - (r - b.length)] ?? 1;
+    out.push(x === 1 ? y : x);
+  }
+  return out;
+}
 
 registerGradRule('BatchNormalization', {
   weights: [1, 2],

@@ -1,7 +1,9 @@
 /**
  * The optimizers of ../optimizer.ts (AdamW, SGD with momentum, the same formulas and options) over
  * plain typed arrays in Node, for training on onnxruntime: the weights stay host arrays that are fed
- * to the training graph, so no tfjs tensor is involved. Slot state is kept per parameter.
+ * to the training graph, so no tfjs tensor is involved. Slot state is kept per parameter in the
+ * parameter's own precision (float32 as the tfjs slots), so a checkpoint holds it exactly and a
+ * resumed run continues bit for bit.
  * Imports: ../optimizer (types only).
  */
 import type { OptimizerOptions } from '../optimizer.js';
@@ -16,16 +18,16 @@ export interface HostParam {
 export class HostOptimizer {
   readonly options: Required<OptimizerOptions>;
   step = 0;
-  private readonly slots = new Map<string, Float64Array>();
+  private readonly slots = new Map<string, Float32Array | Float64Array>();
 
   constructor(options: OptimizerOptions) {
     this.options = { momentum: 0.9, beta1: 0.9, beta2: 0.999, epsilon: 1e-8, weightDecay: 0, ...options };
   }
 
-  private slot(key: string, size: number): Float64Array {
+  private slot(key: string, like: Float32Array | Float64Array): Float32Array | Float64Array {
     let s = this.slots.get(key);
     if (!s) {
-      s = new Float64Array(size);
+      s = like instanceof Float64Array ? new Float64Array(like.length) : new Float32Array(like.length);
       this.slots.set(key, s);
     }
     return s;
@@ -44,8 +46,8 @@ export class HostOptimizer {
       const w = p.data;
       const decay = weightDecay > 0 && p.rank >= 2 ? weightDecay : 0;
       if (kind === 'adam') {
-        const m = this.slot(`${p.name}/m`, w.length);
-        const v = this.slot(`${p.name}/v`, w.length);
+        const m = this.slot(`${p.name}/m`, w);
+        const v = this.slot(`${p.name}/v`, w);
         for (let i = 0; i < w.length; i++) {
           const gi = g[i]!;
           m[i] = m[i]! * beta1 + gi * (1 - beta1);
@@ -54,7 +56,7 @@ export class HostOptimizer {
           w[i] = w[i]! - update * learningRate;
         }
       } else if (momentum > 0) {
-        const buf = this.slot(`${p.name}/momentum`, w.length);
+        const buf = this.slot(`${p.name}/momentum`, w);
         for (let i = 0; i < w.length; i++) {
           buf[i] = buf[i]! * momentum + g[i]! + decay * w[i]!;
           w[i] = w[i]! - buf[i]! * learningRate;
@@ -62,6 +64,25 @@ export class HostOptimizer {
       } else {
         for (let i = 0; i < w.length; i++) w[i] = w[i]! - (g[i]! + decay * w[i]!) * learningRate;
       }
+    }
+  }
+
+  /** Slot values for a checkpoint (keys as the tfjs optimizer's: `<param>/m`, `/v`, `/momentum`). */
+  state(): Map<string, Float32Array> {
+    const out = new Map<string, Float32Array>();
+    for (const [k, v] of this.slots) out.set(k, v instanceof Float32Array ? v : Float32Array.from(v));
+    return out;
+  }
+
+  /** Restores slots written by `state` (or by the tfjs optimizer) for the parameters present. */
+  load(step: number, slots: ReadonlyMap<string, Float32Array>, params: readonly HostParam[]): void {
+    this.step = step;
+    const byName = new Map(params.map((p) => [p.name, p.data]));
+    for (const [key, data] of slots) {
+      const like = byName.get(key.slice(0, key.lastIndexOf('/')));
+      if (!like) continue;
+      if (data.length !== like.length) throw new Error(`optimizer slot '${key}' has ${data.length} values, its parameter ${like.length}`);
+      this.slot(key, like).set(data);
     }
   }
 }

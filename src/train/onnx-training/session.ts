@@ -105,7 +105,7 @@ export class OnnxTrainStep {
   /** One forward + backward pass over `batch` with the current values; nothing is updated. */
   async run(batch: StepBatch): Promise<StepResult> {
     const g = this.graph;
-    const feeds: Record<string, TensorData> = {};
+    const feeds: Record<string, TensorData> = Object.create(null) as Record<string, TensorData>;
     for (const name of g.dataInputs) {
       const td = batch.inputs[name];
       if (!td) throw new UsageError(`model input '${name}' was not fed`);

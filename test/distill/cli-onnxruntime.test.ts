@@ -1,0 +1,81 @@
+/**
+ * `model-opt distill --backend onnxruntime --threads 1` in-process: exit 0, one JSON document whose
+ * report names the onnxruntime backend, a student that learned the task and loads; and an uncovered
+ * op refused with exit 2 and a message naming the node and op.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadModel, saveModel } from '../../src/onnx/index.js';
+import { writeNpz } from '../../src/data/index.js';
+import { smallCnn, syntheticImages, templateTeacher } from './models.js';
+import { runInProcess } from '../helpers/cli.js';
+
+const dir = mkdtempSync(path.join(tmpdir(), 'model-opt-distill-ort-cli-'));
+const file = (name: string) => path.join(dir, name);
+const run = (args: string[]) => runInProcess(['distill', ...args]);
+
+beforeAll(async () => {
+  await saveModel(templateTeacher(), file('teacher.onnx'));
+  await saveModel(smallCnn(4), file('student.onnx'));
+  const selu = smallCnn(4);
+  selu.graph.nodes.find((n) => n.opType === 'Relu')!.opType = 'Selu';
+  await saveModel(selu, file('selu.onnx'));
+  for (const [name, ds] of [
+    ['train.npz', syntheticImages(192, 1)],
+    ['eval.npz', syntheticImages(128, 2)],
+  ] as const) {
+    await writeNpz(file(name), { x: ds.inputs['x']!, labels: ds.labels! });
+  }
+});
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+describe('model-opt distill --backend onnxruntime', () => {
+  it('trains on onnxruntime, prints one JSON document naming the backend, writes a student that loads', async () => {
+    const args = ['--teacher', file('teacher.onnx'), '--data', file('train.npz'), '--eval-data', file('eval.npz'), '--epochs', '3', '--batch-size', '32'];
+    const r = await run([
+      ...args,
+      '--student',
+      file('student.onnx'),
+      '-o',
+      file('out.onnx'),
+      '--lr',
+      '0.01',
+      '--backend',
+      'onnxruntime',
+      '--threads',
+      '1',
+      '--no-benchmark',
+      '--json',
+    ]);
+    expect(r.code).toBe(0);
+    const doc = JSON.parse(r.stdout);
+    expect(doc.command).toBe('distill');
+    expect(doc.report.backend.name).toBe('onnxruntime');
+    expect(doc.report.backend.description).toMatch(/onnxruntime .*1 intra-op thread/);
+    expect(doc.report.history).toHaveLength(3);
+    expect(doc.report.accuracy.student).toBeGreaterThan(0.85);
+    expect(doc.report.validationError).toBeLessThan(1e-5);
+    const written = await loadModel(file('out.onnx'));
+    expect(written.graph.nodes.map((n) => n.opType)).toEqual(['Conv', 'BatchNormalization', 'Relu', 'MaxPool', 'Flatten', 'Gemm']);
+  });
+
+  it('an op without a gradient rule: exit 2 naming the node and op, nothing written', async () => {
+    const r = await run([
+      '--teacher',
+      file('teacher.onnx'),
+      '--student',
+      file('selu.onnx'),
+      '--data',
+      file('train.npz'),
+      '-o',
+      file('selu-out.onnx'),
+      '--backend',
+      'onnxruntime',
+      '--no-benchmark',
+    ]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/no gradient rule for node 'relu' \(Selu\)/);
+  });
+});
