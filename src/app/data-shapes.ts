@@ -11,7 +11,7 @@ import type { ShapeOverrides } from '../ir/io-spec.js';
 
 /** One full-shape override per input: the dims of its feed in the first batch of one sample. */
 export function shapesFromData(dataset: Dataset): ShapeOverrides {
-  const out: ShapeOverrides = {};
+  const out: ShapeOverrides = Object.create(null); // keyed by input names
   for (const batch of batches(dataset, 1)) {
     for (const [name, t] of Object.entries(batch.feeds)) out[name] = [...t.dims];
     break;

@@ -117,8 +117,10 @@ function timingShapes(model: Model, shapes: ShapeOverrides | undefined, batchSiz
     return !s || s.slice(1).some((d) => typeof d !== 'number');
   });
   if (!symbolic || !shapes) return undefined;
-  return Object.fromEntries(
-    Object.entries(shapes).map(([k, dims]) => [k, Array.isArray(dims) && dims.length > 0 ? [batchSize, ...dims.slice(1)] : dims]),
+  // Keyed by input names: a null-prototype record.
+  return Object.assign(
+    Object.create(null),
+    Object.fromEntries(Object.entries(shapes).map(([k, dims]) => [k, Array.isArray(dims) && dims.length > 0 ? [batchSize, ...dims.slice(1)] : dims])),
   ) as ShapeOverrides;
 }
 
@@ -157,7 +159,10 @@ export async function pruneDistillCandidates(
       ? {
           ...data,
           count: validationCount,
-          inputs: Object.fromEntries(Object.entries(data.inputs).map(([k, t]) => [k, sliceSamples(t, trainCount, data.count)])),
+          inputs: Object.assign(
+            Object.create(null),
+            Object.fromEntries(Object.entries(data.inputs).map(([k, t]) => [k, sliceSamples(t, trainCount, data.count)])),
+          ),
           labels: undefined,
           outputs: undefined,
           sequences: undefined,

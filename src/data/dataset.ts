@@ -17,10 +17,10 @@ import { batchAxes, type IoSpec } from '../ir/io-spec.js';
 import { concatSamples } from '../ir/samples.js';
 import { inputValueTensors, type InputValues } from './constants.js';
 import { convertInteger, isInteger } from './dtype-convert.js';
-import { fitInput, type FittedInput } from './fit.js';
+import { fitInput, fitKind, type FittedInput } from './fit.js';
 import { readJsonl } from './jsonl.js';
 import { readNpy } from './npy.js';
-import { readNpz } from './npz.js';
+import { openNpz, type NpzArchive } from './npz.js';
 import { readTensorFile, readTestDataSets, testSetFeeds } from './test-data-set.js';
 import { isImageFolder, readImageFolder } from './images.js';
 
@@ -59,8 +59,9 @@ export interface LoadDatasetOptions {
   /** Key (npz/jsonl) holding labels; default 'labels' or 'label', whichever exists. */
   labelsKey?: string;
   /**
-   * Image folders only: decode at most this many images, spread evenly over the sorted files (so
-   * every class folder contributes) instead of every image of a large folder.
+   * Image folders: decode at most this many images, spread evenly over the sorted files (so every
+   * class folder contributes) instead of every image of a large folder. .npz: read only the first
+   * maxSamples rows of the arrays that hold samples (the data set has at most maxSamples samples).
    */
   maxSamples?: number;
   /** `--input` values: inputs given once for all samples (they override the file's arrays). */
@@ -136,42 +137,76 @@ export async function loadDataset(path: string, inputSpecs: readonly IoSpec[], o
     return finish(path, inputSpecs, { inputs: Object.assign(Object.create(null), { [fileSpecs[0]!.name]: tensor }) }, notes, options);
   }
   if (ext === '.npz') {
-    const arrays = await readNpz(path);
-    const keys = Object.keys(arrays);
-    let labelKey = options.labelsKey;
-    if (labelKey !== undefined && !(labelKey in arrays)) {
-      throw new InputError(`${path}: no labels key '${labelKey}' (keys: ${keys.join(', ')})`);
+    const archive = openNpz(path);
+    try {
+      return finish(path, inputSpecs, readNpzData(archive, inputSpecs, given, notes, options), notes, options);
+    } finally {
+      archive.close();
     }
-    labelKey ??= DEFAULT_LABEL_KEYS.find((k) => k in arrays && !inputSpecs.some((s) => s.name === k));
-    const sequenceKey = SEQUENCE_KEY in arrays && !inputSpecs.some((s) => s.name === SEQUENCE_KEY) ? SEQUENCE_KEY : undefined;
-    const candidates = keys.filter((k) => k !== labelKey && k !== sequenceKey);
-    const inputs: Record<string, TensorData> = Object.create(null);
-    const used = new Set<string>();
-    for (const spec of inputSpecs) {
-      if (spec.name in arrays) {
-        used.add(spec.name);
-        if (given.has(spec.name)) notes.push(`${spec.name}: --input value used instead of the file's array`);
-        else inputs[spec.name] = arrays[spec.name]!;
-      }
-    }
-    if (fileSpecs.length === 1 && used.size === 0 && candidates.length === 1) {
-      // One unnamed array (np.savez(f, x) stores it as arr_0) feeds the one input.
-      const key = candidates[0]!;
-      inputs[fileSpecs[0]!.name] = arrays[key]!;
-      used.add(key);
-      notes.push(`key '${key}' used for input '${fileSpecs[0]!.name}'`);
-    }
-    for (const spec of fileSpecs) {
-      if (!inputs[spec.name]) {
-        throw new InputError(`${path}: no array for model input '${spec.name}' (keys: ${keys.join(', ') || 'none'}${labelKey ? `; labels: ${labelKey}` : ''})`);
-      }
-    }
-    const ignored = candidates.filter((k) => !used.has(k));
-    if (ignored.length > 0) notes.push(`ignored keys: ${ignored.join(', ')}`);
-    const raw: RawData = { inputs, labels: labelKey ? arrays[labelKey] : undefined, sequences: sequenceKey ? arrays[sequenceKey] : undefined };
-    return finish(path, inputSpecs, raw, notes, options);
   }
   throw new InputError(`${path}: unknown data format '${ext || '(no extension)'}' (expected .npy, .npz, .jsonl, .pb or a test-set directory)`);
+}
+
+/**
+ * The arrays of an .npz that feed the model: only the members it needs are read (inputs by name,
+ * labels, sequence ids), and with options.maxSamples only their first maxSamples rows when every
+ * array holding samples agrees on the count (otherwise whole, so finish() reports the mismatch).
+ */
+function readNpzData(archive: NpzArchive, inputSpecs: readonly IoSpec[], given: Set<string>, notes: string[], options: LoadDatasetOptions): RawData {
+  const path = archive.source;
+  const keys = archive.keys;
+  let labelKey = options.labelsKey;
+  if (labelKey !== undefined && !archive.has(labelKey)) {
+    throw new InputError(`${path}: no labels key '${labelKey}' (keys: ${keys.join(', ')})`);
+  }
+  labelKey ??= DEFAULT_LABEL_KEYS.find((k) => archive.has(k) && !inputSpecs.some((s) => s.name === k));
+  const sequenceKey = archive.has(SEQUENCE_KEY) && !inputSpecs.some((s) => s.name === SEQUENCE_KEY) ? SEQUENCE_KEY : undefined;
+  const candidates = keys.filter((k) => k !== labelKey && k !== sequenceKey);
+  const fileSpecs = inputSpecs.filter((s) => !given.has(s.name));
+  // Input name -> member key.
+  const members = new Map<string, string>();
+  const used = new Set<string>();
+  for (const spec of inputSpecs) {
+    if (archive.has(spec.name)) {
+      used.add(spec.name);
+      if (given.has(spec.name)) notes.push(`${spec.name}: --input value used instead of the file's array`);
+      else members.set(spec.name, spec.name);
+    }
+  }
+  if (fileSpecs.length === 1 && used.size === 0 && candidates.length === 1) {
+    // One unnamed array (np.savez(f, x) stores it as arr_0) feeds the one input.
+    const key = candidates[0]!;
+    members.set(fileSpecs[0]!.name, key);
+    used.add(key);
+    notes.push(`key '${key}' used for input '${fileSpecs[0]!.name}'`);
+  }
+  for (const spec of fileSpecs) {
+    if (!members.has(spec.name)) {
+      throw new InputError(`${path}: no array for model input '${spec.name}' (keys: ${keys.join(', ') || 'none'}${labelKey ? `; labels: ${labelKey}` : ''})`);
+    }
+  }
+  const ignored = candidates.filter((k) => !used.has(k));
+  if (ignored.length > 0) notes.push(`ignored keys: ${ignored.join(', ')}`);
+
+  // Which members hold samples along dim 0, from their headers: those may be read in part.
+  const perSample = new Set<string>();
+  let rows: number | undefined;
+  if (options.maxSamples !== undefined) {
+    const axes = batchAxes(inputSpecs);
+    for (const spec of fileSpecs) {
+      const key = members.get(spec.name)!;
+      const kind = fitKind(path, spec, spec.unknownRank ? 0 : (axes[spec.name] ?? null), archive.layout(key).dims);
+      if (kind === 'samples') perSample.add(key);
+    }
+    if (labelKey) perSample.add(labelKey);
+    if (sequenceKey) perSample.add(sequenceKey);
+    const counts = new Set([...perSample].map((key) => archive.layout(key).dims[0]));
+    if (counts.size === 1 && !counts.has(undefined)) rows = options.maxSamples;
+  }
+  const read = (key: string) => archive.read(key, rows !== undefined && perSample.has(key) ? { maxRows: rows } : {});
+  const inputs: Record<string, TensorData> = Object.create(null);
+  for (const [name, key] of members) inputs[name] = read(key);
+  return { inputs, labels: labelKey ? read(labelKey) : undefined, sequences: sequenceKey ? read(sequenceKey) : undefined };
 }
 
 function sameKind(a: TensorData, b: TensorData): boolean {

@@ -33,6 +33,14 @@ export function fitInput(source: string, spec: IoSpec, axis: number | null, t: T
   return { ...fitted, tensor: fitDtype(where, spec, fitted.tensor, notes) } as FittedInput;
 }
 
+/**
+ * Whether an array of shape `dims` would feed `spec` as samples along dim 0 or as one constant
+ * (fitInput's rule, decided from the shape alone, before the data is read). Throws as fitInput.
+ */
+export function fitKind(source: string, spec: IoSpec, axis: number | null, dims: readonly number[]): FittedInput['kind'] {
+  return fitShape(`${source}: input '${spec.name}'`, spec, axis, { dtype: spec.dtype, dims: [...dims], data: [] }, {}).kind;
+}
+
 function fitShape(where: string, spec: IoSpec, axis: number | null, t: TensorData, options: FitOptions): FittedInput {
   if (spec.unknownRank) {
     if (t.dims.length === 0) throw new InputError(`${where}: data is a scalar; data sets need a sample dim`);

@@ -105,7 +105,8 @@ export async function readJsonl(path: string, allSpecs: readonly IoSpec[], optio
     }
     const obj = record as Record<string, unknown>;
     for (const spec of inputSpecs) {
-      if (!(spec.name in obj)) {
+      // Own keys only: 'toString' or 'constructor' must not be found on Object.prototype.
+      if (!Object.hasOwn(obj, spec.name)) {
         throw new InputError(`${where}: missing input '${spec.name}' (keys: ${Object.keys(obj).join(', ')})`);
       }
       let shape: number[];
@@ -120,17 +121,17 @@ export async function readJsonl(path: string, allSpecs: readonly IoSpec[], optio
         throw new InputError(`${where}: input '${spec.name}' has shape [${shape}] but earlier lines have [${previous}]`);
       }
     }
-    if (!hasSequenceInput && (SEQUENCE_KEY in obj || sequences.length > 0)) {
+    if (!hasSequenceInput && (Object.hasOwn(obj, SEQUENCE_KEY) || sequences.length > 0)) {
       const id = obj[SEQUENCE_KEY];
-      if (sequences.length !== count || !(SEQUENCE_KEY in obj)) throw new InputError(`${where}: "${SEQUENCE_KEY}" is given on some lines only`);
+      if (sequences.length !== count || !Object.hasOwn(obj, SEQUENCE_KEY)) throw new InputError(`${where}: "${SEQUENCE_KEY}" is given on some lines only`);
       if (!Number.isSafeInteger(id) || Math.abs(id as number) > 2 ** 31 - 1) {
         throw new InputError(`${where}: "${SEQUENCE_KEY}" must be an integer id, found ${JSON.stringify(id)}`);
       }
       sequences.push(id as number);
     }
-    if (count === 0 && labelKey === undefined) labelKey = ['label', 'labels'].find((k) => k in obj);
+    if (count === 0 && labelKey === undefined) labelKey = ['label', 'labels'].find((k) => Object.hasOwn(obj, k));
     if (labelKey !== undefined) {
-      if (!(labelKey in obj)) {
+      if (!Object.hasOwn(obj, labelKey)) {
         throw new InputError(`${where}: missing label key '${labelKey}'`);
       }
       try {

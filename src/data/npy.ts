@@ -116,24 +116,75 @@ function byteSwap(bytes: Uint8Array, width: number): void {
   }
 }
 
+/** Headers longer than this are refused before they are read (NumPy itself stops at 10,000 bytes). */
+export const MAX_NPY_HEADER_BYTES = 1 << 20;
+
+/**
+ * How many leading bytes of a .npy file hold its header (magic, version, length and the header
+ * dict), from a prefix of at least 12 bytes (fewer: the file is too short; `prefix.length` is
+ * returned and parsing then reports it). InputError for bad magic or an oversized header.
+ */
+export function npyHeaderBytes(prefix: Uint8Array, source: string): number {
+  if (prefix.length < 10 || MAGIC.some((b, i) => prefix[i] !== b)) fail(source, 'not a NumPy .npy file (bad magic bytes)');
+  const major = prefix[6]!;
+  const view = new DataView(prefix.buffer, prefix.byteOffset, prefix.byteLength);
+  if (major === 1) return 10 + view.getUint16(8, true);
+  if (major !== 2 && major !== 3) fail(source, `unsupported .npy format version ${major}.${prefix[7]}`);
+  if (prefix.length < 12) return prefix.length;
+  const length = view.getUint32(8, true);
+  if (length > MAX_NPY_HEADER_BYTES) fail(source, `.npy header of ${length} bytes, over the ${MAX_NPY_HEADER_BYTES}-byte limit`);
+  return 12 + length;
+}
+
+/** What a .npy header says: element type, shape, where the data starts and its byte size. */
+export interface NpyLayout {
+  dtype: DataType;
+  dims: number[];
+  dataOffset: number;
+  /** Bytes per element (per string of a fixed-width string array). */
+  itemBytes: number;
+  /** itemBytes x elements; Infinity when it is past 2^53 (a crafted shape). */
+  dataBytes: number;
+}
+
+/** Parses the header of .npy bytes (the data may be missing); InputError naming `source`. */
+export function npyLayout(bytes: Uint8Array, source = '<npy>'): NpyLayout {
+  const header = parseHeader(bytes, source);
+  if (header.fortranOrder && header.shape.filter((d) => d > 1).length > 1) {
+    fail(source, 'Fortran-ordered arrays are not supported; save with np.ascontiguousarray(x)');
+  }
+  const { dtype, text } = parseDescr(header.descr, source);
+  const itemBytes = text ? text.width * (text.kind === 'U' ? 4 : 1) : dtypeInfo(dtype).array!.BYTES_PER_ELEMENT;
+  let dataBytes = itemBytes;
+  for (const d of header.shape) dataBytes *= d;
+  if (!Number.isSafeInteger(dataBytes) && header.shape.every((d) => d > 0)) dataBytes = Number.POSITIVE_INFINITY;
+  return { dtype, dims: header.shape, dataOffset: header.dataOffset, itemBytes, dataBytes };
+}
+
+export interface DecodeNpyOptions {
+  /** Decode only the first `maxRows` entries of dim 0 (the rest need not be in `bytes`). */
+  maxRows?: number;
+}
+
 /**
  * Decodes .npy bytes. The result's typed array is a view into `bytes` when the data is aligned
  * and little-endian (the usual case), so big files are not copied.
  */
-export function decodeNpy(bytes: Uint8Array, source = '<npy>'): TensorData {
+export function decodeNpy(bytes: Uint8Array, source = '<npy>', options: DecodeNpyOptions = {}): TensorData {
   const header = parseHeader(bytes, source);
   if (header.fortranOrder && header.shape.filter((d) => d > 1).length > 1) {
     fail(source, 'Fortran-ordered arrays are not supported; save with np.ascontiguousarray(x)');
   }
   const { dtype, bigEndian, text } = parseDescr(header.descr, source);
-  const count = elementCount(header.shape);
-  const dims = header.shape;
+  let dims = header.shape;
+  if (options.maxRows !== undefined && dims.length > 0 && dims[0]! > options.maxRows) dims = [options.maxRows, ...dims.slice(1)];
+  const count = elementCount(dims);
 
   if (text) {
     const charBytes = text.kind === 'U' ? 4 : 1;
     const stride = text.width * charBytes;
     const need = stride * count;
-    if (header.dataOffset + need > bytes.length) {
+    if (!(header.dataOffset + need <= bytes.length)) {
       fail(source, `truncated data: expected ${need} bytes, found ${bytes.length - header.dataOffset}`);
     }
     const view = new DataView(bytes.buffer, bytes.byteOffset + header.dataOffset, need);
@@ -155,7 +206,7 @@ export function decodeNpy(bytes: Uint8Array, source = '<npy>'): TensorData {
   const width = Ctor.BYTES_PER_ELEMENT;
   const need = count * width;
   const available = bytes.length - header.dataOffset;
-  if (available < need) fail(source, `truncated data: expected ${need} bytes, found ${available}`);
+  if (!(available >= need)) fail(source, `truncated data: expected ${need} bytes, found ${available}`);
   const absolute = bytes.byteOffset + header.dataOffset;
   let data: TypedArray;
   if (!bigEndian && absolute % width === 0) {

@@ -83,7 +83,9 @@ export function randomDataset(inputSpecs: readonly IoSpec[], count: number, seed
     } else if (isInteger(spec.dtype)) {
       const out = new info.array!(n);
       const big = out instanceof BigInt64Array || out instanceof BigUint64Array;
-      const range = Math.min(10, options.integerBounds?.[spec.name] ?? 10);
+      // Own entries only: an input named 'constructor' must not find Object.prototype's.
+      const bounds = options.integerBounds;
+      const range = Math.min(10, (bounds && Object.hasOwn(bounds, spec.name) ? bounds[spec.name] : undefined) ?? 10);
       for (let i = 0; i < n; i++) {
         const v = Math.floor(random() * range);
         (out as unknown as (number | bigint)[])[i] = big ? BigInt(v) : v;

@@ -38,7 +38,8 @@ function topKLabelled(k: number, name: string, options: TaskMetricOptions): Task
         output: r.output,
         total: r.total,
         perSample: r.perSample,
-        details: { k, correct: r.correct },
+        // Labels beyond the class count are misses; how many is reported (absent when none).
+        details: { k, correct: r.correct, ...(r.outOfRange > 0 ? { outOfRangeLabels: r.outOfRange, classes: r.classes } : {}) },
       };
     },
   };

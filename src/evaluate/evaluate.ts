@@ -22,7 +22,7 @@ import { InputError, ModelOptError, UsageError } from '../errors.js';
 import type { TensorData } from '../ir/dtype.js';
 import type { Model } from '../ir/index.js';
 import { batches, fixedBatchSize, type Dataset } from '../data/index.js';
-import { createRunner, type IoSpec, type Runner, type RunnerOptions } from '../runtime/index.js';
+import { createRunner, modelLabel, type IoSpec, type Runner, type RunnerOptions } from '../runtime/index.js';
 
 /** A model to evaluate: in memory, a file path, or a Runner the caller owns (and releases). */
 export type ModelSource = Model | string | Runner;
@@ -118,9 +118,13 @@ export async function evaluateMany<M extends MetricSet>(
   const opened: { runner: Runner; own: boolean; label: string }[] = [];
   try {
     for (const m of models) {
-      const label = m.label ?? (typeof m.model === 'string' ? m.model : 'model under evaluation');
-      if (typeof m.model === 'object' && 'run' in m.model) opened.push({ runner: m.model, own: false, label });
-      else opened.push({ runner: await createRunner(m.model, { label, ...options.runner }), own: true, label });
+      if (typeof m.model === 'object' && 'run' in m.model) {
+        opened.push({ runner: m.model, own: false, label: m.label ?? 'model under evaluation' });
+      } else {
+        // Named by its file too (a Model keeps the path it was loaded from): "m.onnx (FP32 model)".
+        const label = await modelLabel(m.model, m.label, 'model under evaluation');
+        opened.push({ runner: await createRunner(m.model, { label, ...options.runner }), own: true, label });
+      }
     }
     const metricLists = models.map((m) => Object.values(m.metrics).filter((x): x is Metric => x !== undefined));
     if (metricLists[0]!.some((x) => x.needsReference)) {

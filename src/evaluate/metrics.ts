@@ -6,12 +6,13 @@
  * The label policy, for every command: labels are class indices ([N] or [N, 1] integers) or
  * one-hot / probability rows ([N, C], argmax); an index label that is not a class index (negative,
  * fractional, NaN) is a UsageError naming the data file and the sample; a label beyond the class
- * count is a miss. The class-axis rule: the scored output must be [batch, ..., C] with one row of C
+ * count is a miss, counted (TopKResult.outOfRange) and reported, and when every label is beyond it
+ * the score means nothing: an InputError naming the data file. The class-axis rule: the scored output must be [batch, ..., C] with one row of C
  * scores per sample (metrics/classification.ts's classAxis); anything else is a UsageError naming
  * the output and the model.
  * Imports: metrics (pure), ir (dtype, io specs), errors, ./evaluate (types).
  */
-import { UsageError } from '../errors.js';
+import { InputError, UsageError } from '../errors.js';
 import { AgreementAccumulator, channelLayout, classAxis, labelIndices, toNumbers, topKCorrect, type AgreementMetrics } from '../metrics/index.js';
 import { formatShape } from '../runtime/index.js';
 import type { Metric, MetricBatch, MetricContext } from './evaluate.js';
@@ -26,6 +27,10 @@ export interface TopKResult {
   accuracy: number;
   /** 1 where sample i is classified right (its label among the k highest scores), else 0. */
   perSample: Uint8Array;
+  /** Samples whose label is not a class of the output (>= its class count): counted as misses. */
+  outOfRange: number;
+  /** The output's class count (0 when nothing was scored). */
+  classes: number;
 }
 
 export interface TopKOptions {
@@ -45,9 +50,16 @@ export function topKAccuracy(options: TopKOptions = {}): Metric<TopKResult> {
   let model = '';
   let labels: Int32Array | undefined;
   let perSample = new Uint8Array(0);
+  let source = '';
+  let classCount = 0;
+  let outOfRange = 0;
+  let largest = -1;
   return {
     begin(context: MetricContext) {
       const { dataset } = context;
+      source = dataset.source;
+      outOfRange = 0;
+      largest = -1;
       if (!dataset.labels) throw new UsageError(`${dataset.source}: the evaluation data has no labels`);
       labels = labelIndices(dataset.labels, dataset.source);
       output = options.output ?? context.outputs[0]?.name ?? '';
@@ -68,13 +80,29 @@ export function topKAccuracy(options: TopKOptions = {}): Metric<TopKResult> {
       }
       // top-k over k >= classes counts every sample right: a setting that can never mean anything.
       if (k >= classes) throw new UsageError(`top-${k}: output '${output}' of ${model} has ${classes} classes; k must be below that`);
-      const ok = topKCorrect(toNumbers(scores, `output '${output}'`), classes, labels!.subarray(batch.start, batch.start + batch.size), k);
+      const batchLabels = labels!.subarray(batch.start, batch.start + batch.size);
+      classCount = classes;
+      for (const label of batchLabels) {
+        // NO_CLASS (-1) stands for a label beyond int32: out of range too.
+        if (label < 0 || label >= classes) {
+          outOfRange++;
+          largest = label < 0 ? Number.POSITIVE_INFINITY : Math.max(largest, label);
+        }
+      }
+      const ok = topKCorrect(toNumbers(scores, `output '${output}'`), classes, batchLabels, k);
       perSample.set(ok, batch.start);
     },
     result() {
+      const total = perSample.length;
+      if (total > 0 && outOfRange === total) {
+        const max = Number.isFinite(largest) ? `the largest is ${largest}` : 'some beyond int32';
+        throw new InputError(
+          `${source}: all ${total} labels are out of range for the ${classCount} classes of output '${output}' of ${model} (${max}); labels must be class indices 0..${classCount - 1}`,
+        );
+      }
       let correct = 0;
       for (const v of perSample) correct += v;
-      return { k, output, correct, total: perSample.length, accuracy: perSample.length > 0 ? correct / perSample.length : 0, perSample };
+      return { k, output, correct, total, accuracy: total > 0 ? correct / total : 0, perSample, outOfRange, classes: classCount };
     },
   };
 }
@@ -99,7 +127,11 @@ export function agreementWithReference(): Metric<Record<string, AgreementMetrics
       }
     },
     result() {
-      return Object.fromEntries([...accumulators].map(([name, acc]) => [name, acc.result()]));
+      // Keyed by output names: a null-prototype record.
+      return Object.assign(
+        Object.create(null) as Record<string, AgreementMetrics>,
+        Object.fromEntries([...accumulators].map(([name, acc]) => [name, acc.result()])),
+      );
     },
   };
 }

@@ -31,7 +31,7 @@ const EMBEDDING_OP_TABLES: Record<string, Record<number, number>> = {
 export function integerInputBounds(model: Model): Record<string, number> {
   const dimsOf = (data: Value | null | undefined) =>
     data ? (data.constantTensor()?.dims ?? (isTensorType(data.type) ? data.type.shape : undefined)) : undefined;
-  const bounds: Record<string, number> = {};
+  const bounds: Record<string, number> = Object.create(null) as Record<string, number>;
   for (const input of model.graph.inputs) {
     if (input.initializer || !isTensorType(input.type) || !isIntegerDtype(input.type.elemType)) continue;
     let bound = Infinity;

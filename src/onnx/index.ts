@@ -60,10 +60,20 @@ interface ModelIoState {
   unknownFields?: UnknownField[];
   /** Identities ("dev:ino") of the files this model was read from: saveModel never writes over them (see saveModel). */
   sources?: { model?: string; externals: Set<string>; names: Map<string, string> };
+  /** The path loadModel read the model from (copies and derived models keep it), for messages. */
+  file?: string;
 }
 
 function ioState(model: Model): ModelIoState | undefined {
   return (model.serializerState as { io?: ModelIoState } | undefined)?.io;
+}
+
+/**
+ * The file a model was loaded from (loadModel's path), also for models derived from it by clone()
+ * (quantized or pruned copies); undefined for a model built in memory or decoded from bytes.
+ */
+export function modelSourceFile(model: Model): string | undefined {
+  return ioState(model)?.file;
 }
 
 /** Fields from a newer ONNX found when the model was decoded (empty when none). */
@@ -105,7 +115,8 @@ export function decodeModel(bytes: Uint8Array, options: DecodeOptions = {}): Mod
   try {
     model = modelFromProto(msg, ctx);
   } catch (e) {
-    if (e instanceof InputError) throw new InputError(`${source}: ${e.message}`, { cause: e });
+    // Messages that already start with the source (external data errors) are not prefixed twice.
+    if (e instanceof InputError) throw e.message.startsWith(`${source}: `) ? e : new InputError(`${source}: ${e.message}`, { cause: e });
     throw decodeError(source, e);
   }
   const irv = model.irVersion;
@@ -142,8 +153,9 @@ export async function loadModel(file: string, options: Omit<DecodeOptions, 'base
     throw new InputError(`${file}: cannot read model (${fileErrorReason(e)})`, { cause: e });
   }
   const model = decodeModel(bytes, { ...options, baseDir: path.dirname(path.resolve(file)), sourceName: file });
-  const sources = ioState(model)?.sources;
-  if (sources) sources.model = fileIdentity(file);
+  const io = ioState(model);
+  if (io?.sources) io.sources.model = fileIdentity(file);
+  if (io) io.file = file;
   return model;
 }
 
@@ -400,7 +412,7 @@ export function ensureDistinctOutput(input: string, output: string): void {
 
 // ---- single tensors -------------------------------------------------------------------------------
 
-/** Decode a TensorProto (.pb test data). InputError on corrupt bytes. */
+/** Decode a TensorProto (.pb test data). InputError naming `sourceName` on corrupt bytes. */
 export function decodeTensorProto(bytes: Uint8Array, options: { baseDir?: string; sourceName?: string } = {}): Tensor {
   const source = options.sourceName ?? 'tensor';
   const { TensorProto } = onnxTypes();
@@ -410,10 +422,16 @@ export function decodeTensorProto(bytes: Uint8Array, options: { baseDir?: string
   } catch (e) {
     throw new InputError(`${source}: not a readable TensorProto (${(e as Error).message})`, { cause: e });
   }
-  return tensorFromProto(msg, {
-    warn: () => undefined,
-    readExternal: options.baseDir ? externalReader(options.baseDir, source) : undefined,
-  });
+  try {
+    return tensorFromProto(msg, {
+      warn: () => undefined,
+      readExternal: options.baseDir ? externalReader(options.baseDir, source) : undefined,
+    });
+  } catch (e) {
+    // Name the file in front of "tensor 'x': ..." (external data messages name it already).
+    if (!(e instanceof InputError)) throw new InputError(`${source}: not a readable TensorProto (${(e as Error).message})`, { cause: e });
+    throw e.message.startsWith(`${source}: `) ? e : new InputError(`${source}: ${e.message}`, { cause: e });
+  }
 }
 
 export function encodeTensorProto(tensor: Tensor): Uint8Array {

@@ -201,7 +201,7 @@ export async function verifyBatchify(original: Model, batchified: Model, options
   } finally {
     await ref.release();
   }
-  const refOut: Record<string, TensorData> = {};
+  const refOut: Record<string, TensorData> = Object.create(null); // keyed by output names
   for (const k of Object.keys(reference[0]!)) refOut[k] = concatSamples(reference.map((r) => r[k]!));
 
   // Failures here are expected for graphs batchify cannot fix and become one InputError below,

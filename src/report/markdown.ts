@@ -5,7 +5,7 @@
  */
 import type { BenchmarkResult } from '../bench/types.js';
 import { formatBytes } from './format.js';
-import { agreementLines, comparisonGrid, methodLine } from './table.js';
+import { agreementLines, comparisonGrid, labelRangeLines, methodLine } from './table.js';
 
 /** Escape the characters that break a table cell. */
 const cell = (text: string): string => text.replace(/\|/g, '\\|').replace(/\n/g, ' ');
@@ -25,6 +25,7 @@ export function renderMarkdown(result: BenchmarkResult): string {
   for (const row of rows) out.push(`| ${row.map(cell).join(' | ')} |`);
   out.push('');
   out.push(`_${methodLine(result)}_`);
+  for (const line of labelRangeLines(result)) out.push('', `_${line}_`);
   const agreement = agreementLines(result);
   if (agreement.length > 0) {
     out.push('');

@@ -81,6 +81,9 @@ export function renderPruneSummary(result: PruneWorkflowResult): string {
     lines.push(
       `top-1 accuracy on ${before.samples} samples: ${pct(before.top1)} -> ${pct(after.top1)} (${((after.top1 - before.top1) * 100).toFixed(2)} pt, without fine-tuning)`,
     );
+    if (before.outOfRangeLabels) {
+      lines.push(`labels: ${before.outOfRangeLabels} of ${before.samples} are out of range for the ${before.classes} classes of the output (scored as misses)`);
+    }
   }
   lines.push(`checked in onnxruntime (cpu provider): loads and runs, outputs ${result.check.outputs.map((o) => `${o.name} ${o.dims.join('x')}`).join(', ')}`);
   if (result.speed) lines.push(`measured speed-up: ${formatSpeedCheck(result.speed)}`);

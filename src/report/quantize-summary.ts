@@ -178,7 +178,7 @@ export function renderQuantizeSummary(result: QuantizeResult): string {
     const budget = g.budget.kind === 'points' ? `${g.budget.value}pt` : `${g.budget.value * 100}%`;
     table.push([
       'accuracy guard',
-      `FP32 ${(g.baselineAccuracy * 100).toFixed(2)}%, INT8 ${(g.chosen.accuracy * 100).toFixed(2)}% (drop ${g.chosen.dropPoints.toFixed(2)}pt, budget ${budget}) ${g.met ? 'met' : 'MISSED'}; ${g.chosen.fp32Nodes.length} node(s) in FP32${g.chosen.fp32Nodes.length ? `: ${g.chosen.fp32Nodes.join(', ')}` : ''}`,
+      `FP32 ${(g.baselineAccuracy * 100).toFixed(2)}%, INT8 ${(g.chosen.accuracy * 100).toFixed(2)}% (drop ${g.chosen.dropPoints.toFixed(2)}pt, budget ${budget}) ${g.met ? 'met' : 'MISSED'}; ${g.chosen.fp32Nodes.length} node(s) in FP32${g.chosen.fp32Nodes.length ? `: ${g.chosen.fp32Nodes.join(', ')}` : ''}${g.outOfRangeLabels ? `; ${g.outOfRangeLabels} of ${g.evalSamples} labels out of range for the ${g.classes} classes of the output (scored as misses)` : ''}`,
     ]);
   }
   if (result.qat) {

@@ -78,8 +78,17 @@ export function renderTable(result: BenchmarkResult, options: TableOptions = {})
   lines.push(...agreementLines(result));
   lines.push(methodLine(result));
   for (const n of result.data.notes) lines.push(`data: ${n}`);
+  lines.push(...labelRangeLines(result));
   for (const gate of result.gates) lines.push(`${gate.passed ? 'PASS' : 'FAIL'} ${gate.message}`);
   return `${lines.join('\n')}\n`;
+}
+
+/** 'data: 3 of 100 labels are out of range for the 10 classes of the output (scored as misses)'. */
+export function labelRangeLines(result: BenchmarkResult): string[] {
+  const scored = result.models.find((m) => m.accuracy?.details?.outOfRangeLabels)?.accuracy;
+  const count = scored?.details?.outOfRangeLabels;
+  if (!scored || !count) return [];
+  return [`data: ${count} of ${scored.total} labels are out of range for the ${scored.details!.classes} classes of the output (scored as misses)`];
 }
 
 export function agreementLines(result: BenchmarkResult): string[] {

@@ -338,7 +338,7 @@ export class DynamicBatcher {
       }
       let offset = 0;
       for (const r of requests) {
-        const mine: Record<string, TensorData> = {};
+        const mine: Record<string, TensorData> = Object.create(null) as Record<string, TensorData>;
         for (const [name, t] of Object.entries(outputs)) mine[name] = sliceSamples(t, offset, offset + r.samples);
         offset += r.samples;
         const timing: RequestTiming = { arrivalMs: r.arrivalMs, dispatchMs, computeStartMs, computeEndMs, doneMs: 0, batchSize, batchId, instance };

@@ -36,7 +36,7 @@ export function createSimulatedExecutor(clock: Clock, cost: CostModel): BatchExe
     async execute(inputs, batchSize) {
       calls.push(batchSize);
       await clock.sleep(cost(batchSize));
-      const out: Record<string, TensorData> = {};
+      const out: Record<string, TensorData> = Object.create(null) as Record<string, TensorData>;
       for (const [name, t] of Object.entries(inputs)) {
         if (t.dtype !== DataType.FLOAT) continue;
         const src = t.data as Float32Array;

@@ -146,6 +146,10 @@ export async function checkRuns(original: Model, pruned: Model, probe: ProbeOpti
 export interface Accuracy {
   top1: number;
   samples: number;
+  /** Samples whose label is beyond the output's class count (scored as misses); absent when none. */
+  outOfRangeLabels?: number;
+  /** The output's class count, with outOfRangeLabels. */
+  classes?: number;
 }
 
 /**
@@ -159,7 +163,7 @@ export async function measureAccuracy(
 ): Promise<Accuracy> {
   if (options.maxSamples !== undefined) data = take(data, options.maxSamples);
   const r = await top1Accuracy(model, data, { outputName: options.outputName, batchSize: options.batchSize });
-  return { top1: r.accuracy, samples: r.total };
+  return { top1: r.accuracy, samples: r.total, ...(r.outOfRange > 0 ? { outOfRangeLabels: r.outOfRange, classes: r.classes } : {}) };
 }
 
 /** Batch of the channel statistics runs (kept from before the calibration service, so statistics stay the same). */

@@ -922,7 +922,7 @@ export const MIN_CONCAT_INPUT_LEVELS = 16;
  * per input, each on its own scale).
  */
 export function concatsWithMismatchedRanges(plan: QdqPlan, ranges: ReadonlyMap<string, { min: number; max: number }>): Record<string, string> {
-  const out: Record<string, string> = {};
+  const out: Record<string, string> = Object.create(null); // keyed by node names from the model
   const width = (r: { min: number; max: number }): number => Math.max(r.max, 0) - Math.min(r.min, 0);
   // The range a tensor is quantized over: its own, or that of the tensor it inherits parameters from.
   const rangeOf = (v: Value): { min: number; max: number } | undefined => {

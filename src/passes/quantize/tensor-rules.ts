@@ -142,7 +142,7 @@ export function highDynamicRangeNodes(
   plan: QdqPlan,
   statistics: ReadonlyMap<string, TensorStatistics>,
 ): { nodes: Record<string, string>; tensors: { tensor: string; reason: string }[] } {
-  const nodes: Record<string, string> = {};
+  const nodes: Record<string, string> = Object.create(null); // keyed by node names from the model
   const tensors: { tensor: string; reason: string }[] = [];
   const planned = new Set(plan.nodes.map((n) => n.node));
   for (const tp of plan.tensors.values()) {
