@@ -9,7 +9,7 @@
  * Students: any ONNX model that trains at any batch size; making one (the teacher narrowed by channel
  * pruning, a fixed-batch model batchified) is app/distill.ts's job.
  * Imports: ../ir, ../data, ../runtime, ../evaluate, ../errors, ./backend, ./onnx-graph, ./loop,
- * ./optimizer, ./onnx-training/loop.
+ * ./optimizer, ./onnx-training/loop, ./onnx-training/build (coverage of feature tensors).
  */
 import * as tf from '@tensorflow/tfjs-core';
 import { InputError, UsageError } from '../errors.js';
@@ -19,7 +19,8 @@ import { batches, type Dataset } from '../data/index.js';
 import { createCaptureRunner, createRunner, modelInputSpecs, type RunnerOptions } from '../runtime/index.js';
 import { top1Accuracy } from '../evaluate/index.js';
 import { initTrainingBackend, onnxruntimeBackendInfo, type BackendInfo, type TrainingBackend } from './backend.js';
-import { createOrtTrainer, exportTrainedModel, ortTrainLoop, OrtEvaluator } from './onnx-training/loop.js';
+import { createOrtTrainer, exportTrainedModel, ortTrainLoop, OrtEvaluator, studentValueNames, type OrtTrainerOptions } from './onnx-training/loop.js';
+import { trainingCoverage } from './onnx-training/build.js';
 import type { OnnxTrainStep } from './onnx-training/session.js';
 import {
   evaluate,
@@ -232,6 +233,20 @@ export function toTrainData(dataset: Dataset, inputNames: string[], role: string
   return { count: dataset.count, inputs, labels: dataset.labels };
 }
 
+/** The trainer settings of a distillation run (without feature terms). */
+function ortTrainerSettings(settings: DistillSettings, outputName: string, withLabels: boolean, withTeacher: boolean, threads: number): OrtTrainerOptions {
+  return {
+    lossKind: settings.loss,
+    alpha: settings.alpha,
+    temperature: settings.temperature,
+    outputName,
+    withLabels,
+    withTeacher,
+    freezeNorm: settings.freezeNorm,
+    threads,
+  };
+}
+
 /** The backend a run trains on; for onnxruntime, its trainer (made now, so an uncovered op is named before any work). */
 interface BackendChoice {
   info: BackendInfo;
@@ -239,9 +254,8 @@ interface BackendChoice {
 }
 
 /**
- * 'auto': onnxruntime when the run needs nothing its training graph lacks (feature losses) and
- * every op on the student's path to the loss has a gradient rule, else the tfjs auto choice (with
- * the reason). An explicit 'onnxruntime' that cannot train the student is a UsageError naming the
+ * 'auto': onnxruntime when every op on the student's paths to the loss (its output and any feature
+ * tensors) has a gradient rule, else the tfjs auto choice (with the reason). An explicit 'onnxruntime' that cannot train the student is a UsageError naming the
  * node and op.
  */
 async function chooseBackend(
@@ -253,21 +267,23 @@ async function chooseBackend(
 ): Promise<BackendChoice> {
   let reason: string | undefined;
   if (requested === 'onnxruntime' || requested === 'auto') {
-    if (settings.features.length > 0) reason = 'feature distillation (--feature) is not in the onnxruntime training graph';
-    else if (train.count < 2) reason = 'onnxruntime training probes shapes with 2 or more samples';
-    if (reason && requested === 'onnxruntime') throw new UsageError(`--backend onnxruntime: ${reason}; use --backend wasm`);
+    if (train.count < 2) reason = 'onnxruntime training probes shapes with 2 or more samples';
+    for (const pair of settings.features) {
+      // each feature tensor's path from the weights needs rules too (the output's is checked below)
+      const missing = reason ? [] : trainingCoverage(student, { outputName: pair.student }).missing;
+      if (missing.length > 0) {
+        const m = missing[0]!;
+        reason = `cannot train on onnxruntime: no gradient rule for node '${m.node}' (${m.opType})${m.reason ? `: ${m.reason}` : ''} on the path to feature tensor '${pair.student}'`;
+      }
+    }
+    if (reason && requested === 'onnxruntime') throw new UsageError(`--backend onnxruntime: ${reason}`);
     if (!reason) {
       try {
-        const trainer = await createOrtTrainer(student, train.inputs, {
-          lossKind: settings.loss,
-          alpha: settings.alpha,
-          temperature: settings.temperature,
-          outputName: other.outputName,
-          withLabels: !!train.labels,
-          withTeacher: other.withTeacher,
-          freezeNorm: settings.freezeNorm,
-          threads: other.threads,
-        });
+        const trainer = await createOrtTrainer(
+          student,
+          train.inputs,
+          ortTrainerSettings(settings, other.outputName, !!train.labels, other.withTeacher, other.threads),
+        );
         return {
           info: onnxruntimeBackendInfo(other.threads, requested === 'auto' ? 'every op on the path to the loss has a gradient rule' : undefined),
           trainer,
@@ -337,15 +353,14 @@ async function trainOnOnnxruntime(
   inputNames: string[],
 ): Promise<Trained> {
   const student = options.student;
-  const evaluator = await OrtEvaluator.create(student, [...trainer.values.keys()], { threads });
+  const evaluator = await OrtEvaluator.create(student, studentValueNames(student, trainer.values), { threads });
   try {
     const initial = new Map([...trainer.values].map(([k, v]) => [k, Float32Array.from(v)]));
     const studentBefore =
       loop.evalData?.labels && loop.lossKind === 'kd'
         ? (await evaluator.evaluate(loop.evalData, initial, { outputName: loop.outputName, batchSize: 256, kind: 'kd' })).accuracy
         : undefined;
-    const { features: _f, featureWeight: _w, ...rest } = loop;
-    const result = await ortTrainLoop(student, train, { ...rest, trainer, threads, evaluator });
+    const result = await ortTrainLoop(student, train, { ...loop, trainer, threads, evaluator });
     const model = exportTrainedModel(student, result.values);
     model.producerName = 'model-opt';
     options.onProgress?.({ phase: 'validate', message: 'validating the trained student in onnxruntime' });
@@ -433,6 +448,16 @@ export async function distill(options: DistillOptions): Promise<{ model: Model; 
       teacherSeconds = (performance.now() - started) / 1000;
       train.teacher = targets.get(teacherOutput)!;
       train.features = new Map(settings.features.map((f) => [f.student, targets.get(f.teacher)!]));
+      if (choice.trainer && settings.features.length > 0) {
+        // the feature terms need the teacher's tensor shapes: the trainer checked above is made again with them
+        await choice.trainer.release();
+        choice.trainer = await createOrtTrainer(student, train.inputs, {
+          ...ortTrainerSettings(settings, outputName, !!train.labels, true, threads),
+          features: settings.features.map((f) => ({ ...f, teacherDims: train.features!.get(f.student)!.dims.slice(1) })),
+          featureWeight: settings.featureWeight,
+          seed: settings.seed,
+        });
+      }
       if (options.eval?.labels && settings.loss === 'kd') {
         teacherAccuracy = (await onnxruntimeAccuracy(options.teacher, options.eval, teacherOutput, options.runner, 'teacher')).accuracy;
       }

@@ -6,7 +6,7 @@
  * same optimizer state). Progress goes to a callback.
  * Imports: @tensorflow/tfjs-core, ../ir/dtype, ../errors, ./onnx-graph, ./losses, ./optimizer,
  * ./gradual-pruning, ./checkpoint, ./batching (epoch order and row gathers, shared with the
- * onnxruntime loop).
+ * onnxruntime loop), ./feature-adapters (the feature-pair shape rule and adapter initial values).
  */
 import * as tf from '@tensorflow/tfjs-core';
 import { UsageError } from '../errors.js';
@@ -16,7 +16,7 @@ import { GradualPruner, type LayerSparsity } from './gradual-pruning.js';
 import { distillationLoss, meanSquaredError } from './losses.js';
 import { tensorDataToTf, type TrainableGraph } from './onnx-graph.js';
 import { learningRateAt, Optimizer, type OptimizerOptions, type Param, type ScheduleKind } from './optimizer.js';
-import { seededRandom as prng } from '../util/random.js';
+import { adapterInit, adapterName, featureNeedsAdapter } from './feature-adapters.js';
 import { epochPermutation, gatherRows } from './batching.js';
 import { fingerprintDiff, loopFingerprint, type CheckpointMeta } from './loop-state.js';
 
@@ -163,11 +163,9 @@ export function evaluate(
 }
 
 /** A 1x1 projection from student to teacher channels, for feature pairs whose channel counts differ. */
-function makeAdapter(name: string, studentChannels: number, teacherChannels: number, seed: number): Param {
-  const r = prng(seed);
-  const scale = Math.sqrt(1 / studentChannels);
-  const data = Float32Array.from({ length: studentChannels * teacherChannels }, () => (r() * 2 - 1) * scale);
-  return { name: `adapter:${name}`, variable: tf.tidy(() => tf.variable(tf.tensor(data, [studentChannels, teacherChannels]), true)) };
+function makeAdapter(name: string, studentChannels: number, teacherChannels: number, seed: number, index: number): Param {
+  const data = adapterInit(studentChannels, teacherChannels, seed, index);
+  return { name: adapterName(name), variable: tf.tidy(() => tf.variable(tf.tensor(data, [studentChannels, teacherChannels]), true)) };
 }
 
 /** Moves the channel axis (1) last so a [Cs, Ct] adapter can be applied as a matrix product. */
@@ -204,14 +202,9 @@ export async function trainLoop(graph: TrainableGraph, data: TrainData, options:
     const studentShape = tf.tidy(() => {
       return graph.forward(batchFeeds(data.inputs, [0]), { fetch: [pair.student] }).outputs[pair.student]!.shape;
     });
-    const ts = t.dims.slice(1);
-    const ss = studentShape.slice(1);
-    if (ts.length !== ss.length || ts.slice(1).some((d, k) => d !== ss[k + 1])) {
-      throw new UsageError(
-        `feature pair ${pair.teacher}=${pair.student}: shapes [${ts}] and [${ss}] differ beyond the channel axis (only channel counts may differ)`,
-      );
+    if (featureNeedsAdapter(pair, t.dims.slice(1), studentShape.slice(1))) {
+      adapters.set(pair.student, makeAdapter(pair.student, studentShape[1]!, t.dims[1]!, options.seed, i));
     }
-    if (ts[0] !== ss[0]) adapters.set(pair.student, makeAdapter(pair.student, ss[0]!, ts[0]!, options.seed + 101 * (i + 1)));
   });
 
   const params: Param[] = [...graph.trainableVariables(), ...adapters.values()];

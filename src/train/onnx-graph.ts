@@ -9,13 +9,14 @@
  * both); handlers ask for the one they need and the transpose happens at most once per value, so a
  * Conv -> BatchNormalization -> Relu -> MaxPool chain stays NHWC from end to end.
  *
- * Imports: @tensorflow/tfjs-core, ../ir, ../errors, ./onnx-ops.
+ * Imports: @tensorflow/tfjs-core, ../ir, ../errors, ./onnx-ops, ./parameters.
  */
 import * as tf from '@tensorflow/tfjs-core';
 import { InputError, UsageError } from '../errors.js';
 import { DataType, isFloatDtype, type TensorData } from '../ir/dtype.js';
 import type { Graph, Model, Node, Tensor, Value } from '../ir/index.js';
 import { opHandler, type OpContext, type ValueEntry } from './onnx-ops.js';
+import { defaultParameters, floatParameterTensor, parameterSlotKind } from './parameters.js';
 
 /** Where a variable's value lives in the ONNX model, for write-back. */
 export interface VariableSource {
@@ -81,24 +82,6 @@ export function tensorDataToTf(td: TensorData): tf.Tensor {
   const out = new Int32Array(src.length);
   for (let i = 0; i < src.length; i++) out[i] = Number(src[i]);
   return tf.tensor(out, [...td.dims], 'int32');
-}
-
-/**
- * Which inputs of a node are weights: the op table names them (Conv W/B, Gemm B/C, norm scales);
- * for element-wise binary ops a constant operand with more than one element is a weight too
- * (exporters write Linear as MatMul + Add(bias)); a scalar constant (0.5, sqrt(2)) is not.
- */
-function weightSlots(node: Node, graph: Graph): number[] {
-  const row = opHandler(node.opType);
-  const slots = [...(row?.weights ?? [])];
-  if (row?.elementwiseWeights) {
-    node.inputs.forEach((v, i) => {
-      if (!v) return;
-      const t = graph.constantTensor(v);
-      if (t && t.elementCount > 1 && !slots.includes(i)) slots.push(i);
-    });
-  }
-  return slots;
 }
 
 /** Nodes in dependency order (Kahn), stable for graphs already sorted; the graph is not touched. */
@@ -170,24 +153,22 @@ export class TrainableGraph {
     }
     this.nodes = topologicalOrder(graph);
 
+    // the default trainable set is the one every backend uses (./parameters.ts)
+    const parameters = defaultParameters(model, this.nodes);
+    const weights = new Set(parameters.weights);
+    const known = new Set([...parameters.weights, ...parameters.states]);
     for (const node of this.nodes) {
-      const row = opHandler(node.opType)!;
-      const slots = weightSlots(node, graph);
       node.inputs.forEach((v, i) => {
-        if (!v || v.name === '') return;
-        const t = v.initializer ?? graph.constantTensor(v);
-        if (!t || t.dtype !== DataType.FLOAT) return;
-        const isWeight = slots.includes(i);
-        const isStat = row.statistics?.includes(i) ?? false;
-        if (!isWeight && !isStat) return;
-        const src = this.sources.get(v.name);
+        if (!v || !known.has(v.name)) return;
+        const t = floatParameterTensor(node, i);
+        if (!t || !parameterSlotKind(node, i, t)) return;
         const usedAs = `${node.opType}:${i}`;
+        const src = this.sources.get(v.name);
         if (src) {
           if (!src.usedAs.includes(usedAs)) src.usedAs.push(usedAs);
-          if (isWeight) src.trainable = true;
           return;
         }
-        this.sources.set(v.name, { name: v.name, kind: v.initializer ? 'initializer' : 'constant-node', trainable: isWeight, usedAs: [usedAs] });
+        this.sources.set(v.name, { name: v.name, kind: v.initializer ? 'initializer' : 'constant-node', trainable: weights.has(v.name), usedAs: [usedAs] });
       });
     }
     for (const [name, src] of this.sources) {

@@ -3,8 +3,8 @@
  * implementation in @tensorflow/tfjs-core ops whose gradients are registered (./gradients.ts), so
  * every row can be trained through. Adding an op is adding a row; a duplicate row throws.
  *
- * Rows say which input slots hold weights (trainable when they are float constants) and which hold
- * running statistics (updated, not trained). Convolutions and pools run in NHWC (tfjs's layout) and
+ * Which input slots hold weights and running statistics is ../parameters.ts's table (shared with the
+ * onnxruntime backend). Convolutions and pools run in NHWC (tfjs's layout) and
  * leave their result in NHWC; element-wise ops keep whichever layout they are given (see
  * ./onnx-graph.ts). Shapes and axes follow the ONNX operator spec for opsets 7 to 22.
  *
@@ -50,13 +50,8 @@ export interface OpContext {
 }
 
 export interface OpRow {
+  /** Which inputs are trained is not the row's business: ../parameters.ts names them for every backend. */
   run(ctx: OpContext): void;
-  /** Input slots holding weights (trainable when constant float). */
-  weights?: number[];
-  /** Input slots holding running statistics (BatchNormalization mean/var). */
-  statistics?: number[];
-  /** Element-wise op: a constant operand with more than one element is a weight (a bias, a scale). */
-  elementwiseWeights?: boolean;
 }
 
 /** Largest float32, used as "minus infinity" padding for max-pooling without inf * 0 = NaN. */
@@ -486,7 +481,6 @@ function unary(fn: (x: tf.Tensor, ctx: OpContext) => tf.Tensor): OpRow {
  */
 function binary(fn: (a: tf.Tensor, b: tf.Tensor, ctx: OpContext) => tf.Tensor): OpRow {
   return {
-    elementwiseWeights: true,
     run(ctx) {
       const ea = ctx.entry(0);
       const eb = ctx.entry(1);
@@ -876,10 +870,10 @@ function cast(ctx: OpContext): void {
 // ---- the table ----------------------------------------------------------------------------------
 
 const ROWS: ReadonlyArray<readonly [string, OpRow]> = [
-  ['Conv', { run: conv, weights: [1, 2] }],
-  ['ConvTranspose', { run: convTranspose, weights: [1, 2] }],
-  ['Gemm', { run: gemm, weights: [1, 2] }],
-  ['MatMul', { run: matMul, weights: [0, 1] }],
+  ['Conv', { run: conv }],
+  ['ConvTranspose', { run: convTranspose }],
+  ['Gemm', { run: gemm }],
+  ['MatMul', { run: matMul }],
   ['Add', binary((a, b) => tf.add(a, b))],
   ['Sub', binary((a, b) => tf.sub(a, b))],
   ['Mul', binary((a, b) => tf.mul(a, b))],
@@ -902,8 +896,8 @@ const ROWS: ReadonlyArray<readonly [string, OpRow]> = [
   ['Reciprocal', unary((x) => tf.reciprocal(x))],
   ['Softmax', softmaxLike((x) => tf.softmax(x))],
   ['LogSoftmax', softmaxLike((x) => tf.logSoftmax(x))],
-  ['BatchNormalization', { run: batchNormalization, weights: [1, 2], statistics: [3, 4] }],
-  ['LayerNormalization', { run: layerNormalization, weights: [1, 2] }],
+  ['BatchNormalization', { run: batchNormalization }],
+  ['LayerNormalization', { run: layerNormalization }],
   ['MaxPool', { run: (ctx) => pool(ctx, 'max') }],
   ['AveragePool', { run: (ctx) => pool(ctx, 'avg') }],
   ['GlobalAveragePool', { run: (ctx) => globalPool(ctx, 'avg') }],

@@ -1,7 +1,7 @@
 /**
  * `model-opt distill --backend onnxruntime --threads 1` in-process: exit 0, one JSON document whose
- * report names the onnxruntime backend, a student that learned the task and loads; and an uncovered
- * op refused with exit 2 and a message naming the node and op.
+ * report names the onnxruntime backend, a student that learned the task and loads; an uncovered op
+ * refused with exit 2 and a message naming the node and op; and `--feature` on onnxruntime by default.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -19,6 +19,7 @@ const run = (args: string[]) => runInProcess(['distill', ...args]);
 beforeAll(async () => {
   await saveModel(templateTeacher(), file('teacher.onnx'));
   await saveModel(smallCnn(4), file('student.onnx'));
+  await saveModel(smallCnn(6, { seed: 3 }), file('wide-teacher.onnx'));
   const selu = smallCnn(4);
   selu.graph.nodes.find((n) => n.opType === 'Relu')!.opType = 'Selu';
   await saveModel(selu, file('selu.onnx'));
@@ -77,5 +78,36 @@ describe('model-opt distill --backend onnxruntime', () => {
     ]);
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/no gradient rule for node 'relu' \(Selu\)/);
+  });
+
+  it('--feature trains on onnxruntime by default (auto), with the feature term in the history', async () => {
+    const r = await run([
+      '--teacher',
+      file('wide-teacher.onnx'),
+      '--student',
+      file('student.onnx'),
+      '--data',
+      file('train.npz'),
+      '-o',
+      file('feature-out.onnx'),
+      '--epochs',
+      '1',
+      '--batch-size',
+      '32',
+      '--feature',
+      'features=features',
+      '--feature-weight',
+      '0.5',
+      '--no-benchmark',
+      '--json',
+    ]);
+    expect(r.code, r.stderr).toBe(0);
+    const doc = JSON.parse(r.stdout);
+    expect(doc.report.backend.name).toBe('onnxruntime');
+    expect(doc.report.history[0].featureLoss).toBeGreaterThan(0);
+    expect(doc.report.validationError).toBeLessThan(1e-5);
+    // the adapter (4 -> 6 channels) is trained with the student and not written
+    const written = await loadModel(file('feature-out.onnx'));
+    expect(written.graph.initializerValues.some((v) => v.name.startsWith('adapter:'))).toBe(false);
   });
 });

@@ -3,13 +3,13 @@
  * a full run against the tfjs 'cpu' reference on the same data (same updated weights within float32
  * tolerance), checkpoint/resume bit-identical to an uninterrupted run, gradual pruning to exact zeros
  * at the target sparsity (the same masks as the tfjs pruner's rule), freezeNorm and early stopping,
- * the `auto` choice and its reasons, and the UsageError for an op without a gradient rule.
+ * the `auto` choice and its reasons (with --feature pairs too), and the UsageError for an op without a gradient rule.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Model } from '../../src/ir/index.js';
+import { DataType, Tensor, type Model } from '../../src/ir/index.js';
 import { encodeModel } from '../../src/onnx/index.js';
 import { distill } from '../../src/train/distill.js';
 import { initTrainingBackend } from '../../src/train/backend.js';
@@ -178,7 +178,7 @@ describe('onnxruntime loop: resume, pruning, early stopping', () => {
 });
 
 describe('backend choice', () => {
-  it('auto picks onnxruntime for a covered student and says why; --feature falls back to tfjs with the reason', async () => {
+  it('auto picks onnxruntime for a covered student and says why, with --feature too; an uncovered feature path falls back to tfjs with the reason', async () => {
     const messages: string[] = [];
     const onProgress = (e: { phase: string; message: string }) => e.phase === 'backend' && messages.push(e.message);
     const a = await distill({ student: smallCnn(4), train, epochs: 1, batchSize: 64, onProgress });
@@ -187,18 +187,28 @@ describe('backend choice', () => {
     expect(messages[0]).toBe(
       'training backend: onnxruntime (onnxruntime-node training graph, 1 intra-op thread) (auto: every op on the path to the loss has a gradient rule)',
     );
-    const b = await distill({
-      student: smallCnn(4),
-      teacher: smallCnn(4, { seed: 3 }),
-      train,
-      epochs: 1,
-      batchSize: 64,
-      features: [{ teacher: 'features', student: 'features' }],
-      onProgress,
-    });
-    expect(b.report.backend.name).not.toBe('onnxruntime');
-    expect(b.report.backend.reason).toMatch(/--feature/);
-    expect(messages[1]).toMatch(/not onnxruntime: feature distillation/);
+    const withFeature = (student: Model, name: string) =>
+      distill({
+        student,
+        teacher: smallCnn(4, { seed: 3 }),
+        train,
+        epochs: 1,
+        batchSize: 64,
+        features: [{ teacher: 'features', student: name }],
+        onProgress,
+      });
+    const b = await withFeature(smallCnn(4), 'features');
+    expect(b.report.backend.name).toBe('onnxruntime');
+    expect(b.report.history[0]!.featureLoss).toBeGreaterThan(0);
+    // a feature tensor behind Pad in reflect mode (the interpreter runs it, no gradient rule takes it)
+    const side = smallCnn(4);
+    const g = side.graph;
+    const pads = g.addInitializer(Tensor.fromData('side.pads', { dtype: DataType.INT64, dims: [8], data: new BigInt64Array(8) }));
+    g.addNode({ opType: 'Pad', inputs: [g.value('features')!, pads], outputs: ['side'], attributes: { mode: 'reflect' }, name: 'side.pad' });
+    const c = await withFeature(side, 'side');
+    expect(c.report.backend.name).not.toBe('onnxruntime');
+    expect(c.report.backend.reason).toMatch(/no gradient rule for node 'side.pad' \(Pad\): mode 'reflect' is not supported .* feature tensor 'side'/);
+    expect(messages[2]).toMatch(/not onnxruntime: cannot train on onnxruntime/);
     await initTrainingBackend({ backend: 'cpu' });
   });
 

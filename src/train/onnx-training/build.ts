@@ -9,15 +9,16 @@
  * initializers and unroll LSTM/GRU over the probed sequence length into primitive nodes, so their
  * gradients come from the primitive rules and the weights keep their original layout.
  * `trainingCoverage` answers, cheaply and without onnxruntime, whether a model can train here.
- * Imports: ../../ir, ../../errors, ./emitter, ./grad-rules and the rules-*.ts rows, ./decompose,
- * ./loss.
+ * Imports: ../../ir, ../../errors, ../parameters, ./emitter, ./grad-rules and the rules-*.ts rows,
+ * ./decompose, ./loss.
  */
 import { UsageError } from '../../errors.js';
 import { DataType, Graph, Model, Tensor, isTensorType, type Attribute, type Node, type Value, type ValueType } from '../../ir/index.js';
 import { liftConstantWeights, unrollRecurrent } from './decompose.js';
 import { Emitter, type FloatType } from './emitter.js';
 import { differentiableSlot, gradRule, type GradRule } from './grad-rules.js';
-import { emitLoss, type LossSpec } from './loss.js';
+import { emitFeatureLoss, emitLoss, type LossSpec } from './loss.js';
+import { defaultParameters } from '../parameters.js';
 // Rule rows register themselves on import (after ./grad-rules.js has run).
 import './rules-elementwise.js';
 import './rules-shape.js';
@@ -43,6 +44,25 @@ export interface TrainingGraphOptions {
   trainable?: readonly string[];
   /** 'float64' makes every float value double (for finite-difference tests). Default 'float32'. */
   precision?: 'float32' | 'float64';
+  /** Feature terms added to the loss: featureWeight x the sum of their MSEs (see FeatureTerm). */
+  features?: readonly FeatureTerm[];
+  /** Weight of the feature terms (default 1). */
+  featureWeight?: number;
+}
+
+/**
+ * A feature-distillation term: mean((student tensor [through the adapter] - teacher tensor)^2), as
+ * ../loop.ts computes it. The teacher's tensor is a graph input [N, ...teacherDims]. With `adapter`,
+ * a graph input [Cs, Ct] (trained like a weight: its gradient is an output) maps the student's
+ * channels (dim 1) to the teacher's as a 1x1 projection, channels moved last.
+ */
+export interface FeatureTerm {
+  /** The student's tensor (any value of the model). */
+  student: string;
+  /** Per-sample dims of the teacher's tensor (the batch dim dropped). */
+  teacherDims: readonly number[];
+  /** Graph input name of the adapter, when the channel counts differ. */
+  adapter?: string;
 }
 
 export interface TrainingGraph {
@@ -64,6 +84,12 @@ export interface TrainingGraph {
   gradients: Map<string, string>;
   /** State name -> name of the graph output holding its new value (training mode only). */
   stateUpdates: Map<string, string>;
+  /** Student tensor -> graph input of the teacher's tensor, one per feature term. */
+  featureInputs: Map<string, string>;
+  /** Adapter inputs of the feature terms (also in `weights`, with gradients). */
+  adapters: string[];
+  /** The feature terms' MSE summed (unweighted), when there are any. */
+  featureOutput?: string;
 }
 
 function isDefaultDomain(node: Node): boolean {
@@ -111,25 +137,13 @@ function retype(type: ValueType | undefined, floatType: FloatType): ValueType | 
 }
 
 /**
- * Trainable weights and running statistics found by the rules' weight and statistics slots. Float
- * Constant nodes in weight slots count as weights (buildTrainingGraph lifts them to initializers;
- * a caller that keeps weight values must read them from `liftConstantWeights(model).model`).
+ * The default trainable weights and running statistics: ../parameters.ts's `defaultParameters`,
+ * the same function the tfjs backend uses. Float Constant nodes in parameter slots count
+ * (buildTrainingGraph lifts them to initializers; a caller that keeps weight values must read them
+ * from `liftConstantWeights(model).model`).
  */
 export function trainableParameters(model: Model): { weights: string[]; states: string[] } {
-  const graph = liftConstantWeights(model).model.graph;
-  const weights: string[] = [];
-  const states: string[] = [];
-  for (const node of graph.nodes) {
-    const rule = isDefaultDomain(node) ? gradRule(node.opType) : undefined;
-    if (!rule) continue;
-    node.inputs.forEach((v, i) => {
-      if (!v || !v.initializer || v.initializer.dtype !== DataType.FLOAT) return;
-      const isWeight = (rule.weights?.includes(i) ?? false) || (!!rule.elementwiseWeights && v.initializer.elementCount > 1);
-      if (isWeight && !weights.includes(v.name)) weights.push(v.name);
-      if (rule.statistics?.includes(i) && !states.includes(v.name)) states.push(v.name);
-    });
-  }
-  return { weights, states: states.filter((s) => !weights.includes(s)) };
+  return defaultParameters(liftConstantWeights(model).model);
 }
 
 interface Analysis {
@@ -150,9 +164,9 @@ function ruleOf(node: Node): GradRule | undefined {
 }
 
 /** The differentiation plan: which nodes a gradient flows through, and which of them lack a rule. */
-function analyse(graph: Graph, outValue: Value, weights: readonly string[]): Analysis {
+function analyse(graph: Graph, targets: readonly Value[], weights: readonly string[]): Analysis {
   const needed = new Set<Node>();
-  const stack = [outValue];
+  const stack = [...targets];
   const seen = new Set<string>();
   while (stack.length > 0) {
     const v = stack.pop()!;
@@ -175,7 +189,7 @@ function analyse(graph: Graph, outValue: Value, weights: readonly string[]): Ana
     for (const o of node.outputs) if (o.name !== '') dependent.add(o.name);
   }
   // backward: only nodes whose outputs reach the loss through differentiable slots
-  const relevant = new Set<string>([outValue.name]);
+  const relevant = new Set<string>(targets.map((t) => t.name));
   const differentiated: Node[] = [];
   for (const node of [...candidates].reverse()) {
     if (!node.outputs.some((o) => relevant.has(o.name))) continue;
@@ -226,7 +240,7 @@ export function trainingCoverage(
   const outValue = outName ? graph.value(outName) : undefined;
   if (!outValue) return { covered: false, missing: [{ node: '(none)', opType: '(none)', reason: `output '${outName ?? ''}' does not exist` }] };
   const weights = options.trainable ? [...options.trainable] : trainableParameters(lifted).weights;
-  const missing = analyse(graph, outValue, weights).missing.map(({ node, reason }) => ({
+  const missing = analyse(graph, [outValue], weights).missing.map(({ node, reason }) => ({
     node: node.name || '(unnamed)',
     opType: `${node.domain ? `${node.domain}.` : ''}${node.opType}`,
     ...(reason ? { reason } : {}),
@@ -250,9 +264,15 @@ export function buildTrainingGraph(student: Model, options: TrainingGraphOptions
   }
   const outputName = options.outputName ?? lifted.graph.outputs[0]?.name;
   if (!outputName || !lifted.graph.value(outputName)) throw new UsageError(`tensor '${outputName ?? '(none)'}' does not exist in the model`);
+  const features = options.features ?? [];
+  for (const f of features) {
+    if (!lifted.graph.value(f.student)) throw new UsageError(`feature tensor '${f.student}' does not exist in the student`);
+    if (f.adapter && lifted.graph.value(f.adapter)) throw new UsageError(`adapter name '${f.adapter}' is taken by a tensor of the student`);
+  }
+  const targetsOf = (g: Graph): Value[] => [g.value(outputName)!, ...features.map((f) => g.value(f.student)!)];
 
   // the op coverage check runs on the model as given, before any shape is needed
-  const before = analyse(lifted.graph, lifted.graph.value(outputName)!, weights);
+  const before = analyse(lifted.graph, targetsOf(lifted.graph), weights);
   if (before.missing.length > 0) {
     const list = before.missing.map(({ node, reason }) => (reason ? `${describeNode(node)}: ${reason}` : describeNode(node)));
     throw new UsageError(
@@ -271,7 +291,7 @@ export function buildTrainingGraph(student: Model, options: TrainingGraphOptions
   };
   const states = found.states.filter((s) => !weights.includes(s));
   const weightSet = new Set(weights);
-  const { order, seen, dependent, differentiated } = analyse(src, outValue, weights);
+  const { order, seen, dependent, differentiated } = analyse(src, targetsOf(src), weights);
 
   // ---- the training graph -----------------------------------------------------------------------
   const graph = new Graph(`${src.name || 'student'}_training`);
@@ -302,6 +322,18 @@ export function buildTrainingGraph(student: Model, options: TrainingGraphOptions
     );
   }
   if (teacherInput) graph.addInput(teacherInput, { kind: 'tensor', elemType: floatType, shape: symbolic(outShape) });
+  const featureInputs = new Map<string, string>();
+  const adapters: string[] = [];
+  const adapterDims = new Map<string, number[]>();
+  for (const f of features) {
+    featureInputs.set(f.student, e.fresh('teacher_feature'));
+    graph.addInput(featureInputs.get(f.student)!, { kind: 'tensor', elemType: floatType, shape: ['N', ...f.teacherDims] });
+    if (f.adapter) {
+      adapterDims.set(f.adapter, [shape(f.student)[1] ?? 1, f.teacherDims[0] ?? 1]);
+      graph.addInput(f.adapter, { kind: 'tensor', elemType: floatType, shape: adapterDims.get(f.adapter)! });
+      adapters.push(f.adapter);
+    }
+  }
 
   // forward
   const saved = new Map<Node, Record<string, string>>();
@@ -341,10 +373,28 @@ export function buildTrainingGraph(student: Model, options: TrainingGraphOptions
   // loss
   const classes = outShape[outShape.length - 1] ?? 1;
   const loss = emitLoss(e, outValue.name, classes, options.loss, labelsInput, teacherInput);
+  const grads = new Map<string, string[]>();
+  const addGrad = (name: string, g: string): void => {
+    const list = grads.get(name) ?? [];
+    list.push(g);
+    grads.set(name, list);
+  };
+  addGrad(outValue.name, loss.dOutput);
+  let totalLoss = loss.loss;
+  let featureSum: string | undefined;
+  if (features.length > 0) {
+    const weight = options.featureWeight ?? 1;
+    const terms = features.map((f) => {
+      const term = emitFeatureLoss(e, f.student, shape(f.student), featureInputs.get(f.student)!, f.adapter, weight);
+      addGrad(f.student, term.dStudent);
+      if (f.adapter && term.dAdapter) addGrad(f.adapter, term.dAdapter);
+      return term.value;
+    });
+    featureSum = e.sum(terms);
+    totalLoss = e.op1('Add', [loss.loss, e.op1('Mul', [featureSum, e.constF([weight])])], {}, 'loss_total');
+  }
 
   // backward
-  const grads = new Map<string, string[]>();
-  grads.set(outValue.name, [loss.dOutput]);
   for (const node of [...differentiated].reverse()) {
     const outputs = node.outputs.map((v) => v.name);
     const dys = outputs.map((o) => {
@@ -377,9 +427,7 @@ export function buildTrainingGraph(student: Model, options: TrainingGraphOptions
     result.forEach((g, i) => {
       const name = inputs[i];
       if (!g || !name || !flows(i)) return;
-      const list = grads.get(name) ?? [];
-      list.push(g);
-      grads.set(name, list);
+      addGrad(name, g);
     });
   }
 
@@ -390,13 +438,14 @@ export function buildTrainingGraph(student: Model, options: TrainingGraphOptions
     graph.addOutput(e.value(out), type);
     return out;
   };
-  const lossOutput = addOutput(loss.loss, 'loss', scalar);
+  const lossOutput = addOutput(totalLoss, 'loss', scalar);
   const hardOutput = loss.hard ? addOutput(loss.hard, 'loss_hard', scalar) : undefined;
   const softOutput = loss.soft ? addOutput(loss.soft, 'loss_soft', scalar) : undefined;
+  const featureOutput = featureSum ? addOutput(featureSum, 'loss_features', scalar) : undefined;
   const studentOutput = addOutput(outValue.name, `${outValue.name}_train`, { kind: 'tensor', elemType: floatType, shape: symbolic(outShape) });
   const gradients = new Map<string, string>();
-  for (const w of weights) {
-    const dims = [...src.value(w)!.initializer!.dims];
+  for (const w of [...weights, ...adapters]) {
+    const dims = adapterDims.get(w) ?? [...src.value(w)!.initializer!.dims];
     const parts = grads.get(w);
     const g = parts && parts.length > 0 ? e.sum(parts) : e.zerosLike(w);
     gradients.set(w, addOutput(g, `${w}_grad`, { kind: 'tensor', elemType: floatType, shape: dims }));
@@ -411,7 +460,7 @@ export function buildTrainingGraph(student: Model, options: TrainingGraphOptions
   model.producerName = 'model-opt training graph';
   return {
     model,
-    weights,
+    weights: [...weights, ...adapters],
     states,
     dataInputs,
     labelsInput,
@@ -422,5 +471,8 @@ export function buildTrainingGraph(student: Model, options: TrainingGraphOptions
     studentOutput,
     gradients,
     stateUpdates,
+    featureInputs,
+    adapters,
+    featureOutput,
   };
 }

@@ -1,7 +1,7 @@
 /**
  * Pre-passes of the training-graph builder (./build.ts), on a copy of the student:
- * - liftConstantWeights: float Constant nodes feeding a weight slot (by the rules' weight slots)
- *   become initializers of the same name, so they train like any weight. The trained model can be
+ * - liftConstantWeights: float Constant nodes feeding a parameter slot (../parameters.ts: weights
+ *   and running statistics) become initializers of the same name, so they train like any weight. The trained model can be
  *   written from the lifted copy as is (an initializer is equivalent to the Constant node).
  * - unrollRecurrent: LSTM and GRU (ONNX ops, all directions, layout 0, optional biases,
  *   initial states and LSTM peepholes) unrolled over the probed sequence length into MatMul, Add,
@@ -10,28 +10,24 @@
  *   values keep the LSTM/GRU layout and export writes the original node back.
  * Shapes of the new values are recorded from the probe shapes (the batch stays symbolic: only
  * runtime shapes are used where it appears).
- * Imports: ../../ir, ../../errors, ./grad-rules.
+ * Imports: ../../ir, ../../errors, ../parameters.
  */
 import { UsageError } from '../../errors.js';
 import { DataType, Tensor, type Graph, type Model, type Node, type Value } from '../../ir/index.js';
-import { gradRule } from './grad-rules.js';
+import { floatParameterTensor, parameterSlotKind } from '../parameters.js';
 
 const isDefault = (node: Node): boolean => node.domain === '' || node.domain === 'ai.onnx';
 
-/** Float Constant nodes in weight slots become initializers (on a copy when there are any). */
+/** Float Constant nodes in parameter slots (../parameters.ts) become initializers (on a copy when there are any). */
 export function liftConstantWeights(model: Model): { model: Model; lifted: string[] } {
   const pick = (graph: Graph): Value[] => {
     const found: Value[] = [];
     for (const node of graph.nodes) {
-      const rule = isDefault(node) ? gradRule(node.opType) : undefined;
-      if (!rule) continue;
       node.inputs.forEach((v, i) => {
         const p = v?.producer;
         if (!v || !p || p.opType !== 'Constant' || !isDefault(p) || found.includes(v)) return;
-        const t = graph.constantTensor(v);
-        if (!t || t.dtype !== DataType.FLOAT) return;
-        const isWeight = (rule.weights?.includes(i) ?? false) || (!!rule.elementwiseWeights && t.elementCount > 1);
-        if (isWeight) found.push(v);
+        const t = floatParameterTensor(node, i);
+        if (t && parameterSlotKind(node, i, t)) found.push(v);
       });
     }
     return found;

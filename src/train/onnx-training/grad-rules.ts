@@ -41,12 +41,6 @@ export interface BackwardContext {
 }
 
 export interface GradRule {
-  /** Input slots holding weights (trainable when an initializer of float type). */
-  weights?: number[];
-  /** Input slots holding running statistics (state inputs, updated by the training forward). */
-  statistics?: number[];
-  /** Element-wise op: an initializer operand with more than one element is a weight (a bias). */
-  elementwiseWeights?: boolean;
   /**
    * Input slots no gradient flows through (indices, shapes, conditions, exponents), or 'all' for
    * ops whose outputs are integer, boolean or piecewise constant (Shape, Equal, ArgMax, Floor): a
@@ -144,7 +138,6 @@ export function channelShaped(e: Emitter, p: string, channels: number, rank: num
 // ---- rules --------------------------------------------------------------------------------------
 
 registerGradRule('Conv', {
-  weights: [1, 2],
   backward({ node, e, inputs, outputs, needs, dy, shape }) {
     const g = dy(0)!;
     const [x, w, b] = inputs as [string, string, string | undefined];
@@ -219,7 +212,6 @@ function convWeightGrad(
  * weight gradient with dY as its input and X as its output gradient.
  */
 registerGradRule('ConvTranspose', {
-  weights: [1, 2],
   unsupported(node) {
     if (node.hasAttr('output_shape')) return 'output_shape is not supported (explicit pads are)';
     if (node.getString('auto_pad', 'NOTSET') !== 'NOTSET') return 'auto_pad is not supported (explicit pads are)';
@@ -324,7 +316,6 @@ registerGradRule('MaxPool', {
 
 function binaryRule(kind: 'Add' | 'Sub' | 'Mul' | 'Div'): GradRule {
   return {
-    elementwiseWeights: true,
     backward({ e, inputs, outputs, needs, dy, shape }) {
       const g = dy(0)!;
       const [a, b] = inputs as [string, string];
@@ -375,7 +366,6 @@ registerGradRule('Unsqueeze', reshapeRule());
 registerGradRule('Identity', { backward: ({ dy }) => [dy(0)] });
 
 registerGradRule('Gemm', {
-  weights: [1, 2],
   backward({ node, e, inputs, outputs, needs, dy, shape }) {
     const g = dy(0)!;
     const [a, b, c] = inputs as [string, string, string | undefined];
@@ -406,7 +396,6 @@ registerGradRule('Gemm', {
 });
 
 registerGradRule('MatMul', {
-  weights: [1],
   backward({ e, inputs, outputs, needs, dy, shape }) {
     const g = dy(0)!;
     const [a, b] = inputs as [string, string];
@@ -463,8 +452,6 @@ function broadcastBatch(a: readonly number[], b: readonly number[]): number[] {
 }
 
 registerGradRule('BatchNormalization', {
-  weights: [1, 2],
-  statistics: [3, 4],
   forward({ node, e, training, inputs, outputs, shape, update, isState }): Record<string, string> {
     const [x, scale, bias, mean, variance] = inputs as [string, string, string, string, string];
     const xShape = shape(x);

@@ -8,7 +8,8 @@
  * weights are fed as inputs. Batches are gathered into buffers allocated once; the weights are
  * handed to onnxruntime as views of the host arrays (no copy on our side).
  * Imports: ../../ir, ../../errors, ../../runtime, ../batching, ../checkpoint, ../loop-state,
- * ../optimizer (learningRateAt), ../pruning-masks, ./session, ./host-optimizer; types of ../loop.
+ * ../optimizer (learningRateAt), ../pruning-masks, ./decompose, ./session, ./host-optimizer; types
+ * of ../loop.
  */
 import { UsageError } from '../../errors.js';
 import { DataType, elementCount, type Model, type TensorData, type TypedArray } from '../../ir/index.js';
@@ -19,6 +20,7 @@ import type { EpochRecord, LoopOptions, LoopResult, TrainData } from '../loop.js
 import { fingerprintDiff, loopFingerprint, type CheckpointMeta } from '../loop-state.js';
 import { learningRateAt } from '../optimizer.js';
 import { isUpdateStep, layerSparsity, magnitudeMask, sparsityAt, type LayerSparsity, type PruningSchedule } from '../pruning-masks.js';
+import { liftConstantWeights } from './decompose.js';
 import { HostOptimizer, type HostParam } from './host-optimizer.js';
 import { labelIndices, OnnxTrainStep } from './session.js';
 
@@ -35,8 +37,13 @@ export interface OrtTrainerOptions {
   freezeNorm?: boolean;
   /** onnxruntime intra-op threads (default 1). */
   threads?: number;
-  /** Weights to train (default: every float initializer in a weight slot of its op's rule). */
+  /** Weights to train (default: ../parameters.ts's defaultParameters, as on tfjs). */
   trainable?: readonly string[];
+  /** Feature pairs with the per-sample dims of the teacher's tensor (see OnnxStepOptions). */
+  features?: readonly { teacher: string; student: string; teacherDims: readonly number[] }[];
+  featureWeight?: number;
+  /** The run's seed (feature adapters' initial values). */
+  seed?: number;
 }
 
 /**
@@ -57,6 +64,9 @@ export async function createOrtTrainer(student: Model, inputs: Record<string, Te
     training: !options.freezeNorm,
     trainable: options.trainable,
     threads: options.threads ?? 1,
+    features: options.features,
+    featureWeight: options.featureWeight,
+    seed: options.seed,
     probe,
   });
 }
@@ -78,8 +88,10 @@ export class OrtEvaluator {
     private readonly dims: Map<string, number[]>,
   ) {}
 
+  /** `names` may include float Constant-node weights (evaluated from the lifted copy, see ./decompose.ts). */
   static async create(student: Model, names: readonly string[], options: { threads?: number } = {}): Promise<OrtEvaluator> {
-    const model = student.clone();
+    const lifted = liftConstantWeights(student);
+    const model = lifted.lifted.length > 0 ? lifted.model : student.clone();
     const g = model.graph;
     const dims = new Map<string, number[]>();
     for (const name of names) {
@@ -139,6 +151,11 @@ export class OrtEvaluator {
   release(): Promise<void> {
     return this.runner.release();
   }
+}
+
+/** The names in `values` that are tensors of the student (weights, statistics; not feature adapters). */
+export function studentValueNames(student: Model, values: ReadonlyMap<string, unknown>): string[] {
+  return [...values.keys()].filter((name) => student.graph.value(name) !== undefined);
 }
 
 /** Rows [start, end) of a sample-first array (a view, no copy). */
@@ -228,8 +245,9 @@ export function defaultPruneParams(student: Model, weights: readonly string[]): 
 }
 
 /**
- * A clone of `student` with the initializers named in `values` replaced. Tensors whose values are
- * unchanged keep their storage, so a model trained for zero steps encodes to identical bytes.
+ * A clone of `student` with the initializers (or float Constant nodes' values) named in `values`
+ * replaced; names the model lacks (feature adapters) are skipped. Tensors whose values are unchanged
+ * keep their storage, so a model trained for zero steps encodes to identical bytes.
  */
 export function exportTrainedModel(student: Model, values: ReadonlyMap<string, Float32Array>): Model {
   const out = student.clone();
@@ -246,10 +264,10 @@ export function exportTrainedModel(student: Model, values: ReadonlyMap<string, F
   return out;
 }
 
-export interface OrtLoopOptions extends Omit<LoopOptions, 'features' | 'featureWeight'> {
+export interface OrtLoopOptions extends LoopOptions {
   /** onnxruntime intra-op threads for the training and evaluation sessions (default 1). */
   threads?: number;
-  /** Weights to train (default: every float initializer in a weight slot of its op's rule). */
+  /** Weights to train (default: ../parameters.ts's defaultParameters, as on tfjs). */
   trainable?: readonly string[];
   /** A trainer made beforehand by createOrtTrainer (released by the loop). */
   trainer?: OnnxTrainStep;
@@ -262,12 +280,16 @@ export interface OrtLoopOptions extends Omit<LoopOptions, 'features' | 'featureW
   afterStep?: (values: ReadonlyMap<string, Float32Array>, globalStep: number) => void;
 }
 
-/** Trains the student on onnxruntime and returns the history and the chosen weights (as trainLoop). */
-export async function ortTrainLoop(student: Model, data: TrainData, options: OrtLoopOptions): Promise<LoopResult> {
+/**
+ * Trains the student on onnxruntime and returns the history and the chosen weights (as trainLoop).
+ * Float Constant-node weights train as initializers of the same name (the lifted copy of
+ * ./decompose.ts); `exportTrainedModel(student, values)` writes them back into their Constant nodes.
+ */
+export async function ortTrainLoop(model: Model, data: TrainData, options: OrtLoopOptions): Promise<LoopResult> {
+  const student = liftConstantWeights(model).model;
   const progress = options.onProgress ?? (() => undefined);
   const kind = options.lossKind;
-  if ((options as LoopOptions).features?.length)
-    throw new UsageError('feature distillation (--feature) is not available on the onnxruntime backend; use --backend wasm');
+  const features = options.features ?? [];
   if (data.count === 0) throw new UsageError('the training data set has no samples');
   if (!data.labels && !data.teacher) throw new UsageError('training needs labels or teacher outputs');
   const batchSize = Math.min(options.batchSize, data.count);
@@ -287,7 +309,18 @@ export async function ortTrainLoop(student: Model, data: TrainData, options: Ort
       freezeNorm: options.freezeNorm,
       threads: options.threads,
       trainable: options.trainable,
+      features: features.map((pair) => {
+        const t = data.features?.get(pair.student);
+        if (!t) throw new UsageError(`no teacher values for feature pair ${pair.teacher}=${pair.student}`);
+        return { ...pair, teacherDims: t.dims.slice(1) };
+      }),
+      featureWeight: options.featureWeight,
+      seed: options.seed,
     }));
+  if (trainer.graph.featureInputs.size !== features.length) {
+    await trainer.release();
+    throw new UsageError(`the trainer was made for ${trainer.graph.featureInputs.size} feature pair(s), the run has ${features.length}`);
+  }
   let evaluator = options.evaluator;
   const ownEvaluator = !evaluator;
   try {
@@ -296,7 +329,7 @@ export async function ortTrainLoop(student: Model, data: TrainData, options: Ort
     const params: HostParam[] = trainer.graph.weights.map((name) => ({
       name,
       data: values.get(name)!,
-      rank: student.graph.value(name)?.initializer?.dims.length ?? 1,
+      rank: trainer.dimsOf(name)?.length ?? 1,
     }));
     if (params.length === 0) throw new UsageError('the model has no trainable float weights');
     const optimizer = new HostOptimizer(options.optimizer);
@@ -348,12 +381,14 @@ export async function ortTrainLoop(student: Model, data: TrainData, options: Ort
       badEpochs = ckpt.meta.badEpochs;
       resumedAfterEpoch = startEpoch;
     }
-    if (options.evalData?.labels && !evaluator) evaluator = await OrtEvaluator.create(student, [...values.keys()], { threads: options.threads });
+    if (options.evalData?.labels && !evaluator)
+      evaluator = await OrtEvaluator.create(student, studentValueNames(student, values), { threads: options.threads });
 
     // Batch buffers, allocated once and refilled every step.
     const inputBuffers = new Map(Object.entries(data.inputs).map(([k, td]) => [k, newLike(td, batchSize)]));
     const labelBuffer = data.labels ? newLike(data.labels, batchSize) : undefined;
     const teacherBuffer = data.teacher ? newLike(data.teacher, batchSize) : undefined;
+    const featureBuffers = new Map(features.map((f) => [f.student, newLike(data.features!.get(f.student)!, batchSize)]));
 
     let stoppedEarly = false;
     let interrupted = false;
@@ -366,6 +401,7 @@ export async function ortTrainLoop(student: Model, data: TrainData, options: Ort
       let lossSum = 0;
       let hardSum = 0;
       let softSum = 0;
+      let featureSum = 0;
       let correct = 0;
       let seen = 0;
       const epochStart = performance.now();
@@ -381,7 +417,8 @@ export async function ortTrainLoop(student: Model, data: TrainData, options: Ort
         for (const [name, td] of Object.entries(data.inputs)) inputs[name] = gatherRowsInto(td, idx, inputBuffers.get(name)!);
         const labels = data.labels ? gatherRowsInto(data.labels, idx, labelBuffer!) : undefined;
         const teacher = data.teacher ? gatherRowsInto(data.teacher, idx, teacherBuffer!) : undefined;
-        const r = await trainer.run({ inputs, labels, teacher });
+        const featureBatch = new Map(features.map((f) => [f.student, gatherRowsInto(data.features!.get(f.student)!, idx, featureBuffers.get(f.student)!)]));
+        const r = await trainer.run({ inputs, labels, teacher, features: featureBatch });
         optimizer.apply(params, r.gradients, lr);
         pruner?.applyMasks();
         trainer.applyStates(r.stateUpdates);
@@ -390,6 +427,7 @@ export async function ortTrainLoop(student: Model, data: TrainData, options: Ort
         lossSum += r.loss * idx.length;
         hardSum += (r.hard ?? 0) * idx.length;
         softSum += (r.soft ?? 0) * idx.length;
+        featureSum += (r.feature ?? 0) * idx.length;
         if (kind === 'kd' && labels) correct += countCorrect(r.output.data as Float32Array, labelIndices(labels).data as BigInt64Array);
         seen += idx.length;
         globalStep++;
@@ -412,6 +450,7 @@ export async function ortTrainLoop(student: Model, data: TrainData, options: Ort
       const record: EpochRecord = { epoch: epoch + 1, loss: lossSum / seen, learningRate: lr, samplesPerSecond: seen / Math.max(seconds, 1e-9), seconds };
       if (data.labels) record.hardLoss = hardSum / seen;
       if (data.teacher) record.softLoss = softSum / seen;
+      if (features.length > 0) record.featureLoss = featureSum / seen;
       if (kind === 'kd' && data.labels) record.trainAccuracy = correct / seen;
       if (pruner) record.sparsity = pruner.current;
       let score: number | undefined;

@@ -4,7 +4,8 @@
  *   kd   alpha x CE(labels) + (1 - alpha) x T^2 x KL(softmax(teacher/T) || softmax(student/T))
  *        d/ds: alpha x (softmax(s) - onehot) / N + (1 - alpha) x T x (softmax(s/T) - softmax(t/T)) / N
  *   mse  alpha x mean((s - labels)^2) + (1 - alpha) x mean((s - teacher)^2);  d/ds: 2 (s - y) / size
- * with labels only or teacher only when the other is absent.
+ * with labels only or teacher only when the other is absent; and the feature-distillation terms
+ * (MSE between a student tensor, through a 1x1 channel adapter where needed, and a teacher tensor).
  * Imports: ./emitter.
  */
 import type { Emitter } from './emitter.js';
@@ -87,4 +88,49 @@ export function emitLoss(e: Emitter, output: string, classes: number, spec: Loss
     throw new Error('emitLoss needs labels, teacher outputs, or both');
   }
   return { loss, hard: hard?.value, soft: soft?.value, dOutput: e.reshapeLike(grad, output) };
+}
+
+export interface EmittedFeatureLoss {
+  /** mean((s' - t')^2), unweighted. */
+  value: string;
+  /** d (weight x value) / d student tensor, in its shape. */
+  dStudent: string;
+  /** d (weight x value) / d adapter [Cs, Ct], with an adapter. */
+  dAdapter?: string;
+}
+
+/**
+ * A feature term as ../loop.ts computes it: with an adapter [Cs, Ct], the student's tensor
+ * [N, Cs, ...] and the teacher's [N, Ct, ...] move their channel axis last and the student's is
+ * projected, s' = s_last x A; without one, s' = s and t' = t. value = mean((s' - t')^2); with
+ * d = weight x 2 (s' - t') / size, d/dA = s_last^T d (summed over all positions) and
+ * d/ds = d x A^T moved back to channels first. `sShape` is the student tensor's probed shape.
+ */
+export function emitFeatureLoss(
+  e: Emitter,
+  student: string,
+  sShape: readonly number[],
+  teacher: string,
+  adapter: string | undefined,
+  weight: number,
+): EmittedFeatureLoss {
+  const rank = sShape.length;
+  const toLast = rank > 2 ? [0, ...Array.from({ length: rank - 2 }, (_v, i) => i + 2), 1] : undefined;
+  const last = (x: string): string => (toLast ? e.op1('Transpose', [x], { perm: toLast }) : x);
+  const sl = adapter ? last(student) : student;
+  const projected = adapter ? e.op1('MatMul', [sl, adapter], {}, 'feature_adapted') : student;
+  const target = adapter ? last(teacher) : e.reshapeLike(teacher, student);
+  const diff = e.op1('Sub', [projected, target], {}, 'feature_diff');
+  const value = e.op1('ReduceMean', [e.op1('Mul', [diff, diff])], { keepdims: 0 }, 'feature_mse');
+  const d = e.op1('Div', [e.op1('Mul', [diff, e.constF([2 * weight])]), e.sizeAsFloat(diff)], {}, 'feature_grad');
+  if (!adapter) return { value, dStudent: d };
+  const cs = sShape[1] ?? 1;
+  const ct = e.op1('Shape', [adapter], { start: 1, end: 2 });
+  const s2 = e.op1('Reshape', [sl, e.constI64([-1, cs])]);
+  const d2 = e.op1('Reshape', [d, e.op1('Concat', [e.constI64([-1]), ct], { axis: 0 })]);
+  const dAdapter = e.op1('Gemm', [s2, d2], { transA: 1 }, 'adapter_grad');
+  const dLast = e.op1('MatMul', [d, e.op1('Transpose', [adapter], { perm: [1, 0] })], {}, 'feature_dstudent');
+  const fromLast = toLast ? [0, rank - 1, ...Array.from({ length: rank - 2 }, (_v, i) => i + 1)] : undefined;
+  const dStudent = fromLast ? e.op1('Transpose', [dLast], { perm: fromLast }) : dLast;
+  return { value, dStudent, dAdapter };
 }

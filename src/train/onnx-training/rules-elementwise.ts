@@ -147,7 +147,6 @@ registerGradRule('Softplus', {
 
 // y = x (x > 0), slope x otherwise; the slope (slot 1) is a weight
 registerGradRule('PRelu', {
-  weights: [1],
   forward({ node, e, inputs, outputs }) {
     const [x, slope] = inputs as [string, string];
     if (e.floatType === DataType.DOUBLE) e.op('Where', [e.op1('Greater', [x, e.constF([0])]), x, e.op1('Mul', [x, slope])], {}, [outputs[0]!]);
@@ -232,7 +231,6 @@ registerGradRule('Pow', {
 });
 
 registerGradRule('Sum', {
-  elementwiseWeights: true,
   backward({ e, inputs, outputs, needs, dy, shape }) {
     const yShape = shape(outputs[0]!);
     return inputs.map((x, i) => (needs(i) ? e.unbroadcast(dy(0)!, yShape, shape(x), x) : undefined));

@@ -28,7 +28,6 @@ function integerRange(node: Node, zp: Tensor | undefined): [number, number] {
 }
 
 registerGradRule('QuantizeLinear', {
-  weights: [0],
   nonDifferentiable: [1, 2],
   backward({ node, e, inputs, dy, needs, shape }) {
     const g = dy(0);

@@ -1,6 +1,6 @@
 /**
- * LSTM and GRU rows of the gradient-rule registry: they declare the weight slots (W, R, B and the
- * LSTM peepholes P, trained in their original layout) and what cannot be unrolled. The builder
+ * LSTM and GRU rows of the gradient-rule registry: what cannot be unrolled (their weight slots W, R,
+ * B and the LSTM peepholes P, trained in their original layout, are in ../parameters.ts). The builder
  * unrolls these nodes into primitive nodes before differentiation (./decompose.ts), so their
  * backward is never called.
  * Imports: ./grad-rules, ./decompose.
@@ -8,9 +8,8 @@
 import { recurrentUnsupported } from './decompose.js';
 import { registerGradRule, type GradRule } from './grad-rules.js';
 
-function recurrentRule(weights: number[]): GradRule {
+function recurrentRule(): GradRule {
   return {
-    weights,
     nonDifferentiable: [4],
     unsupported: recurrentUnsupported,
     backward({ node }) {
@@ -18,5 +17,5 @@ function recurrentRule(weights: number[]): GradRule {
     },
   };
 }
-registerGradRule('LSTM', recurrentRule([1, 2, 3, 7]));
-registerGradRule('GRU', recurrentRule([1, 2, 3]));
+registerGradRule('LSTM', recurrentRule());
+registerGradRule('GRU', recurrentRule());

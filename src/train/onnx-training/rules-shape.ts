@@ -224,7 +224,6 @@ registerGradRule('Tile', {
 
 // embedding lookups: data (slot 0) is a weight, indices (slot 1) get no gradient
 registerGradRule('Gather', {
-  weights: [0],
   nonDifferentiable: [1],
   backward({ node, e, inputs, dy, shape }) {
     const [data, indices] = inputs as [string, string];
@@ -259,7 +258,6 @@ registerGradRule('Gather', {
 // ---- normalization and pooling ------------------------------------------------------------------
 
 registerGradRule('LayerNormalization', {
-  weights: [1, 2],
   forward({ node, e, inputs, outputs, shape }) {
     const [x, scale, bias] = inputs as [string, string, string | undefined];
     const rank = shape(x).length;

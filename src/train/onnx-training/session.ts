@@ -2,12 +2,14 @@
  * Runs a training graph (./build.ts) in onnxruntime: probes the student's static shapes once, keeps
  * the weights and running statistics as typed arrays in Node, and computes one step's loss,
  * student output, gradients and statistics updates per call. The optimizer update is the caller's.
- * Imports: ../../runtime, ../../ir, ../../errors, ./build, ./loss.
+ * Imports: ../../runtime, ../../ir, ../../errors, ../feature-adapters, ./build, ./decompose.
  */
 import { UsageError } from '../../errors.js';
 import { DataType, type Model, type TensorData, type TypedArray } from '../../ir/index.js';
 import { captureIntermediates, createRunner, type Runner } from '../../runtime/index.js';
-import { buildTrainingGraph, type TrainingGraph, type TrainingGraphOptions } from './build.js';
+import { adapterInit, adapterName, featureNeedsAdapter } from '../feature-adapters.js';
+import { buildTrainingGraph, type FeatureTerm, type TrainingGraph, type TrainingGraphOptions } from './build.js';
+import { liftConstantWeights } from './decompose.js';
 
 /**
  * Shapes of every value the student computes, from one onnxruntime run over `feeds` (2+ samples,
@@ -25,11 +27,19 @@ export async function probeShapes(model: Model, feeds: Record<string, TensorData
   return shapes;
 }
 
-export interface OnnxStepOptions extends Omit<TrainingGraphOptions, 'shapes'> {
+export interface OnnxStepOptions extends Omit<TrainingGraphOptions, 'shapes' | 'features'> {
   /** A batch (2+ samples) of the student's inputs, to probe shapes with. */
   probe: Record<string, TensorData>;
   /** onnxruntime intra-op threads (default 1). */
   threads?: number;
+  /**
+   * Feature pairs with the per-sample dims of the teacher's tensor. Where the channel counts differ
+   * an adapter `adapter:<student tensor>` is made (../feature-adapters.ts: same initial value as
+   * the tfjs loop for the same `seed` and pair index) and trained with the weights.
+   */
+  features?: readonly { teacher: string; student: string; teacherDims: readonly number[] }[];
+  /** Seed of the adapters' initial values (the run's seed). */
+  seed?: number;
 }
 
 export interface StepBatch {
@@ -37,6 +47,8 @@ export interface StepBatch {
   /** int64 class indices [N] for kd (other integer or one-hot arrays are converted), floats for mse. */
   labels?: TensorData;
   teacher?: TensorData;
+  /** The teacher's feature tensors by student tensor name (feature terms). */
+  features?: ReadonlyMap<string, TensorData>;
 }
 
 /** Float data of the training graph: float32, or float64 in float64 precision. */
@@ -46,6 +58,8 @@ export interface StepResult {
   loss: number;
   hard?: number;
   soft?: number;
+  /** Sum of the feature terms (unweighted), with feature terms. */
+  feature?: number;
   output: TensorData;
   gradients: Map<string, FloatArray>;
   stateUpdates: Map<string, FloatArray>;
@@ -77,23 +91,50 @@ export class OnnxTrainStep {
   private readonly dims = new Map<string, number[]>();
   private readonly floatType: DataType;
 
-  private constructor(graph: TrainingGraph, runner: Runner, student: Model, floatType: DataType) {
+  private constructor(
+    graph: TrainingGraph,
+    runner: Runner,
+    student: Model,
+    floatType: DataType,
+    adapters: ReadonlyMap<string, { data: Float32Array; dims: number[] }>,
+  ) {
     this.graph = graph;
     this.runner = runner;
     this.floatType = floatType;
     for (const name of [...graph.weights, ...graph.states]) {
-      const t = student.graph.value(name)!.initializer!;
+      const t = adapters.get(name) ?? student.graph.value(name)!.initializer!;
       const f = t.data as Float32Array;
       this.values.set(name, floatType === DataType.DOUBLE ? Float64Array.from(f) : Float32Array.from(f));
       this.dims.set(name, [...t.dims]);
     }
   }
 
-  static async create(student: Model, options: OnnxStepOptions): Promise<OnnxTrainStep> {
+  /** Float Constant-node weights of `student` start from their node's value (the graph is built on the lifted copy). */
+  static async create(model: Model, options: OnnxStepOptions): Promise<OnnxTrainStep> {
+    const student = liftConstantWeights(model).model;
     const shapes = await probeShapes(student, options.probe);
-    const graph = buildTrainingGraph(student, { ...options, shapes });
+    const features: FeatureTerm[] = [];
+    const adapters = new Map<string, { data: Float32Array; dims: number[] }>();
+    (options.features ?? []).forEach((pair, i) => {
+      const studentShape = shapes.get(pair.student);
+      if (!studentShape) throw new UsageError(`feature tensor '${pair.student}' is not computed by the student`);
+      const term: FeatureTerm = { student: pair.student, teacherDims: pair.teacherDims };
+      if (featureNeedsAdapter(pair, pair.teacherDims, studentShape.slice(1))) {
+        const cs = studentShape[1]!;
+        const ct = pair.teacherDims[0]!;
+        term.adapter = adapterName(pair.student);
+        adapters.set(term.adapter, { data: adapterInit(cs, ct, options.seed ?? 0, i), dims: [cs, ct] });
+      }
+      features.push(term);
+    });
+    const graph = buildTrainingGraph(student, { ...options, shapes, features });
     const runner = await createRunner(graph.model, { intraOpThreads: options.threads ?? 1, label: 'training graph' });
-    return new OnnxTrainStep(graph, runner, student, options.precision === 'float64' ? DataType.DOUBLE : DataType.FLOAT);
+    return new OnnxTrainStep(graph, runner, student, options.precision === 'float64' ? DataType.DOUBLE : DataType.FLOAT, adapters);
+  }
+
+  /** Dims of a weight, running statistic or adapter. */
+  dimsOf(name: string): readonly number[] | undefined {
+    return this.dims.get(name);
   }
 
   private asFloat(td: TensorData): TensorData {
@@ -120,13 +161,26 @@ export class OnnxTrainStep {
       if (!batch.teacher) throw new UsageError('this training graph needs teacher outputs');
       feeds[g.teacherInput] = this.asFloat(batch.teacher);
     }
+    for (const [student, input] of g.featureInputs) {
+      const td = batch.features?.get(student);
+      if (!td) throw new UsageError(`this training graph needs the teacher's values for feature tensor '${student}'`);
+      feeds[input] = this.asFloat(td);
+    }
     const out = await this.runner.run(feeds);
     const scalar = (name: string | undefined): number | undefined => (name ? Number((out[name]!.data as TypedArray)[0]) : undefined);
     const gradients = new Map<string, FloatArray>();
     for (const [w, o] of g.gradients) gradients.set(w, out[o]!.data as FloatArray);
     const stateUpdates = new Map<string, FloatArray>();
     for (const [s, o] of g.stateUpdates) stateUpdates.set(s, out[o]!.data as FloatArray);
-    return { loss: scalar(g.lossOutput)!, hard: scalar(g.hardOutput), soft: scalar(g.softOutput), output: out[g.studentOutput]!, gradients, stateUpdates };
+    return {
+      loss: scalar(g.lossOutput)!,
+      hard: scalar(g.hardOutput),
+      soft: scalar(g.softOutput),
+      feature: scalar(g.featureOutput),
+      output: out[g.studentOutput]!,
+      gradients,
+      stateUpdates,
+    };
   }
 
   /** Writes new running statistics (from a step's stateUpdates) into the values. */
