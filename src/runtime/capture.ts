@@ -204,10 +204,11 @@ export async function createStatisticsCapture(model: Model, plan: StatisticsCapt
   const fetchAll = [...fetch, ...reductions.outputs.map((v) => v.name)];
   return {
     async run(feeds) {
-      const produced = runner ? await runner.run(feeds, fetchAll) : {};
+      const produced: Record<string, TensorData> = runner ? await runner.run(feeds, fetchAll) : Object.create(null);
       const tensors: Record<string, TensorData> = Object.create(null) as Record<string, TensorData>;
       for (const name of whole) {
-        const t = constants.get(name) ?? (fromFeeds.has(name) ? (feeds[name] ?? fromFeeds.get(name)) : produced[name]);
+        const t =
+          constants.get(name) ?? (fromFeeds.has(name) ? ((Object.hasOwn(feeds, name) ? feeds[name] : undefined) ?? fromFeeds.get(name)) : produced[name]);
         if (!t) throw new UsageError(`cannot capture tensor '${name}': not in the feeds`);
         tensors[name] = t;
       }
@@ -286,7 +287,12 @@ export async function inferShapesByRunning(model: Model, feeds: Record<string, T
     const full = await runner.run(feeds);
     const single =
       batchSymbol !== undefined && batch >= 2
-        ? await runner.run(Object.fromEntries(Object.entries(feeds).map(([name, t]) => [name, firstSample(t, name in axes ? (axes[name] ?? null) : 0)])))
+        ? await runner.run(
+            Object.assign(
+              Object.create(null),
+              Object.fromEntries(Object.entries(feeds).map(([name, t]) => [name, firstSample(t, Object.hasOwn(axes, name) ? (axes[name] ?? null) : 0)])),
+            ),
+          )
         : undefined;
     for (const name of targets) {
       const t = full[name]!;

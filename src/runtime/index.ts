@@ -7,6 +7,7 @@ export {
   createRunner,
   listExecutionProviders,
   loadOrt,
+  modelLabel,
   needsExternalData,
   DEFAULT_EXTERNAL_DATA_THRESHOLD,
   type GraphOptimizationLevel,

@@ -41,9 +41,19 @@ export interface RunnerOptions {
   onWarning?: (message: string) => void;
   /** Write the model as optimized by onnxruntime to this path. */
   optimizedModelFilePath?: string;
-  /** onnxruntime log level, 0 (verbose) .. 4 (fatal); default 3, so only errors reach stderr. */
+  /** Put the optimized model's initializers (1 KiB and up) in a side file beside it: the graph alone decodes fast. */
+  optimizedModelExternalData?: boolean;
+  /**
+   * onnxruntime log level, 0 (verbose) .. 4 (fatal); default 4: onnxruntime's own log lines would
+   * reach stderr before (and beside) model-opt's message, and every error they describe reaches us
+   * as an exception anyway, whose message model-opt reports.
+   */
   logSeverityLevel?: 0 | 1 | 2 | 3 | 4;
-  /** Name for the model in error messages; default its path, or 'in-memory model'. */
+  /**
+   * What the model is, for error messages ('quantized model'). Messages name the model's file too:
+   * the path given, or the file an in-memory Model was loaded from (src/onnx modelSourceFile), as
+   * "path (label)"; 'in-memory model' only for a model that never came from a file.
+   */
   label?: string;
   /**
    * In-memory models whose tensors total more bytes than this (default 1.5 GiB, safely under
@@ -236,9 +246,21 @@ async function removeFolder(folder: string): Promise<boolean> {
   }
 }
 
+/**
+ * A model's name in messages. A path: the label given (the caller's name for that file), else the
+ * path. An in-memory Model loaded from a file: that file and what the model is ("m.onnx (quantized
+ * model)"), the file alone without a label. Anything else: the label, else `fallback`.
+ */
+export async function modelLabel(model: Model | Uint8Array | string, label?: string, fallback = 'in-memory model'): Promise<string> {
+  if (typeof model === 'string') return label ?? model;
+  const file = model instanceof Uint8Array ? undefined : (await import('../onnx/index.js')).modelSourceFile(model);
+  if (file === undefined) return label ?? fallback;
+  return label === undefined || label.includes(file) ? (label ?? file) : `${file} (${label})`;
+}
+
 async function openRunner(model: Model | Uint8Array | string, options: RunnerOptions, extraOutputs: readonly Value[]): Promise<Runner> {
   const ort = await loadOrt();
-  const label = options.label ?? (typeof model === 'string' ? model : 'in-memory model');
+  const label = await modelLabel(model, options.label);
   checkThreadCounts(options);
   let source: string | Uint8Array;
   let declared: { inputs: IoSpec[]; outputs: IoSpec[] } | undefined;
@@ -263,7 +285,7 @@ async function openRunner(model: Model | Uint8Array | string, options: RunnerOpt
     const sessionOptions: Ort.InferenceSession.SessionOptions = {
       executionProviders: providers,
       graphOptimizationLevel: options.graphOptimizationLevel ?? 'all',
-      logSeverityLevel: options.logSeverityLevel ?? 3,
+      logSeverityLevel: options.logSeverityLevel ?? 4,
     };
     if (options.intraOpThreads !== undefined) sessionOptions.intraOpNumThreads = options.intraOpThreads;
     if (options.interOpThreads !== undefined) {
@@ -273,7 +295,7 @@ async function openRunner(model: Model | Uint8Array | string, options: RunnerOpt
     if (options.optimizedModelFilePath !== undefined) {
       sessionOptions.optimizedModelFilePath = options.optimizedModelFilePath;
       // The optimized copy of a model that needed external data would not fit in protobuf either.
-      if (tempFolder !== undefined) {
+      if (tempFolder !== undefined || options.optimizedModelExternalData) {
         sessionOptions.extra = { session: { optimized_model_external_initializers_file_name: `${basename(options.optimizedModelFilePath)}.data` } };
       }
     }

@@ -91,7 +91,8 @@ export async function autoRanges(
   const { model: q } = quantizeQdq(model, { ...qdqOptions, ranges });
   const params = new Map<string, { scale: string; zeroPoint: string }>();
   // Every overridable parameter's minmax value (onnxruntime wants all inputs fed).
-  const baseFeeds: Feeds = {};
+  // Keyed by tensor names from the model: null-prototype records, never plain {} lookups.
+  const baseFeeds: Feeds = Object.create(null);
   for (const node of q.graph.nodes) {
     if (node.opType !== 'QuantizeLinear') continue;
     let x = node.inputs[0];
@@ -123,13 +124,13 @@ export async function autoRanges(
   let evaluations = 0;
   const evaluate = async (extra: Feeds): Promise<number> => {
     const outs: Feeds[] = [];
-    for (const f of feeds) outs.push(await session.run({ ...f, ...baseFeeds, ...extra }));
+    for (const f of feeds) outs.push(await session.run(Object.assign(Object.create(null) as Feeds, f, baseFeeds, extra)));
     evaluations++;
     return pooledSqnr(refs, outs);
   };
   const byName = new Map<string, Value>([...plan.tensors.values()].map((tp) => [tp.value.name, tp.value]));
-  const overrides: Feeds = {};
-  const tensors: Record<string, CalibrationMethod> = {};
+  const overrides: Feeds = Object.create(null);
+  const tensors: Record<string, CalibrationMethod> = Object.create(null);
   const picked: Record<string, number> = { minmax: 0, percentile: 0, entropy: 0, mse: 0 };
   let current: number;
   try {
@@ -158,7 +159,7 @@ export async function autoRanges(
           [names.scale]: { dtype: DataType.FLOAT, dims: [], data: Float32Array.of(p.scale) },
           [names.zeroPoint]: { dtype: actType, dims: [], data: actType === DataType.UINT8 ? Uint8Array.of(p.zeroPoint) : Int8Array.of(p.zeroPoint) },
         } as Feeds;
-        const db = await evaluate({ ...overrides, ...extra });
+        const db = await evaluate(Object.assign(Object.create(null) as Feeds, overrides, extra));
         if (db > bestDb + AUTO_MIN_GAIN_DB) {
           bestDb = db;
           best = { method, range, feeds: extra };

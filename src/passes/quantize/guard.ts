@@ -47,6 +47,10 @@ export interface GuardAttempt {
 export interface GuardResult {
   baselineAccuracy: number;
   evalSamples: number;
+  /** Evaluation samples whose label is beyond the output's class count (scored as misses); absent when none. */
+  outOfRangeLabels?: number;
+  /** The output's class count, with outOfRangeLabels. */
+  classes?: number;
   budget: AccuracyBudget;
   attempts: GuardAttempt[];
   met: boolean;
@@ -118,7 +122,8 @@ export async function guardAccuracy(
   const progress = options.onProgress ?? (() => undefined);
   const evalOptions = { outputName: options.outputName, runner: options.runner, batchSize: 32 };
   progress({ phase: 'guard', message: `FP32 accuracy on ${evalData.count} samples` });
-  const baseline = (await top1Accuracy(original, evalData, evalOptions)).accuracy;
+  const baselineResult = await top1Accuracy(original, evalData, evalOptions);
+  const baseline = baselineResult.accuracy;
   const attempts: GuardAttempt[] = [];
   const tryExcluding = async (fp32Nodes: string[]): Promise<{ attempt: GuardAttempt; model: Model; qdq: QdqReport }> => {
     const excludeNodes = [...(context.qdqOptions.excludeNodes ?? []), ...fp32Nodes];
@@ -146,6 +151,7 @@ export async function guardAccuracy(
   return {
     baselineAccuracy: baseline,
     evalSamples: evalData.count,
+    ...(baselineResult.outOfRange > 0 ? { outOfRangeLabels: baselineResult.outOfRange, classes: baselineResult.classes } : {}),
     budget,
     attempts,
     met: best.attempt.withinBudget,
