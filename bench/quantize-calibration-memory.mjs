@@ -5,7 +5,7 @@
 //   npm run build && node bench/quantize-calibration-memory.mjs [N=500] [method=entropy]
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { exampleModel, load, randomBatches } from './quantize-common.mjs';
+import { dist, exampleModel, load, randomBatches } from './quantize-common.mjs';
 
 const BATCH = 32;
 
@@ -22,13 +22,12 @@ async function child(count, method) {
   const plainSeconds = (performance.now() - t) / 1000;
   await warm.release();
   const before = process.memoryUsage().rss;
+  const { collectStatistics } = await import(dist('calibration/index.js'));
   t = performance.now();
-  const stats = await mods.quantize.collectStatistics(pre, tensors, randomBatches(count, BATCH), {
-    histograms: method !== 'minmax',
-    runner: { intraOpThreads: 1 },
-  });
+  const requests = tensors.map((tensor) => (method === 'minmax' ? { tensor, kind: 'range' } : { tensor, kind: 'histogram' }));
+  const stats = await collectStatistics(pre, requests, randomBatches(count, BATCH), { runner: { intraOpThreads: 1 } });
   const calibSeconds = (performance.now() - t) / 1000;
-  for (const s of stats.values()) mods.quantize.computeRange(s, { method });
+  for (const s of stats.ranges.values()) mods.quantize.computeRange(s, { method });
   const peak = process.resourceUsage().maxRSS * 1024;
   process.stdout.write(JSON.stringify({ count, tensors: tensors.length, before, peak, plainSeconds, calibSeconds }));
 }

@@ -136,7 +136,34 @@ export interface QuantizeResult {
   /** Why the command must fail (a budget missed), when it must; the model was written only with `force`. */
   gateFailure?: string;
   qat?: QatReport;
+  /** Where the run's time went, phase by phase in order (seconds; see QuantizePhase). */
+  timings: QuantizeTiming[];
   warnings: string[];
+}
+
+/**
+ * The phases of a quantize run: reading the model and data files; the pass (for int8 its parts:
+ * pre-processing, shape inference by running, calibration, QDQ insertion; other modes one
+ * 'quantize'); the fidelity guard (with its fallback) or the labelled guard / QAT; writing the file
+ * with its onnxruntime check against FP32; the fusion check; the optional speed check.
+ */
+export type QuantizePhase =
+  | 'load'
+  | 'preprocess'
+  | 'shapes'
+  | 'calibration'
+  | 'qdq'
+  | 'quantize'
+  | 'accuracy-guard'
+  | 'qat'
+  | 'fidelity'
+  | 'write-and-check'
+  | 'fusion-check'
+  | 'speed-check';
+
+export interface QuantizeTiming {
+  phase: QuantizePhase;
+  seconds: number;
 }
 
 /** What the fidelity guard did, for the report and the JSON. */
@@ -378,11 +405,28 @@ async function taskMetricBudget(options: QuantizeWorkflowOptions, spec: string, 
 }
 
 export async function quantizeWorkflow(options: QuantizeWorkflowOptions, events: WorkflowEvents = {}): Promise<QuantizeResult> {
+  // Sessions and temp folders shared between phases (the FP32 reference, the fusion file), released however the run ends.
+  const cleanups: (() => Promise<void>)[] = [];
+  try {
+    return await quantizeRun(options, events, cleanups);
+  } finally {
+    for (const cleanup of cleanups.reverse()) await cleanup();
+  }
+}
+
+async function quantizeRun(options: QuantizeWorkflowOptions, events: WorkflowEvents, cleanups: (() => Promise<void>)[]): Promise<QuantizeResult> {
   if (!options.output) throw new UsageError('missing -o/--output <path> (or use --analyze)');
   const output = checkOutputPath(options.output, [
     options.model,
     ...[options.calibrationData, options.evalData, options.qat?.data].filter((f): f is string => Boolean(f)),
   ]);
+  const timings: QuantizeTiming[] = [];
+  let mark = performance.now();
+  const lap = (phase: QuantizePhase): void => {
+    const now = performance.now();
+    timings.push({ phase, seconds: (now - mark) / 1000 });
+    mark = now;
+  };
   const inputs = await loadInputs(options, events);
   const { model, specs, calibration, evalData, runner, onWarning, onProgress, runtime, data, q, evaluate } = inputs;
   const started = performance.now();
@@ -402,6 +446,7 @@ export async function quantizeWorkflow(options: QuantizeWorkflowOptions, events:
       })
     : undefined;
   if (plan?.note && plan.source === 'calibration-tail') onWarning(plan.note);
+  lap('load');
 
   let written: Model;
   let report: QuantizeResult['report'];
@@ -413,10 +458,18 @@ export async function quantizeWorkflow(options: QuantizeWorkflowOptions, events:
     const result = await int8(model, calibration, inputs, options, plan && plan.source !== 'random' ? plan.calibrationSamples : inputs.calibrationCount);
     written = result.model;
     report = result.report;
+    // The pass timed its own parts; what is left (the nothing-quantized check) goes with QDQ.
+    for (const phase of ['preprocess', 'shapes', 'calibration'] as const) timings.push({ phase, seconds: result.report.timings[phase] });
+    timings.push({
+      phase: 'qdq',
+      seconds: (performance.now() - mark) / 1000 - result.report.timings.preprocess - result.report.timings.shapes - result.report.timings.calibration,
+    });
+    mark = performance.now();
     if (options.qat) {
       const trained = await qatStep(result.context, options, options.qat, evalData, inputs);
       written = trained.model;
       qat = trained.report;
+      lap('qat');
     }
     if (options.maxAccuracyDrop && !options.taskMetric) {
       if (!evalData) throw new UsageError('--max-accuracy-drop needs --eval-data <labelled data>');
@@ -427,6 +480,7 @@ export async function quantizeWorkflow(options: QuantizeWorkflowOptions, events:
       });
       written = guard.model;
       result.report.qdq = guard.qdq;
+      lap('accuracy-guard');
     }
     if (!options.qat && !guard) {
       const int8Report = result.report;
@@ -508,6 +562,8 @@ export async function quantizeWorkflow(options: QuantizeWorkflowOptions, events:
     };
   }
 
+  if (options.mode !== 'int8') lap('quantize');
+
   // Inputs for the checks, made before anything is written: the held-out samples (guard on), else
   // the first calibration samples as before. Without data a symbolic dim that no --shape sizes
   // fails here: for int8 (always with data) that cannot happen; int8-dynamic and fp16 need no data,
@@ -536,6 +592,7 @@ export async function quantizeWorkflow(options: QuantizeWorkflowOptions, events:
   // The fidelity guard: decides, unless the labelled guard does (then it is measured) or QAT changed
   // the weights (then the distance to FP32 is reported, not enforced).
   let fidelity: FidelityReport;
+  let judge: InstanceType<typeof q.FidelityJudge> | undefined;
   if (!plan) fidelity = { enabled: false, reason: 'turned off (--no-guard): the model was not held to a fidelity budget' };
   else if (!checkData) fidelity = { enabled: false, reason: `no inputs to check the model on: ${skipped}` };
   else {
@@ -546,7 +603,9 @@ export async function quantizeWorkflow(options: QuantizeWorkflowOptions, events:
       minTop1Agreement: options.minTop1Agreement ?? (metricDecides ? 0 : q.DEFAULT_FIDELITY_BUDGET.minTop1Agreement),
       ...(metricBudget ? { metric: metricBudget } : {}),
     };
-    const judge = new q.FidelityJudge(model, checkData, budget, { runner, batchSize: options.batchSize ?? 16 });
+    // The FP32 reference's session and outputs on checkData serve the guard and the check after writing.
+    judge = new q.FidelityJudge(model, checkData, budget, { runner, batchSize: options.batchSize ?? 16 });
+    cleanups.push(() => judge!.close());
     const heldOut = {
       source: plan.source,
       samples: checkData.count,
@@ -573,7 +632,7 @@ export async function quantizeWorkflow(options: QuantizeWorkflowOptions, events:
       if (g.floatNodes.length > 0) onWarning(`fidelity guard: ${g.floatNodes.length} node(s) kept float to meet the budget: ${g.floatNodes.join(', ')}`);
     } else {
       onProgress(`fidelity check on ${checkData.count} held-out samples`);
-      const m = await judge.measure(written);
+      const m = await judge!.measure(written);
       const step = { floatNodes: guard?.chosen.fp32Nodes ?? [], worstSqnrDb: m.worstSqnrDb, met: m.met, failures: m.failures };
       fidelity = {
         enabled: true,
@@ -586,7 +645,7 @@ export async function quantizeWorkflow(options: QuantizeWorkflowOptions, events:
         floatNodes: [],
         sensitivity: [],
         steps: [step],
-        runs: judge.runs,
+        runs: judge!.runs,
       };
       if (!m.met)
         onWarning(
@@ -594,6 +653,7 @@ export async function quantizeWorkflow(options: QuantizeWorkflowOptions, events:
         );
     }
   }
+  lap('fidelity');
   const gateFailure = gateFailureOf(guard, fidelity, options, q.describeBudget);
   const common = {
     mode: options.mode,
@@ -612,6 +672,7 @@ export async function quantizeWorkflow(options: QuantizeWorkflowOptions, events:
       agreement: null,
       checks: { ran: false, inputs: null, note: 'nothing written' },
       gateFailure,
+      timings,
     };
   }
 
@@ -622,24 +683,36 @@ export async function quantizeWorkflow(options: QuantizeWorkflowOptions, events:
   // runs on the staged file, so a model that fails it never replaces what was at the path before.
   let agreement: Record<string, AgreementMetrics> | null = null;
   let checks: QuantizeChecks = { ran: false, inputs: null };
+  // One session of the written file: it is compared with FP32 (the judge's cached outputs when
+  // the guard ran on the same samples), and what onnxruntime made of it is the fusion check's.
+  const fusionFile = options.mode === 'fp16' ? undefined : await q.fusionTarget(runner);
+  if (fusionFile) cleanups.push(() => fusionFile.remove());
   await saveModel(written, target, {
     verify: async (staged) => {
       onProgress('checking the written model in onnxruntime');
-      if (checkData) {
-        agreement = await evaluate.compareOutputs(model, staged, checkData, { runner, batchSize: options.batchSize ?? 16 });
-        checks = { ran: true, inputs: checkInputs };
-      } else {
-        const session = await runtime.createRunner(staged, { ...runner, label: target });
+      const session = await runtime.createRunner(staged, { ...runner, ...fusionFile?.runnerOptions, label: target });
+      try {
+        if (checkData) {
+          agreement = judge
+            ? await judge.agreement(session)
+            : await evaluate.compareOutputs(model, session, checkData, { runner, batchSize: options.batchSize ?? 16 });
+          checks = { ran: true, inputs: checkInputs };
+        } else {
+          const note = `the comparison with FP32 in onnxruntime was skipped (the written model was only loaded): ${skipped}, or give --calibration-data`;
+          checks = { ran: false, inputs: null, note };
+          onWarning(note);
+        }
+      } finally {
         await session.release();
-        const note = `the comparison with FP32 in onnxruntime was skipped (the written model was only loaded): ${skipped}, or give --calibration-data`;
-        checks = { ran: false, inputs: null, note };
-        onWarning(note);
       }
     },
   });
+  lap('write-and-check');
   const qdqReport = report.mode === 'int8' ? report.qdq : undefined;
   const keptFloat = qdqReport ? [...qdqReport.skipped, ...qdqReport.floatCompute.map((f) => ({ ...f, weightsDequantized: true }))] : undefined;
-  const fusion = options.mode === 'fp16' ? undefined : await q.checkFusion(target, { runner, reference: written, keptFloat });
+  onProgress('checking what onnxruntime fuses');
+  const fusion = fusionFile ? await fusionFile.read(target, { reference: written, keptFloat }) : undefined;
+  if (fusion) lap('fusion-check');
   const speed = options.measureSpeedRuns
     ? await speedCheck(
         options.model,
@@ -654,6 +727,7 @@ export async function quantizeWorkflow(options: QuantizeWorkflowOptions, events:
         { onProgress, onWarning },
       )
     : undefined;
+  if (speed) lap('speed-check');
   return {
     ...common,
     output: { path: target, sizeBytes: await fileSize(target) },
@@ -664,13 +738,14 @@ export async function quantizeWorkflow(options: QuantizeWorkflowOptions, events:
     agreement,
     checks,
     ...(gateFailure ? { gateFailure } : {}),
+    timings,
   };
 }
 
 function guardSummary(guard: GuardResult | undefined): QuantizeResult['guard'] {
   if (!guard) return undefined;
-  const { budget, baselineAccuracy, evalSamples, met, chosen, attempts, sensitivity } = guard;
-  return { budget, baselineAccuracy, evalSamples, met, chosen, attempts, sensitivity };
+  const { budget, baselineAccuracy, evalSamples, met, chosen, attempts, sensitivity, outOfRangeLabels, classes } = guard;
+  return { budget, baselineAccuracy, evalSamples, met, chosen, attempts, sensitivity, ...(outOfRangeLabels ? { outOfRangeLabels, classes } : {}) };
 }
 
 const formatDbValue = (x: number): string => (Number.isFinite(x) ? `${x.toFixed(1)} dB` : 'inf dB');

@@ -10,8 +10,9 @@
  * graph, runtime/capture.ts), so a 'range' costs four scalars per tensor per batch, not the
  * activation; a batch whose reductions show NaN or +-Infinity is run again with that tensor
  * captured whole and its finite values scanned here (the semantics stay those of the JS scan).
- * Histograms, when their whole captures at the first pass's batch would not fit the memory budget,
- * take two passes over a re-iterable source (a Dataset, an array of feeds): the first
+ * Histograms, when their whole captures at the first pass's batch would not fit the memory budget
+ * (and, for a caller that gave no batch, not even at a smaller one down to 1 sample, which is
+ * then the batch of a single pass), take two passes over a re-iterable source (a Dataset, an array of feeds): the first
  * (the reductions) replays the grid a StreamingHistogram would grow to batch by batch, the second
  * captures the tensors whole and bins them straight into that grid, in groups of tensors whose
  * captured bytes per run stay within a memory budget (one pass per group), at a batch chosen from
@@ -29,7 +30,7 @@
 import { UsageError } from '../errors.js';
 import { DataType, elementCount, type TensorData } from '../ir/dtype.js';
 import { batchAxes } from '../ir/io-spec.js';
-import { isTensorType, type Model } from '../ir/index.js';
+import { isTensorType, type Model, type Node } from '../ir/index.js';
 import { batches as datasetBatches, fixedBatchSize, type Dataset } from '../data/index.js';
 import {
   canReduce,
@@ -93,7 +94,14 @@ export interface CollectedStatistics {
   batching: CalibrationBatching;
 }
 
+/** Progress within one pass over the data (batches and samples count from 0 at each pass). */
 export interface CalibrationProgress {
+  /** Which pass over the data, from 1 (the reductions; with two passes, then one per capture group). */
+  pass: number;
+  /** Passes in all: known once the first pass has planned the capture groups; undefined during a first pass that more will follow. */
+  passes?: number;
+  /** What the pass collects: 'ranges' (reductions, in-memory tensors, and in a single pass everything), 'captures' (histograms into the first pass's grids, channel moments). */
+  stage: 'ranges' | 'captures';
   batches: number;
   samples: number;
   totalSamples?: number;
@@ -104,8 +112,10 @@ export interface CollectOptions {
    * Samples per onnxruntime run of the first pass when `data` is a Dataset (the reductions: their
    * memory is the model's own activations); default the model's fixed batch dim, else
    * DEFAULT_CALIBRATION_BATCH (at most the sample count), lowered when the model's largest
-   * activations at that batch would not fit memoryBudget. Histogram grids follow the first pass's
-   * batches, so a caller that must reproduce earlier ranges passes the batch size it used.
+   * activations at that batch would not fit memoryBudget, and lowered further (down to 1) when
+   * that keeps the whole captures of histograms and moments to one pass within memoryBudget.
+   * Histogram grids follow the first pass's batches, so a caller that must reproduce earlier
+   * ranges passes the batch size it used.
    */
   batchSize?: number;
   /** Samples per run of the whole-tensor captures; default the largest batch (up to batchSize) whose captures fit memoryBudget. */
@@ -115,7 +125,7 @@ export interface CollectOptions {
   runner?: RunnerOptions;
   /** Total samples, for progress fractions only (a Dataset gives its own). */
   totalSamples?: number;
-  /** Progress of the first pass over the data (the one every collection makes). */
+  /** Progress of every pass over the data, batch by batch. */
   onProgress?: (p: CalibrationProgress) => void;
 }
 
@@ -284,6 +294,32 @@ async function runPass(
   return count;
 }
 
+/**
+ * The part of `model` that computes `names`: a copy without the nodes none of them depends on (and
+ * without graph outputs), so a capture pass for early tensors does not run the rest of the network
+ * (onnxruntime runs every node of a graph whatever is fetched). `model` itself when nothing can be
+ * cut, or when a node has subgraphs (their reads of outer values are not inputs to follow).
+ */
+function prefixModel(model: Model, names: readonly string[]): Model {
+  const nodes = model.graph.nodes;
+  if (nodes.some((n) => n.subgraphs().length > 0)) return model;
+  const needed = new Set<Node>();
+  const stack = names.map((n) => model.graph.localValue(n)?.producer).filter((n): n is Node => Boolean(n));
+  while (stack.length > 0) {
+    const node = stack.pop()!;
+    if (needed.has(node)) continue;
+    needed.add(node);
+    for (const v of node.inputs) if (v?.producer) stack.push(v.producer);
+  }
+  if (needed.size === nodes.length) return model;
+  const copy = model.clone();
+  const keep = new Set(nodes.flatMap((n, i) => (needed.has(n) ? [i] : [])));
+  const copied = [...copy.graph.nodes];
+  copy.graph.outputs = [];
+  for (let i = copied.length - 1; i >= 0; i--) if (!keep.has(i)) copy.graph.removeNode(copied[i]!, { force: true });
+  return copy;
+}
+
 /** Splits `names` into groups whose bytes per run (`batch` samples) stay within `budget`; a tensor larger than the budget is a group of its own. */
 function captureGroups(names: readonly string[], bytes: ReadonlyMap<string, number>, batch: number, budget: number): string[][] {
   const groups: string[][] = [];
@@ -349,12 +385,18 @@ export async function collectStatistics(
     }),
   );
   // One pass when the whole captures of a first-pass batch fit the budget (histograms then grow
-  // exactly as they always did) or the source can be walked only once; else two.
+  // exactly as they always did) or the source can be walked only once; else two. Without an
+  // explicit batch, a smaller first-pass batch whose captures fit keeps it to one pass: one
+  // inference plus the binning cost less than two (the text-recognizer stand-in of
+  // bench/calibration-speed.mjs: 2.1x inference at batch 1 against 2.9x for two passes at 8).
   const captured = names.filter((n) => !local.has(n) && (moments.has(n) || ranges.get(n)?.kind === 'histogram' || (ranges.has(n) && !canReduce(model, n))));
   const estimates = captured.map((n) => perSampleBytes(model, n));
-  const onePassBytes = estimates.every((b) => b !== undefined)
-    ? estimates.reduce<number>((a, b) => a + b!, 0) * (batching.batchSize || options.batchSize || DEFAULT_CALIBRATION_BATCH)
-    : Infinity;
+  const capturedPerSample = estimates.every((b) => b !== undefined) ? estimates.reduce<number>((a, b) => a + b!, 0) : Infinity;
+  const lowerable = isDataset(data) && options.batchSize === undefined && fixedBatchSize(modelInputSpecs(model)) === undefined;
+  if (lowerable && capturedPerSample * batching.batchSize > budget && capturedPerSample <= budget) {
+    batching.batchSize = Math.max(1, Math.floor(budget / capturedPerSample));
+  }
+  const onePassBytes = capturedPerSample * (batching.batchSize || options.batchSize || DEFAULT_CALIBRATION_BATCH);
   const twoPass = source.reiterable && onePassBytes > budget;
   const reduced = [...ranges.keys()].filter((n) => !local.has(n) && canReduce(model, n) && (twoPass || ranges.get(n)!.kind === 'range'));
   const reducedSet = new Set(reduced);
@@ -432,7 +474,7 @@ export async function collectStatistics(
         }
         wholeFold(captured.tensors);
         samples += batch.samples;
-        options.onProgress?.({ batches: batchCount + 1, samples, totalSamples });
+        options.onProgress?.({ pass: 1, passes: later.length > 0 ? undefined : 1, stage: 'ranges', batches: batchCount + 1, samples, totalSamples });
         batchCount++;
       });
     } finally {
@@ -455,20 +497,25 @@ export async function collectStatistics(
     const perSample = [...bytes.values()].reduce<number>((a, b) => a + (b ?? 0), 0);
     const first = batching.batchSize || DEFAULT_CALIBRATION_BATCH;
     const batch = options.captureBatchSize ?? (known && perSample > 0 ? Math.max(1, Math.min(first, Math.floor(budget / perSample))) : first);
-    const groups = known ? captureGroups(later, new Map([...bytes].map(([n, b]) => [n, b ?? 0])), batch, budget) : [later];
+    // In graph order, so that each group's pass runs only a prefix of the network (prefixModel).
+    const position = new Map(model.graph.nodes.map((n, i) => [n, i]));
+    const ordered = [...later].sort(
+      (a, b) => (position.get(model.graph.localValue(a)!.producer!) ?? -1) - (position.get(model.graph.localValue(b)!.producer!) ?? -1),
+    );
+    const groups = known ? captureGroups(ordered, new Map([...bytes].map(([n, b]) => [n, b ?? 0])), batch, budget) : [ordered];
     batching.captureBatchSize = isDataset(data) ? batch : undefined;
     batching.captureGroups = groups.length;
     batching.capturedBytesPerRun = known ? Math.max(...groups.map((g) => g.reduce((a, n) => a + (bytes.get(n) ?? 0), 0) * batch)) : undefined;
-    let progressSamples = 0;
-    for (const group of groups) {
+    // Pass numbers in progress events: the first pass walked the data whenever it had anything to do.
+    const firstPasses = firstWhole.length > 0 || reduced.length > 0 ? 1 : 0;
+    for (const [g, group] of groups.entries()) {
       const only = new Set(group);
-      const runner = await createStatisticsCapture(model, { whole: group }, { label: 'calibration model', ...options.runner });
+      const runner = await createStatisticsCapture(prefixModel(model, group), { whole: group }, { label: 'calibration model', ...options.runner });
+      let progress = { batches: 0, samples: 0 };
       const count = await runPass(source.open(batch), runner, (b, captured) => {
         wholeFold(captured.tensors, only);
-        if (firstWhole.length === 0 && reduced.length === 0 && groups.length === 1) {
-          progressSamples += b.samples;
-          options.onProgress?.({ batches: 0, samples: progressSamples, totalSamples });
-        }
+        progress = { batches: progress.batches + 1, samples: progress.samples + b.samples };
+        options.onProgress?.({ pass: firstPasses + g + 1, passes: firstPasses + groups.length, stage: 'captures', ...progress, totalSamples });
       });
       if (count === 0) throw new UsageError('calibration data set is empty');
       batching.passes++;

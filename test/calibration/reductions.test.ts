@@ -192,6 +192,42 @@ describe('two-pass histograms and memory-bounded capture groups', () => {
     }
   });
 
+  it('without an explicit batch, a smaller first-pass batch whose captures fit keeps histograms to one pass, grown as they stream', async () => {
+    const m = await typed(3);
+    const ds = data();
+    const requests: StatisticRequest[] = histogramNames.map((tensor) => ({ tensor, kind: 'histogram', bins: 256 }));
+    // 9 tensors x 32 bytes = 288 bytes per sample; the budgeted batch (4 x 32 bytes per sample in
+    // 1500: 11) would capture 3168 bytes, 5 samples (1440 bytes) fit: one pass at batch 5.
+    const got = await collectStatistics(m, requests, ds, { memoryBudget: 1500 });
+    expect(got.batching).toMatchObject({ batchSize: 5, explicit: false, captureGroups: 0, passes: 1 });
+    function* feeds() {
+      for (let i = 0; i < ds.count; i += 5) yield { x: sliceSamples(ds.inputs.x!, i, Math.min(ds.count, i + 5)) };
+    }
+    const streamed = await collectStatistics(m, requests, feeds());
+    for (const name of histogramNames) {
+      const a = got.ranges.get(name)!;
+      const b = streamed.ranges.get(name)!;
+      expect([name, a.min, a.max, a.count, a.histogram!.lo, a.histogram!.width]).toEqual([name, b.min, b.max, b.count, b.histogram!.lo, b.histogram!.width]);
+      expect(Array.from(a.histogram!.counts)).toEqual(Array.from(b.histogram!.counts));
+    }
+  });
+
+  it('progress events for every pass: the ranges pass, then one per capture group, samples counted from 0 in each', async () => {
+    const m = await typed(3);
+    const requests: StatisticRequest[] = histogramNames.map((tensor) => ({ tensor, kind: 'histogram', bins: 256 }));
+    const events: string[] = [];
+    const got = await collectStatistics(m, requests, data(), {
+      batchSize: 16,
+      captureBatchSize: 7,
+      memoryBudget: 1000,
+      onProgress: (p) => events.push(`${p.pass}/${p.passes ?? '?'} ${p.stage} ${p.batches}:${p.samples}/${p.totalSamples}`),
+    });
+    // 40 samples: batches of 16 in the first pass (16, 32, 40), of 7 in the three capture passes.
+    const captures = (pass: number) => [7, 14, 21, 28, 35, 40].map((n, i) => `${pass}/4 captures ${i + 1}:${n}/40`);
+    expect(got.batching.passes).toBe(4);
+    expect(events).toEqual(['1/? ranges 1:16/40', '1/? ranges 2:32/40', '1/? ranges 3:40/40', ...captures(2), ...captures(3), ...captures(4)]);
+  });
+
   it('the default first-pass batch comes from the activation sizes and the budget', async () => {
     const m = await typed(2);
     const got = await collectStatistics(m, [{ tensor: 't1', kind: 'range' }], data(), { memoryBudget: 4 * 32 * 5 });

@@ -10,14 +10,18 @@
  * budget, the best attempt is returned with met = false (the caller writes nothing unless forced).
  * The modes plug in through a FallbackSpace (int8: requantize with exclusions; int8-dynamic:
  * excludeNodes; fp16: nodeBlockList). Also: which samples are held out (planHeldOut, pure).
- * Imports: evaluate, data, ir, runtime (types), calibration (sample count), errors.
+ * The FP32 reference is one onnxruntime session for all measurements, and its outputs on the
+ * held-out samples are computed once and replayed (within REFERENCE_CACHE_BUDGET): a fallback's
+ * dozens of measurements and the check of the written file run only the candidates.
+ * Imports: evaluate, data, ir, runtime (a session for the reference), calibration (sample count), errors.
  */
 import { UsageError } from '../../errors.js';
 import type { Model } from '../../ir/index.js';
 import { isFloatDtype } from '../../ir/dtype.js';
 import { modelOutputSpecs } from '../../ir/io-spec.js';
 import { sliceSamples, type Dataset } from '../../data/index.js';
-import type { RunnerOptions } from '../../runtime/index.js';
+import type { TensorData } from '../../ir/dtype.js';
+import { createRunner, type Runner, type RunnerOptions } from '../../runtime/index.js';
 import { CHECK_SAMPLE_COUNT } from '../../calibration/defaults.js';
 import { agreementWithReference, evaluateMany, type Metric, type ModelSource } from '../../evaluate/index.js';
 import type { AgreementMetrics } from '../../metrics/index.js';
@@ -169,7 +173,8 @@ export function planHeldOut(options: {
 export function sliceDataset(dataset: Dataset, start: number, end: number): Dataset {
   const s = Math.max(0, Math.min(start, dataset.count));
   const e = Math.max(s, Math.min(end, dataset.count));
-  const cut = (r: Record<string, Dataset['inputs'][string]>) => Object.fromEntries(Object.entries(r).map(([k, t]) => [k, sliceSamples(t, s, e)]));
+  const cut = (r: Record<string, Dataset['inputs'][string]>): Record<string, Dataset['inputs'][string]> =>
+    Object.assign(Object.create(null), Object.fromEntries(Object.entries(r).map(([k, t]) => [k, sliceSamples(t, s, e)])));
   const out: Dataset = { ...dataset, count: e - s, inputs: cut(dataset.inputs), notes: [...dataset.notes] };
   if (dataset.labels) out.labels = sliceSamples(dataset.labels, s, e);
   if (dataset.outputs) out.outputs = cut(dataset.outputs);
@@ -208,11 +213,29 @@ export function sequenceScoreOutputs(model: Model): Set<string> {
 const db = (x: number): string => (Number.isFinite(x) ? `${x.toFixed(1)} dB` : 'inf dB');
 
 /**
+ * Bytes of FP32 reference outputs a FidelityJudge keeps between measurements; a model whose
+ * outputs on the held-out samples are larger runs its (still shared) FP32 session each time.
+ */
+export const REFERENCE_CACHE_BUDGET = 256 * 1024 ** 2;
+
+const feedsSignature = (feeds: Record<string, TensorData>): string =>
+  Object.entries(feeds)
+    .map(([name, t]) => `${name}:${t.dims.join('x')}`)
+    .join(',');
+
+const tensorBytes = (t: TensorData): number => (Array.isArray(t.data) ? t.data.length * 8 : t.data.byteLength);
+
+/**
  * Measures candidates against the FP32 reference on fixed data. The FP32 value of a labelled task
- * metric is computed once and reused.
+ * metric is computed once and reused; so are the reference's session and (within
+ * REFERENCE_CACHE_BUDGET) its outputs: every measurement walks the same data in the same batches,
+ * so batch k of one pass is batch k of the next. Call close() when done (it releases the session).
  */
 export class FidelityJudge {
   private referenceValue: number | undefined;
+  private referenceRunner: Runner | undefined;
+  /** The reference's outputs per batch of one pass, once a whole pass fitted the budget; null when it did not. */
+  private referenceOutputs: { signature: string; outputs: Record<string, TensorData> }[] | null | undefined;
   private readonly floatOutputs: Set<string>;
   /** Outputs whose sequence agreement is judged: class scores per step (sequenceScoreOutputs). */
   private readonly sequenceScores: Set<string>;
@@ -234,6 +257,78 @@ export class FidelityJudge {
     if (m && m.maxDrop === undefined && m.min === undefined) throw new UsageError(`metric '${m.name}': give a budget (largest drop or least value)`);
   }
 
+  /** Releases the FP32 session and the cached outputs (a later measurement starts them again). */
+  async close(): Promise<void> {
+    const runner = this.referenceRunner;
+    this.referenceRunner = undefined;
+    this.referenceOutputs = undefined;
+    await runner?.release();
+  }
+
+  /**
+   * The FP32 reference for one pass over the data: batch k replays the cached outputs of batch k
+   * when a pass was cached, else runs the shared session (recording the pass while it fits).
+   */
+  private async referencePass(): Promise<{ runner: Runner; done(): void }> {
+    this.referenceRunner ??= await createRunner(this.reference, { label: 'FP32 model', ...this.options.runner });
+    const real = this.referenceRunner;
+    const cached = this.referenceOutputs;
+    let recording: { signature: string; outputs: Record<string, TensorData> }[] | undefined = cached === undefined ? [] : undefined;
+    let bytes = 0;
+    let k = 0;
+    const runner: Runner = {
+      inputs: real.inputs,
+      outputs: real.outputs,
+      executionProviders: real.executionProviders,
+      run: async (feeds, names) => {
+        const signature = feedsSignature(feeds);
+        const hit = cached?.[k++];
+        let outputs: Record<string, TensorData>;
+        if (hit && hit.signature === signature) outputs = hit.outputs;
+        else {
+          // Every output, so that one cached pass serves any later request.
+          outputs = await real.run(feeds);
+          if (recording) {
+            for (const t of Object.values(outputs)) bytes += tensorBytes(t);
+            if (bytes <= REFERENCE_CACHE_BUDGET) recording.push({ signature, outputs });
+            else recording = undefined;
+          }
+        }
+        if (!names) return outputs;
+        const picked: Record<string, TensorData> = Object.create(null) as Record<string, TensorData>;
+        for (const n of names) if (n in outputs) picked[n] = outputs[n]!;
+        return picked;
+      },
+      release: async () => undefined,
+    };
+    return {
+      runner,
+      done: () => {
+        if (this.referenceOutputs === undefined) this.referenceOutputs = recording ?? null;
+      },
+    };
+  }
+
+  /** Runs the reference and `candidate` (with these metrics) over the data, the reference from its shared session or cache. */
+  private async compare(candidate: ModelSource, metrics: Record<string, Metric>): Promise<Record<string, unknown>> {
+    const reference = await this.referencePass();
+    const [, results] = await evaluateMany(
+      [
+        { model: reference.runner, metrics: {}, label: 'FP32 model' },
+        { model: candidate, metrics, label: typeof candidate === 'string' ? candidate : 'quantized model' },
+      ],
+      this.data,
+      this.options,
+    );
+    reference.done();
+    return results as Record<string, unknown>;
+  }
+
+  /** Agreement of `candidate` with FP32 per output on the judge's data (no budget, not counted in `runs`): the check of a written file. */
+  async agreement(candidate: ModelSource): Promise<Record<string, AgreementMetrics>> {
+    return (await this.compare(candidate, { agreement: agreementWithReference() })).agreement as Record<string, AgreementMetrics>;
+  }
+
   async measure(candidate: ModelSource): Promise<FidelityMeasure> {
     this.runs++;
     const mb = this.budget.metric;
@@ -244,21 +339,10 @@ export class FidelityJudge {
       const [r] = await evaluateMany([{ model: this.reference, metrics: { m: own }, label: 'FP32 model' }], this.data, this.options);
       this.referenceValue = metricValue(mb, r!.m);
     }
-    const [, results] = await evaluateMany(
-      [
-        { model: this.reference, metrics: {}, label: 'FP32 model' },
-        {
-          model: candidate,
-          metrics: { agreement: agreementWithReference(), ...(candidateMetric ? { task: candidateMetric } : {}) },
-          label: typeof candidate === 'string' ? candidate : 'quantized model',
-        },
-      ],
-      this.data,
-      this.options,
-    );
+    const results = await this.compare(candidate, { agreement: agreementWithReference(), ...(candidateMetric ? { task: candidateMetric } : {}) });
     const agreement = (results as { agreement: Record<string, AgreementMetrics> }).agreement;
     const failures: string[] = [];
-    const outputs: Record<string, OutputFidelity> = {};
+    const outputs: Record<string, OutputFidelity> = Object.create(null); // keyed by output names
     let worst = Infinity;
     for (const [name, a] of Object.entries(agreement)) {
       const judged = this.floatOutputs.has(name) || this.floatOutputs.size === 0;

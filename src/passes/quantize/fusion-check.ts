@@ -114,32 +114,54 @@ export interface KeptFloatNode {
  * its weights to a side file there (see runner.ts), which is never read back: only the graph matters.
  */
 export async function checkFusion(model: Model | string, options: FusionCheckOptions = {}): Promise<FusionReport> {
-  const dir = await mkdtemp(join(options.runner?.tempDir ?? tmpdir(), 'model-opt-fusion-'));
-  const optimizedPath = join(dir, 'optimized.onnx');
+  const target = await fusionTarget(options.runner);
   try {
     const runner = await createRunner(model, {
       intraOpThreads: 1,
-      ...options.runner,
-      graphOptimizationLevel: 'all',
-      optimizedModelFilePath: optimizedPath,
+      ...target.runnerOptions,
       label: typeof model === 'string' ? model : 'quantized model',
     });
     await runner.release();
-    // No baseDir: tensors in a side file stay unloaded (the analysis reads only the graph).
-    const optimized = decodeModel(await readFile(optimizedPath), { sourceName: 'optimized model' });
-    const reference = options.reference ?? (typeof model === 'string' ? decodeModel(await readFile(model), { sourceName: model }) : model);
-    return analyzeOptimized(optimized, reference, options.keptFloat);
+    return await target.read(model, options);
   } finally {
-    await rm(dir, { recursive: true, force: true });
+    await target.remove();
   }
+}
+
+/**
+ * Where a session that is made anyway (the check of a written file) writes what onnxruntime made of
+ * the model, so the fusion analysis needs no session of its own: create the session with
+ * `runnerOptions` (a private temp folder, all graph optimizations), then `read` the analysis, and
+ * `remove` the folder always.
+ */
+export async function fusionTarget(runner?: RunnerOptions): Promise<{
+  runnerOptions: RunnerOptions;
+  read(model: Model | string, options?: Omit<FusionCheckOptions, 'runner'>): Promise<FusionReport>;
+  remove(): Promise<void>;
+}> {
+  const dir = await mkdtemp(join(runner?.tempDir ?? tmpdir(), 'model-opt-fusion-'));
+  const optimizedPath = join(dir, 'optimized.onnx');
+  return {
+    // Weights go to a side file that is never read: decoding a graph with its weights inline took
+    // 2.6 s of the text-recognizer stand-in's fusion check (bench/quantize-phases.mjs).
+    runnerOptions: { ...runner, graphOptimizationLevel: 'all', optimizedModelFilePath: optimizedPath, optimizedModelExternalData: true },
+    async read(model, options = {}) {
+      // No baseDir: tensors in a side file stay unloaded (the analysis reads only the graph).
+      const optimized = decodeModel(await readFile(optimizedPath), { sourceName: 'optimized model' });
+      const reference = options.reference ?? (typeof model === 'string' ? decodeModel(await readFile(model), { sourceName: model }) : model);
+      return analyzeOptimized(optimized, reference, options.keptFloat);
+    },
+    remove: () => rm(dir, { recursive: true, force: true }),
+  };
 }
 
 /** The analysis on an already optimized graph (exported for tests). */
 export function analyzeOptimized(optimized: Model, reference?: Model, keptFloatNodes: readonly KeptFloatNode[] = []): FusionReport {
   const chosen = new Map(keptFloatNodes.map((k) => [k.node, k]));
   const g = optimized.graph;
-  const integerKernels: Record<string, number> = {};
-  const eightBit: Record<string, number> = {};
+  // Keyed by op types from the model file: null-prototype records.
+  const integerKernels: Record<string, number> = Object.create(null);
+  const eightBit: Record<string, number> = Object.create(null);
   const quantizedValues = new Set<string>();
   let q = 0;
   let dq = 0;

@@ -6,7 +6,7 @@
 export { CALIBRATION_METHODS, computeRange, entropyRange, mseRange, percentileRange, type CalibrationMethod, type Range } from './calibrate.js';
 export { applyQdq, planQdq, quantizeQdq, requiredStatistics, type QdqOptions, type QdqPlan, type QdqReport } from './qdq.js';
 export { QDQ_HANDLERS, QUANTIZABLE_OP_TYPES, refuseQuantized, type OpHandler } from './registry.js';
-export { analyzeOptimized, checkFusion, INTEGER_KERNELS, type FusionReport, type KeptFloatNode, type UnfusedNode } from './fusion-check.js';
+export { analyzeOptimized, checkFusion, fusionTarget, INTEGER_KERNELS, type FusionReport, type KeptFloatNode, type UnfusedNode } from './fusion-check.js';
 export {
   quantizeInt8,
   requantize,

@@ -9,17 +9,19 @@
  */
 import { UsageError } from '../../errors.js';
 import { isTensorType, type Model } from '../../ir/index.js';
-import { batches, take, type Dataset } from '../../data/index.js';
+import { batches, fixedBatchSize, take, type Dataset } from '../../data/index.js';
 import type { AgreementMetrics } from '../../metrics/index.js';
 import {
   budgetedBatchSize,
   calibrationBatchSize,
   collectStatistics,
   DEFAULT_CALIBRATION_COUNT,
+  type CalibrationBatching,
+  type CalibrationProgress,
   type StatisticRequest,
   type TensorStatistics,
 } from '../../calibration/index.js';
-import { inferShapesByRunning, type RunnerOptions } from '../../runtime/index.js';
+import { inferShapesByRunning, modelInputSpecs, type RunnerOptions } from '../../runtime/index.js';
 import { preprocess, shapeRewrites, TARGET_OPSET, type PreprocessReport } from '../preprocess/index.js';
 import { computeRange, type CalibrationMethod, type Range, type RangeOptions } from './calibrate.js';
 import { concatsWithMismatchedRanges, planQdq, quantizeQdq, type QdqOptions, type QdqReport } from './qdq.js';
@@ -84,6 +86,19 @@ export interface Int8Report {
   notes: string[];
   /** High-dynamic-range tensors left in FP32 (with their nodes), and why. */
   highDynamicRange: { tensor: string; reason: string }[];
+  /** Seconds spent in each part of the pass (they add up to its whole time). */
+  timings: Int8Timings;
+}
+
+export interface Int8Timings {
+  /** preprocess(): constant folding, BatchNorm folding, opset upgrade. */
+  preprocess: number;
+  /** Value types by running the model on two samples, the rank-dependent rewrites, the batch choice. */
+  shapes: number;
+  /** Every calibration pass (the plan's tensors, high-dynamic-range rounds, --calibrate auto). */
+  calibration: number;
+  /** QDQ insertion and the report. */
+  qdq: number;
 }
 
 /** What the accuracy guard and --analyze reuse without calibrating again. */
@@ -104,12 +119,24 @@ export interface Int8Context {
   minmaxTensors?: ReadonlySet<string>;
   bins?: number;
   runner: RunnerOptions;
+  /** True when `batchSize` was asked for (--batch-size): calibration then runs at exactly that batch. */
+  batchSizeGiven?: boolean;
 }
+
+/** Samples of the run that fills in value types (inferShapesByRunning captures every untyped value whole). */
+const SHAPE_PROBE_SAMPLES = 2;
 
 /** Quantize `model` to INT8 QDQ. Returns the new model, its report and the reusable context. */
 export async function quantizeInt8(model: Model, options: Int8Options): Promise<{ model: Model; report: Int8Report; context: Int8Context }> {
   const progress = options.onProgress ?? (() => undefined);
   const warn = options.onWarning ?? (() => undefined);
+  let mark = performance.now();
+  const lap = (): number => {
+    const now = performance.now();
+    const seconds = (now - mark) / 1000;
+    mark = now;
+    return seconds;
+  };
   refuseQuantized(model);
   progress({ phase: 'preprocess', message: 'pre-processing (constants, BatchNorm folding, opset)' });
   const pre = preprocess(model, { upgradeOpset: true });
@@ -142,8 +169,14 @@ export async function quantizeInt8(model: Model, options: Int8Options): Promise<
   let batchSize = calibrationBatchSize(pre.model, calibration, options.batchSize);
   const runnerOptions: RunnerOptions = { ...options.runner };
 
-  // Value types decide what is float; fill in the ones the file does not declare.
-  const firstBatch = batches(calibration, Math.min(batchSize, calibration.count)).next().value!.feeds;
+  const preprocessSeconds = lap();
+  // Value types decide what is float; fill in the ones the file does not declare. Every untyped
+  // value is captured whole in that run, so it takes two samples (enough to tell the batch dim
+  // apart), not a calibration batch: its memory is two samples' activations. A model that fixes
+  // its batch dim is fed exactly that batch (the observed shapes are its types).
+  const probe = fixedBatchSize(modelInputSpecs(pre.model)) !== undefined ? batchSize : Math.min(SHAPE_PROBE_SAMPLES, calibration.count);
+  progress({ phase: 'preprocess', message: `inferring value types by running the model on ${probe} sample(s)` });
+  const firstBatch = batches(calibration, probe).next().value!.feeds;
   await inferShapesByRunning(pre.model, firstBatch, runnerOptions);
   // Ranks the file did not declare are known now: a 2-D MatMul + bias becomes a Gemm (QGemm; left
   // alone, onnxruntime fuses it into a float Gemm on dequantized weights), a spatial ReduceMean a
@@ -156,6 +189,7 @@ export async function quantizeInt8(model: Model, options: Int8Options): Promise<
 
   // Calibrate exactly what this plan declares; other variants (guard, analysis) add theirs lazily.
   const plan = planQdq(pre.model, qdqOptions);
+  const shapesSeconds = lap();
   const wanted = plan.statistics;
   const method = options.method ?? 'minmax';
   const symmetric = qdqOptions.activationSymmetric ?? qdqOptions.activationType === 'int8';
@@ -172,12 +206,16 @@ export async function quantizeInt8(model: Model, options: Int8Options): Promise<
     minmaxTensors: method === 'minmax' ? undefined : new Set(minmaxOnlyTensors(pre.model).keys()),
     bins: options.bins,
     runner: runnerOptions,
+    batchSizeGiven: options.batchSize !== undefined,
   };
   progress({ phase: 'calibrate', message: `calibrating ${wanted.length} tensors on ${calibration.count} samples`, fraction: 0 });
   const started = performance.now();
-  await calibrateMore(context, wanted, (n) =>
-    progress({ phase: 'calibrate', message: `calibrating: ${n}/${calibration.count} samples`, fraction: n / calibration.count }),
-  );
+  const batching = await calibrateMore(context, wanted, (p) => {
+    // Histograms over large activations take a ranges pass, then one pass per capture group.
+    const pass = p.pass === 1 && p.passes === 1 ? '' : p.stage === 'ranges' ? ' (pass 1: ranges)' : ` (pass ${p.pass} of ${p.passes}: histograms)`;
+    const fraction = p.passes ? (p.pass - 1 + p.samples / calibration.count) / p.passes : undefined;
+    progress({ phase: 'calibrate', message: `calibrating: ${p.samples}/${calibration.count} samples${pass}`, fraction });
+  });
   // A Concat of tensors with very different ranges (boxes and class scores) stays float.
   const mismatched = concatsWithMismatchedRanges(plan, context.ranges);
   // Tensors 8-bit would destroy (power spectra, Log inputs, wide attention scores) stay float;
@@ -214,6 +252,7 @@ export async function quantizeInt8(model: Model, options: Int8Options): Promise<
     );
   }
   const seconds = (performance.now() - started) / 1000;
+  const calibrationSeconds = lap();
   progress({ phase: 'quantize', message: 'inserting QuantizeLinear/DequantizeLinear' });
   const { model: quantized, report: qdq } = quantizeQdq(pre.model, { ...qdqOptions, ranges: context.ranges });
   if (qdq.biasSaturated > 0) warn(`${qdq.biasSaturated} bias value(s) did not fit int32 and were clamped`);
@@ -226,7 +265,8 @@ export async function quantizeInt8(model: Model, options: Int8Options): Promise<
       method,
       percentile: method === 'percentile' || method === 'auto' ? (options.percentile ?? 99.99) : undefined,
       samples: calibration.count,
-      batchSize,
+      // The first pass's batch (with histograms over large activations it may be lower than the evaluation batch).
+      batchSize: batching?.batchSize ?? batchSize,
       tensors: wanted.length,
       seconds,
       minmaxTensors: context.minmaxTensors ? [...context.statistics.keys()].filter((n) => context.minmaxTensors!.has(n)).length : undefined,
@@ -235,6 +275,7 @@ export async function quantizeInt8(model: Model, options: Int8Options): Promise<
     qdq,
     notes: [],
     highDynamicRange: hdr.tensors,
+    timings: { preprocess: preprocessSeconds, shapes: shapesSeconds, calibration: calibrationSeconds, qdq: 0 },
   };
   if (adjusted.length > 0) {
     const channels = adjusted.reduce((a, b) => a + b.channels, 0);
@@ -271,6 +312,7 @@ export async function quantizeInt8(model: Model, options: Int8Options): Promise<
       `Transformer-style graph (${transformer}): with static INT8, onnxruntime on CPU keeps the normalizations, activations and residual Adds in float between the integer kernels, which often makes the model slower than FP32; --mode int8-dynamic is usually the faster choice for transformers (onnxruntime's own advice). Compare both with model-opt benchmark.`,
     );
   }
+  report.timings.qdq = lap();
   // Nothing quantized is the caller's decision (the quantize workflow refuses it unless an op list
   // was given): ./nothing-quantized.ts says why from this report.
   return { model: quantized, report, context };
@@ -303,22 +345,29 @@ function transformerSigns(model: Model): string | undefined {
 }
 
 /** One streaming calibration pass for the tensors of `names` not calibrated yet. */
-async function calibrateMore(context: Int8Context, names: readonly string[], onSamples?: (samples: number) => void): Promise<void> {
+async function calibrateMore(
+  context: Int8Context,
+  names: readonly string[],
+  onProgress?: (progress: CalibrationProgress) => void,
+): Promise<CalibrationBatching | undefined> {
   const missing = names.filter((n) => !context.ranges.has(n));
-  if (missing.length === 0) return;
+  if (missing.length === 0) return undefined;
   const { calibration, batchSize } = context;
   const requests: StatisticRequest[] = missing.map((tensor) =>
     context.histograms || context.histogramTensors?.has(tensor) ? { tensor, kind: 'histogram', bins: context.bins } : { tensor, kind: 'range' },
   );
-  const { ranges: stats } = await collectStatistics(context.preprocessed, requests, calibration, {
-    batchSize,
+  const { ranges: stats, batching } = await collectStatistics(context.preprocessed, requests, calibration, {
+    // Without --batch-size the service picks the batch (the same budgeted one for ranges; a smaller
+    // one when that keeps whole captures for histograms to one pass).
+    batchSize: context.batchSizeGiven ? batchSize : undefined,
     runner: context.runner,
-    onProgress: (p) => onSamples?.(p.samples),
+    onProgress,
   });
   for (const [name, s] of stats) {
     context.statistics.set(name, s);
     context.ranges.set(name, computeRange(s, context.minmaxTensors?.has(name) ? { ...context.rangeOptions, method: 'minmax' } : context.rangeOptions));
   }
+  return batching;
 }
 
 /**
