@@ -116,7 +116,7 @@ describe('pruneDistillCandidates', () => {
     const none = await pruneDistillCandidates(model, train, {
       dir: path.join(dir),
       widths: [0.5],
-      timeBudgetMs: 1500,
+      timeBudgetMs: 60,
       skipSpeedCheck: true,
       onWarning: (w) => notes.push(w),
     });
