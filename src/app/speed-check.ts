@@ -53,7 +53,8 @@ export async function speedCheck(
 ): Promise<SpeedCheck | undefined> {
   const [{ benchmark }, { checkShapes }] = await Promise.all([import('../bench/index.js'), import('./data-shapes.js')]);
   const shapes = checkShapes(options.shapes, options.data);
-  const constants = { ...(options.data ? valuesFromData(options.data) : {}), ...options.inputValues };
+  // Keyed by input names: a null-prototype record.
+  const constants: InputValues = Object.assign(Object.create(null) as InputValues, options.data ? valuesFromData(options.data) : {}, options.inputValues);
   const runs = options.runs ?? MEASURE_SPEED_RUNS;
   const threads = options.threads ?? 1;
   events.onProgress?.(`timing ${baseline} against ${candidate} (${threads} thread${threads === 1 ? '' : 's'}, ${runs} runs each)`);
@@ -85,7 +86,7 @@ export async function speedCheck(
  * the random inputs of the timing. Numeric values of rank 0 or 1 only; others are left random.
  */
 export function valuesFromData(dataset: Dataset): Record<string, number | number[]> {
-  const out: Record<string, number | number[]> = {};
+  const out: Record<string, number | number[]> = Object.create(null) as Record<string, number | number[]>; // keyed by input names
   const numeric = (t: TensorData): boolean =>
     !Array.isArray(t.data) &&
     (t.dtype === DataType.FLOAT || t.dtype === DataType.DOUBLE || (isIntegerDtype(t.dtype) && t.data.length === elementCount(t.dims)));

@@ -36,12 +36,15 @@ export function isInteger(dtype: number): boolean {
 
 function floatReader(t: TensorData): (i: number) => number {
   const d = t.data as TypedArray;
-  if (t.dtype === DataType.FLOAT16) return (i) => float16ToFloat32(d[i] as number);
-  if (t.dtype === DataType.BFLOAT16) return (i) => bfloat16ToFloat32(d[i] as number);
+  // Half precision is stored as Uint16Array bits (the dtype table); an onnxruntime build on a
+  // runtime with Float16Array hands float16 outputs over as numbers instead.
+  const bits = d instanceof Uint16Array;
+  if (t.dtype === DataType.FLOAT16 && bits) return (i) => float16ToFloat32(d[i] as number);
+  if (t.dtype === DataType.BFLOAT16 && bits) return (i) => bfloat16ToFloat32(d[i] as number);
   return (i) => d[i] as number;
 }
 
-/** Float-to-float conversion (rounding to the target precision). */
+/** Float-to-float conversion (rounding to the target precision); half-precision data as Uint16Array bits or as numbers (Float16Array). */
 export function convertFloat(t: TensorData, to: DataType): TensorData {
   const read = floatReader(t);
   const n = t.data.length;

@@ -10,4 +10,5 @@ export { loadDataset, type Dataset, type LoadDatasetOptions } from './dataset.js
 export { batchEnd, batches, feedsOf, fixedBatchSize, take, type Batch } from './batching.js';
 export { randomDataset, type RandomDatasetOptions } from './random.js';
 export { type InputValues } from './constants.js';
+export { convertFloat, isConvertibleFloat } from './dtype-convert.js';
 export { concatSamples, sliceSamples } from '../ir/samples.js';

@@ -221,7 +221,7 @@ function streamingMetric(info: ModuleInfo, create: () => unknown): TaskMetric {
           if (typeof d !== 'object' || d === null || Object.values(d).some((x) => typeof x !== 'number')) {
             throw new InputError(`${info.file}: metric '${info.name}' result() gave details that are not { name: number }`);
           }
-          details = { ...(d as Record<string, number>) };
+          details = Object.assign(Object.create(null) as Record<string, number>, d as Record<string, number>);
         }
       }
       if (typeof value !== 'number' || Number.isNaN(value)) {

@@ -41,15 +41,19 @@ export function storageLength(dtype: number, count: number): number {
   return count;
 }
 
-/** Decode little-endian raw bytes into the dtype's storage array (copies, so it is aligned). */
-export function decodeRawData(dtype: number, bytes: Uint8Array): TypedArray {
+/**
+ * Decode little-endian raw bytes into the dtype's storage array (copies, so it is aligned); `name`
+ * (the tensor's) goes into the error messages.
+ */
+export function decodeRawData(dtype: number, bytes: Uint8Array, name?: string): TypedArray {
+  const what = name ? `tensor '${name}': raw_data` : 'raw_data';
   const Ctor = storageArray(dtype);
-  if (!Ctor) throw new InputError(`raw_data is not allowed for ${dtypeInfo(dtype).name} tensors`);
+  if (!Ctor) throw new InputError(`${what} is not allowed for ${dtypeInfo(dtype).name} tensors`);
   const copy = new Uint8Array(bytes.byteLength);
   copy.set(bytes);
   const bpe = (Ctor as unknown as { BYTES_PER_ELEMENT: number }).BYTES_PER_ELEMENT;
   if (copy.byteLength % bpe !== 0) {
-    throw new InputError(`raw_data of ${copy.byteLength} bytes is not a whole number of ${dtypeInfo(dtype).name} elements`);
+    throw new InputError(`${what} of ${copy.byteLength} bytes is not a whole number of ${dtypeInfo(dtype).name} elements`);
   }
   if (!LITTLE_ENDIAN && bpe > 1) throw new Error('big-endian hosts are not supported');
   return new Ctor(copy.buffer);
@@ -138,7 +142,7 @@ export class Tensor {
   get data(): TypedArray | string[] {
     if (this._data === undefined) {
       if (this._raw !== undefined) {
-        this._data = decodeRawData(this.dtype, this._raw);
+        this._data = decodeRawData(this.dtype, this._raw, this.name);
         this._raw = undefined;
       } else if (this._stringBytes !== undefined) {
         const dec = new TextDecoder();

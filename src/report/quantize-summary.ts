@@ -121,11 +121,16 @@ function passRows(report: QuantizeResult['report']): Row[] {
           .join(', ') || 'none',
       ],
     ];
+    // int4: float32 scales and activations; q4f16: float16 ones (the FP16 pass ran after).
+    const half = report.activations === 'float16';
     rows.push([
       'weights',
-      `4-bit ${report.symmetric ? 'symmetric' : 'asymmetric'} blocks of ${report.blockSize} (${report.method}), accuracy level ${report.accuracyLevel}: ${(report.weightBytesAfter / 2 ** 20).toFixed(1)} MiB (was ${(report.weightBytesBefore / 2 ** 20).toFixed(1)} MiB)`,
+      `4-bit ${report.symmetric ? 'symmetric' : 'asymmetric'} blocks of ${report.blockSize} (${report.method}), ${report.activations} scales and activations, accuracy level ${report.accuracyLevel}: ${(report.weightBytesAfter / 2 ** 20).toFixed(1)} MiB (was ${(report.weightBytesBefore / 2 ** 20).toFixed(1)} MiB)`,
     ]);
-    if (report.keptFloat.length > 0) rows.push(['left in FP32', describeSkipped(report.keptFloat, 0)]);
+    // q4f16: the nodes left unquantized went through the FP16 pass too (float16 unless kept float32, listed below).
+    if (report.keptFloat.length > 0) rows.push([half ? 'not 4-bit' : 'left in FP32', describeSkipped(report.keptFloat, 0)]);
+    const kept32 = report.float16?.keptFloat32 ?? [];
+    if (kept32.length > 0) rows.push(['kept float32', `${kept32.length}:\n${describeSkipped(kept32, 8)}`]);
     return rows;
   }
   const kept = report.keptFloat32;

@@ -325,7 +325,7 @@ export class DynamicBatcher {
       let inputs: Record<string, TensorData>;
       if (requests.length === 1) inputs = requests[0]!.inputs;
       else {
-        inputs = {};
+        inputs = Object.create(null) as Record<string, TensorData>; // keyed by input names
         for (const name of Object.keys(requests[0]!.inputs)) inputs[name] = concatSamples(requests.map((r) => r.inputs[name]!));
       }
       computeStartMs = this.clock.now();

@@ -12,16 +12,18 @@
  * excludeNodes; fp16: nodeBlockList). Also: which samples are held out (planHeldOut, pure).
  * The FP32 reference is one onnxruntime session for all measurements, and its outputs on the
  * held-out samples are computed once and replayed (within REFERENCE_CACHE_BUDGET): a fallback's
- * dozens of measurements and the check of the written file run only the candidates.
+ * dozens of measurements and the check of the written file run only the candidates. A candidate
+ * whose float inputs or outputs are float16 (`--no-keep-io-types`) runs through referenceIo: fed
+ * the reference's float32 data converted to its input dtypes, its outputs compared in float32.
  * Imports: evaluate, data, ir, runtime (a session for the reference), calibration (sample count), errors.
  */
 import { UsageError } from '../../errors.js';
 import type { Model } from '../../ir/index.js';
-import { isFloatDtype } from '../../ir/dtype.js';
+import { DataType, isFloatDtype } from '../../ir/dtype.js';
 import { modelOutputSpecs } from '../../ir/io-spec.js';
-import { sliceSamples, type Dataset } from '../../data/index.js';
+import { convertFloat, isConvertibleFloat, sliceSamples, type Dataset } from '../../data/index.js';
 import type { TensorData } from '../../ir/dtype.js';
-import { createRunner, type Runner, type RunnerOptions } from '../../runtime/index.js';
+import { createRunner, type IoSpec, type Runner, type RunnerOptions } from '../../runtime/index.js';
 import { CHECK_SAMPLE_COUNT } from '../../calibration/defaults.js';
 import { agreementWithReference, evaluateMany, type Metric, type ModelSource } from '../../evaluate/index.js';
 import type { AgreementMetrics } from '../../metrics/index.js';
@@ -210,6 +212,38 @@ export function sequenceScoreOutputs(model: Model): Set<string> {
   return out;
 }
 
+const isHalf = (dtype: number): boolean => dtype === DataType.FLOAT16 || dtype === DataType.BFLOAT16;
+
+/**
+ * `runner` as the FP32 reference's data sees it: a float feed whose dtype differs from the model's
+ * input (float32 data for a float16 input, after `--no-keep-io-types`) is converted to it
+ * (rounding), and float16/bfloat16 outputs come back as float32 (decoded from Uint16Array bits, or
+ * copied from a Float16Array), so SQNR and agreement compare numbers with numbers. Other feeds and
+ * outputs pass through untouched; the caller still owns (and releases) `runner`.
+ */
+export function referenceIo(runner: Runner): Runner {
+  const inputTypes = new Map(runner.inputs.map((s) => [s.name, s.dtype]));
+  const outputs: IoSpec[] = runner.outputs.map((s) => (isHalf(s.dtype) ? { ...s, dtype: DataType.FLOAT } : s));
+  return {
+    inputs: runner.inputs,
+    outputs,
+    ...(runner.executionProviders ? { executionProviders: runner.executionProviders } : {}),
+    run: async (feeds, names) => {
+      const converted: Record<string, TensorData> = Object.create(null) as Record<string, TensorData>;
+      for (const [name, t] of Object.entries(feeds)) {
+        const want = inputTypes.get(name);
+        const convert = want !== undefined && want !== 0 && want !== t.dtype && isConvertibleFloat(want) && isConvertibleFloat(t.dtype);
+        converted[name] = convert ? convertFloat(t, want) : t;
+      }
+      const result = await runner.run(converted, names);
+      const out: Record<string, TensorData> = Object.create(null) as Record<string, TensorData>;
+      for (const [name, t] of Object.entries(result)) out[name] = isHalf(t.dtype) && !Array.isArray(t.data) ? convertFloat(t, DataType.FLOAT) : t;
+      return out;
+    },
+    release: () => runner.release(),
+  };
+}
+
 const db = (x: number): string => (Number.isFinite(x) ? `${x.toFixed(1)} dB` : 'inf dB');
 
 /**
@@ -309,19 +343,29 @@ export class FidelityJudge {
     };
   }
 
-  /** Runs the reference and `candidate` (with these metrics) over the data, the reference from its shared session or cache. */
+  /**
+   * Runs the reference and `candidate` (with these metrics) over the data, the reference from its
+   * shared session or cache, the candidate through referenceIo (the data is the reference's).
+   */
   private async compare(candidate: ModelSource, metrics: Record<string, Metric>): Promise<Record<string, unknown>> {
-    const reference = await this.referencePass();
-    const [, results] = await evaluateMany(
-      [
-        { model: reference.runner, metrics: {}, label: 'FP32 model' },
-        { model: candidate, metrics, label: typeof candidate === 'string' ? candidate : 'quantized model' },
-      ],
-      this.data,
-      this.options,
-    );
-    reference.done();
-    return results as Record<string, unknown>;
+    const label = typeof candidate === 'string' ? candidate : 'quantized model';
+    const given = typeof candidate === 'object' && 'run' in candidate;
+    const runner = given ? candidate : await createRunner(candidate, { label, ...this.options.runner });
+    try {
+      const reference = await this.referencePass();
+      const [, results] = await evaluateMany(
+        [
+          { model: reference.runner, metrics: {}, label: 'FP32 model' },
+          { model: referenceIo(runner), metrics, label },
+        ],
+        this.data,
+        this.options,
+      );
+      reference.done();
+      return results as Record<string, unknown>;
+    } finally {
+      if (!given) await runner.release();
+    }
   }
 
   /** Agreement of `candidate` with FP32 per output on the judge's data (no budget, not counted in `runs`): the check of a written file. */
