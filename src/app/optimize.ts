@@ -15,7 +15,7 @@ import { createHash } from 'node:crypto';
 import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { ModelOptError, UsageError } from '../errors.js';
+import { InputError, ModelOptError, UsageError } from '../errors.js';
 import type { AccuracyBudget, BenchmarkResult } from '../bench/types.js';
 import type { Speedup } from '../metrics/index.js';
 import type { InputValues } from '../data/index.js';
@@ -149,6 +149,8 @@ interface Built {
   path: string | null;
   buildSeconds: number;
   error?: string;
+  /** The build failed on the inputs (an InputError: data or shapes the model cannot run on), not by a refusal. */
+  inputError?: boolean;
   quantize?: QuantizeResult;
 }
 
@@ -165,6 +167,9 @@ export function defaultCandidates(objective: OptimizeObjective, hasCalibration: 
   if (objective === 'size') specs.push({ quantize: { mode: 'fp16' } });
   return specs;
 }
+
+/** A failure's first clause ("...misses the fidelity budget ...: 'y': SQNR 14.0 dB < 20 dB"), without the advice after it. */
+const firstClause = (text: string): string => shorten(text.split('; ')[0]!);
 
 /** The first clause of a long message (a region that could not be built). */
 const shorten = (text: string): string => (text.length > 160 ? `${text.slice(0, 157)}...` : text);
@@ -254,13 +259,21 @@ export async function optimizeWorkflow(options: OptimizeOptions, events: Workflo
         return done({ path: file, quantize: q });
       } catch (error) {
         if (!(error instanceof ModelOptError)) throw error;
-        return done({ path: null, error: error.message });
+        return done({ path: null, error: error.message, inputError: error instanceof InputError });
       }
     };
     const built: Built[] = [];
     for (const spec of specs) built.push(await build(spec));
     if (!specs.some((s) => 'quantize' in s && s.quantize.mode === 'int8') && !options.candidates && !options.calibrationData) {
       warn('static INT8 was not tried: it needs --calibration-data (representative inputs)');
+    }
+    // No quantized candidate built, and the inputs are among the causes: nothing was compared, so
+    // there is no verdict to give; the user's data or --shape must change (exit 2, nothing written).
+    const quantized = built.filter((b) => b.spec && 'quantize' in b.spec);
+    if (quantized.length > 0 && quantized.every((b) => !b.path) && quantized.some((b) => b.inputError)) {
+      throw new InputError(
+        `${options.model}: no candidate could be built on the given inputs (check the data and --shape): ${quantized.map((b) => `${b.name}: ${firstClause(b.error ?? 'not built')}`).join('; ')}`,
+      );
     }
 
     // ---- measure ----
@@ -490,6 +503,12 @@ export async function optimizeWorkflow(options: OptimizeOptions, events: Workflo
     }
     let source: string;
     let summary: string;
+    // Candidates that change the model (quantized, pruned); pruned ones are listed only when built,
+    // so every failed one is quantized. When none was built, FP32 won no comparison against them.
+    const changed = rows.filter((r) => !(r.spec && 'fp32' in r.spec));
+    const failed = changed.filter((r) => r.status === 'failed');
+    const notBuilt = failed.map((r) => `${r.name}: ${firstClause(r.reason.replace(/^not built: /, ''))}`).join('; ');
+    const noneBuilt = changed.length > 0 && failed.length === changed.length;
     const x = (s: Speedup): string => `${s.estimate.toFixed(2)}x (95% interval ${s.low.toFixed(2)}-${s.high.toFixed(2)})`;
     if (chosen) {
       chosen.status = 'chosen';
@@ -506,12 +525,19 @@ export async function optimizeWorkflow(options: OptimizeOptions, events: Workflo
             : `the fastest within the budget: ${x(chosen.speedup!)}, ${fidText}`;
       source = all[rows.indexOf(chosen)]!.path!;
       summary = `wrote ${chosen.name}: ${chosen.reason}`;
+      if (noneBuilt) summary += `; no quantized candidate could be built (${notBuilt})`;
+      else if (failed.length > 0) summary += ` (not built: ${notBuilt})`;
     } else {
       source = options.model;
-      summary =
-        select === 'first'
-          ? 'no listed candidate met the budget: wrote the input model unchanged (FP32)'
-          : `no candidate was significantly faster than FP32 within the budget${objective === 'size' ? ' and not slower' : ''}: wrote the input model unchanged (FP32), which is the fastest measured here`;
+      if (noneBuilt) {
+        summary = `no quantized candidate could be built (${notBuilt}): wrote the input model unchanged (FP32); nothing but FP32${rows.length > changed.length ? ' and its graph-optimized copy' : ''} was measured`;
+      } else {
+        summary =
+          select === 'first'
+            ? 'no listed candidate met the budget: wrote the input model unchanged (FP32)'
+            : `no candidate was significantly faster than FP32 within the budget${objective === 'size' ? ' and not slower' : ''}: wrote the input model unchanged (FP32), which is the fastest measured here`;
+        if (failed.length > 0) summary += ` (not built: ${notBuilt})`;
+      }
     }
 
     // ---- write ----

@@ -30,6 +30,12 @@ export interface FitOptions {
 export function fitInput(source: string, spec: IoSpec, axis: number | null, t: TensorData, notes: string[], options: FitOptions = {}): FittedInput {
   const where = `${source}: input '${spec.name}'`;
   const fitted = fitShape(where, spec, axis, t, options);
+  if (fitted.kind === 'constant' && !options.perLine && t.dims.length > 0 && spec.shape.some((d) => typeof d !== 'number')) {
+    // The array's shape fixes symbolic dims of an input without a batch dim (a mask [T,T]): say so.
+    notes.push(
+      `${spec.name}: [${t.dims}] is one value for all samples (${formatShape(spec.shape)} has no batch dim; give [count,${t.dims}] for one per sample)`,
+    );
+  }
   return { ...fitted, tensor: fitDtype(where, spec, fitted.tensor, notes) } as FittedInput;
 }
 

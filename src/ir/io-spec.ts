@@ -31,7 +31,7 @@ export type ShapeOverrides = Record<string, number[]>;
 
 /** 'x=1x3x224x224,y=1x10' -> { x: [1,3,224,224], y: [1,10] }. UsageError on malformed text. */
 export function parseShapeOverrides(text: string): ShapeOverrides {
-  const out: ShapeOverrides = {};
+  const out: ShapeOverrides = Object.create(null) as ShapeOverrides; // keyed by input or dim names
   for (const part of text.split(',')) {
     const entry = part.trim();
     if (entry === '') continue;
@@ -120,29 +120,34 @@ export function resolveShape(spec: IoSpec, overrides: ShapeOverrides = {}, defau
  *    input whose dim 0 is a fixed small number (<= 16) and dim 1 symbolic, the [layers, batch,
  *    hidden] state of an LSTM/GRU export: axis 1 (when dim 0 is 1, only if another input has a
  *    symbolic dim 0: a lone [1,seq,hidden] is a fixed batch of 1). Rank 0: none. Unknown rank: 0.
+ * A symbolic name that some input repeats (a decoder's mask [T,T]) is never a batch dim (a batch
+ * occurs once per input): a dim 0 of that name counts as neither symbolic nor fixed above, so the
+ * mask and an ids [T] beside it have none (ids [1,T] keeps its fixed batch of 1).
  */
 export function batchAxes(inputSpecs: readonly IoSpec[]): Record<string, number | null> {
   const out: Record<string, number | null> = Object.create(null);
   const symbolic = (d: Dim | undefined): boolean => d !== undefined && typeof d !== 'number';
+  // Names some input repeats ([T,T]: a length, not a batch); a dim 0 of such a name is not batch-like.
+  const repeated = new Set(inputSpecs.flatMap((s) => s.shape.filter((d, i): d is string => typeof d === 'string' && d !== '' && s.shape.indexOf(d) !== i)));
+  const batchLike = (s: IoSpec): boolean => symbolic(s.shape[0]) && !repeated.has(s.shape[0] as string);
   const stateShaped = (s: IoSpec): boolean => {
     const d0 = s.shape[0];
     return !s.unknownRank && s.shape.length === 3 && typeof d0 === 'number' && d0 <= 16 && symbolic(s.shape[1]);
   };
   // A lone [1,seq,hidden] (a fixed batch of 1) is not a state; [1,batch,hidden] next to [batch,...] is.
   const others = inputSpecs.filter((s) => !s.unknownRank && s.shape.length > 0 && !stateShaped(s));
-  const othersSymbolic = others.some((s) => symbolic(s.shape[0]));
+  const othersSymbolic = others.some(batchLike);
   const isState = (s: IoSpec): boolean => stateShaped(s) && (othersSymbolic || (s.shape[0] as number) >= 2);
   // Rule 2's axis for one input, given whether some input has a symbolic dim 0 and the fixed batch.
   const ruleTwo = (s: IoSpec, anySymbolic: boolean, fixed: number | undefined): number | null => {
     if (s.unknownRank) return 0;
     if (s.shape.length === 0) return null;
     if (isState(s)) return 1;
-    const d0 = s.shape[0];
-    if (symbolic(d0)) return 0;
-    return !anySymbolic && d0 === fixed ? 0 : null;
+    if (batchLike(s)) return 0;
+    return !anySymbolic && s.shape[0] === fixed ? 0 : null;
   };
   const candidates = inputSpecs.filter((s) => !s.unknownRank && s.shape.length > 0 && !isState(s));
-  const anySymbolic = candidates.some((s) => symbolic(s.shape[0]));
+  const anySymbolic = candidates.some(batchLike);
   const fixed = anySymbolic ? undefined : (candidates.find((s) => typeof s.shape[0] === 'number')?.shape[0] as number | undefined);
 
   // Rule 1: shared symbolic names.

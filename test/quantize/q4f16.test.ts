@@ -213,7 +213,8 @@ describe('quantize --mode q4f16 (CLI)', () => {
   });
 
   it('writes float16 MatMulNBits / GatherBlockQuantized with the int4 codes, float32 at the boundary, checked by the guard', async () => {
-    const common = [path('decoder.onnx'), '--shape', 'ids=1x8', '--shape', 'mask=8x8', '--min-sqnr', '8', '--min-agreement', '0.5', '--json'];
+    // Agreement off: the guard scores whole random 8-token sequences of this untrained stand-in (mask [T,T] has no batch dim).
+    const common = [path('decoder.onnx'), '--shape', 'ids=1x8', '--shape', 'mask=8x8', '--min-sqnr', '8', '--min-agreement', '0', '--json'];
     const r = runCli(['quantize', '-o', path('decoder.q4f16.onnx'), '--mode', 'q4f16', ...common]);
     expect(r.stderr).not.toMatch(/error/i);
     expect(r.status).toBe(0);
