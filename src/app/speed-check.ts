@@ -5,7 +5,8 @@
  * their sizes from `--shape`, else from the data the user gave (./data-shapes.ts); inputs without
  * a batch dim (a sample rate) take `--input` values, else the data's first value. A timing that
  * cannot run (e.g. a symbolic dim with neither) is a warning, not a failure: the model is already
- * written and checked.
+ * written and checked. A written model with float16 inputs and outputs (fp16 without
+ * --keep-io-types) is timed too: the benchmark converts its feeds once, before timing.
  * May import: errors, ir/dtype, app/data-shapes (lazily), bench (lazily), types of bench and data.
  */
 import { ModelOptError } from '../errors.js';

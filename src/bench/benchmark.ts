@@ -7,8 +7,11 @@
  * drift (thermal, other processes, frequency scaling) hits every model alike; within a round each
  * model re-warms, then runs a burst, and the i-th runs of two models form a pair.
  * Accuracy and agreement come from src/evaluate (one run of each model per batch); the statistics
- * from src/metrics. Imports: runtime, data, evaluate, metrics, bench/*, errors; onnx lazily
- * (integer inputs with random data).
+ * from src/metrics. A candidate may take or give another float type than the baseline (float16
+ * inputs and outputs): its feeds are converted to its types (timed feeds once per model, before
+ * timing) and outputs compared in float32 (./float-io.ts).
+ * Imports: runtime, data, evaluate, metrics, bench/*, errors; onnx lazily (integer inputs with
+ * random data).
  */
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -31,6 +34,7 @@ import {
 } from '../evaluate/index.js';
 import { bootstrapPercentileCI, mcnemar, pairedSpeedup, summarize } from '../metrics/index.js';
 import { canBatch, latencyFeeds, shapesForBatch, type Feeds } from './feeds.js';
+import { conversionNote, convertFeeds, convertingRunner, floatTypesOnly, hasHalfOutputs, inputConversions } from './float-io.js';
 import { hashTree, modelFileInfo } from './files.js';
 import { evaluateGates } from './gates.js';
 import { buildManifest } from './manifest.js';
@@ -97,7 +101,11 @@ function uniqueLabels(paths: string[]): string[] {
   });
 }
 
-/** A candidate must take the same inputs and give the same outputs as the baseline. */
+/**
+ * A candidate must take the same inputs and give the same outputs as the baseline, up to the float
+ * type (float32, float16, bfloat16, float64: converted when run); names, other types and fixed
+ * sizes must agree.
+ */
 export function checkCompatible(
   baseline: { path: string; runner: Pick<Runner, 'inputs' | 'outputs'> },
   candidate: { path: string; runner: Pick<Runner, 'inputs' | 'outputs'> },
@@ -116,7 +124,7 @@ export function checkCompatible(
           // Symbolic names may differ between exports; fixed sizes must agree.
           return typeof d !== 'number' || typeof e !== 'number' || d === e;
         });
-      if (s.dtype !== t.dtype || (!s.unknownRank && !t.unknownRank && !sameDims)) {
+      if ((s.dtype !== t.dtype && !floatTypesOnly(s.dtype, t.dtype)) || (!s.unknownRank && !t.unknownRank && !sameDims)) {
         throw new InputError(
           `${candidate.path}: ${kind} '${t.name}' is ${dtypeName(t.dtype)}${formatShape(t.shape)} ` +
             `but the baseline ${baseline.path} has ${dtypeName(s.dtype)}${formatShape(s.shape)}`,
@@ -248,10 +256,22 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
       );
     }
 
+    // ---- float types: a model taking or giving another float type than the baseline runs through
+    // conversions (every model then compares in float32); timed feeds are converted beforehand ----
+    const conversions = models.map((model) => inputConversions(inputs, model.runner.inputs));
+    const mixedFloat = models.some((model, m) => conversions[m]!.length > 0 || model.runner.outputs.some((o, i) => o.dtype !== outputs[i]!.dtype));
+    if (mixedFloat) {
+      models.forEach((model, m) => {
+        if (conversions[m]!.length > 0 || hasHalfOutputs(model.runner))
+          dataset.notes.push(conversionNote(model.label, conversions[m]!, hasHalfOutputs(model.runner)));
+      });
+    }
+    const evaluationRunners = models.map((model) => (mixedFloat ? convertingRunner(model.runner) : model.runner));
+
     // ---- accuracy and agreement (untimed): every model once per batch, candidates against the baseline ----
     const evaluated = await evaluateMany(
       models.map((model, m) => ({
-        model: model.runner,
+        model: evaluationRunners[m]!,
         label: model.file.path,
         metrics: {
           accuracy: taskMetric(metric.factory, m),
@@ -279,18 +299,20 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
       batchSizes = [1];
     }
     const latency: LatencyPoint[][] = models.map(() => []);
-    let largestFeeds: Feeds | null = null;
+    let largestFeeds: Feeds[] | null = null;
     let largestBatch = 0;
     for (const [index, batchSize] of batchSizes.entries()) {
       const shapes = shapesForBatch(inputs, batchSize, overrides);
-      const feeds = feedsForLatency(dataset, shapes, batchSize, source);
+      const common = feedsForLatency(dataset, shapes, batchSize, source);
+      // Each model's own feeds, converted here, outside the timed region.
+      const feeds = models.map((model, m) => (conversions[m]!.length > 0 ? convertFeeds(common, model.runner.inputs) : common));
       if (!largestFeeds || batchSize >= largestBatch) {
         largestFeeds = feeds;
         largestBatch = batchSize;
       }
       const stepLabel = batchSizes.length > 1 ? ` (batch ${batchSize}, ${index + 1}/${batchSizes.length})` : '';
       progress({ phase: 'warmup', message: `warming up${stepLabel}` });
-      for (const model of models) for (let i = 0; i < warmup; i++) await runModel(model, feeds);
+      for (const [m, model] of models.entries()) for (let i = 0; i < warmup; i++) await runModel(model, feeds[m]!);
       const times = await timeInterleaved(models, feeds, { iterations, durationMs, burst, rewarm: interleave === 'warm' }, (done, total) =>
         progress({
           phase: 'latency',
@@ -317,7 +339,7 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
 
     // ---- peak memory (child process per model) ----
     const memory: (number | null)[] = [];
-    for (const model of models) {
+    for (const [m, model] of models.entries()) {
       if (options.measureMemory === false || !largestFeeds) {
         memory.push(null);
         continue;
@@ -325,7 +347,7 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
       progress({ phase: 'memory', message: `measuring peak memory of ${model.label}` });
       const bytes = await measurePeakMemory({
         modelPath: model.file.path,
-        feeds: largestFeeds,
+        feeds: largestFeeds[m]!,
         intraOpThreads: options.threads,
         executionProviders: providers,
       });
@@ -454,11 +476,11 @@ function defaultBatchSize(inputs: readonly IoSpec[], overrides: Record<string, n
  * round-robin, every run right after another model's. The rotation makes every model run equally often in
  * every slot; rounds are short, so drift still hits every model alike. Returns milliseconds per
  * run, per model, indexed so times[a][i] and times[b][i] (same round, same place in the burst)
- * form a pair.
+ * form a pair. feeds[m] are model m's (already in its input types).
  */
 async function timeInterleaved(
   models: LoadedModel[],
-  feeds: Feeds,
+  feeds: readonly Feeds[],
   plan: { iterations: number | null; durationMs: number | null; burst: number; rewarm: boolean },
   onRound: (done: number, total: number | null) => void,
 ): Promise<Float64Array[]> {
@@ -474,13 +496,14 @@ async function timeInterleaved(
     for (let k = 0; k < models.length; k++) {
       const m = (round + k) % models.length;
       const runner = models[m]!.runner;
+      const own = feeds[m]!;
       if (rewarm) {
         const warmUntil = performance.now() + DEFAULTS.switchWarmupMs;
-        for (let i = 0; i < DEFAULTS.switchWarmupRuns || performance.now() < warmUntil; i++) await runner.run(feeds);
+        for (let i = 0; i < DEFAULTS.switchWarmupRuns || performance.now() < warmUntil; i++) await runner.run(own);
       }
       for (let j = 0; j < count; j++) {
         const start = performance.now();
-        await runner.run(feeds);
+        await runner.run(own);
         times[m]![runs + j] = performance.now() - start;
       }
     }
