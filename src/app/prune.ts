@@ -40,6 +40,8 @@ export interface PruneWorkflowResult {
   check: RunCheck;
   speed?: SpeedCheck;
   notes: string[];
+  /** Where the written model differs from what was asked (also sent to events.onWarning). */
+  warnings: string[];
 }
 
 export async function pruneWorkflow(options: PruneWorkflowOptions, events: WorkflowEvents = {}): Promise<PruneWorkflowResult> {
@@ -64,6 +66,7 @@ export async function pruneWorkflow(options: PruneWorkflowOptions, events: Workf
   const { checkShapes } = await import('./data-shapes.js');
   const shapes = checkShapes(pruneOptions.shapes, calibrationData, evalData);
   const result = await prune(model, { ...pruneOptions, shapes, calibrationData, evalData, inputValues }, { onProgress: progress });
+  for (const warning of result.warnings) events.onWarning?.(warning);
   progress(`writing ${output}`);
   await saveModel(result.model, output);
   const speed = measureSpeedRuns
@@ -78,5 +81,6 @@ export async function pruneWorkflow(options: PruneWorkflowOptions, events: Workf
     check: result.check,
     speed,
     notes: result.notes,
+    warnings: result.warnings,
   };
 }

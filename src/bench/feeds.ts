@@ -70,7 +70,10 @@ export function tiledFeeds(inputs: Feeds, count: number, batchSize: number): Fee
 export function latencyFeeds(dataset: Dataset, batchSize: number): Feeds {
   const axes = dataset.batchAxes;
   const axisOf = (name: string): number | null => (axes && Object.hasOwn(axes, name) ? (axes[name] ?? null) : 0);
-  const batched = Object.fromEntries(Object.entries(dataset.inputs).filter(([name]) => axisOf(name) !== null));
+  const batched: Feeds = Object.assign(
+    Object.create(null) as Feeds,
+    Object.fromEntries(Object.entries(dataset.inputs).filter(([name]) => axisOf(name) !== null)),
+  );
   const feeds = tiledFeeds(batched, dataset.count, batchSize);
   if (!axes && !dataset.constants) return feeds;
   const out: Feeds = Object.create(null) as Feeds;

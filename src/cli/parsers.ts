@@ -1,10 +1,13 @@
 /**
  * Option parsers (commander argParsers): turn a flag's text into a typed value, once, at the edge;
- * a bad value throws InvalidArgumentError with a one-line message (exit 2).
- * May import: commander, bench types (the accuracy budget).
+ * a bad value throws InvalidArgumentError with a one-line message (exit 2). Also the check of
+ * names that must come from a known list (op types), with a did-you-mean.
+ * May import: commander, errors, util, bench types (the accuracy budget).
  */
 import { InvalidArgumentError } from 'commander';
 import type { AccuracyBudget } from '../bench/types.js';
+import { UsageError } from '../errors.js';
+import { didYouMean } from '../util/did-you-mean.js';
 
 export function parsePositiveInt(value: string): number {
   const n = Number(value);
@@ -92,4 +95,16 @@ export function parseAccuracyBudget(value: string): AccuracyBudget {
   // A drop beyond 100 points (or 100%) can never happen: such a gate means nothing.
   if (n > 100) throw new InvalidArgumentError(`an accuracy drop of ${text} can never happen (at most 100${match[2] === '%' ? '%' : 'pt'}); got '${value}'`);
   return match[2] === '%' ? { kind: 'relative', value: n / 100 } : { kind: 'points', value: n };
+}
+
+/**
+ * Refuse (exit 2) the names of `flag` that are not in `known`: a typo there would otherwise be a
+ * silent no-op. `what` completes "X is not an op type ..." and `listing` "it ...": e.g.
+ * 'prune acts on' and 'prunes'.
+ */
+export function refuseUnknownNames(flag: string, names: readonly string[] | undefined, known: readonly string[], what: string, listing: string): void {
+  const unknown = (names ?? []).filter((name) => !known.includes(name));
+  if (unknown.length === 0) return;
+  const typed = unknown.map((name) => `${name}${didYouMean(name, known)}`).join(', ');
+  throw new UsageError(`${flag}: ${typed} ${unknown.length === 1 ? 'is not an op type' : 'are not op types'} ${what}; it ${listing} ${known.join(', ')}`);
 }

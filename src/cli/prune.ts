@@ -9,7 +9,7 @@ import { Command, InvalidArgumentError } from 'commander';
 import { ExitCode, UsageError } from '../errors.js';
 import { createProgress, printJson, runCommand, workflowEvents } from './common.js';
 import { measureSpeedRuns, sharedOption, type InputValueFlags } from './options.js';
-import { oneOf, parseFraction, parsePositiveInt } from './parsers.js';
+import { oneOf, parseFraction, parsePositiveInt, refuseUnknownNames } from './parsers.js';
 import { helpExamples } from './examples.js';
 import type { PrunePattern } from '../passes/prune/index.js';
 
@@ -124,11 +124,13 @@ export function registerPrune(program: Command): void {
 }
 
 async function pruneAction(input: string, flags: PruneFlags): Promise<number> {
-  const [{ checkOutputPath }, { parseShapeOverrides }, { parseFeedback }] = await Promise.all([
+  const [{ checkOutputPath }, { parseShapeOverrides }, { parseFeedback }, { PRUNED_OP_TYPES }] = await Promise.all([
     import('../app/output-path.js'),
     import('../ir/io-spec.js'),
     import('../calibration/feedback.js'),
+    import('../passes/prune/outcome.js'),
   ]);
+  refuseUnknownNames('--exclude-op-types', flags.excludeOpTypes, PRUNED_OP_TYPES, 'prune acts on', 'prunes');
   checkOutputPath(flags.output, [input, ...(flags.evalData ? [flags.evalData] : []), ...(flags.calibrationData ? [flags.calibrationData] : [])]);
   const pattern = flags.pattern ?? ({ kind: 'unstructured' } as PrunePattern);
   const sparsity = sparsityOf(pattern, flags.sparsity);

@@ -8,6 +8,7 @@
 import { UsageError } from '../errors.js';
 import type { QuantizeMode, QuantizeWorkflowOptions } from '../app/quantize.js';
 import type { InputValueFlags } from './options.js';
+import { refuseUnknownNames } from './parsers.js';
 
 /** Flags that are workflow options under the same name and type. */
 type SameAsOptions =
@@ -69,6 +70,8 @@ const MODE_FLAGS: readonly [string, readonly QuantizeMode[], (f: QuantizeFlags) 
   ['--reduce-range', ['int8-dynamic'], (f) => Boolean(f.reduceRange)],
   ['--no-keep-io-types', ['fp16', 'q4f16'], (f) => !f.keepIoTypes],
   ['--op-block-list', ['fp16', 'q4f16'], (f) => Boolean(f.opBlockList?.length)],
+  // fp16 keeps op types float with --op-block-list; --exclude-op-types would be silently ignored.
+  ['--exclude-op-types', ['int8', 'int8-dynamic', 'int4', 'q4f16'], (f) => Boolean(f.excludeOpTypes?.length)],
   ['--block-size', ['int4', 'q4f16'], (f) => f.blockSize !== '32'],
   ['--symmetric', ['int4', 'q4f16'], (f) => Boolean(f.symmetric)],
   ['--int4-method', ['int4', 'q4f16'], (f) => f.int4Method !== 'rtn'],
@@ -101,4 +104,19 @@ export function checkFlags(modelPath: string, flags: QuantizeFlags, checkOutputP
   if (flags.mode === 'int8' && !flags.calibrationData) {
     throw new UsageError('--mode int8 needs --calibration-data (representative inputs); without data use --mode int8-dynamic');
   }
+}
+
+/**
+ * `--exclude-op-types` names only op types the mode quantizes (as `--op-types` must): a typo such
+ * as `Gem` is exit 2 with a did-you-mean, not a silent no-op. The lists load lazily (--help stays light).
+ */
+export async function checkExcludeOpTypes(flags: Pick<QuantizeFlags, 'mode' | 'excludeOpTypes'>): Promise<void> {
+  if (!flags.excludeOpTypes?.length || flags.mode === 'fp16') return;
+  const known =
+    flags.mode === 'int8'
+      ? (await import('../passes/quantize/registry.js')).QUANTIZABLE_OP_TYPES
+      : flags.mode === 'int8-dynamic'
+        ? (await import('../passes/quantize/dynamic-ops.js')).DYNAMIC_OP_TYPES
+        : (await import('../passes/quantize/int4.js')).INT4_OP_TYPES;
+  refuseUnknownNames('--exclude-op-types', flags.excludeOpTypes, known, `--mode ${flags.mode} quantizes`, 'quantizes');
 }

@@ -14,7 +14,7 @@ import { measureSpeedRuns, sharedOption } from './options.js';
 import { parseAccuracyBudget, parseFraction, parseNonNegativeInt, parseNumber, parsePositiveInt, parsePositiveNumber, parseStringList } from './parsers.js';
 import { helpExamples } from './examples.js';
 import type { QuantizeWorkflowOptions } from '../app/quantize.js';
-import { checkFlags, type QuantizeFlags } from './quantize-flags.js';
+import { checkExcludeOpTypes, checkFlags, type QuantizeFlags } from './quantize-flags.js';
 
 export const QUANTIZE_JSON_SCHEMA_VERSION = 1;
 
@@ -128,6 +128,7 @@ async function quantizeAction(modelPath: string, flags: QuantizeFlags): Promise<
     import('../calibration/feedback.js'),
   ]);
   checkFlags(modelPath, flags, checkOutputPath);
+  await checkExcludeOpTypes(flags);
   const options: QuantizeWorkflowOptions = {
     model: modelPath,
     output: flags.output,

@@ -173,6 +173,8 @@ function selectRemovals(
   removedRoots: Set<number>;
   candidates: Candidate[];
   groupOfSpace: number[];
+  /** Per group (keyed like groupOfSpace): the channels the sparsity asked for, before rounding. */
+  requested: Map<number, number>;
 } {
   const rootAtoms = new Map<number, number[]>();
   for (let atom = 0; atom < a.atomCount; atom++) {
@@ -243,6 +245,8 @@ function selectRemovals(
   } else {
     for (const [g, list] of byGroup) quota.set(g, Math.floor(options.sparsity * list.length + 1e-9));
   }
+  const requested = new Map<number, number>();
+  for (const g of byGroup.keys()) requested.set(g, quota.get(g) ?? 0);
   if (options.roundTo > 1) {
     // Kernels run fastest on channel counts that are multiples of the vector width (onnxruntime's
     // NCHWc convolutions use blocks of 8 or 16); 23 channels can be slower than 32.
@@ -251,12 +255,7 @@ function selectRemovals(
       const g = groupOfSpace[spaceIndex.get(a.spaceOfAtom(atoms[0]!))!]!;
       totals.set(g, (totals.get(g) ?? 0) + 1);
     }
-    for (const [g, list] of byGroup) {
-      const total = totals.get(g)!;
-      const kept = total - (quota.get(g) ?? 0);
-      const rounded = Math.min(total, Math.max(Math.min(options.roundTo, total), Math.round(kept / options.roundTo) * options.roundTo));
-      quota.set(g, Math.min(list.length, total - rounded));
-    }
+    for (const [g, list] of byGroup) quota.set(g, roundedQuota(totals.get(g)!, list.length, quota.get(g) ?? 0, options.roundTo));
   }
   for (const [g, list] of byGroup) {
     list.sort(order);
@@ -266,7 +265,19 @@ function selectRemovals(
       if (tryRemove(c)) budget--;
     }
   }
-  return { removedRoots, candidates, groupOfSpace };
+  return { removedRoots, candidates, groupOfSpace, requested };
+}
+
+/**
+ * How many of a group's channels go once the kept count is rounded to a multiple of `roundTo`:
+ * `total` channels (blocked ones included), `candidates` of them removable, `quota` asked for by
+ * the sparsity. The kept count is the nearest multiple, at least min(roundTo, total).
+ */
+export function roundedQuota(total: number, candidates: number, quota: number, roundTo: number): number {
+  if (roundTo <= 1) return quota;
+  const kept = total - quota;
+  const rounded = Math.min(total, Math.max(Math.min(roundTo, total), Math.round(kept / roundTo) * roundTo));
+  return Math.min(candidates, total - rounded);
 }
 
 function validateOptions(options: ChannelPruneOptions): void {
@@ -319,7 +330,7 @@ export function pruneChannels(
     const energy = activationImportance(pruned, a, options.statistics);
     importanceOf = (atom) => energy.get(atom) ?? 0;
   }
-  const { removedRoots, groupOfSpace, candidates } = selectRemovals(a, opts, excluded, importanceOf);
+  const { removedRoots, groupOfSpace, candidates, requested } = selectRemovals(a, opts, excluded, importanceOf);
   const keptAtom = (atom: number): boolean => !removedRoots.has(a.find(atom));
   let constants: ChannelConstants | undefined;
   if (opts.compensation !== 'none') {
@@ -344,7 +355,9 @@ export function pruneChannels(
     if (!list) groupsById.set(g, (list = []));
     list.push(s);
   });
-  const groups: ChannelGroupReport[] = [...groupsById.values()].map((spaces, id) => {
+  const candidatesOf = new Map<number, number>();
+  for (const c of candidates) candidatesOf.set(c.group, (candidatesOf.get(c.group) ?? 0) + 1);
+  const groups: ChannelGroupReport[] = [...groupsById].map(([g, spaces], id) => {
     const atoms = spaces.flatMap((s) => Array.from({ length: a.spaces[s]!.size }, (_, k) => a.spaces[s]!.firstAtom + k));
     const roots = new Set(atoms.map((x) => a.find(x)));
     const keptRoots = [...roots].filter((r) => !removedRoots.has(r));
@@ -357,6 +370,7 @@ export function pruneChannels(
       channelsAfter: keptRoots.length,
       prunable: !blockedAll,
       reason: reason,
+      ...(candidatesOf.has(g) ? { candidates: candidatesOf.get(g)!, requested: requested.get(g) ?? 0 } : {}),
     };
   });
 

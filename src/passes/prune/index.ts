@@ -14,6 +14,7 @@ import { inferShapesByRunning, type ShapeOverrides } from '../../runtime/index.j
 import type { ChannelStatistics } from './channel-analysis.js';
 import { pruneChannels, statisticsRequests } from './channel.js';
 import { magnitudeStatisticsRequests, pruneMagnitude } from './magnitude.js';
+import { channelWarnings, newlyZeroed, nothingChannelPruned, nothingMagnitudePruned, unmatchedExclusions } from './outcome.js';
 import {
   checkRuns,
   collectChannelStatistics,
@@ -63,6 +64,7 @@ export {
   type RunCheck,
 } from './measure.js';
 export { PRUNE_OPS, pruneRow, type ChannelOpHandler, type PruneOpRow, type WeightSlot } from './op-handlers.js';
+export { PRUNED_OP_TYPES, channelWarnings, unmatchedExclusions } from './outcome.js';
 export type * from './types.js';
 
 export interface PruneOptions {
@@ -121,6 +123,11 @@ export interface PruneResult {
   accuracy?: { before: Accuracy; after: Accuracy };
   /** What the user should know about speed and accuracy (the honest part of the report). */
   notes: string[];
+  /**
+   * Where the model differs from what was asked: an --exclude-nodes name that matches no node, a
+   * channel group pruned far more or less than the sparsity (rounding), with its real fraction.
+   */
+  warnings: string[];
 }
 
 export const NOTES = {
@@ -193,6 +200,7 @@ export async function prune(model: Model, options: PruneOptions, context: PruneC
   let pruned: Model;
   let report: MagnitudePruneReport | ChannelPruneReport;
   const notes: string[] = [];
+  const warnings = unmatchedExclusions(model, options.excludeNodes);
   if (options.pattern.kind === 'channel') {
     if (options.scope === 'output') throw new UsageError("scope 'output' applies to unstructured and N:M pruning only");
     if (options.criterion === 'magnitude') throw new UsageError("channel pruning ranks by l1, l2 or activation, not 'magnitude'");
@@ -204,8 +212,11 @@ export async function prune(model: Model, options: PruneOptions, context: PruneC
       throw new UsageError('--criterion activation needs calibration data (--calibration-data)');
     }
     const result = pruneChannels(model, { ...options, scope: options.scope, criterion: options.criterion, statistics });
+    // A model written unchanged would contradict the report: refuse, saying why (nothing is written).
+    if (result.report.channelsRemoved === 0) throw new UsageError(nothingChannelPruned(model, result.report));
     pruned = result.model;
     report = result.report;
+    warnings.push(...channelWarnings(result.report));
     progress('measuring FLOPs before and after');
     const [before, after] = [await measureFlops(model, probe), await measureFlops(pruned, probe)];
     for (const layer of result.report.layers) {
@@ -228,6 +239,7 @@ export async function prune(model: Model, options: PruneOptions, context: PruneC
       statistics = await collectMagnitudeStatistics(model, options, options.calibrationData);
     }
     const result = pruneMagnitude(model, { ...options, pattern: options.pattern, criterion, biasCorrection, ...statistics });
+    if (newlyZeroed(result.report) === 0) throw new UsageError(nothingMagnitudePruned(model, result.report));
     pruned = result.model;
     report = result.report;
     notes.push(NOTES.denseRuntime);
@@ -235,7 +247,7 @@ export async function prune(model: Model, options: PruneOptions, context: PruneC
   }
   progress('checking the pruned model in onnxruntime');
   const check = await checkRuns(model, pruned, probe);
-  const result: PruneResult = { model: pruned, report, sizeBefore: modelSize(model), sizeAfter: modelSize(pruned), check, notes };
+  const result: PruneResult = { model: pruned, report, sizeBefore: modelSize(model), sizeAfter: modelSize(pruned), check, notes, warnings };
   if (options.evalData) {
     progress('measuring accuracy before and after');
     const evalOptions = { maxSamples: options.maxSamples };

@@ -134,7 +134,8 @@ export function findTargets(model: Model, options: Pick<MagnitudePruneOptions, '
   }
   if (!options.pruneFirstLast) {
     const live = targets.filter((t) => !t.skipped);
-    if (live.length > 0) live[0]!.skipped = 'first layer kept dense (--prune-first-last to prune it)';
+    if (live.length === 1) live[0]!.skipped = 'the only weighted layer, first and last, kept dense (--prune-first-last to prune it)';
+    if (live.length > 1) live[0]!.skipped = 'first layer kept dense (--prune-first-last to prune it)';
     if (live.length > 1) live[live.length - 1]!.skipped = 'last layer kept dense (--prune-first-last to prune it)';
   }
   return targets;

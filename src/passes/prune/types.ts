@@ -124,6 +124,10 @@ export interface ChannelGroupReport {
   prunable: boolean;
   /** Why some or all channels of the group must stay. */
   reason?: string;
+  /** Channels of the group that may be removed (absent when none may). */
+  candidates?: number;
+  /** How many of them the sparsity asked to remove, before kept counts were rounded (--round-to). */
+  requested?: number;
 }
 
 export interface ChannelPruneReport {
