@@ -65,6 +65,7 @@ async function child(which, file, count, method, batch) {
   t = performance.now();
   const stats = await calibration.collectStatistics(pre, requests, ds, {
     batchSize: batch === 'default' ? undefined : runBatch,
+    memoryBudget: process.env.CALIBRATION_BUDGET_MIB ? Number(process.env.CALIBRATION_BUDGET_MIB) * 2 ** 20 : undefined,
     runner,
     onProgress: (p) => {
       passes = Math.max(passes, p.pass);
@@ -111,7 +112,7 @@ async function main() {
           console.log(
             `${which.padEnd(16)} ${method.padEnd(10)} batch ${batch.padEnd(7)} ${String(samples[which]).padStart(3)} samples ${String(r.tensors).padStart(3)} tensors  ` +
               `calibration ${r.calibrationSeconds.toFixed(2)} s / inference ${r.inferenceSeconds.toFixed(2)} s (session ${r.sessionSeconds.toFixed(2)} s) = ${(r.calibrationSeconds / r.inferenceSeconds).toFixed(2)}x  ` +
-              `peak RSS ${(r.peakRss / 2 ** 20).toFixed(0)} MiB (inference alone ${(r.inferenceRss / 2 ** 20).toFixed(0)})  (batch ${b.batchSize}, capture batch ${b.captureBatchSize ?? '-'}, groups ${b.captureGroups}, passes ${b.passes}, progress passes ${r.progressPasses})`,
+              `peak RSS ${(r.peakRss / 2 ** 20).toFixed(0)} MiB (inference alone ${(r.inferenceRss / 2 ** 20).toFixed(0)})  (batch ${b.batchSize}, capture batch ${b.captureBatchSize ?? '-'}, groups ${b.captureGroups}, counted in onnxruntime ${b.countedInRuntime ?? '-'}, passes ${b.passes}, progress passes ${r.progressPasses})`,
           );
         }
       }

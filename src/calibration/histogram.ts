@@ -119,6 +119,33 @@ export class StreamingHistogram {
     this.total += this.binFinite(values, lo, inv, last);
   }
 
+  /**
+   * The second pass, binned inside onnxruntime: one bin index per value on the current grid
+   * (runtime's BinGrid; above the last bin means the last bin). The first pass saw only finite
+   * values in this tensor.
+   */
+  addIndices(indices: ArrayLike<number>): void {
+    const counts = this.counts;
+    const last = this.bins - 1;
+    for (let i = 0; i < indices.length; i++) {
+      const b = indices[i]!;
+      counts[b > last ? last : b]! += 1;
+    }
+    this.total += indices.length;
+  }
+
+  /** The second pass, counted inside onnxruntime: `binCounts[i]` more values in bin i of the current grid. */
+  addCounts(binCounts: ArrayLike<number>): void {
+    if (binCounts.length !== this.bins) throw new UsageError(`histogram of ${this.bins} bins given ${binCounts.length} counts`);
+    let total = 0;
+    for (let i = 0; i < binCounts.length; i++) {
+      const c = binCounts[i]!;
+      this.counts[i]! += c;
+      total += c;
+    }
+    this.total += total;
+  }
+
   /** Bins the finite values into the current grid (`lo`, 1 / bin width, last bin), counts the others; returns how many were binned. */
   private binFinite(values: ArrayLike<number>, lo: number, inv: number, last: number): number {
     const counts = this.counts;

@@ -14,10 +14,13 @@
  * (and, for a caller that gave no batch, not even at a smaller one down to 1 sample, which is
  * then the batch of a single pass), take two passes over a re-iterable source (a Dataset, an array of feeds): the first
  * (the reductions) replays the grid a StreamingHistogram would grow to batch by batch, the second
- * captures the tensors whole and bins them straight into that grid, in groups of tensors whose
- * captured bytes per run stay within a memory budget (one pass per group), at a batch chosen from
- * the same budget. Channel moments are captured whole in those groups too (their sums do not depend
- * on the batch size). Otherwise (small activations, or a one-shot source such as a generator) one
+ * bins the tensors into that grid inside onnxruntime: uint16 bin indices (2 bytes per element,
+ * counted here) for as many tensors as the memory budget takes per run, and, where the opset allows
+ * (16+), bin counts from ScatterElements for the rest, so that one pass over the whole graph does
+ * every histogram whatever the activation sizes (below opset 16, further passes in groups within
+ * the budget). Tensors whose values are needed (channel moments, histograms of tensors that showed
+ * NaN/Infinity, other dtypes) are captured whole in groups within the budget (their sums do not
+ * depend on the batch size). Otherwise (small activations, or a one-shot source such as a generator) one
  * pass: reductions plus whole captures, histograms grown as they stream (exactly as before).
  * Nothing per sample is kept: memory depends on the number of tensors, their per-sample sizes, the
  * budget and the batch size, never on the sample count. Quantization (passes/quantize) and pruning
@@ -33,7 +36,10 @@ import { batchAxes } from '../ir/io-spec.js';
 import { isTensorType, type Model, type Node } from '../ir/index.js';
 import { batches as datasetBatches, fixedBatchSize, type Dataset } from '../data/index.js';
 import {
+  canCountBins,
   canReduce,
+  MAX_INDEX_BINS,
+  type BinGrid,
   createStatisticsCapture,
   modelInputSpecs,
   type RunnerOptions,
@@ -76,6 +82,8 @@ export interface CalibrationBatching {
   captureBatchSize?: number;
   /** Groups of whole-captured tensors (one pass over the data each; 0 when none). */
   captureGroups: number;
+  /** Histograms of the second pass counted inside onnxruntime (their bin indices did not fit memoryBudget). */
+  countedInRuntime?: number;
   /** Passes over the data that ran the model. */
   passes: number;
   /** Bytes of whole-captured tensors one run may return (CollectOptions.memoryBudget). */
@@ -320,6 +328,9 @@ function prefixModel(model: Model, names: readonly string[]): Model {
   return copy;
 }
 
+/** Bytes per element of a histogram's bin indices from onnxruntime (uint16). */
+const INDEX_BYTES = 2;
+
 /** Splits `names` into groups whose bytes per run (`batch` samples) stay within `budget`; a tensor larger than the budget is a group of its own. */
 function captureGroups(names: readonly string[], bytes: ReadonlyMap<string, number>, batch: number, budget: number): string[][] {
   const groups: string[][] = [];
@@ -490,9 +501,23 @@ export async function collectStatistics(
     s.max = s.histogram!.max;
   }
 
-  // Second pass(es): whole captures, grouped within the budget.
+  // Second pass(es): histograms binned inside onnxruntime on the first pass's grids (uint16 bin
+  // indices, 2 bytes per element, or, for what the budget cannot take, bin counts), tensors that
+  // need their values (channel moments, non-finite values, other dtypes) captured whole; grouped
+  // within the budget, one pass per group.
   if (later.length > 0) {
-    const bytes = new Map(later.map((n) => [n, sizes.get(n) ?? perSampleBytes(model, n)] as const));
+    const grids = new Map<string, BinGrid>();
+    for (const name of binned) {
+      const h = ranges.get(name)!.stats.histogram!;
+      if (!nonFinite.has(name) && h.width > 0 && h.bins <= MAX_INDEX_BINS) grids.set(name, { lo: h.lo, width: h.width, bins: h.bins });
+    }
+    const countable = canCountBins(model);
+    const bytes = new Map(
+      later.map((n) => {
+        const b = sizes.get(n) ?? perSampleBytes(model, n);
+        return [n, b !== undefined && grids.has(n) ? (b / elementBytes(model, n)) * INDEX_BYTES : b] as const;
+      }),
+    );
     const known = [...bytes.values()].every((b) => b !== undefined);
     const perSample = [...bytes.values()].reduce<number>((a, b) => a + (b ?? 0), 0);
     const first = batching.batchSize || DEFAULT_CALIBRATION_BATCH;
@@ -502,18 +527,45 @@ export async function collectStatistics(
     const ordered = [...later].sort(
       (a, b) => (position.get(model.graph.localValue(a)!.producer!) ?? -1) - (position.get(model.graph.localValue(b)!.producer!) ?? -1),
     );
-    const groups = known ? captureGroups(ordered, new Map([...bytes].map(([n, b]) => [n, b ?? 0])), batch, budget) : [ordered];
+    const perRun = new Map([...bytes].map(([n, b]) => [n, (b ?? 0) * batch]));
+    // Where onnxruntime can count bins, one pass takes every histogram: the captures that fit the
+    // budget (in graph order) come back, the other histograms are counted inside it.
+    const counted = new Set<string>();
+    let groups: string[][];
+    if (countable && known) {
+      const firstGroup: string[] = [];
+      const rest: string[] = [];
+      let used = 0;
+      for (const name of ordered) {
+        const b = perRun.get(name)!;
+        if (used + b <= budget || (firstGroup.length === 0 && !grids.has(name))) {
+          firstGroup.push(name);
+          used += b;
+        } else if (grids.has(name)) counted.add(name);
+        else rest.push(name);
+      }
+      groups = [[...firstGroup, ...counted], ...captureGroups(rest, perRun, 1, budget)];
+    } else groups = known ? captureGroups(ordered, perRun, 1, budget) : [ordered];
     batching.captureBatchSize = isDataset(data) ? batch : undefined;
     batching.captureGroups = groups.length;
-    batching.capturedBytesPerRun = known ? Math.max(...groups.map((g) => g.reduce((a, n) => a + (bytes.get(n) ?? 0), 0) * batch)) : undefined;
+    batching.countedInRuntime = counted.size;
+    batching.capturedBytesPerRun = known ? Math.max(...groups.map((g) => g.reduce((a, n) => a + (counted.has(n) ? 0 : perRun.get(n)!), 0))) : undefined;
     // Pass numbers in progress events: the first pass walked the data whenever it had anything to do.
     const firstPasses = firstWhole.length > 0 || reduced.length > 0 ? 1 : 0;
     for (const [g, group] of groups.entries()) {
       const only = new Set(group);
-      const runner = await createStatisticsCapture(prefixModel(model, group), { whole: group }, { label: 'calibration model', ...options.runner });
+      const part = (pick: (n: string) => boolean): Map<string, BinGrid> => new Map(group.filter(pick).map((n) => [n, grids.get(n)!]));
+      const capturePlan: StatisticsCapturePlan = {
+        whole: group.filter((n) => !grids.has(n)),
+        binIndices: part((n) => grids.has(n) && !counted.has(n)),
+        binCounts: part((n) => counted.has(n)),
+      };
+      const runner = await createStatisticsCapture(prefixModel(model, group), capturePlan, { label: 'calibration model', ...options.runner });
       let progress = { batches: 0, samples: 0 };
       const count = await runPass(source.open(batch), runner, (b, captured) => {
         wholeFold(captured.tensors, only);
+        for (const [name, indices] of captured.binIndices) ranges.get(name)!.stats.histogram!.addIndices(indices);
+        for (const [name, counts] of captured.binCounts) ranges.get(name)!.stats.histogram!.addCounts(counts);
         progress = { batches: progress.batches + 1, samples: progress.samples + b.samples };
         options.onProgress?.({ pass: firstPasses + g + 1, passes: firstPasses + groups.length, stage: 'captures', ...progress, totalSamples });
       });

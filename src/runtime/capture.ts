@@ -7,11 +7,16 @@
  * graph gets ReduceMin/ReduceMax/ReduceSum/Size nodes on the tensor instead, so onnxruntime returns
  * four scalars per tensor per batch and the activation itself never leaves onnxruntime (nodes added,
  * like the outputs, only while the model is serialized).
+ * Histogram bins: on a fixed grid (calibration's second pass), a tensor can come back as uint16 bin
+ * indices (Sub + com.microsoft QuantizeLinear: 2 bytes per element, counted by the caller) or as
+ * the bin counts themselves (ScatterElements with reduction 'add', ai.onnx opset 16+: `bins`
+ * numbers per run, whatever the tensor's size; about 9 ns per element on one thread against 1 ns
+ * for the indices, so the caller uses it only for what its memory budget cannot take as indices).
  * Imports: ./runner.js, ../ir/index.js, ../ir/dtype.js, ../ir/samples.js, ../ir/io-spec.js, ../errors.js.
  */
 import { UsageError } from '../errors.js';
 import { DataType, type TensorData } from '../ir/dtype.js';
-import { isTensorType, type Dim, type Model, type Node, type TensorType, type Value } from '../ir/index.js';
+import { isTensorType, Tensor, type Dim, type Model, type Node, type TensorType, type Value } from '../ir/index.js';
 import { batchAxes, modelInputSpecs } from '../ir/io-spec.js';
 import { sliceSamples } from '../ir/samples.js';
 import { createRunnerWithOutputs, type Runner, type RunnerOptions } from './runner.js';
@@ -62,6 +67,30 @@ export interface StatisticsCapturePlan {
   reduce?: readonly string[];
   /** Tensors of which only the element count is returned (Size), to plan memory. */
   sizes?: readonly string[];
+  /** Tensors returned as uint16 bin indices on their grid (see binIndex; names canReduce accepts, bins <= MAX_INDEX_BINS). */
+  binIndices?: ReadonlyMap<string, BinGrid>;
+  /** Tensors counted into their grid inside onnxruntime (names canReduce accepts; only where canCountBins). */
+  binCounts?: ReadonlyMap<string, BinGrid>;
+}
+
+/**
+ * A fixed histogram grid: `bins` bins of `width` from `lo`. Bin indices from onnxruntime are
+ * round-half-even((v - lo) / width - 0.5) in float32, saturated to [0, 65535]: floor((v - lo) /
+ * width) except for a value within float32 rounding of a bin edge, which may land one bin over.
+ * The caller clamps them to [0, bins - 1] (binCounts are clamped already).
+ */
+export interface BinGrid {
+  lo: number;
+  width: number;
+  bins: number;
+}
+
+/** Most bins a uint16 bin index can address (StatisticsCapturePlan.binIndices). */
+export const MAX_INDEX_BINS = 65536;
+
+/** Whether onnxruntime can count bins inside the graph (StatisticsCapturePlan.binCounts): ScatterElements' reduction needs ai.onnx opset 16. */
+export function canCountBins(model: Model): boolean {
+  return (model.opsetVersion('') ?? 0) >= 16;
 }
 
 export interface StatisticsCaptureResult {
@@ -69,6 +98,10 @@ export interface StatisticsCaptureResult {
   reductions: Map<string, TensorReduction>;
   /** Element counts of `reduce` and `sizes` tensors. */
   sizes: Map<string, number>;
+  /** plan.binIndices: one uint16 bin index per element (not clamped to the grid's last bin). */
+  binIndices: Map<string, Uint16Array>;
+  /** plan.binCounts: elements per bin in this run (exact integers). */
+  binCounts: Map<string, Int32Array>;
 }
 
 export interface StatisticsCapture {
@@ -88,58 +121,109 @@ export function canReduce(model: Model, name: string): boolean {
   return type !== undefined && isTensorType(type) && (type.elemType === DataType.FLOAT || type.elemType === DataType.DOUBLE);
 }
 
-/** Reduction nodes and their outputs added to `model`'s main graph; `remove()` takes them out again. */
+interface AddedNames {
+  min?: string;
+  max?: string;
+  sum?: string;
+  size?: string;
+  /** Output of uint16 bin indices, or of bin counts. */
+  bins?: { output: string; counted: boolean };
+}
+
+/**
+ * Reduction and binning nodes (with their constants and, for bin indices, the com.microsoft opset
+ * import) and their outputs added to `model`'s main graph; `remove()` takes them out again.
+ */
 function addReductionNodes(
   model: Model,
   reduce: readonly Value[],
   sizes: readonly Value[],
-): { outputs: Value[]; names: Map<string, { min?: string; max?: string; sum?: string; size: string }>; remove(): void } {
+  bins: ReadonlyMap<Value, { grid: BinGrid; counted: boolean }>,
+): { outputs: Value[]; names: Map<string, AddedNames>; remove(): void } {
   const graph = model.graph;
   const added: Node[] = [];
+  const constants: Value[] = [];
   const outputs: Value[] = [];
-  const names = new Map<string, { min?: string; max?: string; sum?: string; size: string }>();
+  const names = new Map<string, AddedNames>();
+  const addedImport = bins.size > 0 && model.opsetVersion('com.microsoft') === undefined;
+  if (addedImport) model.opsetImports.push({ domain: 'com.microsoft', version: 1 });
   // onnxruntime orders execution by a depth-first walk from the graph's leaves, last-added first:
   // adding the reductions of late tensors first puts each reduction right after its tensor is made,
-  // so no captured activation is kept alive until the end of the run.
+  // so no captured activation (nor a transient index tensor) is kept alive until the end of the run.
   const order = new Map(graph.nodes.map((n, i) => [n, i]));
   const position = (v: Value): number => (v.producer ? (order.get(v.producer) ?? -1) : -1);
-  const all = [...reduce.map((v) => ({ v, full: true })), ...sizes.map((v) => ({ v, full: false }))].sort((a, b) => position(b.v) - position(a.v));
-  const add = (opType: string, input: Value, base: string, elemType: number): string => {
-    const out = graph.uniqueName(`${input.name}/calibration_${base}`);
-    const node = graph.addNode({
-      opType,
-      inputs: [input],
-      outputs: [out],
-      attributes: opType === 'Size' ? {} : { keepdims: 0 },
-      name: graph.uniqueName(`${out}_node`),
-    });
-    const value = node.outputs[0]!;
-    value.type = { kind: 'tensor', elemType: elemType as TensorType['elemType'], shape: [] };
-    added.push(node);
-    outputs.push(value);
-    return out;
+  const tensors = [...new Set([...reduce, ...sizes, ...bins.keys()])].sort((a, b) => position(b) - position(a));
+  const reduced = new Set(reduce);
+  const sized = new Set(sizes);
+  const constant = (base: string, dtype: DataType, data: Float32Array | Uint16Array | Int32Array | BigInt64Array, dims: number[] = []): Value => {
+    const value = graph.addInitializer(Tensor.fromData(graph.uniqueName(base), { dtype, dims, data }));
+    constants.push(value);
+    return value;
   };
+  const node = (opType: string, inputs: Value[], out: string, attributes: Record<string, number | string> = {}, domain = ''): Value => {
+    const n = graph.addNode({ opType, inputs, outputs: [graph.uniqueName(out)], attributes, domain, name: graph.uniqueName(`${out}_node`) });
+    added.push(n);
+    return n.outputs[0]!;
+  };
+  const output = (value: Value, elemType: number, shape: Dim[]): string => {
+    value.type = { kind: 'tensor', elemType: elemType as TensorType['elemType'], shape };
+    outputs.push(value);
+    return value.name;
+  };
+  const add = (opType: string, input: Value, base: string, elemType: number): string =>
+    output(node(opType, [input], `${input.name}/calibration_${base}`, opType === 'Size' ? {} : { keepdims: 0 }), elemType, []);
   try {
-    for (const { v, full } of all) {
+    for (const v of tensors) {
       const type = v.type && isTensorType(v.type) ? v.type.elemType : DataType.FLOAT;
-      const size = add('Size', v, 'size', DataType.INT64);
-      if (!full) {
-        names.set(v.name, { size });
-        continue;
+      const entry: AddedNames = {};
+      if (reduced.has(v) || sized.has(v)) entry.size = add('Size', v, 'size', DataType.INT64);
+      if (reduced.has(v)) {
+        entry.min = add('ReduceMin', v, 'min', type);
+        entry.max = add('ReduceMax', v, 'max', type);
+        entry.sum = add('ReduceSum', v, 'sum', type);
       }
-      names.set(v.name, { min: add('ReduceMin', v, 'min', type), max: add('ReduceMax', v, 'max', type), sum: add('ReduceSum', v, 'sum', type), size });
+      const binning = bins.get(v);
+      if (binning) {
+        const { grid, counted } = binning;
+        const base = `${v.name}/calibration_bins`;
+        const x = type === DataType.FLOAT ? v : node('Cast', [v], `${base}_float`, { to: DataType.FLOAT });
+        // round((v - lo) / width - 0.5) = floor((v - lo) / width) off the edges, saturated to uint16.
+        const shifted = node('Sub', [x, constant(`${base}_lo`, DataType.FLOAT, Float32Array.of(grid.lo + 0.5 * grid.width))], `${base}_shifted`);
+        const scale = constant(`${base}_width`, DataType.FLOAT, Float32Array.of(grid.width));
+        const index = node(
+          'QuantizeLinear',
+          [shifted, scale, constant(`${base}_zero`, DataType.UINT16, Uint16Array.of(0))],
+          `${base}_index`,
+          {},
+          'com.microsoft',
+        );
+        if (!counted) {
+          entry.bins = { output: output(index, DataType.UINT16, v.type && isTensorType(v.type) && v.type.shape ? [...v.type.shape] : []), counted };
+        } else {
+          const flat = node('Reshape', [index, constant(`${base}_flat`, DataType.INT64, BigInt64Array.of(-1n), [1])], `${base}_flat_index`);
+          const wide = node('Cast', [flat], `${base}_int`, { to: DataType.INT32 });
+          const last = constant(`${base}_last`, DataType.INT32, Int32Array.of(grid.bins - 1));
+          const clipped = node('Clip', [wide, constant(`${base}_first`, DataType.INT32, Int32Array.of(0)), last], `${base}_clipped`);
+          const ones = node('Expand', [constant(`${base}_one`, DataType.INT32, Int32Array.of(1)), node('Shape', [clipped], `${base}_shape`)], `${base}_ones`);
+          const zeros = constant(`${base}_zeros`, DataType.INT32, new Int32Array(grid.bins), [grid.bins]);
+          const counts = node('ScatterElements', [zeros, clipped, ones], `${base}_counts`, { axis: 0, reduction: 'add' });
+          entry.bins = { output: output(counts, DataType.INT32, [grid.bins]), counted };
+        }
+      }
+      names.set(v.name, entry);
     }
   } catch (error) {
-    for (const node of added.reverse()) graph.removeNode(node);
+    remove();
     throw error;
   }
-  return {
-    outputs,
-    names,
-    remove() {
-      for (const node of added.reverse()) graph.removeNode(node);
-    },
-  };
+  function remove(): void {
+    for (const n of added.reverse()) graph.removeNode(n);
+    added.length = 0;
+    for (const c of constants) graph.removeInitializer(c, { force: true });
+    constants.length = 0;
+    if (addedImport) model.opsetImports = model.opsetImports.filter((o) => o.domain !== 'com.microsoft');
+  }
+  return { outputs, names, remove };
 }
 
 const scalar = (t: TensorData | undefined): number => {
@@ -193,7 +277,21 @@ export async function createStatisticsCapture(model: Model, plan: StatisticsCapt
     .filter((n) => !reduced.has(n))
     .map(lookup)
     .filter((v) => v.producer && !graph.constantTensor(v));
-  const reductions = addReductionNodes(model, reduce, sized);
+  const bins = new Map<Value, { grid: BinGrid; counted: boolean }>();
+  for (const [entries, counted] of [
+    [plan.binIndices, false],
+    [plan.binCounts, true],
+  ] as const) {
+    for (const [name, grid] of entries ?? []) {
+      const value = lookup(name);
+      if (!canReduce(model, name)) throw new UsageError(`cannot bin tensor '${name}' inside onnxruntime: it is not a float tensor computed by a node`);
+      if (counted && !canCountBins(model)) throw new UsageError(`cannot count bins of tensor '${name}' inside onnxruntime: the model's opset is below 16`);
+      if (!(grid.bins >= 1 && grid.bins <= MAX_INDEX_BINS && grid.width > 0))
+        throw new UsageError(`cannot bin tensor '${name}': ${grid.bins} bins of width ${grid.width}`);
+      bins.set(value, { grid, counted });
+    }
+  }
+  const reductions = addReductionNodes(model, reduce, sized, bins);
   let runner: Runner | undefined;
   try {
     const extra = [...extraOutputs, ...reductions.outputs];
@@ -214,7 +312,11 @@ export async function createStatisticsCapture(model: Model, plan: StatisticsCapt
       }
       const out = new Map<string, TensorReduction>();
       const sizes = new Map<string, number>();
+      const binIndices = new Map<string, Uint16Array>();
+      const binCounts = new Map<string, Int32Array>();
       for (const [name, r] of reductions.names) {
+        if (r.bins) (r.bins.counted ? binCounts : binIndices).set(name, produced[r.bins.output]!.data as never);
+        if (r.size === undefined) continue;
         const size = scalar(produced[r.size]);
         sizes.set(name, size);
         if (r.min === undefined) continue;
@@ -222,7 +324,7 @@ export async function createStatisticsCapture(model: Model, plan: StatisticsCapt
         const max = scalar(produced[r.max!]);
         out.set(name, { min, max, finite: Number.isFinite(scalar(produced[r.sum!])) && Number.isFinite(min) && Number.isFinite(max), size });
       }
-      return { tensors, reductions: out, sizes };
+      return { tensors, reductions: out, sizes, binIndices, binCounts };
     },
     async release() {
       await runner?.release();

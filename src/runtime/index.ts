@@ -15,8 +15,11 @@ export {
   type RunnerOptions,
 } from './runner.js';
 export {
+  canCountBins,
   canReduce,
   captureIntermediates,
+  MAX_INDEX_BINS,
+  type BinGrid,
   createCaptureRunner,
   createStatisticsCapture,
   inferShapesByRunning,

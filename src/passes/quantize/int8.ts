@@ -165,7 +165,7 @@ export async function quantizeInt8(model: Model, options: Int8Options): Promise<
   }
 
   const calibration = take(options.calibration, options.calibrationCount ?? DEFAULT_CALIBRATION_COUNT);
-  if (calibration.count === 0) throw new UsageError('the calibration data set has no samples');
+  if (calibration.count === 0) throw new UsageError(`${calibration.source ? `${calibration.source}: ` : ''}the calibration data set has no samples`);
   let batchSize = calibrationBatchSize(pre.model, calibration, options.batchSize);
   const runnerOptions: RunnerOptions = { ...options.runner };
 
@@ -220,7 +220,7 @@ export async function quantizeInt8(model: Model, options: Int8Options): Promise<
   const mismatched = concatsWithMismatchedRanges(plan, context.ranges);
   // Tensors 8-bit would destroy (power spectra, Log inputs, wide attention scores) stay float;
   // keeping nodes float makes new float -> int8 boundaries, which are checked in turn.
-  const hdr = { nodes: {} as Record<string, string>, tensors: [] as { tensor: string; reason: string }[] };
+  const hdr = { nodes: Object.create(null) as Record<string, string>, tensors: [] as { tensor: string; reason: string }[] };
   for (let round = 0, current = plan; round < 4 && options.highDynamicRange !== 'int8'; round++) {
     const found = highDynamicRangeNodes(current, context.statistics);
     const fresh = Object.keys(found.nodes).filter((n) => !(n in hdr.nodes));
