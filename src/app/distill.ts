@@ -3,18 +3,24 @@
  * (a file, the teacher itself, or the teacher narrowed by channel pruning: prune-then-distill),
  * batchify a fixed-batch student, train it (train/distill.ts), write it atomically (never over an
  * input) and time it against the teacher.
- * May import: errors, ir, onnx, data, passes/prune, app/*; train and bench lazily (tfjs, onnxruntime).
+ * A student below opset 13 trained with --backend onnxruntime is upgraded to opset 13 first
+ * (passes/preprocess's upgradeOpset; the written student then declares 13).
+ * May import: errors, ir, onnx, data, passes/prune, passes/preprocess, app/*; train and bench lazily
+ * (tfjs, onnxruntime).
  */
 import { existsSync } from 'node:fs';
 import { UsageError } from '../errors.js';
-import type { Model } from '../ir/index.js';
+import { formatShape, isTensorType, type Model } from '../ir/index.js';
+import type { Dataset } from '../data/index.js';
 import { modelInputSpecs } from '../ir/io-spec.js';
 import { countParams, pruneChannels } from '../passes/prune/index.js';
+import { TARGET_OPSET, upgradeOpset } from '../passes/preprocess/index.js';
 import type { DistillOptions, DistillProgress, DistillReport, DistillSettings } from '../train/distill.js';
 import type { TrainingBackend } from '../train/backend.js';
 import type { WorkflowEvents } from './events.js';
 import { withDynamicBatch } from './dynamic-batch.js';
 import { checkOutputPath } from './output-path.js';
+import { shapesFromData } from './data-shapes.js';
 
 /** The teacher narrowed to `width` of its channels by structured (L2) channel pruning. */
 export function studentFromTeacher(teacher: Model, width: number): Model {
@@ -44,6 +50,46 @@ export async function distill(options: DistillOptions): Promise<{ model: Model; 
   return train({ ...options, student, onProgress });
 }
 
+/**
+ * The student at opset 13 when it is older (the onnxruntime training graph needs 13: a copy, the
+ * operators whose definitions changed rewritten); UsageError naming what blocks the upgrade.
+ */
+function upgradedForOnnxruntime(student: Model, warn: ((message: string) => void) | undefined): Model {
+  const from = student.opsetVersion('') ?? 17;
+  if (from >= TARGET_OPSET) return student;
+  const copy = student.clone();
+  const result = upgradeOpset(copy);
+  if (!result.upgraded) {
+    throw new UsageError(
+      `--backend onnxruntime: the student uses opset ${from} and training on onnxruntime needs opset ${TARGET_OPSET}, but it cannot be upgraded ` +
+        `(${result.blockers.slice(0, 3).join('; ')}); train it with --backend wasm`,
+    );
+  }
+  warn?.(`the student uses opset ${from}: upgraded to opset ${TARGET_OPSET} to train on onnxruntime (the written student declares opset ${TARGET_OPSET})`);
+  return copy;
+}
+
+/**
+ * Shapes for timing the student against the teacher: an input with a symbolic dim past the batch
+ * dim (a variable-width line image) takes the training data's dims, its batch dim the teacher's (or
+ * 1), so the timing never asks for a --shape distill does not have. Inputs with only a symbolic
+ * batch dim are left to the benchmark's default.
+ */
+export function timingShapes(teacher: Model, data: Dataset): Record<string, number[]> | undefined {
+  const fromData = shapesFromData(data);
+  const arrays = Object.values(fromData);
+  const specs = modelInputSpecs(teacher);
+  const out: Record<string, number[]> = Object.create(null) as Record<string, number[]>; // keyed by input names
+  for (const spec of specs) {
+    if (spec.unknownRank || spec.shape.slice(1).every((d) => typeof d === 'number')) continue;
+    const dims = fromData[spec.name] ?? (specs.length === 1 && arrays.length === 1 ? arrays[0] : undefined);
+    if (!dims || dims.length !== spec.shape.length) continue;
+    const batch = spec.shape[0];
+    out[spec.name] = dims.map((d, i) => (i === 0 ? (typeof batch === 'number' ? batch : 1) : d));
+  }
+  return Object.keys(out).length > 0 ? out : undefined;
+}
+
 export interface DistillWorkflowOptions extends Partial<DistillSettings> {
   /** The teacher model file. */
   teacher?: string;
@@ -65,6 +111,10 @@ export interface DistillWorkflowOptions extends Partial<DistillSettings> {
   /** onnxruntime intra-op threads: training on onnxruntime (default 1), the teacher, evaluation. */
   threads?: number;
   outputName?: string;
+  /** Teacher output giving the soft targets (default: the one named as the student's, or the only one). */
+  teacherOutputName?: string;
+  /** Weights kept at their values (a fixed front end). */
+  freeze?: readonly string[];
   checkpoint?: string;
   resumeFrom?: string;
   /** Time the student against the teacher after writing (default true). */
@@ -112,6 +162,12 @@ export async function distillWorkflow(options: DistillWorkflowOptions, events: D
   if (options.student) student = await loadModel(options.student);
   else if (fromTeacher) student = studentFromTeacher(teacher!, options.studentFromTeacherWidth!);
   else student = teacher!.clone();
+  if (options.outputName === undefined && student.graph.outputs.length > 1) {
+    // training on the wrong output would move every weight before it (a front end's features beside the scores)
+    const list = student.graph.outputs.map((v) => (isTensorType(v.type) && v.type.shape ? `${v.name} ${formatShape(v.type.shape)}` : v.name)).join(', ');
+    throw new UsageError(`the student has ${student.graph.outputs.length} outputs (${list}); pass --output-name to choose the one the loss reads`);
+  }
+  if (options.backend === 'onnxruntime') student = upgradedForOnnxruntime(student, events.onWarning);
   const parameters = { teacher: teacher ? countParams(teacher) : undefined, student: countParams(student) };
   const specs = modelInputSpecs(student);
   let train = await loadDataset(options.data, specs);
@@ -158,6 +214,7 @@ export async function distillWorkflow(options: DistillWorkflowOptions, events: D
       warmup: 10,
       measureMemory: false,
       bootstrapResamples: 500,
+      shapes: teacher ? timingShapes(teacher, train) : undefined,
     });
     const t = bench.models[0]!.latency[0]!;
     const s = bench.models[1]!.latency[0]!;

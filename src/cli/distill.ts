@@ -50,6 +50,8 @@ interface DistillFlags {
   resume?: string | boolean;
   maxSamples?: number;
   outputName?: string;
+  teacherOutputName?: string;
+  freeze?: string[];
   benchmark: boolean;
   json?: boolean;
 }
@@ -107,6 +109,7 @@ export function registerDistill(program: Command): void {
     .option('--feature-weight <w>', 'weight of the feature losses', parseNonNegative, D.featureWeight)
     .option('--prune-to <s>', 'gradual magnitude pruning of the student weights to this sparsity during training', parseFraction)
     .option('--patience <n>', 'early stopping: epochs without eval improvement', parsePositiveInt)
+    .option('--freeze <weights>', 'keep these weights (comma-separated, repeatable) at their values, e.g. a fixed STFT/filterbank front end', collect)
     .option('--freeze-bn', 'keep BatchNormalization statistics frozen while training')
     .addOption(sharedOption('backend'))
     .addOption(sharedOption('threads', 'for training on onnxruntime (default 1), the teacher and the evaluation'))
@@ -114,6 +117,7 @@ export function registerDistill(program: Command): void {
     .option('--resume [file]', 'resume from a checkpoint (default: the --checkpoint file)')
     .option('--max-samples <n>', 'train on the first n samples of --data only', parsePositiveInt)
     .addOption(sharedOption('outputName'))
+    .option('--teacher-output-name <name>', "teacher output giving the soft targets (default: the output named as the student's, or the only one)")
     .option('--no-benchmark', 'skip the latency comparison of student and teacher')
     .addOption(sharedOption('json'))
     .action(runCommand(async (flags: DistillFlags) => distillAction(flags)));
@@ -172,6 +176,8 @@ async function distillAction(flags: DistillFlags): Promise<number> {
         patience: flags.patience,
         freezeNorm: Boolean(flags.freezeBn),
         outputName: flags.outputName,
+        teacherOutputName: flags.teacherOutputName,
+        freeze: flags.freeze?.flatMap((f) => f.split(',')).filter((f) => f !== ''),
         checkpoint: flags.checkpoint,
         resumeFrom: resume,
         benchmark: flags.benchmark,

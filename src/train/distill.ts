@@ -9,20 +9,23 @@
  * Students: any ONNX model that trains at any batch size; making one (the teacher narrowed by channel
  * pruning, a fixed-batch model batchified) is app/distill.ts's job.
  * Imports: ../ir, ../data, ../runtime, ../evaluate, ../errors, ./backend, ./onnx-graph, ./loop,
- * ./optimizer, ./onnx-training/loop, ./onnx-training/build (coverage of feature tensors).
+ * ./optimizer, ./non-finite, ./onnx-training/loop, ./onnx-training/build (coverage of feature
+ * tensors, the trainable set).
  */
 import * as tf from '@tensorflow/tfjs-core';
 import { InputError, UsageError } from '../errors.js';
 import { DataType, elementCount, type TensorData } from '../ir/dtype.js';
-import type { Model } from '../ir/index.js';
+import { formatShape, isTensorType, type Model } from '../ir/index.js';
 import { batches, type Dataset } from '../data/index.js';
 import { createCaptureRunner, createRunner, modelInputSpecs, type RunnerOptions } from '../runtime/index.js';
 import { top1Accuracy } from '../evaluate/index.js';
 import { initTrainingBackend, onnxruntimeBackendInfo, type BackendInfo, type TrainingBackend } from './backend.js';
 import { createOrtTrainer, exportTrainedModel, ortTrainLoop, OrtEvaluator, studentValueNames, type OrtTrainerOptions } from './onnx-training/loop.js';
-import { trainingCoverage } from './onnx-training/build.js';
+import { trainableParameters, trainingCoverage } from './onnx-training/build.js';
+import { explainNonFinite, NonFiniteTrainingError, nonFiniteMessage } from './non-finite.js';
 import type { OnnxTrainStep } from './onnx-training/session.js';
 import {
+  batchFeeds,
   evaluate,
   gatherRows,
   trainLoop,
@@ -94,10 +97,15 @@ export interface DistillOptions extends Partial<DistillSettings> {
   train: Dataset;
   eval?: Dataset;
   backend?: TrainingBackend | 'auto';
-  /** Student output the loss reads (default: the first output). */
+  /** Student output the loss reads (default: the first output; `model-opt distill` asks for it when there are several). */
   outputName?: string;
-  /** Teacher output giving the soft targets (default: the first output). */
+  /**
+   * Teacher output giving the soft targets (default: the output named as the student's, else the
+   * teacher's only output; a teacher with several outputs and none of that name must name one).
+   */
   teacherOutputName?: string;
+  /** Weights (default trainable set, see ./parameters.ts) kept at their values: a fixed front end (STFT, filterbank). */
+  freeze?: readonly string[];
   checkpointPath?: string;
   resumeFrom?: string;
   /** Stop after this many epochs as if interrupted (tests of resume). */
@@ -134,6 +142,8 @@ export interface DistillReport {
   };
   /** Largest |onnxruntime - interpreter| / max |interpreter| of the written student's outputs. */
   validationError: number;
+  /** Weights kept fixed (--freeze). */
+  frozen?: string[];
   sparsity?: { target: number; layers: LayerSparsity[]; overall: number };
 }
 
@@ -234,8 +244,16 @@ export function toTrainData(dataset: Dataset, inputNames: string[], role: string
 }
 
 /** The trainer settings of a distillation run (without feature terms). */
-function ortTrainerSettings(settings: DistillSettings, outputName: string, withLabels: boolean, withTeacher: boolean, threads: number): OrtTrainerOptions {
+function ortTrainerSettings(
+  settings: DistillSettings,
+  outputName: string,
+  withLabels: boolean,
+  withTeacher: boolean,
+  threads: number,
+  trainable: readonly string[] | undefined,
+): OrtTrainerOptions {
   return {
+    trainable,
     lossKind: settings.loss,
     alpha: settings.alpha,
     temperature: settings.temperature,
@@ -263,7 +281,7 @@ async function chooseBackend(
   student: Model,
   train: TrainData,
   settings: DistillSettings,
-  other: { outputName: string; withTeacher: boolean; threads: number },
+  other: { outputName: string; withTeacher: boolean; threads: number; trainable: readonly string[] | undefined },
 ): Promise<BackendChoice> {
   let reason: string | undefined;
   if (requested === 'onnxruntime' || requested === 'auto') {
@@ -282,7 +300,7 @@ async function chooseBackend(
         const trainer = await createOrtTrainer(
           student,
           train.inputs,
-          ortTrainerSettings(settings, other.outputName, !!train.labels, other.withTeacher, other.threads),
+          ortTrainerSettings(settings, other.outputName, !!train.labels, other.withTeacher, other.threads, other.trainable),
         );
         return {
           info: onnxruntimeBackendInfo(other.threads, requested === 'auto' ? 'every op on the path to the loss has a gradient rule' : undefined),
@@ -341,6 +359,65 @@ async function validateWritten(
   } finally {
     await runner.release();
   }
+}
+
+/** The --freeze names, each a default trainable weight of the student (else a UsageError listing some). */
+function frozenWeights(student: Model, names: readonly string[] | undefined): Set<string> {
+  const frozen = new Set(names ?? []);
+  if (frozen.size === 0) return frozen;
+  const weights = trainableParameters(student).weights;
+  for (const name of frozen) {
+    if (!weights.includes(name)) {
+      const list = weights.slice(0, 8).join(', ') + (weights.length > 8 ? `, ... (${weights.length} in all)` : '');
+      throw new UsageError(`--freeze: '${name}' is not a trainable weight of the student (weights: ${list})`);
+    }
+  }
+  if (frozen.size === weights.length) throw new UsageError('--freeze names every trainable weight of the student: nothing would train');
+  return frozen;
+}
+
+/** `name [dims]` of each graph output, for messages. */
+function outputList(model: Model): string {
+  return model.graph.outputs.map((v) => (isTensorType(v.type) && v.type.shape ? `${v.name} ${formatShape(v.type.shape)}` : v.name)).join(', ');
+}
+
+/** The student output the loss reads: `requested` (a tensor of the student), else its first output. */
+export function studentOutputName(student: Model, requested: string | undefined): string {
+  if (requested !== undefined) {
+    if (!student.graph.value(requested)) throw new UsageError(`the student has no tensor '${requested}' (outputs: ${outputList(student)})`);
+    return requested;
+  }
+  const first = student.graph.outputs[0];
+  if (!first) throw new UsageError('the student has no outputs');
+  return first.name;
+}
+
+/**
+ * The teacher output giving the soft targets: `requested`, else the output named as the student's
+ * (`studentOutput`), else the teacher's only output.
+ */
+export function teacherOutputName(teacher: Model, requested: string | undefined, studentOutput: string): string {
+  const outputs = teacher.graph.outputs;
+  if (requested !== undefined) {
+    if (!teacher.graph.value(requested)) throw new UsageError(`the teacher has no tensor '${requested}' (outputs: ${outputList(teacher)})`);
+    return requested;
+  }
+  if (outputs.some((v) => v.name === studentOutput)) return studentOutput;
+  if (outputs.length === 1) return outputs[0]!.name;
+  throw new UsageError(
+    `the teacher has ${outputs.length} outputs (${outputList(teacher)}) and none is named '${studentOutput}' as the student's: pass --teacher-output-name`,
+  );
+}
+
+/** Per-sample dims of the student's output: from the training graph on onnxruntime, else one interpreter forward over 2 samples. */
+function studentOutputDims(trainer: OnnxTrainStep | undefined, graph: TrainableGraph | undefined, train: TrainData, outputName: string): number[] {
+  if (trainer) {
+    const t = trainer.graph.model.graph.value(trainer.graph.studentOutput)?.type;
+    if (isTensorType(t) && t.shape) return t.shape.slice(1).map((d) => (typeof d === 'number' ? d : -1));
+  }
+  if (!graph) return [];
+  const idx = Array.from({ length: Math.min(train.count, 2) }, (_v, i) => i);
+  return tf.tidy(() => graph.forward(batchFeeds(train.inputs, idx), { fetch: [outputName] }).outputs[outputName]!.shape.slice(1));
 }
 
 /** Trains on onnxruntime: ./onnx-training/loop.ts, evaluation and validation in onnxruntime. */
@@ -414,8 +491,8 @@ export async function distill(options: DistillOptions): Promise<{ model: Model; 
   const warn = options.onWarning ?? (() => undefined);
   const student = options.student;
   const inputNames = student.graph.inputs.filter((v) => !v.initializer).map((v) => v.name);
-  const outputName = options.outputName ?? student.graph.outputs[0]?.name;
-  if (!outputName || !student.graph.value(outputName)) throw new UsageError(`the student has no tensor '${outputName ?? '(no outputs)'}'`);
+  const outputName = studentOutputName(student, options.outputName);
+  const teacherOutput = options.teacher ? teacherOutputName(options.teacher, options.teacherOutputName, outputName) : undefined;
   const train = toTrainData(options.train, inputNames, 'training');
   const evalData = options.eval ? toTrainData(options.eval, inputNames, 'evaluation') : undefined;
   if (!train.labels && !options.teacher) throw new UsageError(`${options.train.source}: no labels and no teacher: nothing to learn from`);
@@ -425,18 +502,24 @@ export async function distill(options: DistillOptions): Promise<{ model: Model; 
   }
   const threads = options.runner?.intraOpThreads ?? 1;
 
-  const choice = await chooseBackend(options.backend ?? 'auto', student, train, settings, { outputName, withTeacher: !!options.teacher, threads });
+  const frozen = frozenWeights(student, options.freeze);
+  const trainable = frozen.size > 0 ? trainableParameters(student).weights.filter((w) => !frozen.has(w)) : undefined;
+  const choice = await chooseBackend(options.backend ?? 'auto', student, train, settings, {
+    outputName,
+    withTeacher: !!options.teacher,
+    threads,
+    trainable,
+  });
   const backend = choice.info;
   const why = backend.name === 'onnxruntime' && backend.reason ? ` (auto: ${backend.reason})` : '';
   progress({ phase: 'backend', message: `training backend: ${backend.description}${why}` });
   let graph: TrainableGraph | undefined;
   try {
     // The tfjs interpreter checks its ops when it is built: before the teacher runs.
-    graph = choice.trainer ? undefined : new TrainableGraph(student);
+    graph = choice.trainer ? undefined : new TrainableGraph(student, { frozen });
     let teacherSeconds: number | undefined;
     let teacherAccuracy: number | undefined;
-    if (options.teacher) {
-      const teacherOutput = options.teacherOutputName ?? options.teacher.graph.outputs[0]!.name;
+    if (options.teacher && teacherOutput) {
       const names = [teacherOutput, ...settings.features.map((f) => f.teacher)];
       progress({ phase: 'teacher', message: `running the teacher once over ${train.count} training samples` });
       const started = performance.now();
@@ -447,12 +530,20 @@ export async function distill(options: DistillOptions): Promise<{ model: Model; 
       });
       teacherSeconds = (performance.now() - started) / 1000;
       train.teacher = targets.get(teacherOutput)!;
+      const studentDims = studentOutputDims(choice.trainer, graph, train, outputName);
+      const teacherDims = train.teacher.dims.slice(1);
+      if (teacherDims.join('x') !== studentDims.join('x')) {
+        throw new UsageError(
+          `the teacher's output '${teacherOutput}' is ${formatShape(teacherDims)} per sample but the student's output '${outputName}' is ` +
+            `${formatShape(studentDims)}: soft targets need the same shape; pass --teacher-output-name (teacher outputs: ${outputList(options.teacher)})`,
+        );
+      }
       train.features = new Map(settings.features.map((f) => [f.student, targets.get(f.teacher)!]));
       if (choice.trainer && settings.features.length > 0) {
         // the feature terms need the teacher's tensor shapes: the trainer checked above is made again with them
         await choice.trainer.release();
         choice.trainer = await createOrtTrainer(student, train.inputs, {
-          ...ortTrainerSettings(settings, outputName, !!train.labels, true, threads),
+          ...ortTrainerSettings(settings, outputName, !!train.labels, true, threads, trainable),
           features: settings.features.map((f) => ({ ...f, teacherDims: train.features!.get(f.student)!.dims.slice(1) })),
           featureWeight: settings.featureWeight,
           seed: settings.seed,
@@ -504,9 +595,19 @@ export async function distill(options: DistillOptions): Promise<{ model: Model; 
     };
     const trainer = choice.trainer;
     choice.trainer = undefined; // the loop releases it from here on
-    const { result, model, studentBefore, validationError } = trainer
-      ? await trainOnOnnxruntime(trainer, options, train, loop, threads, inputNames)
-      : await trainOnTfjs(graph!, options, train, loop, inputNames);
+    const trainedWeights = new Set(trainer ? trainer.graph.weights : graph!.trainableVariables().map((v) => v.name));
+    let trained: Trained;
+    try {
+      trained = trainer
+        ? await trainOnOnnxruntime(trainer, options, train, loop, threads, inputNames)
+        : await trainOnTfjs(graph!, options, train, loop, inputNames);
+    } catch (error) {
+      if (!(error instanceof NonFiniteTrainingError)) throw error;
+      // name the node where the values left the finite range, with the weights of that step
+      const at = graph ? graph.exportModel(error.values) : exportTrainedModel(student, error.values);
+      throw new UsageError(nonFiniteMessage(error, await explainNonFinite(at, error.inputs, trainedWeights)), { cause: error });
+    }
+    const { result, model, studentBefore, validationError } = trained;
     if (!(validationError < 1e-3)) {
       warn(`the written student differs from the trained one in onnxruntime (relative error ${validationError.toExponential(2)})`);
     }
@@ -533,6 +634,7 @@ export async function distill(options: DistillOptions): Promise<{ model: Model; 
       accuracy: { teacher: teacherAccuracy, studentBefore, student: studentAccuracy },
       validationError,
     };
+    if (frozen.size > 0) report.frozen = [...frozen];
     if (result.sparsity && settings.pruneTo !== undefined) {
       const total = result.sparsity.reduce((a, l) => a + l.params, 0);
       const zeros = result.sparsity.reduce((a, l) => a + l.params * l.sparsity, 0);

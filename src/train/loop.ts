@@ -4,7 +4,7 @@
  * schedule, gradual pruning, evaluation each epoch, best snapshot, early stopping, and
  * checkpoint/resume that reproduces an uninterrupted run exactly (same shuffles, same dropout seeds,
  * same optimizer state). Progress goes to a callback.
- * Imports: @tensorflow/tfjs-core, ../ir/dtype, ../errors, ./onnx-graph, ./losses, ./optimizer,
+ * Imports: @tensorflow/tfjs-core, ../ir/dtype, ../errors, ./onnx-graph, ./losses, ./optimizer, ./non-finite,
  * ./gradual-pruning, ./checkpoint, ./batching (epoch order and row gathers, shared with the
  * onnxruntime loop), ./feature-adapters (the feature-pair shape rule and adapter initial values).
  */
@@ -19,6 +19,7 @@ import { learningRateAt, Optimizer, type OptimizerOptions, type Param, type Sche
 import { adapterInit, adapterName, featureNeedsAdapter } from './feature-adapters.js';
 import { epochPermutation, gatherRows } from './batching.js';
 import { fingerprintDiff, loopFingerprint, type CheckpointMeta } from './loop-state.js';
+import { NonFiniteTrainingError } from './non-finite.js';
 
 export { epochPermutation, gatherRows } from './batching.js';
 
@@ -117,6 +118,21 @@ export interface LoopResult {
   sparsity?: LayerSparsity[];
   /** The chosen weights (best eval epoch, else the last), by variable name. */
   values: Map<string, Float32Array>;
+}
+
+/** One number: NaN when any of `tensors` holds a NaN or an infinity (x * 0 is NaN exactly for those). */
+function nanProbe(tensors: readonly tf.Tensor[]): number {
+  const t = tf.tidy(() => tf.addN(tensors.map((g) => tf.sum(tf.mul(g, 0)))));
+  const v = t.dataSync()[0]!;
+  t.dispose();
+  return v;
+}
+
+/** "the gradient of 'w' became non-finite" for the first gradient holding NaN or infinity (one read for all when none does). */
+function nonFiniteGradient(grads: ReadonlyMap<string, tf.Tensor>): string | undefined {
+  if (grads.size === 0 || Number.isFinite(nanProbe([...grads.values()]))) return undefined;
+  for (const [name, g] of grads) if (!Number.isFinite(nanProbe([g]))) return `the gradient of '${name}' became non-finite`;
+  return 'a gradient became non-finite';
 }
 
 /** tf feeds (ONNX layout) of rows `indices` of every input; call inside tf.tidy. */
@@ -336,14 +352,21 @@ export async function trainLoop(graph: TrainableGraph, data: TrainData, options:
         const g = grads[p.variable.name];
         if (g) gradMap.set(p.name, g);
       }
-      optimizer.apply(params, gradMap, lr);
-      pruner?.applyMasks();
-      graph.applyUpdates(updates);
       const s = stats!.dataSync();
       stats!.dispose();
       value.dispose();
+      // nothing non-finite is applied: a NaN hidden from the loss (a Relu maps NaN to 0) shows in the gradients
+      const bad = !Number.isFinite(s[0]!) ? `the loss became ${s[0]}` : nonFiniteGradient(gradMap);
+      if (bad) {
+        for (const g of Object.values(grads)) g.dispose();
+        const inputs: Record<string, TensorData> = Object.create(null) as Record<string, TensorData>;
+        for (const [name, td] of Object.entries(data.inputs)) inputs[name] = gatherRows(td, idx);
+        throw new NonFiniteTrainingError(bad, epoch + 1, b + 1, snapshotAll(), inputs);
+      }
+      optimizer.apply(params, gradMap, lr);
+      pruner?.applyMasks();
+      graph.applyUpdates(updates);
       for (const g of Object.values(grads)) g.dispose();
-      if (!Number.isFinite(s[0]!)) throw new UsageError(`the loss became ${s[0]} at epoch ${epoch + 1}, step ${b + 1}; lower --lr`);
       lossSum += s[0]! * idx.length;
       hardSum += s[1]! * idx.length;
       softSum += s[2]! * idx.length;

@@ -139,7 +139,8 @@ export class TrainableGraph {
   private readonly nodes: readonly Node[];
   private disposed = false;
 
-  constructor(model: Model) {
+  /** `frozen`: default weights kept at their values (no variable is trained for them). */
+  constructor(model: Model, options: { frozen?: ReadonlySet<string> } = {}) {
     this.model = model;
     this.opset = model.opsetVersion('') ?? 17;
     const graph = model.graph;
@@ -155,7 +156,7 @@ export class TrainableGraph {
 
     // the default trainable set is the one every backend uses (./parameters.ts)
     const parameters = defaultParameters(model, this.nodes);
-    const weights = new Set(parameters.weights);
+    const weights = new Set(parameters.weights.filter((w) => !options.frozen?.has(w)));
     const known = new Set([...parameters.weights, ...parameters.states]);
     for (const node of this.nodes) {
       node.inputs.forEach((v, i) => {

@@ -97,7 +97,7 @@ function isDefaultDomain(node: Node): boolean {
 }
 
 function attributesOf(node: Node): Record<string, Attribute> {
-  const out: Record<string, Attribute> = {};
+  const out: Record<string, Attribute> = Object.create(null) as Record<string, Attribute>; // keyed by attribute names
   for (const [k, a] of node.attributes) out[k] = a;
   return out;
 }
@@ -250,15 +250,18 @@ export function trainingCoverage(
 
 export function buildTrainingGraph(student: Model, options: TrainingGraphOptions): TrainingGraph {
   const opsetIn = student.opsetVersion('') ?? 17;
-  if (opsetIn < 13) throw new UsageError(`the model uses opset ${opsetIn}; training on onnxruntime needs opset 13 or newer (upgrade it first)`);
+  if (opsetIn < 13) {
+    // distill --backend onnxruntime upgrades such a student first (app/distill.ts); 'auto' falls back to tfjs with this reason
+    throw new UsageError(`the model uses opset ${opsetIn} and the onnxruntime training graph needs opset 13 or newer`);
+  }
   const opset = Math.max(opsetIn, 16); // ScatterElements with reduction (MaxPool's backward)
   if (!options.withLabels && !options.withTeacher) throw new UsageError('training needs labels, teacher outputs, or both');
   const floatType: FloatType = options.precision === 'float64' ? DataType.DOUBLE : DataType.FLOAT;
   const training = options.training ?? true;
   const lifted = liftConstantWeights(student).model;
   const found = trainableParameters(lifted);
-  const weights = options.trainable ? [...options.trainable] : found.weights;
-  for (const w of weights) {
+  const requested = options.trainable ? [...options.trainable] : found.weights;
+  for (const w of requested) {
     const t = lifted.graph.value(w)?.initializer;
     if (!t || t.dtype !== DataType.FLOAT) throw new UsageError(`'${w}' is not a float initializer of the model, so it cannot be trained`);
   }
@@ -270,6 +273,11 @@ export function buildTrainingGraph(student: Model, options: TrainingGraphOptions
     if (f.adapter && lifted.graph.value(f.adapter)) throw new UsageError(`adapter name '${f.adapter}' is taken by a tensor of the student`);
   }
   const targetsOf = (g: Graph): Value[] => [g.value(outputName)!, ...features.map((f) => g.value(f.student)!)];
+  // Only weights the loss depends on train (as on tfjs, where a weight without a gradient is left
+  // alone): a weight of another output's branch (a two-output model trained on one) is neither a
+  // graph input nor given a gradient, and keeps its value.
+  const reached = analyse(lifted.graph, targetsOf(lifted.graph), []).seen;
+  const weights = requested.filter((w) => reached.has(w));
 
   // the op coverage check runs on the model as given, before any shape is needed
   const before = analyse(lifted.graph, targetsOf(lifted.graph), weights);
@@ -289,7 +297,7 @@ export function buildTrainingGraph(student: Model, options: TrainingGraphOptions
     if (t) return t.dims;
     throw new Error(`no probed shape for tensor '${name}'`);
   };
-  const states = found.states.filter((s) => !weights.includes(s));
+  const states = found.states.filter((s) => !weights.includes(s) && reached.has(s));
   const weightSet = new Set(weights);
   const { order, seen, dependent, differentiated } = analyse(src, targetsOf(src), weights);
 

@@ -291,7 +291,7 @@ registerGradRule('Relu', {
 registerGradRule('MaxPool', {
   forward({ node, e, inputs, outputs }) {
     if (node.getInt('storage_order', 0) !== 0) throw new UsageError(`node '${node.name}' (MaxPool): storage_order=1 is not supported for training`);
-    const attrs: Record<string, import('../../ir/index.js').Attribute> = {};
+    const attrs: Record<string, import('../../ir/index.js').Attribute> = Object.create(null) as Record<string, import('../../ir/index.js').Attribute>; // keyed by attribute names
     for (const [k, a] of node.attributes) attrs[k] = a;
     const indices = outputs[1] && outputs[1] !== '' ? outputs[1] : e.fresh(`${outputs[0]}_argmax`);
     e.op('MaxPool', [inputs[0]!], attrs, [outputs[0]!, indices]);

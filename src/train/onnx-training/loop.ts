@@ -8,7 +8,7 @@
  * weights are fed as inputs. Batches are gathered into buffers allocated once; the weights are
  * handed to onnxruntime as views of the host arrays (no copy on our side).
  * Imports: ../../ir, ../../errors, ../../runtime, ../batching, ../checkpoint, ../loop-state,
- * ../optimizer (learningRateAt), ../pruning-masks, ./decompose, ./session, ./host-optimizer; types
+ * ../optimizer (learningRateAt), ../pruning-masks, ../non-finite, ./decompose, ./session, ./host-optimizer; types
  * of ../loop.
  */
 import { UsageError } from '../../errors.js';
@@ -20,6 +20,7 @@ import type { EpochRecord, LoopOptions, LoopResult, TrainData } from '../loop.js
 import { fingerprintDiff, loopFingerprint, type CheckpointMeta } from '../loop-state.js';
 import { learningRateAt } from '../optimizer.js';
 import { isUpdateStep, layerSparsity, magnitudeMask, sparsityAt, type LayerSparsity, type PruningSchedule } from '../pruning-masks.js';
+import { firstNonFinite, NonFiniteTrainingError } from '../non-finite.js';
 import { liftConstantWeights } from './decompose.js';
 import { HostOptimizer, type HostParam } from './host-optimizer.js';
 import { labelIndices, OnnxTrainStep } from './session.js';
@@ -419,11 +420,19 @@ export async function ortTrainLoop(model: Model, data: TrainData, options: OrtLo
         const teacher = data.teacher ? gatherRowsInto(data.teacher, idx, teacherBuffer!) : undefined;
         const featureBatch = new Map(features.map((f) => [f.student, gatherRowsInto(data.features!.get(f.student)!, idx, featureBuffers.get(f.student)!)]));
         const r = await trainer.run({ inputs, labels, teacher, features: featureBatch });
+        // nothing non-finite is applied (see ../non-finite.ts)
+        const nonFinite = firstNonFinite(r.gradients);
+        const bad = !Number.isFinite(r.loss) ? `the loss became ${r.loss}` : nonFinite ? `the gradient of '${nonFinite}' became non-finite` : undefined;
+        if (bad) {
+          const copy = new Map([...values].map(([k, v]) => [k, Float32Array.from(v)]));
+          const batch: Record<string, TensorData> = Object.create(null) as Record<string, TensorData>;
+          for (const [name, td] of Object.entries(inputs)) batch[name] = { ...td, data: (td.data as TypedArray).slice() as TypedArray };
+          throw new NonFiniteTrainingError(bad, epoch + 1, b + 1, copy, batch);
+        }
         optimizer.apply(params, r.gradients, lr);
         pruner?.applyMasks();
         trainer.applyStates(r.stateUpdates);
         options.afterStep?.(values, globalStep);
-        if (!Number.isFinite(r.loss)) throw new UsageError(`the loss became ${r.loss} at epoch ${epoch + 1}, step ${b + 1}; lower --lr`);
         lossSum += r.loss * idx.length;
         hardSum += (r.hard ?? 0) * idx.length;
         softSum += (r.soft ?? 0) * idx.length;

@@ -22,7 +22,7 @@ function unary(fn: (e: Emitter, g: string, x: string, y: string, node: Node) => 
  */
 function doubleForward(decompose: (e: Emitter, x: string, node: Node) => string): GradRule['forward'] {
   return ({ node, e, inputs, outputs }) => {
-    const attrs: Record<string, import('../../ir/index.js').Attribute> = {};
+    const attrs: Record<string, import('../../ir/index.js').Attribute> = Object.create(null) as Record<string, import('../../ir/index.js').Attribute>; // keyed by attribute names
     for (const [k, a] of node.attributes) attrs[k] = a;
     if (e.floatType === DataType.DOUBLE) e.op('Identity', [decompose(e, inputs[0]!, node)], {}, [outputs[0]!]);
     else e.op(node.opType, inputs, attrs, [outputs[0]!]);

@@ -142,7 +142,7 @@ registerGradRule('Resize', {
   nonDifferentiable: [1, 2, 3],
   unsupported: resizeUnsupported,
   forward({ node, e, inputs, outputs, shape }) {
-    const attrs: Record<string, import('../../ir/index.js').Attribute> = {};
+    const attrs: Record<string, import('../../ir/index.js').Attribute> = Object.create(null) as Record<string, import('../../ir/index.js').Attribute>; // keyed by attribute names
     for (const [k, a] of node.attributes) attrs[k] = a;
     if (e.floatType !== DataType.DOUBLE) {
       e.op('Resize', inputs, attrs, [outputs[0]!]);

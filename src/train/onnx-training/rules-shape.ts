@@ -338,7 +338,7 @@ registerGradRule('AveragePool', {
       }
       valid[k] = n;
     }
-    const attrs: Record<string, import('../../ir/index.js').Attribute> = {};
+    const attrs: Record<string, import('../../ir/index.js').Attribute> = Object.create(null) as Record<string, import('../../ir/index.js').Attribute>; // keyed by attribute names
     for (const [k, a] of node.attributes) attrs[k] = a;
     const ones = e.constF(new Array<number>(spatialIn.reduce((a, b) => a * b, 1)).fill(1), [1, 1, ...spatialIn]);
     const pooledOnes = e.op1('AveragePool', [ones], attrs);
