@@ -717,6 +717,7 @@ async function prunedCandidates(
         batchSize: options.batchSize ?? 1,
         ...(left / 1000 < ONE_WIDTH_BELOW_SECONDS ? { widths: [DEFAULT_PRUNE_WIDTHS[0]!] } : {}),
         ...(evalData ? { evalData } : {}),
+        ...(options.outputName !== undefined ? { outputName: options.outputName } : {}),
         minTop1Agreement,
       },
       events,

@@ -60,6 +60,8 @@ export interface PruneDistillOptions extends WorkflowEvents {
   maxEpochs?: number;
   /** Skip the speed pre-check (distill every width). */
   skipSpeedCheck?: boolean;
+  /** The output distillation matches (default: the model's first output). */
+  outputName?: string;
 }
 
 export interface PruneDistillCandidate {
@@ -244,6 +246,7 @@ export async function pruneDistillCandidates(
         await distill({
           student: pruned,
           teacher: model,
+          outputName: options.outputName,
           train: take(train, probeCount),
           alpha: 0,
           loss,
@@ -286,6 +289,7 @@ export async function pruneDistillCandidates(
         trained = await distill({
           student: pruned,
           teacher: model,
+          outputName: options.outputName,
           train,
           alpha: 0,
           loss,
