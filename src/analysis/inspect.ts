@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Dim, Graph, Model, Node, Tensor, TypedArray } from '../ir/index.js';
 import { DataType, byteSize, dtypeInfo, dtypeName, elementCount, quantizedOpTypes, visitGraphs } from '../ir/index.js';
+import { SUGGESTED_DIM } from '../ir/io-spec.js';
 import { loadModel } from '../onnx/index.js';
 
 export interface IoDescription {
@@ -164,7 +165,7 @@ function suggest(model: Model, ops: ReadonlyMap<string, number>, file: string): 
         }),
     ),
   ];
-  const shapeFlag = symbolic.length > 0 ? ` ${symbolic.map((d) => `--shape ${d}=D`).join(' ')}` : '';
+  const shapeFlag = symbolic.length > 0 ? ` ${symbolic.map((d) => `--shape ${d}=${SUGGESTED_DIM}`).join(' ')}` : '';
   if (recurrent + transformer > 0) {
     const what = [recurrent ? `${recurrent} recurrent op(s)` : '', transformer ? 'transformer ops' : ''].filter(Boolean).join(' and ');
     out.push(`${what}: model-opt quantize ${file} -o out.onnx --mode int8-dynamic${shapeFlag} (no data needed; usually faster than static INT8 here)`);

@@ -17,7 +17,7 @@ import { stat } from 'node:fs/promises';
 import { UsageError } from '../errors.js';
 import { CHECK_SAMPLE_COUNT, DEFAULT_CALIBRATION_COUNT } from '../calibration/defaults.js';
 import type { Model } from '../ir/index.js';
-import { checkShapeOverrides, type ShapeOverrides } from '../ir/io-spec.js';
+import { SUGGESTED_DIM, batchAxes, checkShapeOverrides, type IoSpec, type ShapeOverrides } from '../ir/io-spec.js';
 import type { Dataset, InputValues } from '../data/index.js';
 import type { FeedbackPair } from '../calibration/index.js';
 import type { RunnerOptions } from '../runtime/index.js';
@@ -251,6 +251,10 @@ async function loadInputs(options: QuantizeWorkflowOptions, events: WorkflowEven
   onProgress(`loading ${options.model}`);
   const model = await loadModel(options.model, { onWarning });
   if (options.mode !== 'fp16') q.refuseQuantized(model, options.model);
+  // An --exclude-nodes typo warns in every mode (int8's pass checks the names after preprocessing).
+  const unnamed = options.mode === 'int8-dynamic'; // the dynamic pass names unnamed nodes first
+  if (options.mode !== 'int8')
+    for (const w of (await import('./exclude-nodes.js')).unmatchedExcludeNodes(model, options.excludeNodes, { unnamed })) onWarning(w);
   const specs = runtime.modelInputSpecs(model);
   checkShapeOverrides(options.shapes, specs);
   const { loadModelData } = await import('./load-data.js');
@@ -351,7 +355,7 @@ async function metricPerNode(
     ? (await inputs.evaluate.evaluate(result.context.preprocessed, data, { task: factory.create() }, run)).task.value
     : factory.labelFree!.best;
   const space = await inputs.q.int8FallbackSpace(result.context);
-  const perNode: Record<string, number> = {};
+  const perNode: Record<string, number> = Object.create(null) as Record<string, number>; // keyed by node names
   for (const [i, row] of rows.entries()) {
     inputs.onProgress(`--metric ${form.name}: node ${i + 1}/${rows.length}: ${row.node}`);
     perNode[row.node] = await score(await space.only([row.node]));
@@ -547,7 +551,8 @@ async function quantizeRun(options: QuantizeWorkflowOptions, events: WorkflowEve
     };
   } else {
     const { convertToFloat16 } = await import('../passes/quantize/fp16.js');
-    const fp16Options = { keepIoTypes: options.keepIoTypes ?? true, opBlockList: options.opBlockList, nodeBlockList: options.excludeNodes };
+    const nodeBlockList = (await import('./exclude-nodes.js')).matchedExcludeNodes(model, options.excludeNodes); // the rest were warned about
+    const fp16Options = { keepIoTypes: options.keepIoTypes ?? true, opBlockList: options.opBlockList, nodeBlockList };
     const result = convertToFloat16(model, { ...fp16Options, onWarning });
     ({ model: written, report } = result);
     fallback = async (judge) => {
@@ -575,17 +580,26 @@ async function quantizeRun(options: QuantizeWorkflowOptions, events: WorkflowEve
   else if (plan && plan.source !== 'random') [checkData, checkInputs] = [q.sliceDataset(calibration!, plan.check.start, plan.check.end), 'calibration'];
   else if (!plan && calibration) [checkData, checkInputs] = [data.take(calibration, Math.min(inputs.calibrationCount, CHECK_SAMPLE_COUNT)), 'calibration'];
   else {
+    const random = (shapeOverrides: ShapeOverrides | undefined): Dataset =>
+      data.randomDataset(specs, 8, 0, { shapeOverrides, integerBounds: runtime.integerInputBounds(model), constants: options.inputValues });
     try {
-      checkData = data.randomDataset(specs, 8, 0, {
-        shapeOverrides: options.shapes,
-        integerBounds: runtime.integerInputBounds(model),
-        constants: options.inputValues,
-      });
+      checkData = random(options.shapes);
       checkInputs = 'random';
     } catch (error) {
-      // Only a missing size is skippable (its message names --shape); other usage errors stand.
+      // Only a missing size is recoverable (its message names --shape); other usage errors stand.
       if (!(error instanceof UsageError) || options.mode === 'int8' || !error.message.includes('--shape')) throw error;
-      skipped = error.message;
+      // QA F4: the check (and the guard) must not silently switch off on a symbolic sequence length:
+      // symbolic non-batch dims without --shape take SUGGESTED_DIM, said in a warning.
+      // The first size the FP32 model runs at (a framing Reshape may need a multiple of 64); none: skipped as before.
+      const filled = await firstRunnableSize(model, specs, options.shapes ?? {}, runtime, runner);
+      if (filled) {
+        checkData = random(filled.overrides);
+        checkInputs = 'random';
+        onWarning(
+          `no data and no --shape for symbolic dim(s): the check runs on 8 random inputs with --shape ${filled.flags.join(' --shape ')} ` +
+            '(pass --shape with your own sizes, or give --calibration-data)',
+        );
+      } else skipped = error.message;
     }
   }
 
@@ -693,9 +707,12 @@ async function quantizeRun(options: QuantizeWorkflowOptions, events: WorkflowEve
       const session = await runtime.createRunner(staged, { ...runner, ...fusionFile?.runnerOptions, label: target });
       try {
         if (checkData) {
+          // The data is the FP32 model's: a written model with float16 inputs and outputs
+          // (--no-keep-io-types) is fed it converted and compared in float32 (referenceIo).
+          const { referenceIo } = await import('../passes/quantize/fidelity.js');
           agreement = judge
             ? await judge.agreement(session)
-            : await evaluate.compareOutputs(model, session, checkData, { runner, batchSize: options.batchSize ?? 16 });
+            : await evaluate.compareOutputs(model, referenceIo(session), checkData, { runner, batchSize: options.batchSize ?? 16 });
           checks = { ran: true, inputs: checkInputs };
         } else {
           const note = `the comparison with FP32 in onnxruntime was skipped (the written model was only loaded): ${skipped}, or give --calibration-data`;
@@ -768,7 +785,7 @@ function gateFailureOf(
     tried.length > 0
       ? `tried ${tried.join(', ')} node(s) in float (of ${fidelity.sensitivity.reduce((n, u) => n + u.nodes.length, 0)} candidates, ranked by sensitivity); best worst-output SQNR ${formatDbValue(fidelity.final.worstSqnrDb)} with ${fidelity.floatNodes.length} node(s) in float`
       : `no fallback: it keeps at most half of the quantized nodes float, and there ${fidelity.sensitivity.length === 0 ? 'are fewer than 2' : 'is no unit small enough'}`;
-  return `the ${options.mode} model misses the fidelity budget (${budget}) on ${fidelity.heldOut.samples} held-out samples: ${fidelity.initial.failures.join('; ')}; ${what}; ${tail}, or relax it with ${fidelity.budget.metric ? (fidelity.budget.metric.maxDrop !== undefined ? '--max-accuracy-drop' : '--metric-budget') : '--min-sqnr/--min-agreement'}, or --no-guard`;
+  return `the ${options.mode} model misses the fidelity budget (${budget}) on ${fidelity.heldOut.samples} held-out samples: ${fidelity.initial.failures.join('; ')}; ${what}; ${tail}${fidelity.heldOut.source === 'random' ? `, or give --calibration-data with real inputs (this check ran on ${fidelity.heldOut.samples} random ones, a weak check)` : ''}, or relax it with ${fidelity.budget.metric ? (fidelity.budget.metric.maxDrop !== undefined ? '--max-accuracy-drop' : '--metric-budget') : '--min-sqnr/--min-agreement'}, or --no-guard`;
 }
 
 /** QAT after calibration: fine-tune from PTQ's preprocessed model and ranges, export as QDQ. */
@@ -795,4 +812,78 @@ async function qatStep(
     onProgress: (e) => inputs.onProgress(e.message),
     onWarning: inputs.onWarning,
   });
+}
+
+/**
+ * `--shape` overrides that size every symbolic non-batch dim (a sequence length) left unsized by
+ * `given`: SUGGESTED_DIM per dim name (one size for every input that shares it), and a whole shape
+ * per input for unnamed dims. `flags`: the same as --shape arguments ('T=16', 'mask=1x16').
+ */
+export function fillSymbolicDims(specs: readonly IoSpec[], given: ShapeOverrides, size = SUGGESTED_DIM): { overrides: ShapeOverrides; flags: string[] } {
+  const axes = batchAxes(specs);
+  const overrides: ShapeOverrides = Object.assign(Object.create(null) as ShapeOverrides, given);
+  const flags: string[] = [];
+  for (const spec of specs) {
+    if (spec.unknownRank || Object.hasOwn(given, spec.name)) continue;
+    const axis = axes[spec.name] ?? null;
+    let unnamed = false;
+    spec.shape.forEach((d, i) => {
+      if (typeof d === 'number' || i === axis) return;
+      if (typeof d === 'string' && d !== '') {
+        if (!Object.hasOwn(overrides, d)) {
+          overrides[d] = [size];
+          flags.push(`${d}=${size}`);
+        }
+      } else unnamed = true;
+    });
+    if (unnamed) {
+      const dims = spec.shape.map((d, i) =>
+        typeof d === 'number' ? d : i === axis ? 1 : typeof d === 'string' && d !== '' && overrides[d]?.length === 1 ? overrides[d]![0]! : size,
+      );
+      overrides[spec.name] = dims;
+      flags.push(`${spec.name}=${dims.join('x')}`);
+    }
+  }
+  return { overrides, flags };
+}
+
+/** Sizes tried for symbolic non-batch dims without data or --shape, in order (SUGGESTED_DIM first). */
+const FILL_SIZES = [SUGGESTED_DIM, 64, 256, 1024];
+
+/**
+ * fillSymbolicDims at the first of FILL_SIZES the FP32 model runs at (one all-zero sample; a
+ * framing Reshape rejects 16 samples of audio in frames of 64), or undefined when none does.
+ */
+async function firstRunnableSize(
+  model: Model,
+  specs: readonly IoSpec[],
+  given: ShapeOverrides,
+  runtime: typeof import('../runtime/index.js'),
+  runner: RunnerOptions,
+): Promise<{ overrides: ShapeOverrides; flags: string[] } | undefined> {
+  const { dtypeInfo, elementCount } = await import('../ir/dtype.js');
+  const { resolveShape } = await import('../ir/io-spec.js');
+  const axes = batchAxes(specs);
+  const session = await runtime.createRunner(model, { ...runner, label: 'FP32 model (probe for --shape sizes)' });
+  try {
+    for (const size of FILL_SIZES) {
+      const filled = fillSymbolicDims(specs, given, size);
+      try {
+        const feeds: Record<string, import('../ir/index.js').TensorData> = Object.create(null);
+        for (const spec of specs) {
+          const dims = resolveShape(spec, filled.overrides, 1, spec.unknownRank ? 0 : (axes[spec.name] ?? null));
+          const info = dtypeInfo(spec.dtype);
+          if (!info.array) return filled; // strings: no probe
+          feeds[spec.name] = { dtype: spec.dtype, dims, data: new info.array(elementCount(dims)) as never };
+        }
+        await session.run(feeds);
+        return filled;
+      } catch {
+        // this size does not fit the model: try the next
+      }
+    }
+    return undefined;
+  } finally {
+    await session.release();
+  }
 }

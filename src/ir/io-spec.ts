@@ -67,6 +67,9 @@ export function checkShapeOverrides(overrides: ShapeOverrides | undefined, specs
   }
 }
 
+/** The size printed in --shape advice, and taken for a symbolic non-batch dim when a check runs on random inputs without --shape. */
+export const SUGGESTED_DIM = 16;
+
 /**
  * A concrete shape for one input: its `--shape` override if there is one (checked against the
  * declared rank and fixed dims), else the declared dims with symbolic ones taken from a dim-name
@@ -99,10 +102,10 @@ export function resolveShape(spec: IoSpec, overrides: ShapeOverrides = {}, defau
     }
     if (i === batchAxis && defaultBatch !== undefined) return defaultBatch;
     const label = typeof d === 'string' && d !== '' ? `'${d}'` : '?';
-    const example = spec.shape.map((x, j) => (typeof x === 'number' ? x : j === (batchAxis ?? 0) ? 1 : 'D')).join('x');
+    const example = spec.shape.map((x, j) => (typeof x === 'number' ? x : j === (batchAxis ?? 0) ? 1 : SUGGESTED_DIM)).join('x');
     throw new UsageError(
       `input '${spec.name}' ${formatShape(spec.shape)}: dim ${i} (${label}) is symbolic; pass --shape ${spec.name}=${example}` +
-        (typeof d === 'string' && d !== '' ? ` (or --shape ${d}=D for every input with that dim)` : ''),
+        (typeof d === 'string' && d !== '' ? ` (or --shape ${d}=${SUGGESTED_DIM} for every input with that dim)` : ''),
     );
   });
 }

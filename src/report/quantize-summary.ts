@@ -213,6 +213,20 @@ const HELD_OUT_SOURCES: Record<string, string> = {
 };
 
 /** The fidelity guard's rows: held-out samples and budget, each output against it, the fallback. */
+/** Sequence outputs [N, T, C]: the whole-sequence and per-step argmax agreement (QA F8: the table showed neither). */
+function sequenceText(o: { sequenceAgreement?: number; stepAgreement?: number }): string {
+  if (o.sequenceAgreement === undefined) return '';
+  const step = o.stepAgreement !== undefined ? ` (per step ${(o.stepAgreement * 100).toFixed(2)}%)` : '';
+  return `, sequence agreement ${(o.sequenceAgreement * 100).toFixed(2)}%${step}`;
+}
+
+/** ' - below budget: <the measure that missed, with its budget>' (the guard's failure lines for this output). */
+function belowBudget(failures: readonly string[], name: string): string {
+  const prefix = `'${name}': `;
+  const own = failures.filter((x) => x.startsWith(prefix)).map((x) => x.slice(prefix.length).replace(/ \(samples whose argmax.*\)$/, ''));
+  return own.length > 0 ? ` - below budget: ${own.join('; ')}` : ' - below budget';
+}
+
 export function fidelityRows(f: FidelityReport, written?: QuantizeResult['agreement']): Row[] {
   if (!f.enabled) return [['fidelity guard', `off: ${f.reason}`]];
   const b = f.budget;
@@ -235,7 +249,7 @@ export function fidelityRows(f: FidelityReport, written?: QuantizeResult['agreem
     const changed = f.floatNodes.length > 0 && before ? ` (before fallback ${formatDb(before.sqnrDb)})` : '';
     rows.push([
       `fidelity '${name}'`,
-      `SQNR ${formatDb(o.sqnrDb)}${changed}${written?.[name] ? formatWorstChannel(written[name]) : ''}, cosine ${o.cosineSimilarity.toFixed(4)}${o.top1Agreement !== null ? `, top-1 agreement ${(o.top1Agreement * 100).toFixed(2)}%` : ''}${o.judged ? (o.met ? '' : ' - below budget') : ' (integer output: not judged)'}`,
+      `SQNR ${formatDb(o.sqnrDb)}${changed}${written?.[name] ? formatWorstChannel(written[name]) : ''}, cosine ${o.cosineSimilarity.toFixed(4)}${o.top1Agreement !== null ? `, top-1 agreement ${(o.top1Agreement * 100).toFixed(2)}%` : ''}${sequenceText(o)}${o.judged ? (o.met ? '' : belowBudget(f.final.failures, name)) : ' (integer output: not judged)'}`,
     ]);
   }
   if (f.final.metric) {

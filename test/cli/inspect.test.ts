@@ -150,7 +150,7 @@ describe('inspect suggestions (next steps from the op types)', () => {
     const emb = b.node('Gather', [b.initializer('table', DataType.FLOAT, [100, 8], new Float32Array(800)), ids], { axis: 0 });
     b.output(b.node('MatMul', [emb, b.initializer('w', DataType.FLOAT, [8, 4], new Float32Array(32))]), DataType.FLOAT, ['batch', 'seq', 4]);
     expect(describeModel(b.build(), 'lm.onnx', 0).suggestions).toEqual([
-      'MatMul/Gemm model: model-opt quantize lm.onnx -o out.onnx --mode int8-dynamic --shape seq=D (no data), or static INT8 with --calibration-data',
+      'MatMul/Gemm model: model-opt quantize lm.onnx -o out.onnx --mode int8-dynamic --shape seq=16 (no data), or static INT8 with --calibration-data',
     ]);
   });
 

@@ -243,7 +243,7 @@ describe('randomDataset', () => {
 
   it('an unresolved symbolic dim names the input and dim', () => {
     expect(() => randomDataset(specs, 2, 1)).toThrow(
-      new UsageError("input 'x' [N,4,H]: dim 2 ('H') is symbolic; pass --shape x=1x4xD (or --shape H=D for every input with that dim)"),
+      new UsageError("input 'x' [N,4,H]: dim 2 ('H') is symbolic; pass --shape x=1x4x16 (or --shape H=16 for every input with that dim)"),
     );
   });
 });

@@ -37,7 +37,7 @@ describe('resolveShape', () => {
   });
   it('an unresolved dim names the input and the dim', () => {
     expect(() => resolveShape(image, {}, 1)).toThrow(
-      new UsageError("input 'x' [N,3,H,W]: dim 2 ('H') is symbolic; pass --shape x=1x3xDxD (or --shape H=D for every input with that dim)"),
+      new UsageError("input 'x' [N,3,H,W]: dim 2 ('H') is symbolic; pass --shape x=1x3x16x16 (or --shape H=16 for every input with that dim)"),
     );
     expect(() => resolveShape({ name: 'v', dtype: DataType.FLOAT, shape: [null, 7] })).toThrow(
       new UsageError("input 'v' [?,7]: dim 0 (?) is symbolic; pass --shape v=1x7"),
@@ -87,7 +87,7 @@ describe('batchAxes', () => {
   it('resolveShape takes the default batch at the batch axis', () => {
     expect(resolveShape(f('state', [2, 'batch', 32]), {}, 4, 1)).toEqual([2, 4, 32]);
     expect(() => resolveShape(f('state', [2, 'batch', 32]), {}, undefined, 1)).toThrow(
-      new UsageError("input 'state' [2,batch,32]: dim 1 ('batch') is symbolic; pass --shape state=2x1x32 (or --shape batch=D for every input with that dim)"),
+      new UsageError("input 'state' [2,batch,32]: dim 1 ('batch') is symbolic; pass --shape state=2x1x32 (or --shape batch=16 for every input with that dim)"),
     );
   });
 });

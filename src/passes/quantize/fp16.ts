@@ -125,6 +125,44 @@ function attributeBlockReason(node: Node): string | undefined {
 }
 
 /**
+ * A Transpose kept float32 because onnxruntime-node 1.30 crashes (SIGSEGV in
+ * InferenceSession.create at graphOptimizationLevel 'all', its default) on the float16 form: the
+ * Transpose moves batch axes the way FusedMatMul's transBatchA does (perm [1..r-2, 0, r-1], or
+ * [1..r-2, r-1, 0] with the last two swapped too: [1,0,2], [1,2,0], [1,2,0,3], [1,2,3,0]) and
+ * feeds input A of a MatMul, directly or through Casts, whose B is a constant of rank 1 or 2.
+ * Measured in onnxruntime-node 1.30 (every permutation of rank 3 and 4, Transpose on A and on B,
+ * constant and non-constant B, Cast between, Gemm; docs/quantize.md): only that set crashes; the
+ * same graph in float32 runs, and so does one whose Transpose alone is float32 (the MatMul stays
+ * float16), while a float32 MatMul behind a float16 Transpose still crashes.
+ */
+function batchTransposeCrash(node: Node): string | undefined {
+  if (node.opType !== 'Transpose' || !isDefaultDomain(node) || !node.hasAttr('perm')) return undefined;
+  const perm = node.getInts('perm');
+  const r = perm.length;
+  if (r < 3) return undefined;
+  const batch = Array.from({ length: r - 2 }, (_, i) => i + 1);
+  const same = (a: number[]): boolean => a.length === r && a.every((x, i) => x === perm[i]);
+  if (!same([...batch, 0, r - 1]) && !same([...batch, r - 1, 0])) return undefined;
+  const matmuls: Node[] = [];
+  const visit = (v: Value, depth: number): void => {
+    for (const u of v.uses()) {
+      if (u.node.opType === 'Cast' && isDefaultDomain(u.node) && depth < 4) visit(u.node.outputs[0]!, depth + 1);
+      else if (u.node.opType === 'MatMul' && isDefaultDomain(u.node) && u.index === 0) matmuls.push(u.node);
+    }
+  };
+  visit(node.outputs[0]!, 0);
+  const hit = matmuls.find((m) => {
+    const b = m.inputs[1] ? m.graph.constantTensor(m.inputs[1]) : undefined;
+    return b !== undefined && b.dims.length <= 2;
+  });
+  if (!hit) return undefined;
+  return (
+    `perm [${perm.join(',')}] feeds MatMul '${label(hit)}' (constant weight): onnxruntime 1.30 crashes (segfault) loading the float16 ` +
+    `form at optimization level 'all' (MatmulTransposeFusion)`
+  );
+}
+
+/**
  * Custom-domain ops that onnxruntime's CPU provider runs in float16 (checked with onnxruntime-node
  * 1.30), converted like default-domain ops: their float inputs become float16 (MatMulNBits'
  * activation, scales and bias; GatherBlockQuantized's scales) and so do their outputs; the uint8
@@ -274,6 +312,7 @@ export function convertToFloat16(model: Model, options: Fp16Options = {}): { mod
     else if (blockedNodes.has(node.name)) keep('node block list');
     else if (blockedOps.has(node.opType)) keep('op block list');
     else if (attributeBlockReason(node)) keep(attributeBlockReason(node)!);
+    else if (batchTransposeCrash(node)) keep(batchTransposeCrash(node)!);
     // Float outputs from non-float inputs (window functions, TfIdfVectorizer...): the op fixes their type.
     else if (!TYPE_SETTING_OPS.has(node.opType) && !node.inputs.some((v) => typeOf(v) === DataType.FLOAT))
       keep('its float32 output type is fixed by the op, not by its inputs');
