@@ -652,7 +652,8 @@ async function quantizeCandidate(
       model: options.model,
       output: file,
       mode: spec.mode,
-      calibrationData: spec.mode === 'int8' ? options.calibrationData : undefined,
+      // int8 calibrates on it; every mode's fidelity guard judges its held-out samples (not random inputs)
+      calibrationData: options.calibrationData,
       calibrationCount: options.calibrationCount,
       method: spec.calibrate,
       percentile: spec.percentile,
