@@ -9,6 +9,7 @@ import path from 'node:path';
 import type { Dim, Graph, Model, Node, Tensor, TypedArray } from '../ir/index.js';
 import { DataType, byteSize, dtypeInfo, dtypeName, elementCount, quantizedOpTypes, visitGraphs } from '../ir/index.js';
 import { SUGGESTED_DIM } from '../ir/io-spec.js';
+import { convertedModelKind } from '../ir/converted-model.js';
 import { loadModel } from '../onnx/index.js';
 
 export interface IoDescription {
@@ -62,7 +63,7 @@ export async function inspectModel(file: string, options: InspectOptions = {}): 
   const stat = await fs.promises.stat(file);
   const report = describeModel(model, file, stat.size);
   report.warnings.push(...warnings);
-  if (options.checkRuntime ?? true) report.runtime = await checkRuntimeLoad(file);
+  if (options.checkRuntime ?? true) report.runtime = await checkRuntimeLoad(file, (message) => report.warnings.push(message));
   return report;
 }
 
@@ -147,6 +148,10 @@ function suggest(model: Model, ops: ReadonlyMap<string, number>, file: string): 
   const quantized = quantizedOpTypes(model);
   if (quantized.length > 0) {
     return [`already quantized (${quantized.join(', ')}): quantize the FP32 original instead; compare both with model-opt benchmark`];
+  }
+  const converted = convertedModelKind(model);
+  if (converted !== undefined) {
+    return [`${converted.replace(/^a /, '')}: quantize the FP32 original instead; compare both with model-opt benchmark`];
   }
   const out: string[] = [];
   const recurrent = count('LSTM', 'GRU', 'RNN');
@@ -240,11 +245,12 @@ function fileSize(file: string): number | null {
   }
 }
 
-async function checkRuntimeLoad(file: string): Promise<InspectReport['runtime']> {
+/** Loads the model in onnxruntime; `onWarning` hears what the runner works around (a crashing optimizer it disables). */
+async function checkRuntimeLoad(file: string, onWarning: (message: string) => void): Promise<InspectReport['runtime']> {
   const { createRunner } = await import('../runtime/index.js');
   const start = performance.now();
   try {
-    const runner = await createRunner(file, { intraOpThreads: 1 });
+    const runner = await createRunner(file, { intraOpThreads: 1, onWarning });
     const loadMs = performance.now() - start;
     await runner.release();
     return { loads: true, loadMs };

@@ -11,6 +11,7 @@ import Table from 'cli-table3';
 import type { FidelityReport, QuantizeResult, SensitivityMetric } from '../app/quantize.js';
 import type { Int8Report, SensitivityRow } from '../passes/quantize/index.js';
 import { describeBudget } from '../passes/quantize/fidelity.js';
+import type { UnfusedNode } from '../passes/quantize/fusion-check.js';
 import { formatBytes, formatDb, formatWorstChannel, tableStyle } from './format.js';
 import { formatSpeedCheck } from './speed-check.js';
 
@@ -146,6 +147,12 @@ function passRows(report: QuantizeResult['report']): Row[] {
 
 const percent = (x: number | undefined): string => (x === undefined ? '-' : `${(x * 100).toFixed(2)}%`);
 
+/** 'conv1 (Conv): reason'; a decomposed node: 'act (HardSwish, decomposed by onnxruntime into HardSigmoid + Mul): reason'. */
+function describeUnfused(u: UnfusedNode): string {
+  const how = u.decomposedInto?.length ? `, decomposed by onnxruntime into ${u.decomposedInto.join(' + ')}` : '';
+  return `${u.node || '(unnamed)'} (${u.opType}${how}): ${u.reason}`;
+}
+
 export function renderQuantizeSummary(result: QuantizeResult): string {
   const table = new Table({ head: ['', result.mode], style: tableStyle() });
   table.push(...passRows(result.report));
@@ -159,7 +166,7 @@ export function renderQuantizeSummary(result: QuantizeResult): string {
           .join(', ') || 'none'
       }`,
     ]);
-    table.push(['DQ -> float op left', f.unfused.length === 0 ? 'none' : f.unfused.map((u) => `${u.node} (${u.opType}): ${u.reason}`).join('\n')]);
+    table.push(['DQ -> float op left', f.unfused.length === 0 ? 'none' : f.unfused.map(describeUnfused).join('\n')]);
     if (f.keptFloat.length > 0) table.push(['float by choice, reads int8', f.keptFloat.map((u) => `${u.node} (${u.opType})`).join(', ')]);
     table.push(['will it be faster?', f.verdict]);
   }

@@ -8,10 +8,14 @@
  * A model that fixes its batch dim (most exports do, at 1) still takes batches of any size: run()
  * splits them into batches of the fixed size and joins the outputs, so data passes need no
  * per-model batch logic; timed code feeds exactly the fixed size and never takes that path.
+ * A model with a float16 batch-moving Transpose into a constant-weight MatMul (the pattern of
+ * ir/batch-transpose-matmul) would crash the process (SIGSEGV) in onnxruntime 1.30's
+ * MatmulTransposeFusion at level 'all': for such a model only, that one optimizer is disabled, with
+ * a warning naming the node (see crashGuard).
  * Imports: ./ort-tensor.js, ../ir/index.js, ../ir/dtype.js, ../ir/io-spec.js, ../ir/samples.js,
- * ../errors.js, node:fs/os/path; lazily onnxruntime-node and ../onnx/index.js.
+ * ../ir/batch-transpose-matmul.js, ../errors.js, node:fs/os/path; lazily onnxruntime-node and ../onnx/index.js.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { availableParallelism, tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import type * as Ort from 'onnxruntime-node';
@@ -21,6 +25,7 @@ import { Tensor, type Model, type Value } from '../ir/index.js';
 import { fromOrtTensor, toOrtTensor, type OrtModule } from './ort-tensor.js';
 import { formatShape, modelInputSpecs, modelOutputSpecs, type Dim, type IoSpec } from '../ir/io-spec.js';
 import { concatSamples, sliceSamples } from '../ir/samples.js';
+import { findFloat16BatchTransposeMatMul, type BatchTransposeMatMul } from '../ir/batch-transpose-matmul.js';
 
 export type GraphOptimizationLevel = 'disabled' | 'basic' | 'extended' | 'all';
 
@@ -258,6 +263,80 @@ export async function modelLabel(model: Model | Uint8Array | string, label?: str
   return label === undefined || label.includes(file) ? (label ?? file) : `${file} (${label})`;
 }
 
+/** The onnxruntime optimizer that crashes on ir/batch-transpose-matmul's pattern (lower-case m in Matmul). */
+export const CRASHING_OPTIMIZER = 'MatmulTransposeFusion';
+
+/**
+ * ONNX bytes of every NodeProto whose op_type is Transpose / MatMul: field 4, length-delimited
+ * (tag 0x22), then the length and the name. A file without both cannot hold the pattern and is
+ * not decoded.
+ */
+const OP_TYPE_BYTES = ['Transpose', 'MatMul'].map((op) => Buffer.concat([Buffer.from([0x22, op.length]), Buffer.from(op, 'latin1')]));
+
+/** The pattern's first instance in ONNX bytes (decoded only when both op types occur), or undefined. */
+async function findPatternInBytes(bytes: Uint8Array): Promise<BatchTransposeMatMul | undefined> {
+  const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  if (!OP_TYPE_BYTES.every((b) => buffer.includes(b))) return undefined;
+  const { decodeModel } = await import('../onnx/index.js');
+  try {
+    // No baseDir: tensors in side files stay unloaded; only the graph is read.
+    return findFloat16BatchTransposeMatMul(decodeModel(bytes));
+  } catch {
+    return undefined; // an unreadable model: onnxruntime says why when it loads it
+  }
+}
+
+/**
+ * Scan results for model files, by path and file identity (size, mtime, inode): a workflow opens
+ * the same file several times (benchmark's warm-up and timed loads), and is warned once per file.
+ */
+const fileScans = new Map<string, { hit: BatchTransposeMatMul | undefined; warned: boolean }>();
+const MAX_FILE_SCANS = 64;
+
+/**
+ * Optimizers to disable for this model, and the warning to give (once per file): CRASHING_OPTIMIZER
+ * when the model holds the float16 pattern and the session optimizes at level 'all'. A model given
+ * as a path is read and decoded here only when its bytes name both Transpose and MatMul nodes.
+ */
+async function crashGuard(
+  model: Model | Uint8Array | string,
+  level: GraphOptimizationLevel,
+  label: string,
+  warn: boolean,
+): Promise<{ disable: string[]; warning?: string }> {
+  if (level !== 'all') return { disable: [] };
+  let hit: BatchTransposeMatMul | undefined;
+  let entry: { hit: BatchTransposeMatMul | undefined; warned: boolean } | undefined;
+  if (typeof model === 'string') {
+    let key: string;
+    try {
+      const s = await stat(model);
+      if (!s.isFile()) return { disable: [] };
+      key = `${model}\0${s.size}\0${s.mtimeMs}\0${s.ino}`;
+      entry = fileScans.get(key);
+      if (entry === undefined) {
+        entry = { hit: await findPatternInBytes(await readFile(model)), warned: false };
+        if (fileScans.size >= MAX_FILE_SCANS) fileScans.delete(fileScans.keys().next().value!);
+        fileScans.set(key, entry);
+      }
+    } catch {
+      return { disable: [] }; // unreadable: onnxruntime reports it
+    }
+    hit = entry.hit;
+  } else if (model instanceof Uint8Array) hit = await findPatternInBytes(model);
+  else hit = findFloat16BatchTransposeMatMul(model);
+  if (hit === undefined) return { disable: [] };
+  const name = (n: { name: string; opType: string }): string => (n.name ? `'${n.name}'` : `(unnamed ${n.opType})`);
+  const warning =
+    `${label}: onnxruntime's ${CRASHING_OPTIMIZER} is disabled for this model: it crashes (segfault, onnxruntime 1.30) on the float16 ` +
+    `Transpose ${name(hit.transpose)} (perm [${hit.perm.join(',')}]) feeding MatMul ${name(hit.matmul)}; the model runs as it is, at most a little slower`;
+  if (entry !== undefined) {
+    if (entry.warned || !warn) return { disable: [CRASHING_OPTIMIZER] };
+    entry.warned = true;
+  }
+  return { disable: [CRASHING_OPTIMIZER], warning };
+}
+
 async function openRunner(model: Model | Uint8Array | string, options: RunnerOptions, extraOutputs: readonly Value[]): Promise<Runner> {
   const ort = await loadOrt();
   const label = await modelLabel(model, options.label);
@@ -270,6 +349,9 @@ async function openRunner(model: Model | Uint8Array | string, options: RunnerOpt
   } else {
     ({ source, declared, tempFolder } = await serializeForSession(model, extraOutputs, options, label));
   }
+
+  const level = options.graphOptimizationLevel ?? 'all';
+  const guard = await crashGuard(model, level, label, options.onWarning !== undefined);
 
   let session: Ort.InferenceSession;
   // Folder still to remove at release(), where the OS refused to delete a file onnxruntime holds.
@@ -284,7 +366,7 @@ async function openRunner(model: Model | Uint8Array | string, options: RunnerOpt
     providers = usable;
     const sessionOptions: Ort.InferenceSession.SessionOptions = {
       executionProviders: providers,
-      graphOptimizationLevel: options.graphOptimizationLevel ?? 'all',
+      graphOptimizationLevel: level,
       logSeverityLevel: options.logSeverityLevel ?? 4,
     };
     if (options.intraOpThreads !== undefined) sessionOptions.intraOpNumThreads = options.intraOpThreads;
@@ -298,6 +380,9 @@ async function openRunner(model: Model | Uint8Array | string, options: RunnerOpt
       if (tempFolder !== undefined || options.optimizedModelExternalData) {
         sessionOptions.extra = { session: { optimized_model_external_initializers_file_name: `${basename(options.optimizedModelFilePath)}.data` } };
       }
+    }
+    if (guard.disable.length > 0) {
+      sessionOptions.extra = { ...sessionOptions.extra, optimization: { disable_specified_optimizers: guard.disable.join(',') } };
     }
 
     const create = (opts: Ort.InferenceSession.SessionOptions) =>
@@ -335,6 +420,7 @@ async function openRunner(model: Model | Uint8Array | string, options: RunnerOpt
         throw new InputError(`${label}: onnxruntime cannot load the model (${firstLine(retryError)})`, { cause: retryError });
       }
     }
+    if (guard.warning !== undefined) options.onWarning?.(guard.warning);
     for (const s of skipped) options.onWarning?.(`execution provider '${s.name}' skipped: ${s.reason}; running on ${providers.join(', ')}`);
   } finally {
     // onnxruntime has read (or memory-mapped) the weights by now; on POSIX an open or mapped file

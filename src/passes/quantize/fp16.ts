@@ -14,7 +14,7 @@
  * Plan first (which nodes convert, what type every value gets), then edit once.
  * Works on a clone; the input model is never mutated. Subgraph bodies are left as they are
  * (their owner node stays float32, and outer values they read are cast back to float32).
- * Imports the IR (with ir/unique-names), errors and ./fp16-types.js.
+ * Imports the IR (with ir/unique-names, ir/batch-transpose-matmul), errors and ./fp16-types.js.
  */
 import {
   DataType,
@@ -29,6 +29,7 @@ import {
   type Node,
   type Value,
 } from '../../ir/index.js';
+import { batchTransposeIntoMatMul } from '../../ir/batch-transpose-matmul.js';
 import { uniqueNodeNamer } from '../../ir/unique-names.js';
 import { UsageError } from '../../errors.js';
 import { castAttribute, castTarget, inferElementTypes } from './fp16-types.js';
@@ -126,38 +127,15 @@ function attributeBlockReason(node: Node): string | undefined {
 
 /**
  * A Transpose kept float32 because onnxruntime-node 1.30 crashes (SIGSEGV in
- * InferenceSession.create at graphOptimizationLevel 'all', its default) on the float16 form: the
- * Transpose moves batch axes the way FusedMatMul's transBatchA does (perm [1..r-2, 0, r-1], or
- * [1..r-2, r-1, 0] with the last two swapped too: [1,0,2], [1,2,0], [1,2,0,3], [1,2,3,0]) and
- * feeds input A of a MatMul, directly or through Casts, whose B is a constant of rank 1 or 2.
- * Measured in onnxruntime-node 1.30 (every permutation of rank 3 and 4, Transpose on A and on B,
- * constant and non-constant B, Cast between, Gemm; docs/quantize.md): only that set crashes; the
- * same graph in float32 runs, and so does one whose Transpose alone is float32 (the MatMul stays
- * float16), while a float32 MatMul behind a float16 Transpose still crashes.
+ * InferenceSession.create at graphOptimizationLevel 'all', its default) on the float16 form of
+ * ir/batch-transpose-matmul's pattern (a batch-moving Transpose into a constant-weight MatMul);
+ * the same graph whose Transpose alone is float32 runs (the MatMul stays float16).
  */
 function batchTransposeCrash(node: Node): string | undefined {
-  if (node.opType !== 'Transpose' || !isDefaultDomain(node) || !node.hasAttr('perm')) return undefined;
-  const perm = node.getInts('perm');
-  const r = perm.length;
-  if (r < 3) return undefined;
-  const batch = Array.from({ length: r - 2 }, (_, i) => i + 1);
-  const same = (a: number[]): boolean => a.length === r && a.every((x, i) => x === perm[i]);
-  if (!same([...batch, 0, r - 1]) && !same([...batch, r - 1, 0])) return undefined;
-  const matmuls: Node[] = [];
-  const visit = (v: Value, depth: number): void => {
-    for (const u of v.uses()) {
-      if (u.node.opType === 'Cast' && isDefaultDomain(u.node) && depth < 4) visit(u.node.outputs[0]!, depth + 1);
-      else if (u.node.opType === 'MatMul' && isDefaultDomain(u.node) && u.index === 0) matmuls.push(u.node);
-    }
-  };
-  visit(node.outputs[0]!, 0);
-  const hit = matmuls.find((m) => {
-    const b = m.inputs[1] ? m.graph.constantTensor(m.inputs[1]) : undefined;
-    return b !== undefined && b.dims.length <= 2;
-  });
+  const hit = batchTransposeIntoMatMul(node);
   if (!hit) return undefined;
   return (
-    `perm [${perm.join(',')}] feeds MatMul '${label(hit)}' (constant weight): onnxruntime 1.30 crashes (segfault) loading the float16 ` +
+    `perm [${hit.perm.join(',')}] feeds MatMul '${label(hit.matmul)}' (constant weight): onnxruntime 1.30 crashes (segfault) loading the float16 ` +
     `form at optimization level 'all' (MatmulTransposeFusion)`
   );
 }

@@ -4,13 +4,15 @@
  * integer kernels it formed (QLinearConv, QGemm, QLinearMatMul, ...) and the DequantizeLinear ->
  * float op pairs it left, each with the most likely reason (read from the QDQ model itself).
  * A DQ -> float op left behind means that op runs in float on dequantized data: slower than FP32.
+ * Ops onnxruntime decomposes into unnamed pieces (HardSwish -> HardSigmoid + Mul) are reported
+ * once, as the QDQ model's node.
  * Imports runtime, onnx (to read the optimized file), the IR, ./registry.
  */
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DataType } from '../../ir/dtype.js';
-import { isTensorType, type Model, type Node } from '../../ir/index.js';
+import { isTensorType, type Model, type Node, type Value } from '../../ir/index.js';
 import { decodeModel } from '../../onnx/index.js';
 import { createRunner, type RunnerOptions } from '../../runtime/index.js';
 import { ABSORBABLE_ACTIVATIONS, QDQ_HANDLERS } from './registry.js';
@@ -70,7 +72,18 @@ export interface UnfusedNode {
   /** DequantizeLinear outputs it reads. */
   dequantizedInputs: string[];
   reason: string;
+  /**
+   * The ops onnxruntime split this node into (HardSwish: HardSigmoid, Mul); their unnamed pieces
+   * are reported as this one node of the QDQ model.
+   */
+  decomposedInto?: string[];
 }
+
+/**
+ * Ops onnxruntime's optimizer replaces by several unnamed ones (so the optimized graph's nodes no
+ * longer carry the QDQ model's name): op type -> the op types it becomes.
+ */
+export const DECOMPOSED_BY_ONNXRUNTIME: ReadonlyMap<string, readonly string[]> = new Map([['HardSwish', ['HardSigmoid', 'Mul']]]);
 
 export interface FusionReport {
   /** Integer kernels in the optimized graph, by op type. */
@@ -186,18 +199,38 @@ export function analyzeOptimized(optimized: Model, reference?: Model, keptFloatN
   }
   const unfused: UnfusedNode[] = [];
   const keptFloat: UnfusedNode[] = [];
+  const decomposed = new Map<Node, UnfusedNode>();
   for (const node of g.nodes) {
     if (node.opType === 'QuantizeLinear' || node.opType === 'DequantizeLinear' || INTEGER_KERNELS.has(node.opType)) continue;
     const dqInputs = node.inputs.filter((v) => v?.producer?.opType === 'DequantizeLinear').map((v) => v!.name);
     if (dqInputs.length === 0) continue;
     // Bias/weights DQ of a fused kernel never show here; a shape-only consumer is harmless.
     if (node.opType === 'Shape') continue;
-    const name = sourceOf(node.name, reference)?.name ?? node.name;
+    const source = sourceOf(node.name, reference);
+    const whole = source === undefined ? decomposedSource(node, reference) : undefined;
+    const name = source?.name ?? whole?.name ?? node.name;
     // Kept float by choice, and only activations dequantized (a DQ of a weight costs every run).
     const choice = chosen.get(name);
     const activationsOnly = node.inputs.every((v) => v?.producer?.opType !== 'DequantizeLinear' || !g.constantTensor(v.producer.inputs[0]!));
-    if (choice !== undefined && (activationsOnly || choice.weightsDequantized))
-      keptFloat.push({ node: name, opType: node.opType, dequantizedInputs: dqInputs, reason: choice.reason });
+    const list = choice !== undefined && (activationsOnly || choice.weightsDequantized) ? keptFloat : unfused;
+    if (whole !== undefined) {
+      // One row per decomposed node of the QDQ model, however many pieces read dequantized data.
+      const row = decomposed.get(whole);
+      if (row) {
+        for (const d of dqInputs) if (!row.dequantizedInputs.includes(d)) row.dequantizedInputs.push(d);
+        continue;
+      }
+      const parts = DECOMPOSED_BY_ONNXRUNTIME.get(whole.opType)!;
+      const added: UnfusedNode = {
+        node: whole.name,
+        opType: whole.opType,
+        dequantizedInputs: dqInputs,
+        decomposedInto: [...parts],
+        reason: list === keptFloat ? choice!.reason : `its pieces run in float on dequantized data (onnxruntime has no integer kernel for ${parts[0]})`,
+      };
+      decomposed.set(whole, added);
+      list.push(added);
+    } else if (list === keptFloat) keptFloat.push({ node: name, opType: node.opType, dequantizedInputs: dqInputs, reason: choice!.reason });
     else unfused.push({ node: name, opType: node.opType, dequantizedInputs: dqInputs, reason: explain(node, reference) });
   }
   const boundary = keptFloat.length > 0 ? ` (${keptFloat.length} op(s) kept float by choice read int8 data)` : '';
@@ -227,6 +260,34 @@ export function analyzeOptimized(optimized: Model, reference?: Model, keptFloatN
 function sourceOf(name: string, reference?: Model): Node | undefined {
   if (!reference) return undefined;
   return reference.graph.nodes.find((n) => n.name !== '' && (n.name === name || name.startsWith(`${n.name}_token`) || name.startsWith(`${n.name}/`)));
+}
+
+/**
+ * The QDQ-model node that onnxruntime decomposed into `node` (an unnamed piece, such as the
+ * HardSigmoid or Mul of a HardSwish): a node of DECOMPOSED_BY_ONNXRUNTIME whose parts include
+ * node's op type and that reads the same dequantized tensor. The optimized DequantizeLinear may be
+ * renamed (onnxruntime names values after their nodes): found by its own name, its output's name,
+ * or its quantized input's name.
+ */
+function decomposedSource(node: Node, reference?: Model): Node | undefined {
+  if (!reference) return undefined;
+  for (const v of node.inputs) {
+    const dq = v?.producer;
+    if (!v || dq?.opType !== 'DequantizeLinear') continue;
+    const dequantized: Value[] = [];
+    const same = reference.graph.value(v.name);
+    if (same) dequantized.push(same);
+    // onnxruntime renames values after the nodes making them: the DQ node keeps its name.
+    const sameNode = dq.name === '' ? undefined : reference.graph.nodes.find((r) => r.name === dq.name && r.opType === 'DequantizeLinear');
+    if (sameNode?.outputs[0]) dequantized.push(sameNode.outputs[0]);
+    const quantized = dq.inputs[0] ? reference.graph.value(dq.inputs[0].name) : undefined;
+    for (const r of quantized?.consumers ?? []) if (r.opType === 'DequantizeLinear' && r.outputs[0]) dequantized.push(r.outputs[0]);
+    for (const d of dequantized) {
+      const whole = d.consumers.find((c) => DECOMPOSED_BY_ONNXRUNTIME.get(c.opType)?.includes(node.opType));
+      if (whole) return whole;
+    }
+  }
+  return undefined;
 }
 
 /** Why onnxruntime left `node` unfused, judged from the QDQ model it came from. */

@@ -9,9 +9,11 @@
  *   AveragePool/GlobalAveragePool/Sigmoid/LeakyRelu/Softmax -> QLinear*; MaxPool, Reshape,
  *   Flatten, Transpose, Squeeze, Unsqueeze, Resize, Split, ... run on 8-bit data when input and
  *   outputs share one scale and zero point ("drop QDQ"; Split: every output).
- * Adding an operator is adding a row; duplicate rows throw. Imports the IR and errors only.
+ * Adding an operator is adding a row; duplicate rows throw. Imports the IR (with
+ * ir/converted-model) and errors only.
  */
 import { quantizedOpTypes, type Graph, type Model, type Node } from '../../ir/index.js';
+import { convertedModelKind } from '../../ir/converted-model.js';
 import { UsageError } from '../../errors.js';
 
 export type InputRole =
@@ -157,11 +159,16 @@ export const QUANTIZABLE_OP_TYPES: readonly string[] = HANDLERS.map((h) => h.opT
 export const ABSORBABLE_ACTIVATIONS = new Set(['Relu', 'Clip']);
 
 /**
- * UsageError for a model that is already quantized (int8 and int8-dynamic): quantizing it again
+ * UsageError for a model that is already quantized (int8 and int8-dynamic; 4-bit MatMulNBits;
+ * float16 weights, see ir/converted-model): quantizing it again
  * would requantize dequantized values, compounding the rounding, and leave Q/DQ chains onnxruntime
  * cannot fuse.
  */
 export function refuseQuantized(model: Model, label = 'the model'): void {
   const ops = quantizedOpTypes(model);
   if (ops.length > 0) throw new UsageError(`${label} is already quantized (${ops.join(', ')}): quantize its FP32 original instead`);
+  // 4-bit or float16 weights are no candidates of any mode: every node would be left float, for
+  // reasons (an image stem, a weight that is not constant float32) that miss the point.
+  const converted = convertedModelKind(model);
+  if (converted !== undefined) throw new UsageError(`${label} is ${converted}: quantize its FP32 original instead`);
 }
