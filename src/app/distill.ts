@@ -5,7 +5,7 @@
  * input) and time it against the teacher.
  * A student below opset 13 trained with --backend onnxruntime is upgraded to opset 13 first
  * (passes/preprocess's upgradeOpset; the written student then declares 13).
- * May import: errors, ir, onnx, data, passes/prune, passes/preprocess, app/*; train and bench lazily
+ * May import: errors, ir, onnx, data, metrics (types), passes/prune, passes/preprocess, app/*; train and bench lazily
  * (tfjs, onnxruntime).
  */
 import { existsSync } from 'node:fs';
@@ -17,6 +17,7 @@ import { countParams, pruneChannels } from '../passes/prune/index.js';
 import { TARGET_OPSET, upgradeOpset } from '../passes/preprocess/index.js';
 import type { DistillOptions, DistillProgress, DistillReport, DistillSettings } from '../train/distill.js';
 import type { TrainingBackend } from '../train/backend.js';
+import type { SpeedupVerdict } from '../metrics/index.js';
 import type { WorkflowEvents } from './events.js';
 import { withDynamicBatch } from './dynamic-batch.js';
 import { checkOutputPath } from './output-path.js';
@@ -126,11 +127,17 @@ export interface DistillEvents extends WorkflowEvents {
   onTraining?: (event: DistillProgress) => void;
 }
 
-/** Student against teacher, batch 1, median latency. */
+/**
+ * Student against teacher, batch 1: each model's median latency (p50, measured separately), and
+ * the speed-up as the benchmark gives it: the median of paired teacher/student ratios (runs
+ * interleaved), which need not equal teacherMs / studentMs, with its bootstrap 95% interval.
+ */
 export interface DistillLatency {
   teacherMs: number;
   studentMs: number;
   speedup?: number;
+  /** Bootstrap 95% interval of `speedup` and the benchmark's verdict on it. */
+  speedupInterval?: { low: number; high: number; verdict: SpeedupVerdict };
 }
 
 export interface DistillWorkflowResult {
@@ -218,7 +225,12 @@ export async function distillWorkflow(options: DistillWorkflowOptions, events: D
     });
     const t = bench.models[0]!.latency[0]!;
     const s = bench.models[1]!.latency[0]!;
-    latency = { teacherMs: t.stats.p50, studentMs: s.stats.p50, speedup: s.speedup?.estimate };
+    latency = {
+      teacherMs: t.stats.p50,
+      studentMs: s.stats.p50,
+      speedup: s.speedup?.estimate,
+      ...(s.speedup ? { speedupInterval: { low: s.speedup.low, high: s.speedup.high, verdict: s.speedup.verdict } } : {}),
+    };
   }
   return {
     teacher: options.teacher ?? null,

@@ -4,12 +4,13 @@
  * program's global output flags (cli/output), notes and JSON output; re-exports the progress
  * spinner and the colour decision. Subcommand files import library code lazily
  * (`await import(...)`) inside their action so `model-opt --help` never loads onnxruntime or tfjs.
- * May import: commander, errors, cli/output, report/json (the JSON replacer), util/atomic-write (lazily).
+ * May import: commander, errors, cli/output, cli/parsers, report/json (the JSON replacer), util/atomic-write (lazily).
  */
 import type { Command } from 'commander';
 import { ExitCode, ModelOptError } from '../errors.js';
 import { jsonReplacer } from '../report/json.js';
 import { currentSettings, runWithSettings, type Progress } from './output.js';
+import { bareBudgetWarning } from './parsers.js';
 
 export { canAnimate, colorEnabled, createProgress, type OutputSettings, type Progress } from './output.js';
 
@@ -52,15 +53,29 @@ export function reportError(error: unknown): number {
  */
 export function runCommand<A extends unknown[]>(action: (...args: A) => Promise<number | void>): (...args: A) => Promise<void> {
   return async (...args: A) => {
-    const root = rootOf(args[args.length - 1] as Command);
+    const command = args[args.length - 1] as Command;
+    const root = rootOf(command);
     let code: number;
     try {
-      code = (await runWithSettings(root, () => action(...args))) ?? ExitCode.ok;
+      code =
+        (await runWithSettings(root, () => {
+          warnAboutFlags(command);
+          return action(...args);
+        })) ?? ExitCode.ok;
     } catch (error) {
       code = reportError(error);
     }
     exitCodes.set(root, code);
   };
+}
+
+/** Warnings about how flags were read (a bare accuracy budget below 1), before the action runs. */
+function warnAboutFlags(command: Command): void {
+  const values = command.opts<Record<string, unknown>>();
+  for (const option of command.options) {
+    const warning = option.long ? bareBudgetWarning(option.long, values[option.attributeName()]) : null;
+    if (warning) note(`model-opt: warning: ${warning}`, { json: values['json'] === true });
+  }
 }
 
 // ---- output ----

@@ -26,6 +26,14 @@ function packageVersion(): string {
   return (JSON.parse(readFileSync(url, 'utf8')) as { version: string }).version;
 }
 
+/**
+ * Commander's own messages ('error: unknown option ...') in model-opt's form ('model-opt: error:
+ * ...'), so every error line starts the same whoever found the mistake. Subcommands inherit it.
+ */
+export function commanderErrorText(text: string): string {
+  return text.startsWith('error:') ? `model-opt: ${text}` : text;
+}
+
 export function buildProgram(): Command {
   const program = new Command('model-opt')
     .description('Make ONNX models fast enough for real-time inference without losing their accuracy.')
@@ -35,7 +43,7 @@ export function buildProgram(): Command {
     .option('--no-progress', 'no progress spinner (it shows only on a terminal, never under --json or CI=true)')
     .option('--no-color', 'no ANSI colour (also NO_COLOR=1; FORCE_COLOR=1 forces it; never into a pipe)')
     .showHelpAfterError('(run with --help for usage)')
-    .configureOutput({ writeErr: (text) => process.stderr.write(text) })
+    .configureOutput({ writeErr: (text) => process.stderr.write(text), outputError: (text, write) => write(commanderErrorText(text)) })
     .exitOverride();
   registerInspect(program);
   registerBenchmark(program);

@@ -85,7 +85,16 @@ export function collect(value: string, previous: string[] = []): string[] {
 }
 
 /**
- * An accuracy budget: '0.5' or '0.5pt' means percentage points, '1%' a relative drop.
+ * Budgets given as a bare number below 1 ('0.01'), with the text typed: read as points, as
+ * documented, but a user of NNCF (max_drop=0.01, absolute) or Neural Compressor
+ * (tolerable_loss=0.01, relative) means 1 point or 1%. runCommand warns about them (see
+ * accuracyBudgetWarnings); a WeakMap on the parsed value, so nothing outlives the parse.
+ */
+const bareBudgets = new WeakMap<AccuracyBudget, string>();
+
+/**
+ * An accuracy budget: '0.5' or '0.5pt' means percentage points, '1%' a relative drop. A bare
+ * number below 1 is kept as points but marked for a warning (see bareBudgets).
  */
 export function parseAccuracyBudget(value: string): AccuracyBudget {
   const text = value.trim();
@@ -94,7 +103,23 @@ export function parseAccuracyBudget(value: string): AccuracyBudget {
   const n = Number(match[1]);
   // A drop beyond 100 points (or 100%) can never happen: such a gate means nothing.
   if (n > 100) throw new InvalidArgumentError(`an accuracy drop of ${text} can never happen (at most 100${match[2] === '%' ? '%' : 'pt'}); got '${value}'`);
-  return match[2] === '%' ? { kind: 'relative', value: n / 100 } : { kind: 'points', value: n };
+  const budget: AccuracyBudget = match[2] === '%' ? { kind: 'relative', value: n / 100 } : { kind: 'points', value: n };
+  if (match[2] === undefined && n > 0 && n < 1) bareBudgets.set(budget, text);
+  return budget;
+}
+
+/**
+ * The warning for a budget parsed from a bare number below 1, else null: '--max-accuracy-drop
+ * 0.01 is read as 0.01pt (a bare number is points); did you mean 1pt (1%)? ...'.
+ */
+export function bareBudgetWarning(flag: string, budget: unknown): string | null {
+  const text = typeof budget === 'object' && budget !== null ? bareBudgets.get(budget as AccuracyBudget) : undefined;
+  if (text === undefined) return null;
+  const asPoints = `${Number((Number(text) * 100).toPrecision(6))}`;
+  return (
+    `${flag} ${text} is read as ${text}pt (a bare number is points); did you mean ${asPoints}pt (${asPoints}%)? ` +
+    `write the unit to say which: ${text}pt, ${asPoints}pt (points) or ${asPoints}% (relative)`
+  );
 }
 
 /**

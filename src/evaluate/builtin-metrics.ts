@@ -39,7 +39,11 @@ function topKLabelled(k: number, name: string, options: TaskMetricOptions): Task
         total: r.total,
         perSample: r.perSample,
         // Labels beyond the class count are misses; how many is reported (absent when none).
-        details: { k, correct: r.correct, ...(r.outOfRange > 0 ? { outOfRangeLabels: r.outOfRange, classes: r.classes } : {}) },
+        details: {
+          k,
+          correct: r.correct,
+          ...(r.outOfRange > 0 ? { outOfRangeLabels: r.outOfRange, classes: r.classes, minLabel: r.minLabel!, maxLabel: r.maxLabel! } : {}),
+        },
       };
     },
   };

@@ -18,6 +18,7 @@ export {
   type ModelSource,
 } from './evaluate.js';
 export { agreementWithReference, topKAccuracy, type TopKOptions, type TopKResult } from './metrics.js';
+export { labelRangeMessage, labelsLookOneBased, type LabelRange } from './label-range.js';
 export { compareOutputs, top1Accuracy } from './compare.js';
 export {
   isModuleSpec,

@@ -31,6 +31,9 @@ export interface TopKResult {
   outOfRange: number;
   /** The output's class count (0 when nothing was scored). */
   classes: number;
+  /** The smallest and largest label seen (-1 for a label beyond int32), with outOfRange only. */
+  minLabel?: number;
+  maxLabel?: number;
 }
 
 export interface TopKOptions {
@@ -54,12 +57,16 @@ export function topKAccuracy(options: TopKOptions = {}): Metric<TopKResult> {
   let classCount = 0;
   let outOfRange = 0;
   let largest = -1;
+  let minLabel = Number.POSITIVE_INFINITY;
+  let maxLabel = Number.NEGATIVE_INFINITY;
   return {
     begin(context: MetricContext) {
       const { dataset } = context;
       source = dataset.source;
       outOfRange = 0;
       largest = -1;
+      minLabel = Number.POSITIVE_INFINITY;
+      maxLabel = Number.NEGATIVE_INFINITY;
       if (!dataset.labels) throw new UsageError(`${dataset.source}: the evaluation data has no labels`);
       labels = labelIndices(dataset.labels, dataset.source);
       output = options.output ?? context.outputs[0]?.name ?? '';
@@ -83,6 +90,8 @@ export function topKAccuracy(options: TopKOptions = {}): Metric<TopKResult> {
       const batchLabels = labels!.subarray(batch.start, batch.start + batch.size);
       classCount = classes;
       for (const label of batchLabels) {
+        if (label < minLabel) minLabel = label;
+        if (label > maxLabel) maxLabel = label;
         // NO_CLASS (-1) stands for a label beyond int32: out of range too.
         if (label < 0 || label >= classes) {
           outOfRange++;
@@ -102,7 +111,8 @@ export function topKAccuracy(options: TopKOptions = {}): Metric<TopKResult> {
       }
       let correct = 0;
       for (const v of perSample) correct += v;
-      return { k, output, correct, total, accuracy: total > 0 ? correct / total : 0, perSample, outOfRange, classes: classCount };
+      const range = outOfRange > 0 ? { minLabel, maxLabel } : {};
+      return { k, output, correct, total, accuracy: total > 0 ? correct / total : 0, perSample, outOfRange, classes: classCount, ...range };
     },
   };
 }

@@ -4,11 +4,13 @@
  * May import: cli-table3, report/format, app result types.
  */
 import Table from 'cli-table3';
-import { tableStyle } from './format.js';
+import { formatSpeedup, tableStyle } from './format.js';
 import type { DistillWorkflowResult } from '../app/distill.js';
 
 const pct = (x: number | undefined): string => (x === undefined ? '-' : `${(100 * x).toFixed(2)}%`);
 const fixed = (x: number | undefined, d = 4): string => (x === undefined ? '-' : x.toFixed(d));
+/** 47,506: parameter counts as inspect prints them. */
+const count = (n: number | undefined): string => (n === undefined ? '-' : n.toLocaleString('en-US'));
 
 export function renderDistillSummary(result: DistillWorkflowResult): string {
   const { report, latency: speed, parameters } = result;
@@ -29,15 +31,27 @@ export function renderDistillSummary(result: DistillWorkflowResult): string {
   }
   lines.push(epochs.toString());
   const summary = new Table({ head: ['', 'teacher', 'student'], style: tableStyle() });
-  summary.push(['parameters', parameters.teacher === undefined ? '-' : String(parameters.teacher), String(parameters.student)]);
-  summary.push(['accuracy (onnxruntime)', pct(report.accuracy.teacher), `${pct(report.accuracy.studentBefore)} -> ${pct(report.accuracy.student)}`]);
-  if (speed)
-    summary.push([
-      'latency, batch 1 (median ms, onnxruntime cpu)',
-      speed.teacherMs.toFixed(3),
-      `${speed.studentMs.toFixed(3)}${speed.speedup ? ` (speed-up ${speed.speedup.toFixed(2)}x)` : ''}`,
-    ]);
+  summary.push(['parameters', count(parameters.teacher), count(parameters.student)]);
+  const { teacher, studentBefore, student } = report.accuracy;
+  // Accuracy needs labelled --eval-data: without it the row would be dashes only.
+  if (teacher !== undefined || studentBefore !== undefined || student !== undefined) {
+    summary.push(['accuracy (onnxruntime)', pct(teacher), `${pct(studentBefore)} -> ${pct(student)}`]);
+  }
+  if (speed) {
+    summary.push(['latency, batch 1 (p50 ms, onnxruntime cpu)', speed.teacherMs.toFixed(3), speed.studentMs.toFixed(3)]);
+    // The speed-up is the median of paired ratios (interleaved runs), not the ratio of the two p50s
+    // above: its own row, with its interval, so the numbers never read as one contradicting the other.
+    if (speed.speedup !== undefined) {
+      const i = speed.speedupInterval;
+      summary.push([
+        'speed-up, batch 1 (median of paired ratios, 95% CI)',
+        '',
+        i ? formatSpeedup({ estimate: speed.speedup, ...i }) : `${speed.speedup.toFixed(2)}x`,
+      ]);
+    }
+  }
   lines.push(summary.toString());
+  if (teacher === undefined && student === undefined && report.evalSamples === undefined) lines.push('accuracy: not measured (no --eval-data)');
   lines.push(`backend: ${report.backend.description}; ${report.samplesPerSecond.toFixed(0)} samples/s over ${report.steps} steps`);
   if (report.bestEpoch !== undefined) lines.push(`kept the best epoch by eval accuracy: ${report.bestEpoch}${report.stoppedEarly ? ' (stopped early)' : ''}`);
   if (report.sparsity) lines.push(`weight sparsity: ${pct(report.sparsity.overall)} (target ${pct(report.sparsity.target)})`);

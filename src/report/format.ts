@@ -3,9 +3,9 @@
  * Pure; imports bench types and ../util/format.js only.
  */
 import type { AccuracyResult, LatencyPoint } from '../bench/types.js';
-import { formatP } from '../util/format.js';
+import { formatP, formatPClause } from '../util/format.js';
 
-export { formatP };
+export { formatP, formatPClause };
 
 /**
  * cli-table3's style: its default colours the header red and the borders grey, whatever the output
@@ -61,7 +61,10 @@ export function formatSpeedup(speedup: LatencyPoint['speedup']): string {
   return main;
 }
 
-/** 'top1 91.20%' or with the paired difference: '90.80% (-0.40 pt [-0.9, +0.1], p=0.13)'. */
+/**
+ * 'top1 91.20%' or with the paired difference: '90.80% (-0.40 pt [-0.9, +0.1], p=0.13)'
+ * ('p<0.001' below a thousandth).
+ */
 export function formatAccuracy(a: AccuracyResult | undefined): string {
   if (!a) return '-';
   const base = formatPercent(a.value);
@@ -70,7 +73,7 @@ export function formatAccuracy(a: AccuracyResult | undefined): string {
   const d = a.comparison.difference;
   const lo = formatPoints(d.low, 2).replace(' pt', '');
   const hi = formatPoints(d.high, 2).replace(' pt', '');
-  return `${base} (${formatPoints(d.estimate)} [${lo}, ${hi}], p=${formatP(a.comparison.pValue)})`;
+  return `${base} (${formatPoints(d.estimate)} [${lo}, ${hi}], ${formatPClause(a.comparison.pValue)})`;
 }
 
 export function formatDb(db: number): string {

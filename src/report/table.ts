@@ -1,10 +1,11 @@
 /**
  * The human report: one comparison table (a row per model and batch size), then agreement with
  * the baseline, gate outcomes and a one-line note on method. Pure function of the result.
- * Imports cli-table3 and report/format.
+ * Imports cli-table3, report/format and evaluate/label-range (pure).
  */
 import Table from 'cli-table3';
 import type { BenchmarkResult, ModelResult } from '../bench/types.js';
+import { labelRangeMessage } from '../evaluate/label-range.js';
 import { formatAccuracy, formatBytes, formatDb, formatWorstChannel, formatMs, formatPercent, formatSpeedup, formatThroughput, tableStyle } from './format.js';
 
 export interface TableOptions {
@@ -83,12 +84,27 @@ export function renderTable(result: BenchmarkResult, options: TableOptions = {})
   return `${lines.join('\n')}\n`;
 }
 
-/** 'data: 3 of 100 labels are out of range for the 10 classes of the output (scored as misses)'. */
+/**
+ * '3 of 100 labels are out of range for the 10 classes of the output (scored as misses)', with
+ * '; labels look 1-based (min 1, max 10): subtract 1' when they are: for a stderr warning.
+ */
+export function labelRangeWarnings(result: BenchmarkResult): string[] {
+  const details = result.models.find((m) => m.accuracy?.details?.outOfRangeLabels)?.accuracy;
+  const d = details?.details;
+  if (!details || !d) return [];
+  const message = labelRangeMessage({
+    outOfRange: d['outOfRangeLabels'] ?? 0,
+    total: details.total,
+    classes: d['classes'] ?? 0,
+    minLabel: d['minLabel'],
+    maxLabel: d['maxLabel'],
+  });
+  return message ? [message] : [];
+}
+
+/** The same as report lines: 'data: 3 of 100 labels are out of range ...'. */
 export function labelRangeLines(result: BenchmarkResult): string[] {
-  const scored = result.models.find((m) => m.accuracy?.details?.outOfRangeLabels)?.accuracy;
-  const count = scored?.details?.outOfRangeLabels;
-  if (!scored || !count) return [];
-  return [`data: ${count} of ${scored.total} labels are out of range for the ${scored.details!.classes} classes of the output (scored as misses)`];
+  return labelRangeWarnings(result).map((message) => `data: ${message}`);
 }
 
 export function agreementLines(result: BenchmarkResult): string[] {

@@ -118,6 +118,7 @@ export interface DistillOptions extends Partial<DistillSettings> {
 export interface DistillReport {
   schemaVersion: number;
   backend: BackendInfo;
+  /** The settings trained with; `alpha` as the loss used it (0 without labels, 1 without a teacher). */
   settings: DistillSettings;
   trainSamples: number;
   evalSamples?: number;
@@ -619,7 +620,8 @@ export async function distill(options: DistillOptions): Promise<{ model: Model; 
     const report: DistillReport = {
       schemaVersion: DISTILL_REPORT_SCHEMA,
       backend,
-      settings,
+      // the alpha the loss used: 0 without labels (soft targets only), 1 without a teacher
+      settings: { ...settings, alpha: loop.alpha },
       trainSamples: train.count,
       evalSamples: options.eval?.count,
       mode: options.teacher ? 'distill' : 'labels',

@@ -82,8 +82,12 @@ export interface FakeQuantTrainingResult {
   bestEpoch?: number;
   samplesPerSecond: number;
   fakeQuantized: { activations: number; weights: number };
-  /** Fake-quantized accuracy (the training backend's forward: interpreter or onnxruntime) before and after fine-tuning. */
-  fakeQuantAccuracy: { before?: number; after?: number };
+  /**
+   * Fake-quantized accuracy (the training backend's forward: interpreter or onnxruntime) before and
+   * after fine-tuning, on the evaluation data, else on the labelled training data (`on` says which;
+   * both absent when neither has labels).
+   */
+  fakeQuantAccuracy: { before?: number; after?: number; on?: 'evaluation' | 'training' };
 }
 
 /** x -> dequantize(quantize(x)) with fixed parameters; gradient passed inside the range, zero outside. */
@@ -200,6 +204,15 @@ function qatLoopOptions(
   };
 }
 
+/**
+ * The labelled data fake-quantized accuracy is measured on: the evaluation data, else the
+ * training data (labelled --data without --eval-data still gets its before/after numbers).
+ */
+function scoredData(train: TrainData, evalData: TrainData | undefined): { data: TrainData; on: 'evaluation' | 'training' } | undefined {
+  if (evalData?.labels) return { data: evalData, on: 'evaluation' };
+  return train.labels ? { data: train, on: 'training' } : undefined;
+}
+
 /** Evaluation accuracy of the weights chosen (best epoch with eval data, else the last). */
 function chosenAccuracy(result: LoopResult, before: number | undefined): number | undefined {
   if (result.history.length === 0) return before;
@@ -235,9 +248,13 @@ export async function trainFakeQuantized(model: Model, plan: FakeQuantPlan, opti
     const { activations, weights } = installFakeQuantHooks(graph, plan);
     const outputName = options.outputName ?? graph.outputNames()[0]!;
     const { train, evalData } = await qatData(model, options, graph.inputNames(), outputName, progress);
-    const before = evalData?.labels ? evaluate(graph, evalData, { outputName, batchSize: 256, kind: 'kd' }).accuracy : undefined;
+    const scored = scoredData(train, evalData);
+    const before = scored ? evaluate(graph, scored.data, { outputName, batchSize: 256, kind: 'kd' }).accuracy : undefined;
     const loop = qatLoopOptions(options, train, evalData, outputName, progress);
     const result = await trainLoop(graph, train, loop);
+    // without eval data the loop keeps the last epoch's weights, which the graph holds now
+    const after =
+      scored?.on === 'training' ? evaluate(graph, scored.data, { outputName, batchSize: 256, kind: 'kd' }).accuracy : chosenAccuracy(result, before);
     return {
       model: graph.exportModel(result.values),
       outputName,
@@ -247,7 +264,7 @@ export async function trainFakeQuantized(model: Model, plan: FakeQuantPlan, opti
       bestEpoch: result.bestEpoch,
       samplesPerSecond: result.samplesPerSecond,
       fakeQuantized: { activations: activations.size, weights: weights.size },
-      fakeQuantAccuracy: { before, after: chosenAccuracy(result, before) },
+      fakeQuantAccuracy: { before, after, ...(scored ? { on: scored.on } : {}) },
     };
   } finally {
     graph.dispose();
@@ -289,14 +306,19 @@ async function trainOnOnnxruntime(
   let trainerOwned = true; // until the loop takes it over (and releases it)
   try {
     let before: number | undefined;
-    if (evalData?.labels) {
+    let after: number | undefined;
+    const scored = scoredData(train, evalData);
+    if (scored) {
       // the loop's evaluator, on the initial weights: every trainable value is fed, so onnxruntime
       // keeps the float fake-quantized arithmetic (no int32 bias quantization, no folded scales)
       evaluator = await OrtEvaluator.create(fq.model, [...trainer.graph.weights, ...trainer.graph.states], { threads });
-      before = (await evaluator.evaluate(evalData, trainer.values as Map<string, Float32Array>, { outputName, batchSize: 256, kind: 'kd' })).accuracy;
+      before = (await evaluator.evaluate(scored.data, trainer.values as Map<string, Float32Array>, { outputName, batchSize: 256, kind: 'kd' })).accuracy;
     }
     trainerOwned = false;
     const result = await ortTrainLoop(fq.model, train, { ...loop, threads, trainer, evaluator });
+    if (scored?.on === 'training') {
+      after = (await evaluator!.evaluate(scored.data, result.values, { outputName, batchSize: 256, kind: 'kd' })).accuracy;
+    } else after = chosenAccuracy(result, before);
     return {
       model: exportTrainedModel(model, result.values),
       outputName,
@@ -306,7 +328,7 @@ async function trainOnOnnxruntime(
       bestEpoch: result.bestEpoch,
       samplesPerSecond: result.samplesPerSecond,
       fakeQuantized: { activations: fq.activations.length, weights: fq.weights.length },
-      fakeQuantAccuracy: { before, after: chosenAccuracy(result, before) },
+      fakeQuantAccuracy: { before, after, ...(scored ? { on: scored.on } : {}) },
     };
   } finally {
     await evaluator?.release();

@@ -9,3 +9,9 @@ export function formatP(p: number): string {
   if (p < 0.001) return '<0.001';
   return p.toFixed(p < 0.01 ? 3 : 2);
 }
+
+/** A p-value with its relation, as printed after a difference: 'p=0.18', 'p=0.004', 'p<0.001'. */
+export function formatPClause(p: number): string {
+  const text = formatP(p);
+  return text.startsWith('<') ? `p${text}` : `p=${text}`;
+}
