@@ -197,7 +197,7 @@ export function renderQuantizeSummary(result: QuantizeResult): string {
     const t = result.qat;
     table.push([
       'quantization-aware training',
-      `${t.epochs} epoch(s) on ${t.backend.name}, ${t.samplesPerSecond.toFixed(0)} samples/s; fake-quantized accuracy ${percent(t.fakeQuantAccuracy.before)} -> ${percent(t.fakeQuantAccuracy.after)}${t.accuracy !== undefined ? `; exported model ${percent(t.accuracy)} in onnxruntime` : ''}`,
+      `${t.epochs} epoch(s) on ${t.backend.name}, ${t.samplesPerSecond.toFixed(0)} samples/s${fakeQuantClause(t.fakeQuantAccuracy)}${t.accuracy !== undefined ? `; exported model ${percent(t.accuracy)} in onnxruntime` : ''}`,
     ]);
   }
   table.push([
@@ -321,4 +321,10 @@ export function renderSensitivity(rows: readonly SensitivityRow[], metric?: Sens
     ? `${metric.name} ${against} on ${metric.samples} samples: FP32 ${metric.fp32 === null ? '-' : formatMetric(metric.fp32)}, all nodes quantized ${formatMetric(metric.int8)} (${metric.higherIsBetter ? 'higher' : 'lower'} is better)\n`
     : '';
   return `Per-node sensitivity (only that node quantized; ranked by output SQNR, lowest = most sensitive):\n${table.toString()}\n${line}`;
+}
+
+/** The QAT row's accuracy clause: left out when nothing was scored (no labels), else which data scored it. */
+function fakeQuantClause(a: { before?: number; after?: number; on?: 'evaluation' | 'training' }): string {
+  if (a.before === undefined && a.after === undefined) return '';
+  return `; fake-quantized accuracy ${percent(a.before)} -> ${percent(a.after)}${a.on ? ` on the ${a.on} data` : ''}`;
 }
