@@ -19,6 +19,7 @@ import { InputError, ModelOptError, UsageError } from '../errors.js';
 import type { AccuracyBudget, BenchmarkResult } from '../bench/types.js';
 import type { Speedup } from '../metrics/index.js';
 import type { InputValues } from '../data/index.js';
+import type { FeedbackPair } from '../calibration/index.js';
 import type { ShapeOverrides } from '../ir/io-spec.js';
 import type { WorkflowEvents } from './events.js';
 import { checkOutputPath } from './output-path.js';
@@ -72,6 +73,11 @@ export interface OptimizeOptions {
   minSpeedup?: number;
   shapes?: ShapeOverrides;
   inputValues?: InputValues;
+  /**
+   * `--feedback OUTPUT=INPUT` (streaming models): the quantize candidates calibrate and are guarded
+   * on states made by the FP32 model's recurrence; the measurement scores each candidate on its own.
+   */
+  feedback?: readonly FeedbackPair[];
   /** Write `<out>.recipe.json` beside the model (default true). */
   writeRecipe?: boolean;
   /** Recipe file the run came from (an input: never written over). */
@@ -217,7 +223,10 @@ export async function optimizeWorkflow(options: OptimizeOptions, events: Workflo
         import('./load-data.js'),
         import('./data-shapes.js'),
       ]);
-      shapes = checkShapes(undefined, await loadModelData(await loadModel(options.model), measureData, { inputValues: options.inputValues, maxSamples: 1 }));
+      shapes = checkShapes(
+        undefined,
+        await loadModelData(await loadModel(options.model), measureData, { inputValues: options.inputValues, feedback: options.feedback, maxSamples: 1 }),
+      );
     }
     const settings = { ...options, shapes };
 
@@ -286,6 +295,7 @@ export async function optimizeWorkflow(options: OptimizeOptions, events: Workflo
       batchSizes,
       shapes,
       constants: options.inputValues,
+      feedback: options.feedback,
       measureMemory: false,
     };
     const measured = new Map<string, { speedup: Speedup; p50Ms: number; fidelity: CandidateFidelity; seconds: number }>();
@@ -669,6 +679,7 @@ async function quantizeCandidate(
       threads,
       shapes: options.shapes,
       inputValues: options.inputValues,
+      feedback: options.feedback,
       minSqnrDb: options.minSqnrDb,
       minTop1Agreement: options.minTop1Agreement,
       guard: true,
@@ -702,9 +713,12 @@ async function prunedCandidates(
   const { loadModel } = await import('../onnx/index.js');
   const { loadModelData } = await import('./load-data.js');
   const model = await loadModel(options.model);
-  const data = await loadModelData(model, dataPath, { inputValues: options.inputValues, onProgress: events.onProgress });
+  const data = await loadModelData(model, dataPath, { inputValues: options.inputValues, feedback: options.feedback, onProgress: events.onProgress });
   const evalData = options.evalData
-    ? { ...(await loadModelData(model, options.evalData, { inputValues: options.inputValues, maxSamples: 256 })), labels: undefined }
+    ? {
+        ...(await loadModelData(model, options.evalData, { inputValues: options.inputValues, feedback: options.feedback, maxSamples: 256 })),
+        labels: undefined,
+      }
     : undefined;
   let candidates: PruneDistillCandidate[];
   try {

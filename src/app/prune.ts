@@ -4,11 +4,16 @@
  * the model atomically (never over an input) and optionally time it against the input. With data
  * and no `--shape`, the checks and timings that need concrete input shapes (the onnxruntime check,
  * FLOPs, the speed check) take them from the data's first sample (./data-shapes.ts).
- * May import: app/*, types from below; onnx, data, ir, passes/prune (lazily).
+ * `--metric` / `--output-name` score the eval data with a task metric (ctc, cer, f1, miou, top-k, a
+ * module; ./metric-module.ts) on a chosen output, before and after: `score` in the result; plain
+ * top-1 on an output stays `accuracy` (the library's own measurement).
+ * May import: app/*, types from below; onnx, data, ir, evaluate, passes/prune (lazily).
  */
 import type { Accuracy, ModelSize, PruneOptions, PruneResult, RunCheck } from '../passes/prune/index.js';
-import type { InputValues } from '../data/index.js';
+import type { Dataset, InputValues } from '../data/index.js';
+import type { Model } from '../ir/index.js';
 import type { FeedbackPair } from '../calibration/index.js';
+import type { TaskMetricFactory } from '../evaluate/index.js';
 import type { WorkflowEvents } from './events.js';
 import { checkOutputPath } from './output-path.js';
 import { speedCheck, type SpeedCheck } from './speed-check.js';
@@ -28,6 +33,24 @@ export interface PruneWorkflowOptions extends Omit<PruneOptions, 'calibrationDat
   inputValues?: InputValues;
   /** `--feedback OUTPUT=INPUT`: states made by running the FP32 model over the data in order. */
   feedback?: readonly FeedbackPair[];
+  /** `--metric`: the task metric scored on evalData before and after (default top1). */
+  metric?: string;
+  /** `--output-name`: the output the metric scores (default the first). */
+  outputName?: string;
+}
+
+/** A task metric on the eval data before and after pruning (`--metric`, other than plain top-1). */
+export interface PruneScore {
+  metric: string;
+  higherIsBetter: boolean;
+  /** The output scored ('' when a module reads several). */
+  output: string;
+  samples: number;
+  /** null when the metric compares with the unpruned model (agreement): that model is its reference. */
+  before: number | null;
+  after: number;
+  /** Secondary numbers (CER beside CTC exact match, precision and recall beside F1, ...). */
+  details: { before: Record<string, number>; after: Record<string, number> };
 }
 
 /** What `model-opt prune --json` prints (less its schema version and command name). */
@@ -37,6 +60,8 @@ export interface PruneWorkflowResult {
   report: PruneResult['report'];
   size: { before: ModelSize; after: ModelSize };
   accuracy: { before: Accuracy; after: Accuracy } | null;
+  /** With `--metric` other than top1: that metric before and after (accuracy is then null). */
+  score?: PruneScore;
   check: RunCheck;
   speed?: SpeedCheck;
   notes: string[];
@@ -53,6 +78,8 @@ export async function pruneWorkflow(options: PruneWorkflowOptions, events: Workf
     measureSpeedRuns,
     inputValues,
     feedback,
+    metric,
+    outputName,
     ...pruneOptions
   } = options;
   const output = checkOutputPath(requested, [input, ...(evalPath ? [evalPath] : []), ...(calibrationPath ? [calibrationPath] : [])]);
@@ -65,7 +92,30 @@ export async function pruneWorkflow(options: PruneWorkflowOptions, events: Workf
   const evalData = evalPath ? await loadModelData(model, evalPath, { inputValues, feedback, onProgress: progress }) : undefined;
   const { checkShapes } = await import('./data-shapes.js');
   const shapes = checkShapes(pruneOptions.shapes, calibrationData, evalData);
-  const result = await prune(model, { ...pruneOptions, shapes, calibrationData, evalData, inputValues }, { onProgress: progress });
+  // A metric or output of the user's is scored here; the library measures top-1 of the first output.
+  const ownScoring = evalData !== undefined && (outputName !== undefined || (metric !== undefined && !isTop1(metric)));
+  const factory = ownScoring && metric !== undefined && !isTop1(metric) ? await metricFactory(metric, outputName, evalData, evalPath!) : undefined;
+  const result = await prune(
+    model,
+    { ...pruneOptions, shapes, calibrationData, evalData: ownScoring ? undefined : evalData, inputValues },
+    { onProgress: progress },
+  ).catch(async (error: unknown) => {
+    // Top-1 of the first output is the default: say how to score another output or task.
+    const { UsageError } = await import('../errors.js');
+    if (!(error instanceof UsageError) || !/cannot compute top-1/.test(error.message)) throw error;
+    throw new UsageError(`${error.message}; pick the scores with --output-name, or a task metric with --metric (ctc, cer, f1, miou)`, { cause: error });
+  });
+  let accuracy = result.accuracy ?? null;
+  let score: PruneScore | undefined;
+  if (ownScoring) {
+    progress(`measuring ${factory?.name ?? 'top-1 accuracy'} before and after`);
+    const data = pruneOptions.maxSamples !== undefined ? (await import('../data/index.js')).take(evalData, pruneOptions.maxSamples) : evalData;
+    if (factory) score = await scoreBeforeAfter(factory, model, result.model, data);
+    else {
+      const { measureAccuracy } = await import('../passes/prune/index.js');
+      accuracy = { before: await measureAccuracy(model, data, { outputName }), after: await measureAccuracy(result.model, data, { outputName }) };
+    }
+  }
   for (const warning of result.warnings) events.onWarning?.(warning);
   progress(`writing ${output}`);
   await saveModel(result.model, output);
@@ -77,10 +127,48 @@ export async function pruneWorkflow(options: PruneWorkflowOptions, events: Workf
     output,
     report: result.report,
     size: { before: result.sizeBefore, after: result.sizeAfter },
-    accuracy: result.accuracy ?? null,
+    accuracy,
+    ...(score ? { score } : {}),
     check: result.check,
     speed,
     notes: result.notes,
     warnings: result.warnings,
+  };
+}
+
+function isTop1(metric: string): boolean {
+  return /^\s*top-?1\s*$/i.test(metric);
+}
+
+/** The `--metric` factory, checked against the eval data before any pruning runs. */
+async function metricFactory(spec: string, output: string | undefined, data: Dataset, path: string): Promise<TaskMetricFactory> {
+  const [{ resolveMetric }, { UsageError }] = await Promise.all([import('./metric-module.js'), import('../errors.js')]);
+  const factory = await resolveMetric(spec, { output, hint: ' (pick another with --output-name)' });
+  if (factory.needsLabels && !data.labels) throw new UsageError(`--metric ${factory.name} needs labels; ${path} has none (use --metric agreement)`);
+  return factory;
+}
+
+/** `factory`'s value for the unpruned and the pruned model on the same batches (the pruned one against the unpruned for a metric with a reference). */
+async function scoreBeforeAfter(factory: TaskMetricFactory, model: Model, pruned: Model, data: Dataset): Promise<PruneScore> {
+  const { evaluateMany } = await import('../evaluate/index.js');
+  const first = factory.create();
+  const reference = first.needsReference === true;
+  const [before, after] = await evaluateMany(
+    [
+      { model, label: 'unpruned model', metrics: { task: reference ? undefined : first } },
+      { model: pruned, label: 'pruned model', metrics: { task: factory.create() } },
+    ],
+    data,
+  );
+  const b = before!.task;
+  const a = after!.task!;
+  return {
+    metric: a.metric,
+    higherIsBetter: a.higherIsBetter,
+    output: a.output,
+    samples: a.total,
+    before: b ? b.value : null,
+    after: a.value,
+    details: { before: { ...(b?.details ?? {}) }, after: { ...a.details } },
   };
 }

@@ -9,9 +9,12 @@
  * Accuracy and agreement come from src/evaluate (one run of each model per batch); the statistics
  * from src/metrics. A candidate may take or give another float type than the baseline (float16
  * inputs and outputs): its feeds are converted to its types (timed feeds once per model, before
- * timing) and outputs compared in float32 (./float-io.ts).
- * Imports: runtime, data, evaluate, metrics, bench/*, errors; onnx lazily (integer inputs with
- * random data).
+ * timing) and outputs compared in float32 (./float-io.ts). With --feedback (streaming models) the
+ * fed-back inputs are made, not read: each model is scored on its own recurrence over the samples
+ * (calibration's runWithFeedback), the timed runs take the baseline's states; with data, symbolic
+ * non-batch dims take the data's sizes (no --shape).
+ * Imports: runtime, data, calibration (feedback), evaluate, metrics, bench/*, errors; onnx lazily
+ * (integer inputs with random data).
  */
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -19,7 +22,8 @@ import { InputError, ModelOptError, UsageError } from '../errors.js';
 import { dtypeName, isIntegerDtype } from '../ir/dtype.js';
 import { createRunner, describeSpec, formatShape, loadOrt, type IoSpec, type Runner, type RunnerOptions } from '../runtime/index.js';
 import { batchAxes, checkShapeOverrides } from '../ir/io-spec.js';
-import { fixedBatchSize, loadDataset, randomDataset, take, type Dataset } from '../data/index.js';
+import { feedsOf, fixedBatchSize, loadDataset, randomDataset, take, type Dataset } from '../data/index.js';
+import { runWithFeedback, withFeedbackHint, type FeedbackPair } from '../calibration/index.js';
 import {
   agreementWithReference,
   builtinMetric,
@@ -144,12 +148,19 @@ function runnerOptions(options: BenchmarkOptions, providers: string[]): RunnerOp
   return { intraOpThreads: options.threads, graphOptimizationLevel: 'all', executionProviders: providers };
 }
 
-async function loadModel(file: string, role: LoadedModel['role'], label: string, options: BenchmarkOptions, providers: string[]): Promise<LoadedModel> {
+async function loadModel(
+  file: string,
+  role: LoadedModel['role'],
+  label: string,
+  options: BenchmarkOptions,
+  providers: string[],
+  onWarning?: (message: string) => void,
+): Promise<LoadedModel> {
   const info = await modelFileInfo(file);
   const start = performance.now();
   let runner: Runner;
   try {
-    runner = await createRunner(file, runnerOptions(options, providers));
+    runner = await createRunner(file, { ...runnerOptions(options, providers), onWarning });
   } catch (error) {
     if (error instanceof ModelOptError) throw error;
     const message = error instanceof Error ? error.message.split('\n')[0] : String(error);
@@ -205,7 +216,7 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
   try {
     for (let i = 0; i < allPaths.length; i++) {
       progress({ phase: 'load', message: `loading ${labels[i]}`, fraction: i / allPaths.length });
-      models.push(await loadModel(allPaths[i]!, i === 0 ? 'baseline' : 'candidate', labels[i]!, options, providers));
+      models.push(await loadModel(allPaths[i]!, i === 0 ? 'baseline' : 'candidate', labels[i]!, options, providers, warn));
     }
     return await measureAll(models);
   } finally {
@@ -227,19 +238,28 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
 
     // ---- data ----
     const fixedBatch = fixedBatchSize(inputs) ?? null;
+    // --feedback: fed-back inputs (recurrent states) are not in the data; each model's recurrence makes them.
+    const feedback = options.feedback ?? [];
+    const fedBack = new Set(feedback.map((p) => p.input));
+    const dataInputs = inputs.filter((s) => !fedBack.has(s.name));
     let dataset: Dataset;
     let source: 'file' | 'random';
     if (options.data) {
-      dataset = await loadDataset(options.data, inputs, { maxSamples: options.maxSamples, constants: options.constants });
+      try {
+        dataset = await loadDataset(options.data, dataInputs, { maxSamples: options.maxSamples, constants: options.constants });
+      } catch (error) {
+        throw withFeedbackHint(error, inputs, outputs);
+      }
       source = 'file';
     } else {
       const count = fixedBatch ?? options.maxSamples ?? DEFAULTS.randomSamples;
       // Integer inputs may be indices (token ids, token type ids): keep them inside their tables.
       const integerBounds = inputs.some((s) => isIntegerDtype(s.dtype)) ? await tableRowsOfIntegerInputs(baseline.file.path) : undefined;
-      dataset = randomDataset(inputs, count, seed, { shapeOverrides: overrides, integerBounds, constants: options.constants });
+      dataset = randomDataset(dataInputs, count, seed, { shapeOverrides: overrides, integerBounds, constants: options.constants });
       source = 'random';
     }
     if (options.maxSamples !== undefined && dataset.count > options.maxSamples) dataset = take(dataset, options.maxSamples);
+    const plainData = dataset;
     if (dataset.count === 0) throw new InputError(`${options.data ?? 'random inputs'}: no samples to run`);
     if (!dataset.labels && metric.factory?.needsLabels) {
       if (metricRequested) {
@@ -266,7 +286,25 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
           dataset.notes.push(conversionNote(model.label, conversions[m]!, hasHalfOutputs(model.runner)));
       });
     }
-    const evaluationRunners = models.map((model) => (mixedFloat ? convertingRunner(model.runner) : model.runner));
+    let evaluationRunners = models.map((model) => (mixedFloat ? convertingRunner(model.runner) : model.runner));
+    if (feedback.length > 0) {
+      // The baseline's recurrence makes the states of the evaluation data and of every timed feed;
+      // each candidate is evaluated on its own recurrence (its own state fed back, as in production).
+      const recur = (m: number): Promise<Dataset> =>
+        runWithFeedback(evaluationRunners[m]!, plainData, feedback, {
+          inputs,
+          whose: m === 0 ? "the baseline's" : `${models[m]!.label}'s`,
+          onProgress: (done, total) =>
+            progress({ phase: 'accuracy', message: `running ${models[m]!.label} over the data in order for --feedback: ${done}/${total} samples` }),
+        });
+      dataset = await recur(0);
+      const own: Runner[] = [evaluationRunners[0]!];
+      for (let m = 1; m < models.length; m++) own.push(ownStateRunner(evaluationRunners[m]!, await recur(m), feedback));
+      evaluationRunners = own;
+      dataset.notes.push(
+        `--feedback: each candidate evaluated on its own recurrence (its own ${feedback.map((p) => p.output).join(', ')} fed back); timed runs take the baseline's states`,
+      );
+    }
 
     // ---- accuracy and agreement (untimed): every model once per batch, candidates against the baseline ----
     const evaluated = await evaluateMany(
@@ -302,7 +340,8 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
     let largestFeeds: Feeds[] | null = null;
     let largestBatch = 0;
     for (const [index, batchSize] of batchSizes.entries()) {
-      const shapes = shapesForBatch(inputs, batchSize, overrides);
+      // Data (and states made by --feedback) fix every non-batch dim: no --shape needed for them.
+      const shapes = shapesForBatch(inputs, batchSize, source === 'file' || feedback.length > 0 ? { ...dataShapes(dataset, inputs), ...overrides } : overrides);
       const common = feedsForLatency(dataset, shapes, batchSize, source);
       // Each model's own feeds, converted here, outside the timed region.
       const feeds = models.map((model, m) => (conversions[m]!.length > 0 ? convertFeeds(common, model.runner.inputs) : common));
@@ -455,6 +494,51 @@ function accuracyResults(results: readonly (TaskMetricResult | undefined)[]): (A
     }
     return result;
   });
+}
+
+/**
+ * The shapes the data fixes: each input's dims in a timed feed of one sample, where the model
+ * leaves them symbolic (its fixed dims, a fixed batch among them, stay its own).
+ */
+function dataShapes(dataset: Dataset, inputs: readonly IoSpec[]): Record<string, number[]> {
+  const specs = new Map(inputs.map((s) => [s.name, s]));
+  const out: Record<string, number[]> = Object.create(null) as Record<string, number[]>;
+  for (const [name, t] of Object.entries(latencyFeeds(dataset, 1))) {
+    const spec = specs.get(name);
+    if (!spec || spec.unknownRank || spec.shape.length !== t.dims.length) continue;
+    out[name] = spec.shape.map((d, k) => (typeof d === 'number' ? d : t.dims[k]!));
+  }
+  return out;
+}
+
+/**
+ * `runner` fed its own recurrent states: each run's fed-back inputs are replaced by those of the
+ * same samples in `own` (runWithFeedback's data set for this model), in order. evaluateMany runs
+ * every candidate once per batch, in order, so a running sample offset finds them.
+ */
+function ownStateRunner(runner: Runner, own: Dataset, feedback: readonly FeedbackPair[]): Runner {
+  let offset = 0;
+  return {
+    inputs: runner.inputs,
+    outputs: runner.outputs,
+    ...(runner.executionProviders ? { executionProviders: runner.executionProviders } : {}),
+    run: (feeds, fetch) => {
+      const first = feedback[0]!.input;
+      const axis = own.batchAxes && Object.hasOwn(own.batchAxes, first) ? (own.batchAxes[first] ?? null) : 0;
+      const count = axis === null ? 1 : feeds[first]!.dims[axis]!;
+      const states = feedsOf(own, offset, offset + count);
+      const replaced = { ...feeds };
+      for (const { input } of feedback) {
+        if (states[input]!.dims.join('x') !== feeds[input]!.dims.join('x')) {
+          throw new Error(`internal: own state '${input}' ${states[input]!.dims.join('x')} for a feed of ${feeds[input]!.dims.join('x')}`);
+        }
+        replaced[input] = states[input]!;
+      }
+      offset += count;
+      return runner.run(replaced, fetch);
+    },
+    release: () => runner.release(),
+  };
 }
 
 function defaultBatchSize(inputs: readonly IoSpec[], overrides: Record<string, number[]>): number {

@@ -3,6 +3,7 @@
  * which reporters print as null), shared by the library, the gates and every reporter.
  * Imports only types.
  */
+import type { FeedbackPair } from '../calibration/index.js';
 import type { TaskMetricFactory } from '../evaluate/index.js';
 import type { AgreementMetrics, Interval, McNemarResult, SpeedupVerdict, SummaryStats } from '../metrics/index.js';
 
@@ -62,6 +63,13 @@ export interface BenchmarkOptions {
   constants?: Readonly<Record<string, number | readonly number[]>>;
   /** Use at most this many evaluation samples. */
   maxSamples?: number;
+  /**
+   * `--feedback OUTPUT=INPUT` (streaming models): the input is not read from the data; each model
+   * is evaluated on its own recurrence over the samples in order (a candidate feeds back its own
+   * state), and the timed runs take the states of the baseline's. Each sequence (the data's
+   * `sequence` key, else all samples) starts from zeros.
+   */
+  feedback?: readonly FeedbackPair[];
   /** Batch size for the accuracy pass; default 32 (or the fixed batch dim). */
   evalBatchSize?: number;
   /** Seed for random inputs and the bootstrap; default 0. */

@@ -9,14 +9,17 @@
  * quantizing, the guard and the benchmark then batch it like any other input (teacher forcing: a
  * quantized model is compared on the FP32 model's states, not on its own).
  * At the start of a sequence the input takes the data set's own value when it has one, else zeros.
+ * The benchmark evaluates each model on its own recurrence instead (runWithFeedback: a candidate
+ * feeds back its own state, as it will run in production). feedbackHint/withFeedbackHint point a
+ * data file that lacks a state input at --feedback.
  * Imports: runtime (Runner), data (Dataset, feeds), ir, errors.
  */
-import { UsageError } from '../errors.js';
+import { InputError, UsageError } from '../errors.js';
 import { DataType, dtypeInfo, dtypeName, elementCount, type TensorData } from '../ir/dtype.js';
 import type { Model } from '../ir/index.js';
 import { batchAxes, formatShape, modelInputSpecs, modelOutputSpecs, resolveShape, type IoSpec } from '../ir/io-spec.js';
 import { feedsOf, type Dataset } from '../data/index.js';
-import { createRunner, type RunnerOptions } from '../runtime/index.js';
+import { createRunner, type Runner, type RunnerOptions } from '../runtime/index.js';
 
 /** One output fed back into one input. */
 export interface FeedbackPair {
@@ -38,9 +41,13 @@ export function fedBackInputs(pairs: readonly FeedbackPair[]): Set<string> {
   return new Set(pairs.map((p) => p.input));
 }
 
-function checkPairs(model: Model, pairs: readonly FeedbackPair[]): Map<string, { pair: FeedbackPair; input: IoSpec }> {
-  const inputs = new Map(modelInputSpecs(model).map((s) => [s.name, s]));
-  const outputs = new Map(modelOutputSpecs(model).map((s) => [s.name, s]));
+function checkPairs(
+  inputSpecs: readonly IoSpec[],
+  outputSpecs: readonly IoSpec[],
+  pairs: readonly FeedbackPair[],
+): Map<string, { pair: FeedbackPair; input: IoSpec }> {
+  const inputs = new Map(inputSpecs.map((s) => [s.name, s]));
+  const outputs = new Map(outputSpecs.map((s) => [s.name, s]));
   const checked = new Map<string, { pair: FeedbackPair; input: IoSpec }>();
   for (const pair of pairs) {
     const input = inputs.get(pair.input);
@@ -54,8 +61,7 @@ function checkPairs(model: Model, pairs: readonly FeedbackPair[]): Map<string, {
         `--feedback ${pair.output}=${pair.input}: output '${pair.output}' is ${dtypeName(output.dtype)} but input '${pair.input}' is ${dtypeName(input.dtype)}`,
       );
     }
-    const fixedDiffer = output.shape.some((d, k) => typeof d === 'number' && typeof input.shape[k] === 'number' && d !== input.shape[k]);
-    if (!output.unknownRank && !input.unknownRank && (output.shape.length !== input.shape.length || fixedDiffer)) {
+    if (!canFeed(output, input)) {
       throw new UsageError(
         `--feedback ${pair.output}=${pair.input}: output '${pair.output}' ${formatShape(output.shape)} cannot feed input '${pair.input}' ${formatShape(input.shape)}`,
       );
@@ -64,6 +70,39 @@ function checkPairs(model: Model, pairs: readonly FeedbackPair[]): Map<string, {
     checked.set(pair.input, { pair, input });
   }
   return checked;
+}
+
+/** Whether an output's declared shape can be an input's (same rank, fixed sizes equal; unknown rank fits anything). */
+function canFeed(output: IoSpec, input: IoSpec): boolean {
+  if (output.unknownRank || input.unknownRank) return true;
+  const fixedDiffer = output.shape.some((d, k) => typeof d === 'number' && typeof input.shape[k] === 'number' && d !== input.shape[k]);
+  return output.shape.length === input.shape.length && !fixedDiffer;
+}
+
+/**
+ * For a data file without an array for model input `inputName`: a hint at --feedback when the
+ * model has an output of that input's type and declared shape (a recurrent state such as
+ * state/stateN), preferring one whose symbolic dims carry the same names; '' when none fits.
+ */
+export function feedbackHint(inputName: string, inputs: readonly IoSpec[], outputs: readonly IoSpec[]): string {
+  const input = inputs.find((s) => s.name === inputName);
+  if (!input || input.unknownRank || input.shape.length === 0) return '';
+  const fitting = outputs.filter((o) => o.dtype === input.dtype && !o.unknownRank && canFeed(o, input));
+  const sameDims = fitting.find((o) => o.shape.every((d, k) => d === input.shape[k]));
+  const output = sameDims ?? fitting[0];
+  if (!output) return '';
+  return `; if '${inputName}' is a recurrent state, pass --feedback ${output.name}=${inputName} (output '${output.name}' ${formatShape(output.shape)} has its shape) to make it by running the model over the samples in order`;
+}
+
+/**
+ * `error` with feedbackHint appended when it is the data layer's "no array for model input 'X'"
+ * InputError and the model has an output that could feed X; any other error as it is.
+ */
+export function withFeedbackHint(error: unknown, inputs: readonly IoSpec[], outputs: readonly IoSpec[]): unknown {
+  if (!(error instanceof InputError)) return error;
+  const missing = /no array for model input '([^']+)'/.exec(error.message);
+  const hint = missing ? feedbackHint(missing[1]!, inputs, outputs) : '';
+  return hint ? new InputError(`${error.message}${hint}`, { cause: error }) : error;
 }
 
 function zeros(dtype: DataType, dims: number[]): TensorData {
@@ -83,43 +122,72 @@ export async function withFeedback(
   options: { runner?: RunnerOptions; onProgress?: (done: number, total: number) => void } = {},
 ): Promise<Dataset> {
   if (pairs.length === 0) return dataset;
-  const checked = checkPairs(model, pairs);
   const specs = modelInputSpecs(model);
-  const axes = batchAxes(specs);
+  const checked = checkPairs(specs, modelOutputSpecs(model), pairs);
   const runner = await createRunner(model, { label: 'FP32 model (feedback)', ...options.runner });
+  try {
+    return await recurrence(runner, specs, dataset, checked, options.onProgress);
+  } finally {
+    await runner.release();
+  }
+}
+
+/**
+ * `dataset` with every fed-back input filled in by `runner`'s own recurrence over it (the same
+ * rule as withFeedback, for a model already loaded: the benchmark runs each candidate's own). The
+ * caller owns (and releases) the runner. `inputs` are the specs the data set was made for (default
+ * the runner's; a runner that converts its feeds takes the baseline's float32 specs), which fix the
+ * fed-back input's type and batch axis.
+ */
+export async function runWithFeedback(
+  runner: Runner,
+  dataset: Dataset,
+  pairs: readonly FeedbackPair[],
+  options: { inputs?: readonly IoSpec[]; whose?: string; onProgress?: (done: number, total: number) => void } = {},
+): Promise<Dataset> {
+  if (pairs.length === 0) return dataset;
+  const specs = options.inputs ?? runner.inputs;
+  return recurrence(runner, specs, dataset, checkPairs(specs, runner.outputs, pairs), options.onProgress, options.whose);
+}
+
+async function recurrence(
+  runner: Runner,
+  specs: readonly IoSpec[],
+  dataset: Dataset,
+  checked: Map<string, { pair: FeedbackPair; input: IoSpec }>,
+  onProgress?: (done: number, total: number) => void,
+  whose = "the FP32 model's",
+): Promise<Dataset> {
+  const axes = batchAxes(specs);
   // Per fed-back input: the value fed to each sample, concatenated in sample order.
   const recorded = new Map<string, { values: TensorData['data'][]; dims?: number[] }>([...checked.keys()].map((k) => [k, { values: [] }]));
   const fetch = [...checked.values()].map((c) => c.pair.output);
   let state = new Map<string, TensorData>();
-  try {
-    for (let i = 0; i < dataset.count; i++) {
-      const startsSequence = i === 0 || (dataset.sequences !== undefined && dataset.sequences[i] !== dataset.sequences[i - 1]);
-      const feeds = feedsOf(dataset, i, i + 1);
-      if (startsSequence) {
-        state = new Map();
-        for (const [name, { input }] of checked) {
-          const own = dataset.inputs[name];
-          state.set(name, own ? feeds[name]! : zeros(input.dtype, resolveShape(input, {}, 1, axes[name] ?? null)));
-        }
+  for (let i = 0; i < dataset.count; i++) {
+    const startsSequence = i === 0 || (dataset.sequences !== undefined && dataset.sequences[i] !== dataset.sequences[i - 1]);
+    const feeds = feedsOf(dataset, i, i + 1);
+    if (startsSequence) {
+      state = new Map();
+      for (const [name, { input }] of checked) {
+        const own = dataset.inputs[name];
+        state.set(name, own ? feeds[name]! : zeros(input.dtype, resolveShape(input, {}, 1, axes[name] ?? null)));
       }
-      for (const [name, value] of state) {
-        feeds[name] = value;
-        const rec = recorded.get(name)!;
-        if (rec.dims && rec.dims.join('x') !== value.dims.join('x')) {
-          throw new UsageError(`--feedback: input '${name}' changed shape from ${formatShape(rec.dims)} to ${formatShape(value.dims)} at sample ${i}`);
-        }
-        rec.dims = [...value.dims];
-        rec.values.push(value.data);
-      }
-      const out = await runner.run(feeds, fetch);
-      for (const [name, { pair }] of checked) {
-        const next = out[pair.output]!;
-        state.set(name, { dtype: next.dtype, dims: [...next.dims], data: next.data.slice() as TensorData['data'] });
-      }
-      options.onProgress?.(i + 1, dataset.count);
     }
-  } finally {
-    await runner.release();
+    for (const [name, value] of state) {
+      feeds[name] = value;
+      const rec = recorded.get(name)!;
+      if (rec.dims && rec.dims.join('x') !== value.dims.join('x')) {
+        throw new UsageError(`--feedback: input '${name}' changed shape from ${formatShape(rec.dims)} to ${formatShape(value.dims)} at sample ${i}`);
+      }
+      rec.dims = [...value.dims];
+      rec.values.push(value.data);
+    }
+    const out = await runner.run(feeds, fetch);
+    for (const [name, { pair }] of checked) {
+      const next = out[pair.output]!;
+      state.set(name, { dtype: next.dtype, dims: [...next.dims], data: next.data.slice() as TensorData['data'] });
+    }
+    onProgress?.(i + 1, dataset.count);
   }
   const inputs = { ...dataset.inputs };
   const batchAxesOut: Record<string, number | null> = Object.assign(Object.create(null) as Record<string, number | null>, dataset.batchAxes ?? {});
@@ -144,7 +212,7 @@ export async function withFeedback(
       ...dataset.notes,
       ...[...checked.values()].map(
         ({ pair }) =>
-          `${pair.input}: the FP32 model's ${pair.output} fed back over ${dataset.sequences ? 'each sequence' : 'one sequence'} of ${dataset.count} samples`,
+          `${pair.input}: ${whose} ${pair.output} fed back over ${dataset.sequences ? 'each sequence' : 'one sequence'} of ${dataset.count} samples`,
       ),
     ],
   };

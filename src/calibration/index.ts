@@ -19,4 +19,4 @@ export {
 } from './statistics.js';
 export { DEFAULT_BINS, StreamingHistogram } from './histogram.js';
 export { CHECK_SAMPLE_COUNT, DEFAULT_CALIBRATION_COUNT } from './defaults.js';
-export { fedBackInputs, parseFeedback, withFeedback, type FeedbackPair } from './feedback.js';
+export { feedbackHint, fedBackInputs, parseFeedback, runWithFeedback, withFeedback, withFeedbackHint, type FeedbackPair } from './feedback.js';

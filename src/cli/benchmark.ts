@@ -37,6 +37,7 @@ interface BenchmarkFlags {
   threads?: number;
   shape?: string[];
   input?: InputValueFlags;
+  feedback?: string[];
   provider?: string[];
   seed?: number;
   memory: boolean;
@@ -107,6 +108,9 @@ export function registerBenchmark(program: Command): void {
     .addOption(sharedOption('threads'))
     .addOption(sharedOption('shape'))
     .addOption(sharedOption('input'))
+    .addOption(
+      sharedOption('feedback', "here each model is scored on its own recurrence (a candidate feeds back its own state), timed on the baseline's states"),
+    )
     .addOption(sharedOption('provider'))
     .option('--seed <n>', 'seed for random inputs and the bootstrap (default 0)', parseNonNegativeInt)
     .option('--no-memory', 'skip measuring peak memory (one child process per model)')
@@ -124,7 +128,7 @@ export function registerBenchmark(program: Command): void {
         return runBatchingBenchmark(baseline, flags);
       }
       if (flags.iterations !== undefined && flags.duration !== undefined) throw new UsageError('give --iterations or --duration, not both');
-      const { parseShapeOverrides } = await import('../ir/io-spec.js');
+      const [{ parseShapeOverrides }, { parseFeedback }] = await Promise.all([import('../ir/io-spec.js'), import('../calibration/feedback.js')]);
       const shapes = flags.shape ? parseShapeOverrides(flags.shape.join(',')) : undefined;
       const markdownPath = flags.markdown
         ? checkOutputPath(flags.markdown, [baseline, ...candidates, ...(flags.data ? [flags.data] : [])], '--markdown')
@@ -153,6 +157,7 @@ export function registerBenchmark(program: Command): void {
             threads: flags.threads,
             shapes,
             constants: flags.input,
+            feedback: flags.feedback?.map(parseFeedback),
             providers: flags.provider,
             metric,
             outputName: flags.outputName,

@@ -40,6 +40,7 @@ interface OptimizeFlags {
   recipe?: string;
   shape?: string[];
   input?: InputValueFlags;
+  feedback?: string[];
   json?: boolean;
   markdown?: string;
   plot?: string;
@@ -76,7 +77,7 @@ export function registerOptimize(program: Command): void {
     .option('--min-sqnr <dB>', 'fidelity budget: least SQNR of every float output vs FP32 (default 20)', (v: string) => parseNumber(v.replace(/\s*dB$/i, '')))
     .option('--min-agreement <fraction>', 'fidelity budget: least top-1 agreement with FP32 (default 0.95)', parseFraction)
     .option('--max-accuracy-drop <budget>', 'accuracy budget instead, e.g. 0.5pt or 1% (needs labelled --eval-data)', parseAccuracyBudget)
-    .option('--metric <spec>', 'task metric for the accuracy with labels: top1 (default), top5, ctc, cer, f1, miou (docs/metrics.md)')
+    .addOption(sharedOption('metric', 'the accuracy with labels'))
     .addOption(sharedOption('outputName'))
     .addOption(
       new Option(
@@ -100,6 +101,7 @@ export function registerOptimize(program: Command): void {
     .option('--recipe <file>', 'candidates, budget and gates from a JSON recipe (schema/recipe.schema.json); flags override it')
     .addOption(sharedOption('shape'))
     .addOption(sharedOption('input'))
+    .addOption(sharedOption('feedback', 'here for the quantize candidates, and the measurement scores each candidate on its own recurrence'))
     .addOption(sharedOption('json'))
     .option('--markdown <file>', 'also write the report as Markdown')
     .option('--plot <file>', 'also write an SVG of speed-up vs fidelity with the Pareto front')
@@ -107,10 +109,11 @@ export function registerOptimize(program: Command): void {
 }
 
 async function optimizeAction(modelPath: string, flags: OptimizeFlags, command: Command): Promise<number> {
-  const [{ checkOutputPath }, { parseShapeOverrides }, { readRecipe }] = await Promise.all([
+  const [{ checkOutputPath }, { parseShapeOverrides }, { readRecipe }, { parseFeedback }] = await Promise.all([
     import('../app/output-path.js'),
     import('../ir/io-spec.js'),
     import('../app/optimize-recipe.js'),
+    import('../calibration/feedback.js'),
   ]);
   const inputs = [modelPath, flags.calibrationData, flags.evalData, flags.trainData, flags.recipe].filter((f): f is string => Boolean(f));
   for (const [file, flag] of [
@@ -152,6 +155,7 @@ async function optimizeAction(modelPath: string, flags: OptimizeFlags, command: 
     select: recipe?.select,
     shapes: flags.shape ? parseShapeOverrides(flags.shape.join(',')) : undefined,
     inputValues: flags.input,
+    feedback: flags.feedback?.map(parseFeedback),
     recipePath: flags.recipe,
   };
   if (options.maxAccuracyDrop && !options.evalData) throw new UsageError('--max-accuracy-drop needs --eval-data <labelled data>');

@@ -21,6 +21,11 @@ const SHARED_OPTIONS = {
   threads: () => new Option('--threads <n>', 'onnxruntime intra-op threads (default: onnxruntime chooses)').argParser(parsePositiveInt),
   provider: () => new Option('--provider <list>', 'onnxruntime execution providers in order of preference (default cpu)').argParser(parseStringList),
   outputName: () => new Option('--output-name <name>', 'model output holding the class scores (default: the first output)'),
+  metric: () =>
+    new Option(
+      '--metric <spec>',
+      'task metric: top1 (default), top5, ctc, cer, f1, miou (options as ctc:blank=0,layout=tnc), or ./metric.mjs (docs/metrics.md); scores --output-name (default the first output)',
+    ),
   calibrationData: () =>
     new Option('--calibration-data <path>', 'representative inputs, no labels needed: .npz/.npy/.jsonl, a test_data_set dir or a folder of PNG/JPEG images'),
   evalData: () => new Option('--eval-data <path>', 'labelled evaluation data (formats as --calibration-data, with labels)'),

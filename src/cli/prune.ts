@@ -27,6 +27,8 @@ interface PruneFlags {
   excludeOpTypes?: string[];
   pruneFirstLast?: boolean;
   evalData?: string;
+  metric?: string;
+  outputName?: string;
   maxSamples?: number;
   shape?: string[];
   input?: InputValueFlags;
@@ -115,6 +117,8 @@ export function registerPrune(program: Command): void {
     .addOption(sharedOption('excludeOpTypes'))
     .option('--prune-first-last', 'also prune the first and last weighted layers (dense by default; unstructured and N:M)')
     .addOption(sharedOption('evalData', 'top-1 accuracy before and after'))
+    .addOption(sharedOption('metric', 'scored on --eval-data before and after'))
+    .addOption(sharedOption('outputName'))
     .option('--max-samples <n>', 'evaluate at most n samples of --eval-data', parsePositiveInt)
     .addOption(sharedOption('shape'))
     .addOption(sharedOption('input'))
@@ -132,6 +136,9 @@ async function pruneAction(input: string, flags: PruneFlags): Promise<number> {
   ]);
   refuseUnknownNames('--exclude-op-types', flags.excludeOpTypes, PRUNED_OP_TYPES, 'prune acts on', 'prunes');
   checkOutputPath(flags.output, [input, ...(flags.evalData ? [flags.evalData] : []), ...(flags.calibrationData ? [flags.calibrationData] : [])]);
+  if ((flags.metric !== undefined || flags.outputName !== undefined) && !flags.evalData) {
+    throw new UsageError(`${flags.metric !== undefined ? '--metric' : '--output-name'} scores --eval-data, which is not given`);
+  }
   const pattern = flags.pattern ?? ({ kind: 'unstructured' } as PrunePattern);
   const sparsity = sparsityOf(pattern, flags.sparsity);
   const [{ pruneWorkflow }, { renderPruneSummary }] = await Promise.all([import('../app/prune.js'), import('../report/prune-summary.js')]);
@@ -157,6 +164,8 @@ async function pruneAction(input: string, flags: PruneFlags): Promise<number> {
         inputValues: flags.input,
         feedback: flags.feedback?.map(parseFeedback),
         evalData: flags.evalData,
+        metric: flags.metric,
+        outputName: flags.outputName,
         maxSamples: flags.maxSamples,
         measureSpeedRuns: measureSpeedRuns(flags.measureSpeed),
       },

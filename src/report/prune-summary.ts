@@ -85,9 +85,18 @@ export function renderPruneSummary(result: PruneWorkflowResult): string {
       lines.push(`labels: ${before.outOfRangeLabels} of ${before.samples} are out of range for the ${before.classes} classes of the output (scored as misses)`);
     }
   }
+  if (result.score) lines.push(scoreLine(result.score));
   lines.push(`checked in onnxruntime (cpu provider): loads and runs, outputs ${result.check.outputs.map((o) => `${o.name} ${o.dims.join('x')}`).join(', ')}`);
   if (result.speed) lines.push(`measured speed-up: ${formatSpeedCheck(result.speed)}`);
   for (const n of result.notes) lines.push(`note: ${n}`);
   lines.push(`wrote ${result.output} (from ${result.input})`);
   return `${lines.join('\n')}\n`;
+}
+
+/** `--metric`: "ctc on 64 samples ('y'): 73.4% -> 56.3% (-17.19 pt, without fine-tuning)". */
+function scoreLine(s: NonNullable<PruneWorkflowResult['score']>): string {
+  const on = `${s.metric} on ${s.samples} samples${s.output ? ` ('${s.output}')` : ''}`;
+  if (s.before === null) return `${on}: ${pct(s.after)} (the pruned model against the unpruned one, without fine-tuning)`;
+  const delta = s.after - s.before;
+  return `${on}: ${pct(s.before)} -> ${pct(s.after)} (${delta >= 0 ? '+' : ''}${(delta * 100).toFixed(2)} pt${s.higherIsBetter ? '' : ', lower is better'}, without fine-tuning)`;
 }
