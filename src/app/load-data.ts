@@ -23,10 +23,18 @@ export interface LoadDataOptions {
 }
 
 export async function loadModelData(model: Model, path: string, options: LoadDataOptions = {}): Promise<Dataset> {
-  const [{ loadDataset, take }, { modelInputSpecs }] = await Promise.all([import('../data/index.js'), import('../ir/io-spec.js')]);
+  const [{ loadDataset, take }, { modelInputSpecs, modelOutputSpecs }] = await Promise.all([import('../data/index.js'), import('../ir/io-spec.js')]);
   const feedback = options.feedback ?? [];
   const specs = modelInputSpecs(model);
-  if (feedback.length === 0) return loadDataset(path, specs, { maxSamples: options.maxSamples, constants: options.inputValues });
+  if (feedback.length === 0) {
+    try {
+      return await loadDataset(path, specs, { maxSamples: options.maxSamples, constants: options.inputValues });
+    } catch (error) {
+      // a missing state input: hint at --feedback when an output has its shape
+      const { withFeedbackHint } = await import('../calibration/index.js');
+      throw withFeedbackHint(error, specs, modelOutputSpecs(model));
+    }
+  }
   const { fedBackInputs, withFeedback } = await import('../calibration/index.js');
   const fedBack = fedBackInputs(feedback);
   let dataset = await loadDataset(

@@ -4,7 +4,7 @@
  * the 95% interval in its message so a reader sees how sure the verdict is.
  * Imports bench types and ../util/format.js (the p-value format the reporters use).
  */
-import { formatP } from '../util/format.js';
+import { formatPClause } from '../util/format.js';
 import type { AccuracyBudget, GateResult, Gates, ModelResult } from './types.js';
 import type { Interval } from '../metrics/index.js';
 
@@ -64,7 +64,7 @@ export function evaluateGates(models: ModelResult[], gates: Gates): GateResult[]
         passed,
         message:
           `max-accuracy-drop: ${model.label} ${unit === 'pt' ? 'dropped' : 'dropped by'} ${interval(measured, 2, unit === 'pt' ? ' pt' : '%')} ` +
-          `on ${comparison.n} samples (McNemar p=${formatP(comparison.pValue)}); limit ${formatBudget(budget)}` +
+          `on ${comparison.n} samples (McNemar ${formatPClause(comparison.pValue)}); limit ${formatBudget(budget)}` +
           (passed ? '' : ' exceeded'),
       });
     }

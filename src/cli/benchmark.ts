@@ -9,7 +9,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { ExitCode, GateError, UsageError } from '../errors.js';
 import { registerBatchingOptions, runBatchingBenchmark, type BatchingFlags } from './dynamic-batching.js';
 import { checkOutputPath } from '../app/output-path.js';
-import { colorEnabled, createProgress, printJson, reportError, runCommand, workflowEvents, writeTextAtomic } from './common.js';
+import { colorEnabled, createProgress, note, printJson, reportError, runCommand, workflowEvents, writeTextAtomic } from './common.js';
 import { sharedOption, type InputValueFlags } from './options.js';
 import {
   parseAccuracyBudget,
@@ -181,6 +181,7 @@ export function registerBenchmark(program: Command): void {
       }
       if (flags.json) printJson(report.benchmarkDocument(result));
       else process.stdout.write(report.renderTable(result, { color: colorEnabled(process.stdout) }));
+      for (const warning of report.labelRangeWarnings(result)) note(`model-opt: warning: ${warning}`, flags);
       if (markdownPath) await writeTextAtomic(markdownPath, report.renderMarkdown(result));
       let code: number = ExitCode.ok;
       for (const gate of result.gates) {

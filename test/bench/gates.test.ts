@@ -28,7 +28,7 @@ describe('gates', () => {
     const message = (pValue: number) => evaluateGates(withP(pValue), { maxAccuracyDrop: { kind: 'points', value: 5 } })[0]!.message;
     expect(message(1)).toContain('(McNemar p=1.00)');
     expect(message(0.0042)).toContain('(McNemar p=0.004)');
-    expect(message(0.0004)).toContain('(McNemar p=<0.001)');
+    expect(message(0.0004)).toContain('(McNemar p<0.001)');
     expect(formatAccuracy(withP(1)[1]!.accuracy)).toContain('p=1.00)');
   });
 
