@@ -6,9 +6,12 @@
 export {
   budgetedBatchSize,
   calibrationBatchSize,
+  capturePath,
   collectStatistics,
   DEFAULT_CALIBRATION_BATCH,
   DEFAULT_CAPTURE_BUDGET,
+  SINGLE_SAMPLE_ALLOWANCE,
+  type CapturePath,
   type CalibrationBatching,
   type CalibrationProgress,
   type ChannelMoments,

@@ -12,7 +12,7 @@
  * captured whole and its finite values scanned here (the semantics stay those of the JS scan).
  * Histograms, when their whole captures at the first pass's batch would not fit the memory budget
  * (and, for a caller that gave no batch, not even at a smaller one down to 1 sample, which is
- * then the batch of a single pass), take two passes over a re-iterable source (a Dataset, an array of feeds): the first
+ * then the batch of a single pass; one sample may take SINGLE_SAMPLE_ALLOWANCE budgets), take two passes over a re-iterable source (a Dataset, an array of feeds): the first
  * (the reductions) replays the grid a StreamingHistogram would grow to batch by batch, the second
  * bins the tensors into that grid inside onnxruntime: uint16 bin indices (2 bytes per element,
  * counted here) for as many tensors as the memory budget takes per run, and, where the opset allows
@@ -21,7 +21,8 @@
  * the budget). Tensors whose values are needed (channel moments, histograms of tensors that showed
  * NaN/Infinity, other dtypes) are captured whole in groups within the budget (their sums do not
  * depend on the batch size). Otherwise (small activations, or a one-shot source such as a generator) one
- * pass: reductions plus whole captures, histograms grown as they stream (exactly as before).
+ * pass: reductions plus whole captures, histograms grown as they stream (exactly as before; a
+ * finite batch's min/max come from onnxruntime's reductions, so only the binning runs here).
  * Nothing per sample is kept: memory depends on the number of tensors, their per-sample sizes, the
  * budget and the batch size, never on the sample count. Quantization (passes/quantize) and pruning
  * (passes/prune) both ask this service; what they compute from the statistics stays with them.
@@ -88,7 +89,7 @@ export interface CalibrationBatching {
   passes: number;
   /** Bytes of whole-captured tensors one run may return (CollectOptions.memoryBudget). */
   memoryBudget: number;
-  /** Largest captured bytes of one whole-capture run, as planned (from the first pass's sizes). */
+  /** Largest captured bytes of one whole-capture run, as planned (two passes: from the first pass's sizes; one pass over a Dataset: from the declared types). */
   capturedBytesPerRun?: number;
   /** Batches run again because a reduction showed NaN or +-Infinity. */
   nonFiniteReruns: number;
@@ -121,7 +122,8 @@ export interface CollectOptions {
    * memory is the model's own activations); default the model's fixed batch dim, else
    * DEFAULT_CALIBRATION_BATCH (at most the sample count), lowered when the model's largest
    * activations at that batch would not fit memoryBudget, and lowered further (down to 1) when
-   * that keeps the whole captures of histograms and moments to one pass within memoryBudget.
+   * that keeps the whole captures of histograms and moments to one pass within memoryBudget (to 1
+   * when one sample's captures exceed memoryBudget but fit SINGLE_SAMPLE_ALLOWANCE of it: capturePath).
    * Histogram grids follow the first pass's batches, so a caller that must reproduce earlier
    * ranges passes the batch size it used.
    */
@@ -143,9 +145,45 @@ export const DEFAULT_CALIBRATION_BATCH = 16;
 /**
  * Default CollectOptions.memoryBudget: 64 MiB of captured tensors per run. Each run's captures
  * exist twice (onnxruntime's output and its JS copy) and two runs are in flight when pipelined, so
- * this adds about 256 MiB at most to the model's own footprint.
+ * this adds about 256 MiB at most to the model's own footprint (4x that, about 1 GiB, for a model
+ * whose single sample's captures take up to SINGLE_SAMPLE_ALLOWANCE budgets: capturePath).
  */
 export const DEFAULT_CAPTURE_BUDGET = 64 * 1024 ** 2;
+
+/**
+ * How many memory budgets one sample's whole captures may take: when they exceed the budget but
+ * fit this many, calibration captures them at batch 1 in one pass (histograms grown as they
+ * stream) instead of two passes (capturePath). A fixed factor of the budget, so the path depends
+ * only on the model's declared sizes, never on the machine.
+ */
+export const SINGLE_SAMPLE_ALLOWANCE = 4;
+
+/** The batch and pass count capturePath chose. */
+export interface CapturePath {
+  /** Samples per run of the first (or only) pass. */
+  batchSize: number;
+  /** True: whole captures in the first pass, histograms grown as they stream; false: ranges first, then bins on the final grids. */
+  onePass: boolean;
+}
+
+/**
+ * Which path the whole captures (histograms, channel moments) of a collection take, from their
+ * bytes per sample (declared types; Infinity when unknown), the first pass's batch and the budget.
+ * One pass when a batch's captures fit `budget`, or when the batch is one sample whose captures fit
+ * SINGLE_SAMPLE_ALLOWANCE x `budget`. `lowerable` (a Dataset, no explicit or fixed batch): the
+ * batch may be lowered to the largest whose captures fit the budget, or to 1 when only one sample
+ * fits the allowance. Otherwise two passes at `batchSize`. Pure and machine-independent.
+ */
+export function capturePath(capturedPerSample: number, batchSize: number, budget: number, lowerable: boolean): CapturePath {
+  const allowance = SINGLE_SAMPLE_ALLOWANCE * budget;
+  let batch = batchSize;
+  if (lowerable && capturedPerSample * batch > budget) {
+    if (capturedPerSample <= budget) batch = Math.max(1, Math.floor(budget / capturedPerSample));
+    else if (capturedPerSample <= allowance) batch = 1;
+  }
+  const bytes = capturedPerSample * batch;
+  return { batchSize: batch, onePass: bytes <= budget || (batch === 1 && bytes <= allowance) };
+}
 
 type Feeds = Record<string, TensorData>;
 
@@ -400,15 +438,17 @@ export async function collectStatistics(
   // explicit batch, a smaller first-pass batch whose captures fit keeps it to one pass: one
   // inference plus the binning cost less than two (the text-recognizer stand-in of
   // bench/calibration-speed.mjs: 2.1x inference at batch 1 against 2.9x for two passes at 8).
+  // One sample whose captures exceed the budget but fit SINGLE_SAMPLE_ALLOWANCE budgets is captured
+  // whole at batch 1 in one pass too (capturePath): two passes cost two inferences.
   const captured = names.filter((n) => !local.has(n) && (moments.has(n) || ranges.get(n)?.kind === 'histogram' || (ranges.has(n) && !canReduce(model, n))));
   const estimates = captured.map((n) => perSampleBytes(model, n));
   const capturedPerSample = estimates.every((b) => b !== undefined) ? estimates.reduce<number>((a, b) => a + b!, 0) : Infinity;
   const lowerable = isDataset(data) && options.batchSize === undefined && fixedBatchSize(modelInputSpecs(model)) === undefined;
-  if (lowerable && capturedPerSample * batching.batchSize > budget && capturedPerSample <= budget) {
-    batching.batchSize = Math.max(1, Math.floor(budget / capturedPerSample));
-  }
-  const onePassBytes = capturedPerSample * (batching.batchSize || options.batchSize || DEFAULT_CALIBRATION_BATCH);
-  const twoPass = source.reiterable && onePassBytes > budget;
+  const path = capturePath(capturedPerSample, batching.batchSize || options.batchSize || DEFAULT_CALIBRATION_BATCH, budget, lowerable);
+  if (lowerable) batching.batchSize = path.batchSize;
+  const twoPass = source.reiterable && !path.onePass;
+  if (!twoPass && isDataset(data) && captured.length > 0 && Number.isFinite(capturedPerSample))
+    batching.capturedBytesPerRun = capturedPerSample * path.batchSize;
   const reduced = [...ranges.keys()].filter((n) => !local.has(n) && canReduce(model, n) && (twoPass || ranges.get(n)!.kind === 'range'));
   const reducedSet = new Set(reduced);
   const whole = names.filter((n) => !local.has(n) && (moments.has(n) || (ranges.has(n) && !reducedSet.has(n))));
@@ -416,9 +456,9 @@ export async function collectStatistics(
   const later = twoPass ? [...binned, ...whole.filter((n) => !binned.includes(n))] : [];
   // Tensors whose reductions showed NaN/Infinity at least once: their second-pass binning checks every value.
   const nonFinite = new Set<string>();
-  const wholeFold = (captured: Record<string, TensorData>, only?: ReadonlySet<string>): void => {
+  const wholeFold = (captured: Record<string, TensorData>, only?: ReadonlySet<string>, skipRanges?: ReadonlySet<string>): void => {
     for (const [name, state] of ranges) {
-      if ((only && !only.has(name)) || !(name in captured)) continue;
+      if ((only && !only.has(name)) || skipRanges?.has(name) || !(name in captured)) continue;
       if (reducedSet.has(name) && state.kind === 'range') continue; // captured whole for its moments only
       if (reducedSet.has(name) && state.kind === 'histogram') state.stats.histogram!.addFixed(numericView(captured[name]!, name), nonFinite.has(name));
       else addRange(state.stats, numericView(captured[name]!, name));
@@ -428,7 +468,10 @@ export async function collectStatistics(
 
   // First pass: reductions, in-memory tensors, and (one-shot sources) everything else.
   const firstWhole = twoPass ? [...local] : [...local, ...whole];
-  const capturePlan: StatisticsCapturePlan = { whole: firstWhole, reduce: reduced, sizes: reduced.length > 0 ? later : [] };
+  // One pass: histograms captured whole are reduced inside onnxruntime too, so a finite batch is
+  // binned without its JS min/max scan (extend + addFixed: the same grid and counts as add()).
+  const oneRunHistograms = new Set(twoPass ? [] : whole.filter((n) => ranges.get(n)?.kind === 'histogram' && canReduce(model, n)));
+  const capturePlan: StatisticsCapturePlan = { whole: firstWhole, reduce: [...reduced, ...oneRunHistograms], sizes: reduced.length > 0 ? later : [] };
   const sizes = new Map<string, number>();
   let rerun: { names: Set<string>; runner: StatisticsCapture } | undefined;
   const fallbackValues = async (feeds: Feeds, wanted: readonly string[]): Promise<Record<string, TensorData>> => {
@@ -452,7 +495,7 @@ export async function collectStatistics(
         if (firstSamples === 0) firstSamples = batch.samples;
         const flagged: string[] = [];
         for (const [name, r] of captured.reductions) {
-          if (r.size === 0) continue;
+          if (r.size === 0 || oneRunHistograms.has(name)) continue;
           if (!r.finite) {
             flagged.push(name);
             continue;
@@ -483,7 +526,22 @@ export async function collectStatistics(
             }
           }
         }
-        wholeFold(captured.tensors);
+        for (const name of oneRunHistograms) {
+          const r = captured.reductions.get(name);
+          const stats = ranges.get(name)!.stats;
+          const values = numericView(captured.tensors[name]!, name);
+          if (!r || r.size === 0 || !r.finite) {
+            addRange(stats, values);
+            continue;
+          }
+          const h = stats.histogram!;
+          h.extend(r.min, r.max);
+          h.addFixed(values, false);
+          stats.min = h.min;
+          stats.max = h.max;
+          stats.count += values.length;
+        }
+        wholeFold(captured.tensors, undefined, oneRunHistograms);
         samples += batch.samples;
         options.onProgress?.({ pass: 1, passes: later.length > 0 ? undefined : 1, stage: 'ranges', batches: batchCount + 1, samples, totalSamples });
         batchCount++;

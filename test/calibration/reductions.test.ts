@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { DataType, GraphBuilder, type Model } from '../../src/ir/index.js';
 import type { Dataset } from '../../src/data/index.js';
 import { sliceSamples } from '../../src/ir/samples.js';
-import { collectStatistics, type StatisticRequest } from '../../src/calibration/index.js';
+import { capturePath, collectStatistics, SINGLE_SAMPLE_ALLOWANCE, type StatisticRequest, StreamingHistogram } from '../../src/calibration/index.js';
 import { createCaptureRunner, inferShapesByRunning } from '../../src/runtime/index.js';
 
 /** A chain of `depth` blocks t_i = tanh(t_{i-1} * w_i + b_i) plus l = log(x) (NaN and -Infinity) and e = exp(x * 100) (+Infinity). */
@@ -237,5 +237,97 @@ describe('two-pass histograms and memory-bounded capture groups', () => {
     const got = await collectStatistics(m, [{ tensor: 't1', kind: 'range' }], data(), { memoryBudget: 4 * 32 * 5 });
     // Largest activation 32 bytes per sample; four of them per sample within 640 bytes: batch 5.
     expect(got.batching).toMatchObject({ batchSize: 5, explicit: false, passes: 1 });
+  });
+});
+
+describe('the single-sample allowance: one pass at batch 1 when one sample exceeds the budget but fits SINGLE_SAMPLE_ALLOWANCE of it', () => {
+  const histogramNames = ['mm0', 'add0', 't0', 'mm1', 't1', 'mm2', 't2', 'l', 'e'];
+
+  it('chooses the path from the per-sample capture bytes, the batch and the budget alone', () => {
+    expect(SINGLE_SAMPLE_ALLOWANCE).toBe(4);
+    const cases: [perSample: number, batch: number, lowerable: boolean, want: { batchSize: number; onePass: boolean }][] = [
+      [0, 16, true, { batchSize: 16, onePass: true }], // nothing captured whole
+      [60, 16, true, { batchSize: 16, onePass: true }], // 960 bytes fit 1000
+      [100, 16, true, { batchSize: 10, onePass: true }], // lowered to the largest batch that fits
+      [1000, 16, true, { batchSize: 1, onePass: true }], // one sample fits the budget exactly
+      [1001, 16, true, { batchSize: 1, onePass: true }], // over the budget, within the allowance
+      [4000, 16, true, { batchSize: 1, onePass: true }], // the allowance exactly (4 x 1000)
+      [4001, 16, true, { batchSize: 16, onePass: false }], // over the allowance: ranges, then bins
+      [Infinity, 16, true, { batchSize: 16, onePass: false }], // a size not declared
+      [3000, 1, false, { batchSize: 1, onePass: true }], // an explicit batch of 1 takes the allowance too
+      [3000, 2, false, { batchSize: 2, onePass: false }], // an explicit batch of 2 does not
+      [400, 2, false, { batchSize: 2, onePass: true }],
+      [100, 16, false, { batchSize: 16, onePass: false }], // not lowerable: the batch stays
+    ];
+    for (const [perSample, batch, lowerable, want] of cases) {
+      expect([perSample, batch, lowerable, capturePath(perSample, batch, 1000, lowerable)]).toEqual([perSample, batch, lowerable, want]);
+    }
+  });
+
+  it('a model whose one sample exceeds the budget but fits the allowance takes one pass at batch 1: histograms exactly those grown sample by sample, within one bin of two passes', async () => {
+    const m = await typed(3);
+    const ds = data();
+    const requests: StatisticRequest[] = histogramNames.map((tensor) => ({ tensor, kind: 'histogram', bins: 256 }));
+    // 9 tensors x 32 bytes = 288 bytes per sample. Budget 260: the budgeted batch is 2 (4 x 32
+    // bytes per sample), one sample's 288 bytes exceed 260 but fit 4 x 260: one pass at 1.
+    const allowed = await collectStatistics(m, requests, ds, { memoryBudget: 260 });
+    expect(allowed.batching).toMatchObject({ batchSize: 1, explicit: false, captureGroups: 0, passes: 1, capturedBytesPerRun: 288 });
+    // An explicit batch of 1 takes the same path; an explicit 2 (576 bytes) takes two passes.
+    const explicitOne = await collectStatistics(m, requests, ds, { batchSize: 1, memoryBudget: 260 });
+    expect(explicitOne.batching).toMatchObject({ batchSize: 1, explicit: true, captureGroups: 0, passes: 1 });
+    const explicitTwo = await collectStatistics(m, requests, ds, { batchSize: 2, memoryBudget: 260 });
+    expect(explicitTwo.batching.passes).toBeGreaterThanOrEqual(2);
+    // Budget 70: 288 bytes exceed 4 x 70, so the current path: ranges at batch 1, then the bins.
+    const twoPass = await collectStatistics(m, requests, ds, { memoryBudget: 70 });
+    expect(twoPass.batching).toMatchObject({ batchSize: 1, explicit: false });
+    expect(twoPass.batching.passes).toBeGreaterThanOrEqual(2);
+    // The reference: a generator of single samples (a one-shot source: one pass, histograms grown as they stream).
+    function* feeds() {
+      for (let i = 0; i < ds.count; i++) yield { x: sliceSamples(ds.inputs.x!, i, i + 1) };
+    }
+    const streamed = await collectStatistics(m, requests, feeds());
+    // And by hand: StreamingHistogram.add() over whole captures of single samples (no reductions).
+    const byHandHistograms = new Map(histogramNames.map((n) => [n, new StreamingHistogram(256)]));
+    const runner = await createCaptureRunner(m, histogramNames);
+    try {
+      for (let i = 0; i < ds.count; i++) {
+        const got = await runner.run({ x: sliceSamples(ds.inputs.x!, i, i + 1) });
+        for (const name of histogramNames) byHandHistograms.get(name)!.add(got[name]!.data as Float32Array);
+      }
+    } finally {
+      await runner.release();
+    }
+    for (const name of histogramNames) {
+      const ref = streamed.ranges.get(name)!;
+      const hr = ref.histogram!;
+      const h = byHandHistograms.get(name)!;
+      expect([name, hr.lo, hr.width, hr.min, hr.max, hr.total, hr.nonFinite]).toEqual([name, h.lo, h.width, h.min, h.max, h.total, h.nonFinite]);
+      expect(Array.from(hr.counts)).toEqual(Array.from(h.counts));
+      for (const got of [allowed, explicitOne]) {
+        const a = got.ranges.get(name)!;
+        expect([name, a.min, a.max, a.count, a.histogram!.lo, a.histogram!.width, a.histogram!.total, a.histogram!.nonFinite]).toEqual([
+          name,
+          ref.min,
+          ref.max,
+          ref.count,
+          hr.lo,
+          hr.width,
+          hr.total,
+          hr.nonFinite,
+        ]);
+        expect(Array.from(a.histogram!.counts)).toEqual(Array.from(hr.counts));
+      }
+      // Two passes bin into the same grid; a value on a bin edge may land one bin over.
+      const b = twoPass.ranges.get(name)!;
+      const hb = b.histogram!;
+      expect([name, b.min, b.max, b.count, hb.lo, hb.width, hb.total]).toEqual([name, ref.min, ref.max, ref.count, hr.lo, hr.width, hr.total]);
+      let ca = 0;
+      let cb = 0;
+      for (let i = 0; i < hb.bins; i++) {
+        ca += hr.counts[i]!;
+        cb += hb.counts[i]!;
+        expect(Math.abs(ca - cb)).toBeLessThanOrEqual(i + 1 < hb.bins ? hr.counts[i + 1]! + hb.counts[i]! : 0);
+      }
+    }
   });
 });
