@@ -518,10 +518,9 @@ function dataShapes(dataset: Dataset, inputs: readonly IoSpec[]): Record<string,
  */
 function ownStateRunner(runner: Runner, own: Dataset, feedback: readonly FeedbackPair[]): Runner {
   let offset = 0;
+  // A view: everything but run is `runner`'s own (release included; benchmark releases the models it loaded).
   return {
-    inputs: runner.inputs,
-    outputs: runner.outputs,
-    ...(runner.executionProviders ? { executionProviders: runner.executionProviders } : {}),
+    ...runner,
     run: (feeds, fetch) => {
       const first = feedback[0]!.input;
       const axis = own.batchAxes && Object.hasOwn(own.batchAxes, first) ? (own.batchAxes[first] ?? null) : 0;
@@ -537,7 +536,6 @@ function ownStateRunner(runner: Runner, own: Dataset, feedback: readonly Feedbac
       offset += count;
       return runner.run(replaced, fetch);
     },
-    release: () => runner.release(),
   };
 }
 

@@ -297,8 +297,9 @@ const MAX_FILE_SCANS = 64;
  * Optimizers to disable for this model, and the warning to give (once per file): CRASHING_OPTIMIZER
  * when the model holds the float16 pattern and the session optimizes at level 'all'. A model given
  * as a path is read and decoded here only when its bytes name both Transpose and MatMul nodes.
+ * Exported for tests: it decides without making a session (one made wrongly would crash the process).
  */
-async function crashGuard(
+export async function crashGuard(
   model: Model | Uint8Array | string,
   level: GraphOptimizationLevel,
   label: string,
