@@ -155,7 +155,12 @@ export function openNpz(path: string, options: NpzReadOptions = {}): NpzArchive 
 
 /** Decodes .npz bytes into arrays keyed as np.load keys them (member name without '.npy'). */
 export function decodeNpz(bytes: Uint8Array, source = '<npz>', options: NpzReadOptions = {}): Record<string, TensorData> {
-  return new NpzArchive(bytesSource(bytes), source, options).readAll();
+  const archive = new NpzArchive(bytesSource(bytes), source, options);
+  try {
+    return archive.readAll();
+  } finally {
+    archive.close();
+  }
 }
 
 export interface NpzWriteOptions {
