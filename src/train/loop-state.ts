@@ -2,10 +2,12 @@
  * What the tfjs loop (./loop.ts) and the onnxruntime loop (./onnx-training/loop.ts) write into a
  * checkpoint besides the arrays (./checkpoint.ts): loop counters, best score, history, and the
  * fingerprint of the settings a resumed run must share. One definition, so a checkpoint has one
- * format whichever backend wrote it. Plain data, no tfjs.
- * Imports: types of ./loop only.
+ * format whichever backend wrote it. Also the bookkeeping both loops do at the end of an epoch
+ * (EpochBook: history, best snapshot, early stopping, the checkpoint, the result). No tfjs.
+ * Imports: ./checkpoint, types of ./loop.
  */
-import type { EpochRecord, LoopOptions } from './loop.js';
+import { writeCheckpoint } from './checkpoint.js';
+import type { EpochRecord, LoopOptions, LoopResult } from './loop.js';
 
 export interface CheckpointMeta {
   epoch: number;
@@ -47,4 +49,107 @@ export function loopFingerprint(
 export function fingerprintDiff(a: Record<string, unknown>, b: Record<string, unknown>): string[] {
   const keys = new Set([...Object.keys(a), ...Object.keys(b)]);
   return [...keys].filter((k) => JSON.stringify(a[k]) !== JSON.stringify(b[k]));
+}
+
+/** What a loop hands EpochBook.endEpoch to write a checkpoint: its counters and arrays now. */
+export interface LoopSnapshot {
+  globalStep: number;
+  optimizerStep: number;
+  pruneCurrent: number;
+  fingerprint: Record<string, unknown>;
+  /** The current weights (and running statistics, adapters), by name. */
+  values(): Map<string, Float32Array>;
+  optimizer(): Map<string, Float32Array>;
+  masks(): Map<string, Float32Array>;
+}
+
+/**
+ * Epoch-to-epoch bookkeeping shared by the tfjs and the onnxruntime loop: the history, the best
+ * snapshot (by eval score), early stopping, checkpoints and resume, and the LoopResult.
+ */
+export class EpochBook {
+  history: EpochRecord[] = [];
+  best?: Map<string, Float32Array>;
+  bestScore?: number;
+  bestEpoch?: number;
+  badEpochs = 0;
+  stoppedEarly = false;
+  interrupted = false;
+  resumedAfterEpoch?: number;
+
+  /** Continues from a checkpoint's metadata and best snapshot. */
+  resume(meta: CheckpointMeta, best: Map<string, Float32Array> | undefined): void {
+    this.history = meta.history;
+    this.best = best;
+    this.bestScore = meta.bestScore;
+    this.bestEpoch = meta.bestEpoch;
+    this.badEpochs = meta.badEpochs;
+    this.resumedAfterEpoch = meta.epoch;
+  }
+
+  /**
+   * Ends epoch `epoch` (0-based): records it, keeps a snapshot when its score is the best so far
+   * (`eligible`: pruning has reached its target), decides early stopping, writes the checkpoint,
+   * and returns true when the loop stops here (early stop or options.stopAfterEpoch).
+   */
+  async endEpoch(
+    epoch: number,
+    record: EpochRecord,
+    score: number | undefined,
+    eligible: boolean,
+    options: Pick<LoopOptions, 'epochs' | 'patience' | 'checkpointPath' | 'stopAfterEpoch'>,
+    now: LoopSnapshot,
+  ): Promise<boolean> {
+    this.history.push(record);
+    if (score !== undefined && eligible) {
+      if (this.bestScore === undefined || score > this.bestScore) {
+        this.bestScore = score;
+        this.bestEpoch = epoch + 1;
+        this.best = now.values();
+        this.badEpochs = 0;
+      } else this.badEpochs++;
+    }
+    const last = epoch + 1 === options.epochs;
+    if (options.patience !== undefined && this.badEpochs >= options.patience && !last) this.stoppedEarly = true;
+    if (options.checkpointPath) {
+      await writeCheckpoint<CheckpointMeta>(options.checkpointPath, {
+        meta: {
+          epoch: epoch + 1,
+          globalStep: now.globalStep,
+          optimizerStep: now.optimizerStep,
+          pruneCurrent: now.pruneCurrent,
+          bestScore: this.bestScore,
+          bestEpoch: this.bestEpoch,
+          badEpochs: this.badEpochs,
+          history: this.history,
+          fingerprint: now.fingerprint,
+        },
+        variables: now.values(),
+        optimizer: now.optimizer(),
+        masks: now.masks(),
+        best: this.best,
+      });
+    }
+    if (this.stoppedEarly) return true;
+    if (options.stopAfterEpoch !== undefined && epoch + 1 >= options.stopAfterEpoch && !last) {
+      this.interrupted = true;
+      return true;
+    }
+    return false;
+  }
+
+  /** The loop's result with `values` (the best snapshot, else the caller's current weights). */
+  result(values: Map<string, Float32Array>, steps: number, samplesPerSecond: number): LoopResult {
+    return {
+      history: this.history,
+      bestEpoch: this.bestEpoch,
+      bestScore: this.bestScore,
+      stoppedEarly: this.stoppedEarly,
+      interrupted: this.interrupted,
+      resumedAfterEpoch: this.resumedAfterEpoch,
+      steps,
+      samplesPerSecond,
+      values,
+    };
+  }
 }

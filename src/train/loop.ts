@@ -11,14 +11,14 @@
 import * as tf from '@tensorflow/tfjs-core';
 import { UsageError } from '../errors.js';
 import type { TensorData } from '../ir/dtype.js';
-import { readCheckpoint, writeCheckpoint } from './checkpoint.js';
+import { readCheckpoint } from './checkpoint.js';
 import { GradualPruner, type LayerSparsity } from './gradual-pruning.js';
 import { distillationLoss, meanSquaredError } from './losses.js';
 import { tensorDataToTf, type TrainableGraph } from './onnx-graph.js';
 import { learningRateAt, Optimizer, type OptimizerOptions, type Param, type ScheduleKind } from './optimizer.js';
 import { adapterInit, adapterName, featureNeedsAdapter } from './feature-adapters.js';
 import { epochPermutation, gatherRows } from './batching.js';
-import { fingerprintDiff, loopFingerprint, type CheckpointMeta } from './loop-state.js';
+import { EpochBook, fingerprintDiff, loopFingerprint, type CheckpointMeta } from './loop-state.js';
 import { NonFiniteTrainingError } from './non-finite.js';
 
 export { epochPermutation, gatherRows } from './batching.js';
@@ -246,14 +246,9 @@ export async function trainLoop(graph: TrainableGraph, data: TrainData, options:
     params.map((p) => ({ name: p.name, size: p.variable.size })),
   );
 
-  let history: EpochRecord[] = [];
+  const book = new EpochBook();
   let startEpoch = 0;
   let globalStep = 0;
-  let best: Map<string, Float32Array> | undefined;
-  let bestScore: number | undefined;
-  let bestEpoch: number | undefined;
-  let badEpochs = 0;
-  let resumedAfterEpoch: number | undefined;
   const snapshotAll = (): Map<string, Float32Array> => {
     const out = graph.snapshot();
     for (const a of adapters.values()) out.set(a.name, a.variable.dataSync() as Float32Array);
@@ -276,19 +271,12 @@ export async function trainLoop(graph: TrainableGraph, data: TrainData, options:
     restoreAll(ckpt.variables);
     optimizer.load(ckpt.meta.optimizerStep, ckpt.optimizer, params);
     pruner?.load(ckpt.meta.pruneCurrent, ckpt.masks);
-    history = ckpt.meta.history;
+    book.resume(ckpt.meta, ckpt.best);
     startEpoch = ckpt.meta.epoch;
     globalStep = ckpt.meta.globalStep;
-    best = ckpt.best;
-    bestScore = ckpt.meta.bestScore;
-    bestEpoch = ckpt.meta.bestEpoch;
-    badEpochs = ckpt.meta.badEpochs;
-    resumedAfterEpoch = startEpoch;
   }
 
   const featureWeight = options.featureWeight ?? 1;
-  let stoppedEarly = false;
-  let interrupted = false;
   let trainSeconds = 0;
   let trainSamples = 0;
   const started = performance.now();
@@ -420,57 +408,22 @@ export async function trainLoop(graph: TrainableGraph, data: TrainData, options:
         accuracy: ev.accuracy,
       });
     }
-    history.push(record);
     // Before pruning reaches its target a model is not a candidate: it would be denser than asked.
     const eligible = !pruner || globalStep - 1 >= pruneEnd;
-    if (score !== undefined && eligible) {
-      if (bestScore === undefined || score > bestScore) {
-        bestScore = score;
-        bestEpoch = epoch + 1;
-        best = snapshotAll();
-        badEpochs = 0;
-      } else badEpochs++;
-    }
-    const last = epoch + 1 === options.epochs;
-    if (options.patience !== undefined && badEpochs >= options.patience && !last) stoppedEarly = true;
-    if (options.checkpointPath) {
-      await writeCheckpoint<CheckpointMeta>(options.checkpointPath, {
-        meta: {
-          epoch: epoch + 1,
-          globalStep,
-          optimizerStep: optimizer.step,
-          pruneCurrent: pruner?.current ?? 0,
-          bestScore,
-          bestEpoch,
-          badEpochs,
-          history,
-          fingerprint,
-        },
-        variables: snapshotAll(),
-        optimizer: optimizer.state(),
-        masks: pruner?.state() ?? new Map(),
-        best,
-      });
-    }
-    if (stoppedEarly) break;
-    if (options.stopAfterEpoch !== undefined && epoch + 1 >= options.stopAfterEpoch && !last) {
-      interrupted = true;
-      break;
-    }
+    const stop = await book.endEpoch(epoch, record, score, eligible, options, {
+      globalStep,
+      optimizerStep: optimizer.step,
+      pruneCurrent: pruner?.current ?? 0,
+      fingerprint,
+      values: snapshotAll,
+      optimizer: () => optimizer.state(),
+      masks: () => pruner?.state() ?? new Map(),
+    });
+    if (stop) break;
   }
 
-  const values = best ?? snapshotAll();
-  const result: LoopResult = {
-    history,
-    bestEpoch,
-    bestScore,
-    stoppedEarly,
-    interrupted,
-    resumedAfterEpoch,
-    steps: globalStep,
-    samplesPerSecond: trainSamples / Math.max(trainSeconds, 1e-9),
-    values,
-  };
+  const values = book.best ?? snapshotAll();
+  const result = book.result(values, globalStep, trainSamples / Math.max(trainSeconds, 1e-9));
   // sparsity of the weights that are handed back
   if (pruner) result.sparsity = pruner.report(values);
   optimizer.dispose();

@@ -15,9 +15,9 @@ import { UsageError } from '../../errors.js';
 import { DataType, elementCount, type Model, type TensorData, type TypedArray } from '../../ir/index.js';
 import { createRunner, type Runner } from '../../runtime/index.js';
 import { epochPermutation, gatherRowsInto } from '../batching.js';
-import { readCheckpoint, writeCheckpoint } from '../checkpoint.js';
+import { readCheckpoint } from '../checkpoint.js';
 import type { EpochRecord, LoopOptions, LoopResult, TrainData } from '../loop.js';
-import { fingerprintDiff, loopFingerprint, type CheckpointMeta } from '../loop-state.js';
+import { EpochBook, fingerprintDiff, loopFingerprint, type CheckpointMeta } from '../loop-state.js';
 import { learningRateAt } from '../optimizer.js';
 import { isUpdateStep, layerSparsity, magnitudeMask, sparsityAt, type LayerSparsity, type PruningSchedule } from '../pruning-masks.js';
 import { firstNonFinite, NonFiniteTrainingError } from '../non-finite.js';
@@ -350,14 +350,9 @@ export async function ortTrainLoop(model: Model, data: TrainData, options: OrtLo
     );
     const snapshot = (): Map<string, Float32Array> => new Map([...values].map(([k, v]) => [k, Float32Array.from(v)]));
 
-    let history: EpochRecord[] = [];
+    const book = new EpochBook();
     let startEpoch = 0;
     let globalStep = 0;
-    let best: Map<string, Float32Array> | undefined;
-    let bestScore: number | undefined;
-    let bestEpoch: number | undefined;
-    let badEpochs = 0;
-    let resumedAfterEpoch: number | undefined;
     if (options.resumeFrom) {
       const ckpt = await readCheckpoint<CheckpointMeta>(options.resumeFrom);
       const diff = fingerprintDiff(ckpt.meta.fingerprint, fingerprint);
@@ -373,14 +368,9 @@ export async function ortTrainLoop(model: Model, data: TrainData, options: OrtLo
       }
       optimizer.load(ckpt.meta.optimizerStep, ckpt.optimizer, params);
       pruner?.load(ckpt.meta.pruneCurrent, ckpt.masks);
-      history = ckpt.meta.history;
+      book.resume(ckpt.meta, ckpt.best);
       startEpoch = ckpt.meta.epoch;
       globalStep = ckpt.meta.globalStep;
-      best = ckpt.best;
-      bestScore = ckpt.meta.bestScore;
-      bestEpoch = ckpt.meta.bestEpoch;
-      badEpochs = ckpt.meta.badEpochs;
-      resumedAfterEpoch = startEpoch;
     }
     if (options.evalData?.labels && !evaluator)
       evaluator = await OrtEvaluator.create(student, studentValueNames(student, values), { threads: options.threads });
@@ -391,8 +381,6 @@ export async function ortTrainLoop(model: Model, data: TrainData, options: OrtLo
     const teacherBuffer = data.teacher ? newLike(data.teacher, batchSize) : undefined;
     const featureBuffers = new Map(features.map((f) => [f.student, newLike(data.features!.get(f.student)!, batchSize)]));
 
-    let stoppedEarly = false;
-    let interrupted = false;
     let trainSeconds = 0;
     let trainSamples = 0;
     const started = performance.now();
@@ -479,57 +467,22 @@ export async function ortTrainLoop(model: Model, data: TrainData, options: OrtLo
           accuracy: ev.accuracy,
         });
       }
-      history.push(record);
       // Before pruning reaches its target a model is not a candidate: it would be denser than asked.
       const eligible = !pruner || globalStep - 1 >= pruneEnd;
-      if (score !== undefined && eligible) {
-        if (bestScore === undefined || score > bestScore) {
-          bestScore = score;
-          bestEpoch = epoch + 1;
-          best = snapshot();
-          badEpochs = 0;
-        } else badEpochs++;
-      }
-      const last = epoch + 1 === options.epochs;
-      if (options.patience !== undefined && badEpochs >= options.patience && !last) stoppedEarly = true;
-      if (options.checkpointPath) {
-        await writeCheckpoint<CheckpointMeta>(options.checkpointPath, {
-          meta: {
-            epoch: epoch + 1,
-            globalStep,
-            optimizerStep: optimizer.step,
-            pruneCurrent: pruner?.current ?? 0,
-            bestScore,
-            bestEpoch,
-            badEpochs,
-            history,
-            fingerprint,
-          },
-          variables: snapshot(),
-          optimizer: optimizer.state(),
-          masks: pruner?.state() ?? new Map(),
-          best,
-        });
-      }
-      if (stoppedEarly) break;
-      if (options.stopAfterEpoch !== undefined && epoch + 1 >= options.stopAfterEpoch && !last) {
-        interrupted = true;
-        break;
-      }
+      const stop = await book.endEpoch(epoch, record, score, eligible, options, {
+        globalStep,
+        optimizerStep: optimizer.step,
+        pruneCurrent: pruner?.current ?? 0,
+        fingerprint,
+        values: snapshot,
+        optimizer: () => optimizer.state(),
+        masks: () => pruner?.state() ?? new Map(),
+      });
+      if (stop) break;
     }
 
-    const chosen = best ?? snapshot();
-    const result: LoopResult = {
-      history,
-      bestEpoch,
-      bestScore,
-      stoppedEarly,
-      interrupted,
-      resumedAfterEpoch,
-      steps: globalStep,
-      samplesPerSecond: trainSamples / Math.max(trainSeconds, 1e-9),
-      values: chosen,
-    };
+    const chosen = book.best ?? snapshot();
+    const result = book.result(chosen, globalStep, trainSamples / Math.max(trainSeconds, 1e-9));
     if (pruner) result.sparsity = pruner.report(chosen);
     return result;
   } finally {
