@@ -7,7 +7,7 @@
  * Imports: ./checkpoint, types of ./loop.
  */
 import { writeCheckpoint } from './checkpoint.js';
-import type { EpochRecord, LoopOptions, LoopResult } from './loop.js';
+import type { EpochRecord, LoopOptions, LoopProgress, LoopResult } from './loop.js';
 
 export interface CheckpointMeta {
   epoch: number;
@@ -152,4 +152,52 @@ export class EpochBook {
       values,
     };
   }
+}
+
+/** An epoch's loss terms summed over its batches (each times its batch size), and its samples. */
+export interface EpochSums {
+  loss: number;
+  hard: number;
+  soft: number;
+  feature: number;
+  correct: number;
+  seen: number;
+}
+
+/** The epoch's record: mean loss terms of the parts the run has, train accuracy for kd with labels. */
+export function epochRecord(
+  epoch: number,
+  sums: EpochSums,
+  learningRate: number,
+  seconds: number,
+  parts: { labels: boolean; teacher: boolean; features: boolean; kd: boolean; sparsity?: number },
+): EpochRecord {
+  const { seen } = sums;
+  const record: EpochRecord = { epoch: epoch + 1, loss: sums.loss / seen, learningRate, samplesPerSecond: seen / Math.max(seconds, 1e-9), seconds };
+  if (parts.labels) record.hardLoss = sums.hard / seen;
+  if (parts.teacher) record.softLoss = sums.soft / seen;
+  if (parts.features) record.featureLoss = sums.feature / seen;
+  if (parts.kd && parts.labels) record.trainAccuracy = sums.correct / seen;
+  if (parts.sparsity !== undefined) record.sparsity = parts.sparsity;
+  return record;
+}
+
+/**
+ * The end-of-epoch evaluation with its two progress events: fills the record's eval fields and
+ * returns the score that picks the best epoch (accuracy for kd, minus the loss for mse).
+ */
+export async function evaluateEpoch(
+  record: EpochRecord,
+  kind: 'kd' | 'mse',
+  run: () => { accuracy?: number; loss?: number } | Promise<{ accuracy?: number; loss?: number }>,
+  progress: (event: LoopProgress) => void,
+  at: { epoch: number; epochs: number; steps: number },
+): Promise<number | undefined> {
+  const where = { phase: 'eval' as const, epoch: at.epoch + 1, epochs: at.epochs, step: at.steps, steps: at.steps };
+  progress(where);
+  const ev = await run();
+  record.evalAccuracy = ev.accuracy;
+  record.evalLoss = ev.loss;
+  progress({ ...where, loss: record.loss, accuracy: ev.accuracy });
+  return kind === 'kd' ? ev.accuracy : -(ev.loss ?? 0);
 }

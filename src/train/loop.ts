@@ -18,7 +18,7 @@ import { tensorDataToTf, type TrainableGraph } from './onnx-graph.js';
 import { learningRateAt, Optimizer, type OptimizerOptions, type Param, type ScheduleKind } from './optimizer.js';
 import { adapterInit, adapterName, featureNeedsAdapter } from './feature-adapters.js';
 import { epochPermutation, gatherRows } from './batching.js';
-import { EpochBook, fingerprintDiff, loopFingerprint, type CheckpointMeta } from './loop-state.js';
+import { EpochBook, epochRecord, evaluateEpoch, fingerprintDiff, loopFingerprint, type CheckpointMeta } from './loop-state.js';
 import { NonFiniteTrainingError } from './non-finite.js';
 
 export { epochPermutation, gatherRows } from './batching.js';
@@ -379,35 +379,24 @@ export async function trainLoop(graph: TrainableGraph, data: TrainData, options:
     const seconds = (performance.now() - epochStart) / 1000;
     trainSeconds += seconds;
     trainSamples += seen;
-    const record: EpochRecord = {
-      epoch: epoch + 1,
-      loss: lossSum / seen,
-      learningRate: lr,
-      samplesPerSecond: seen / Math.max(seconds, 1e-9),
-      seconds,
-    };
-    if (data.labels) record.hardLoss = hardSum / seen;
-    if (data.teacher) record.softLoss = softSum / seen;
-    if (features.length > 0) record.featureLoss = featureSum / seen;
-    if (kind === 'kd' && data.labels) record.trainAccuracy = correct / seen;
-    if (pruner) record.sparsity = pruner.current;
-    let score: number | undefined;
-    if (options.evalData?.labels) {
-      progress({ phase: 'eval', epoch: epoch + 1, epochs: options.epochs, step: stepsPerEpoch, steps: stepsPerEpoch });
-      const ev = evaluate(graph, options.evalData, { outputName: options.outputName, batchSize: options.evalBatchSize ?? 256, kind });
-      record.evalAccuracy = ev.accuracy;
-      record.evalLoss = ev.loss;
-      score = kind === 'kd' ? ev.accuracy : -(ev.loss ?? 0);
-      progress({
-        phase: 'eval',
-        epoch: epoch + 1,
-        epochs: options.epochs,
-        step: stepsPerEpoch,
-        steps: stepsPerEpoch,
-        loss: record.loss,
-        accuracy: ev.accuracy,
-      });
-    }
+    const sums = { loss: lossSum, hard: hardSum, soft: softSum, feature: featureSum, correct, seen };
+    const record = epochRecord(epoch, sums, lr, seconds, {
+      labels: Boolean(data.labels),
+      teacher: Boolean(data.teacher),
+      features: features.length > 0,
+      kd: kind === 'kd',
+      sparsity: pruner?.current,
+    });
+    const evalData = options.evalData;
+    const score = evalData?.labels
+      ? await evaluateEpoch(
+          record,
+          kind,
+          () => evaluate(graph, evalData, { outputName: options.outputName, batchSize: options.evalBatchSize ?? 256, kind }),
+          progress,
+          { epoch, epochs: options.epochs, steps: stepsPerEpoch },
+        )
+      : undefined;
     // Before pruning reaches its target a model is not a candidate: it would be denser than asked.
     const eligible = !pruner || globalStep - 1 >= pruneEnd;
     const stop = await book.endEpoch(epoch, record, score, eligible, options, {

@@ -16,8 +16,8 @@ import { DataType, elementCount, type Model, type TensorData, type TypedArray } 
 import { createRunner, type Runner } from '../../runtime/index.js';
 import { epochPermutation, gatherRowsInto } from '../batching.js';
 import { readCheckpoint } from '../checkpoint.js';
-import type { EpochRecord, LoopOptions, LoopResult, TrainData } from '../loop.js';
-import { EpochBook, fingerprintDiff, loopFingerprint, type CheckpointMeta } from '../loop-state.js';
+import type { LoopOptions, LoopResult, TrainData } from '../loop.js';
+import { EpochBook, epochRecord, evaluateEpoch, fingerprintDiff, loopFingerprint, type CheckpointMeta } from '../loop-state.js';
 import { learningRateAt } from '../optimizer.js';
 import { isUpdateStep, layerSparsity, magnitudeMask, sparsityAt, type LayerSparsity, type PruningSchedule } from '../pruning-masks.js';
 import { firstNonFinite, NonFiniteTrainingError } from '../non-finite.js';
@@ -444,29 +444,26 @@ export async function ortTrainLoop(model: Model, data: TrainData, options: OrtLo
       const seconds = (performance.now() - epochStart) / 1000;
       trainSeconds += seconds;
       trainSamples += seen;
-      const record: EpochRecord = { epoch: epoch + 1, loss: lossSum / seen, learningRate: lr, samplesPerSecond: seen / Math.max(seconds, 1e-9), seconds };
-      if (data.labels) record.hardLoss = hardSum / seen;
-      if (data.teacher) record.softLoss = softSum / seen;
-      if (features.length > 0) record.featureLoss = featureSum / seen;
-      if (kind === 'kd' && data.labels) record.trainAccuracy = correct / seen;
-      if (pruner) record.sparsity = pruner.current;
-      let score: number | undefined;
-      if (evaluator && options.evalData) {
-        progress({ phase: 'eval', epoch: epoch + 1, epochs: options.epochs, step: stepsPerEpoch, steps: stepsPerEpoch });
-        const ev = await evaluator.evaluate(options.evalData, values, { outputName: options.outputName, batchSize: options.evalBatchSize ?? 256, kind });
-        record.evalAccuracy = ev.accuracy;
-        record.evalLoss = ev.loss;
-        score = kind === 'kd' ? ev.accuracy : -(ev.loss ?? 0);
-        progress({
-          phase: 'eval',
-          epoch: epoch + 1,
-          epochs: options.epochs,
-          step: stepsPerEpoch,
-          steps: stepsPerEpoch,
-          loss: record.loss,
-          accuracy: ev.accuracy,
-        });
-      }
+      const sums = { loss: lossSum, hard: hardSum, soft: softSum, feature: featureSum, correct, seen };
+      const record = epochRecord(epoch, sums, lr, seconds, {
+        labels: Boolean(data.labels),
+        teacher: Boolean(data.teacher),
+        features: features.length > 0,
+        kd: kind === 'kd',
+        sparsity: pruner?.current,
+      });
+      const evalData = options.evalData;
+      const epochEvaluator = evaluator;
+      const score =
+        epochEvaluator && evalData
+          ? await evaluateEpoch(
+              record,
+              kind,
+              () => epochEvaluator.evaluate(evalData, values, { outputName: options.outputName, batchSize: options.evalBatchSize ?? 256, kind }),
+              progress,
+              { epoch, epochs: options.epochs, steps: stepsPerEpoch },
+            )
+          : undefined;
       // Before pruning reaches its target a model is not a candidate: it would be denser than asked.
       const eligible = !pruner || globalStep - 1 >= pruneEnd;
       const stop = await book.endEpoch(epoch, record, score, eligible, options, {
