@@ -3,9 +3,11 @@
  * checkpoint besides the arrays (./checkpoint.ts): loop counters, best score, history, and the
  * fingerprint of the settings a resumed run must share. One definition, so a checkpoint has one
  * format whichever backend wrote it. Also the bookkeeping both loops do at the end of an epoch
- * (EpochBook: history, best snapshot, early stopping, the checkpoint, the result). No tfjs.
- * Imports: ./checkpoint, types of ./loop.
+ * (EpochBook: history, best snapshot, early stopping, the checkpoint, the result), and the walk
+ * over an epoch's batches (runEpoch). No tfjs.
+ * Imports: ./checkpoint, ./batching, types of ./loop.
  */
+import { epochPermutation } from './batching.js';
 import { writeCheckpoint } from './checkpoint.js';
 import type { EpochRecord, LoopOptions, LoopProgress, LoopResult } from './loop.js';
 
@@ -200,4 +202,72 @@ export async function evaluateEpoch(
   record.evalLoss = ev.loss;
   progress({ ...where, loss: record.loss, accuracy: ev.accuracy });
   return kind === 'kd' ? ev.accuracy : -(ev.loss ?? 0);
+}
+
+/** One step's results: its mean loss terms and how many of its samples were classified right. */
+export interface StepStats {
+  loss: number;
+  hard?: number;
+  soft?: number;
+  feature?: number;
+  correct: number;
+}
+
+/** What the walk over an epoch needs to know about the run. */
+export interface EpochPlan {
+  count: number;
+  seed: number;
+  batchSize: number;
+  stepsPerEpoch: number;
+  totalSteps: number;
+  epochs: number;
+  /** The learning rate at a global step (the schedule). */
+  learningRateAt(globalStep: number): number;
+  /** When training (re)started and at which global step, for the ETA. */
+  started: number;
+  stepsDoneAtStart: number;
+}
+
+/**
+ * One epoch's batches in the epoch's seeded order (the last partial batch dropped): each step's
+ * learning rate from the schedule, `step` for the work (the update included), the running sums and
+ * one progress event per step. Returns the sums, the last learning rate, the seconds and the global
+ * step after the epoch.
+ */
+export async function runEpoch(
+  epoch: number,
+  plan: EpochPlan,
+  globalStep: number,
+  step: (indices: Int32Array, learningRate: number, globalStep: number, batch: number) => StepStats | Promise<StepStats>,
+  progress: (event: LoopProgress) => void,
+): Promise<{ sums: EpochSums; learningRate: number; seconds: number; globalStep: number }> {
+  const perm = epochPermutation(plan.count, plan.seed, epoch);
+  const sums: EpochSums = { loss: 0, hard: 0, soft: 0, feature: 0, correct: 0, seen: 0 };
+  const epochStart = performance.now();
+  let learningRate = 0; // set by every step (stepsPerEpoch >= 1)
+  for (let b = 0; b < plan.stepsPerEpoch; b++) {
+    const idx = perm.subarray(b * plan.batchSize, (b + 1) * plan.batchSize);
+    learningRate = plan.learningRateAt(globalStep);
+    const r = await step(idx, learningRate, globalStep, b);
+    sums.loss += r.loss * idx.length;
+    sums.hard += (r.hard ?? 0) * idx.length;
+    sums.soft += (r.soft ?? 0) * idx.length;
+    sums.feature += (r.feature ?? 0) * idx.length;
+    sums.correct += r.correct;
+    sums.seen += idx.length;
+    globalStep++;
+    const elapsed = (performance.now() - epochStart) / 1000;
+    const perStep = (performance.now() - plan.started) / 1000 / (globalStep - plan.stepsDoneAtStart);
+    progress({
+      phase: 'train',
+      epoch: epoch + 1,
+      epochs: plan.epochs,
+      step: b + 1,
+      steps: plan.stepsPerEpoch,
+      loss: sums.loss / sums.seen,
+      samplesPerSecond: sums.seen / Math.max(elapsed, 1e-9),
+      etaSeconds: perStep * (plan.totalSteps - globalStep),
+    });
+  }
+  return { sums, learningRate, seconds: (performance.now() - epochStart) / 1000, globalStep };
 }

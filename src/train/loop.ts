@@ -17,8 +17,8 @@ import { distillationLoss, meanSquaredError } from './losses.js';
 import { tensorDataToTf, type TrainableGraph } from './onnx-graph.js';
 import { learningRateAt, Optimizer, type OptimizerOptions, type Param, type ScheduleKind } from './optimizer.js';
 import { adapterInit, adapterName, featureNeedsAdapter } from './feature-adapters.js';
-import { epochPermutation, gatherRows } from './batching.js';
-import { EpochBook, epochRecord, evaluateEpoch, fingerprintDiff, loopFingerprint, type CheckpointMeta } from './loop-state.js';
+import { gatherRows } from './batching.js';
+import { EpochBook, epochRecord, evaluateEpoch, fingerprintDiff, loopFingerprint, runEpoch, type CheckpointMeta } from './loop-state.js';
 import { NonFiniteTrainingError } from './non-finite.js';
 
 export { epochPermutation, gatherRows } from './batching.js';
@@ -279,107 +279,94 @@ export async function trainLoop(graph: TrainableGraph, data: TrainData, options:
   const featureWeight = options.featureWeight ?? 1;
   let trainSeconds = 0;
   let trainSamples = 0;
-  const started = performance.now();
-  const stepsDoneAtStart = globalStep;
+
+  const plan = {
+    count: data.count,
+    seed: options.seed,
+    batchSize,
+    stepsPerEpoch,
+    totalSteps,
+    epochs: options.epochs,
+    learningRateAt: (step: number) =>
+      learningRateAt(
+        { kind: options.schedule, baseLearningRate: options.learningRate, totalSteps, stepsPerEpoch, stepEpochs: options.stepEpochs, gamma: options.gamma },
+        step,
+      ),
+    started: performance.now(),
+    stepsDoneAtStart: globalStep,
+  };
 
   for (let epoch = startEpoch; epoch < options.epochs; epoch++) {
-    const perm = epochPermutation(data.count, options.seed, epoch);
-    let lossSum = 0;
-    let hardSum = 0;
-    let softSum = 0;
-    let featureSum = 0;
-    let correct = 0;
-    let seen = 0;
-    const epochStart = performance.now();
-    let lr = options.learningRate;
-    for (let b = 0; b < stepsPerEpoch; b++) {
-      const idx = perm.subarray(b * batchSize, (b + 1) * batchSize);
-      lr = learningRateAt(
-        { kind: options.schedule, baseLearningRate: options.learningRate, totalSteps, stepsPerEpoch, stepEpochs: options.stepEpochs, gamma: options.gamma },
-        globalStep,
-      );
-      pruner?.maybeUpdate(globalStep);
-      let updates: ReturnType<TrainableGraph['forward']>['updates'] = [];
-      let stats: tf.Tensor | undefined;
-      const { value, grads } = tf.variableGrads(
-        () => {
-          const fetch = [options.outputName, ...features.map((f) => f.student)];
-          const r = graph.forward(batchFeeds(data.inputs, idx), {
-            training: true,
-            fetch,
-            seed: (options.seed * 7919 + globalStep) >>> 0,
-            freezeNorm: options.freezeNorm,
-          });
-          updates = r.updates;
-          const out = r.outputs[options.outputName]!;
-          const labels = data.labels ? labelsTensor(gatherRows(data.labels, idx), kind) : undefined;
-          const teacher = data.teacher ? tensorDataToTf(gatherRows(data.teacher, idx)) : undefined;
-          const terms = distillationLoss(out, teacher, labels, { alpha: options.alpha, temperature: options.temperature, kind });
-          let total: tf.Scalar = terms.total;
-          let featureLoss: tf.Scalar = tf.scalar(0);
-          for (const pair of features) {
-            let s = channelsLast(r.outputs[pair.student]!);
-            const t = channelsLast(tensorDataToTf(gatherRows(data.features!.get(pair.student)!, idx)));
-            const adapter = adapters.get(pair.student);
-            if (adapter) {
-              const lead = s.shape.slice(0, -1);
-              s = tf.reshape(tf.matMul(tf.reshape(s, [-1, s.shape[s.rank - 1]!]), adapter.variable), [...lead, adapter.variable.shape[1]!]);
+    const walked = await runEpoch(
+      epoch,
+      plan,
+      globalStep,
+      (idx, lr, step, b) => {
+        pruner?.maybeUpdate(step);
+        let updates: ReturnType<TrainableGraph['forward']>['updates'] = [];
+        let stats: tf.Tensor | undefined;
+        const { value, grads } = tf.variableGrads(
+          () => {
+            const fetch = [options.outputName, ...features.map((f) => f.student)];
+            const r = graph.forward(batchFeeds(data.inputs, idx), {
+              training: true,
+              fetch,
+              seed: (options.seed * 7919 + step) >>> 0,
+              freezeNorm: options.freezeNorm,
+            });
+            updates = r.updates;
+            const out = r.outputs[options.outputName]!;
+            const labels = data.labels ? labelsTensor(gatherRows(data.labels, idx), kind) : undefined;
+            const teacher = data.teacher ? tensorDataToTf(gatherRows(data.teacher, idx)) : undefined;
+            const terms = distillationLoss(out, teacher, labels, { alpha: options.alpha, temperature: options.temperature, kind });
+            let total: tf.Scalar = terms.total;
+            let featureLoss: tf.Scalar = tf.scalar(0);
+            for (const pair of features) {
+              let s = channelsLast(r.outputs[pair.student]!);
+              const t = channelsLast(tensorDataToTf(gatherRows(data.features!.get(pair.student)!, idx)));
+              const adapter = adapters.get(pair.student);
+              if (adapter) {
+                const lead = s.shape.slice(0, -1);
+                s = tf.reshape(tf.matMul(tf.reshape(s, [-1, s.shape[s.rank - 1]!]), adapter.variable), [...lead, adapter.variable.shape[1]!]);
+              }
+              featureLoss = tf.add(featureLoss, meanSquaredError(s, t)) as tf.Scalar;
             }
-            featureLoss = tf.add(featureLoss, meanSquaredError(s, t)) as tf.Scalar;
-          }
-          if (features.length > 0) total = tf.add(total, tf.mul(featureLoss, featureWeight)) as tf.Scalar;
-          const correctCount =
-            kind === 'kd' && labels ? tf.sum(tf.cast(tf.equal(tf.argMax(tf.reshape(out, [idx.length, -1]), 1), labels), 'float32')) : tf.scalar(0);
-          stats = tf.keep(tf.stack([total, terms.hard ?? tf.scalar(0), terms.soft ?? tf.scalar(0), featureLoss, correctCount]));
-          return total;
-        },
-        params.map((p) => p.variable),
-      );
-      const gradMap = new Map<string, tf.Tensor>();
-      for (const p of params) {
-        const g = grads[p.variable.name];
-        if (g) gradMap.set(p.name, g);
-      }
-      const s = stats!.dataSync();
-      stats!.dispose();
-      value.dispose();
-      // nothing non-finite is applied: a NaN hidden from the loss (a Relu maps NaN to 0) shows in the gradients
-      const bad = !Number.isFinite(s[0]!) ? `the loss became ${s[0]}` : nonFiniteGradient(gradMap);
-      if (bad) {
+            if (features.length > 0) total = tf.add(total, tf.mul(featureLoss, featureWeight)) as tf.Scalar;
+            const correctCount =
+              kind === 'kd' && labels ? tf.sum(tf.cast(tf.equal(tf.argMax(tf.reshape(out, [idx.length, -1]), 1), labels), 'float32')) : tf.scalar(0);
+            stats = tf.keep(tf.stack([total, terms.hard ?? tf.scalar(0), terms.soft ?? tf.scalar(0), featureLoss, correctCount]));
+            return total;
+          },
+          params.map((p) => p.variable),
+        );
+        const gradMap = new Map<string, tf.Tensor>();
+        for (const p of params) {
+          const g = grads[p.variable.name];
+          if (g) gradMap.set(p.name, g);
+        }
+        const s = stats!.dataSync();
+        stats!.dispose();
+        value.dispose();
+        // nothing non-finite is applied: a NaN hidden from the loss (a Relu maps NaN to 0) shows in the gradients
+        const bad = !Number.isFinite(s[0]!) ? `the loss became ${s[0]}` : nonFiniteGradient(gradMap);
+        if (bad) {
+          for (const g of Object.values(grads)) g.dispose();
+          const inputs: Record<string, TensorData> = Object.create(null) as Record<string, TensorData>;
+          for (const [name, td] of Object.entries(data.inputs)) inputs[name] = gatherRows(td, idx);
+          throw new NonFiniteTrainingError(bad, epoch + 1, b + 1, snapshotAll(), inputs);
+        }
+        optimizer.apply(params, gradMap, lr);
+        pruner?.applyMasks();
+        graph.applyUpdates(updates);
         for (const g of Object.values(grads)) g.dispose();
-        const inputs: Record<string, TensorData> = Object.create(null) as Record<string, TensorData>;
-        for (const [name, td] of Object.entries(data.inputs)) inputs[name] = gatherRows(td, idx);
-        throw new NonFiniteTrainingError(bad, epoch + 1, b + 1, snapshotAll(), inputs);
-      }
-      optimizer.apply(params, gradMap, lr);
-      pruner?.applyMasks();
-      graph.applyUpdates(updates);
-      for (const g of Object.values(grads)) g.dispose();
-      lossSum += s[0]! * idx.length;
-      hardSum += s[1]! * idx.length;
-      softSum += s[2]! * idx.length;
-      featureSum += s[3]! * idx.length;
-      correct += s[4]!;
-      seen += idx.length;
-      globalStep++;
-      const elapsed = (performance.now() - epochStart) / 1000;
-      const done = globalStep - stepsDoneAtStart;
-      const perStep = (performance.now() - started) / 1000 / done;
-      progress({
-        phase: 'train',
-        epoch: epoch + 1,
-        epochs: options.epochs,
-        step: b + 1,
-        steps: stepsPerEpoch,
-        loss: lossSum / seen,
-        samplesPerSecond: seen / Math.max(elapsed, 1e-9),
-        etaSeconds: perStep * (totalSteps - globalStep),
-      });
-    }
-    const seconds = (performance.now() - epochStart) / 1000;
+        return { loss: s[0]!, hard: s[1]!, soft: s[2]!, feature: s[3]!, correct: s[4]! };
+      },
+      progress,
+    );
+    globalStep = walked.globalStep;
+    const { sums, learningRate: lr, seconds } = walked;
     trainSeconds += seconds;
-    trainSamples += seen;
-    const sums = { loss: lossSum, hard: hardSum, soft: softSum, feature: featureSum, correct, seen };
+    trainSamples += sums.seen;
     const record = epochRecord(epoch, sums, lr, seconds, {
       labels: Boolean(data.labels),
       teacher: Boolean(data.teacher),

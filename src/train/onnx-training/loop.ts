@@ -14,10 +14,10 @@
 import { UsageError } from '../../errors.js';
 import { DataType, elementCount, type Model, type TensorData, type TypedArray } from '../../ir/index.js';
 import { createRunner, type Runner } from '../../runtime/index.js';
-import { epochPermutation, gatherRowsInto } from '../batching.js';
+import { gatherRowsInto } from '../batching.js';
 import { readCheckpoint } from '../checkpoint.js';
 import type { LoopOptions, LoopResult, TrainData } from '../loop.js';
-import { EpochBook, epochRecord, evaluateEpoch, fingerprintDiff, loopFingerprint, type CheckpointMeta } from '../loop-state.js';
+import { EpochBook, epochRecord, evaluateEpoch, fingerprintDiff, loopFingerprint, runEpoch, type CheckpointMeta } from '../loop-state.js';
 import { learningRateAt } from '../optimizer.js';
 import { isUpdateStep, layerSparsity, magnitudeMask, sparsityAt, type LayerSparsity, type PruningSchedule } from '../pruning-masks.js';
 import { firstNonFinite, NonFiniteTrainingError } from '../non-finite.js';
@@ -383,68 +383,56 @@ export async function ortTrainLoop(model: Model, data: TrainData, options: OrtLo
 
     let trainSeconds = 0;
     let trainSamples = 0;
-    const started = performance.now();
-    const stepsDoneAtStart = globalStep;
-    for (let epoch = startEpoch; epoch < options.epochs; epoch++) {
-      const perm = epochPermutation(data.count, options.seed, epoch);
-      let lossSum = 0;
-      let hardSum = 0;
-      let softSum = 0;
-      let featureSum = 0;
-      let correct = 0;
-      let seen = 0;
-      const epochStart = performance.now();
-      let lr = options.learningRate;
-      for (let b = 0; b < stepsPerEpoch; b++) {
-        const idx = perm.subarray(b * batchSize, (b + 1) * batchSize);
-        lr = learningRateAt(
+    const plan = {
+      count: data.count,
+      seed: options.seed,
+      batchSize,
+      stepsPerEpoch,
+      totalSteps,
+      epochs: options.epochs,
+      learningRateAt: (step: number) =>
+        learningRateAt(
           { kind: options.schedule, baseLearningRate: options.learningRate, totalSteps, stepsPerEpoch, stepEpochs: options.stepEpochs, gamma: options.gamma },
-          globalStep,
-        );
-        pruner?.maybeUpdate(globalStep);
-        const inputs: Record<string, TensorData> = Object.create(null) as Record<string, TensorData>;
-        for (const [name, td] of Object.entries(data.inputs)) inputs[name] = gatherRowsInto(td, idx, inputBuffers.get(name)!);
-        const labels = data.labels ? gatherRowsInto(data.labels, idx, labelBuffer!) : undefined;
-        const teacher = data.teacher ? gatherRowsInto(data.teacher, idx, teacherBuffer!) : undefined;
-        const featureBatch = new Map(features.map((f) => [f.student, gatherRowsInto(data.features!.get(f.student)!, idx, featureBuffers.get(f.student)!)]));
-        const r = await trainer.run({ inputs, labels, teacher, features: featureBatch });
-        // nothing non-finite is applied (see ../non-finite.ts)
-        const nonFinite = firstNonFinite(r.gradients);
-        const bad = !Number.isFinite(r.loss) ? `the loss became ${r.loss}` : nonFinite ? `the gradient of '${nonFinite}' became non-finite` : undefined;
-        if (bad) {
-          const copy = new Map([...values].map(([k, v]) => [k, Float32Array.from(v)]));
-          const batch: Record<string, TensorData> = Object.create(null) as Record<string, TensorData>;
-          for (const [name, td] of Object.entries(inputs)) batch[name] = { ...td, data: (td.data as TypedArray).slice() as TypedArray };
-          throw new NonFiniteTrainingError(bad, epoch + 1, b + 1, copy, batch);
-        }
-        optimizer.apply(params, r.gradients, lr);
-        pruner?.applyMasks();
-        trainer.applyStates(r.stateUpdates);
-        options.afterStep?.(values, globalStep);
-        lossSum += r.loss * idx.length;
-        hardSum += (r.hard ?? 0) * idx.length;
-        softSum += (r.soft ?? 0) * idx.length;
-        featureSum += (r.feature ?? 0) * idx.length;
-        if (kind === 'kd' && labels) correct += countCorrect(r.output.data as Float32Array, labelIndices(labels).data as BigInt64Array);
-        seen += idx.length;
-        globalStep++;
-        const elapsed = (performance.now() - epochStart) / 1000;
-        const perStep = (performance.now() - started) / 1000 / (globalStep - stepsDoneAtStart);
-        progress({
-          phase: 'train',
-          epoch: epoch + 1,
-          epochs: options.epochs,
-          step: b + 1,
-          steps: stepsPerEpoch,
-          loss: lossSum / seen,
-          samplesPerSecond: seen / Math.max(elapsed, 1e-9),
-          etaSeconds: perStep * (totalSteps - globalStep),
-        });
-      }
-      const seconds = (performance.now() - epochStart) / 1000;
+          step,
+        ),
+      started: performance.now(),
+      stepsDoneAtStart: globalStep,
+    };
+    for (let epoch = startEpoch; epoch < options.epochs; epoch++) {
+      const walked = await runEpoch(
+        epoch,
+        plan,
+        globalStep,
+        async (idx, lr, step, b) => {
+          pruner?.maybeUpdate(step);
+          const inputs: Record<string, TensorData> = Object.create(null) as Record<string, TensorData>;
+          for (const [name, td] of Object.entries(data.inputs)) inputs[name] = gatherRowsInto(td, idx, inputBuffers.get(name)!);
+          const labels = data.labels ? gatherRowsInto(data.labels, idx, labelBuffer!) : undefined;
+          const teacher = data.teacher ? gatherRowsInto(data.teacher, idx, teacherBuffer!) : undefined;
+          const featureBatch = new Map(features.map((f) => [f.student, gatherRowsInto(data.features!.get(f.student)!, idx, featureBuffers.get(f.student)!)]));
+          const r = await trainer.run({ inputs, labels, teacher, features: featureBatch });
+          // nothing non-finite is applied (see ../non-finite.ts)
+          const nonFinite = firstNonFinite(r.gradients);
+          const bad = !Number.isFinite(r.loss) ? `the loss became ${r.loss}` : nonFinite ? `the gradient of '${nonFinite}' became non-finite` : undefined;
+          if (bad) {
+            const copy = new Map([...values].map(([k, v]) => [k, Float32Array.from(v)]));
+            const batch: Record<string, TensorData> = Object.create(null) as Record<string, TensorData>;
+            for (const [name, td] of Object.entries(inputs)) batch[name] = { ...td, data: (td.data as TypedArray).slice() as TypedArray };
+            throw new NonFiniteTrainingError(bad, epoch + 1, b + 1, copy, batch);
+          }
+          optimizer.apply(params, r.gradients, lr);
+          pruner?.applyMasks();
+          trainer.applyStates(r.stateUpdates);
+          options.afterStep?.(values, step);
+          const correct = kind === 'kd' && labels ? countCorrect(r.output.data as Float32Array, labelIndices(labels).data as BigInt64Array) : 0;
+          return { loss: r.loss, hard: r.hard, soft: r.soft, feature: r.feature, correct };
+        },
+        progress,
+      );
+      globalStep = walked.globalStep;
+      const { sums, learningRate: lr, seconds } = walked;
       trainSeconds += seconds;
-      trainSamples += seen;
-      const sums = { loss: lossSum, hard: hardSum, soft: softSum, feature: featureSum, correct, seen };
+      trainSamples += sums.seen;
       const record = epochRecord(epoch, sums, lr, seconds, {
         labels: Boolean(data.labels),
         teacher: Boolean(data.teacher),
