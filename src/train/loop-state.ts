@@ -5,10 +5,11 @@
  * format whichever backend wrote it. Also the bookkeeping both loops do at the end of an epoch
  * (EpochBook: history, best snapshot, early stopping, the checkpoint, the result), and the walk
  * over an epoch's batches (runEpoch). No tfjs.
- * Imports: ./checkpoint, ./batching, types of ./loop.
+ * Imports: ./checkpoint, ./batching, ./schedule, types of ./loop.
  */
 import { epochPermutation } from './batching.js';
 import { writeCheckpoint } from './checkpoint.js';
+import { learningRateAt } from './schedule.js';
 import type { EpochRecord, LoopOptions, LoopProgress, LoopResult } from './loop.js';
 
 export interface CheckpointMeta {
@@ -226,6 +227,30 @@ export interface EpochPlan {
   /** When training (re)started and at which global step, for the ETA. */
   started: number;
   stepsDoneAtStart: number;
+}
+
+/** The plan of a run of `count` samples in `stepsPerEpoch` batches per epoch, (re)starting at `globalStep`. */
+export function epochPlan(options: LoopOptions, count: number, batchSize: number, stepsPerEpoch: number, globalStep: number): EpochPlan {
+  const totalSteps = stepsPerEpoch * options.epochs;
+  const schedule = {
+    kind: options.schedule,
+    baseLearningRate: options.learningRate,
+    totalSteps,
+    stepsPerEpoch,
+    stepEpochs: options.stepEpochs,
+    gamma: options.gamma,
+  };
+  return {
+    count,
+    seed: options.seed,
+    batchSize,
+    stepsPerEpoch,
+    totalSteps,
+    epochs: options.epochs,
+    learningRateAt: (step) => learningRateAt(schedule, step),
+    started: performance.now(),
+    stepsDoneAtStart: globalStep,
+  };
 }
 
 /**

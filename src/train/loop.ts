@@ -15,10 +15,10 @@ import { readCheckpoint } from './checkpoint.js';
 import { GradualPruner, type LayerSparsity } from './gradual-pruning.js';
 import { distillationLoss, meanSquaredError } from './losses.js';
 import { tensorDataToTf, type TrainableGraph } from './onnx-graph.js';
-import { learningRateAt, Optimizer, type OptimizerOptions, type Param, type ScheduleKind } from './optimizer.js';
+import { Optimizer, type OptimizerOptions, type Param, type ScheduleKind } from './optimizer.js';
 import { adapterInit, adapterName, featureNeedsAdapter } from './feature-adapters.js';
 import { gatherRows } from './batching.js';
-import { EpochBook, epochRecord, evaluateEpoch, fingerprintDiff, loopFingerprint, runEpoch, type CheckpointMeta } from './loop-state.js';
+import { EpochBook, epochRecord, epochPlan, evaluateEpoch, fingerprintDiff, loopFingerprint, runEpoch, type CheckpointMeta } from './loop-state.js';
 import { NonFiniteTrainingError } from './non-finite.js';
 
 export { epochPermutation, gatherRows } from './batching.js';
@@ -280,21 +280,7 @@ export async function trainLoop(graph: TrainableGraph, data: TrainData, options:
   let trainSeconds = 0;
   let trainSamples = 0;
 
-  const plan = {
-    count: data.count,
-    seed: options.seed,
-    batchSize,
-    stepsPerEpoch,
-    totalSteps,
-    epochs: options.epochs,
-    learningRateAt: (step: number) =>
-      learningRateAt(
-        { kind: options.schedule, baseLearningRate: options.learningRate, totalSteps, stepsPerEpoch, stepEpochs: options.stepEpochs, gamma: options.gamma },
-        step,
-      ),
-    started: performance.now(),
-    stepsDoneAtStart: globalStep,
-  };
+  const plan = epochPlan(options, data.count, batchSize, stepsPerEpoch, globalStep);
 
   for (let epoch = startEpoch; epoch < options.epochs; epoch++) {
     const walked = await runEpoch(

@@ -4,15 +4,15 @@
  *   adam   Adam with decoupled weight decay (AdamW: w -= lr x wd x w, separate from the moments)
  *   sgd    SGD with (heavy-ball) momentum; weight decay added to the gradient (L2)
  * Weight decay applies to tensors of rank >= 2 (kernels, matrices), not to biases and norm scales.
- * Schedules: constant, cosine (to zero over all steps), step (x gamma every N epochs).
- * Imports: @tensorflow/tfjs-core only.
+ * Schedules (./schedule.ts, re-exported): constant, cosine (to zero over all steps), step (x gamma every N epochs).
+ * Imports: @tensorflow/tfjs-core, ./schedule.
  */
 import * as tf from '@tensorflow/tfjs-core';
 
 export type OptimizerKind = 'adam' | 'sgd';
 export const OPTIMIZERS: readonly OptimizerKind[] = ['adam', 'sgd'];
-export type ScheduleKind = 'constant' | 'cosine' | 'step';
-export const SCHEDULES: readonly ScheduleKind[] = ['constant', 'cosine', 'step'];
+// The schedules live in a tfjs-free module (the onnxruntime loop uses them); re-exported here.
+export { learningRateAt, SCHEDULES, type ScheduleKind, type ScheduleOptions } from './schedule.js';
 
 export interface OptimizerOptions {
   kind: OptimizerKind;
@@ -106,32 +106,5 @@ export class Optimizer {
   dispose(): void {
     for (const s of this.slots.values()) s.dispose();
     this.slots.clear();
-  }
-}
-
-export interface ScheduleOptions {
-  kind: ScheduleKind;
-  baseLearningRate: number;
-  totalSteps: number;
-  stepsPerEpoch: number;
-  /** Step schedule: multiply by gamma every `stepEpochs` epochs. */
-  stepEpochs?: number;
-  gamma?: number;
-}
-
-/** Learning rate at a (0-based) global step. */
-export function learningRateAt(options: ScheduleOptions, step: number): number {
-  const lr = options.baseLearningRate;
-  switch (options.kind) {
-    case 'constant':
-      return lr;
-    case 'cosine': {
-      const progress = Math.min(1, step / Math.max(1, options.totalSteps));
-      return 0.5 * lr * (1 + Math.cos(Math.PI * progress));
-    }
-    case 'step': {
-      const epoch = Math.floor(step / Math.max(1, options.stepsPerEpoch));
-      return lr * (options.gamma ?? 0.1) ** Math.floor(epoch / Math.max(1, options.stepEpochs ?? 1));
-    }
   }
 }

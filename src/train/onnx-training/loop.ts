@@ -8,7 +8,7 @@
  * weights are fed as inputs. Batches are gathered into buffers allocated once; the weights are
  * handed to onnxruntime as views of the host arrays (no copy on our side).
  * Imports: ../../ir, ../../errors, ../../runtime, ../batching, ../checkpoint, ../loop-state,
- * ../optimizer (learningRateAt), ../pruning-masks, ../non-finite, ./decompose, ./session, ./host-optimizer; types
+ * ../pruning-masks, ../non-finite, ./decompose, ./session, ./host-optimizer; types
  * of ../loop.
  */
 import { UsageError } from '../../errors.js';
@@ -17,8 +17,7 @@ import { createRunner, type Runner } from '../../runtime/index.js';
 import { gatherRowsInto } from '../batching.js';
 import { readCheckpoint } from '../checkpoint.js';
 import type { LoopOptions, LoopResult, TrainData } from '../loop.js';
-import { EpochBook, epochRecord, evaluateEpoch, fingerprintDiff, loopFingerprint, runEpoch, type CheckpointMeta } from '../loop-state.js';
-import { learningRateAt } from '../optimizer.js';
+import { EpochBook, epochRecord, epochPlan, evaluateEpoch, fingerprintDiff, loopFingerprint, runEpoch, type CheckpointMeta } from '../loop-state.js';
 import { isUpdateStep, layerSparsity, magnitudeMask, sparsityAt, type LayerSparsity, type PruningSchedule } from '../pruning-masks.js';
 import { firstNonFinite, NonFiniteTrainingError } from '../non-finite.js';
 import { liftConstantWeights } from './decompose.js';
@@ -383,21 +382,7 @@ export async function ortTrainLoop(model: Model, data: TrainData, options: OrtLo
 
     let trainSeconds = 0;
     let trainSamples = 0;
-    const plan = {
-      count: data.count,
-      seed: options.seed,
-      batchSize,
-      stepsPerEpoch,
-      totalSteps,
-      epochs: options.epochs,
-      learningRateAt: (step: number) =>
-        learningRateAt(
-          { kind: options.schedule, baseLearningRate: options.learningRate, totalSteps, stepsPerEpoch, stepEpochs: options.stepEpochs, gamma: options.gamma },
-          step,
-        ),
-      started: performance.now(),
-      stepsDoneAtStart: globalStep,
-    };
+    const plan = epochPlan(options, data.count, batchSize, stepsPerEpoch, globalStep);
     for (let epoch = startEpoch; epoch < options.epochs; epoch++) {
       const walked = await runEpoch(
         epoch,
