@@ -13,6 +13,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { DataType, GraphBuilder, type Model } from '../../src/ir/index.js';
 import { saveModel } from '../../src/onnx/index.js';
 import { convertToFloat16 } from '../../src/passes/quantize/fp16.js';
+import { transposeMatMulReference } from '../helpers/numeric.js';
 import { randomFloats } from '../helpers/random.js';
 import { ROOT, runCli } from '../helpers/cli.js';
 
@@ -50,30 +51,7 @@ const N = 5;
 
 /** float64 reference: transpose x by perm, then matmul with w [K,N] (w rank 2). */
 function reference(x: Feed, perm: number[], w: Float32Array): Feed {
-  const inDims = x.dims;
-  const outDims = perm.map((p) => inDims[p]!);
-  const inStrides = inDims.map((_, i) => size(inDims.slice(i + 1)));
-  const rows = size(outDims.slice(0, -1));
-  const y = new Float32Array(rows * N);
-  const idx = new Array<number>(outDims.length).fill(0);
-  for (let r = 0; r < rows; r++) {
-    let rem = r;
-    for (let a = outDims.length - 2; a >= 0; a--) {
-      idx[a] = rem % outDims[a]!;
-      rem = Math.floor(rem / outDims[a]!);
-    }
-    for (let n = 0; n < N; n++) {
-      let acc = 0;
-      for (let k = 0; k < K; k++) {
-        idx[outDims.length - 1] = k;
-        let off = 0;
-        for (let a = 0; a < perm.length; a++) off += idx[a]! * inStrides[perm[a]!]!;
-        acc += x.data[off]! * w[k * N + n]!;
-      }
-      y[r * N + n] = acc;
-    }
-  }
-  return { dims: [...outDims.slice(0, -1), N], data: y };
+  return transposeMatMulReference(x, perm, w, K, N);
 }
 
 /** x -> Transpose(perm) [-> Cast to float] -> MatMul(B) -> y; B a constant [K,N] unless `b` says otherwise. */

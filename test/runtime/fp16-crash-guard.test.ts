@@ -14,6 +14,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { DataType, GraphBuilder, float16ToFloat32, float32ToFloat16, type Model } from '../../src/ir/index.js';
 import { findFloat16BatchTransposeMatMul } from '../../src/ir/batch-transpose-matmul.js';
 import { saveModel } from '../../src/onnx/index.js';
+import { transposeMatMulReference } from '../helpers/numeric.js';
 import { randomFloats } from '../helpers/random.js';
 import { ROOT, runCli } from '../helpers/cli.js';
 
@@ -61,32 +62,7 @@ const roundHalf = (a: Float32Array): Float32Array => Float32Array.from(a, (v) =>
 
 /** float64 reference of transpose(x, perm) @ w, on the float16-rounded x and w the model sees. */
 function reference(x: Feed, perm: number[], w: Float32Array): Feed {
-  const xs = roundHalf(x.data);
-  const ws = roundHalf(w);
-  const inDims = x.dims;
-  const outDims = perm.map((p) => inDims[p]!);
-  const inStrides = inDims.map((_, i) => size(inDims.slice(i + 1)));
-  const rows = size(outDims.slice(0, -1));
-  const y = new Float32Array(rows * N);
-  const idx = new Array<number>(outDims.length).fill(0);
-  for (let r = 0; r < rows; r++) {
-    let rem = r;
-    for (let a = outDims.length - 2; a >= 0; a--) {
-      idx[a] = rem % outDims[a]!;
-      rem = Math.floor(rem / outDims[a]!);
-    }
-    for (let n = 0; n < N; n++) {
-      let acc = 0;
-      for (let k = 0; k < K; k++) {
-        idx[outDims.length - 1] = k;
-        let off = 0;
-        for (let a = 0; a < perm.length; a++) off += idx[a]! * inStrides[perm[a]!]!;
-        acc += xs[off]! * ws[k * N + n]!;
-      }
-      y[r * N + n] = acc;
-    }
-  }
-  return { dims: [...outDims.slice(0, -1), N], data: y };
+  return transposeMatMulReference({ dims: x.dims, data: roundHalf(x.data) }, perm, roundHalf(w), K, N);
 }
 
 /**
