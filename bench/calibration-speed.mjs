@@ -52,6 +52,9 @@ async function child(which, file, count, method, batch) {
   const runBatch = batch === 'default' ? calibration.budgetedBatchSize(pre, ds) : Number(batch);
   // onnxruntime's native module loads with the first session of the process: make that one
   // before timing, so that neither timed run pays for it.
+  // quantize starts the histogram binning thread before it probes the model (passes/quantize/int8.ts),
+  // so here too, before the untimed first session (it is up before either timed run starts).
+  if (method !== 'minmax' && process.env.CALIBRATION_PRESTART !== '0') calibration.prestartBinningThread();
   await (await mods.runtime.createRunner(pre, runner)).release();
   // Plain inference of the same samples, same batches, same thread count, from a fresh session.
   let t = performance.now();
@@ -66,6 +69,7 @@ async function child(which, file, count, method, batch) {
   const stats = await calibration.collectStatistics(pre, requests, ds, {
     batchSize: batch === 'default' ? undefined : runBatch,
     memoryBudget: process.env.CALIBRATION_BUDGET_MIB ? Number(process.env.CALIBRATION_BUDGET_MIB) * 2 ** 20 : undefined,
+    binningThread: process.env.CALIBRATION_BINNING_THREAD ? process.env.CALIBRATION_BINNING_THREAD === '1' : undefined,
     runner,
     onProgress: (p) => {
       passes = Math.max(passes, p.pass);
@@ -112,7 +116,7 @@ async function main() {
           console.log(
             `${which.padEnd(16)} ${method.padEnd(10)} batch ${batch.padEnd(7)} ${String(samples[which]).padStart(3)} samples ${String(r.tensors).padStart(3)} tensors  ` +
               `calibration ${r.calibrationSeconds.toFixed(2)} s / inference ${r.inferenceSeconds.toFixed(2)} s (session ${r.sessionSeconds.toFixed(2)} s) = ${(r.calibrationSeconds / r.inferenceSeconds).toFixed(2)}x  ` +
-              `peak RSS ${(r.peakRss / 2 ** 20).toFixed(0)} MiB (inference alone ${(r.inferenceRss / 2 ** 20).toFixed(0)})  (batch ${b.batchSize}, capture batch ${b.captureBatchSize ?? '-'}, groups ${b.captureGroups}, counted in onnxruntime ${b.countedInRuntime ?? '-'}, passes ${b.passes}, progress passes ${r.progressPasses})`,
+              `peak RSS ${(r.peakRss / 2 ** 20).toFixed(0)} MiB (inference alone ${(r.inferenceRss / 2 ** 20).toFixed(0)})  (batch ${b.batchSize}, capture batch ${b.captureBatchSize ?? '-'}, groups ${b.captureGroups}, counted in onnxruntime ${b.countedInRuntime ?? '-'}, passes ${b.passes}, progress passes ${r.progressPasses}, binning thread ${b.binningThread ? 'yes' : 'no'})`,
           );
         }
       }

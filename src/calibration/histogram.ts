@@ -10,6 +10,17 @@ import { UsageError } from '../errors.js';
 /** Default histogram size; 4096 bins of 8 bytes is 32 KiB per tensor. */
 export const DEFAULT_BINS = 4096;
 
+/** A histogram's whole state (StreamingHistogram.snapshot / assign). */
+export interface HistogramState {
+  counts: Float64Array;
+  lo: number;
+  width: number;
+  min: number;
+  max: number;
+  total: number;
+  nonFinite: number;
+}
+
 /**
  * A histogram over [lo, lo + bins * width) with lo a whole multiple of width. Growing doubles the
  * width and merges bin pairs, which is exact because every old bin falls inside one new bin.
@@ -193,6 +204,24 @@ export class StreamingHistogram {
     this.counts.set(merged);
     this.lo = newLo;
     this.width = newWidth;
+  }
+
+  /** The whole state (counts copied), for another thread's histogram of the same bins to take over (assign). */
+  snapshot(): HistogramState {
+    const { lo, width, min, max, total, nonFinite } = this;
+    return { counts: Float64Array.from(this.counts), lo, width, min, max, total, nonFinite };
+  }
+
+  /** Takes over a state snapshot() made (of a histogram with the same number of bins). */
+  assign(state: HistogramState): void {
+    if (state.counts.length !== this.bins) throw new UsageError(`histogram of ${this.bins} bins given a state of ${state.counts.length}`);
+    this.counts.set(state.counts);
+    this.lo = state.lo;
+    this.width = state.width;
+    this.min = state.min;
+    this.max = state.max;
+    this.total = state.total;
+    this.nonFinite = state.nonFinite;
   }
 
   /** Histogram of |x| with the same bin width, from 0 (bins centred on the grid). */

@@ -20,6 +20,7 @@ export {
   type StatisticRequest,
   type TensorStatistics,
 } from './statistics.js';
-export { DEFAULT_BINS, StreamingHistogram } from './histogram.js';
+export { DEFAULT_BINS, StreamingHistogram, type HistogramState } from './histogram.js';
+export { prestartBinningThread } from './binning.js';
 export { CHECK_SAMPLE_COUNT, DEFAULT_CALIBRATION_COUNT } from './defaults.js';
 export { feedbackHint, fedBackInputs, parseFeedback, runWithFeedback, withFeedback, withFeedbackHint, type FeedbackPair } from './feedback.js';

@@ -48,6 +48,7 @@ import {
   type StatisticsCapturePlan,
   type StatisticsCaptureResult,
 } from '../runtime/index.js';
+import { type BinningJob, binningThreadPays, createBinner } from './binning.js';
 import { DEFAULT_BINS, StreamingHistogram } from './histogram.js';
 
 /** One statistic a pass needs: of which tensor, and what. */
@@ -93,6 +94,8 @@ export interface CalibrationBatching {
   capturedBytesPerRun?: number;
   /** Batches run again because a reduction showed NaN or +-Infinity. */
   nonFiniteReruns: number;
+  /** Histograms of the single pass were binned on a worker thread beside onnxruntime (CollectOptions.binningThread). */
+  binningThread: boolean;
 }
 
 export interface CollectedStatistics {
@@ -137,6 +140,12 @@ export interface CollectOptions {
   totalSamples?: number;
   /** Progress of every pass over the data, batch by batch. */
   onProgress?: (p: CalibrationProgress) => void;
+  /**
+   * Bin the single pass's histograms on a worker thread while onnxruntime runs the next batch
+   * (binning.ts; the counts are the same). Default: when there is a second core and, for a
+   * Dataset, enough values to pay for starting the thread (binningThreadPays).
+   */
+  binningThread?: boolean;
 }
 
 /** Default samples per calibration run for a model without a fixed batch dim. */
@@ -409,6 +418,7 @@ export async function collectStatistics(
     passes: 0,
     memoryBudget: budget,
     nonFiniteReruns: 0,
+    binningThread: false,
   };
   const result: CollectedStatistics = { ranges: new Map([...ranges].map(([name, s]) => [name, s.stats])), channels: new Map(), batching };
   if (names.length === 0) return result;
@@ -471,7 +481,12 @@ export async function collectStatistics(
   // One pass: histograms captured whole are reduced inside onnxruntime too, so a finite batch is
   // binned without its JS min/max scan (extend + addFixed: the same grid and counts as add()).
   const oneRunHistograms = new Set(twoPass ? [] : whole.filter((n) => ranges.get(n)?.kind === 'histogram' && canReduce(model, n)));
+  // Their binning runs beside onnxruntime (binning.ts) unless their values are needed here too (moments).
+  const offloaded = [...oneRunHistograms].filter((n) => !moments.has(n));
+  const offloadedValues = offloaded.reduce((a, n) => a + (perSampleBytes(model, n) ?? 0) / elementBytes(model, n), 0) * (totalSamples ?? 0);
+  const threaded = offloaded.length > 0 && (options.binningThread ?? binningThreadPays(offloadedValues));
   const capturePlan: StatisticsCapturePlan = { whole: firstWhole, reduce: [...reduced, ...oneRunHistograms], sizes: reduced.length > 0 ? later : [] };
+  const binnerIds = new Map(offloaded.map((n, i) => [n, i]));
   const sizes = new Map<string, number>();
   let rerun: { names: Set<string>; runner: StatisticsCapture } | undefined;
   const fallbackValues = async (feeds: Feeds, wanted: readonly string[]): Promise<Record<string, TensorData>> => {
@@ -488,9 +503,18 @@ export async function collectStatistics(
   let firstSamples = 0;
   const runsModel = reduced.length > 0 || firstWhole.some((n) => !local.has(n));
   if (firstWhole.length > 0 || reduced.length > 0) {
-    const runner = await createStatisticsCapture(model, capturePlan, { label: 'calibration model', ...options.runner });
+    // Made first: a binning thread not up yet starts while onnxruntime makes the capture session.
+    const binner =
+      offloaded.length > 0
+        ? createBinner(
+            offloaded.map((n) => ranges.get(n)!.stats.histogram!),
+            { thread: threaded, maxInFlightBytes: budget },
+          )
+        : undefined;
+    batching.binningThread = binner?.threaded ?? false;
     let batchCount = 0;
     try {
+      const runner = await createStatisticsCapture(model, capturePlan, { label: 'calibration model', ...options.runner });
       batchCount = await runPass(source.open(batching.batchSize), runner, async (batch, captured) => {
         if (firstSamples === 0) firstSamples = batch.samples;
         const flagged: string[] = [];
@@ -526,10 +550,19 @@ export async function collectStatistics(
             }
           }
         }
+        const jobs: BinningJob[] = [];
         for (const name of oneRunHistograms) {
           const r = captured.reductions.get(name);
           const stats = ranges.get(name)!.stats;
           const values = numericView(captured.tensors[name]!, name);
+          const id = binnerIds.get(name);
+          if (id !== undefined && (values instanceof Float32Array || values instanceof Float64Array)) {
+            // min/max come from the final histogram (binner.finish).
+            const finite = r !== undefined && r.size > 0 && r.finite;
+            jobs.push({ id, op: finite ? 'fixed' : 'add', bmin: finite ? r.min : 0, bmax: finite ? r.max : 0, values });
+            stats.count += values.length;
+            continue;
+          }
           if (!r || r.size === 0 || !r.finite) {
             addRange(stats, values);
             continue;
@@ -542,12 +575,23 @@ export async function collectStatistics(
           stats.count += values.length;
         }
         wholeFold(captured.tensors, undefined, oneRunHistograms);
+        // Last: the jobs' buffers move to the binning thread.
+        if (jobs.length > 0) await binner!.post(jobs);
         samples += batch.samples;
         options.onProgress?.({ pass: 1, passes: later.length > 0 ? undefined : 1, stage: 'ranges', batches: batchCount + 1, samples, totalSamples });
         batchCount++;
       });
+      if (binner) {
+        await binner.finish();
+        for (const name of offloaded) {
+          const s = ranges.get(name)!.stats;
+          s.min = s.histogram!.min;
+          s.max = s.histogram!.max;
+        }
+      }
     } finally {
       await rerun?.runner.release();
+      await binner?.close();
     }
     if (batchCount === 0) throw new UsageError('calibration data set is empty');
     if (runsModel) batching.passes++;

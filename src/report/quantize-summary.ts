@@ -31,7 +31,7 @@ function int8Rows(rep: Int8Report): Row[] {
   ]);
   rows.push([
     'calibration',
-    `${rep.calibration.method}${rep.calibration.percentile ? ` ${rep.calibration.percentile}` : ''}, ${rep.calibration.samples} samples, ${rep.calibration.tensors} tensors, ${rep.calibration.seconds.toFixed(2)} s${rep.calibration.minmaxTensors ? `; ${rep.calibration.minmaxTensors} bounded tensor(s) kept minmax` : ''}`,
+    `${rep.calibration.method}${rep.calibration.percentile ? ` ${rep.calibration.percentile}` : ''}, ${rep.calibration.samples} samples at batch ${rep.calibration.batchSize}, ${rep.calibration.tensors} tensors, ${rep.calibration.seconds.toFixed(2)} s${rep.calibration.binningThread ? ' (histograms binned on a second thread)' : ''}${rep.calibration.minmaxTensors ? `; ${rep.calibration.minmaxTensors} bounded tensor(s) kept minmax` : ''}`,
   ]);
   const auto = rep.calibration.auto;
   if (auto) {

@@ -15,6 +15,7 @@ import {
   budgetedBatchSize,
   calibrationBatchSize,
   collectStatistics,
+  prestartBinningThread,
   DEFAULT_CALIBRATION_COUNT,
   type CalibrationBatching,
   type CalibrationProgress,
@@ -64,7 +65,10 @@ export interface CalibrationReport {
   method: CalibrationMethod;
   percentile?: number;
   samples: number;
+  /** Samples per onnxruntime run of the first pass (from the memory budget unless --batch-size). */
   batchSize: number;
+  /** Histograms were binned on a worker thread beside onnxruntime (calibration/binning.ts). */
+  binningThread: boolean;
   tensors: number;
   seconds: number;
   /** Tensors that took the minmax range whatever the method (bounded outputs, Softmax inputs), when the method is not minmax. */
@@ -166,6 +170,8 @@ export async function quantizeInt8(model: Model, options: Int8Options): Promise<
 
   const calibration = take(options.calibration, options.calibrationCount ?? DEFAULT_CALIBRATION_COUNT);
   if (calibration.count === 0) throw new UsageError(`${calibration.source ? `${calibration.source}: ` : ''}the calibration data set has no samples`);
+  // Histograms are binned on a worker thread beside onnxruntime: start it while the model is probed.
+  if ((options.method ?? 'minmax') !== 'minmax') prestartBinningThread();
   let batchSize = calibrationBatchSize(pre.model, calibration, options.batchSize);
   const runnerOptions: RunnerOptions = { ...options.runner };
 
@@ -267,6 +273,7 @@ export async function quantizeInt8(model: Model, options: Int8Options): Promise<
       samples: calibration.count,
       // The first pass's batch (with histograms over large activations it may be lower than the evaluation batch).
       batchSize: batching?.batchSize ?? batchSize,
+      binningThread: batching?.binningThread ?? false,
       tensors: wanted.length,
       seconds,
       minmaxTensors: context.minmaxTensors ? [...context.statistics.keys()].filter((n) => context.minmaxTensors!.has(n)).length : undefined,
