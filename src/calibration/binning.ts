@@ -23,11 +23,12 @@ export interface BinningJob {
    * 'fixed': every value is finite and [bmin, bmax] is their range (from onnxruntime's
    * reductions): the grid grows to cover it (extend), then the values are counted (addFixed).
    * 'add': the values are scanned for their finite range first (add; NaN/Infinity left out).
+   * 'indices': bin indices on the histogram's final grid, from onnxruntime (addIndices).
    */
-  op: 'fixed' | 'add';
+  op: 'fixed' | 'add' | 'indices';
   bmin: number;
   bmax: number;
-  values: Float32Array | Float64Array;
+  values: Float32Array | Float64Array | Uint16Array;
 }
 
 /**
@@ -41,7 +42,8 @@ export function applyBinningJobs(histograms: readonly StreamingHistogram[], jobs
     if (job.op === 'fixed') {
       h.extend(job.bmin, job.bmax);
       h.addFixed(job.values, false);
-    } else h.add(job.values);
+    } else if (job.op === 'indices') h.addIndices(job.values);
+    else h.add(job.values);
   }
 }
 

@@ -94,7 +94,7 @@ export interface CalibrationBatching {
   capturedBytesPerRun?: number;
   /** Batches run again because a reduction showed NaN or +-Infinity. */
   nonFiniteReruns: number;
-  /** Histograms of the single pass were binned on a worker thread beside onnxruntime (CollectOptions.binningThread). */
+  /** Histograms (the single pass's, or the bin indices of the second) were counted on a worker thread beside onnxruntime (CollectOptions.binningThread). */
   binningThread: boolean;
 }
 
@@ -141,8 +141,8 @@ export interface CollectOptions {
   /** Progress of every pass over the data, batch by batch. */
   onProgress?: (p: CalibrationProgress) => void;
   /**
-   * Bin the single pass's histograms on a worker thread while onnxruntime runs the next batch
-   * (binning.ts; the counts are the same). Default: when there is a second core and, for a
+   * Bin the single pass's histograms (and count the second pass's bin indices) on a worker thread
+   * while onnxruntime runs the next batch (binning.ts; the counts are the same). Default: when there is a second core and, for a
    * Dataset, enough values to pay for starting the thread (binningThreadPays).
    */
   binningThread?: boolean;
@@ -630,8 +630,11 @@ export async function collectStatistics(
       (a, b) => (position.get(model.graph.localValue(a)!.producer!) ?? -1) - (position.get(model.graph.localValue(b)!.producer!) ?? -1),
     );
     const perRun = new Map([...bytes].map(([n, b]) => [n, (b ?? 0) * batch]));
+    // One sample per run may take SINGLE_SAMPLE_ALLOWANCE budgets, as in the single pass: bin
+    // indices counted beside onnxruntime (binning.ts) cost less than counting them inside it.
+    const runLimit = batch === 1 ? SINGLE_SAMPLE_ALLOWANCE * budget : budget;
     // Where onnxruntime can count bins, one pass takes every histogram: the captures that fit the
-    // budget (in graph order) come back, the other histograms are counted inside it.
+    // limit (in graph order) come back, the other histograms are counted inside it.
     const counted = new Set<string>();
     let groups: string[][];
     if (countable && known) {
@@ -640,14 +643,14 @@ export async function collectStatistics(
       let used = 0;
       for (const name of ordered) {
         const b = perRun.get(name)!;
-        if (used + b <= budget || (firstGroup.length === 0 && !grids.has(name))) {
+        if (used + b <= runLimit || (firstGroup.length === 0 && !grids.has(name))) {
           firstGroup.push(name);
           used += b;
         } else if (grids.has(name)) counted.add(name);
         else rest.push(name);
       }
-      groups = [[...firstGroup, ...counted], ...captureGroups(rest, perRun, 1, budget)];
-    } else groups = known ? captureGroups(ordered, perRun, 1, budget) : [ordered];
+      groups = [[...firstGroup, ...counted], ...captureGroups(rest, perRun, 1, runLimit)];
+    } else groups = known ? captureGroups(ordered, perRun, 1, runLimit) : [ordered];
     batching.captureBatchSize = isDataset(data) ? batch : undefined;
     batching.captureGroups = groups.length;
     batching.countedInRuntime = counted.size;
@@ -662,15 +665,36 @@ export async function collectStatistics(
         binIndices: part((n) => grids.has(n) && !counted.has(n)),
         binCounts: part((n) => counted.has(n)),
       };
-      const runner = await createStatisticsCapture(prefixModel(model, group), capturePlan, { label: 'calibration model', ...options.runner });
-      let progress = { batches: 0, samples: 0 };
-      const count = await runPass(source.open(batch), runner, (b, captured) => {
-        wholeFold(captured.tensors, only);
-        for (const [name, indices] of captured.binIndices) ranges.get(name)!.stats.histogram!.addIndices(indices);
-        for (const [name, counts] of captured.binCounts) ranges.get(name)!.stats.histogram!.addCounts(counts);
-        progress = { batches: progress.batches + 1, samples: progress.samples + b.samples };
-        options.onProgress?.({ pass: firstPasses + g + 1, passes: firstPasses + groups.length, stage: 'captures', ...progress, totalSamples });
-      });
+      // Bin indices are counted beside onnxruntime (binning.ts), as the single pass's histograms are.
+      const indexed = [...capturePlan.binIndices!.keys()];
+      const indexedValues = indexed.reduce((a, n) => a + (perSampleBytes(model, n) ?? 0) / elementBytes(model, n), 0) * (totalSamples ?? 0);
+      const ids = new Map(indexed.map((n, i) => [n, i]));
+      const binner =
+        indexed.length > 0
+          ? createBinner(
+              indexed.map((n) => ranges.get(n)!.stats.histogram!),
+              { thread: options.binningThread ?? binningThreadPays(indexedValues), maxInFlightBytes: budget },
+            )
+          : undefined;
+      if (binner?.threaded) batching.binningThread = true;
+      let count = 0;
+      try {
+        const runner = await createStatisticsCapture(prefixModel(model, group), capturePlan, { label: 'calibration model', ...options.runner });
+        let progress = { batches: 0, samples: 0 };
+        count = await runPass(source.open(batch), runner, async (b, captured) => {
+          wholeFold(captured.tensors, only);
+          for (const [name, counts] of captured.binCounts) ranges.get(name)!.stats.histogram!.addCounts(counts);
+          const jobs = [...captured.binIndices].map(
+            ([name, indices]): BinningJob => ({ id: ids.get(name)!, op: 'indices', bmin: 0, bmax: 0, values: indices }),
+          );
+          if (jobs.length > 0) await binner!.post(jobs);
+          progress = { batches: progress.batches + 1, samples: progress.samples + b.samples };
+          options.onProgress?.({ pass: firstPasses + g + 1, passes: firstPasses + groups.length, stage: 'captures', ...progress, totalSamples });
+        });
+        await binner?.finish();
+      } finally {
+        await binner?.close();
+      }
       if (count === 0) throw new UsageError('calibration data set is empty');
       batching.passes++;
     }

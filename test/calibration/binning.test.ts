@@ -170,7 +170,7 @@ console.log(h.total);`;
 });
 
 describe('collectStatistics with the binning thread', () => {
-  it('histograms (one pass, ranges from onnxruntime) are the same with the thread on and off', async () => {
+  it('histograms (one pass; two passes with bin indices) are the same with the thread on and off', async () => {
     // x -> Relu(x * w + b) per channel: a 2x8x16x16 activation per sample.
     const b = new GraphBuilder({ opset: 17 });
     const x = b.input('x', DataType.FLOAT, ['N', 2, 16, 16]);
@@ -194,18 +194,24 @@ describe('collectStatistics with the binning thread', () => {
     }
     const dataset: Dataset = { count, inputs: { x: { dtype: DataType.FLOAT, dims: [count, 2, 16, 16], data } }, source: 'test', notes: [] };
     const requests = ['conv_out', 'relu_out'].map((tensor) => ({ tensor, kind: 'histogram' as const, bins: 512 }));
-    const off = await collectStatistics(model, requests, dataset, { batchSize: 8, binningThread: false });
-    const on = await collectStatistics(model, requests, dataset, { batchSize: 8, binningThread: true });
-    expect(off.batching.binningThread).toBe(false);
-    expect(on.batching.binningThread).toBe(true);
-    for (const name of ['conv_out', 'relu_out']) {
-      const a = off.ranges.get(name)!;
-      const c = on.ranges.get(name)!;
-      expect([c.min, c.max, c.count]).toEqual([a.min, a.max, a.count]);
-      expect(state(c.histogram!)).toEqual(state(a.histogram!));
-      expect(a.count).toBe(count * 8 * 16 * 16);
+    // One pass (captures within the budget), and two passes (a budget of 64 KiB: ranges, then bin
+    // indices from onnxruntime counted on the thread).
+    for (const memoryBudget of [undefined, 64 * 1024]) {
+      const off = await collectStatistics(model, requests, dataset, { batchSize: 8, binningThread: false, memoryBudget });
+      const on = await collectStatistics(model, requests, dataset, { batchSize: 8, binningThread: true, memoryBudget });
+      expect(off.batching.binningThread).toBe(false);
+      expect(on.batching.binningThread).toBe(true);
+      expect(on.batching.passes).toBe(memoryBudget === undefined ? 1 : 2);
+      for (const name of ['conv_out', 'relu_out']) {
+        const a = off.ranges.get(name)!;
+        const c = on.ranges.get(name)!;
+        expect([c.min, c.max, c.count]).toEqual([a.min, a.max, a.count]);
+        expect(state(c.histogram!)).toEqual(state(a.histogram!));
+        expect(a.count).toBe(count * 8 * 16 * 16);
+        expect(a.histogram!.total).toBe(count * 8 * 16 * 16);
+      }
+      // Relu of a conv with negative weights: zeros at the bottom.
+      expect(on.ranges.get('relu_out')!.min).toBe(0);
     }
-    // Relu of a conv with negative weights: zeros at the bottom.
-    expect(on.ranges.get('relu_out')!.min).toBe(0);
   });
 });

@@ -177,22 +177,28 @@ describe('two-pass histograms and memory-bounded capture groups', () => {
       { tensor: 'add5', kind: 'range' },
     ];
     const roomy = await collectStatistics(m, requests, ds, { batchSize: 8, memoryBudget: 2000 });
-    const tight = await collectStatistics(m, requests, ds, { batchSize: 8, memoryBudget: 100 });
+    const tight = await collectStatistics(m, requests, ds, { batchSize: 8, memoryBudget: 25 });
+    const allowance = await collectStatistics(m, requests, ds, { batchSize: 8, memoryBudget: 100 });
     // Per sample: 7 finite histograms as uint16 indices (16 bytes each), l and e (non-finite) and
     // the two moment tensors whole (32 bytes each): 240 bytes, 8 samples in 2000.
     expect(roomy.batching).toMatchObject({ captureBatchSize: 8, captureGroups: 1, passes: 2, countedInRuntime: 0, capturedBytesPerRun: 1920 });
-    // 100 bytes: six indices (96 bytes) come back, t2's bins are counted inside onnxruntime in the
+    // Budget 25 at one sample per run, which may take 4 budgets (SINGLE_SAMPLE_ALLOWANCE), 100
+    // bytes: six indices (96 bytes) come back, t2's bins are counted inside onnxruntime in the
     // same pass, the four whole tensors take two more groups (3 + 1).
     expect(tight.batching).toMatchObject({ captureBatchSize: 1, captureGroups: 3, passes: 4, countedInRuntime: 1, capturedBytesPerRun: 96 });
-    for (const name of [...histogramNames, 'add5']) {
-      const a = roomy.ranges.get(name)!;
-      const b = tight.ranges.get(name)!;
-      expect([name, b.min, b.max, b.count, b.histogram?.total]).toEqual([name, a.min, a.max, a.count, a.histogram?.total]);
-      if (a.histogram) expect(Array.from(b.histogram!.counts)).toEqual(Array.from(a.histogram.counts));
-    }
-    for (const name of ['t4', 'add5']) {
-      expect(Array.from(tight.channels.get(name)!.mean)).toEqual(Array.from(roomy.channels.get(name)!.mean));
-      expect(Array.from(tight.channels.get(name)!.variance)).toEqual(Array.from(roomy.channels.get(name)!.variance));
+    // Budget 100: the 240 bytes of one sample fit its 400, one group.
+    expect(allowance.batching).toMatchObject({ captureBatchSize: 1, captureGroups: 1, passes: 2, countedInRuntime: 0, capturedBytesPerRun: 240 });
+    for (const other of [tight, allowance]) {
+      for (const name of [...histogramNames, 'add5']) {
+        const a = roomy.ranges.get(name)!;
+        const b = other.ranges.get(name)!;
+        expect([name, b.min, b.max, b.count, b.histogram?.total]).toEqual([name, a.min, a.max, a.count, a.histogram?.total]);
+        if (a.histogram) expect(Array.from(b.histogram!.counts)).toEqual(Array.from(a.histogram.counts));
+      }
+      for (const name of ['t4', 'add5']) {
+        expect(Array.from(other.channels.get(name)!.mean)).toEqual(Array.from(roomy.channels.get(name)!.mean));
+        expect(Array.from(other.channels.get(name)!.variance)).toEqual(Array.from(roomy.channels.get(name)!.variance));
+      }
     }
   });
 
