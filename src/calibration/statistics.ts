@@ -15,21 +15,23 @@
  * then the batch of a single pass; one sample may take SINGLE_SAMPLE_ALLOWANCE budgets), take two passes over a re-iterable source (a Dataset, an array of feeds): the first
  * (the reductions) replays the grid a StreamingHistogram would grow to batch by batch, the second
  * bins the tensors into that grid inside onnxruntime: uint16 bin indices (2 bytes per element,
- * counted here) for as many tensors as the memory budget takes per run, and, where the opset allows
+ * counted on the binning thread) for as many tensors as the memory budget takes per run (one
+ * sample per run: SINGLE_SAMPLE_ALLOWANCE budgets), and, where the opset allows
  * (16+), bin counts from ScatterElements for the rest, so that one pass over the whole graph does
  * every histogram whatever the activation sizes (below opset 16, further passes in groups within
  * the budget). Tensors whose values are needed (channel moments, histograms of tensors that showed
  * NaN/Infinity, other dtypes) are captured whole in groups within the budget (their sums do not
  * depend on the batch size). Otherwise (small activations, or a one-shot source such as a generator) one
  * pass: reductions plus whole captures, histograms grown as they stream (exactly as before; a
- * finite batch's min/max come from onnxruntime's reductions, so only the binning runs here).
+ * finite batch's min/max come from onnxruntime's reductions, so only the binning remains, and it
+ * runs on a worker thread beside onnxruntime where that pays: binning.ts, the same counts).
  * Nothing per sample is kept: memory depends on the number of tensors, their per-sample sizes, the
  * budget and the batch size, never on the sample count. Quantization (passes/quantize) and pruning
  * (passes/prune) both ask this service; what they compute from the statistics stays with them.
  * The float operations (order of min/max, histogram and moment accumulation) are those the passes
  * used before this service existed: ranges and moments are bit-identical for the same data, and
  * histograms bin into the same grid (a value on a bin edge may land one bin over).
- * Imports: runtime (capture runner, model specs), data (Dataset, batching), ir, errors.
+ * Imports: runtime (capture runner, model specs), data (Dataset, batching), ir, errors, binning, histogram.
  */
 import { UsageError } from '../errors.js';
 import { DataType, elementCount, type TensorData } from '../ir/dtype.js';
