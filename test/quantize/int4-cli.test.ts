@@ -42,6 +42,10 @@ describe('quantize --mode int4', () => {
     // 4-bit weights with a scale per 32 rows: about 20 dB on random weights and inputs.
     expect(doc.agreement.y.sqnrDb).toBeGreaterThan(15);
     expect(doc.output.sizeBytes).toBeLessThan(doc.input.sizeBytes * 0.3);
+    // The fusion verdict speaks of weight-only kernels, not of INT8.
+    expect(doc.fusion.integerKernels).toEqual({ MatMulNBits: 2 });
+    expect(doc.fusion.verdict).toMatch(/^2 weight-only kernel\(s\) \(MatMulNBits; activations stay float\): faster where loading the weights dominates/);
+    expect(doc.fusion.verdict).not.toContain('INT8');
   });
 
   it('the default budget (95% top-1 agreement) refuses this lossy model: exit 1, nothing written', () => {

@@ -46,6 +46,9 @@ export const INTEGER_KERNELS = new Set([
   'GatherBlockQuantized',
 ]);
 
+/** Weight-only kernels: low-bit weights, float activations (--mode int4 / q4f16). */
+const WEIGHT_ONLY_KERNELS = new Set(['MatMulNBits', 'GatherBlockQuantized']);
+
 /** Ops that run on 8-bit data when the Q/DQ around them are dropped. */
 const DATA_MOVEMENT = new Set([
   'NhwcMaxPool',
@@ -235,8 +238,12 @@ export function analyzeOptimized(optimized: Model, reference?: Model, keptFloatN
   }
   const boundary = keptFloat.length > 0 ? ` (${keptFloat.length} op(s) kept float by choice read int8 data)` : '';
   const count = Object.values(integerKernels).reduce((a, b) => a + b, 0);
+  // Weight-only kernels (int4 / q4f16): activations stay float, so the gain is in loading weights.
+  const weightOnly = Object.keys(integerKernels).every((k) => WEIGHT_ONLY_KERNELS.has(k));
   const verdict =
-    count === 0 && q + dq === 0
+    count > 0 && weightOnly && unfused.length === 0
+      ? `${count} weight-only kernel(s) (${Object.keys(integerKernels).join(', ')}; activations stay float): faster where loading the weights dominates, as in decoders at batch 1; at large batches float MatMul can win: confirm with --measure-speed or model-opt benchmark`
+      : count === 0 && q + dq === 0
       ? 'no integer kernels and no (de)quantize steps: the model runs as FP32 (nothing was quantized)'
       : count === 0
         ? 'no integer kernels: onnxruntime runs this model in float with extra (de)quantize steps; expect it to be SLOWER than FP32'
