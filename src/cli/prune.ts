@@ -175,6 +175,6 @@ async function pruneAction(input: string, flags: PruneFlags): Promise<number> {
     progress.stop();
   }
   if (flags.json) printJson({ schemaVersion: PRUNE_JSON_SCHEMA_VERSION, command: 'prune', ...result });
-  else process.stdout.write(renderPruneSummary(result));
+  else process.stdout.write(renderPruneSummary(result, { width: process.stdout.isTTY ? process.stdout.columns : undefined }));
   return ExitCode.ok;
 }

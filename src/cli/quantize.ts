@@ -180,7 +180,7 @@ async function quantizeAction(modelPath: string, flags: QuantizeFlags): Promise<
     const result = await app.quantizeWorkflow(options, events);
     progress.stop();
     if (flags.json) printJson({ schemaVersion: QUANTIZE_JSON_SCHEMA_VERSION, command: 'quantize', ...result });
-    else process.stdout.write(summary.renderQuantizeSummary(result));
+    else process.stdout.write(summary.renderQuantizeSummary(result, { width: process.stdout.isTTY ? process.stdout.columns : undefined }));
     return result.gateFailure ? reportError(new GateError(result.gateFailure)) : ExitCode.ok;
   } finally {
     progress.stop();

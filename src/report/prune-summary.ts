@@ -7,7 +7,7 @@
 import Table from 'cli-table3';
 import type { PruneWorkflowResult } from '../app/prune.js';
 import type { ChannelPruneReport, MagnitudePruneReport } from '../passes/prune/index.js';
-import { tableStyle } from './format.js';
+import { fitLastColumn, tableStyle } from './format.js';
 import { formatSpeedCheck } from './speed-check.js';
 
 const pct = (x: number): string => `${(100 * x).toFixed(1)}%`;
@@ -44,7 +44,7 @@ function channelLines(r: ChannelPruneReport): string[] {
   return lines;
 }
 
-function magnitudeLines(r: MagnitudePruneReport): string[] {
+function magnitudeLines(r: MagnitudePruneReport, width?: number): string[] {
   const table = new Table({ head: ['layer', 'op', 'shape', 'params', 'sparsity', 'gzip size', 'note'], style: tableStyle() });
   for (const l of r.layers) {
     table.push([
@@ -57,6 +57,8 @@ function magnitudeLines(r: MagnitudePruneReport): string[] {
       l.skipped ?? '',
     ]);
   }
+  // The note (why a layer was skipped) is free text: it wraps on a narrow terminal.
+  fitLastColumn(table, width);
   const lines = [table.toString()];
   lines.push(`weight sparsity: ${pct(r.sparsityBefore)} -> ${pct(r.sparsityAfter)} (${r.pattern}, scope ${r.scope}, criterion ${r.criterion})`);
   if (r.biasCorrection) {
@@ -70,9 +72,9 @@ function magnitudeLines(r: MagnitudePruneReport): string[] {
   return lines;
 }
 
-export function renderPruneSummary(result: PruneWorkflowResult): string {
+export function renderPruneSummary(result: PruneWorkflowResult, options: { width?: number } = {}): string {
   const report = result.report;
-  const lines = report.pattern === 'channel' ? channelLines(report as ChannelPruneReport) : magnitudeLines(report as MagnitudePruneReport);
+  const lines = report.pattern === 'channel' ? channelLines(report as ChannelPruneReport) : magnitudeLines(report as MagnitudePruneReport, options.width);
   lines.push(
     `file: ${kib(result.size.before.rawBytes)} -> ${kib(result.size.after.rawBytes)} raw, ${kib(result.size.before.gzipBytes)} -> ${kib(result.size.after.gzipBytes)} gzip`,
   );

@@ -12,7 +12,7 @@ import type { FidelityReport, QuantizeResult, SensitivityMetric } from '../app/q
 import type { Int8Report, SensitivityRow } from '../passes/quantize/index.js';
 import { describeBudget } from '../passes/quantize/fidelity.js';
 import type { UnfusedNode } from '../passes/quantize/fusion-check.js';
-import { formatBytes, formatDb, formatWorstChannel, tableStyle } from './format.js';
+import { fitLastColumn, formatBytes, formatDb, formatWorstChannel, tableStyle } from './format.js';
 import { formatSpeedCheck } from './speed-check.js';
 
 type Row = [string, string];
@@ -153,7 +153,12 @@ function describeUnfused(u: UnfusedNode): string {
   return `${u.node || '(unnamed)'} (${u.opType}${how}): ${u.reason}`;
 }
 
-export function renderQuantizeSummary(result: QuantizeResult): string {
+export interface SummaryOptions {
+  /** Terminal columns: long cells wrap to fit (report/format's fitLastColumn); none, one line per row. */
+  width?: number;
+}
+
+export function renderQuantizeSummary(result: QuantizeResult, options: SummaryOptions = {}): string {
   const table = new Table({ head: ['', result.mode], style: tableStyle() });
   table.push(...passRows(result.report));
   if (result.fusion) {
@@ -207,6 +212,7 @@ export function renderQuantizeSummary(result: QuantizeResult): string {
       : 'nothing: no setting met the budget (--force writes the best attempt)',
   ]);
   const notes = result.report.notes.map((n) => `note: ${n}\n`).join('');
+  fitLastColumn(table, options.width);
   return `${table.toString()}\n${notes}`;
 }
 

@@ -244,12 +244,12 @@ export function analyzeOptimized(optimized: Model, reference?: Model, keptFloatN
     count > 0 && weightOnly && unfused.length === 0
       ? `${count} weight-only kernel(s) (${Object.keys(integerKernels).join(', ')}; activations stay float): faster where loading the weights dominates, as in decoders at batch 1; at large batches float MatMul can win: confirm with --measure-speed or model-opt benchmark`
       : count === 0 && q + dq === 0
-      ? 'no integer kernels and no (de)quantize steps: the model runs as FP32 (nothing was quantized)'
-      : count === 0
-        ? 'no integer kernels: onnxruntime runs this model in float with extra (de)quantize steps; expect it to be SLOWER than FP32'
-        : unfused.length === 0
-          ? `${count} integer kernel(s), no DequantizeLinear -> float op left${boundary}: INT8 should be faster here (small, narrow or SiLU-heavy models can still lose: confirm with --measure-speed or model-opt benchmark)`
-          : `${count} integer kernel(s), but ${unfused.length} op(s) run in float on dequantized data: they cost extra time`;
+        ? 'no integer kernels and no (de)quantize steps: the model runs as FP32 (nothing was quantized)'
+        : count === 0
+          ? 'no integer kernels: onnxruntime runs this model in float with extra (de)quantize steps; expect it to be SLOWER than FP32'
+          : unfused.length === 0
+            ? `${count} integer kernel(s), no DequantizeLinear -> float op left${boundary}: INT8 should be faster here (small, narrow or SiLU-heavy models can still lose: confirm with --measure-speed or model-opt benchmark)`
+            : `${count} integer kernel(s), but ${unfused.length} op(s) run in float on dequantized data: they cost extra time`;
   return {
     integerKernels,
     integerKernelCount: count,
