@@ -40,7 +40,17 @@ export interface Recipe {
   iterations?: number;
   regionSearch?: boolean;
   timeBudgetSeconds?: number;
-  data?: { calibration?: string; calibrationCount?: number; eval?: string };
+  data?: {
+    calibration?: string;
+    calibrationCount?: number;
+    eval?: string;
+    /** `--input name=value`: one value for a model input, for every sample. */
+    inputs?: Record<string, number | number[]>;
+    /** `--shape`: sizes of symbolic input dims (name or dim name -> dims). */
+    shapes?: Record<string, number[]>;
+    /** `--feedback`: 'OUTPUT=INPUT' pairs of a streaming model's state. */
+    feedback?: string[];
+  };
   budget?: { minSqnrDb?: number; minTop1Agreement?: number; maxAccuracyDrop?: string; metric?: string };
   gates?: { minSpeedup?: number };
 }

@@ -621,6 +621,11 @@ function recipeFor(spec: CandidateSpec, options: OptimizeOptions, objective: Opt
   if (options.calibrationData) data.calibration = options.calibrationData;
   if (options.calibrationCount !== undefined) data.calibrationCount = options.calibrationCount;
   if (options.evalData) data.eval = options.evalData;
+  // What shaped the data: without it, running the recipe again would feed the model differently.
+  if (options.inputValues && Object.keys(options.inputValues).length > 0)
+    data.inputs = Object.fromEntries(Object.entries(options.inputValues).map(([k, v]) => [k, typeof v === 'number' ? v : [...v]]));
+  if (options.shapes && Object.keys(options.shapes).length > 0) data.shapes = Object.fromEntries(Object.entries(options.shapes).map(([k, v]) => [k, [...v]]));
+  if (options.feedback && options.feedback.length > 0) data.feedback = options.feedback.map((f) => `${f.output}=${f.input}`);
   return {
     schemaVersion: 1,
     kind: 'optimize-recipe',

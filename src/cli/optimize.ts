@@ -54,6 +54,11 @@ export function parseDuration(value: string): number {
   return Number(match[1]) * unit;
 }
 
+/** A recipe's record keyed by names from the file, as a null-prototype record. */
+function nullProto<T>(record: Record<string, T> | undefined): Record<string, T> | undefined {
+  return record ? Object.assign(Object.create(null) as Record<string, T>, record) : undefined;
+}
+
 export function registerOptimize(program: Command): void {
   program
     .command('optimize')
@@ -153,9 +158,9 @@ async function optimizeAction(modelPath: string, flags: OptimizeFlags, command: 
     minSpeedup: flags.minSpeedup ?? recipe?.gates?.minSpeedup,
     candidates: recipe?.candidates,
     select: recipe?.select,
-    shapes: flags.shape ? parseShapeOverrides(flags.shape.join(',')) : undefined,
-    inputValues: flags.input,
-    feedback: flags.feedback?.map(parseFeedback),
+    shapes: flags.shape ? parseShapeOverrides(flags.shape.join(',')) : nullProto(recipe?.data?.shapes),
+    inputValues: flags.input ?? nullProto(recipe?.data?.inputs),
+    feedback: (flags.feedback ?? recipe?.data?.feedback)?.map(parseFeedback),
     recipePath: flags.recipe,
   };
   if (options.maxAccuracyDrop && !options.evalData) throw new UsageError('--max-accuracy-drop needs --eval-data <labelled data>');

@@ -54,7 +54,8 @@ export function validate(root: Schema, value: unknown): string[] {
       for (const name of (schema['required'] as string[] | undefined) ?? []) if (!(name in o)) errors.push(`${at}: missing required '${name}'`);
       const props = (schema['properties'] as Record<string, Schema> | undefined) ?? {};
       for (const [name, item] of Object.entries(o)) {
-        if (props[name]) check(props[name], item, `${at}.${name}`);
+        // Own properties only: a name from the document may be 'constructor' or '__proto__'.
+        if (Object.hasOwn(props, name)) check(props[name]!, item, `${at}.${name}`);
         else if (schema['additionalProperties'] === false) errors.push(`${at}: unexpected property '${name}'`);
         else if (typeof schema['additionalProperties'] === 'object') check(schema['additionalProperties'] as Schema, item, `${at}.${name}`);
       }

@@ -7,7 +7,7 @@
 // teacher-forced numbers (the FP32 states fed to the INT8 model), which quantize's guard reports.
 // Measured: own recurrence 34.4 dB, teacher-forced 37.0 dB (quantize reported 37.0 dB on the same
 // chunks), agreement 100%; FP32 top-1 81.25% (52 of 64), the stand-in's number.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -140,5 +140,12 @@ describe('optimize --feedback', () => {
       expect(row.fidelity!.sqnrDb).toBeGreaterThan(30);
       expect(row.fidelity!.top1Agreement).toBe(1);
     }
-  }, 180_000);
+    // The recipe written beside the model records what shaped the data (--input, --feedback), so
+    // that running it again with no other flag builds the same model byte for byte.
+    const recipe = JSON.parse(readFileSync(path('vad.opt.recipe.json'), 'utf8'));
+    expect(recipe.data).toMatchObject({ calibration: path('chunks.npz'), inputs: { sr: 16000 }, feedback: ['stateN=state'] });
+    const again = await json(['optimize', path('vad.onnx'), '-o', path('vad.again.onnx'), '--recipe', path('vad.opt.recipe.json'), '--iterations', '20']);
+    expect(again.chosen).toBe(doc.chosen);
+    expect(readFileSync(path('vad.again.onnx')).equals(readFileSync(path('vad.opt.onnx')))).toBe(true);
+  }, 240_000);
 });

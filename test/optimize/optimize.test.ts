@@ -99,6 +99,16 @@ describe('optimize: the pieces', () => {
     expect(
       checkRecipe({ kind: 'optimize-recipe', candidates: [{ quantize: { mode: 'int8-dynamic' } }], gates: { minSpeedup: 1.1 } }, 'r.json').candidates,
     ).toHaveLength(1);
+    // The data section's records are keyed by the model's names, any of them (JSON.parse makes
+    // '__proto__' an own key); values are checked against additionalProperties.
+    const data = JSON.parse('{"inputs": {"constructor": 3, "__proto__": [1, 2], "sr": 16000}, "shapes": {"toString": [1, 3]}, "feedback": ["stateN=state"]}');
+    expect(checkRecipe({ kind: 'optimize-recipe', candidates: [{ fp32: {} }], data }, 'r.json').data).toEqual(data);
+    expect(() => checkRecipe({ kind: 'optimize-recipe', candidates: [{ fp32: {} }], data: { inputs: { constructor: 'x' } } }, 'r.json')).toThrow(
+      /\$\.data\.inputs\.constructor: expected number or array, got string/,
+    );
+    expect(() => checkRecipe({ kind: 'optimize-recipe', candidates: [{ fp32: {} }], data: { shapes: { x: [1, 0] } } }, 'r.json')).toThrow(
+      /\$\.data\.shapes\.x\[1\]: 0 is below the minimum 1/,
+    );
   });
 });
 
