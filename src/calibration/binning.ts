@@ -95,10 +95,21 @@ interface BinningThread {
 let thread: BinningThread | undefined;
 let nextSession = 1;
 
-/** The process's binning thread, started when there is none (or the last one failed). */
-function binningThread(): BinningThread {
+/** Set when a worker thread could not be created here (a sandbox, resource limits): bin in-process from then on. */
+let cannotStart = false;
+
+/** The process's binning thread, started when there is none (or the last one failed); undefined when none can be created. */
+function binningThread(): BinningThread | undefined {
   if (thread && !thread.failed) return thread;
-  const t: BinningThread = { worker: new Worker(workerSource(), { eval: true }), ready: false, sessions: new Map(), users: 0 };
+  if (cannotStart) return undefined;
+  let worker: Worker;
+  try {
+    worker = new Worker(workerSource(), { eval: true });
+  } catch {
+    cannotStart = true;
+    return undefined;
+  }
+  const t: BinningThread = { worker, ready: false, sessions: new Map(), users: 0 };
   t.worker.on('message', (m: FromWorker) => {
     if (m.type === 'ready') t.ready = true;
     else t.sessions.get(m.session)?.message(m);
@@ -130,8 +141,8 @@ export function prestartBinningThread(): void {
  * started (one core) or it failed. Starts it when needed.
  */
 export async function binningThreadReady(): Promise<boolean> {
-  if (availableParallelism() < 2) return false;
-  const t = binningThread();
+  const t = availableParallelism() > 1 ? binningThread() : undefined;
+  if (!t) return false;
   while (!t.ready && !t.failed) await new Promise((resolve) => setTimeout(resolve, 2));
   return t.ready && !t.failed;
 }
@@ -145,11 +156,12 @@ export async function stopBinningThread(): Promise<void> {
 
 /**
  * A Binner for `histograms` (their current states are where the binning starts). `thread`: bin on
- * the worker thread; `maxInFlightBytes`: the captured bytes posted but not yet binned that post()
+ * the worker thread (in-process when no worker thread can be created); `maxInFlightBytes`: the captured bytes posted but not yet binned that post()
  * lets stand (at least one batch always may).
  */
 export function createBinner(histograms: readonly StreamingHistogram[], options: { thread: boolean; maxInFlightBytes: number }): Binner {
-  if (!options.thread) {
+  const t = options.thread ? binningThread() : undefined;
+  if (!t) {
     return {
       threaded: false,
       async post(jobs) {
@@ -159,7 +171,6 @@ export function createBinner(histograms: readonly StreamingHistogram[], options:
       async close() {},
     };
   }
-  const t = binningThread();
   const session = nextSession++;
   if (t.users++ === 0) t.worker.ref();
   // Batches posted and not yet binned, oldest first: their bytes, for the limit.
