@@ -114,7 +114,7 @@ export function registerDistill(program: Command): void {
     .addOption(sharedOption('backend'))
     .addOption(sharedOption('threads', 'for training on onnxruntime (default 1), the teacher and the evaluation'))
     .option('--checkpoint <file>', 'write a checkpoint after every epoch')
-    .option('--resume [file]', 'resume from a checkpoint (default: the --checkpoint file)')
+    .option('--resume [file]', 'resume from a checkpoint (default: the --checkpoint file); with a larger --epochs, a finished run trains on')
     .option('--max-samples <n>', 'train on the first n samples of --data only', parsePositiveInt)
     .addOption(sharedOption('outputName'))
     .option('--teacher-output-name <name>', "teacher output giving the soft targets (default: the output named as the student's, or the only one)")

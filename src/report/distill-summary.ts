@@ -53,6 +53,14 @@ export function renderDistillSummary(result: DistillWorkflowResult): string {
   lines.push(summary.toString());
   if (teacher === undefined && student === undefined && report.evalSamples === undefined) lines.push('accuracy: not measured (no --eval-data)');
   lines.push(`backend: ${report.backend.description}; ${report.samplesPerSecond.toFixed(0)} samples/s over ${report.steps} steps`);
+  if (report.resumedAfterEpoch !== undefined) {
+    const { epochs, schedule } = report.settings;
+    const extended =
+      report.extendedFromEpochs !== undefined
+        ? ` and trained on to ${epochs} epochs (the checkpoint's run had ${report.extendedFromEpochs}${schedule === 'constant' ? '' : `; the ${schedule} learning-rate schedule now spans all ${epochs}`})`
+        : '';
+    lines.push(`resumed after epoch ${report.resumedAfterEpoch}${extended}`);
+  }
   if (report.bestEpoch !== undefined) lines.push(`kept the best epoch by eval accuracy: ${report.bestEpoch}${report.stoppedEarly ? ' (stopped early)' : ''}`);
   if (report.sparsity) lines.push(`weight sparsity: ${pct(report.sparsity.overall)} (target ${pct(report.sparsity.target)})`);
   lines.push(`validated in onnxruntime (max relative difference to the trainer ${report.validationError.toExponential(1)}); wrote ${result.output}`);

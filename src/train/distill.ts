@@ -129,6 +129,8 @@ export interface DistillReport {
   stoppedEarly: boolean;
   interrupted: boolean;
   resumedAfterEpoch?: number;
+  /** Resumed from a run of this many epochs and trained further (--epochs larger than that run's). */
+  extendedFromEpochs?: number;
   steps: number;
   /** Training throughput over all epochs (forward + backward + update). */
   samplesPerSecond: number;
@@ -630,6 +632,7 @@ export async function distill(options: DistillOptions): Promise<{ model: Model; 
       stoppedEarly: result.stoppedEarly,
       interrupted: result.interrupted,
       resumedAfterEpoch: result.resumedAfterEpoch,
+      ...(result.extendedFromEpochs !== undefined ? { extendedFromEpochs: result.extendedFromEpochs } : {}),
       steps: result.steps,
       samplesPerSecond: result.samplesPerSecond,
       teacherSeconds,

@@ -5,8 +5,9 @@
  * format whichever backend wrote it. Also the bookkeeping both loops do at the end of an epoch
  * (EpochBook: history, best snapshot, early stopping, the checkpoint, the result), and the walk
  * over an epoch's batches (runEpoch). No tfjs.
- * Imports: ./checkpoint, ./batching, ./schedule, types of ./loop.
+ * Imports: errors, ./checkpoint, ./batching, ./schedule, types of ./loop.
  */
+import { UsageError } from '../errors.js';
 import { epochPermutation } from './batching.js';
 import { writeCheckpoint } from './checkpoint.js';
 import { learningRateAt } from './schedule.js';
@@ -54,6 +55,25 @@ export function fingerprintDiff(a: Record<string, unknown>, b: Record<string, un
   return [...keys].filter((k) => JSON.stringify(a[k]) !== JSON.stringify(b[k]));
 }
 
+/**
+ * Checks a checkpoint before resuming from it: every setting of the fingerprint must be this run's,
+ * except `epochs`, which may grow (training a finished or interrupted run further, as a larger
+ * max_epochs does in the peer tools); fewer epochs than the checkpoint's run is refused. Returns
+ * the checkpoint run's epochs when they grew. UsageError naming the file and the settings.
+ */
+export function checkResume(file: string, meta: CheckpointMeta, fingerprint: Record<string, unknown>): { extendedFrom?: number } {
+  const diff = fingerprintDiff(meta.fingerprint, fingerprint).filter((k) => k !== 'epochs');
+  if (diff.length > 0) throw new UsageError(`${file}: the checkpoint was written with other settings (${diff.join(', ')}); resume with the same ones`);
+  const before = Number(meta.fingerprint['epochs']);
+  const now = Number(fingerprint['epochs']);
+  if (now === before) return {};
+  if (now < before)
+    throw new UsageError(
+      `${file}: the checkpoint's run has ${before} epochs (${meta.epoch} done); --epochs ${now} is fewer: resume with --epochs ${before}, or more to train further`,
+    );
+  return { extendedFrom: before };
+}
+
 /** What a loop hands EpochBook.endEpoch to write a checkpoint: its counters and arrays now. */
 export interface LoopSnapshot {
   globalStep: number;
@@ -79,15 +99,21 @@ export class EpochBook {
   stoppedEarly = false;
   interrupted = false;
   resumedAfterEpoch?: number;
+  extendedFromEpochs?: number;
 
-  /** Continues from a checkpoint's metadata and best snapshot. */
-  resume(meta: CheckpointMeta, best: Map<string, Float32Array> | undefined): void {
+  /**
+   * Continues from a checkpoint's metadata and best snapshot; `extendedFrom`: the checkpoint's run
+   * had that many epochs and this one has more (checkResume). An early stop of that run is
+   * forgotten then: the patience counts again from the resumed epoch.
+   */
+  resume(meta: CheckpointMeta, best: Map<string, Float32Array> | undefined, extendedFrom?: number): void {
     this.history = meta.history;
     this.best = best;
     this.bestScore = meta.bestScore;
     this.bestEpoch = meta.bestEpoch;
-    this.badEpochs = meta.badEpochs;
+    this.badEpochs = extendedFrom !== undefined ? 0 : meta.badEpochs;
     this.resumedAfterEpoch = meta.epoch;
+    this.extendedFromEpochs = extendedFrom;
   }
 
   /**
@@ -150,6 +176,7 @@ export class EpochBook {
       stoppedEarly: this.stoppedEarly,
       interrupted: this.interrupted,
       resumedAfterEpoch: this.resumedAfterEpoch,
+      ...(this.extendedFromEpochs !== undefined ? { extendedFromEpochs: this.extendedFromEpochs } : {}),
       steps,
       samplesPerSecond,
       values,

@@ -18,7 +18,7 @@ import { tensorDataToTf, type TrainableGraph } from './onnx-graph.js';
 import { Optimizer, type OptimizerOptions, type Param, type ScheduleKind } from './optimizer.js';
 import { adapterInit, adapterName, featureNeedsAdapter } from './feature-adapters.js';
 import { gatherRows } from './batching.js';
-import { EpochBook, epochRecord, epochPlan, evaluateEpoch, fingerprintDiff, loopFingerprint, runEpoch, type CheckpointMeta } from './loop-state.js';
+import { EpochBook, epochRecord, epochPlan, evaluateEpoch, checkResume, loopFingerprint, runEpoch, type CheckpointMeta } from './loop-state.js';
 import { NonFiniteTrainingError } from './non-finite.js';
 
 export { epochPermutation, gatherRows } from './batching.js';
@@ -113,6 +113,8 @@ export interface LoopResult {
   /** Stopped by stopAfterEpoch (a checkpoint holds the state to resume). */
   interrupted: boolean;
   resumedAfterEpoch?: number;
+  /** The resumed checkpoint's run had this many epochs, fewer than this run's (checkResume). */
+  extendedFromEpochs?: number;
   steps: number;
   samplesPerSecond: number;
   sparsity?: LayerSparsity[];
@@ -264,14 +266,11 @@ export async function trainLoop(graph: TrainableGraph, data: TrainData, options:
 
   if (options.resumeFrom) {
     const ckpt = await readCheckpoint<CheckpointMeta>(options.resumeFrom);
-    const diff = fingerprintDiff(ckpt.meta.fingerprint, fingerprint);
-    if (diff.length > 0) {
-      throw new UsageError(`${options.resumeFrom}: the checkpoint was written with other settings (${diff.join(', ')}); resume with the same ones`);
-    }
+    const { extendedFrom } = checkResume(options.resumeFrom, ckpt.meta, fingerprint);
     restoreAll(ckpt.variables);
     optimizer.load(ckpt.meta.optimizerStep, ckpt.optimizer, params);
     pruner?.load(ckpt.meta.pruneCurrent, ckpt.masks);
-    book.resume(ckpt.meta, ckpt.best);
+    book.resume(ckpt.meta, ckpt.best, extendedFrom);
     startEpoch = ckpt.meta.epoch;
     globalStep = ckpt.meta.globalStep;
   }

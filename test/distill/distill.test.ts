@@ -134,6 +134,26 @@ describe('checkpoint and resume', () => {
     expect(Buffer.from(encodeModel(resumed.model)).equals(Buffer.from(encodeModel(straight.model)))).toBe(true);
   });
 
+  it('a finished run trains on with more epochs on the tfjs loop too: 1 then 2 equals 2 uninterrupted (constant schedule)', async () => {
+    const common = {
+      teacher: templateTeacher(),
+      train,
+      batchSize: 32,
+      learningRate: 0.01,
+      alpha: 0.3,
+      backend: 'cpu' as const,
+      seed: 3,
+      schedule: 'constant' as const,
+    };
+    const straight = await distill({ ...common, epochs: 2, student: smallCnn(4) });
+    const ckpt = path.join(dir, 'extend.ckpt.npz');
+    await distill({ ...common, epochs: 1, student: smallCnn(4), checkpointPath: ckpt });
+    const more = await distill({ ...common, epochs: 2, student: smallCnn(4), resumeFrom: ckpt });
+    expect([more.report.resumedAfterEpoch, more.report.extendedFromEpochs]).toEqual([1, 1]);
+    expect(more.report.history.map((h) => h.loss)).toEqual(straight.report.history.map((h) => h.loss));
+    expect(Buffer.from(encodeModel(more.model)).equals(Buffer.from(encodeModel(straight.model)))).toBe(true);
+  });
+
   it('refuses a checkpoint written with other settings', async () => {
     const ckpt = path.join(dir, 'other.ckpt.npz');
     await distill({ student: smallCnn(4), train, epochs: 2, batchSize: 32, backend: 'cpu', checkpointPath: ckpt, stopAfterEpoch: 1 });

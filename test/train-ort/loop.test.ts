@@ -16,6 +16,8 @@ import { initTrainingBackend } from '../../src/train/backend.js';
 import { magnitudeMask } from '../../src/train/pruning-masks.js';
 import { UsageError } from '../../src/errors.js';
 import { smallCnn, syntheticImages, templateTeacher } from '../distill/models.js';
+import { renderDistillSummary } from '../../src/report/distill-summary.js';
+import type { DistillWorkflowResult } from '../../src/app/distill.js';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'model-opt-train-ort-'));
 const train = syntheticImages(128, 1);
@@ -129,6 +131,39 @@ describe('onnxruntime loop: resume, pruning, early stopping', () => {
     expect(Buffer.from(encodeModel(resumed.model)).equals(Buffer.from(encodeModel(straight.model)))).toBe(true);
     // other settings: refused, naming the setting
     await expect(distill({ ...common, learningRate: 0.02, student: smallCnn(4), resumeFrom: ckpt })).rejects.toThrow(/other settings \(learningRate\)/);
+  });
+
+  it('a finished run trains on with more --epochs: 2 epochs then resume to 3 equals 3 uninterrupted epochs (constant schedule); fewer is refused', async () => {
+    const common = {
+      teacher: templateTeacher(),
+      train,
+      eval: evalSet,
+      batchSize: 32,
+      learningRate: 0.01,
+      alpha: 0.3,
+      backend: 'onnxruntime' as const,
+      seed: 9,
+      schedule: 'constant' as const,
+    };
+    const straight = await distill({ ...common, epochs: 3, student: smallCnn(4) });
+    const ckpt = path.join(dir, 'extend.ckpt.npz');
+    const finished = await distill({ ...common, epochs: 2, student: smallCnn(4), checkpointPath: ckpt });
+    expect(finished.report.interrupted).toBe(false);
+    const more = await distill({ ...common, epochs: 3, student: smallCnn(4), checkpointPath: ckpt, resumeFrom: ckpt });
+    expect(more.report.resumedAfterEpoch).toBe(2);
+    expect(more.report.extendedFromEpochs).toBe(2);
+    expect(more.report.history.map((h) => h.loss)).toEqual(straight.report.history.map((h) => h.loss));
+    expect(Buffer.from(encodeModel(more.model)).equals(Buffer.from(encodeModel(straight.model)))).toBe(true);
+    const summary = renderDistillSummary({
+      report: more.report,
+      parameters: { teacher: 1, student: 1 },
+      output: 'student.onnx',
+    } as unknown as DistillWorkflowResult);
+    expect(summary).toContain("resumed after epoch 2 and trained on to 3 epochs (the checkpoint's run had 2)");
+    // The checkpoint now holds the 3-epoch run: fewer epochs than that are refused, naming both.
+    await expect(distill({ ...common, epochs: 2, student: smallCnn(4), resumeFrom: ckpt })).rejects.toThrow(
+      /the checkpoint's run has 3 epochs \(3 done\); --epochs 2 is fewer/,
+    );
   });
 
   it('--prune-to 0.8: pruned weights are exact zeros at the target count, by the magnitude rule, and the student still learns', async () => {

@@ -17,7 +17,7 @@ import { createRunner, type Runner } from '../../runtime/index.js';
 import { gatherRowsInto } from '../batching.js';
 import { readCheckpoint } from '../checkpoint.js';
 import type { LoopOptions, LoopResult, TrainData } from '../loop.js';
-import { EpochBook, epochRecord, epochPlan, evaluateEpoch, fingerprintDiff, loopFingerprint, runEpoch, type CheckpointMeta } from '../loop-state.js';
+import { EpochBook, epochRecord, epochPlan, evaluateEpoch, checkResume, loopFingerprint, runEpoch, type CheckpointMeta } from '../loop-state.js';
 import { isUpdateStep, layerSparsity, magnitudeMask, sparsityAt, type LayerSparsity, type PruningSchedule } from '../pruning-masks.js';
 import { firstNonFinite, NonFiniteTrainingError } from '../non-finite.js';
 import { liftConstantWeights } from './decompose.js';
@@ -354,10 +354,7 @@ export async function ortTrainLoop(model: Model, data: TrainData, options: OrtLo
     let globalStep = 0;
     if (options.resumeFrom) {
       const ckpt = await readCheckpoint<CheckpointMeta>(options.resumeFrom);
-      const diff = fingerprintDiff(ckpt.meta.fingerprint, fingerprint);
-      if (diff.length > 0) {
-        throw new UsageError(`${options.resumeFrom}: the checkpoint was written with other settings (${diff.join(', ')}); resume with the same ones`);
-      }
+      const { extendedFrom } = checkResume(options.resumeFrom, ckpt.meta, fingerprint);
       for (const [name, v] of values) {
         const saved = ckpt.variables.get(name);
         if (!saved) throw new UsageError(`${options.resumeFrom}: the checkpoint has no value for '${name}'`);
@@ -367,7 +364,7 @@ export async function ortTrainLoop(model: Model, data: TrainData, options: OrtLo
       }
       optimizer.load(ckpt.meta.optimizerStep, ckpt.optimizer, params);
       pruner?.load(ckpt.meta.pruneCurrent, ckpt.masks);
-      book.resume(ckpt.meta, ckpt.best);
+      book.resume(ckpt.meta, ckpt.best, extendedFrom);
       startEpoch = ckpt.meta.epoch;
       globalStep = ckpt.meta.globalStep;
     }
