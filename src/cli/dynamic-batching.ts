@@ -61,8 +61,12 @@ function parsePositiveNumberList(value: string): number[] {
  * The dynamic-batching settings flags (shared by benchmark and export-triton), and the shared
  * `--input` flag for the requests when the command has not added it already.
  */
-export function registerBatcherSettingOptions(command: Command, options: { allowNoBatching?: boolean } = {}): Command {
+/** The queue delay a batching benchmark simulates unless told (export-triton writes Triton's own default, 0, unless told or searched). */
+export const DEFAULT_QUEUE_DELAY_US = 1000;
+
+export function registerBatcherSettingOptions(command: Command, options: { allowNoBatching?: boolean; defaultQueueDelayUs?: number } = {}): Command {
   if (!command.options.some((o) => o.long === '--input')) command.addOption(sharedOption('input'));
+  const delayDefault = options.defaultQueueDelayUs === 0 ? "0: Triton's own, batching only what is queued" : DEFAULT_QUEUE_DELAY_US;
   return command
     .option(
       '--max-batch-size <n>',
@@ -70,7 +74,7 @@ export function registerBatcherSettingOptions(command: Command, options: { allow
       options.allowNoBatching ? parseNonNegativeInt : parsePositiveInt,
     )
     .option('--preferred <list>', 'preferred batch sizes, e.g. 16,32 (Triton preferred_batch_size)', parsePositiveIntList)
-    .option('--max-queue-delay-us <us>', 'longest a request is held back to grow a batch (default 1000)', parseNonNegativeInt)
+    .option('--max-queue-delay-us <us>', `longest a request is held back to grow a batch (default ${delayDefault})`, parseNonNegativeInt)
     .option('--max-queue-size <n>', 'reject requests when this many wait (default unbounded)', parsePositiveInt)
     .option(
       '--instances <n>',
@@ -104,7 +108,7 @@ export function registerBatchingOptions(command: Command): Command {
 export async function batchingSweepOptionsFromFlags(
   model: string,
   flags: BatchingFlags & CommonRunFlags,
-  options: { notes?: boolean } = {},
+  options: { notes?: boolean; defaultQueueDelayUs?: number } = {},
 ): Promise<BatchingSweepOptions> {
   if (flags.requestRate && flags.concurrency) throw new UsageError('give --request-rate or --concurrency, not both');
   let base: Partial<BatchingSweepOptions['batching']> = {};
@@ -125,7 +129,7 @@ export async function batchingSweepOptionsFromFlags(
   const batching: BatchingSweepOptions['batching'] = {
     ...base,
     maxBatchSize: flags.maxBatchSize ?? base.maxBatchSize ?? 32,
-    maxQueueDelayUs: flags.maxQueueDelayUs ?? base.maxQueueDelayUs ?? 1000,
+    maxQueueDelayUs: flags.maxQueueDelayUs ?? base.maxQueueDelayUs ?? options.defaultQueueDelayUs ?? DEFAULT_QUEUE_DELAY_US,
     instances: flags.instances ?? base.instances ?? 1,
   };
   const preferred = flags.preferred ?? base.preferredBatchSizes;

@@ -43,7 +43,7 @@ export function registerExportTriton(program: Command): void {
     .argument('<model>', 'the ONNX model to deploy')
     .requiredOption('--out <dir>', 'the model repository folder (created if missing)')
     .option('--name <name>', 'model name in the repository (default: the model file name)');
-  registerBatcherSettingOptions(command, { allowNoBatching: true });
+  registerBatcherSettingOptions(command, { allowNoBatching: true, defaultQueueDelayUs: 0 });
   command
     .addOption(sharedOption('threads'))
     .addOption(sharedOption('shape'))
@@ -81,7 +81,8 @@ export function registerExportTriton(program: Command): void {
         const sweepOptions = await batchingSweepOptionsFromFlags(
           model,
           { ...flags, maxBatchSize: noBatching ? 1 : flags.maxBatchSize, tritonConfig: baseFile, concurrency: [] },
-          { notes: false },
+          // Unmeasured, a delay only adds latency: Triton's own default (0) unless asked or searched.
+          { notes: false, defaultQueueDelayUs: 0 },
         );
         const loaded = await loadModel(model);
         let setting = {
@@ -124,6 +125,11 @@ export function registerExportTriton(program: Command): void {
               }
             : {}),
         });
+        if (writeBatching && !search && flags.maxQueueDelayUs === undefined && setting.maxQueueDelayUs === 0)
+          note(
+            "model-opt: dynamic batching with no queue delay (Triton's default: it batches only requests already waiting); to trade latency for throughput, give --max-queue-delay-us or let --slo-p99 <ms> measure one",
+            { json: flags.json },
+          );
         if (flags.json) {
           printJson({
             schemaVersion: 1,

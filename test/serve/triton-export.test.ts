@@ -294,6 +294,24 @@ describe('re-export from a base config', () => {
     expect(parseTritonConfig(r.configText).defaultModelFilename).toBe('fashion.onnx');
   });
 
+  it("CLI: a fresh export without a delay writes Triton's own default, no queue delay, and says how to choose one", async () => {
+    const modelPath = path.join(dir, 'mlp-d.onnx');
+    await saveModel(mlpModel(), modelPath);
+    const r = await cli(registerExportTriton, ['export-triton', modelPath, '--out', path.join(dir, 'repo-default')]);
+    expect(r.code).toBe(0);
+    const c = parseTritonConfig(fs.readFileSync(path.join(dir, 'repo-default', 'mlp-d', 'config.pbtxt'), 'utf8'));
+    expect(c.maxBatchSize).toBe(32);
+    expect(c.dynamicBatching).toMatchObject({ maxQueueDelayMicroseconds: 0 });
+    expect(r.err).toContain("dynamic batching with no queue delay (Triton's default");
+    expect(r.err).toContain('--slo-p99');
+    // A delay given is written as given, without the note.
+    const given = await cli(registerExportTriton, ['export-triton', modelPath, '--out', path.join(dir, 'repo-given'), '--max-queue-delay-us', '1000']);
+    expect(given.err).toBe('');
+    expect(parseTritonConfig(fs.readFileSync(path.join(dir, 'repo-given', 'mlp-d', 'config.pbtxt'), 'utf8')).dynamicBatching).toMatchObject({
+      maxQueueDelayMicroseconds: 1000,
+    });
+  });
+
   it('CLI: a base without dynamic_batching gets none unless asked; --max-batch-size 0 exports a non-batching model', async () => {
     const modelPath = path.join(dir, 'mlp-b.onnx');
     await saveModel(mlpModel(), modelPath);
