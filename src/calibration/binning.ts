@@ -65,12 +65,18 @@ export interface Binner {
 export const BINNING_THREAD_MIN_VALUES = 1024 ** 2;
 
 /**
+ * Values per batch below which a batch is binned in-process by default: handing a batch over (a
+ * message each way, tens of microseconds) costs what binning 64 Ki values does (about 2 ns each).
+ */
+export const BINNING_THREAD_MIN_BATCH_VALUES = 64 * 1024;
+
+/**
  * Whether a calibration should bin on the worker thread by default: a second core to run it, and
- * enough values (about 2 ns each here) that handing them over pays. Starting the thread costs the
+ * enough values in all and per batch that handing them over pays. Starting the thread costs the
  * caller nothing (batches are binned here until it is up), only the other core's time.
  */
-export function binningThreadPays(values: number): boolean {
-  return values >= BINNING_THREAD_MIN_VALUES && availableParallelism() > 1;
+export function binningThreadPays(values: number, valuesPerBatch: number): boolean {
+  return values >= BINNING_THREAD_MIN_VALUES && valuesPerBatch >= BINNING_THREAD_MIN_BATCH_VALUES && availableParallelism() > 1;
 }
 
 type FromWorker =

@@ -230,6 +230,11 @@ function perSampleBytes(model: Model, name: string): number | undefined {
   return n * elementBytes(model, name);
 }
 
+/** Elements per sample of `names` together, from their declared types (unknown sizes count 0). */
+function valuesPerSample(model: Model, names: readonly string[]): number {
+  return names.reduce((a, n) => a + (perSampleBytes(model, n) ?? 0) / elementBytes(model, n), 0);
+}
+
 function elementBytes(model: Model, name: string): number {
   const type = model.graph.localValue(name)?.type;
   return type && isTensorType(type) && type.elemType === DataType.DOUBLE ? 8 : 4;
@@ -485,8 +490,10 @@ export async function collectStatistics(
   const oneRunHistograms = new Set(twoPass ? [] : whole.filter((n) => ranges.get(n)?.kind === 'histogram' && canReduce(model, n)));
   // Their binning runs beside onnxruntime (binning.ts) unless their values are needed here too (moments).
   const offloaded = [...oneRunHistograms].filter((n) => !moments.has(n));
-  const offloadedValues = offloaded.reduce((a, n) => a + (perSampleBytes(model, n) ?? 0) / elementBytes(model, n), 0) * (totalSamples ?? 0);
-  const threaded = offloaded.length > 0 && (options.binningThread ?? binningThreadPays(offloadedValues));
+  const offloadedPerSample = valuesPerSample(model, offloaded);
+  const threaded =
+    offloaded.length > 0 &&
+    (options.binningThread ?? binningThreadPays(offloadedPerSample * (totalSamples ?? 0), offloadedPerSample * (batching.batchSize || 0)));
   const capturePlan: StatisticsCapturePlan = { whole: firstWhole, reduce: [...reduced, ...oneRunHistograms], sizes: reduced.length > 0 ? later : [] };
   const binnerIds = new Map(offloaded.map((n, i) => [n, i]));
   const sizes = new Map<string, number>();
@@ -669,13 +676,16 @@ export async function collectStatistics(
       };
       // Bin indices are counted beside onnxruntime (binning.ts), as the single pass's histograms are.
       const indexed = [...capturePlan.binIndices!.keys()];
-      const indexedValues = indexed.reduce((a, n) => a + (perSampleBytes(model, n) ?? 0) / elementBytes(model, n), 0) * (totalSamples ?? 0);
+      const indexedPerSample = valuesPerSample(model, indexed);
       const ids = new Map(indexed.map((n, i) => [n, i]));
       const binner =
         indexed.length > 0
           ? createBinner(
               indexed.map((n) => ranges.get(n)!.stats.histogram!),
-              { thread: options.binningThread ?? binningThreadPays(indexedValues), maxInFlightBytes: budget },
+              {
+                thread: options.binningThread ?? binningThreadPays(indexedPerSample * (totalSamples ?? 0), indexedPerSample * batch),
+                maxInFlightBytes: budget,
+              },
             )
           : undefined;
       if (binner?.threaded) batching.binningThread = true;

@@ -11,6 +11,7 @@ import {
   applyBinningJobs,
   binningThreadPays,
   binningThreadReady,
+  BINNING_THREAD_MIN_BATCH_VALUES,
   BINNING_THREAD_MIN_VALUES,
   createBinner,
   stopBinningThread,
@@ -150,9 +151,10 @@ describe('histogram binning beside onnxruntime', () => {
     expect(() => applyBinningJobs([], [{ id: 0, op: 'add', bmin: 0, bmax: 0, values: Float32Array.of(1) }])).toThrow(/no histogram 0/);
   });
 
-  it('the default: the thread only for calibrations with enough values, and only with a second core', () => {
-    expect(binningThreadPays(BINNING_THREAD_MIN_VALUES - 1)).toBe(false);
-    expect(binningThreadPays(BINNING_THREAD_MIN_VALUES)).toBe(twoCores);
+  it('the default: the thread only for calibrations with enough values in all and per batch, and only with a second core', () => {
+    expect(binningThreadPays(BINNING_THREAD_MIN_VALUES - 1, BINNING_THREAD_MIN_BATCH_VALUES)).toBe(false);
+    expect(binningThreadPays(BINNING_THREAD_MIN_VALUES, BINNING_THREAD_MIN_BATCH_VALUES - 1)).toBe(false);
+    expect(binningThreadPays(BINNING_THREAD_MIN_VALUES, BINNING_THREAD_MIN_BATCH_VALUES)).toBe(twoCores);
   });
 
   it('an idle thread does not keep the process alive', () => {
