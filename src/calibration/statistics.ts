@@ -488,8 +488,9 @@ export async function collectStatistics(
   // One pass: histograms captured whole are reduced inside onnxruntime too, so a finite batch is
   // binned without its JS min/max scan (extend + addFixed: the same grid and counts as add()).
   const oneRunHistograms = new Set(twoPass ? [] : whole.filter((n) => ranges.get(n)?.kind === 'histogram' && canReduce(model, n)));
-  // Their binning runs beside onnxruntime (binning.ts) unless their values are needed here too (moments).
-  const offloaded = [...oneRunHistograms].filter((n) => !moments.has(n));
+  // Their binning runs beside onnxruntime (binning.ts); their buffers move there after every other
+  // use of the batch (a tensor's channel moments are summed first).
+  const offloaded = [...oneRunHistograms];
   const offloadedPerSample = valuesPerSample(model, offloaded);
   const threaded =
     offloaded.length > 0 &&
@@ -562,26 +563,11 @@ export async function collectStatistics(
         const jobs: BinningJob[] = [];
         for (const name of oneRunHistograms) {
           const r = captured.reductions.get(name);
-          const stats = ranges.get(name)!.stats;
-          const values = numericView(captured.tensors[name]!, name);
-          const id = binnerIds.get(name);
-          if (id !== undefined && (values instanceof Float32Array || values instanceof Float64Array)) {
-            // min/max come from the final histogram (binner.finish).
-            const finite = r !== undefined && r.size > 0 && r.finite;
-            jobs.push({ id, op: finite ? 'fixed' : 'add', bmin: finite ? r.min : 0, bmax: finite ? r.max : 0, values });
-            stats.count += values.length;
-            continue;
-          }
-          if (!r || r.size === 0 || !r.finite) {
-            addRange(stats, values);
-            continue;
-          }
-          const h = stats.histogram!;
-          h.extend(r.min, r.max);
-          h.addFixed(values, false);
-          stats.min = h.min;
-          stats.max = h.max;
-          stats.count += values.length;
+          // A float or double tensor (canReduce); min/max come from the final histogram (binner.finish).
+          const values = numericView(captured.tensors[name]!, name) as Float32Array | Float64Array;
+          const finite = r !== undefined && r.size > 0 && r.finite;
+          jobs.push({ id: binnerIds.get(name)!, op: finite ? 'fixed' : 'add', bmin: finite ? r.min : 0, bmax: finite ? r.max : 0, values });
+          ranges.get(name)!.stats.count += values.length;
         }
         wholeFold(captured.tensors, undefined, oneRunHistograms);
         // Last: the jobs' buffers move to the binning thread.
