@@ -606,7 +606,8 @@ export async function collectStatistics(
     const grids = new Map<string, BinGrid>();
     for (const name of binned) {
       const h = ranges.get(name)!.stats.histogram!;
-      if (!nonFinite.has(name) && h.width > 0 && h.bins <= MAX_INDEX_BINS) grids.set(name, { lo: h.lo, width: h.width, bins: h.bins });
+      // A tensor whose values are needed here (NaN/Infinity seen, channel moments) is captured whole instead.
+      if (!nonFinite.has(name) && !moments.has(name) && h.width > 0 && h.bins <= MAX_INDEX_BINS) grids.set(name, { lo: h.lo, width: h.width, bins: h.bins });
     }
     const countable = canCountBins(model);
     const bytes = new Map(

@@ -6,7 +6,7 @@
 import { execFileSync } from 'node:child_process';
 import { availableParallelism } from 'node:os';
 import { afterAll, describe, expect, it } from 'vitest';
-import { StreamingHistogram, collectStatistics } from '../../src/calibration/index.js';
+import { StreamingHistogram, collectStatistics, type StatisticRequest } from '../../src/calibration/index.js';
 import {
   applyBinningJobs,
   binningThreadPays,
@@ -195,7 +195,11 @@ describe('collectStatistics with the binning thread', () => {
       data[i] = (s / 2 ** 32) * 4 - 1 + Math.floor(i / (2 * 16 * 16)) * 0.25;
     }
     const dataset: Dataset = { count, inputs: { x: { dtype: DataType.FLOAT, dims: [count, 2, 16, 16], data } }, source: 'test', notes: [] };
-    const requests = ['conv_out', 'relu_out'].map((tensor) => ({ tensor, kind: 'histogram' as const, bins: 512 }));
+    // relu_out's channel moments too: its values are summed here before its buffer moves to the thread.
+    const requests: StatisticRequest[] = [
+      ...['conv_out', 'relu_out'].map((tensor) => ({ tensor, kind: 'histogram' as const, bins: 512 })),
+      { tensor: 'relu_out', kind: 'channel-moments', axis: -3 },
+    ];
     // One pass (captures within the budget), and two passes (a budget of 64 KiB: ranges, then bin
     // indices from onnxruntime counted on the thread).
     for (const memoryBudget of [undefined, 64 * 1024]) {
@@ -214,6 +218,16 @@ describe('collectStatistics with the binning thread', () => {
       }
       // Relu of a conv with negative weights: zeros at the bottom.
       expect(on.ranges.get('relu_out')!.min).toBe(0);
+      const [m, mOn] = [off.channels.get('relu_out')!, on.channels.get('relu_out')!];
+      expect([Array.from(mOn.mean), Array.from(mOn.variance)]).toEqual([Array.from(m.mean), Array.from(m.variance)]);
+      // Against a float64 reference: channel c is Relu(w[2c] x0 + w[2c + 1] x1) per pixel.
+      const reference = Array.from({ length: 8 }, (_, c) => {
+        let sum = 0;
+        for (let n = 0; n < count; n++)
+          for (let p = 0; p < 256; p++) sum += Math.max(0, (((2 * c) % 5) - 2) * data[n * 512 + p]! + (((2 * c + 1) % 5) - 2) * data[n * 512 + 256 + p]!);
+        return sum / (count * 256);
+      });
+      m.mean.forEach((x, c) => expect(x).toBeCloseTo(reference[c]!, 5));
     }
   });
 });
