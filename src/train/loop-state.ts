@@ -5,10 +5,11 @@
  * format whichever backend wrote it. Also the bookkeeping both loops do at the end of an epoch
  * (EpochBook: history, best snapshot, early stopping, the checkpoint, the result), and the walk
  * over an epoch's batches (runEpoch). No tfjs.
- * Imports: errors, ./checkpoint, ./batching, ./schedule, types of ./loop.
+ * Imports: errors, ./checkpoint, ./batching, ./schedule, types of ./loop and ./pruning-masks.
  */
 import { UsageError } from '../errors.js';
 import { epochPermutation } from './batching.js';
+import type { PruningSchedule } from './pruning-masks.js';
 import { writeCheckpoint } from './checkpoint.js';
 import { learningRateAt } from './schedule.js';
 import type { EpochRecord, LoopOptions, LoopProgress, LoopResult } from './loop.js';
@@ -74,16 +75,26 @@ export function checkResume(file: string, meta: CheckpointMeta, fingerprint: Rec
   return { extendedFrom: before };
 }
 
-/** What a loop hands EpochBook.endEpoch to write a checkpoint: its counters and arrays now. */
+/**
+ * Gradual pruning's schedule for a run of `totalSteps` (both loops): from 0 to options.pruneTo,
+ * reached at pruneEndFraction (default 0.75) of the steps, masks recomputed 20 times on the way;
+ * undefined without --prune-to.
+ */
+export function pruningSchedule(options: Pick<LoopOptions, 'pruneTo' | 'pruneEndFraction'>, totalSteps: number): PruningSchedule | undefined {
+  if (options.pruneTo === undefined || !(options.pruneTo > 0)) return undefined;
+  const endStep = Math.max(0, Math.round(totalSteps * (options.pruneEndFraction ?? 0.75)) - 1);
+  return { finalSparsity: options.pruneTo, beginStep: 0, endStep, frequency: Math.max(1, Math.round(endStep / 20)) };
+}
+
+/** What a loop hands EpochBook.endEpoch: its counters and state now, read for the best snapshot and the checkpoint. */
 export interface LoopSnapshot {
   globalStep: number;
-  optimizerStep: number;
-  pruneCurrent: number;
   fingerprint: Record<string, unknown>;
   /** The current weights (and running statistics, adapters), by name. */
   values(): Map<string, Float32Array>;
-  optimizer(): Map<string, Float32Array>;
-  masks(): Map<string, Float32Array>;
+  optimizer: { readonly step: number; state(): Map<string, Float32Array> };
+  /** Gradual pruning, when on: the sparsity its masks are at, its schedule, its masks. */
+  pruner?: { readonly current: number; readonly schedule: PruningSchedule; state(): Map<string, Float32Array> };
 }
 
 /**
@@ -118,18 +129,19 @@ export class EpochBook {
 
   /**
    * Ends epoch `epoch` (0-based): records it, keeps a snapshot when its score is the best so far
-   * (`eligible`: pruning has reached its target), decides early stopping, writes the checkpoint,
-   * and returns true when the loop stops here (early stop or options.stopAfterEpoch).
+   * (once pruning has reached its target: before, a model would be denser than asked), decides
+   * early stopping, writes the checkpoint, and returns true when the loop stops here (early stop or
+   * options.stopAfterEpoch).
    */
   async endEpoch(
     epoch: number,
     record: EpochRecord,
     score: number | undefined,
-    eligible: boolean,
     options: Pick<LoopOptions, 'epochs' | 'patience' | 'checkpointPath' | 'stopAfterEpoch'>,
     now: LoopSnapshot,
   ): Promise<boolean> {
     this.history.push(record);
+    const eligible = !now.pruner || now.globalStep - 1 >= now.pruner.schedule.endStep;
     if (score !== undefined && eligible) {
       if (this.bestScore === undefined || score > this.bestScore) {
         this.bestScore = score;
@@ -145,8 +157,8 @@ export class EpochBook {
         meta: {
           epoch: epoch + 1,
           globalStep: now.globalStep,
-          optimizerStep: now.optimizerStep,
-          pruneCurrent: now.pruneCurrent,
+          optimizerStep: now.optimizer.step,
+          pruneCurrent: now.pruner?.current ?? 0,
           bestScore: this.bestScore,
           bestEpoch: this.bestEpoch,
           badEpochs: this.badEpochs,
@@ -154,8 +166,8 @@ export class EpochBook {
           fingerprint: now.fingerprint,
         },
         variables: now.values(),
-        optimizer: now.optimizer(),
-        masks: now.masks(),
+        optimizer: now.optimizer.state(),
+        masks: now.pruner?.state() ?? new Map(),
         best: this.best,
       });
     }

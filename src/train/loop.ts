@@ -18,7 +18,17 @@ import { tensorDataToTf, type TrainableGraph } from './onnx-graph.js';
 import { Optimizer, type OptimizerOptions, type Param, type ScheduleKind } from './optimizer.js';
 import { adapterInit, adapterName, featureNeedsAdapter } from './feature-adapters.js';
 import { gatherRows } from './batching.js';
-import { EpochBook, epochRecord, epochPlan, evaluateEpoch, checkResume, loopFingerprint, runEpoch, type CheckpointMeta } from './loop-state.js';
+import {
+  EpochBook,
+  epochRecord,
+  epochPlan,
+  evaluateEpoch,
+  checkResume,
+  loopFingerprint,
+  pruningSchedule,
+  runEpoch,
+  type CheckpointMeta,
+} from './loop-state.js';
 import { NonFiniteTrainingError } from './non-finite.js';
 
 export { epochPermutation, gatherRows } from './batching.js';
@@ -228,18 +238,13 @@ export async function trainLoop(graph: TrainableGraph, data: TrainData, options:
   const params: Param[] = [...graph.trainableVariables(), ...adapters.values()];
   if (params.length === 0) throw new UsageError('the model has no trainable float weights');
   const optimizer = new Optimizer(options.optimizer);
-  const pruneEnd = Math.max(0, Math.round(totalSteps * (options.pruneEndFraction ?? 0.75)) - 1);
+  const pruning = pruningSchedule(options, totalSteps);
   let pruner: GradualPruner | undefined;
-  if (options.pruneTo !== undefined && options.pruneTo > 0) {
+  if (pruning) {
     const names = new Set(options.pruneParams ?? defaultPruneParams(graph));
     const targets = params.filter((p) => names.has(p.name));
     if (targets.length === 0) throw new UsageError('--prune-to: the model has no Conv/Gemm/MatMul weights to prune');
-    pruner = new GradualPruner(targets, {
-      finalSparsity: options.pruneTo,
-      beginStep: 0,
-      endStep: pruneEnd,
-      frequency: Math.max(1, Math.round(pruneEnd / 20)),
-    });
+    pruner = new GradualPruner(targets, pruning);
   }
   const fingerprint = loopFingerprint(
     options,
@@ -369,17 +374,7 @@ export async function trainLoop(graph: TrainableGraph, data: TrainData, options:
           { epoch, epochs: options.epochs, steps: stepsPerEpoch },
         )
       : undefined;
-    // Before pruning reaches its target a model is not a candidate: it would be denser than asked.
-    const eligible = !pruner || globalStep - 1 >= pruneEnd;
-    const stop = await book.endEpoch(epoch, record, score, eligible, options, {
-      globalStep,
-      optimizerStep: optimizer.step,
-      pruneCurrent: pruner?.current ?? 0,
-      fingerprint,
-      values: snapshotAll,
-      optimizer: () => optimizer.state(),
-      masks: () => pruner?.state() ?? new Map(),
-    });
+    const stop = await book.endEpoch(epoch, record, score, options, { globalStep, fingerprint, values: snapshotAll, optimizer, pruner });
     if (stop) break;
   }
 

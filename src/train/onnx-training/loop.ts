@@ -17,7 +17,17 @@ import { createRunner, type Runner } from '../../runtime/index.js';
 import { gatherRowsInto } from '../batching.js';
 import { readCheckpoint } from '../checkpoint.js';
 import type { LoopOptions, LoopResult, TrainData } from '../loop.js';
-import { EpochBook, epochRecord, epochPlan, evaluateEpoch, checkResume, loopFingerprint, runEpoch, type CheckpointMeta } from '../loop-state.js';
+import {
+  EpochBook,
+  epochRecord,
+  epochPlan,
+  evaluateEpoch,
+  checkResume,
+  loopFingerprint,
+  pruningSchedule,
+  runEpoch,
+  type CheckpointMeta,
+} from '../loop-state.js';
 import { isUpdateStep, layerSparsity, magnitudeMask, sparsityAt, type LayerSparsity, type PruningSchedule } from '../pruning-masks.js';
 import { firstNonFinite, NonFiniteTrainingError } from '../non-finite.js';
 import { liftConstantWeights } from './decompose.js';
@@ -333,13 +343,13 @@ export async function ortTrainLoop(model: Model, data: TrainData, options: OrtLo
     }));
     if (params.length === 0) throw new UsageError('the model has no trainable float weights');
     const optimizer = new HostOptimizer(options.optimizer);
-    const pruneEnd = Math.max(0, Math.round(totalSteps * (options.pruneEndFraction ?? 0.75)) - 1);
+    const pruning = pruningSchedule(options, totalSteps);
     let pruner: HostPruner | undefined;
-    if (options.pruneTo !== undefined && options.pruneTo > 0) {
+    if (pruning) {
       const names = new Set(options.pruneParams ?? defaultPruneParams(student, trainer.graph.weights));
       const targets = params.filter((p) => names.has(p.name));
       if (targets.length === 0) throw new UsageError('--prune-to: the model has no Conv/Gemm/MatMul weights to prune');
-      pruner = new HostPruner(targets, { finalSparsity: options.pruneTo, beginStep: 0, endStep: pruneEnd, frequency: Math.max(1, Math.round(pruneEnd / 20)) });
+      pruner = new HostPruner(targets, pruning);
     }
     const fingerprint = loopFingerprint(
       options,
@@ -434,17 +444,7 @@ export async function ortTrainLoop(model: Model, data: TrainData, options: OrtLo
               { epoch, epochs: options.epochs, steps: stepsPerEpoch },
             )
           : undefined;
-      // Before pruning reaches its target a model is not a candidate: it would be denser than asked.
-      const eligible = !pruner || globalStep - 1 >= pruneEnd;
-      const stop = await book.endEpoch(epoch, record, score, eligible, options, {
-        globalStep,
-        optimizerStep: optimizer.step,
-        pruneCurrent: pruner?.current ?? 0,
-        fingerprint,
-        values: snapshot,
-        optimizer: () => optimizer.state(),
-        masks: () => pruner?.state() ?? new Map(),
-      });
+      const stop = await book.endEpoch(epoch, record, score, options, { globalStep, fingerprint, values: snapshot, optimizer, pruner });
       if (stop) break;
     }
 
