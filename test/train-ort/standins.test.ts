@@ -24,6 +24,27 @@ beforeAll(async () => {
   await initTrainingBackend({ backend: 'cpu' });
 });
 
+/**
+ * Largest difference between onnxruntime's gradient of a parameter and tfjs's, relative to the
+ * largest magnitude of tfjs's gradient of that parameter, over all parameters.
+ */
+function worstGradientDifference(
+  params: readonly { name: string; variable: tf.Variable }[],
+  reference: tf.NamedTensorMap,
+  gradients: ReadonlyMap<string, ArrayLike<number | bigint>>,
+): number {
+  let worst = 0;
+  for (const p of params) {
+    const ref = reference[p.variable.name]!.dataSync() as Float32Array;
+    const ours = gradients.get(p.name)!;
+    const scale = Math.max(1e-8, ...Array.from(ref, Math.abs));
+    let diff = 0;
+    for (let i = 0; i < ref.length; i++) diff = Math.max(diff, Math.abs(Number(ours[i]) - ref[i]!));
+    worst = Math.max(worst, diff / scale);
+  }
+  return worst;
+}
+
 /** A copy of `model` with each nearest x2 Resize written as Unsqueeze -> Concat x2 -> Reshape. */
 function nearestAsConcat(model: Model): Model {
   const copy = model.clone();
@@ -84,15 +105,7 @@ describe('training stand-ins on onnxruntime', () => {
     await step.release();
     expect(step.graph.weights).toEqual(params.map((p) => p.name));
     expect(Math.abs(r.loss - refLoss)).toBeLessThan(1e-5 * Math.max(1, refLoss));
-    let worst = 0;
-    for (const p of params) {
-      const ref = grads[p.variable.name]!.dataSync() as Float32Array;
-      const ours = r.gradients.get(p.name)!;
-      const scale = Math.max(1e-8, ...Array.from(ref, Math.abs));
-      let diff = 0;
-      for (let i = 0; i < ref.length; i++) diff = Math.max(diff, Math.abs(Number(ours[i]) - ref[i]!));
-      worst = Math.max(worst, diff / scale);
-    }
+    const worst = worstGradientDifference(params, grads, r.gradients);
     if (process.env.FD_VERBOSE) console.log(`mobilenet: loss ${r.loss} vs ${refLoss}, worst relative gradient difference ${worst.toExponential(2)}`);
     // float32 accumulation orders differ (depthwise and 1x1 convs, transposed convs)
     expect(worst).toBeLessThan(1e-4);
@@ -135,15 +148,7 @@ describe('training stand-ins on onnxruntime', () => {
     expect(step.graph.model.graph.nodes.some((n) => n.opType === 'Resize')).toBe(true);
     expect([...step.graph.weights].sort()).toEqual(params.map((p) => p.name).sort());
     expect(Math.abs(r.loss - refLoss)).toBeLessThan(1e-5 * Math.max(1, refLoss));
-    let worst = 0;
-    for (const p of params) {
-      const ref = grads[p.variable.name]!.dataSync() as Float32Array;
-      const ours = r.gradients.get(p.name)!;
-      const scale = Math.max(1e-8, ...Array.from(ref, Math.abs));
-      let diff = 0;
-      for (let i = 0; i < ref.length; i++) diff = Math.max(diff, Math.abs(Number(ours[i]) - ref[i]!));
-      worst = Math.max(worst, diff / scale);
-    }
+    const worst = worstGradientDifference(params, grads, r.gradients);
     if (process.env.FD_VERBOSE) console.log(`fpn: loss ${r.loss} vs ${refLoss}, worst relative gradient difference ${worst.toExponential(2)}`);
     expect(worst).toBeLessThan(1e-4);
     tf.dispose([value, ...Object.values(grads)]);
