@@ -9,11 +9,14 @@
  * loads) and serves every later calibration of the process; until it has started (about 30 ms)
  * a Binner bins here, and moves its histograms over (their states) with the first batch after.
  * It keeps the process alive only while a Binner uses it. Batches in flight are capped at a byte
- * limit (the caller waits), so memory stays bounded whatever the sample count.
- * Imports: node:os, node:worker_threads, histogram.
+ * limit (the caller waits), so memory stays bounded whatever the sample count, and the thread
+ * frees each batch's buffers as soon as they are binned (releaseBuffers), so that the next runs'
+ * outputs reuse their memory.
+ * Imports: node:os, node:worker_threads, histogram, ../util/release-buffers.js.
  */
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
+import { RELEASE_MIN_BYTES, releaseBuffers } from '../util/release-buffers.js';
 import { DEFAULT_BINS, type HistogramState, StreamingHistogram } from './histogram.js';
 
 /** One tensor of one batch, for the histogram at index `id`. */
@@ -260,8 +263,9 @@ export function createBinner(histograms: readonly StreamingHistogram[], options:
 /**
  * The worker's script: StreamingHistogram and applyBinningJobs from their own source text (neither
  * refers to an import on the paths the worker takes; the names they could throw with are defined
- * here), and a loop over each session's messages: 'init' (the histograms' states), 'batch'
- * (answered 'done'), 'finish' (answered with the states), 'drop'.
+ * here), releaseBuffers likewise (with the names it uses), and a loop
+ * over each session's messages: 'init' (the histograms' states), 'batch' (answered 'done', then its
+ * buffers freed), 'finish' (answered with the states), 'drop'.
  */
 function workerSource(): string {
   return `'use strict';
@@ -270,6 +274,9 @@ const DEFAULT_BINS = ${DEFAULT_BINS};
 class UsageError extends Error {}
 const StreamingHistogram = ${StreamingHistogram.toString()};
 const applyBinningJobs = ${applyBinningJobs.toString()};
+let releaseSink;
+const RELEASE_MIN_BYTES = ${RELEASE_MIN_BYTES};
+const releaseBuffers = ${releaseBuffers.toString()};
 const sessions = new Map();
 parentPort.on('message', (m) => {
   try {
@@ -282,6 +289,7 @@ parentPort.on('message', (m) => {
     } else if (m.type === 'batch') {
       applyBinningJobs(sessions.get(m.session), m.jobs);
       parentPort.postMessage({ type: 'done', session: m.session });
+      releaseBuffers(m.jobs.map((j) => j.values.buffer));
     } else if (m.type === 'finish') {
       const histograms = sessions.get(m.session);
       sessions.delete(m.session);

@@ -347,6 +347,8 @@ async function runPass(
       const batch = current.batch;
       current = await start();
       await fold(batch, captured);
+      // The batch's activations are garbage now: their memory goes to the next run (releaseBuffers).
+      captured.release();
       count++;
     }
   } finally {

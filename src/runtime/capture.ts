@@ -12,13 +12,14 @@
  * the bin counts themselves (ScatterElements with reduction 'add', ai.onnx opset 16+: `bins`
  * numbers per run, whatever the tensor's size; about 9 ns per element on one thread against 1 ns
  * for the indices, so the caller uses it only for what its memory budget cannot take as indices).
- * Imports: ./runner.js, ../ir/index.js, ../ir/dtype.js, ../ir/samples.js, ../ir/io-spec.js, ../errors.js.
+ * Imports: ./runner.js, ../ir/index.js, ../ir/dtype.js, ../ir/samples.js, ../ir/io-spec.js, ../util/release-buffers.js, ../errors.js.
  */
 import { UsageError } from '../errors.js';
 import { DataType, type TensorData } from '../ir/dtype.js';
 import { isTensorType, Tensor, type Dim, type Model, type Node, type TensorType, type Value } from '../ir/index.js';
 import { batchAxes, modelInputSpecs } from '../ir/io-spec.js';
 import { sliceSamples } from '../ir/samples.js';
+import { releaseBuffers } from '../util/release-buffers.js';
 import { createRunnerWithOutputs, type Runner, type RunnerOptions } from './runner.js';
 
 export interface CaptureRunner {
@@ -102,6 +103,12 @@ export interface StatisticsCaptureResult {
   binIndices: Map<string, Uint16Array>;
   /** plan.binCounts: elements per bin in this run (exact integers). */
   binCounts: Map<string, Int32Array>;
+  /**
+   * Frees the memory of what onnxruntime returned for this run now, rather than at a later garbage
+   * collection (releaseBuffers): afterwards none of this result's tensors computed by the model may
+   * be read (tensors from the feeds or the model's constants are left alone).
+   */
+  release(): void;
 }
 
 export interface StatisticsCapture {
@@ -324,7 +331,12 @@ export async function createStatisticsCapture(model: Model, plan: StatisticsCapt
         const max = scalar(produced[r.max!]);
         out.set(name, { min, max, finite: Number.isFinite(scalar(produced[r.sum!])) && Number.isFinite(min) && Number.isFinite(max), size });
       }
-      return { tensors, reductions: out, sizes, binIndices, binCounts };
+      const release = (): void => {
+        // Defensive: never a buffer a feed also uses (onnxruntime-node copies every output today).
+        const fed = new Set(Object.values(feeds).map((t) => (ArrayBuffer.isView(t.data) ? t.data.buffer : undefined)));
+        releaseBuffers(Object.values(produced).map((t) => (ArrayBuffer.isView(t.data) && !fed.has(t.data.buffer) ? t.data.buffer : undefined)));
+      };
+      return { tensors, reductions: out, sizes, binIndices, binCounts, release };
     },
     async release() {
       await runner?.release();

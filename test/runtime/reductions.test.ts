@@ -50,6 +50,30 @@ describe('createStatisticsCapture (reductions inside onnxruntime)', () => {
     expect(encodeModel(m)).toEqual(before);
   });
 
+  it('release() frees what onnxruntime returned for the run, never the feeds; the next run is unaffected', async () => {
+    const m = model();
+    await inferShapesByRunning(m, feeds);
+    const n = 3 * 2 ** 14; // 192 KiB per tensor: above RELEASE_MIN_BYTES
+    const x = Float32Array.from({ length: 3 * n }, (_, i) => (i % 7) - 1);
+    const big = { x: { dtype: DataType.FLOAT, dims: [n, 3], data: x } };
+    const capture = await createStatisticsCapture(m, { whole: ['x', 's', 'y'], reduce: ['s'] });
+    try {
+      const r = await capture.run(big);
+      const s = r.tensors.s!.data as Float32Array;
+      expect(s.length).toBe(3 * n);
+      expect(s[1]).toBe(x[1]! * 2 - 1);
+      r.release();
+      expect([s.length, (r.tensors.y!.data as Float32Array).length]).toEqual([0, 0]);
+      expect(r.tensors.x!.data).toBe(x);
+      expect(x.length).toBe(3 * n);
+      expect(r.reductions.get('s')).toEqual({ min: -3, max: 9, finite: true, size: 3 * n });
+      const again = await capture.run(big);
+      expect(Array.from((again.tensors.y!.data as Float32Array).subarray(0, 7))).toEqual(Array.from(x.subarray(0, 7), (v) => Math.max(0, 2 * v - 1)));
+    } finally {
+      await capture.release();
+    }
+  });
+
   it('refuses to reduce a tensor it cannot (a graph input) and names a missing one', async () => {
     const m = model();
     await inferShapesByRunning(m, feeds);
