@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto';
 import { readFile, readdir, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { InputError } from '../errors.js';
+import { fileErrorReason, InputError } from '../errors.js';
 import { gzipSize } from '../util/gzip.js';
 import type { FileInfo } from './types.js';
 
@@ -15,7 +15,7 @@ export async function modelFileInfo(file: string): Promise<FileInfo> {
   try {
     bytes = await readFile(file);
   } catch (error) {
-    throw new InputError(`${file}: cannot read model file (${(error as NodeJS.ErrnoException).code ?? String(error)})`, { cause: error });
+    throw new InputError(`${file}: cannot read model (${fileErrorReason(error)})`, { cause: error });
   }
   return {
     path: file,

@@ -2,7 +2,7 @@
  * ONNX file I/O: the only code that touches protobuf. ModelProto bytes <-> IR with full fidelity
  * (see convert.ts), external data (side files, required beyond protobuf's 2 GB), future-field
  * detection, and atomic writes (temp files and flushes from util/atomic-write, renamed together).
- * Imports protobufjs, node:fs/path, the IR, ../util/atomic-write.js and errors.
+ * Imports protobufjs, node:fs/path, the IR, ../util/atomic-write.js, ../util/make-folder.js and errors.
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -12,6 +12,7 @@ import { fileErrorReason, InputError, UsageError } from '../errors.js';
 import { onnxTypes, SCHEMA_IR_VERSION } from './schema.js';
 import { findUnknownFields, describeUnknownFields, type UnknownField } from './unknown-fields.js';
 import { checkRegularFile } from '../util/read-file.js';
+import { makeFolder } from '../util/make-folder.js';
 import {
   fileIdentity,
   resolveWriteTarget,
@@ -82,7 +83,9 @@ export function unknownFieldsOf(model: Model): UnknownField[] {
 }
 
 function decodeError(source: string, e: unknown): InputError {
-  const msg = e instanceof Error ? e.message : String(e);
+  let msg = e instanceof Error ? e.message : String(e);
+  // protobufjs's reader says "index out of range" when a length or field runs past the last byte.
+  if (e instanceof RangeError && /^index out of range\b/.test(msg)) msg = 'the file ends in the middle of a record: truncated or corrupt';
   return new InputError(`${source}: not a readable ONNX model (${msg})`, { cause: e });
 }
 
@@ -291,7 +294,7 @@ export async function saveModel(model: Model, file: string, options: SaveModelOp
   let stage: string | undefined;
   try {
     // Like most tools, create the output folder; only files this call made are ever removed.
-    await fs.promises.mkdir(folder, { recursive: true });
+    makeFolder(folder, file);
     stage = tempPathBeside(target);
     trackTemp(stage);
     fs.mkdirSync(stage);
@@ -308,7 +311,7 @@ export async function saveModel(model: Model, file: string, options: SaveModelOp
         );
       }
       const dataStaged = resolveExternalPath(stage, location, target);
-      fs.mkdirSync(path.dirname(dataStaged), { recursive: true });
+      makeFolder(path.dirname(dataStaged), file);
       const placed = new Map<Tensor, ExternalDataInfo>();
       const fd = fs.openSync(dataStaged, 'w');
       try {

@@ -8,11 +8,11 @@
  * GPUs and rate limiters, warm-up, response cache, priorities, the sequence or ensemble scheduler)
  * is kept.
  * Imports: ./triton-config.js, ./executor.js, ../onnx/index.js, ../runtime/index.js (lazily), ../util/atomic-write.js,
- * ../ir (with ir/io-spec types), ../errors.js.
+ * ../util/make-folder.js, ../ir (with ir/io-spec types), ../errors.js.
  */
-import fs from 'node:fs';
 import path from 'node:path';
 import { writeBytesAtomic } from '../util/atomic-write.js';
+import { makeFolder } from '../util/make-folder.js';
 import { InputError, UsageError } from '../errors.js';
 import type { Model } from '../ir/index.js';
 import type { IoSpec } from '../ir/io-spec.js';
@@ -183,12 +183,8 @@ export async function writeTritonRepository(model: Model, outDir: string, option
   const versionDir = path.join(modelDir, String(options.version ?? 1));
   const specs = { inputs: modelInputSpecs(model), outputs: modelOutputSpecs(model) };
   const config = buildTritonConfig(specs, options);
-  try {
-    fs.mkdirSync(versionDir, { recursive: true });
-  } catch (error) {
-    // --out (or <out>/<name>) is an existing file, or not writable: bad input, not a bug.
-    throw new InputError(`${outDir}: cannot create the repository folder ${versionDir} (${(error as Error).message})`, { cause: error });
-  }
+  // --out (or <out>/<name>) being an existing file, or not writable, is bad input (InputError), not a bug.
+  makeFolder(versionDir, outDir);
   const modelPath = path.join(versionDir, tritonModelFileName(config));
   await saveModel(model, modelPath);
   const runner = await createRunner(modelPath, { label: modelPath });

@@ -98,7 +98,7 @@ describe('benchmark on a fixed-batch Softmax model', () => {
   it('a missing or corrupt model file is an InputError naming the file', async () => {
     const missing = path.join(dir, 'nope.onnx');
     await expect(benchmark({ baseline: SOFTMAX, candidates: [missing], ...quick })).rejects.toThrow(
-      new InputError(`${missing}: cannot read model file (ENOENT)`),
+      new InputError(`${missing}: cannot read model (no such file)`),
     );
     const corrupt = path.join(dir, 'corrupt.onnx');
     await writeNpz(corrupt, { a: { dtype: DataType.FLOAT, dims: [1], data: new Float32Array(1) } });

@@ -76,7 +76,7 @@ describe('model-opt benchmark (CLI)', () => {
     const r = await cli(baseline, missing, ...quick, '--markdown', md);
     expect(r.code).toBe(2);
     expect(r.stdout).toBe('');
-    expect(r.stderr).toBe(`model-opt: error: ${missing}: cannot read model file (ENOENT)\n`);
+    expect(r.stderr).toBe(`model-opt: error: ${missing}: cannot read model (no such file)\n`);
     expect(existsSync(md)).toBe(false);
   });
 
