@@ -411,14 +411,25 @@ async function taskMetricBudget(options: QuantizeWorkflowOptions, spec: string, 
 export async function quantizeWorkflow(options: QuantizeWorkflowOptions, events: WorkflowEvents = {}): Promise<QuantizeResult> {
   // Sessions and temp folders shared between phases (the FP32 reference, the fusion file), released however the run ends.
   const cleanups: (() => Promise<void>)[] = [];
+  const seen: { randomData?: Dataset } = {};
   try {
-    return await quantizeRun(options, events, cleanups);
+    return await quantizeRun(options, events, cleanups, seen);
+  } catch (error) {
+    // A run on made-up inputs that onnxruntime refuses: name the integer inputs that were made up.
+    if (!seen.randomData) throw error;
+    const { withRandomInputsHint } = await import('../data/index.js');
+    throw withRandomInputsHint(error, seen.randomData);
   } finally {
     for (const cleanup of cleanups.reverse()) await cleanup();
   }
 }
 
-async function quantizeRun(options: QuantizeWorkflowOptions, events: WorkflowEvents, cleanups: (() => Promise<void>)[]): Promise<QuantizeResult> {
+async function quantizeRun(
+  options: QuantizeWorkflowOptions,
+  events: WorkflowEvents,
+  cleanups: (() => Promise<void>)[],
+  seen: { randomData?: Dataset },
+): Promise<QuantizeResult> {
   if (!options.output) throw new UsageError('missing -o/--output <path> (or use --analyze)');
   const output = checkOutputPath(options.output, [
     options.model,
@@ -554,6 +565,9 @@ async function quantizeRun(options: QuantizeWorkflowOptions, events: WorkflowEve
     const nodeBlockList = (await import('./exclude-nodes.js')).matchedExcludeNodes(model, options.excludeNodes); // the rest were warned about
     const fp16Options = { keepIoTypes: options.keepIoTypes ?? true, opBlockList: options.opBlockList, nodeBlockList };
     const result = convertToFloat16(model, { ...fp16Options, onWarning });
+    const { nothingConvertedReason } = await import('../passes/quantize/nothing-quantized.js');
+    const nothing = nothingConvertedReason(result.report);
+    if (nothing) throw new UsageError(`${options.model}: ${nothing}`);
     ({ model: written, report } = result);
     fallback = async (judge) => {
       const g = await q.guardFidelity(
@@ -580,10 +594,15 @@ async function quantizeRun(options: QuantizeWorkflowOptions, events: WorkflowEve
   else if (plan && plan.source !== 'random') [checkData, checkInputs] = [q.sliceDataset(calibration!, plan.check.start, plan.check.end), 'calibration'];
   else if (!plan && calibration) [checkData, checkInputs] = [data.take(calibration, Math.min(inputs.calibrationCount, CHECK_SAMPLE_COUNT)), 'calibration'];
   else {
+    // A model that fixes a batch of k > 1 gets one batch of exactly its declared shapes, as
+    // benchmark feeds it (gather_0's [5,4,3,2] data beside [3] indices: dim 0 is no batch its outputs
+    // keep); a batch of 1 or none, 8 samples (a fixed batch of 1 runs them one by one).
+    const fixed = data.fixedBatchSize(specs);
+    const count = fixed !== undefined && fixed > 1 ? fixed : 8;
     const random = (shapeOverrides: ShapeOverrides | undefined): Dataset =>
-      data.randomDataset(specs, 8, 0, { shapeOverrides, integerBounds: runtime.integerInputBounds(model), constants: options.inputValues });
+      data.randomDataset(specs, count, 0, { shapeOverrides, integerBounds: runtime.integerInputBounds(model), constants: options.inputValues });
     try {
-      checkData = random(options.shapes);
+      checkData = seen.randomData = random(options.shapes);
       checkInputs = 'random';
     } catch (error) {
       // Only a missing size is recoverable (its message names --shape); other usage errors stand.
@@ -593,7 +612,7 @@ async function quantizeRun(options: QuantizeWorkflowOptions, events: WorkflowEve
       // The first size the FP32 model runs at (a framing Reshape may need a multiple of 64); none: skipped as before.
       const filled = await firstRunnableSize(model, specs, options.shapes ?? {}, runtime, runner);
       if (filled) {
-        checkData = random(filled.overrides);
+        checkData = seen.randomData = random(filled.overrides);
         checkInputs = 'random';
         onWarning(
           `no data and no --shape for symbolic dim(s): the check runs on 8 random inputs with --shape ${filled.flags.join(' --shape ')} ` +
@@ -643,7 +662,12 @@ async function quantizeRun(options: QuantizeWorkflowOptions, events: WorkflowEve
         steps: g.steps,
         runs: g.runs,
       };
-      if (g.floatNodes.length > 0) onWarning(`fidelity guard: ${g.floatNodes.length} node(s) kept float to meet the budget: ${g.floatNodes.join(', ')}`);
+      if (g.floatNodes.length > 0)
+        onWarning(
+          g.met
+            ? `fidelity guard: ${g.floatNodes.length} node(s) kept float to meet the budget: ${g.floatNodes.join(', ')}`
+            : `fidelity guard: ${g.floatNodes.length} node(s) tried in float, and the budget is still missed: ${g.floatNodes.join(', ')}`,
+        );
     } else {
       onProgress(`fidelity check on ${checkData.count} held-out samples`);
       const m = await judge!.measure(written);

@@ -22,7 +22,7 @@ import { InputError, ModelOptError, UsageError } from '../errors.js';
 import { dtypeName, isIntegerDtype } from '../ir/dtype.js';
 import { createRunner, describeSpec, formatShape, loadOrt, type IoSpec, type Runner, type RunnerOptions } from '../runtime/index.js';
 import { batchAxes, checkShapeOverrides } from '../ir/io-spec.js';
-import { feedsOf, fixedBatchSize, loadDataset, randomDataset, take, type Dataset } from '../data/index.js';
+import { feedsOf, fixedBatchSize, loadDataset, randomDataset, take, withRandomInputsHint, type Dataset } from '../data/index.js';
 import { runWithFeedback, withFeedbackHint, type FeedbackPair } from '../calibration/index.js';
 import {
   agreementWithReference,
@@ -213,12 +213,16 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
     // its name, by the timed load below.
     if (error instanceof UsageError) throw error;
   }
+  let randomData: Dataset | undefined;
   try {
     for (let i = 0; i < allPaths.length; i++) {
       progress({ phase: 'load', message: `loading ${labels[i]}`, fraction: i / allPaths.length });
       models.push(await loadModel(allPaths[i]!, i === 0 ? 'baseline' : 'candidate', labels[i]!, options, providers, warn));
     }
     return await measureAll(models);
+  } catch (error) {
+    // A run on made-up inputs that onnxruntime refuses: name the integer inputs that were made up.
+    throw withRandomInputsHint(error, randomData);
   } finally {
     for (const m of models) await m.runner.release();
   }
@@ -255,7 +259,7 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
       const count = fixedBatch ?? options.maxSamples ?? DEFAULTS.randomSamples;
       // Integer inputs may be indices (token ids, token type ids): keep them inside their tables.
       const integerBounds = inputs.some((s) => isIntegerDtype(s.dtype)) ? await tableRowsOfIntegerInputs(baseline.file.path) : undefined;
-      dataset = randomDataset(dataInputs, count, seed, { shapeOverrides: overrides, integerBounds, constants: options.constants });
+      dataset = randomData = randomDataset(dataInputs, count, seed, { shapeOverrides: overrides, integerBounds, constants: options.constants });
       source = 'random';
     }
     if (options.maxSamples !== undefined && dataset.count > options.maxSamples) dataset = take(dataset, options.maxSamples);

@@ -49,6 +49,11 @@ export interface Dataset {
   labels?: TensorData;
   /** Expected outputs, when the source has them (model-zoo test sets). */
   outputs?: Record<string, TensorData>;
+  /**
+   * Integer and bool inputs randomDataset filled with random values: one may be a count, an axis or
+   * a shape (TopK's k, Slice's axes) that random values make invalid (withRandomInputsHint).
+   */
+  randomIntegers?: string[];
   /** Where the data came from (path), for messages and reports. */
   source: string;
   /** Conversions and choices made while loading, for the user to see (e.g. "x: float64 -> float32"). */

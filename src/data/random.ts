@@ -102,7 +102,27 @@ export function randomDataset(inputSpecs: readonly IoSpec[], count: number, seed
     }
   }
   const dataset: Dataset = { count, inputs, source: `random(seed=${seed})`, notes: [] };
+  const randomIntegers = inputSpecs
+    .filter((s) => !(s.name in given.constants) && !(s.name in given.perSample) && (s.dtype === DataType.BOOL || isInteger(s.dtype)))
+    .map((s) => s.name);
+  if (randomIntegers.length > 0) dataset.randomIntegers = randomIntegers;
   if (layoutChanged) dataset.batchAxes = stored;
   if (Object.keys(constants).length > 0) dataset.constants = constants;
   return dataset;
+}
+
+/**
+ * `error` from running a model on randomDataset's data, with the integer inputs that took random
+ * values named and how to give them: onnxruntime's own message (`k argument [7] should not be
+ * greater than ...`) does not say the 7 was made up. Other errors, and data without random
+ * integer inputs, come back as they are.
+ */
+export function withRandomInputsHint(error: unknown, dataset: Dataset | undefined): unknown {
+  const names = dataset?.randomIntegers;
+  if (!names || !(error instanceof InputError) || !error.message.includes('onnxruntime failed to run')) return error;
+  const list = names.map((n) => `'${n}'`).join(', ');
+  const hint =
+    `; no data was given, and integer input(s) ${list} took random values in [0, 10): ` +
+    `if one is a count, an axis or a shape, give it with --input ${names[0]}=VALUE (or give data)`;
+  return new InputError(`${error.message}${hint}`, { cause: error.cause ?? error });
 }

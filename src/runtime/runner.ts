@@ -23,7 +23,7 @@ import { InputError, UsageError } from '../errors.js';
 import { dtypeFromOrt, dtypeName, type TensorData } from '../ir/dtype.js';
 import { Tensor, type Model, type Value } from '../ir/index.js';
 import { fromOrtTensor, toOrtTensor, type OrtModule } from './ort-tensor.js';
-import { formatShape, modelInputSpecs, modelOutputSpecs, type Dim, type IoSpec } from '../ir/io-spec.js';
+import { batchAxes, formatShape, modelInputSpecs, modelOutputSpecs, type Dim, type IoSpec } from '../ir/io-spec.js';
 import { concatSamples, sliceSamples } from '../ir/samples.js';
 import { findFloat16BatchTransposeMatMul, type BatchTransposeMatMul } from '../ir/batch-transpose-matmul.js';
 
@@ -437,6 +437,9 @@ async function openRunner(model: Model | Uint8Array | string, options: RunnerOpt
   const specByName = new Map(sessionInputs.map((s) => [s.name, s]));
   // Only a model that fixes some input's dim 0 can need its batches split (checked once, not per run).
   const anyFixedBatch = sessionInputs.some((s) => !s.unknownRank && typeof s.shape[0] === 'number');
+  // Inputs without a batch axis: passed whole to every chunk of a fixed-batch split.
+  const axes = batchAxes(sessionInputs);
+  const unbatched = new Set(sessionInputs.filter((s) => !s.unknownRank && axes[s.name] === null).map((s) => s.name));
   let released = false;
 
   async function runOnce(feeds: Record<string, TensorData>, wanted?: readonly string[]): Promise<Record<string, TensorData>> {
@@ -492,13 +495,20 @@ async function openRunner(model: Model | Uint8Array | string, options: RunnerOpt
   /**
    * {k, n} when every fed input the model fixes at dim 0 = k (k the same for all) gets n != k
    * samples, all of them the same n, and only dim 0 differs from the model's shape; else null
-   * (the feeds are run as they are, and any mismatch is reported there).
+   * (the feeds are run as they are, and any mismatch is reported there). Inputs without a batch
+   * axis (batchAxes: a scalar sample rate beside [1, T] audio) fed exactly at their declared shape
+   * are `whole`: every chunk gets them as they are.
    */
-  function fixedBatchSplit(feeds: Record<string, TensorData>): { k: number; n: number } | null {
+  function fixedBatchSplit(feeds: Record<string, TensorData>): { k: number; n: number; whole: Set<string> } | null {
     let k: number | null = null;
     let n: number | null = null;
+    const whole = new Set<string>();
     for (const [name, t] of Object.entries(feeds)) {
       const spec = specByName.get(name);
+      if (spec && unbatched.has(name) && spec.shape.length === t.dims.length && spec.shape.every((d, i) => d === t.dims[i])) {
+        whole.add(name);
+        continue;
+      }
       if (!spec || spec.unknownRank || spec.shape.length === 0 || spec.shape.length !== t.dims.length) return null;
       const d0 = spec.shape[0];
       if (typeof d0 !== 'number' || (k !== null && d0 !== k) || (n !== null && t.dims[0] !== n)) return null;
@@ -506,7 +516,7 @@ async function openRunner(model: Model | Uint8Array | string, options: RunnerOpt
       k = d0;
       n = t.dims[0]!;
     }
-    return k !== null && n !== null && n !== k && n > 0 && k > 0 ? { k, n } : null;
+    return k !== null && n !== null && n !== k && n > 0 && k > 0 ? { k, n, whole } : null;
   }
 
   return {
@@ -517,12 +527,16 @@ async function openRunner(model: Model | Uint8Array | string, options: RunnerOpt
       if (released) throw new Error(`${label}: runner used after release()`);
       const split = anyFixedBatch ? fixedBatchSplit(feeds) : null;
       if (split === null) return runOnce(feeds, wanted);
-      const { k, n } = split;
+      const { k, n, whole } = split;
       const parts: Record<string, TensorData>[] = [];
       for (let start = 0; start < n; start += k) {
         const end = Math.min(start + k, n);
         const chunk: Record<string, TensorData> = Object.create(null) as Record<string, TensorData>;
         for (const [name, t] of Object.entries(feeds)) {
+          if (whole.has(name)) {
+            chunk[name] = t;
+            continue;
+          }
           const part = sliceSamples(t, start, end);
           const padding = Array.from({ length: k - (end - start) }, () => sliceSamples(t, n - 1, n));
           chunk[name] = padding.length === 0 ? part : concatSamples([part, ...padding]);

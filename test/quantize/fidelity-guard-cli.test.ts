@@ -79,6 +79,9 @@ describe('quantize: the fidelity guard', () => {
     expect(doc.fidelity.sensitivity).toHaveLength(6);
     const text = await run(args);
     expect(text.stdout).toMatch(/written +│ nothing: no setting met the budget/);
+    // The best attempt's float nodes are no success: the warning says the budget is still missed.
+    expect(text.stderr).toMatch(/warning: fidelity guard: \d node\(s\) tried in float, and the budget is still missed: /);
+    expect(text.stderr).not.toMatch(/to meet the budget/);
     const forced = await run([...args, '--force', '--json']);
     expect(forced.code).toBe(1);
     expect(existsSync(out)).toBe(true);

@@ -2,12 +2,14 @@
  * "Nothing was quantized": why a quantize pass (INT8 static or dynamic) left every node float, as
  * one message for the user, read from the pass's report (excluded, kept float by a rule with its
  * reason, an opset too old, no supported op at all; recurrent layers need int8-dynamic). The quantize
- * workflow turns it into an error unless the user gave an explicit op list. Pure.
+ * workflow turns it into an error unless the user gave an explicit op list. Likewise an FP16
+ * conversion that converted nothing (always an error: the copy would only be larger). Pure.
  * Imports: types of the passes beside it, ./dynamic-ops (the op types int8-dynamic quantizes), the IR (types).
  */
 import type { Model } from '../../ir/index.js';
 import type { DynamicReport } from './dynamic.js';
 import { DYNAMIC_OP_TYPES } from './dynamic-ops.js';
+import type { Fp16Report } from './fp16.js';
 import type { Int8Report } from './int8.js';
 import type { Int4Report } from './int4.js';
 
@@ -74,4 +76,26 @@ export function nothingQuantizedReason(report: Int8Report | DynamicReport | Int4
       ? '; convolutional models are quantized by --mode int8 (with --calibration-data)'
       : '';
   return `nothing was quantized: ${why}${hint}. Writing an unchanged copy would help no one; to accept this, name the op types with --op-types`;
+}
+
+/**
+ * Why an FP16 conversion gained nothing (no node converted, no weight stored as float16), or
+ * undefined when it did: such a copy differs from the input only by Casts, so it is larger.
+ */
+export function nothingConvertedReason(report: Fp16Report): string | undefined {
+  if (report.nodesConverted > 0 || report.storedAsFloat16.length > 0) return undefined;
+  // 'node block list': the user's --exclude-nodes (the op block list is mostly fp16's own).
+  const byUser = (k: Kept): boolean => k.reason === 'node block list';
+  const kept = report.keptFloat32.filter((k) => !byUser(k));
+  const excluded = report.keptFloat32.filter(byUser);
+  const why =
+    report.keptFloat32.length === 0
+      ? 'no node of the model computes on float32 tensors'
+      : kept.length === 0
+        ? `every float32 node was excluded (--exclude-nodes): ${excluded
+            .map((k) => k.node)
+            .slice(0, 5)
+            .join(', ')}${excluded.length > 5 ? ', …' : ''}`
+        : `every float32 node stays float32: ${groupReasons(kept)}`;
+  return `nothing was converted to float16: ${why}. A copy with only Casts added would be larger and no faster; nothing was written`;
 }
