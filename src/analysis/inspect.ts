@@ -64,6 +64,10 @@ export async function inspectModel(file: string, options: InspectOptions = {}): 
   const report = describeModel(model, file, stat.size);
   report.warnings.push(...warnings);
   if (options.checkRuntime ?? true) report.runtime = await checkRuntimeLoad(file, (message) => report.warnings.push(message));
+  // Every command runs the model in onnxruntime: what does not load there cannot be optimized yet.
+  if (report.runtime && !report.runtime.loads) {
+    report.suggestions = ['onnxruntime cannot load this model, and every model-opt command runs it there: re-export it (a newer opset) first'];
+  }
   return report;
 }
 
@@ -140,7 +144,8 @@ export function describeModel(model: Model, file: string, fileBytes: number): In
 
 /**
  * Next steps for a newcomer, from the op types (a heuristic, not a measurement): an already
- * quantized model, recurrent or transformer-style graphs (dynamic INT8), CNNs (static INT8 with
+ * quantized model, LSTMs with constant weights or transformer-style graphs (dynamic INT8), other
+ * recurrent ops (float in every INT8 mode: dynamic INT8 for their MatMul/Gemm, else FP16), CNNs (static INT8 with
  * calibration data, channel pruning), MLPs (either INT8 mode), and a fixed batch dim (batchify).
  */
 function suggest(model: Model, ops: ReadonlyMap<string, number>, file: string): string[] {
@@ -155,6 +160,10 @@ function suggest(model: Model, ops: ReadonlyMap<string, number>, file: string): 
   }
   const out: string[] = [];
   const recurrent = count('LSTM', 'GRU', 'RNN');
+  // int8-dynamic quantizes an LSTM whose W and R are constants (not graph inputs).
+  const lstms = model.graph.nodes.filter(
+    (n) => n.opType === 'LSTM' && [1, 2].every((i) => n.inputs[i] && model.graph.constantTensor(n.inputs[i]!) !== undefined),
+  ).length;
   const transformer = count('LayerNormalization', 'com.microsoft.Attention', 'com.microsoft.MultiHeadAttention', 'com.microsoft.SkipLayerNormalization');
   const convs = count('Conv', 'ConvTranspose');
   const matmuls = count('MatMul', 'Gemm');
@@ -171,9 +180,17 @@ function suggest(model: Model, ops: ReadonlyMap<string, number>, file: string): 
     ),
   ];
   const shapeFlag = symbolic.length > 0 ? ` ${symbolic.map((d) => `--shape ${d}=${SUGGESTED_DIM}`).join(' ')}` : '';
-  if (recurrent + transformer > 0) {
-    const what = [recurrent ? `${recurrent} recurrent op(s)` : '', transformer ? 'transformer ops' : ''].filter(Boolean).join(' and ');
+  if (lstms + transformer > 0) {
+    const what = [lstms ? `${lstms} LSTM(s)` : '', transformer ? 'transformer ops' : ''].filter(Boolean).join(' and ');
     out.push(`${what}: model-opt quantize ${file} -o out.onnx --mode int8-dynamic${shapeFlag} (no data needed; usually faster than static INT8 here)`);
+  } else if (recurrent > 0) {
+    // GRU and RNN have no integer kernel in onnxruntime (nor an LSTM with weights fed as inputs):
+    // INT8 reaches only the MatMul/Gemm around them.
+    out.push(
+      matmuls > 0
+        ? `${recurrent} recurrent op(s) INT8 leaves float (GRU/RNN have no integer kernel; an LSTM needs constant weights) and ${matmuls} MatMul/Gemm: model-opt quantize ${file} -o out.onnx --mode int8-dynamic${shapeFlag} quantizes the MatMul/Gemm`
+        : `${recurrent} recurrent op(s) INT8 leaves float (GRU/RNN have no integer kernel; an LSTM needs constant weights): model-opt quantize ${file} -o out.onnx --mode fp16 stores its weights in half the bytes`,
+    );
   } else if (convs > 0) {
     const hard = count('HardSwish', 'HardSigmoid');
     if (hard > 0) {

@@ -140,8 +140,47 @@ describe('inspect suggestions (next steps from the op types)', () => {
     ) as ReturnType<GraphBuilder['input']>[];
     b.output(y!, DataType.FLOAT, [5, 1, 1, 2]);
     expect(describeModel(b.build(), 'rnn.onnx', 0).suggestions).toEqual([
-      '1 recurrent op(s): model-opt quantize rnn.onnx -o out.onnx --mode int8-dynamic (no data needed; usually faster than static INT8 here)',
+      '1 LSTM(s): model-opt quantize rnn.onnx -o out.onnx --mode int8-dynamic (no data needed; usually faster than static INT8 here)',
     ]);
+  });
+
+  it('a model onnxruntime cannot load: the only advice is to re-export it', async () => {
+    // Gemm at opset 6: onnxruntime has no kernel for it (the ONNX test data's Linear.onnx).
+    const b = new GraphBuilder({ opset: 6 });
+    const x = b.input('x', DataType.FLOAT, [2, 3]);
+    b.output(
+      b.node('Gemm', [x, b.initializer('w', DataType.FLOAT, [3, 2], new Float32Array(6)), b.initializer('c', DataType.FLOAT, [2], new Float32Array(2))]),
+      DataType.FLOAT,
+      [2, 2],
+    );
+    const file = path.join(dir, 'old-gemm.onnx');
+    await saveModel(b.build(), file);
+    const r = runCli(['inspect', file]);
+    expect(r.status).toBe(0);
+    expect(r.stdout).toMatch(/runtime {4}does NOT load in onnxruntime/);
+    expect(r.stdout.split('\n').filter((l) => l.startsWith('next: '))).toEqual([
+      'next: onnxruntime cannot load this model, and every model-opt command runs it there: re-export it (a newer opset) first',
+    ]);
+  });
+
+  it('GRU, or an LSTM whose weights are graph inputs: no INT8 advice that int8-dynamic would refuse', () => {
+    for (const [opType, weightsAsInputs] of [
+      ['GRU', false],
+      ['LSTM', true],
+    ] as const) {
+      const b = new GraphBuilder({ opset: 17 });
+      const x = b.input('x', DataType.FLOAT, [5, 1, 3]);
+      const gates = opType === 'GRU' ? 3 : 4;
+      const weight = (name: string, dims: number[]) =>
+        weightsAsInputs ? b.input(name, DataType.FLOAT, dims) : b.initializer(name, DataType.FLOAT, dims, new Float32Array(dims.reduce((a, d) => a * d, 1)));
+      const [y] = b.node(opType, [x, weight('W', [1, gates * 2, 3]), weight('R', [1, gates * 2, 2])], { hidden_size: 2 }, { outputs: ['y'] }) as ReturnType<
+        GraphBuilder['input']
+      >[];
+      b.output(y!, DataType.FLOAT, [5, 1, 1, 2]);
+      expect(describeModel(b.build(), 'rnn.onnx', 0).suggestions).toEqual([
+        '1 recurrent op(s) INT8 leaves float (GRU/RNN have no integer kernel; an LSTM needs constant weights): model-opt quantize rnn.onnx -o out.onnx --mode fp16 stores its weights in half the bytes',
+      ]);
+    }
   });
 
   it('a sequence model with a symbolic length: the dynamic INT8 command names --shape for it', () => {
