@@ -15,7 +15,7 @@ import { createHash } from 'node:crypto';
 import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { InputError, ModelOptError, UsageError } from '../errors.js';
+import { fileErrorReason, InputError, ModelOptError, UsageError } from '../errors.js';
 import type { AccuracyBudget, BenchmarkResult } from '../bench/types.js';
 import type { Speedup } from '../metrics/index.js';
 import type { InputValues } from '../data/index.js';
@@ -196,6 +196,10 @@ export async function optimizeWorkflow(options: OptimizeOptions, events: Workflo
   const output = checkOutputPath(options.output, inputs);
   const recipeFile = options.writeRecipe === false ? null : checkOutputPath(recipePathFor(options.output), inputs, 'recipe path');
   if (options.maxAccuracyDrop && !options.evalData) throw new UsageError('--max-accuracy-drop needs --eval-data <labelled data>');
+  // An unreadable model fails here, in loadModel's words, not later as every candidate's failure.
+  await stat(options.model).catch((error: unknown) => {
+    throw new InputError(`${options.model}: cannot read model (${fileErrorReason(error)})`, { cause: error });
+  });
   const warnings: string[] = [];
   const warn = (message: string): void => {
     warnings.push(message);

@@ -214,6 +214,14 @@ describe('optimize with a recipe and gates (CLI)', () => {
     expect(r.stderr).toMatch(/bad\.json: not a valid recipe .*\$\.candidates\[0\]\.quantize\.calibrate: "median" is not one of/);
     expect(existsSync(out('bad.onnx'))).toBe(false);
   });
+
+  it('a missing model exits 2 with one line naming it, before any candidate is planned', async () => {
+    const missing = out('no-such-model.onnx');
+    const r = await runInProcess(['optimize', missing, '-o', out('never.onnx')]);
+    expect(r.code).toBe(2);
+    expect(r.stderr.trim()).toBe(`model-opt: error: ${missing}: cannot read model (no such file)`);
+    expect(existsSync(out('never.onnx'))).toBe(false);
+  });
 });
 
 describe('optimize where static INT8 is slower (hard-swish / squeeze-excite stand-in)', () => {
