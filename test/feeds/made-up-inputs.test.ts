@@ -120,4 +120,21 @@ describe('made-up inputs', () => {
     expect(excluded.stderr).toMatch(/nothing was converted to float16: every float32 node was excluded/);
     expect(existsSync(file('mm-fp16.onnx'))).toBe(false);
   });
+
+  it('an input onnxruntime cannot load (Gemm at opset 6) is reported as the FP32 model by its file, not as the converted one', async () => {
+    const b = new GraphBuilder({ opset: 6 });
+    const x = b.input('x', DataType.FLOAT, [2, 3]);
+    const gemm = b.node('Gemm', [
+      x,
+      b.initializer('w', DataType.FLOAT, [3, 2], new Float32Array(6)),
+      b.initializer('c', DataType.FLOAT, [2], new Float32Array(2)),
+    ]);
+    b.output(gemm, DataType.FLOAT, [2, 2]);
+    await saveModel(b.build(), file('old-gemm.onnx'));
+    const r = await runInProcess(['quantize', file('old-gemm.onnx'), '-o', file('old-gemm-fp16.onnx'), '--mode', 'fp16']);
+    expect(r.code).toBe(2);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stderr).toContain(`${file('old-gemm.onnx')} (FP32 model): onnxruntime cannot load the model (`);
+    expect(existsSync(file('old-gemm-fp16.onnx'))).toBe(false);
+  });
 });

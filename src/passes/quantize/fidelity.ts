@@ -350,9 +350,11 @@ export class FidelityJudge {
   private async compare(candidate: ModelSource, metrics: Record<string, Metric>): Promise<Record<string, unknown>> {
     const label = typeof candidate === 'string' ? candidate : 'quantized model';
     const given = typeof candidate === 'object' && 'run' in candidate;
+    // The reference first: an input model onnxruntime cannot load is reported as the FP32 model,
+    // by its file, not as a quantized model that fails to load for the same reason.
+    const reference = await this.referencePass();
     const runner = given ? candidate : await createRunner(candidate, { label, ...this.options.runner });
     try {
-      const reference = await this.referencePass();
       const [, results] = await evaluateMany(
         [
           { model: reference.runner, metrics: {}, label: 'FP32 model' },
