@@ -56,6 +56,7 @@ export function runCommand<A extends unknown[]>(action: (...args: A) => Promise<
     const command = args[args.length - 1] as Command;
     const root = rootOf(command);
     let code: number;
+    jsonPrinted = false;
     try {
       code =
         (await runWithSettings(root, () => {
@@ -64,9 +65,27 @@ export function runCommand<A extends unknown[]>(action: (...args: A) => Promise<
         })) ?? ExitCode.ok;
     } catch (error) {
       code = reportError(error);
+      // Under --json a pipeline reads stdout: it gets one document whichever way the run ended.
+      if (command.opts<{ json?: unknown }>().json === true && !jsonPrinted) printJson(errorDocument(command.name(), error, code));
     }
     exitCodes.set(root, code);
   };
+}
+
+/** Set once a document is on stdout (printJson): a failure after it prints no second one. */
+let jsonPrinted = false;
+
+/** Schema version of the error document (schema/error.schema.json). */
+export const ERROR_SCHEMA_VERSION = 1;
+
+/**
+ * The `--json` document of a run that failed before printing its own (schema/error.schema.json):
+ * the command, the error's kind (input, usage, gate, internal), its one-line message and the exit code.
+ */
+export function errorDocument(command: string, error: unknown, exitCode: number): object {
+  const kind = error instanceof ModelOptError ? error.kind : 'internal';
+  const message = error instanceof Error ? error.message : String(error);
+  return { schemaVersion: ERROR_SCHEMA_VERSION, kind: 'error', command, error: { kind, message }, exitCode };
 }
 
 /** Warnings about how flags were read (a bare accuracy budget below 1), before the action runs. */
@@ -87,6 +106,7 @@ function warnAboutFlags(command: Command): void {
  * `schemaVersion`, and keep `command` for readers that use it.
  */
 export function printJson(document: object): void {
+  jsonPrinted = true;
   process.stdout.write(`${JSON.stringify(withKind(document), jsonReplacer, 2)}\n`);
 }
 

@@ -9,9 +9,9 @@
  */
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
-import { ExitCode } from '../errors.js';
+import { ExitCode, UsageError } from '../errors.js';
 import { onLiveTempsChange, removeLiveTemps } from '../util/atomic-write.js';
-import { exitCodeOf, reportError } from './common.js';
+import { errorDocument, exitCodeOf, printJson, reportError } from './common.js';
 import { registerInspect } from './inspect.js';
 import { registerBenchmark } from './benchmark.js';
 import { registerQuantize } from './quantize.js';
@@ -87,8 +87,11 @@ export async function main(argv: string[]): Promise<number> {
     await program.parseAsync(argv);
   } catch (error) {
     if (error instanceof CommanderError) {
-      // --help and --version end with exit code 0; parse errors are bad usage.
-      return error.exitCode === 0 ? ExitCode.ok : ExitCode.badInput;
+      // --help and --version end with exit code 0; parse errors are bad usage (commander printed
+      // them on stderr; under --json stdout gets the error document too).
+      if (error.exitCode === 0) return ExitCode.ok;
+      if (argv.includes('--json')) printJson(errorDocument(argv[2] ?? '', new UsageError(error.message.replace(/^error: /, '')), ExitCode.badInput));
+      return ExitCode.badInput;
     }
     return reportError(error);
   }

@@ -77,7 +77,7 @@ describe('--json documents: one kind key, valid against schema/<kind>.schema.jso
     const files = readdirSync(SCHEMA_DIR)
       .filter((f) => f.endsWith('.schema.json') && !INPUT_SCHEMAS.includes(f))
       .sort();
-    expect(files).toEqual(COMMANDS.map(([kind]) => `${kind.replace(/^model-opt\./, '')}.schema.json`).sort());
+    expect(files).toEqual([...COMMANDS.map(([kind]) => `${kind.replace(/^model-opt\./, '')}.schema.json`), 'error.schema.json'].sort());
     const pkg = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { files: string[] };
     expect(pkg.files).toContain('schema');
     for (const file of [...files, ...INPUT_SCHEMAS]) {
@@ -128,4 +128,34 @@ describe('--json documents: one kind key, valid against schema/<kind>.schema.jso
       }
     }, 120_000);
   }
+
+  it('a failed run prints the error document (valid against error.schema.json) with the message of stderr; a gate failure only its own', () => {
+    const env = { ...process.env, CI: 'true' };
+    const cases: [args: string[], kind: string, code: number][] = [
+      [['inspect', out('no-such.onnx')], 'input', 2],
+      [['benchmark', CNN, '--bogus'], 'usage', 2],
+      [['quantize', CNN, '-o', out('never.onnx'), '--mode', 'fp16', '--min-sqnr', 'lots'], 'usage', 2],
+    ];
+    for (const [args, kind, code] of cases) {
+      const r = spawnSync(process.execPath, [BIN, ...args, '--json'], { cwd: ROOT, encoding: 'utf8', env, timeout: 120_000 });
+      expect(r.status, args.join(' ')).toBe(code);
+      const doc = JSON.parse(r.stdout) as { error: { message: string } };
+      expect(validate(schemaFor('error'), doc)).toEqual([]);
+      expect(doc).toMatchObject({ schemaVersion: 1, kind: 'error', command: args[0], error: { kind }, exitCode: code });
+      expect(r.stderr.split('\n')[0]).toBe(`model-opt: error: ${doc.error.message}`);
+    }
+    // A gate that fails after the command's own document: that document alone (exit 1).
+    const gate = spawnSync(
+      process.execPath,
+      [BIN, 'benchmark', CNN, '--iterations', '3', '--warmup', '1', '--no-memory', '--max-latency-p99', '0.0001', '--json'],
+      {
+        cwd: ROOT,
+        encoding: 'utf8',
+        env,
+        timeout: 120_000,
+      },
+    );
+    expect(gate.status).toBe(1);
+    expect((JSON.parse(gate.stdout) as { kind: string }).kind).toBe('model-opt.benchmark');
+  }, 120_000);
 });
