@@ -33,7 +33,7 @@ export function registerBatchify(program: Command): void {
     )
     .description('make the batch dimension of a model dynamic, so requests can be batched (verified in onnxruntime)')
     .argument('<model>', 'the ONNX model with a fixed batch size')
-    .requiredOption('-o, --output <file>', 'where to write the batchable model')
+    .requiredOption('-o, --output <file>', 'where to write the batchable model (required)')
     .option('--dim-name <name>', 'name of the symbolic batch dim', 'N')
     .option('--no-verify', 'skip running both models in onnxruntime to compare outputs')
     .addOption(sharedOption('shape'))

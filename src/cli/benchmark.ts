@@ -105,7 +105,7 @@ export function registerBenchmark(program: Command): void {
     .option('--burst <n>', 'warm: timed runs of one model per switch (default iterations/20, 1 to 10)', parsePositiveInt)
     .option('--duration <time>', 'time budget per batch size instead of --iterations, e.g. 10s or 500ms', parseDuration)
     .option('--batch-size <list>', 'batch sizes to sweep, e.g. 1,8,32 (needs a dynamic batch dim)', parsePositiveIntList)
-    .addOption(sharedOption('threads'))
+    .addOption(sharedOption('threads', 'onnxruntime chooses unless given'))
     .addOption(sharedOption('shape'))
     .addOption(sharedOption('input'))
     .addOption(

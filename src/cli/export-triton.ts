@@ -45,7 +45,7 @@ export function registerExportTriton(program: Command): void {
     .option('--name <name>', 'model name in the repository (default: the model file name)');
   registerBatcherSettingOptions(command, { allowNoBatching: true, defaultQueueDelayUs: 0 });
   command
-    .addOption(sharedOption('threads'))
+    .addOption(sharedOption('threads', 'onnxruntime chooses unless given'))
     .addOption(sharedOption('shape'))
     .addOption(sharedOption('provider'))
     .option('--seed <n>', 'seed for the random requests of the search', parseNonNegativeInt)

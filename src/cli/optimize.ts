@@ -74,7 +74,7 @@ export function registerOptimize(program: Command): void {
       'try FP32 graph optimizations, static and dynamic INT8 (and FP16 for size), measure each against FP32 here, write the fastest within the accuracy budget, never a slower one',
     )
     .argument('<model>', 'the FP32 ONNX model (never modified)')
-    .requiredOption('-o, --output <path>', 'where to write the chosen model; <out>.recipe.json beside it reproduces it')
+    .requiredOption('-o, --output <path>', 'where to write the chosen model (required); <out>.recipe.json beside it reproduces it')
     .addOption(sharedOption('calibrationData', 'the ranges of static INT8 (without it static INT8 is not tried)'))
     .option('--calibration-count <n>', 'use the first n calibration samples', parsePositiveInt)
     .addOption(sharedOption('evalData', 'held-out inputs for fidelity; with labels, the accuracy of every candidate'))
@@ -91,7 +91,7 @@ export function registerOptimize(program: Command): void {
       ).choices(['latency', 'throughput', 'size']),
     )
     .option('--batch-size <n>', 'batch size of the timing (default 1, or 8 for throughput)', parsePositiveInt)
-    .addOption(sharedOption('threads', 'the timing and the builds (default 1)'))
+    .addOption(sharedOption('threads', 'the timing and the builds (1 unless given)'))
     .addOption(sharedOption('provider'))
     .option('--iterations <n>', 'timed runs per model in the comparison (default 200)', parsePositiveInt)
     .option(

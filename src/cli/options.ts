@@ -18,7 +18,7 @@ const SHARED_OPTIONS = {
     new Option('--shape <name=dims>', 'size of symbolic input dims other than the batch, for runs on random inputs, e.g. x=1x3x224x224 (repeatable)').argParser(
       collect,
     ),
-  threads: () => new Option('--threads <n>', 'onnxruntime intra-op threads (default: onnxruntime chooses)').argParser(parsePositiveInt),
+  threads: () => new Option('--threads <n>', 'onnxruntime intra-op threads').argParser(parsePositiveInt),
   provider: () => new Option('--provider <list>', 'onnxruntime execution providers in order of preference (default cpu)').argParser(parseStringList),
   outputName: () => new Option('--output-name <name>', 'model output holding the class scores (default: the first output)'),
   metric: () =>

@@ -81,8 +81,12 @@ export function registerPrune(program: Command): void {
     )
     .description('remove weights (unstructured, N:M) or whole channels (smaller, faster dense model)')
     .argument('<model>', 'the ONNX model to prune')
-    .requiredOption('-o, --output <file>', 'where to write the pruned model')
-    .option('--sparsity <x>', 'fraction to remove, 0..1: weights, or channels per group with --pattern channel', parseFraction)
+    .requiredOption('-o, --output <file>', 'where to write the pruned model (required)')
+    .option(
+      '--sparsity <x>',
+      'fraction to remove, 0..1: weights, or channels per group with --pattern channel (required unless --pattern is N:M)',
+      parseFraction,
+    )
     .option('--pattern <p>', 'unstructured (the default), N:M such as 2:4, or channel', parsePattern)
     .option(
       '--scope <s>',

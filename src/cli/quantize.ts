@@ -107,7 +107,7 @@ export function registerQuantize(program: Command): void {
     .option('--analyze', 'print the per-node sensitivity table (int8) and write no model')
     .option('--no-keep-io-types', 'fp16: make model inputs/outputs float16 too')
     .option('--op-block-list <list>', 'fp16: extra op types kept in float32', parseStringList)
-    .addOption(sharedOption('threads', 'calibration and checks; --measure-speed times with 1 unless given'))
+    .addOption(sharedOption('threads', 'calibration and checks (onnxruntime chooses unless given); --measure-speed times with 1 unless given'))
     .addOption(sharedOption('measureSpeed'))
     .addOption(sharedOption('shape'))
     .addOption(sharedOption('input'))

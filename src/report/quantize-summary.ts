@@ -254,7 +254,7 @@ export function fidelityRows(f: FidelityReport, written?: QuantizeResult['agreem
   const rows: Row[] = [
     [
       'fidelity guard',
-      `${decided}; budget ${describeBudget(b)}${b.metric ? ' (the metric decides; SQNR reported)' : ''}\n${f.heldOut.samples} held-out samples: ${HELD_OUT_SOURCES[f.heldOut.source] ?? f.heldOut.source} (#${f.heldOut.start}-${f.heldOut.end - 1})`,
+      `${decided}; budget ${describeBudget(b)}${b.metric ? ' (the metric decides; SQNR reported)' : ''}\n${f.heldOut.samples} ${f.heldOut.source === 'calibration-reused' ? 'check' : 'held-out'} sample(s): ${HELD_OUT_SOURCES[f.heldOut.source] ?? f.heldOut.source} (#${f.heldOut.start}-${f.heldOut.end - 1})`,
     ],
   ];
   for (const [name, o] of Object.entries(f.final.outputs)) {

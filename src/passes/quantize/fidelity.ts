@@ -167,7 +167,7 @@ export function planHeldOut(options: {
     calibrationSamples: available - held,
     check: { start: available - held, end: available },
     source: 'calibration-tail',
-    note: `the calibration data has ${available} sample(s), not more than --calibration-count ${options.calibrationCount}: the last ${held} were held out to check the quantized model, the ranges come from the first ${available - held}`,
+    note: `the calibration data has ${available} sample(s), no more than the ${options.calibrationCount} that calibrate (--calibration-count): the last ${held} were held out to check the quantized model, the ranges come from the first ${available - held}`,
   };
 }
 
