@@ -6,7 +6,7 @@
  * May import: cli/*, errors, commander, app/output-path; lazily passes/batchify, onnx, runtime, ir.
  */
 import type { Command } from 'commander';
-import { ExitCode, UsageError } from '../errors.js';
+import { ExitCode, InputError, UsageError } from '../errors.js';
 import { checkOutputPath } from '../app/output-path.js';
 import { note, printJson, runCommand } from './common.js';
 import { sharedOption } from './options.js';
@@ -48,7 +48,7 @@ export function registerBatchify(program: Command): void {
           import('../runtime/index.js'),
         ]);
         const original = await loadModel(model);
-        const { model: batchable, report } = batchify(original, { batchDimName: flags.dimName });
+        const { model: batchable, report } = withFile(model, () => batchify(original, { batchDimName: flags.dimName }));
         const verification =
           flags.verify && !report.alreadyDynamic
             ? await verifyBatchify(original, batchable, { shapeOverrides: flags.shape ? parseShapeOverrides(flags.shape.join(',')) : {} })
@@ -78,4 +78,14 @@ export function registerBatchify(program: Command): void {
         return ExitCode.ok;
       }),
     );
+}
+
+/** `run()`, its input errors naming `file` (the pass names only inputs and dims). */
+function withFile<T>(file: string, run: () => T): T {
+  try {
+    return run();
+  } catch (error) {
+    if (error instanceof InputError) throw new InputError(`${file}: ${error.message}`, { cause: error });
+    throw error;
+  }
 }

@@ -1,4 +1,9 @@
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { saveModel } from '../../src/onnx/index.js';
+import { runInProcess } from '../helpers/cli.js';
 import { InputError } from '../../src/errors.js';
 import { DataType, GraphBuilder, isTensorType } from '../../src/ir/index.js';
 import { batchify, verifyBatchify } from '../../src/passes/batchify.js';
@@ -64,5 +69,23 @@ describe('batchify', () => {
     const y = b.input('y', DataType.FLOAT, [4, 3]);
     b.output(b.node('Add', [x, y]), DataType.FLOAT, [4, 3]);
     expect(() => batchify(b.build())).toThrow(/inputs disagree on the batch size: 'y' has 4/);
+  });
+
+  it('the CLI says it in one line naming the file (exit 2), and writes nothing', async () => {
+    const b = new GraphBuilder();
+    const x = b.input('x', DataType.FLOAT, [2, 3]);
+    const y = b.input('y', DataType.FLOAT, [4, 3]);
+    b.output(b.node('Add', [x, y]), DataType.FLOAT, [4, 3]);
+    const dir = mkdtempSync(path.join(tmpdir(), 'batchify-cli-'));
+    try {
+      const file = path.join(dir, 'two-batches.onnx');
+      await saveModel(b.build(), file);
+      const r = await runInProcess(['batchify', file, '-o', path.join(dir, 'out.onnx')]);
+      expect(r.code).toBe(2);
+      expect(r.stderr.trim()).toBe(`model-opt: error: ${file}: inputs disagree on the batch size: 'y' has 4 in dim 0, another input has 2`);
+      expect(existsSync(path.join(dir, 'out.onnx'))).toBe(false);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
