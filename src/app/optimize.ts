@@ -272,7 +272,8 @@ export async function optimizeWorkflow(options: OptimizeOptions, events: Workflo
         return done({ path: file, quantize: q });
       } catch (error) {
         if (!(error instanceof ModelOptError)) throw error;
-        return done({ path: null, error: error.message, inputError: error instanceof InputError });
+        // quantize's own advice on what it did not write is no candidate's reason: its first part is.
+        return done({ path: null, error: error.message.split('. Nothing was written')[0]!, inputError: error instanceof InputError });
       }
     };
     const built: Built[] = [];

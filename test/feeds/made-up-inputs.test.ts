@@ -48,6 +48,13 @@ describe('made-up inputs', () => {
     expect(r.code).toBe(0);
     const doc = JSON.parse(r.stdout);
     expect(doc.checks).toEqual({ ran: true, inputs: 'random' });
+    // optimize on it: int8-dynamic is not built, for quantize's reason without its advice on writing.
+    const opt = await runInProcess(['optimize', file('gather.onnx'), '-o', file('gather-opt.onnx'), '--threads', '1', '--iterations', '20', '--json']);
+    expect(opt.code).toBe(0);
+    const reasons = Object.fromEntries((JSON.parse(opt.stdout).candidates as { name: string; reason: string }[]).map((c) => [c.name, c.reason]));
+    expect(reasons['int8-dynamic']).toBe(
+      `not built: ${file('gather.onnx')}: nothing was quantized: the model has no MatMul/Gemm with a constant 2-D float32 weight, LSTM, embedding Gather or com.microsoft Attention`,
+    );
     // The written model against float64 row picking: rows 2, 0, 4 of a ramp, rounded to float16.
     const runner = await createRunner(file('gather-fp16.onnx'));
     try {

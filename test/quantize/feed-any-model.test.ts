@@ -287,7 +287,7 @@ describe('"nothing was quantized" is an error unless --op-types asks for exactly
     expect(r.stderr).toBe(
       `model-opt: error: ${paths.conv}: nothing was quantized: the model has no MatMul/Gemm with a constant 2-D float32 weight, LSTM, embedding Gather or com.microsoft Attention ` +
         '(float in this mode: 1 x Conv: Conv stays float in dynamic mode (ConvInteger is slower than float Conv in onnxruntime on CPU); use --mode int8); ' +
-        'convolutional models are quantized by --mode int8 (with --calibration-data). Writing an unchanged copy would help no one; to accept this, name the op types with --op-types\n',
+        'convolutional models are quantized by --mode int8 (with --calibration-data). Nothing was written: an unchanged copy would help no one (a pipeline that must write one anyway can name the op types it accepts with --op-types)\n',
     );
     expect(existsSync(out)).toBe(false);
   });
@@ -319,7 +319,7 @@ describe('"nothing was quantized" is an error unless --op-types asks for exactly
     expect(r.code).toBe(2);
     expect(r.stderr).toBe(
       `model-opt: error: ${model}: nothing was quantized: the model is opset 6, below the 11 DynamicQuantizeLinear needs, and could not be upgraded ` +
-        '(opset 6 is older than 7 (operators changed in ways this upgrader does not cover)). Writing an unchanged copy would help no one; to accept this, name the op types with --op-types\n',
+        '(opset 6 is older than 7 (operators changed in ways this upgrader does not cover)). Nothing was written: an unchanged copy would help no one (a pipeline that must write one anyway can name the op types it accepts with --op-types)\n',
     );
     expect(existsSync(out)).toBe(false);
   });
@@ -351,7 +351,7 @@ describe('nothingQuantizedReason (the message, from a pass report)', () => {
     const empty = { mode: 'int8', qdq: { quantized: [], skipped: [] } } as unknown as Int8Report;
     expect(nothingQuantizedReason(empty, model)).toBe(
       'nothing was quantized: the model has no op this mode quantizes (Conv, MatMul, Gemm, ... on float32 tensors); LSTMs are quantized by --mode int8-dynamic. ' +
-        'Writing an unchanged copy would help no one; to accept this, name the op types with --op-types',
+        'Nothing was written: an unchanged copy would help no one (a pipeline that must write one anyway can name the op types it accepts with --op-types)',
     );
     const one = { mode: 'int8', qdq: { quantized: [{ node: 'conv' }], skipped: [] } } as unknown as Int8Report;
     expect(nothingQuantizedReason(one, model)).toBeUndefined();

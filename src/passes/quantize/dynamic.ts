@@ -191,7 +191,7 @@ export function quantizeDynamic(model: Model, options: DynamicOptions = {}): { m
     report.notes.push(
       'No MatMul/Gemm with a constant 2-D float weight, LSTM or com.microsoft Attention with constant weights, or embedding Gather was found: the model is unchanged.',
     );
-  if (settings.weightType === 'int8' && !settings.reduceRange) {
+  if (settings.weightType === 'int8' && !settings.reduceRange && report.quantized.length > 0) {
     report.notes.push(
       'int8 weights use u8s8 kernels: on x86 CPUs without VNNI (AVX2 only) their int16 intermediate can saturate; if accuracy drops there, use 7-bit weights (--reduce-range, option reduceRange).',
     );

@@ -75,7 +75,7 @@ export function nothingQuantizedReason(report: Int8Report | DynamicReport | Int4
     : convOnly
       ? '; convolutional models are quantized by --mode int8 (with --calibration-data)'
       : '';
-  return `nothing was quantized: ${why}${hint}. Writing an unchanged copy would help no one; to accept this, name the op types with --op-types`;
+  return `nothing was quantized: ${why}${hint}. Nothing was written: an unchanged copy would help no one (a pipeline that must write one anyway can name the op types it accepts with --op-types)`;
 }
 
 /**
