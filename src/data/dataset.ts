@@ -149,7 +149,7 @@ export async function loadDataset(path: string, inputSpecs: readonly IoSpec[], o
       archive.close();
     }
   }
-  throw new InputError(`${path}: unknown data format '${ext || '(no extension)'}' (expected .npy, .npz, .jsonl, .pb or a test-set directory)`);
+  throw new InputError(`${path}: unknown data format '${ext || '(no extension)'}' (expected .npy, .npz, .jsonl, .pb, a test-set directory or a folder of PNG/JPEG images)`);
 }
 
 /**

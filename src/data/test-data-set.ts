@@ -64,7 +64,7 @@ export async function readTestDataSets(dir: string): Promise<TestDataSet[]> {
   const sets = numbered(dir, names, /^test_data_set_(\d+)$/);
   if (sets.length === 0) {
     if (names.some((n) => /^input_\d+\.pb$/.test(n))) return [await readTestDataSet(dir)];
-    throw new InputError(`${dir}: not a test-set directory (expected test_data_set_N/ folders or input_K.pb files)`);
+    throw new InputError(`${dir}: not a data folder (expected test_data_set_N/ folders, input_K.pb files, or PNG/JPEG images, directly or in class folders)`);
   }
   const out: TestDataSet[] = [];
   for (const set of sets) out.push(await readTestDataSet(set));

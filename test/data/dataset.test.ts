@@ -140,7 +140,7 @@ describe('loadDataset from .npz/.npy', () => {
     it('missing file, unknown format, not a zip', async () => {
       expect(await message(loadDataset(join(tmp, 'none.npz'), [X]))).toBe(`${join(tmp, 'none.npz')}: cannot read data set (no such file or directory)`);
       expect(await message(loadDataset(file('make_files.py'), [X]))).toBe(
-        `${file('make_files.py')}: unknown data format '.py' (expected .npy, .npz, .jsonl, .pb or a test-set directory)`,
+        `${file('make_files.py')}: unknown data format '.py' (expected .npy, .npz, .jsonl, .pb, a test-set directory or a folder of PNG/JPEG images)`,
       );
       const p = join(tmp, 'fake.npz');
       writeFileSync(p, 'hello');

@@ -88,7 +88,7 @@ describe.skipIf(!existsSync(ADD))('model-zoo test sets', () => {
     mkdirSync(empty);
     const spec = [{ name: 'x', dtype: DataType.FLOAT, shape: ['N'] }];
     await expect(loadDataset(empty, spec)).rejects.toThrow(
-      new InputError(`${empty}: not a test-set directory (expected test_data_set_N/ folders or input_K.pb files)`),
+      new InputError(`${empty}: not a data folder (expected test_data_set_N/ folders, input_K.pb files, or PNG/JPEG images, directly or in class folders)`),
     );
     const bad = join(tmp, 'bad');
     mkdirSync(join(bad, 'test_data_set_0'), { recursive: true });
