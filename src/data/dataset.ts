@@ -149,7 +149,9 @@ export async function loadDataset(path: string, inputSpecs: readonly IoSpec[], o
       archive.close();
     }
   }
-  throw new InputError(`${path}: unknown data format '${ext || '(no extension)'}' (expected .npy, .npz, .jsonl, .pb, a test-set directory or a folder of PNG/JPEG images)`);
+  throw new InputError(
+    `${path}: unknown data format '${ext || '(no extension)'}' (expected .npy, .npz, .jsonl, .pb, a test-set directory or a folder of PNG/JPEG images)`,
+  );
 }
 
 /**
