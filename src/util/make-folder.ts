@@ -8,14 +8,15 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { InputError } from '../errors.js';
+import { fileErrorReason, InputError } from '../errors.js';
 
-/** 'ENOENT: no such file or directory' from Node's "ENOENT: no such file or directory, mkdir '/x'". */
-function systemReason(error: unknown): string {
-  const message = error instanceof Error ? error.message : String(error);
-  const match = /^(E[A-Z0-9]+: [^,]*),/.exec(message);
-  if (match) return match[1] as string;
-  return (error as NodeJS.ErrnoException | undefined)?.code ?? message;
+/** The path's stats, or undefined when it cannot be read (missing, or below a file). */
+function statOf(p: string): fs.Stats | undefined {
+  try {
+    return fs.statSync(p);
+  } catch {
+    return undefined;
+  }
 }
 
 /**
@@ -26,36 +27,22 @@ function systemReason(error: unknown): string {
 export function makeFolder(folder: string, output: string): void {
   const fail = (dir: string, reason: string, cause?: unknown): InputError =>
     new InputError(`cannot create folder '${dir}' for output '${output}' (${reason})`, { cause });
+  // The missing folders, deepest first, up to the nearest path that exists (the root at the latest).
   const missing: string[] = [];
   let current = path.resolve(folder);
-  // Each step goes one level up, so this ends at the root at the latest.
-  for (;;) {
-    let st: fs.Stats;
-    try {
-      st = fs.statSync(current);
-    } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code;
-      const parent = path.dirname(current);
-      // ENOTDIR: an ancestor is a file; keep walking up to report which one.
-      if ((code === 'ENOENT' || code === 'ENOTDIR') && parent !== current) {
-        missing.push(current);
-        current = parent;
-        continue;
-      }
-      throw fail(missing.at(-1) ?? current, systemReason(error), error);
-    }
-    if (!st.isDirectory()) {
-      throw fail(missing.at(-1) ?? current, missing.length > 0 ? `'${current}' is not a folder` : 'a file of that name exists');
-    }
-    break;
+  let st = statOf(current);
+  while (st === undefined && path.dirname(current) !== current) {
+    missing.push(current);
+    current = path.dirname(current);
+    st = statOf(current);
   }
+  if (!st?.isDirectory()) throw fail(missing.at(-1) ?? current, missing.length > 0 ? `'${current}' is not a folder` : 'a file of that name exists');
   for (const dir of missing.reverse()) {
     try {
       fs.mkdirSync(dir);
     } catch (error) {
       // Another process may have made it meanwhile: fine, as long as it is a folder.
-      if ((error as NodeJS.ErrnoException).code === 'EEXIST' && fs.statSync(dir, { throwIfNoEntry: false })?.isDirectory()) continue;
-      throw fail(dir, systemReason(error), error);
+      if (!statOf(dir)?.isDirectory()) throw fail(dir, fileErrorReason(error), error);
     }
   }
 }

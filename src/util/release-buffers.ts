@@ -25,8 +25,8 @@ let releaseSink: MessagePort | undefined;
 /**
  * Frees `buffers` now (afterwards they read as empty: nothing may use them). Duplicates, buffers
  * under RELEASE_MIN_BYTES or detached already, SharedArrayBuffers and anything that is not an
- * ArrayBuffer are skipped; when a buffer cannot be transferred (WebAssembly memory), the garbage collector frees
- * them as before.
+ * ArrayBuffer are skipped; a buffer that cannot be transferred (WebAssembly memory) is left to the
+ * garbage collector.
  */
 export function releaseBuffers(buffers: Iterable<unknown>): void {
   const list: ArrayBuffer[] = [];
@@ -37,9 +37,12 @@ export function releaseBuffers(buffers: Iterable<unknown>): void {
     channel.port2.close();
     releaseSink = channel.port1;
   }
-  try {
-    releaseSink.postMessage(null, list);
-  } catch {
-    // Not transferable: left to the garbage collector.
+  // One message per buffer: a buffer that cannot be transferred fails its own message only.
+  for (const b of list) {
+    try {
+      releaseSink.postMessage(null, [b]);
+    } catch {
+      // Not transferable: left to the garbage collector.
+    }
   }
 }

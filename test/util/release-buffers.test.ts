@@ -22,6 +22,13 @@ describe('releaseBuffers', () => {
     releaseBuffers(kept.map((a) => a.buffer));
   });
 
+  it('a buffer that cannot be transferred (WebAssembly memory) is left to the collector; the others are freed', () => {
+    const wasm = new WebAssembly.Memory({ initial: 2 }).buffer; // 128 KiB, not detachable
+    const plain = new Float32Array(RELEASE_MIN_BYTES / 4);
+    releaseBuffers([wasm, plain.buffer]);
+    expect([wasm.byteLength, plain.length]).toEqual([2 * 65536, 0]);
+  });
+
   it('leaves small buffers, SharedArrayBuffers and other values alone', () => {
     const small = new Float32Array(RELEASE_MIN_BYTES / 4 - 1);
     const shared = new SharedArrayBuffer(RELEASE_MIN_BYTES);
