@@ -23,7 +23,9 @@ describe('releaseBuffers', () => {
   });
 
   it('a buffer that cannot be transferred (WebAssembly memory) is left to the collector; the others are freed', () => {
-    const wasm = new WebAssembly.Memory({ initial: 2 }).buffer; // 128 KiB, not detachable
+    // (the project's TS lib has no WebAssembly types)
+    const { Memory } = (globalThis as unknown as { WebAssembly: { Memory: new (d: { initial: number }) => { buffer: ArrayBuffer } } }).WebAssembly;
+    const wasm = new Memory({ initial: 2 }).buffer; // 128 KiB, not detachable
     const plain = new Float32Array(RELEASE_MIN_BYTES / 4);
     releaseBuffers([wasm, plain.buffer]);
     expect([wasm.byteLength, plain.length]).toEqual([2 * 65536, 0]);
