@@ -272,6 +272,7 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
       metric = { name: 'agreement', factory: null };
     }
     const hasLabels = dataset.labels !== undefined && metric.factory !== null;
+    if (options.gates?.minSpeedup !== undefined && models.length < 2) throw new UsageError('--min-speedup needs at least one candidate model');
     if (options.gates?.maxAccuracyDrop && (!hasLabels || models.length < 2)) {
       throw new UsageError(
         models.length < 2

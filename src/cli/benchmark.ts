@@ -68,6 +68,12 @@ function commandLine(argv: readonly string[]): string {
   return ['model-opt', ...argv.slice(2)].map(quote).join(' ');
 }
 
+/** Options of the --dynamic-batching sweep only (BatchingFlags less the switch itself). */
+const BATCHING_ONLY = [
+  ...['maxBatchSize', 'preferred', 'maxQueueDelayUs', 'maxQueueSize', 'instances', 'preserveOrdering', 'requestRate', 'arrivals'],
+  ...['concurrency', 'sloP99', 'plot', 'tritonConfig', 'windowMs', 'maxWindows', 'baseline'],
+];
+
 export function registerBenchmark(program: Command): void {
   const command = program
     .command('benchmark')
@@ -123,10 +129,19 @@ export function registerBenchmark(program: Command): void {
   registerBatchingOptions(command);
   command.action(
     runCommand(async (baseline: string, candidates: string[], flags: BenchmarkFlags & BatchingFlags & { bootstrap: number }, command: Command) => {
+      // Flags the other mode would ignore are refused: a gate that is not applied must not pass.
+      const given = (keys: readonly string[]): string | undefined => {
+        const key = keys.find((k) => command.getOptionValueSource(k) === 'cli');
+        return key && command.options.find((o) => o.attributeName() === key)?.long;
+      };
       if (flags.dynamicBatching) {
         if (candidates.length) throw new UsageError('--dynamic-batching measures one model at a time; drop the candidate models');
+        const gate = given(['maxAccuracyDrop', 'minSpeedup', 'maxLatencyP99']);
+        if (gate) throw new UsageError(`${gate} gates benchmark's timed runs, not the --dynamic-batching sweep (there --slo-p99 searches for settings under a p99)`);
         return runBatchingBenchmark(baseline, flags);
       }
+      const batchingOnly = given(BATCHING_ONLY);
+      if (batchingOnly) throw new UsageError(`${batchingOnly} needs --dynamic-batching`);
       if (flags.iterations !== undefined && flags.duration !== undefined) throw new UsageError('give --iterations or --duration, not both');
       const [{ parseShapeOverrides }, { parseFeedback }] = await Promise.all([import('../ir/io-spec.js'), import('../calibration/feedback.js')]);
       const shapes = flags.shape ? parseShapeOverrides(flags.shape.join(',')) : undefined;

@@ -44,6 +44,25 @@ async function cli(...args: string[]): Promise<{ code: number; stdout: string; s
 const quick = ['--warmup', '2', '--iterations', '40', '--threads', '1', '--no-memory', '--bootstrap', '300'];
 
 describe('model-opt benchmark (CLI)', () => {
+  it('a gate or option the run would ignore is refused (exit 2): gates with --dynamic-batching, sweep options without it, --min-speedup with one model', async () => {
+    const cases: [string[], string][] = [
+      [
+        [baseline, '--dynamic-batching', '--concurrency', '1', '--max-latency-p99', '0.001'],
+        "--max-latency-p99 gates benchmark's timed runs, not the --dynamic-batching sweep",
+      ],
+      [[baseline, '--dynamic-batching', '--min-speedup', '5'], "--min-speedup gates benchmark's timed runs, not the --dynamic-batching sweep"],
+      [[baseline, ...quick, '--concurrency', '1'], '--concurrency needs --dynamic-batching'],
+      [[baseline, ...quick, '--no-baseline'], '--no-baseline needs --dynamic-batching'],
+      [[baseline, ...quick, '--min-speedup', '1.2'], '--min-speedup needs at least one candidate model'],
+    ];
+    for (const [args, message] of cases) {
+      const r = await cli(...args);
+      expect(r.code, args.join(' ')).toBe(2);
+      expect(r.stderr.split('\n')[0]).toContain(`model-opt: error: ${message}`);
+      expect(r.stdout).toBe('');
+    }
+  });
+
   it('prints the table and exits 0 when every gate passes', async () => {
     const r = await cli(baseline, baseline, '--data', data, ...quick, '--max-accuracy-drop', '0pt', '--max-latency-p99', '1000');
     expect(r.stderr).toBe('');
