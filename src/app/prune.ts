@@ -14,6 +14,8 @@ import type { Dataset, InputValues } from '../data/index.js';
 import type { Model } from '../ir/index.js';
 import type { FeedbackPair } from '../calibration/index.js';
 import type { TaskMetricFactory } from '../evaluate/index.js';
+import { UsageError } from '../errors.js';
+import { withinAccuracyBudget, type AccuracyBudget } from '../metrics/accuracy-budget.js';
 import type { WorkflowEvents } from './events.js';
 import { checkOutputPath } from './output-path.js';
 import { speedCheck, type SpeedCheck } from './speed-check.js';
@@ -27,6 +29,11 @@ export interface PruneWorkflowOptions extends Omit<PruneOptions, 'calibrationDat
   calibrationData?: string;
   /** Labelled data file: top-1 accuracy before and after. */
   evalData?: string;
+  /**
+   * `--max-accuracy-drop`: the top-1 drop on evalData the pruned model may have; beyond it the
+   * result carries `gateFailure` (the model is still written: fine-tuning, e.g. distill, follows).
+   */
+  maxAccuracyDrop?: AccuracyBudget;
   /** Time the input model against the written one, this many runs each (1 thread). */
   measureSpeedRuns?: number;
   /** `--input` values: inputs given once for all samples of the data files. */
@@ -67,6 +74,8 @@ export interface PruneWorkflowResult {
   notes: string[];
   /** Where the written model differs from what was asked (also sent to events.onWarning). */
   warnings: string[];
+  /** The accuracy budget missed (--max-accuracy-drop), for the CLI's exit code 1. */
+  gateFailure?: string;
 }
 
 export async function pruneWorkflow(options: PruneWorkflowOptions, events: WorkflowEvents = {}): Promise<PruneWorkflowResult> {
@@ -80,8 +89,12 @@ export async function pruneWorkflow(options: PruneWorkflowOptions, events: Workf
     feedback,
     metric,
     outputName,
+    maxAccuracyDrop,
     ...pruneOptions
   } = options;
+  if (maxAccuracyDrop && !evalPath) throw new UsageError('--max-accuracy-drop needs --eval-data <labelled data>');
+  if (maxAccuracyDrop && metric !== undefined && !isTop1(metric))
+    throw new UsageError(`--max-accuracy-drop holds top-1 accuracy; --metric ${metric} is reported only`);
   const output = checkOutputPath(requested, [input, ...(evalPath ? [evalPath] : []), ...(calibrationPath ? [calibrationPath] : [])]);
   const [{ prune }, { loadModel, saveModel }] = await Promise.all([import('../passes/prune/index.js'), import('../onnx/index.js')]);
   const progress = events.onProgress ?? (() => undefined);
@@ -116,6 +129,14 @@ export async function pruneWorkflow(options: PruneWorkflowOptions, events: Workf
       accuracy = { before: await measureAccuracy(model, data, { outputName }), after: await measureAccuracy(result.model, data, { outputName }) };
     }
   }
+  const gateFailure = accuracy && maxAccuracyDrop ? accuracyGate(accuracy, maxAccuracyDrop) : undefined;
+  const drop = accuracy ? (accuracy.before.top1 - accuracy.after.top1) * 100 : 0;
+  // A large drop is expected before fine-tuning, but exit 0 must not read as "this model is fine".
+  if (!maxAccuracyDrop && drop > LARGE_DROP_POINTS) {
+    result.warnings.push(
+      `top-1 fell ${drop.toFixed(1)} pt: fine-tune it (model-opt distill --teacher ${input} --student ${output}), prune less${calibrationData ? '' : ', or give --calibration-data'}; --max-accuracy-drop makes this exit 1`,
+    );
+  }
   for (const warning of result.warnings) events.onWarning?.(warning);
   progress(`writing ${output}`);
   await saveModel(result.model, output);
@@ -133,7 +154,19 @@ export async function pruneWorkflow(options: PruneWorkflowOptions, events: Workf
     speed,
     notes: result.notes,
     warnings: result.warnings,
+    ...(gateFailure ? { gateFailure } : {}),
   };
+}
+
+/** A top-1 drop (points) above which an ungated prune warns. */
+const LARGE_DROP_POINTS = 5;
+
+/** The gate's message when `accuracy` misses `budget`, else undefined. */
+function accuracyGate(accuracy: { before: Accuracy; after: Accuracy }, budget: AccuracyBudget): string | undefined {
+  const { before, after } = accuracy;
+  if (withinAccuracyBudget(budget, before.top1, after.top1)) return undefined;
+  const limit = budget.kind === 'points' ? `${budget.value} pt` : `${+(budget.value * 100).toFixed(6)}% of it`;
+  return `the pruned model's top-1 fell ${((before.top1 - after.top1) * 100).toFixed(2)} pt (${(before.top1 * 100).toFixed(2)}% -> ${(after.top1 * 100).toFixed(2)}% on ${after.samples} samples), more than --max-accuracy-drop ${limit}; it was written for fine-tuning (model-opt distill)`;
 }
 
 function isTop1(metric: string): boolean {

@@ -6,9 +6,10 @@
 import type { FeedbackPair } from '../calibration/index.js';
 import type { TaskMetricFactory } from '../evaluate/index.js';
 import type { AgreementMetrics, Interval, McNemarResult, SpeedupVerdict, SummaryStats } from '../metrics/index.js';
+import type { AccuracyBudget } from '../metrics/accuracy-budget.js';
 
 /** '0.5pt' = percentage points of accuracy; '1%' = relative to the baseline's accuracy. */
-export type AccuracyBudget = { kind: 'points'; value: number } | { kind: 'relative'; value: number };
+export type { AccuracyBudget };
 
 export interface Gates {
   /** Largest allowed accuracy drop of a candidate against the baseline. */

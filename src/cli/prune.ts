@@ -6,12 +6,13 @@
  * May import: cli/*, errors; lazily app, report, ir/io-spec.
  */
 import { Command, InvalidArgumentError } from 'commander';
-import { ExitCode, UsageError } from '../errors.js';
-import { createProgress, printJson, runCommand, workflowEvents } from './common.js';
+import { ExitCode, GateError, UsageError } from '../errors.js';
+import { createProgress, printJson, reportError, runCommand, workflowEvents } from './common.js';
 import { measureSpeedRuns, sharedOption, type InputValueFlags } from './options.js';
-import { oneOf, parseFraction, parsePositiveInt, refuseUnknownNames } from './parsers.js';
+import { oneOf, parseAccuracyBudget, parseFraction, parsePositiveInt, refuseUnknownNames } from './parsers.js';
 import { helpExamples } from './examples.js';
 import type { PrunePattern } from '../passes/prune/index.js';
+import type { AccuracyBudget } from '../metrics/accuracy-budget.js';
 
 interface PruneFlags {
   output: string;
@@ -28,6 +29,7 @@ interface PruneFlags {
   pruneFirstLast?: boolean;
   evalData?: string;
   metric?: string;
+  maxAccuracyDrop?: AccuracyBudget;
   outputName?: string;
   maxSamples?: number;
   shape?: string[];
@@ -76,7 +78,7 @@ export function registerPrune(program: Command): void {
         helpExamples(
           'model-opt prune fixtures/fashion-cnn.onnx -o out/fashion-cnn.2-4.onnx --pattern 2:4',
           'model-opt prune fixtures/fashion-cnn.onnx -o out/fashion-cnn.sparse.onnx --sparsity 0.5 --calibration-data fixtures/fashion-calib.npz --eval-data fixtures/fashion-eval.npz',
-          'model-opt prune fixtures/fashion-cnn.onnx -o out/fashion-cnn.slim.onnx --pattern channel --sparsity 0.3 --eval-data fixtures/fashion-eval.npz',
+          'model-opt prune fixtures/fashion-cnn.onnx -o out/fashion-cnn.slim.onnx --pattern channel --sparsity 0.3 --calibration-data fixtures/fashion-calib.npz --eval-data fixtures/fashion-eval.npz',
         ),
     )
     .description('remove weights (unstructured, N:M) or whole channels (smaller, faster dense model)')
@@ -121,6 +123,11 @@ export function registerPrune(program: Command): void {
     .addOption(sharedOption('excludeOpTypes'))
     .option('--prune-first-last', 'also prune the first and last weighted layers (dense by default; unstructured and N:M)')
     .addOption(sharedOption('evalData', 'top-1 accuracy before and after'))
+    .option(
+      '--max-accuracy-drop <budget>',
+      'gate: largest top-1 drop on --eval-data, e.g. 2pt or 5%; beyond it exit 1 (the model is still written, to fine-tune)',
+      parseAccuracyBudget,
+    )
     .addOption(sharedOption('metric', 'scored on --eval-data before and after'))
     .addOption(sharedOption('outputName'))
     .option('--max-samples <n>', 'evaluate at most n samples of --eval-data', parsePositiveInt)
@@ -171,6 +178,7 @@ async function pruneAction(input: string, flags: PruneFlags): Promise<number> {
         metric: flags.metric,
         outputName: flags.outputName,
         maxSamples: flags.maxSamples,
+        maxAccuracyDrop: flags.maxAccuracyDrop,
         measureSpeedRuns: measureSpeedRuns(flags.measureSpeed),
       },
       workflowEvents(progress, flags),
@@ -180,5 +188,5 @@ async function pruneAction(input: string, flags: PruneFlags): Promise<number> {
   }
   if (flags.json) printJson({ schemaVersion: PRUNE_JSON_SCHEMA_VERSION, command: 'prune', ...result });
   else process.stdout.write(renderPruneSummary(result, { width: process.stdout.isTTY ? process.stdout.columns : undefined }));
-  return ExitCode.ok;
+  return result.gateFailure ? reportError(new GateError(result.gateFailure)) : ExitCode.ok;
 }

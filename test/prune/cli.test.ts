@@ -53,6 +53,32 @@ describe('model-opt prune (CLI)', () => {
     expect(weightDims(written, 'fc')).toEqual([4, 8]);
   });
 
+  it('the example pruned without calibration data collapses: a warning (exit 0), or with --max-accuracy-drop exit 1 with the model written', async () => {
+    const example = 'fixtures/fashion-cnn.onnx';
+    const common = ['--pattern', 'channel', '--sparsity', '0.3', '--eval-data', 'fixtures/fashion-eval.npz', '--max-samples', '300'];
+    const plain = await cli(example, '-o', path.join(dir, 'collapsed.onnx'), ...common);
+    expect(plain.code).toBe(0);
+    expect(plain.stderr).toMatch(
+      /warning: top-1 fell [\d.]+ pt: fine-tune it \(model-opt distill --teacher fixtures\/fashion-cnn\.onnx --student .*collapsed\.onnx\)/,
+    );
+    const out = path.join(dir, 'gated.onnx');
+    const gated = await cli(example, '-o', out, ...common, '--max-accuracy-drop', '2pt', '--json');
+    expect(gated.code).toBe(1);
+    const doc = JSON.parse(gated.stdout);
+    const drop = (doc.accuracy.before.top1 - doc.accuracy.after.top1) * 100;
+    expect(drop).toBeGreaterThan(2);
+    expect(doc.gateFailure).toBe(
+      `the pruned model's top-1 fell ${drop.toFixed(2)} pt (${(doc.accuracy.before.top1 * 100).toFixed(2)}% -> ${(doc.accuracy.after.top1 * 100).toFixed(2)}% on 300 samples), more than --max-accuracy-drop 2 pt; it was written for fine-tuning (model-opt distill)`,
+    );
+    expect(gated.stderr).toContain(`model-opt: gate failed: ${doc.gateFailure}`);
+    expect(existsSync(out)).toBe(true);
+    const within = await cli(example, '-o', path.join(dir, 'within.onnx'), ...common, '--max-accuracy-drop', '100pt');
+    expect(within.code).toBe(0);
+    const noData = await cli(example, '-o', path.join(dir, 'x.onnx'), '--pattern', 'channel', '--sparsity', '0.3', '--max-accuracy-drop', '2pt');
+    expect(noData.code).toBe(2);
+    expect(noData.stderr.trim()).toBe('model-opt: error: --max-accuracy-drop needs --eval-data <labelled data>');
+  });
+
   it('--measure-speed times the input against the pruned model (JSON speed with a paired interval; a table line)', async () => {
     const out = path.join(dir, 'speed.onnx');
     const r = await cli(modelPath, '-o', out, '--pattern', 'channel', '--sparsity', '0.5', '--round-to', '4', '--measure-speed', '30', '--json');

@@ -12,6 +12,7 @@
  * count), data, runtime.
  */
 import type { Model } from '../../ir/index.js';
+import { withinAccuracyBudget, type AccuracyBudget } from '../../metrics/accuracy-budget.js';
 import { take, type Dataset } from '../../data/index.js';
 import type { RunnerOptions } from '../../runtime/index.js';
 import { CHECK_SAMPLE_COUNT } from '../../calibration/index.js';
@@ -33,7 +34,7 @@ export interface SensitivityRow {
   top1Agreement: number | null;
 }
 
-export type AccuracyBudget = { kind: 'points'; value: number } | { kind: 'relative'; value: number };
+export type { AccuracyBudget } from '../../metrics/accuracy-budget.js';
 
 export interface GuardAttempt {
   /** Nodes kept in FP32. */
@@ -102,12 +103,6 @@ function dropPoints(baseline: number, candidate: number): number {
   return (baseline - candidate) * 100;
 }
 
-function within(budget: AccuracyBudget, baseline: number, candidate: number): boolean {
-  const eps = 1e-9;
-  if (budget.kind === 'points') return dropPoints(baseline, candidate) <= budget.value + eps;
-  return baseline === 0 ? true : (baseline - candidate) / baseline <= budget.value + eps;
-}
-
 /**
  * Find the fastest INT8 model within `budget` of FP32 top-1 on `evalData`: full INT8 first, then
  * the k most sensitive nodes in FP32 for growing k.
@@ -130,7 +125,7 @@ export async function guardAccuracy(
     const q = await requantize(context, { excludeNodes });
     progress({ phase: 'guard', message: `INT8 accuracy with ${fp32Nodes.length} node(s) in FP32` });
     const acc = (await top1Accuracy(q.model, evalData, evalOptions)).accuracy;
-    const attempt = { fp32Nodes, accuracy: acc, dropPoints: dropPoints(baseline, acc), withinBudget: within(budget, baseline, acc) };
+    const attempt = { fp32Nodes, accuracy: acc, dropPoints: dropPoints(baseline, acc), withinBudget: withinAccuracyBudget(budget, baseline, acc) };
     attempts.push(attempt);
     return { attempt, model: q.model, qdq: q.report };
   };
