@@ -148,6 +148,22 @@ export interface DistillWorkflowResult {
   parameters: { teacher?: number; student: number };
   report: DistillReport;
   latency: DistillLatency | null;
+  /**
+   * Set when training made the student worse on --eval-data than it started (beyond
+   * WORSE_THAN_START_POINTS): the CLI exits 1. The model is written all the same.
+   */
+  gateFailure?: string;
+}
+
+/** Top-1 points below its starting accuracy at which a trained student counts as made worse. */
+export const WORSE_THAN_START_POINTS = 1;
+
+/** The gate failure of a run whose trained student scores below the one it started from, else undefined. */
+function worseThanStart(report: DistillReport): string | undefined {
+  const { studentBefore, student } = report.accuracy;
+  if (studentBefore === undefined || student === undefined || (studentBefore - student) * 100 <= WORSE_THAN_START_POINTS) return undefined;
+  const pt = (x: number): string => `${(x * 100).toFixed(2)}%`;
+  return `training made the student worse on --eval-data: ${pt(studentBefore)} before, ${pt(student)} after (the best epoch's weights); try a lower --lr or more data`;
 }
 
 export async function distillWorkflow(options: DistillWorkflowOptions, events: DistillEvents = {}): Promise<DistillWorkflowResult> {
@@ -239,5 +255,6 @@ export async function distillWorkflow(options: DistillWorkflowOptions, events: D
     parameters,
     report,
     latency,
+    ...(worseThanStart(report) ? { gateFailure: worseThanStart(report) } : {}),
   };
 }

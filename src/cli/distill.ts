@@ -7,8 +7,8 @@
  * May import: cli/*, errors, train/defaults (tfjs-free); lazily app, report.
  */
 import { Command, InvalidArgumentError } from 'commander';
-import { ExitCode, UsageError } from '../errors.js';
-import { createProgress, note, printJson, runCommand, type Progress } from './common.js';
+import { ExitCode, GateError, UsageError } from '../errors.js';
+import { createProgress, note, printJson, reportError, runCommand, type Progress } from './common.js';
 import { sharedOption } from './options.js';
 import { collect, oneOf, parseFraction, parseNonNegativeInt, parseNumber, parsePositiveInt, parsePositiveNumber } from './parsers.js';
 import { helpExamples } from './examples.js';
@@ -193,5 +193,5 @@ async function distillAction(flags: DistillFlags): Promise<number> {
   }
   if (flags.json) printJson({ schemaVersion: DISTILL_JSON_SCHEMA_VERSION, command: 'distill', ...result });
   else process.stdout.write(renderDistillSummary(result));
-  return ExitCode.ok;
+  return result.gateFailure ? reportError(new GateError(result.gateFailure)) : ExitCode.ok;
 }

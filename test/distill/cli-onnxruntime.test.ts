@@ -110,4 +110,27 @@ describe('model-opt distill --backend onnxruntime', () => {
     const written = await loadModel(file('feature-out.onnx'));
     expect(written.graph.initializerValues.some((v) => v.name.startsWith('adapter:'))).toBe(false);
   });
+
+  it('a run that leaves the trained student worse than it started (the example at --lr 5) exits 1, the model written', async () => {
+    const { readNpz, take } = await import('../../src/data/index.js');
+    const all = await readNpz('fixtures/fashion-eval.npz');
+    const image = Object.keys(all).find((k) => k !== 'labels')!;
+    const small = take({ count: all[image]!.dims[0]!, inputs: { [image]: all[image]! }, labels: all['labels'], source: 'eval', notes: [] }, 200);
+    await writeNpz(file('example-eval.npz'), { [image]: small.inputs[image]!, labels: small.labels! });
+    const out = file('worse.onnx');
+    const r = await run([
+      ...['--teacher', 'fixtures/fashion-teacher.onnx', '--student', 'fixtures/fashion-cnn.onnx', '--data', 'fixtures/fashion-calib.npz'],
+      ...['--eval-data', file('example-eval.npz'), '--epochs', '1', '--max-samples', '64', '--lr', '5', '--no-benchmark', '-o', out, '--json'],
+    ]);
+    expect(r.code).toBe(1);
+    const doc = JSON.parse(r.stdout);
+    const { studentBefore, student } = doc.report.accuracy;
+    expect((studentBefore - student) * 100).toBeGreaterThan(1);
+    const pct = (x: number) => `${(x * 100).toFixed(2)}%`;
+    expect(doc.gateFailure).toBe(
+      `training made the student worse on --eval-data: ${pct(studentBefore)} before, ${pct(student)} after (the best epoch's weights); try a lower --lr or more data`,
+    );
+    expect(r.stderr).toContain(`model-opt: gate failed: ${doc.gateFailure}`);
+    expect((await loadModel(out)).graph.nodes.length).toBeGreaterThan(0);
+  }, 120_000);
 });
