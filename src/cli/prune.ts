@@ -135,10 +135,10 @@ export function registerPrune(program: Command): void {
     .addOption(sharedOption('input'))
     .addOption(sharedOption('measureSpeed'))
     .addOption(sharedOption('json'))
-    .action(runCommand(async (input: string, flags: PruneFlags) => pruneAction(input, flags)));
+    .action(runCommand(async (input: string, flags: PruneFlags, command: Command) => pruneAction(input, flags, command)));
 }
 
-async function pruneAction(input: string, flags: PruneFlags): Promise<number> {
+async function pruneAction(input: string, flags: PruneFlags, command: Command): Promise<number> {
   const [{ checkOutputPath }, { parseShapeOverrides }, { parseFeedback }, { PRUNED_OP_TYPES }] = await Promise.all([
     import('../app/output-path.js'),
     import('../ir/io-spec.js'),
@@ -151,6 +151,7 @@ async function pruneAction(input: string, flags: PruneFlags): Promise<number> {
     throw new UsageError(`${flags.metric !== undefined ? '--metric' : '--output-name'} scores --eval-data, which is not given`);
   }
   const pattern = flags.pattern ?? ({ kind: 'unstructured' } as PrunePattern);
+  if (pattern.kind !== 'channel' && command.getOptionValueSource('roundTo') === 'cli') throw new UsageError('--round-to applies to --pattern channel');
   const sparsity = sparsityOf(pattern, flags.sparsity);
   const [{ pruneWorkflow }, { renderPruneSummary }] = await Promise.all([import('../app/prune.js'), import('../report/prune-summary.js')]);
   const progress = await createProgress({ json: flags.json });

@@ -138,6 +138,29 @@ describe('model-opt prune (CLI)', () => {
     expect((await cli(modelPath, '-o', out, '--pattern', '4:2')).code).toBe(2);
     expect((await cli(modelPath, '-o', out, '--pattern', '2:4', '--sparsity', '0.3')).code).toBe(2);
     expect((await cli(path.join(dir, 'missing.onnx'), '-o', out, '--sparsity', '0.5')).code).toBe(2);
+    // Options of the other pattern would be ignored: refused, naming the pattern they belong to.
+    for (const [args, message] of [
+      [['--sparsity', '0.5', '--criterion', 'l2'], '--criterion l2 ranks channels (--pattern channel); unstructured and N:M rank by magnitude or activation'],
+      [['--pattern', '2:4', '--criterion', 'l1'], '--criterion l1 ranks channels (--pattern channel); unstructured and N:M rank by magnitude or activation'],
+      [['--sparsity', '0.5', '--compensation', 'none'], '--compensation applies to --pattern channel'],
+      [['--sparsity', '0.5', '--round-to', '8'], '--round-to applies to --pattern channel'],
+      [
+        ['--pattern', 'channel', '--sparsity', '0.5', '--no-bias-correction'],
+        '--no-bias-correction applies to unstructured and N:M pruning; channel pruning has --compensation',
+      ],
+    ] as const) {
+      const r = await cli(modelPath, '-o', out, ...args);
+      expect(r.code, args.join(' ')).toBe(2);
+      expect(r.stderr.trim()).toBe(`model-opt: error: ${message}`);
+    }
     expect(existsSync(out)).toBe(false);
+  });
+
+  it('N:M other than 2:4 is not said to run on sparse tensor cores', async () => {
+    const r = await cli(modelPath, '-o', path.join(dir, '1of4.onnx'), '--pattern', '1:4', '--json');
+    expect(r.code).toBe(0);
+    const notes = (JSON.parse(r.stdout).notes as string[]).join(' ');
+    expect(notes).toContain("1:4 sparsity has no sparse kernels in common runtimes (NVIDIA's sparse tensor cores take 2:4 only)");
+    expect(notes).not.toMatch(/pattern sparse tensor cores accelerate/);
   });
 });

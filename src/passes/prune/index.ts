@@ -135,7 +135,9 @@ export const NOTES = {
     'Zeros shrink the compressed file, but dense CPU runtimes (onnxruntime included) multiply zeros like any number: ' +
     'this model is not faster. For a speed-up use --pattern channel, which removes whole channels.',
   nm: (n: number, m: number): string =>
-    `${n}:${m} sparsity is the pattern sparse tensor cores accelerate (NVIDIA Ampere and newer, e.g. through TensorRT); ` +
+    (n === 2 && m === 4
+      ? '2:4 sparsity is the pattern sparse tensor cores accelerate (NVIDIA Ampere and newer, e.g. through TensorRT); '
+      : `${n}:${m} sparsity has no sparse kernels in common runtimes (NVIDIA's sparse tensor cores take 2:4 only); `) +
     'dense CPU runtimes do not run it faster.',
   channel: 'Whole channels were removed: the result is a smaller dense model, faster on every runtime.',
   recovery: 'Pruning without fine-tuning loses accuracy; recover it with `model-opt distill`, using the unpruned model as the teacher.',
@@ -204,6 +206,8 @@ export async function prune(model: Model, options: PruneOptions, context: PruneC
   if (options.pattern.kind === 'channel') {
     if (options.scope === 'output') throw new UsageError("scope 'output' applies to unstructured and N:M pruning only");
     if (options.criterion === 'magnitude') throw new UsageError("channel pruning ranks by l1, l2 or activation, not 'magnitude'");
+    if (options.biasCorrection === false)
+      throw new UsageError('--no-bias-correction applies to unstructured and N:M pruning; channel pruning has --compensation');
     let statistics;
     if (options.calibrationData) {
       progress('measuring channel statistics on the calibration data');
@@ -228,6 +232,11 @@ export async function prune(model: Model, options: PruneOptions, context: PruneC
     report.flopsAfter = sum(after);
     notes.push(NOTES.channel);
   } else {
+    // Options of channel pruning would be ignored here: refuse them rather than report another criterion.
+    if (options.criterion === 'l1' || options.criterion === 'l2') {
+      throw new UsageError(`--criterion ${options.criterion} ranks channels (--pattern channel); unstructured and N:M rank by magnitude or activation`);
+    }
+    if (options.compensation !== undefined) throw new UsageError('--compensation applies to --pattern channel');
     const criterion: UnstructuredCriterion = options.criterion === 'activation' ? 'activation' : 'magnitude';
     const biasCorrection = options.biasCorrection ?? options.calibrationData !== undefined;
     let statistics;
