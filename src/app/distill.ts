@@ -9,7 +9,9 @@
  * (tfjs, onnxruntime).
  */
 import { existsSync } from 'node:fs';
+import path from 'node:path';
 import { UsageError } from '../errors.js';
+import { sameFile } from '../util/atomic-write.js';
 import { formatShape, isTensorType, type Model } from '../ir/index.js';
 import type { Dataset } from '../data/index.js';
 import { modelInputSpecs } from '../ir/io-spec.js';
@@ -175,7 +177,11 @@ export async function distillWorkflow(options: DistillWorkflowOptions, events: D
   if (fromTeacher && options.student) throw new UsageError('give either --student or --student-from-teacher, not both');
   if (!options.teacher && !options.labelsOnly) throw new UsageError('without --teacher there are no soft targets: add --labels-only to train on labels alone');
   if (options.resumeFrom && !existsSync(options.resumeFrom)) throw new UsageError(`--resume: no checkpoint at ${options.resumeFrom}`);
-  if (options.checkpoint) checkOutputPath(options.checkpoint, [...inputs, output], '--checkpoint');
+  if (options.checkpoint) {
+    checkOutputPath(options.checkpoint, inputs, '--checkpoint');
+    if (path.resolve(options.checkpoint) === output || sameFile(options.checkpoint, output))
+      throw new UsageError(`--checkpoint and -o/--output name the same file ${output}; give the checkpoint its own path`);
+  }
 
   const [{ loadModel, saveModel }, { loadDataset, take }] = await Promise.all([import('../onnx/index.js'), import('../data/index.js')]);
   const progress = events.onProgress ?? (() => undefined);

@@ -121,6 +121,11 @@ describe('model-opt distill', () => {
     expect(noTeacher.stderr).toMatch(/--labels-only/);
     const badFeature = await run(['--teacher', file('teacher.onnx'), '--data', file('train.npz'), '-o', file('x.onnx'), '--feature', 'nonsense']);
     expect(badFeature.code).toBe(2);
+    const sameAsOutput = await run(['--teacher', file('teacher.onnx'), '--data', file('train.npz'), '-o', file('x.onnx'), '--checkpoint', file('x.onnx')]);
+    expect(sameAsOutput.code).toBe(2);
+    expect(sameAsOutput.stderr.trim()).toBe(
+      `model-opt: error: --checkpoint and -o/--output name the same file ${file('x.onnx')}; give the checkpoint its own path`,
+    );
     expect(existsSync(file('x.onnx'))).toBe(false);
   });
 });
