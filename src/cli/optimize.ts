@@ -51,6 +51,7 @@ export function parseDuration(value: string): number {
   const match = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h)?\s*$/.exec(value);
   if (!match) throw new InvalidArgumentError(`expected a duration like 10m, 90s or 1h, got '${value}'`);
   const unit = { ms: 1, s: 1000, m: 60_000, min: 60_000, h: 3_600_000 }[match[2] ?? 's']!;
+  if (Number(match[1]) === 0) throw new InvalidArgumentError(`expected a duration above 0, like 10m, 90s or 1h, got '${value}'`);
   return Number(match[1]) * unit;
 }
 

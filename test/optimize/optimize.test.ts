@@ -34,6 +34,7 @@ describe('optimize: the pieces', () => {
     expect(parseDuration('90s')).toBe(90_000);
     expect(parseDuration('2')).toBe(2000);
     expect(() => parseDuration('soon')).toThrow(/duration/);
+    expect(() => parseDuration('0s')).toThrow("expected a duration above 0, like 10m, 90s or 1h, got '0s'");
     expect(recipePathFor('out/a.onnx')).toBe('out/a.recipe.json');
     expect(scopeOf('block1.se.reduce')).toBe('block1');
     expect(scopeOf('/layer1/layer1.0/conv1/Conv')).toBe('/layer1/layer1.0');
