@@ -114,7 +114,7 @@ export async function pruneWorkflow(options: PruneWorkflowOptions, events: Workf
     { onProgress: progress },
   ).catch(async (error: unknown) => {
     // Top-1 of the first output is the default: say how to score another output or task.
-    const { UsageError } = await import('../errors.js');
+    if (error instanceof UsageError && /^nothing was pruned/.test(error.message)) throw new UsageError(`${input}: ${error.message}`, { cause: error });
     if (!(error instanceof UsageError) || !/cannot compute top-1/.test(error.message)) throw error;
     throw new UsageError(`${error.message}; pick the scores with --output-name, or a task metric with --metric (ctc, cer, f1, miou)`, { cause: error });
   });

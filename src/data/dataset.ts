@@ -50,7 +50,7 @@ export interface Dataset {
   /** Expected outputs, when the source has them (model-zoo test sets). */
   outputs?: Record<string, TensorData>;
   /**
-   * Integer and bool inputs randomDataset filled with random values: one may be a count, an axis or
+   * Integer inputs randomDataset filled with random values: one may be a count, an axis or
    * a shape (TopK's k, Slice's axes) that random values make invalid (withRandomInputsHint).
    */
   randomIntegers?: string[];

@@ -102,9 +102,7 @@ export function randomDataset(inputSpecs: readonly IoSpec[], count: number, seed
     }
   }
   const dataset: Dataset = { count, inputs, source: `random(seed=${seed})`, notes: [] };
-  const randomIntegers = inputSpecs
-    .filter((s) => !(s.name in given.constants) && !(s.name in given.perSample) && (s.dtype === DataType.BOOL || isInteger(s.dtype)))
-    .map((s) => s.name);
+  const randomIntegers = inputSpecs.filter((s) => !(s.name in given.constants) && !(s.name in given.perSample) && isInteger(s.dtype)).map((s) => s.name);
   if (randomIntegers.length > 0) dataset.randomIntegers = randomIntegers;
   if (layoutChanged) dataset.batchAxes = stored;
   if (Object.keys(constants).length > 0) dataset.constants = constants;

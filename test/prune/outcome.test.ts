@@ -94,7 +94,7 @@ describe('prune that removes nothing is refused (F10)', () => {
     expect(r.code).toBe(2);
     expect(existsSync(out)).toBe(false);
     expect(r.stderr).toContain(
-      'nothing was pruned: no weight was set to zero: kept dense: head (MatMul): the only weighted layer, first and last, kept dense (--prune-first-last to prune it)',
+      `${lstm}: nothing was pruned: no weight was set to zero: kept dense: head (MatMul): the only weighted layer, first and last, kept dense (--prune-first-last to prune it)`,
     );
     expect(r.stderr).toContain("the weights of LSTM 'lstm' are not pruned (prune handles Conv, ConvTranspose, Gemm, MatMul)");
 
