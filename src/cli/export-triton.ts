@@ -134,6 +134,7 @@ export function registerExportTriton(program: Command): void {
           printJson({
             schemaVersion: 1,
             kind: 'export-triton',
+            command: 'export-triton',
             modelDir: written.modelDir,
             configPath: written.configPath,
             modelPath: written.modelPath,

@@ -118,7 +118,7 @@ describe('--json documents: one kind key, valid against schema/<kind>.schema.jso
       expect(doc['kind']).toBe(kind);
       expect(Object.keys(doc).slice(0, 2)).toEqual(['schemaVersion', 'kind']);
       expect(validate(schemaFor(kind), doc)).toEqual([]);
-      if (kind === 'quantize' || kind === 'optimize' || kind === 'prune' || kind === 'distill' || kind === 'inspect') expect(doc['command']).toBe(kind);
+      if (['quantize', 'optimize', 'prune', 'distill', 'inspect', 'export-triton'].includes(kind)) expect(doc['command']).toBe(kind);
       if (kind === 'quantize-analyze') expect(doc['command']).toBe('quantize --analyze');
       if (kind === 'model-opt.benchmark') {
         const settings = doc['settings'] as { providers: string[]; requestedProviders: string[] };
