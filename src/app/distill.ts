@@ -152,18 +152,22 @@ export interface DistillWorkflowResult {
   latency: DistillLatency | null;
   /**
    * Set when training made the student worse on --eval-data than it started (beyond
-   * WORSE_THAN_START_POINTS): the CLI exits 1. The model is written all the same.
+   * WORSE_THAN_START_POINTS, and two samples' worth): the CLI exits 1. The model is written all the same.
    */
   gateFailure?: string;
 }
 
-/** Top-1 points below its starting accuracy at which a trained student counts as made worse. */
+/**
+ * Top-1 points below its starting accuracy at which a trained student counts as made worse; on a
+ * small evaluation set, also more than two samples' worth (one sample of 50 is 2 pt).
+ */
 export const WORSE_THAN_START_POINTS = 1;
 
 /** The gate failure of a run whose trained student scores below the one it started from, else undefined. */
-function worseThanStart(report: DistillReport): string | undefined {
+export function worseThanStart(report: Pick<DistillReport, 'accuracy' | 'evalSamples'>): string | undefined {
   const { studentBefore, student } = report.accuracy;
-  if (studentBefore === undefined || student === undefined || (studentBefore - student) * 100 <= WORSE_THAN_START_POINTS) return undefined;
+  const limit = Math.max(WORSE_THAN_START_POINTS, report.evalSamples ? 200 / report.evalSamples : 0);
+  if (studentBefore === undefined || student === undefined || (studentBefore - student) * 100 <= limit + 1e-9) return undefined;
   const pt = (x: number): string => `${(x * 100).toFixed(2)}%`;
   return `training made the student worse on --eval-data: ${pt(studentBefore)} before, ${pt(student)} after (the best epoch's weights); try a lower --lr or more data`;
 }

@@ -128,4 +128,16 @@ describe('model-opt distill', () => {
     );
     expect(existsSync(file('x.onnx'))).toBe(false);
   });
+
+  it('the made-worse gate: more than 1 pt below the start, and more than two samples of the evaluation set', async () => {
+    const { worseThanStart } = await import('../../src/app/distill.js');
+    const at = (before: number, after: number, evalSamples: number) => worseThanStart({ accuracy: { studentBefore: before, student: after }, evalSamples });
+    expect(at(0.9155, 0.905, 2000)).toBe(
+      "training made the student worse on --eval-data: 91.55% before, 90.50% after (the best epoch's weights); try a lower --lr or more data",
+    );
+    expect(at(0.9155, 0.906, 2000)).toBeUndefined(); // 0.95 pt
+    expect(at(0.9, 0.86, 50)).toBeUndefined(); // 2 samples of 50 = 4 pt: within noise
+    expect(at(0.9, 0.84, 50)).toMatch(/90\.00% before, 84\.00% after/);
+    expect(worseThanStart({ accuracy: { student: 0.5 } })).toBeUndefined(); // no starting accuracy
+  });
 });
