@@ -12,7 +12,7 @@ import { epochPermutation } from './batching.js';
 import type { PruningSchedule } from './pruning-masks.js';
 import { writeCheckpoint } from './checkpoint.js';
 import { learningRateAt } from './schedule.js';
-import type { EpochRecord, LoopOptions, LoopProgress, LoopResult } from './loop.js';
+import type { EpochRecord, LoopOptions, LoopProgress, LoopResult, TrainData } from './loop.js';
 
 export interface CheckpointMeta {
   epoch: number;
@@ -98,8 +98,9 @@ export interface LoopSnapshot {
 }
 
 /**
- * Epoch-to-epoch bookkeeping shared by the tfjs and the onnxruntime loop: the history, the best
- * snapshot (by eval score), early stopping, checkpoints and resume, and the LoopResult.
+ * Epoch-to-epoch bookkeeping shared by the tfjs and the onnxruntime loop: each epoch's record and
+ * evaluation, the history, the best snapshot (by eval score), early stopping, checkpoints and
+ * resume, and the LoopResult with the throughput of the steps this loop ran.
  */
 export class EpochBook {
   history: EpochRecord[] = [];
@@ -111,6 +112,47 @@ export class EpochBook {
   interrupted = false;
   resumedAfterEpoch?: number;
   extendedFromEpochs?: number;
+  /** Samples and seconds of the training steps this loop ran (not those before a resume). */
+  private trainSamples = 0;
+  private trainSeconds = 0;
+
+  /**
+   * For a run of `options` on `data` in `stepsPerEpoch` steps per epoch: which loss terms its
+   * records hold, the eval score's kind, the progress events.
+   */
+  constructor(
+    private readonly options: Pick<LoopOptions, 'lossKind' | 'features' | 'epochs' | 'onProgress'>,
+    private readonly data: Pick<TrainData, 'labels' | 'teacher'>,
+    private readonly stepsPerEpoch: number,
+  ) {}
+
+  /**
+   * The record of epoch `epoch` (0-based) from its walk (runEpoch), at pruning sparsity
+   * `sparsity`; with `evaluate`, its eval fields and the score that picks the best epoch
+   * (evaluateEpoch). Counts the epoch's samples and seconds for the result's throughput.
+   */
+  async closeEpoch(
+    epoch: number,
+    walked: { sums: EpochSums; learningRate: number; seconds: number },
+    sparsity: number | undefined,
+    evaluate?: () => { accuracy?: number; loss?: number } | Promise<{ accuracy?: number; loss?: number }>,
+  ): Promise<{ record: EpochRecord; score: number | undefined }> {
+    const { options, data } = this;
+    this.trainSamples += walked.sums.seen;
+    this.trainSeconds += walked.seconds;
+    const kind = options.lossKind;
+    const record = epochRecord(epoch, walked.sums, walked.learningRate, walked.seconds, {
+      labels: Boolean(data.labels),
+      teacher: Boolean(data.teacher),
+      features: (options.features ?? []).length > 0,
+      kd: kind === 'kd',
+      sparsity,
+    });
+    const progress = options.onProgress ?? (() => undefined);
+    const at = { epoch, epochs: options.epochs, steps: this.stepsPerEpoch };
+    const score = evaluate ? await evaluateEpoch(record, kind, evaluate, progress, at) : undefined;
+    return { record, score };
+  }
 
   /**
    * Continues from a checkpoint's metadata and best snapshot; `extendedFrom`: the checkpoint's run
@@ -180,7 +222,8 @@ export class EpochBook {
   }
 
   /** The loop's result with `values` (the best snapshot, else the caller's current weights). */
-  result(values: Map<string, Float32Array>, steps: number, samplesPerSecond: number): LoopResult {
+  result(values: Map<string, Float32Array>, steps: number): LoopResult {
+    const samplesPerSecond = this.trainSamples / Math.max(this.trainSeconds, 1e-9);
     return {
       history: this.history,
       bestEpoch: this.bestEpoch,

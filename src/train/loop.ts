@@ -18,17 +18,7 @@ import { tensorDataToTf, type TrainableGraph } from './onnx-graph.js';
 import { Optimizer, type OptimizerOptions, type Param, type ScheduleKind } from './optimizer.js';
 import { adapterInit, adapterName, featureNeedsAdapter } from './feature-adapters.js';
 import { gatherRows } from './batching.js';
-import {
-  EpochBook,
-  epochRecord,
-  epochPlan,
-  evaluateEpoch,
-  checkResume,
-  loopFingerprint,
-  pruningSchedule,
-  runEpoch,
-  type CheckpointMeta,
-} from './loop-state.js';
+import { EpochBook, epochPlan, checkResume, loopFingerprint, pruningSchedule, runEpoch, type CheckpointMeta } from './loop-state.js';
 import { NonFiniteTrainingError } from './non-finite.js';
 
 export { epochPermutation, gatherRows } from './batching.js';
@@ -253,7 +243,7 @@ export async function trainLoop(graph: TrainableGraph, data: TrainData, options:
     params.map((p) => ({ name: p.name, size: p.variable.size })),
   );
 
-  const book = new EpochBook();
+  const book = new EpochBook(options, data, stepsPerEpoch);
   let startEpoch = 0;
   let globalStep = 0;
   const snapshotAll = (): Map<string, Float32Array> => {
@@ -281,8 +271,6 @@ export async function trainLoop(graph: TrainableGraph, data: TrainData, options:
   }
 
   const featureWeight = options.featureWeight ?? 1;
-  let trainSeconds = 0;
-  let trainSamples = 0;
 
   const plan = epochPlan(options, data.count, batchSize, stepsPerEpoch, globalStep);
 
@@ -354,32 +342,19 @@ export async function trainLoop(graph: TrainableGraph, data: TrainData, options:
       progress,
     );
     globalStep = walked.globalStep;
-    const { sums, learningRate: lr, seconds } = walked;
-    trainSeconds += seconds;
-    trainSamples += sums.seen;
-    const record = epochRecord(epoch, sums, lr, seconds, {
-      labels: Boolean(data.labels),
-      teacher: Boolean(data.teacher),
-      features: features.length > 0,
-      kd: kind === 'kd',
-      sparsity: pruner?.current,
-    });
     const evalData = options.evalData;
-    const score = evalData?.labels
-      ? await evaluateEpoch(
-          record,
-          kind,
-          () => evaluate(graph, evalData, { outputName: options.outputName, batchSize: options.evalBatchSize ?? 256, kind }),
-          progress,
-          { epoch, epochs: options.epochs, steps: stepsPerEpoch },
-        )
-      : undefined;
+    const { record, score } = await book.closeEpoch(
+      epoch,
+      walked,
+      pruner?.current,
+      evalData?.labels ? () => evaluate(graph, evalData, { outputName: options.outputName, batchSize: options.evalBatchSize ?? 256, kind }) : undefined,
+    );
     const stop = await book.endEpoch(epoch, record, score, options, { globalStep, fingerprint, values: snapshotAll, optimizer, pruner });
     if (stop) break;
   }
 
   const values = book.best ?? snapshotAll();
-  const result = book.result(values, globalStep, trainSamples / Math.max(trainSeconds, 1e-9));
+  const result = book.result(values, globalStep);
   // sparsity of the weights that are handed back
   if (pruner) result.sparsity = pruner.report(values);
   optimizer.dispose();

@@ -17,17 +17,7 @@ import { createRunner, type Runner } from '../../runtime/index.js';
 import { gatherRowsInto } from '../batching.js';
 import { readCheckpoint } from '../checkpoint.js';
 import type { LoopOptions, LoopResult, TrainData } from '../loop.js';
-import {
-  EpochBook,
-  epochRecord,
-  epochPlan,
-  evaluateEpoch,
-  checkResume,
-  loopFingerprint,
-  pruningSchedule,
-  runEpoch,
-  type CheckpointMeta,
-} from '../loop-state.js';
+import { EpochBook, epochPlan, checkResume, loopFingerprint, pruningSchedule, runEpoch, type CheckpointMeta } from '../loop-state.js';
 import { isUpdateStep, layerSparsity, magnitudeMask, sparsityAt, type LayerSparsity, type PruningSchedule } from '../pruning-masks.js';
 import { firstNonFinite, NonFiniteTrainingError } from '../non-finite.js';
 import { liftConstantWeights } from './decompose.js';
@@ -359,7 +349,7 @@ export async function ortTrainLoop(model: Model, data: TrainData, options: OrtLo
     );
     const snapshot = (): Map<string, Float32Array> => new Map([...values].map(([k, v]) => [k, Float32Array.from(v)]));
 
-    const book = new EpochBook();
+    const book = new EpochBook(options, data, stepsPerEpoch);
     let startEpoch = 0;
     let globalStep = 0;
     if (options.resumeFrom) {
@@ -387,8 +377,6 @@ export async function ortTrainLoop(model: Model, data: TrainData, options: OrtLo
     const teacherBuffer = data.teacher ? newLike(data.teacher, batchSize) : undefined;
     const featureBuffers = new Map(features.map((f) => [f.student, newLike(data.features!.get(f.student)!, batchSize)]));
 
-    let trainSeconds = 0;
-    let trainSamples = 0;
     const plan = epochPlan(options, data.count, batchSize, stepsPerEpoch, globalStep);
     for (let epoch = startEpoch; epoch < options.epochs; epoch++) {
       const walked = await runEpoch(
@@ -422,34 +410,22 @@ export async function ortTrainLoop(model: Model, data: TrainData, options: OrtLo
         progress,
       );
       globalStep = walked.globalStep;
-      const { sums, learningRate: lr, seconds } = walked;
-      trainSeconds += seconds;
-      trainSamples += sums.seen;
-      const record = epochRecord(epoch, sums, lr, seconds, {
-        labels: Boolean(data.labels),
-        teacher: Boolean(data.teacher),
-        features: features.length > 0,
-        kd: kind === 'kd',
-        sparsity: pruner?.current,
-      });
       const evalData = options.evalData;
       const epochEvaluator = evaluator;
-      const score =
+      const { record, score } = await book.closeEpoch(
+        epoch,
+        walked,
+        pruner?.current,
         epochEvaluator && evalData
-          ? await evaluateEpoch(
-              record,
-              kind,
-              () => epochEvaluator.evaluate(evalData, values, { outputName: options.outputName, batchSize: options.evalBatchSize ?? 256, kind }),
-              progress,
-              { epoch, epochs: options.epochs, steps: stepsPerEpoch },
-            )
-          : undefined;
+          ? () => epochEvaluator.evaluate(evalData, values, { outputName: options.outputName, batchSize: options.evalBatchSize ?? 256, kind })
+          : undefined,
+      );
       const stop = await book.endEpoch(epoch, record, score, options, { globalStep, fingerprint, values: snapshot, optimizer, pruner });
       if (stop) break;
     }
 
     const chosen = book.best ?? snapshot();
-    const result = book.result(chosen, globalStep, trainSamples / Math.max(trainSeconds, 1e-9));
+    const result = book.result(chosen, globalStep);
     if (pruner) result.sparsity = pruner.report(chosen);
     return result;
   } finally {
