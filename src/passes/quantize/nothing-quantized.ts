@@ -33,6 +33,14 @@ function groupReasons(kept: readonly Kept[], limit = 3): string {
   return parts.join('; ');
 }
 
+/** The first five nodes' names, then '…' when there are more. */
+function firstNodes(kept: readonly Kept[]): string {
+  return `${kept
+    .slice(0, 5)
+    .map((k) => k.node)
+    .join(', ')}${kept.length > 5 ? ', …' : ''}`;
+}
+
 /**
  * Why nothing was quantized, or undefined when something was. `model` (the input) is used for the
  * hint that LSTM/GRU/RNN layers are quantized by int8-dynamic only.
@@ -61,10 +69,7 @@ export function nothingQuantizedReason(report: Int8Report | DynamicReport | Int4
           : 'the model has no MatMul/Gemm with a constant 2-D float32 weight, LSTM, embedding Gather or com.microsoft Attention';
     if (others.length > 0) why += ` (float in this mode: ${groupReasons(others)})`;
   } else if (candidates.every((k) => EXCLUDED.has(k.reason))) {
-    why = `every candidate was excluded (--exclude-nodes / --exclude-op-types): ${candidates
-      .map((k) => k.node)
-      .slice(0, 5)
-      .join(', ')}${candidates.length > 5 ? ', …' : ''}`;
+    why = `every candidate was excluded (--exclude-nodes / --exclude-op-types): ${firstNodes(candidates)}`;
   } else {
     why = `every candidate was left float${report.mode === 'int8' ? ' (by the speed rules or exclusions)' : ''}: ${groupReasons(candidates)}`;
   }
@@ -92,10 +97,7 @@ export function nothingConvertedReason(report: Fp16Report): string | undefined {
     report.keptFloat32.length === 0
       ? 'no node of the model computes on float32 tensors'
       : kept.length === 0
-        ? `every float32 node was excluded (--exclude-nodes): ${excluded
-            .map((k) => k.node)
-            .slice(0, 5)
-            .join(', ')}${excluded.length > 5 ? ', …' : ''}`
+        ? `every float32 node was excluded (--exclude-nodes): ${firstNodes(excluded)}`
         : `every float32 node stays float32: ${groupReasons(kept)}`;
   return `nothing was converted to float16: ${why}. A copy with only Casts added would be larger and no faster; nothing was written`;
 }
