@@ -23,7 +23,7 @@ export default defineConfig({
       thresholds: {
         'src/analysis/**': { lines: 92, branches: 79, functions: 80 },
         'src/app/**': { lines: 91, branches: 76, functions: 94 },
-        'src/bench/**': { lines: 94, branches: 89, functions: 96 },
+        'src/benchmark/**': { lines: 94, branches: 89, functions: 96 },
         'src/calibration/**': { lines: 94, branches: 84, functions: 96 },
         'src/cli/**': { lines: 93, branches: 81, functions: 88 },
         'src/data/**': { lines: 91, branches: 86, functions: 97 },

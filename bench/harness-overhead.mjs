@@ -21,11 +21,11 @@ const threads = flag('threads', 1);
 const repeats = flag('repeats', 5);
 const warmup = 20;
 
-if (!existsSync(new URL('../dist/bench/index.js', import.meta.url))) {
+if (!existsSync(new URL('../dist/benchmark/index.js', import.meta.url))) {
   console.error('dist/ is missing: run `npm run build` first');
   process.exit(2);
 }
-const { benchmark, median } = await import('../dist/bench/index.js');
+const { benchmark, median } = await import('../dist/benchmark/index.js');
 
 const sessionOptions = { intraOpNumThreads: threads, graphOptimizationLevel: 'all', executionProviders: ['cpu'] };
 

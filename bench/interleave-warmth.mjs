@@ -9,7 +9,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { median } from '../dist/bench/index.js';
+import { median } from '../dist/benchmark/index.js';
 import { createRunner, modelInputSpecs } from '../dist/runtime/index.js';
 import { loadModel, saveModel } from '../dist/onnx/index.js';
 import { loadDataset } from '../dist/data/index.js';

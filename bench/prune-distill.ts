@@ -18,7 +18,7 @@ import { pruneDistillCandidates, PRUNE_ROUND_TO } from '../src/app/prune-candida
 import { collectChannelStatistics, pruneChannels, statisticsRequests } from '../src/passes/prune/index.js';
 import { loadModel, saveModel } from '../src/onnx/index.js';
 import { compareOutputs, top1Accuracy } from '../src/evaluate/index.js';
-import { benchmark } from '../src/bench/index.js';
+import { benchmark } from '../src/benchmark/index.js';
 import { sliceSamples } from '../src/ir/samples.js';
 import type { Dataset } from '../src/data/index.js';
 import type { Model } from '../src/ir/index.js';

@@ -21,7 +21,7 @@ const minConvReduction = mcrAt >= 0 ? Number(args.splice(mcrAt, 2)[1]) : undefin
 const arch = args[0] ?? 'resnet18';
 const iterations = Number(args[1] ?? 40);
 const mods = await load();
-const { benchmark } = await import(dist('bench/index.js'));
+const { benchmark } = await import(dist('benchmark/index.js'));
 const { seededRandom } = await import(dist('util/random.js'));
 const { GraphBuilder, DataType } = mods.ir;
 

@@ -95,7 +95,7 @@ export async function compareVariants(variants, feeds, { iterations, batchSizes,
   const { join } = await import('node:path');
   const { saveModel } = await import(dist('onnx/index.js'));
   const { createRunner } = await import(dist('runtime/index.js'));
-  const { benchmark } = await import(dist('bench/index.js'));
+  const { benchmark } = await import(dist('benchmark/index.js'));
   const { agreement } = await import(dist('metrics/index.js'));
   // KEEP_MODELS=dir keeps the variants' files there (to inspect or benchmark them again).
   const keep = process.env.KEEP_MODELS;

@@ -24,7 +24,7 @@ try {
   const { model: q, report } = await mods.quantize.quantizeInt8(model, { calibration: calib, calibrationCount: 100 });
   await mods.onnx.saveModel(q, int8Path);
   const fusion = await mods.quantize.checkFusion(int8Path, { reference: q, keptFloat: report.qdq.skipped });
-  const { benchmark } = await import(dist('bench/index.js'));
+  const { benchmark } = await import(dist('benchmark/index.js'));
   const result = await benchmark({ baseline: fp32Path, candidates: [int8Path], iterations, batchSizes: [1], threads: 1, measureMemory: false, warmup: 50 });
   const [base, int8] = result.models.map((m) => m.latency[0]);
   console.log(`model: ${label}`);

@@ -15,7 +15,7 @@ import { load, dist } from './quantize-common.mjs';
 
 const iterations = Number(process.argv[2] ?? 400);
 const mods = await load();
-const { benchmark } = await import(dist('bench/index.js'));
+const { benchmark } = await import(dist('benchmark/index.js'));
 const { seededRandom } = await import(dist('util/random.js'));
 const { GraphBuilder, DataType } = mods.ir;
 

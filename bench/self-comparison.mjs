@@ -11,7 +11,7 @@ const at = args.indexOf('--iterations');
 const iterations = at >= 0 ? Number(args.splice(at, 2)[1]) : 30;
 const contend = args.includes('--contend');
 const model = args.find((a) => !a.startsWith('--')) ?? 'fixtures/fashion-cnn.onnx';
-const { benchmark } = await import(new URL('../dist/bench/index.js', import.meta.url).href);
+const { benchmark } = await import(new URL('../dist/benchmark/index.js', import.meta.url).href);
 
 const hogs = contend
   ? ['for (;;) {}', 'let a = []; for (;;) { a.push(new Float64Array(1e5)); if (a.length > 50) a = []; }'].map((code) =>

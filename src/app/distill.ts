@@ -239,7 +239,7 @@ export async function distillWorkflow(options: DistillWorkflowOptions, events: D
   let latency: DistillLatency | null = null;
   if (runBenchmark !== false && options.teacher && !report.interrupted) {
     progress('benchmarking student against teacher (batch 1)');
-    const { benchmark } = await import('../bench/index.js');
+    const { benchmark } = await import('../benchmark/index.js');
     const bench = await benchmark({
       baseline: options.teacher,
       candidates: [output],

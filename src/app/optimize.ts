@@ -16,7 +16,7 @@ import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileErrorReason, InputError, ModelOptError, UsageError } from '../errors.js';
-import type { AccuracyBudget, BenchmarkResult } from '../bench/types.js';
+import type { AccuracyBudget, BenchmarkResult } from '../benchmark/types.js';
 import type { Speedup } from '../metrics/index.js';
 import type { InputValues } from '../data/index.js';
 import type { FeedbackPair } from '../calibration/index.js';
@@ -291,7 +291,7 @@ export async function optimizeWorkflow(options: OptimizeOptions, events: Workflo
     }
 
     // ---- measure ----
-    const { benchmark } = await import('../bench/index.js');
+    const { benchmark } = await import('../benchmark/index.js');
     // How every timing here runs: as the user will run the model, on the same data and shapes.
     const timing = {
       data: measureData,

@@ -212,7 +212,7 @@ export async function pruneDistillCandidates(
         progress(
           `${label}: timing the pruned model against FP32 (batch ${batchSize}, ${threads} thread${threads === 1 ? '' : 's'}, ${(durationMs / 1000).toFixed(1)} s)`,
         );
-        const { benchmark } = await import('../bench/index.js');
+        const { benchmark } = await import('../benchmark/index.js');
         const bench = await benchmark(
           {
             baseline: fp32Path,

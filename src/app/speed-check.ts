@@ -11,7 +11,7 @@
  */
 import { ModelOptError } from '../errors.js';
 import { DataType, elementCount, isIntegerDtype, type TensorData } from '../ir/dtype.js';
-import type { LatencyPoint } from '../bench/types.js';
+import type { LatencyPoint } from '../benchmark/types.js';
 import type { Dataset, InputValues } from '../data/index.js';
 import type { WorkflowEvents } from './events.js';
 
@@ -52,7 +52,7 @@ export async function speedCheck(
   options: SpeedCheckOptions = {},
   events: WorkflowEvents = {},
 ): Promise<SpeedCheck | undefined> {
-  const [{ benchmark }, { checkShapes }] = await Promise.all([import('../bench/index.js'), import('./data-shapes.js')]);
+  const [{ benchmark }, { checkShapes }] = await Promise.all([import('../benchmark/index.js'), import('./data-shapes.js')]);
   const shapes = checkShapes(options.shapes, options.data);
   // Keyed by input names: a null-prototype record.
   const constants: InputValues = Object.assign(Object.create(null) as InputValues, options.data ? valuesFromData(options.data) : {}, options.inputValues);

@@ -21,7 +21,7 @@ import {
   parsePositiveIntList,
 } from './parsers.js';
 import { helpExamples } from './examples.js';
-import type { AccuracyBudget } from '../bench/types.js';
+import type { AccuracyBudget } from '../benchmark/types.js';
 
 interface BenchmarkFlags {
   data?: string;
@@ -150,7 +150,7 @@ export function registerBenchmark(program: Command): void {
         ? checkOutputPath(flags.markdown, [baseline, ...candidates, ...(flags.data ? [flags.data] : [])], '--markdown')
         : undefined;
       const [{ benchmark }, report, metrics] = await Promise.all([
-        import('../bench/index.js'),
+        import('../benchmark/index.js'),
         import('../report/index.js'),
         import('../app/metric-module.js'),
       ]);

@@ -14,7 +14,7 @@ import { sharedOption, type InputValueFlags } from './options.js';
 import { parseAccuracyBudget, parseFraction, parseNumber, parsePositiveInt, parsePositiveNumber } from './parsers.js';
 import { helpExamples } from './examples.js';
 import type { OptimizeObjective, OptimizeOptions } from '../app/optimize.js';
-import type { AccuracyBudget } from '../bench/types.js';
+import type { AccuracyBudget } from '../benchmark/types.js';
 
 export const OPTIMIZE_JSON_SCHEMA_VERSION = 1;
 

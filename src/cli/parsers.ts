@@ -5,7 +5,7 @@
  * May import: commander, errors, util, bench types (the accuracy budget).
  */
 import { InvalidArgumentError } from 'commander';
-import type { AccuracyBudget } from '../bench/types.js';
+import type { AccuracyBudget } from '../benchmark/types.js';
 import { UsageError } from '../errors.js';
 import { didYouMean } from '../util/did-you-mean.js';
 

@@ -3,7 +3,7 @@
  * Pure; imports bench types, cli-table3's types and ../util/format.js only.
  */
 import type Table from 'cli-table3';
-import type { AccuracyResult, LatencyPoint } from '../bench/types.js';
+import type { AccuracyResult, LatencyPoint } from '../benchmark/types.js';
 import { formatP, formatPClause } from '../util/format.js';
 
 export { formatP, formatPClause };

@@ -3,7 +3,7 @@
  * hold become null (SQNR of identical outputs is +Infinity: null with `sqnrDb` documented as such).
  * Pure; imports bench types only.
  */
-import type { BenchmarkResult } from '../bench/types.js';
+import type { BenchmarkResult } from '../benchmark/types.js';
 
 /** Bump on any change that breaks a reader (renamed or removed field, changed unit). */
 export const BENCHMARK_SCHEMA_VERSION = 1;

@@ -3,7 +3,7 @@
  * agreement, gates and the reproducibility manifest. Pure function of the result.
  * Imports report/format and report/table (for shared cell text).
  */
-import type { BenchmarkResult } from '../bench/types.js';
+import type { BenchmarkResult } from '../benchmark/types.js';
 import { formatBytes } from './format.js';
 import { agreementLines, comparisonGrid, labelRangeLines, methodLine } from './table.js';
 

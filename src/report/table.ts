@@ -4,7 +4,7 @@
  * Imports cli-table3, report/format and evaluate/label-range (pure).
  */
 import Table from 'cli-table3';
-import type { BenchmarkResult, ModelResult } from '../bench/types.js';
+import type { BenchmarkResult, ModelResult } from '../benchmark/types.js';
 import { labelRangeMessage } from '../evaluate/label-range.js';
 import { formatAccuracy, formatBytes, formatDb, formatWorstChannel, formatMs, formatPercent, formatSpeedup, formatThroughput, tableStyle } from './format.js';
 

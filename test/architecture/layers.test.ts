@@ -1,7 +1,7 @@
 /**
  * The layer rules of docs/design.md as a check: every relative import in src/ (static, type-only,
  * re-export or dynamic `import()`) must point from a folder to a folder of lower rank, so there is
- * no folder-level cycle and siblings (passes/train/bench/serve/analysis, runtime/data, ...) never
+ * no folder-level cycle and siblings (passes/train/benchmark/serve/analysis, runtime/data, ...) never
  * import each other. A new folder fails here until it is given a rank. Also: CLI files stay small
  * (flags, parsing, exit codes; workflows live in src/app/).
  */
@@ -18,7 +18,7 @@ export const LAYERS: ReadonlyMap<string, number> = new Map([
   ['app', 6],
   ['passes', 5],
   ['train', 5],
-  ['bench', 5],
+  ['benchmark', 5],
   ['serve', 5],
   ['analysis', 5],
   ['evaluate', 4],

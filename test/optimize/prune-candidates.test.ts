@@ -15,7 +15,7 @@ import type { Model } from '../../src/ir/index.js';
 import { sliceSamples } from '../../src/ir/samples.js';
 import { loadModel, saveModel } from '../../src/onnx/index.js';
 import { createRunner } from '../../src/runtime/index.js';
-import { benchmark } from '../../src/bench/index.js';
+import { benchmark } from '../../src/benchmark/index.js';
 import { pruneDistillCandidates, type PruneDistillCandidate } from '../../src/app/prune-candidates.js';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'model-opt-prune-candidates-'));

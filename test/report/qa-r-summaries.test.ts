@@ -10,7 +10,7 @@ import { labelRangeLines, labelRangeWarnings } from '../../src/report/table.js';
 import { labelRangeMessage, labelsLookOneBased } from '../../src/evaluate/index.js';
 import type { DistillWorkflowResult } from '../../src/app/distill.js';
 import type { DistillReport } from '../../src/train/distill.js';
-import { sampleResult } from '../bench/sample-result.js';
+import { sampleResult } from '../benchmark/sample-result.js';
 
 describe('p-values', () => {
   it("read 'p<0.001' below a thousandth and 'p=x' otherwise", () => {

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { evaluateGates } from '../../src/bench/gates.js';
+import { evaluateGates } from '../../src/benchmark/gates.js';
 import { BENCHMARK_SCHEMA_VERSION, benchmarkDocument, renderJson, renderMarkdown, renderTable } from '../../src/report/index.js';
 import { formatAccuracy, formatBytes, formatPoints, formatSpeedup } from '../../src/report/format.js';
-import { sampleResult } from '../bench/sample-result.js';
+import { sampleResult } from '../benchmark/sample-result.js';
 
 describe('JSON report', () => {
   it('is one document with schemaVersion, manifest, settings, data, models and gates', () => {

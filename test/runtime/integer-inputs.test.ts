@@ -10,7 +10,7 @@ import { DataType, GraphBuilder, type Model, type Value } from '../../src/ir/ind
 import { integerInputBounds } from '../../src/runtime/index.js';
 import { randomDataset } from '../../src/data/index.js';
 import { saveModel } from '../../src/onnx/index.js';
-import { benchmark } from '../../src/bench/benchmark.js';
+import { benchmark } from '../../src/benchmark/benchmark.js';
 import { randomFloats } from '../helpers/random.js';
 import { runInProcess } from '../helpers/cli.js';
 

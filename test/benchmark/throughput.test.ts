@@ -4,7 +4,7 @@
  * the Markdown report say so, and name the execution provider that ran.
  */
 import { describe, expect, it } from 'vitest';
-import { throughputAtMedian } from '../../src/bench/index.js';
+import { throughputAtMedian } from '../../src/benchmark/index.js';
 import { summarize } from '../../src/metrics/index.js';
 import { renderMarkdown, renderTable } from '../../src/report/index.js';
 import { latencyPoint, sampleResult } from './sample-result.js';

@@ -62,7 +62,7 @@ function readPackageVersion(url: URL): string {
 }
 
 export function modelOptVersion(): string {
-  // src/bench/manifest.ts and dist/bench/manifest.js both sit two levels below package.json.
+  // src/benchmark/manifest.ts and dist/benchmark/manifest.js both sit two levels below package.json.
   return readPackageVersion(new URL('../../package.json', import.meta.url));
 }
 

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { benchmark } from '../../src/bench/benchmark.js';
+import { benchmark } from '../../src/benchmark/benchmark.js';
 import { writeNpz } from '../../src/data/index.js';
 import { DataType } from '../../src/ir/dtype.js';
 import { InputError, UsageError } from '../../src/errors.js';

@@ -1,7 +1,7 @@
 // A hand-made benchmark result for gate and reporter tests (no runtime needed).
 import { mcnemarFromCounts, summarize, type Interval } from '../../src/metrics/index.js';
-import type { BenchmarkResult, LatencyPoint, ModelResult } from '../../src/bench/types.js';
-import { throughputAtMedian } from '../../src/bench/throughput.js';
+import type { BenchmarkResult, LatencyPoint, ModelResult } from '../../src/benchmark/types.js';
+import { throughputAtMedian } from '../../src/benchmark/throughput.js';
 
 export function latencyPoint(
   times: number[],

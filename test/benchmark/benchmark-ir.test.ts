@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { benchmark } from '../../src/bench/benchmark.js';
+import { benchmark } from '../../src/benchmark/benchmark.js';
 import { writeNpz } from '../../src/data/index.js';
 import { DataType } from '../../src/ir/index.js';
 import { saveModel } from '../../src/onnx/index.js';

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { convertToFloat16 } from '../../src/index.js';
 import { main } from '../../src/cli/index.js';
-import { benchmark } from '../../src/bench/benchmark.js';
+import { benchmark } from '../../src/benchmark/benchmark.js';
 import { speedCheck } from '../../src/app/speed-check.js';
 import { readNpz, writeNpz } from '../../src/data/index.js';
 import { DataType, float16ToFloat32, float32ToFloat16, GraphBuilder, type Model } from '../../src/ir/index.js';

@@ -10,8 +10,8 @@ import { batches, randomDataset } from '../../src/data/index.js';
 import { DataType, GraphBuilder } from '../../src/ir/index.js';
 import { modelInputSpecs } from '../../src/ir/io-spec.js';
 import { saveModel } from '../../src/onnx/index.js';
-import { benchmark } from '../../src/bench/benchmark.js';
-import { canBatch, latencyFeeds, shapesForBatch } from '../../src/bench/feeds.js';
+import { benchmark } from '../../src/benchmark/benchmark.js';
+import { canBatch, latencyFeeds, shapesForBatch } from '../../src/benchmark/feeds.js';
 import { runInProcess } from '../helpers/cli.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'model-opt-bench-axes-'));

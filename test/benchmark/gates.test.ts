@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { evaluateGates } from '../../src/bench/gates.js';
+import { evaluateGates } from '../../src/benchmark/gates.js';
 import { formatAccuracy } from '../../src/report/format.js';
 import { sampleResult } from './sample-result.js';
 
