@@ -45,6 +45,19 @@ export class UsageError extends ModelOptError {
   }
 }
 
+/**
+ * A pass that would change nothing (nothing quantized, nothing converted): nothing is written.
+ * `reason` is the why alone, without the advice after it (optimize's candidate table shows it).
+ */
+export class NothingToDoError extends UsageError {
+  readonly reason: string;
+  constructor(message: string, reason: string) {
+    super(message);
+    this.reason = reason;
+    this.name = 'NothingToDoError';
+  }
+}
+
 /** A CI gate (accuracy drop, speed-up, latency) was not met. */
 export class GateError extends ModelOptError {
   constructor(message: string, options?: { cause?: unknown }) {

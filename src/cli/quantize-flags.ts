@@ -3,10 +3,11 @@
  * once before any work: the order the user hears about them, and which flags belong to which mode
  * (a flag of another mode is an error, not silently ignored). q4f16 is int4 followed by the FP16 pass,
  * so it takes the flags of both.
- * May import: errors, app/quantize (types), cli/options (types).
+ * May import: errors, app/quantize (types), passes/quantize/modes (the descriptors), cli/options (types).
  */
 import { UsageError } from '../errors.js';
 import type { QuantizeMode, QuantizeWorkflowOptions } from '../app/quantize.js';
+import { quantizeMode, quantizeModes } from '../passes/quantize/modes.js';
 import type { InputValueFlags } from './options.js';
 import { refuseUnknownNames } from './parsers.js';
 
@@ -59,28 +60,30 @@ export interface QuantizeFlags extends Pick<QuantizeWorkflowOptions, SameAsOptio
   int4Method: 'rtn' | 'awq';
 }
 
-/** Flags that only mean something in some modes: [flag, its modes, whether the user set it]. */
-const MODE_FLAGS: readonly [string, readonly QuantizeMode[], (f: QuantizeFlags) => boolean][] = [
-  ['--calibrate', ['int8'], (f) => f.calibrate !== 'minmax'],
-  ['--per-tensor', ['int8', 'int8-dynamic'], (f) => Boolean(f.perTensor)],
-  ['--min-conv-reduction', ['int8'], (f) => f.minConvReduction !== undefined],
-  ['--no-pad-channels', ['int8'], (f) => !f.padChannels],
-  ['--no-layout-anchors', ['int8'], (f) => !f.layoutAnchors],
-  ['--activation-type', ['int8'], (f) => f.activationType === 'int8'],
-  ['--reduce-range', ['int8-dynamic'], (f) => Boolean(f.reduceRange)],
-  ['--no-keep-io-types', ['fp16', 'q4f16'], (f) => !f.keepIoTypes],
-  ['--op-block-list', ['fp16', 'q4f16'], (f) => Boolean(f.opBlockList?.length)],
+/** Mode-specific flags: [flag, whether the user set it]; the modes that accept each are their descriptors' `flags`. */
+const MODE_FLAGS: readonly [string, (f: QuantizeFlags) => boolean][] = [
+  ['--calibrate', (f) => f.calibrate !== 'minmax'],
+  ['--per-tensor', (f) => Boolean(f.perTensor)],
+  ['--min-conv-reduction', (f) => f.minConvReduction !== undefined],
+  ['--no-pad-channels', (f) => !f.padChannels],
+  ['--no-layout-anchors', (f) => !f.layoutAnchors],
+  ['--activation-type', (f) => f.activationType === 'int8'],
+  ['--reduce-range', (f) => Boolean(f.reduceRange)],
+  ['--no-keep-io-types', (f) => !f.keepIoTypes],
+  ['--op-block-list', (f) => Boolean(f.opBlockList?.length)],
   // fp16 keeps op types float with --op-block-list; --exclude-op-types would be silently ignored.
-  ['--exclude-op-types', ['int8', 'int8-dynamic', 'int4', 'q4f16'], (f) => Boolean(f.excludeOpTypes?.length)],
-  ['--block-size', ['int4', 'q4f16'], (f) => f.blockSize !== '32'],
-  ['--symmetric', ['int4', 'q4f16'], (f) => Boolean(f.symmetric)],
-  ['--int4-method', ['int4', 'q4f16'], (f) => f.int4Method !== 'rtn'],
+  ['--exclude-op-types', (f) => Boolean(f.excludeOpTypes?.length)],
+  ['--block-size', (f) => f.blockSize !== '32'],
+  ['--symmetric', (f) => Boolean(f.symmetric)],
+  ['--int4-method', (f) => f.int4Method !== 'rtn'],
 ];
 
 function checkModeFlags(flags: QuantizeFlags): void {
-  for (const [flag, modes, set] of MODE_FLAGS) {
-    if (set(flags) && !modes.includes(flags.mode))
-      throw new UsageError(`${flag} is available with --mode ${modes.join(' or ')}, not with --mode ${flags.mode}`);
+  const modes = quantizeModes();
+  for (const [flag, set] of MODE_FLAGS) {
+    const accepting = modes.filter((d) => d.flags.includes(flag)).map((d) => d.name);
+    if (set(flags) && !accepting.includes(flags.mode))
+      throw new UsageError(`${flag} is available with --mode ${accepting.join(' or ')}, not with --mode ${flags.mode}`);
   }
 }
 
@@ -89,9 +92,14 @@ export function checkFlags(modelPath: string, flags: QuantizeFlags, checkOutputP
   if (!flags.analyze && !flags.output) throw new UsageError('missing -o/--output <path> (or use --analyze)');
   if (flags.output) checkOutputPath(flags.output, [modelPath, ...[flags.calibrationData, flags.evalData, flags.data].filter((f): f is string => Boolean(f))]);
   if (flags.maxAccuracyDrop && !flags.evalData) throw new UsageError('--max-accuracy-drop needs --eval-data <labelled data>');
-  if (flags.maxAccuracyDrop && flags.mode !== 'int8') throw new UsageError('--max-accuracy-drop is available with --mode int8');
-  if (flags.analyze && flags.mode !== 'int8') throw new UsageError('--analyze is available with --mode int8');
-  if (flags.qat && flags.mode !== 'int8') throw new UsageError('--qat is available with --mode int8');
+  const mode = quantizeMode(flags.mode);
+  const int8Only = quantizeModes()
+    .filter((d) => d.int8Workflows)
+    .map((d) => d.name)
+    .join(' or ');
+  if (flags.maxAccuracyDrop && !mode.int8Workflows) throw new UsageError(`--max-accuracy-drop is available with --mode ${int8Only}`);
+  if (flags.analyze && !mode.int8Workflows) throw new UsageError(`--analyze is available with --mode ${int8Only}`);
+  if (flags.qat && !mode.int8Workflows) throw new UsageError(`--qat is available with --mode ${int8Only}`);
   checkModeFlags(flags);
   if (flags.qat && !flags.data) throw new UsageError('--qat needs --data <labelled training data>');
   if (flags.qat && flags.maxAccuracyDrop) throw new UsageError('use either --qat or --max-accuracy-drop, not both');
@@ -101,8 +109,8 @@ export function checkFlags(modelPath: string, flags: QuantizeFlags, checkOutputP
     throw new UsageError(
       flags.metric ? 'use either --metric-budget (label-free) or --max-accuracy-drop (labelled), not both' : '--metric-budget needs --metric <spec>',
     );
-  if (flags.mode === 'int8' && !flags.calibrationData) {
-    throw new UsageError('--mode int8 needs --calibration-data (representative inputs); without data use --mode int8-dynamic');
+  if (mode.calibration === 'required' && !flags.calibrationData) {
+    throw new UsageError(`--mode ${mode.name} needs --calibration-data (representative inputs); without data use --mode int8-dynamic`);
   }
 }
 
@@ -111,12 +119,8 @@ export function checkFlags(modelPath: string, flags: QuantizeFlags, checkOutputP
  * as `Gem` is exit 2 with a did-you-mean, not a silent no-op. The lists load lazily (--help stays light).
  */
 export async function checkExcludeOpTypes(flags: Pick<QuantizeFlags, 'mode' | 'excludeOpTypes'>): Promise<void> {
-  if (!flags.excludeOpTypes?.length || flags.mode === 'fp16') return;
-  const known =
-    flags.mode === 'int8'
-      ? (await import('../passes/quantize/registry.js')).QUANTIZABLE_OP_TYPES
-      : flags.mode === 'int8-dynamic'
-        ? (await import('../passes/quantize/dynamic-ops.js')).DYNAMIC_OP_TYPES
-        : (await import('../passes/quantize/int4.js')).INT4_OP_TYPES;
+  const opTypes = quantizeMode(flags.mode).opTypes;
+  if (!flags.excludeOpTypes?.length || !opTypes) return;
+  const known = await opTypes();
   refuseUnknownNames('--exclude-op-types', flags.excludeOpTypes, known, `--mode ${flags.mode} quantizes`, 'quantizes');
 }

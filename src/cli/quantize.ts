@@ -1,10 +1,11 @@
 /**
- * `model-opt quantize <model> -o <out> --mode int8|int8-dynamic|fp16`: flags -> typed workflow
+ * `model-opt quantize <model> -o <out> --mode <mode>`: flags -> typed workflow
  * options (cross-flag checks here, once), run app/quantize (quantize, guard or QAT, write, check in
  * onnxruntime, fusion check, timing), print report/quantize-summary's table or one JSON document.
  * A budget that no setting meets (the fidelity guard, on unless --no-guard; --max-accuracy-drop)
  * exits 1 with nothing written (--force writes the best attempt); `--analyze` prints the sensitivity table.
- * May import: cli/*, errors, calibration/defaults, app/speed-check; lazily app, report, ir/io-spec.
+ * The modes, their help and which flags belong to which come from passes/quantize/modes.ts.
+ * May import: cli/*, errors, calibration/defaults, passes/quantize/modes (light: its passes load lazily); lazily app, report, ir/io-spec.
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { ExitCode, GateError } from '../errors.js';
@@ -15,6 +16,7 @@ import { parseAccuracyBudget, parseFraction, parseNonNegativeInt, parseNumber, p
 import { helpExamples } from './examples.js';
 import type { QuantizeWorkflowOptions } from '../app/quantize.js';
 import { checkExcludeOpTypes, checkFlags, type QuantizeFlags } from './quantize-flags.js';
+import { modeHelp, QUANTIZE_MODES } from '../passes/quantize/modes.js';
 
 export const QUANTIZE_JSON_SCHEMA_VERSION = 1;
 
@@ -38,14 +40,7 @@ export function registerQuantize(program: Command): void {
     .description('quantize a model to INT8 (static QDQ or dynamic) or weight-only INT4, or convert it to FP16')
     .argument('<model>', 'the FP32 ONNX model (never modified)')
     .option('-o, --output <path>', 'where to write the quantized model (required unless --analyze)')
-    .addOption(
-      new Option(
-        '--mode <mode>',
-        'int8 (static, calibrated QDQ: needs --calibration-data), int8-dynamic (weights only: MatMul, Gemm, LSTM, Attention, embeddings), int4 (weight-only 4-bit MatMuls and embeddings: com.microsoft MatMulNBits, onnxruntime only), q4f16 (int4 with float16 scales and activations, as transformers.js ships) or fp16',
-      )
-        .choices(['int8', 'int8-dynamic', 'int4', 'q4f16', 'fp16'])
-        .default('int8'),
-    )
+    .addOption(new Option('--mode <mode>', modeHelp()).choices(QUANTIZE_MODES).default(QUANTIZE_MODES[0]))
     .addOption(new Option('--block-size <n>', 'int4: rows of K per scale').choices(['16', '32', '64', '128', '256']).default('32'))
     .option('--symmetric', 'int4: symmetric blocks (no zero points; a little smaller, a little less accurate)')
     .addOption(

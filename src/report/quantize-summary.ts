@@ -11,6 +11,7 @@ import Table from 'cli-table3';
 import type { FidelityReport, QuantizeResult, SensitivityMetric } from '../app/quantize.js';
 import type { Int8Report, SensitivityRow } from '../passes/quantize/index.js';
 import { describeBudget } from '../passes/quantize/fidelity.js';
+import { MODE } from '../passes/quantize/mode-names.js';
 import type { UnfusedNode } from '../passes/quantize/fusion-check.js';
 import { fitLastColumn, formatBytes, formatDb, formatWorstChannel, tableStyle } from './format.js';
 import { formatSpeedCheck } from './speed-check.js';
@@ -92,8 +93,8 @@ function int8Rows(rep: Int8Report): Row[] {
 
 /** The rows that describe what the pass did, by mode. */
 function passRows(report: QuantizeResult['report']): Row[] {
-  if (report.mode === 'int8') return int8Rows(report);
-  if (report.mode === 'int8-dynamic') {
+  if (report.mode === MODE.int8) return int8Rows(report);
+  if (report.mode === MODE.int8Dynamic) {
     const rows: Row[] = [
       [
         'nodes quantized',
@@ -113,7 +114,7 @@ function passRows(report: QuantizeResult['report']): Row[] {
     if (report.keptFloat.length > 0) rows.push(['left in FP32', describeSkipped(report.keptFloat, 0)]);
     return rows;
   }
-  if (report.mode === 'int4') {
+  if (report.mode === MODE.int4) {
     const rows: Row[] = [
       [
         'nodes quantized',

@@ -66,7 +66,7 @@ describe('flags of another mode', () => {
   it.each([
     ['fp16', ['--calibrate', 'entropy'], '--calibrate is available with --mode int8, not with --mode fp16'],
     ['fp16', ['--per-tensor'], '--per-tensor is available with --mode int8 or int8-dynamic, not with --mode fp16'],
-    ['int8-dynamic', ['--op-block-list', 'Softmax'], '--op-block-list is available with --mode fp16 or q4f16, not with --mode int8-dynamic'],
+    ['int8-dynamic', ['--op-block-list', 'Softmax'], '--op-block-list is available with --mode q4f16 or fp16, not with --mode int8-dynamic'],
     ['int4', ['--reduce-range'], '--reduce-range is available with --mode int8-dynamic, not with --mode int4'],
   ])('--mode %s %j is exit 2', (mode, extra, message) => {
     const r = runCli(['quantize', path('mlp.onnx'), '-o', path('y.onnx'), '--mode', mode, ...extra]);

@@ -1,0 +1,379 @@
+/**
+ * One descriptor per quantize mode: its name, what it needs, the flags that belong to it (with the
+ * rest refused), the op types it quantizes, how its pass is applied, how the fidelity guard's
+ * fallback keeps nodes float, why it quantized nothing, and its row of the docs table. The CLI's
+ * `--mode` choices and help, the cross-flag rules, the JSON schemas' mode enums (checked by a test)
+ * and docs/quantize.md's table (checked by a test) come from here; a new mode is a descriptor here
+ * plus its pass.
+ * Imports: the passes beside it (lazily), data/runtime/IR types.
+ */
+import { UsageError } from '../../errors.js';
+import type { Model } from '../../ir/index.js';
+import type { Dataset } from '../../data/index.js';
+import type { RunnerOptions } from '../../runtime/index.js';
+import type { CalibrationMethod } from './calibrate.js';
+import type { DynamicReport } from './dynamic.js';
+import type { FidelityGuardResult, FidelityJudge } from './fidelity.js';
+import type { Fp16Report } from './fp16.js';
+import type { Int4Method, Int4Options, Int4Report } from './int4.js';
+import type { Int8Context, Int8Report } from './int8.js';
+import { MODE, QUANTIZE_MODES, type QuantizeMode } from './mode-names.js';
+
+export { MODE, QUANTIZE_MODES, type QuantizeMode };
+
+/** What every mode's pass may read: the workflow's settings, resolved (data loaded, defaults applied). */
+export interface ModeSettings {
+  calibration?: Dataset;
+  /** The samples that set ranges (int8: the first ones; the held-out rest checks the result). */
+  calibrationCount: number;
+  batchSize?: number;
+  method?: CalibrationMethod;
+  percentile?: number;
+  perChannel: boolean;
+  reduceRange?: boolean;
+  minConvReduction?: number;
+  padChannels?: boolean;
+  layoutAnchors?: boolean;
+  activationType?: 'uint8' | 'int8';
+  opTypes?: string[];
+  excludeOpTypes?: string[];
+  /** As given (modes whose pass warns about unknown names) or only the model's names (the others). */
+  excludeNodes?: string[];
+  keepIoTypes?: boolean;
+  opBlockList?: string[];
+  int4?: { blockSize?: number; symmetric?: boolean; accuracyLevel?: number; method?: Int4Method };
+  runner: RunnerOptions;
+  onProgress: (message: string) => void;
+  onWarning: (message: string) => void;
+}
+
+export type QuantizeReport = Int8Report | DynamicReport | Int4Report | Fp16Report;
+
+/** A mode's pass applied: the model, its report, and the fidelity guard's fallback from there. */
+export interface ModeApplied {
+  model: Model;
+  report: QuantizeReport;
+  /** Int8 static: what the accuracy guard, QAT, --analyze and re-quantizing reuse (no new calibration). */
+  int8?: Int8Context;
+  /**
+   * The fidelity guard with its float fallback from this result; the report of the model it keeps
+   * replaces `report` (int8: its QDQ part).
+   */
+  guard: (judge: FidelityJudge, onProgress: (message: string) => void) => Promise<FidelityGuardResult<unknown>>;
+}
+
+/** A mode's row in docs/quantize.md's table ("Modes: which one helps where"). */
+export interface ModeDocs {
+  changes: string;
+  needs: string;
+  helps: string;
+}
+
+export interface QuantizeModeDescriptor {
+  name: QuantizeMode;
+  /** Its part of `--mode`'s help. */
+  help: string;
+  docs: ModeDocs;
+  /** Calibration data: required (static ranges), optional (only some settings read it), or unused but for the checks. */
+  calibration: 'required' | 'optional' | 'none';
+  /** The calibration samples set the model's ranges, so the fidelity guard holds out others. */
+  setsRanges: boolean;
+  /** Refuse a model that is already quantized. */
+  refusesQuantized: boolean;
+  /** int8-only workflows: the labelled accuracy guard, QAT, --analyze. */
+  int8Workflows: boolean;
+  /** How `--exclude-nodes` names that match no node are found: by the pass itself, by node name, or with names given to unnamed nodes. */
+  excludeNodeNames: 'pass' | 'named' | 'unnamed';
+  /** Mode-specific flags this mode accepts (others' are refused): see cli/quantize-flags.ts. */
+  flags: readonly string[];
+  /** The op types `--op-types` / `--exclude-op-types` may name (undefined: the flags do not apply). */
+  opTypes?: () => Promise<readonly string[]>;
+  apply(model: Model, settings: ModeSettings): Promise<ModeApplied>;
+  /** Why the pass changed nothing, and the advice that follows (a UsageError unless `--op-types` was given), or undefined. */
+  nothingReason(report: QuantizeReport, model: Model): Promise<{ why: string; advice: string } | undefined>;
+  /** Nothing done is refused even with `--op-types` (an fp16 copy with only Casts is larger). */
+  nothingIsAlwaysAnError: boolean;
+  /** Check which integer kernels onnxruntime fused the written model into. */
+  fusionCheck: boolean;
+}
+
+const INT4_FLAGS = ['--block-size', '--symmetric', '--int4-method', '--exclude-op-types'] as const;
+const FP16_FLAGS = ['--no-keep-io-types', '--op-block-list'] as const;
+
+async function nothingQuantized(report: QuantizeReport, model: Model): Promise<{ why: string; advice: string } | undefined> {
+  const { nothingQuantizedWhy, NOTHING_QUANTIZED_ADVICE } = await import('./nothing-quantized.js');
+  const why = nothingQuantizedWhy(report as Int8Report | DynamicReport | Int4Report, model);
+  return why === undefined ? undefined : { why, advice: NOTHING_QUANTIZED_ADVICE };
+}
+
+/** The guard of a weight-only or float pass: each fallback model is made again by the pass. */
+function reMadeGuard<R>(first: { model: Model; report: R }, space: () => Promise<import('./fidelity.js').FallbackSpace<R>>, update: (r: R) => void) {
+  return async (judge: FidelityJudge, onProgress: (message: string) => void): Promise<FidelityGuardResult<unknown>> => {
+    const { guardFidelity } = await import('./fidelity.js');
+    const g = await guardFidelity({ model: first.model, extra: first.report }, space, judge, { onProgress });
+    update(g.extra);
+    return g;
+  };
+}
+
+const int8: QuantizeModeDescriptor = {
+  name: MODE.int8,
+  help: 'int8 (static, calibrated QDQ: needs --calibration-data)',
+  docs: {
+    changes: 'weights int8, activations uint8, integer kernels (QDQ format)',
+    needs: 'calibration data',
+    helps: 'CNNs and MLPs on CPU: ~4x smaller weights, faster where onnxruntime fuses (see the fusion report)',
+  },
+  calibration: 'required',
+  setsRanges: true,
+  refusesQuantized: true,
+  int8Workflows: true,
+  excludeNodeNames: 'pass',
+  flags: ['--calibrate', '--per-tensor', '--min-conv-reduction', '--no-pad-channels', '--no-layout-anchors', '--activation-type', '--exclude-op-types'],
+  opTypes: async () => (await import('./registry.js')).QUANTIZABLE_OP_TYPES,
+  async apply(model, s) {
+    if (!s.calibration) throw new UsageError('--mode int8 needs --calibration-data (representative inputs); without data use --mode int8-dynamic');
+    const { quantizeInt8 } = await import('./int8.js');
+    const result = await quantizeInt8(model, {
+      calibration: s.calibration,
+      calibrationCount: s.calibrationCount,
+      batchSize: s.batchSize,
+      method: s.method,
+      percentile: s.percentile,
+      perChannel: s.perChannel,
+      minConvReduction: s.minConvReduction,
+      padChannels: s.padChannels,
+      layoutAnchors: s.layoutAnchors,
+      activationType: s.activationType,
+      opTypes: s.opTypes,
+      excludeOpTypes: s.excludeOpTypes,
+      excludeNodes: s.excludeNodes,
+      runner: s.runner,
+      onProgress: (e) => s.onProgress(e.message),
+      onWarning: s.onWarning,
+    });
+    return fromInt8Context(result);
+  },
+  nothingReason: nothingQuantized,
+  nothingIsAlwaysAnError: false,
+  fusionCheck: true,
+};
+
+/**
+ * An int8 result (from quantizeInt8 or re-quantized from a shared context) as a mode's result: its
+ * guard re-quantizes from the context's statistics, never calibrating again.
+ */
+export function fromInt8Context(result: { model: Model; report: Int8Report; context: Int8Context }): ModeApplied {
+  const { report, context } = result;
+  const applied: ModeApplied = {
+    model: result.model,
+    report,
+    int8: context,
+    guard: async (judge, onProgress) => {
+      const { guardFidelity } = await import('./fidelity.js');
+      const { int8FallbackSpace } = await import('./guard.js');
+      const g = await guardFidelity({ model: applied.model, extra: report.qdq }, () => int8FallbackSpace(context), judge, { onProgress });
+      report.qdq = g.extra;
+      return g;
+    },
+  };
+  return applied;
+}
+
+const int8Dynamic: QuantizeModeDescriptor = {
+  name: MODE.int8Dynamic,
+  help: 'int8-dynamic (weights only: MatMul, Gemm, LSTM, Attention, embeddings)',
+  docs: {
+    changes: 'MatMul/Gemm/LSTM/Attention weights and embedding tables int8, activations quantized at run time',
+    needs: 'nothing',
+    helps:
+      "MatMul-heavy models (MLPs, transformers, LSTMs); Conv stays float; an LSTM becomes onnxruntime's `DynamicQuantizeLSTM` (onnxruntime only), a `com.microsoft` Attention `QAttention`, an EmbedLayerNormalization `QEmbedLayerNormalization`",
+  },
+  calibration: 'none',
+  setsRanges: false,
+  refusesQuantized: true,
+  int8Workflows: false,
+  excludeNodeNames: 'unnamed',
+  flags: ['--per-tensor', '--reduce-range', '--exclude-op-types'],
+  opTypes: async () => (await import('./dynamic-ops.js')).DYNAMIC_OP_TYPES,
+  async apply(model, s) {
+    const { quantizeDynamic } = await import('./dynamic.js');
+    const { dynamicFallbackSpace } = await import('./guard.js');
+    const options = {
+      opTypes: s.opTypes,
+      excludeOpTypes: s.excludeOpTypes,
+      excludeNodes: s.excludeNodes,
+      perChannel: s.perChannel,
+      reduceRange: s.reduceRange,
+    };
+    const first = quantizeDynamic(model, { ...options, onWarning: s.onWarning });
+    const applied: ModeApplied = {
+      ...first,
+      guard: reMadeGuard(
+        first,
+        async () => dynamicFallbackSpace(model, options, first.report),
+        (r) => (applied.report = r),
+      ),
+    };
+    return applied;
+  },
+  nothingReason: nothingQuantized,
+  nothingIsAlwaysAnError: false,
+  fusionCheck: true,
+};
+
+/** int4 and q4f16: the block-wise 4-bit pass (q4f16 then converts to float16). */
+function int4Like(name: QuantizeMode, help: string, docs: ModeDocs, float16: boolean): QuantizeModeDescriptor {
+  return {
+    name,
+    help,
+    docs,
+    calibration: 'optional',
+    setsRanges: false,
+    refusesQuantized: true,
+    int8Workflows: false,
+    excludeNodeNames: 'named',
+    flags: float16 ? [...INT4_FLAGS, ...FP16_FLAGS] : INT4_FLAGS,
+    opTypes: async () => (await import('./int4.js')).INT4_OP_TYPES,
+    async apply(model, s) {
+      const { quantizeInt4, int4StatisticRequests } = await import('./int4.js');
+      const { int4FallbackSpace } = await import('./guard.js');
+      const options: Int4Options = {
+        blockSize: s.int4?.blockSize,
+        symmetric: s.int4?.symmetric,
+        accuracyLevel: s.int4?.accuracyLevel,
+        method: s.int4?.method,
+        opTypes: s.opTypes,
+        excludeOpTypes: s.excludeOpTypes,
+        excludeNodes: s.excludeNodes,
+        float16: float16 ? { keepIoTypes: s.keepIoTypes ?? true, opBlockList: s.opBlockList } : undefined,
+      };
+      if (options.method === 'awq') {
+        if (!s.calibration) throw new UsageError('--int4-method awq needs --calibration-data (activation statistics)');
+        const { collectStatistics } = await import('../../calibration/index.js');
+        options.activationStatistics = (
+          await collectStatistics(model, int4StatisticRequests(model, options), s.calibration, { batchSize: s.batchSize, runner: s.runner })
+        ).channels;
+      }
+      const first = quantizeInt4(model, options);
+      const applied: ModeApplied = {
+        ...first,
+        guard: reMadeGuard(
+          first,
+          async () => int4FallbackSpace(model, options, first.report),
+          (r) => (applied.report = r),
+        ),
+      };
+      return applied;
+    },
+    nothingReason: nothingQuantized,
+    nothingIsAlwaysAnError: false,
+    fusionCheck: true,
+  };
+}
+
+const fp16: QuantizeModeDescriptor = {
+  name: MODE.fp16,
+  help: 'fp16',
+  docs: {
+    changes: 'weights and compute in float16, float32 I/O by default',
+    needs: 'optional calibration data (range check)',
+    helps: 'size everywhere (half); speed only on GPUs with tensor cores; usually none on x86 CPUs',
+  },
+  calibration: 'none',
+  setsRanges: false,
+  refusesQuantized: false,
+  int8Workflows: false,
+  excludeNodeNames: 'named',
+  flags: FP16_FLAGS,
+  async apply(model, s) {
+    const { convertToFloat16 } = await import('./fp16.js');
+    const { fp16FallbackSpace } = await import('./guard.js');
+    // The pass refuses unknown node names: it gets the model's (the workflow warned about the rest).
+    const names = new Set(
+      model.graph
+        .allNodes()
+        .map((n) => n.name)
+        .filter((n) => n !== ''),
+    );
+    const options = { keepIoTypes: s.keepIoTypes ?? true, opBlockList: s.opBlockList, nodeBlockList: s.excludeNodes?.filter((n) => names.has(n)) };
+    const first = convertToFloat16(model, { ...options, onWarning: s.onWarning });
+    const applied: ModeApplied = {
+      ...first,
+      guard: reMadeGuard(
+        first,
+        async () => fp16FallbackSpace(model, options, first.report),
+        (r) => (applied.report = r),
+      ),
+    };
+    return applied;
+  },
+  async nothingReason(report) {
+    const { nothingConvertedWhy, NOTHING_CONVERTED_ADVICE } = await import('./nothing-quantized.js');
+    const why = nothingConvertedWhy(report as Fp16Report);
+    return why === undefined ? undefined : { why, advice: NOTHING_CONVERTED_ADVICE };
+  },
+  nothingIsAlwaysAnError: true,
+  fusionCheck: false,
+};
+
+const DESCRIPTORS: readonly QuantizeModeDescriptor[] = [
+  int8,
+  int8Dynamic,
+  fp16,
+  int4Like(
+    MODE.int4,
+    'int4 (weight-only 4-bit MatMuls and embeddings: com.microsoft MatMulNBits, onnxruntime only)',
+    {
+      changes:
+        'weight-only: MatMul weights and embedding tables 4-bit in blocks of 32 with float32 scales (`com.microsoft` MatMulNBits / GatherBlockQuantized), activations float32',
+      needs: 'nothing (`--int4-method awq`: calibration data)',
+      helps: 'transformer decoders at batch 1 on CPU: weights 13-16% of FP32, ~4x faster on the stand-in; onnxruntime only ("Weight-only INT4" below)',
+    },
+    false,
+  ),
+  int4Like(
+    MODE.q4f16,
+    'q4f16 (int4 with float16 scales and activations, as transformers.js ships)',
+    {
+      changes: '`int4`, then the FP16 pass: float16 scales, activations and remaining float weights; float32 I/O by default',
+      needs: 'as `int4`',
+      helps:
+        'the smallest file (14.5% of FP32; transformers.js `q4f16`); float16 compute only pays where it is native (GPUs, ARM FP16): ~10% slower than `int4` on x86',
+    },
+    true,
+  ),
+];
+
+const BY_NAME = new Map<string, QuantizeModeDescriptor>();
+for (const d of DESCRIPTORS) {
+  if (BY_NAME.has(d.name)) throw new Error(`quantize mode '${d.name}' is described twice`);
+  BY_NAME.set(d.name, d);
+}
+if (BY_NAME.size !== QUANTIZE_MODES.length || QUANTIZE_MODES.some((m) => !BY_NAME.has(m))) throw new Error('every quantize mode needs one descriptor');
+
+/** The descriptor of a mode (a UsageError naming the modes for an unknown one). */
+export function quantizeMode(name: string): QuantizeModeDescriptor {
+  const d = BY_NAME.get(name);
+  if (!d) throw new UsageError(`unknown quantize mode '${name}' (one of ${QUANTIZE_MODES.join(', ')})`);
+  return d;
+}
+
+/** Every descriptor, in QUANTIZE_MODES order. */
+export function quantizeModes(): QuantizeModeDescriptor[] {
+  return QUANTIZE_MODES.map((m) => BY_NAME.get(m)!);
+}
+
+/** `--mode`'s help: every mode's part, in order. */
+export function modeHelp(): string {
+  const parts = quantizeModes().map((d) => d.help);
+  return `${parts.slice(0, -1).join(', ')} or ${parts[parts.length - 1]}`;
+}
+
+/** docs/quantize.md's table of modes (the default marked), as Markdown. */
+export function modesTable(): string {
+  const rows = quantizeModes().map(
+    (d) => `| \`${d.name}\`${d.name === QUANTIZE_MODES[0] ? ' (default)' : ''} | ${d.docs.changes} | ${d.docs.needs} | ${d.docs.helps} |`,
+  );
+  return ['| mode | what changes | needs | helps |', '|---|---|---|---|', ...rows].join('\n');
+}
