@@ -70,6 +70,11 @@ export interface QuantizeContext {
   qat?: QatReport;
   /** The fidelity guard may keep nodes float (not after QAT or the labelled guard). */
   fallback?: boolean;
+  /**
+   * int8 with --max-accuracy-drop under `optimize`: the labelled guard is left to the caller, which
+   * scores the candidate on the labels anyway and runs the guard only when the drop is over budget.
+   */
+  labelledLater?: boolean;
   check?: CheckInputs;
   /** The FP32 reference on the check inputs (its session and outputs serve the guard and the check after writing). */
   judge?: FidelityJudge;

@@ -112,6 +112,10 @@ export async function int8WorkflowsStep(ctx: QuantizeContext): Promise<void> {
   }
   if (options.maxAccuracyDrop && !options.taskMetric) {
     if (!ctx.evalData) throw new UsageError('--max-accuracy-drop needs --eval-data <labelled data>');
+    if (ctx.labelledLater) {
+      ctx.fallback = false;
+      return;
+    }
     const { guardAccuracy } = await import('../passes/quantize/guard.js');
     const guard = await guardAccuracy(ctx.model, context, ctx.evalData, options.maxAccuracyDrop, {
       outputName: options.outputName,
@@ -199,13 +203,14 @@ async function measuredOnly(ctx: QuantizeContext, budget: FidelityBudget, heldOu
   ctx.onProgress(`fidelity check on ${ctx.check!.data!.count} held-out samples`);
   const m = await judge.measure(ctx.written!);
   const step = { floatNodes: ctx.labelled?.chosen.fp32Nodes ?? [], worstSqnrDb: m.worstSqnrDb, met: m.met, failures: m.failures };
+  const byLabels = ctx.labelled !== undefined || ctx.labelledLater === true;
   if (!m.met)
     ctx.onWarning(
-      `the model misses the fidelity budget (${m.failures.join('; ')}); not enforced: ${ctx.labelled ? '--max-accuracy-drop decides' : 'QAT changes the weights'}`,
+      `the model misses the fidelity budget (${m.failures.join('; ')}); not enforced: ${byLabels ? '--max-accuracy-drop decides' : 'QAT changes the weights'}`,
     );
   return {
     enabled: true,
-    decidedBy: ctx.labelled ? 'labels' : 'reported',
+    decidedBy: byLabels ? 'labels' : 'reported',
     heldOut,
     budget,
     initial: m,

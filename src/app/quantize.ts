@@ -219,6 +219,13 @@ export async function quantizeWorkflow(options: QuantizeWorkflowOptions, events:
   return runQuantizeSteps(ctx, output, { fusion: true });
 }
 
+/** How a caller runs the steps: the fusion check; a result re-made from its own calibration; the labelled guard left to it. */
+export interface QuantizeStepSettings {
+  fusion: boolean;
+  applied?: QuantizeContext['applied'];
+  labelledLater?: boolean;
+}
+
 /**
  * The quantize steps over parsed inputs (optimize's candidates: no file read again). `applied`: a
  * result re-made from a calibration the caller holds (int8's region steps), instead of the pass.
@@ -227,19 +234,16 @@ export async function quantizeFromInputs(
   options: QuantizeWorkflowOptions & { output: string },
   inputs: QuantizeInputs,
   events: WorkflowEvents,
-  settings: { fusion: boolean; applied?: QuantizeContext['applied'] },
+  settings: QuantizeStepSettings,
 ): Promise<QuantizeResult & { context: QuantizeContext }> {
   const ctx = await contextFrom(options, inputs, events);
+  ctx.labelledLater = settings.labelledLater;
   const result = await runQuantizeSteps(ctx, options.output, settings);
   return { ...result, context: ctx };
 }
 
 /** Plan, apply, int8's guards, check inputs, fidelity guard, gate, write and check, time; cleanups however it ends. */
-async function runQuantizeSteps(
-  ctx: QuantizeContext,
-  output: string,
-  settings: { fusion: boolean; applied?: QuantizeContext['applied'] },
-): Promise<QuantizeResult> {
+async function runQuantizeSteps(ctx: QuantizeContext, output: string, settings: QuantizeStepSettings): Promise<QuantizeResult> {
   const { options } = ctx;
   try {
     const started = performance.now();

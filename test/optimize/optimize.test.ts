@@ -6,7 +6,7 @@
  * failing gate exits 1 with the model written; a malformed recipe exits 2 naming the field. Few
  * timed runs: speed numbers are not asserted, only verdicts and the choice.
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -90,8 +90,8 @@ describe('optimize: the pieces', () => {
   });
 
   it('a recipe that breaks the schema names the path of the first violation', () => {
-    expect(() => checkRecipe({ kind: 'optimize-recipe', candidates: [{ quantize: { mode: 'int4' } }] }, 'r.json')).toThrow(
-      /r\.json: .*\$\.candidates\[0\]\.quantize\.mode: "int4" is not one of/,
+    expect(() => checkRecipe({ kind: 'optimize-recipe', candidates: [{ quantize: { mode: 'int3' } }] }, 'r.json')).toThrow(
+      /r\.json: .*\$\.candidates\[0\]\.quantize\.mode: "int3" is not one of/,
     );
     expect(() => checkRecipe({ kind: 'optimize-recipe', candidates: [{ quantize: { mode: 'int8' }, fp32: {} }] }, 'r.json')).toThrow(
       /\$\.candidates\[0\]: a candidate has exactly one key/,
@@ -175,6 +175,51 @@ describe('optimize on the example (fashion CNN)', () => {
     expect(again.code, again.stderr).toBe(0);
     expect(readFileSync(out('again.onnx')).equals(readFileSync(out('example.onnx')))).toBe(true);
   }, 30_000);
+});
+
+describe('optimize with a budget full INT8 misses (--max-accuracy-drop 0pt on the example)', () => {
+  // Full INT8 drops 0.05 pt: only then does the labelled guard run (from the kept calibration), and
+  // the candidate is the model `quantize --max-accuracy-drop 0pt` writes, byte for byte.
+  let result: OptimizeResult;
+  let quantized: { code: number; doc: { guard: { met: boolean; chosen: { fp32Nodes: string[]; dropPoints: number } } } };
+  beforeAll(async () => {
+    const work = out('tight-work');
+    mkdirSync(work);
+    result = await optimizeWorkflow({
+      model: CNN,
+      output: out('tight.onnx'),
+      calibrationData: CALIB,
+      evalData: EVAL,
+      maxAccuracyDrop: { kind: 'points', value: 0 },
+      iterations: 40,
+      workDir: work,
+      candidates: [{ quantize: { mode: 'int8' } }],
+    });
+    const r = await runInProcess([
+      'quantize',
+      CNN,
+      '-o',
+      out('tight-q.onnx'),
+      '--calibration-data',
+      CALIB,
+      '--eval-data',
+      EVAL,
+      '--max-accuracy-drop',
+      '0pt',
+      '--json',
+    ]);
+    quantized = { code: r.code, doc: JSON.parse(r.stdout) };
+  }, 120_000);
+
+  it('the guard kept the sensitive nodes float, as quantize does, and the drop is within 0 pt', () => {
+    expect(quantized.code).toBe(0);
+    expect(quantized.doc.guard.met).toBe(true);
+    expect(quantized.doc.guard.chosen.fp32Nodes.length).toBeGreaterThan(0);
+    const int8 = result.candidates.find((c) => c.name === 'int8')!;
+    expect(int8.fidelity!.accuracyDropPoints!).toBeLessThanOrEqual(1e-9);
+    expect(int8.withinBudget).toBe(true);
+    expect(readFileSync(path.join(out('tight-work'), 'int8.onnx')).equals(readFileSync(out('tight-q.onnx')))).toBe(true);
+  });
 });
 
 describe('optimize with a recipe and gates (CLI)', () => {

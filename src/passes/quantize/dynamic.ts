@@ -33,6 +33,7 @@
  * Imports: the IR, errors, ./dynamic-ops.js (the op table), ./dynamic-weights.js (types),
  * ./registry.js (refuseQuantized), ./fp16.js (weight-size helper only), ../preprocess/opset-upgrade.
  */
+import { MODE } from './mode-names.js';
 import { visitGraphs, type Model, type Node } from '../../ir/index.js';
 import { UsageError } from '../../errors.js';
 import {
@@ -73,7 +74,7 @@ export interface DynamicOptions {
 }
 
 export interface DynamicReport {
-  mode: 'int8-dynamic';
+  mode: typeof MODE.int8Dynamic;
   quantized: DynamicQuantizedNode[];
   quantizedByOpType: Record<string, number>;
   /** Nodes of a quantizable or notable op type left in float32, with the reason. */
@@ -110,7 +111,7 @@ export function quantizeDynamic(model: Model, options: DynamicOptions = {}): { m
   const out = model.clone();
   out.graph.nameUnnamedNodes(); // reports and excludeNodes need a name for every node
   const report: DynamicReport = {
-    mode: 'int8-dynamic',
+    mode: MODE.int8Dynamic,
     quantized: [],
     quantizedByOpType: {},
     keptFloat: [],

@@ -27,6 +27,7 @@
  * Imports: the IR, errors, ../../calibration (types only), ./int4-pack.js, ./fp16.js (the FP16
  * pass, weight-size helper), ./registry.js (refuseQuantized).
  */
+import { MODE } from './mode-names.js';
 import { DataType, Tensor, isTensorType, visitGraphs, type Graph, type Model, type Node, type Value } from '../../ir/index.js';
 import { UsageError } from '../../errors.js';
 import type { ChannelMoments, StatisticRequest } from '../../calibration/index.js';
@@ -78,7 +79,7 @@ export interface Int4QuantizedNode {
 }
 
 export interface Int4Report {
-  mode: 'int4';
+  mode: typeof MODE.int4;
   method: Int4Method;
   blockSize: number;
   symmetric: boolean;
@@ -479,7 +480,7 @@ export function quantizeInt4(model: Model, options: Int4Options = {}): { model: 
   const out = model.clone();
   out.graph.nameUnnamedNodes();
   const report: Int4Report = {
-    mode: 'int4',
+    mode: MODE.int4,
     method,
     blockSize: settings.blockSize,
     symmetric: settings.symmetric,

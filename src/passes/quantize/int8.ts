@@ -7,6 +7,7 @@
  * (agreement, top-1) is src/evaluate's job.
  * Imports: preprocess, calibration, runtime (shape inference), data (batching), IR, files beside it.
  */
+import { MODE } from './mode-names.js';
 import { UsageError } from '../../errors.js';
 import { isTensorType, type Model } from '../../ir/index.js';
 import { batches, fixedBatchSize, take, type Dataset } from '../../data/index.js';
@@ -78,7 +79,7 @@ export interface CalibrationReport {
 }
 
 export interface Int8Report {
-  mode: 'int8';
+  mode: typeof MODE.int8;
   preprocess: PreprocessReport;
   /** Why weights are per-tensor although per-channel was asked for, if they are. */
   perTensorFallback?: string;
@@ -264,7 +265,7 @@ export async function quantizeInt8(model: Model, options: Int8Options): Promise<
   if (qdq.biasSaturated > 0) warn(`${qdq.biasSaturated} bias value(s) did not fit int32 and were clamped`);
   const adjusted = qdq.biasScaleAdjustments ?? [];
   const report: Int8Report = {
-    mode: 'int8',
+    mode: MODE.int8,
     preprocess: pre.report,
     perTensorFallback,
     calibration: {

@@ -1,0 +1,166 @@
+/**
+ * Measuring optimize's candidates: one paired, interleaved benchmark of every built candidate
+ * against the input (speed-up interval, p50, accuracy with labels, agreement with FP32), as the user
+ * will run the model (batch, threads, shapes, data), and the budget every candidate is judged by.
+ * May import: errors, app/*, types from below; benchmark (lazily).
+ */
+import { UsageError } from '../errors.js';
+import type { AccuracyBudget, BenchmarkOptions, BenchmarkResult } from '../benchmark/types.js';
+import type { Speedup } from '../metrics/index.js';
+import type { Built, Measured, OptimizeRun } from './optimize-run.js';
+import type { CandidateFidelity } from './optimize.js';
+
+/** How every timing here runs: as the user will run the model, on the same data and shapes. */
+export function timingOf(run: OptimizeRun): Omit<BenchmarkOptions, 'baseline'> {
+  const { options } = run;
+  return {
+    data: run.measureData,
+    threads: run.threads,
+    providers: options.providers,
+    batchSizes: run.batchSizes,
+    shapes: run.shapes,
+    constants: options.inputValues,
+    feedback: options.feedback,
+    measureMemory: false,
+  };
+}
+
+/**
+ * The benchmark; labels score the task metric (top-1 by default). When the default cannot score
+ * this model's output (not class scores) and no accuracy budget needs it, fidelity alone decides.
+ */
+async function benchmarkWithFallback(run: OptimizeRun, options: BenchmarkOptions): Promise<BenchmarkResult> {
+  const { benchmark } = await import('../benchmark/index.js');
+  const callbacks = { onWarning: run.warn, onProgress: (e: { message: string }) => run.progress(e.message) };
+  try {
+    return await benchmark({ ...options, metric: run.metric }, callbacks);
+  } catch (error) {
+    if (!(error instanceof UsageError) || run.metric !== undefined || run.options.maxAccuracyDrop || !/cannot compute top-1/.test(error.message)) throw error;
+    run.warn(`no accuracy column: ${error.message.split(';')[0]}; fidelity (SQNR, agreement with FP32) decides`);
+    run.metric = 'agreement';
+    return benchmark({ ...options, metric: run.metric }, callbacks);
+  }
+}
+
+/** Samples a candidate is scored on while it is timed; only those that could be chosen are scored on all the data. */
+export const SCREEN_SAMPLES = 64;
+/** Timed runs of the scoring pass (its timing is not used: the screen's interleaved runs are). */
+const SCORING_ITERATIONS = 10;
+
+/**
+ * Time the built candidates against the input in one interleaved run, each scored on the first
+ * SCREEN_SAMPLES samples; then score the ones that could be chosen (faster than FP32; for
+ * `--objective size` not slower; every one for `select: first`) on all the data, FP32 with them.
+ * A candidate that cannot win costs its timing, not an evaluation of the whole data set.
+ */
+export async function measure(run: OptimizeRun, list: Built[]): Promise<void> {
+  const ready = list.filter((b) => b.path);
+  if (ready.length === 0) return;
+  run.progress(`timing ${ready.length} candidate(s) against ${run.options.model} (${run.iterations} interleaved runs each, ${run.threads} thread(s))`);
+  const t0 = performance.now();
+  const base = { ...timingOf(run), baseline: run.options.model, outputName: run.options.outputName };
+  const timed = await benchmarkWithFallback(run, { ...base, candidates: ready.map((b) => b.path!), iterations: run.iterations, maxSamples: SCREEN_SAMPLES });
+  run.bench = timed;
+  run.scored = timed;
+  const seconds = (performance.now() - t0) / 1000 / ready.length;
+  ready.forEach((b, i) => run.measured.set(b.name, measuredOf(b, timed, i + 1, seconds, timed.data.samples)));
+  const contenders = ready.filter((b) => couldWin(run, run.measured.get(b.name)!.speedup));
+  const parsedEval = run.options.evalData ? run.inputs.evalData : undefined;
+  const whole = timed.data.samples < SCREEN_SAMPLES || (parsedEval !== undefined && parsedEval.count <= SCREEN_SAMPLES);
+  if (contenders.length === 0 || !run.measureData || whole) return;
+  run.progress(`scoring ${contenders.length} candidate(s) that could be chosen on all the data`);
+  const scored = await benchmarkWithFallback(run, { ...base, candidates: contenders.map((b) => b.path!), iterations: SCORING_ITERATIONS });
+  run.scored = scored;
+  contenders.forEach((b, i) => {
+    const m = run.measured.get(b.name)!;
+    m.fidelity = measuredOf(b, scored, i + 1, 0, scored.data.samples).fidelity;
+  });
+}
+
+/**
+ * Candidates whose labelled guard was left for later, that could be chosen and whose accuracy drop
+ * is over the budget: the guard keeps sensitive nodes float (from the kept calibration), and the
+ * list is measured again. `list` is updated in place.
+ */
+export async function guardWhereNeeded(run: OptimizeRun, list: Built[]): Promise<void> {
+  let again = false;
+  for (const [i, b] of list.entries()) {
+    const m = run.measured.get(b.name);
+    if (!b.labelledLater || !b.applied || !m || !couldWin(run, m.speedup) || within(run, m.fidelity).ok) continue;
+    const { guardLater } = await import('./optimize-run.js');
+    list[i] = await guardLater(run, b);
+    again = true;
+  }
+  if (again) await measure(run, list);
+}
+
+/** Whether a candidate with this speed-up could be the one chosen. */
+function couldWin(run: OptimizeRun, speedup: Speedup): boolean {
+  if (run.select === 'first') return true;
+  return run.objective === 'size' ? speedup.verdict !== 'slower' : speedup.verdict === 'faster';
+}
+
+/** Candidate `index` of a benchmark result (0 is the input), with the quantize guard's summary. */
+function measuredOf(b: Built, result: BenchmarkResult, index: number, seconds: number, samples: number): Measured {
+  const base = result.models[0]!;
+  const m = result.models[index]!;
+  const point = m.latency[0]!;
+  const outputs = Object.values(m.agreement ?? {});
+  const sqnr = outputs.length ? Math.min(...outputs.map((a) => a.sqnrDb)) : null;
+  const agreements = outputs.map((a) => a.top1Agreement).filter((a): a is number => a !== null);
+  const acc = m.accuracy && base.accuracy ? m.accuracy : undefined;
+  const sign = acc?.higherIsBetter === false ? 1 : -1;
+  const q = b.quantize?.fidelity;
+  return {
+    speedup: point.speedup!,
+    p50Ms: point.stats.p50,
+    seconds,
+    fidelity: {
+      sqnrDb: sqnr,
+      top1Agreement: agreements.length ? Math.min(...agreements) : null,
+      accuracy: acc ? acc.value : null,
+      accuracyDropPoints: acc ? sign * (acc.value - base.accuracy!.value) * 100 : null,
+      samples,
+      ...(q && q.enabled ? { guard: { met: q.met, worstSqnrDb: q.final.worstSqnrDb, floatNodes: q.floatNodes.length, decidedBy: q.decidedBy } } : {}),
+    },
+  };
+}
+
+/** Nothing was built: time the input against itself so the report still has its latency. */
+export async function measureInputOnly(run: OptimizeRun): Promise<void> {
+  run.bench = run.scored = await benchmarkWithFallback(run, {
+    ...timingOf(run),
+    baseline: run.options.model,
+    iterations: 20,
+    outputName: run.options.outputName,
+  });
+}
+
+function dropWithin(budget: AccuracyBudget, baseline: number, drop: number): boolean {
+  return budget.kind === 'points' ? drop <= budget.value + 1e-9 : drop / 100 <= budget.value * baseline + 1e-12;
+}
+
+/**
+ * Whether a candidate is within the budget, and why. A pruned + distilled candidate is a retrained
+ * model, not FP32 plus quantization noise: where its output is class scores, top-1 agreement (or
+ * the labelled accuracy) decides and the SQNR floor is reported, not applied (a student that keeps
+ * 95.5% of FP32's decisions measured 15.8 dB on the logits, docs/optimize.md).
+ */
+export function within(run: OptimizeRun, f: CandidateFidelity, retrained = false): { ok: boolean; why: string } {
+  const { options, minSqnrDb, minTop1Agreement } = run;
+  if (options.maxAccuracyDrop && f.accuracyDropPoints !== null) {
+    const ok = dropWithin(options.maxAccuracyDrop, run.scored!.models[0]!.accuracy?.value ?? 0, f.accuracyDropPoints);
+    return { ok, why: `accuracy drop ${f.accuracyDropPoints.toFixed(2)}pt ${ok ? 'within' : 'over'} the budget` };
+  }
+  if (f.sqnrDb !== null && f.sqnrDb < minSqnrDb && !(retrained && f.top1Agreement !== null))
+    return { ok: false, why: `SQNR ${f.sqnrDb.toFixed(1)} dB < ${minSqnrDb} dB` };
+  if (f.top1Agreement !== null && f.top1Agreement < minTop1Agreement)
+    return { ok: false, why: `top-1 agreement ${(f.top1Agreement * 100).toFixed(1)}% < ${(minTop1Agreement * 100).toFixed(0)}%` };
+  return {
+    ok: true,
+    why:
+      retrained && f.top1Agreement !== null && f.sqnrDb !== null && f.sqnrDb < minSqnrDb
+        ? `within the fidelity budget (retrained: top-1 agreement decides; SQNR ${f.sqnrDb.toFixed(1)} dB)`
+        : 'within the fidelity budget',
+  };
+}

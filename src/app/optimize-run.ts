@@ -1,0 +1,317 @@
+/**
+ * The optimize workflow's context and its first steps: the settings resolved once, the model and
+ * data parsed once (shared by the shape probe, every quantize candidate and the pruned candidates),
+ * and the candidates built through the quantize steps over that context. Static INT8's calibration
+ * is kept: the region search re-quantizes from it (passes/quantize's `requantize`), never
+ * calibrating again.
+ * May import: errors, app/*, types from below; onnx, data, runtime, passes (lazily).
+ */
+import { mkdtemp, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileErrorReason, InputError, ModelOptError, NothingToDoError, UsageError } from '../errors.js';
+import type { BenchmarkResult } from '../benchmark/types.js';
+import type { Speedup } from '../metrics/index.js';
+import type { ShapeOverrides } from '../ir/io-spec.js';
+import type { Int8Context, Int8Report } from '../passes/quantize/index.js';
+import type { ModeApplied } from '../passes/quantize/modes.js';
+import type { WorkflowEvents } from './events.js';
+import { checkOutputPath } from './output-path.js';
+import { describeSpec, recipePathFor, type CandidateSpec, type QuantizeCandidateSpec } from './optimize-recipe.js';
+import type { CandidateFidelity, OptimizeObjective, OptimizeOptions } from './optimize.js';
+import { loadQuantizeInputs, samplesToLoad, type QuantizeInputs } from './quantize-context.js';
+import type { QuantizeResult } from './quantize.js';
+
+/** Seconds the region search and the pruned candidates may take when no time budget is given. */
+export const DEFAULT_SEARCH_SECONDS = 180;
+const DEFAULT_ITERATIONS = 200;
+/** Share of --time-budget the region search may use when pruned candidates follow it. */
+const REGION_SHARE = 0.25;
+
+export interface Built {
+  name: string;
+  spec: CandidateSpec | null;
+  description: string;
+  path: string | null;
+  buildSeconds: number;
+  error?: string;
+  /** The build failed on the inputs (an InputError: data or shapes the model cannot run on), not by a refusal. */
+  inputError?: boolean;
+  quantize?: QuantizeResult;
+  /** Static INT8's pass result, to re-run the steps from (the labelled guard, when it was left for later). */
+  applied?: ModeApplied;
+  /** int8 with --max-accuracy-drop: the labelled guard was not run; the measurement decides whether it must be. */
+  labelledLater?: boolean;
+}
+
+export interface Measured {
+  speedup: Speedup;
+  p50Ms: number;
+  fidelity: CandidateFidelity;
+  seconds: number;
+}
+
+export interface OptimizeRun {
+  options: OptimizeOptions;
+  events: WorkflowEvents;
+  started: number;
+  objective: OptimizeObjective;
+  select: 'fastest' | 'first';
+  threads: number;
+  iterations: number;
+  output: string;
+  recipeFile: string | null;
+  warnings: string[];
+  warn: (message: string) => void;
+  progress: (message: string) => void;
+  minSqnrDb: number;
+  minTop1Agreement: number;
+  searchDeadline: number;
+  regionDeadline: number;
+  dir: string;
+  batchSizes?: number[];
+  /** The model and data, parsed once. */
+  inputs: QuantizeInputs;
+  /** Symbolic dims sized by --shape, else by the data's first sample. */
+  shapes?: ShapeOverrides;
+  /** Candidate names given so far (a second 'int8' is 'int8-2'). */
+  names: Map<string, number>;
+  measured: Map<string, Measured>;
+  /** The data every timing and score runs on (the evaluation data, else the calibration data; none: random inputs). */
+  measureData?: string;
+  /** The last interleaved timing of every candidate (speed-ups, p50s). */
+  bench?: BenchmarkResult;
+  /** The last scoring on all the data (labels, FP32's accuracy): `bench` when it scored everything. */
+  scored?: BenchmarkResult;
+  /** The benchmark's task metric (set to 'agreement' when the default cannot score the model). */
+  metric?: string;
+  /** Static INT8's calibration, kept for the region search. */
+  int8?: { context: Int8Context; report: Int8Report };
+}
+
+/** Resolve the settings, refuse bad paths, parse the model and data once, size symbolic dims. */
+export async function startRun(options: OptimizeOptions, events: WorkflowEvents): Promise<OptimizeRun> {
+  const started = performance.now();
+  const objective = options.objective ?? 'latency';
+  const inputs = [options.model, options.calibrationData, options.evalData, options.trainData, options.recipePath].filter((f): f is string => Boolean(f));
+  const output = checkOutputPath(options.output, inputs);
+  const recipeFile = options.writeRecipe === false ? null : checkOutputPath(recipePathFor(options.output), inputs, 'recipe path');
+  if (options.maxAccuracyDrop && !options.evalData) throw new UsageError('--max-accuracy-drop needs --eval-data <labelled data>');
+  // An unreadable model fails here, in loadModel's words, not later as every candidate's failure.
+  await stat(options.model).catch((error: unknown) => {
+    throw new InputError(`${options.model}: cannot read model (${fileErrorReason(error)})`, { cause: error });
+  });
+  const warnings: string[] = [];
+  const warn = (message: string): void => {
+    warnings.push(message);
+    events.onWarning?.(message);
+  };
+  const progress = (message: string): void => events.onProgress?.(message);
+  const { DEFAULT_FIDELITY_BUDGET } = await import('../passes/quantize/fidelity.js');
+  const searchDeadline = started + (options.timeBudgetMs ?? DEFAULT_SEARCH_SECONDS * 1000);
+  // With pruned candidates to come, the region search gets REGION_SHARE of the budget: distillation needs the rest.
+  const pruneWillRun = options.timeBudgetMs !== undefined && Boolean(options.trainData ?? options.calibrationData);
+  const run: Omit<OptimizeRun, 'inputs' | 'dir'> = {
+    options,
+    events,
+    started,
+    objective,
+    select: options.select ?? 'fastest',
+    threads: options.threads ?? 1,
+    iterations: options.iterations ?? DEFAULT_ITERATIONS,
+    output,
+    recipeFile,
+    warnings,
+    warn,
+    progress,
+    minSqnrDb: options.minSqnrDb ?? DEFAULT_FIDELITY_BUDGET.minSqnrDb,
+    minTop1Agreement: options.minTop1Agreement ?? DEFAULT_FIDELITY_BUDGET.minTop1Agreement,
+    searchDeadline,
+    regionDeadline: pruneWillRun ? Math.min(searchDeadline, started + REGION_SHARE * options.timeBudgetMs!) : searchDeadline,
+    batchSizes: options.batchSize ? [options.batchSize] : objective === 'throughput' ? [8] : undefined,
+    names: new Map(),
+    measured: new Map(),
+    metric: options.metric,
+    measureData: options.evalData ?? options.calibrationData,
+  };
+  const parsed = await parseOnce(options, warn, progress);
+  const shapes = await shapesOf(options, parsed);
+  const dir = options.workDir ?? (await mkdtemp(path.join(tmpdir(), 'model-opt-optimize-')));
+  return { ...run, inputs: parsed, dir, shapes };
+}
+
+/**
+ * The model and data, read once for every candidate: as many calibration samples as static INT8
+ * with its held-out check reads (each mode takes its first ones). Data the model cannot take is
+ * no candidate's fault: exit 2, naming the data.
+ */
+async function parseOnce(options: OptimizeOptions, warn: (m: string) => void, progress: (m: string) => void): Promise<QuantizeInputs> {
+  const { MODE, quantizeMode } = await import('../passes/quantize/modes.js');
+  const most = samplesToLoad(
+    { model: options.model, mode: MODE.int8, calibrationCount: options.calibrationCount, evalData: options.evalData },
+    quantizeMode(MODE.int8),
+  );
+  try {
+    return await loadQuantizeInputs({ ...options, threads: options.threads ?? 1 }, most, warn, progress);
+  } catch (error) {
+    if (!(error instanceof InputError)) throw error;
+    throw new InputError(`${options.model}: no candidate could be built on the given inputs (check the data and --shape): ${error.message}`, { cause: error });
+  }
+}
+
+/** Symbolic dims take their sizes from --shape, else from the data's first sample (as the speed check does). */
+async function shapesOf(options: OptimizeOptions, inputs: QuantizeInputs): Promise<ShapeOverrides | undefined> {
+  if (options.shapes && Object.keys(options.shapes).length > 0) return options.shapes;
+  const data = options.evalData ? inputs.evalData : inputs.calibration;
+  if (!data) return options.shapes;
+  const [{ checkShapes }, { take }] = await Promise.all([import('./data-shapes.js'), import('../data/index.js')]);
+  return checkShapes(undefined, take(data, 1));
+}
+
+/** A candidate's name, unique in this run ('int8', 'int8-2', ...). */
+export function uniqueName(run: OptimizeRun, base: string): string {
+  const n = (run.names.get(base) ?? 0) + 1;
+  run.names.set(base, n);
+  return n === 1 ? base : `${base}-${n}`;
+}
+
+/** How a quantize candidate is built: from a pass result already made (`applied`), with the labelled guard now or left for later. */
+interface CandidateSteps {
+  applied?: ModeApplied;
+  labelledLater: boolean;
+}
+
+/**
+ * Build one candidate into the run's folder: the input as it is or graph-optimized by onnxruntime,
+ * or a quantize pass through the quantize steps over the parsed inputs (fidelity guard on, never
+ * forced). `excludeNodes` given: static INT8 re-made from the kept calibration with those nodes float.
+ * With --max-accuracy-drop, static INT8's labelled guard is left for later: the measurement scores
+ * the candidate on the labels anyway, and `guardLater` runs the guard only when the drop is over budget.
+ */
+export async function buildCandidate(
+  run: OptimizeRun,
+  spec: CandidateSpec,
+  label?: string,
+  steps: CandidateSteps = { labelledLater: true },
+  fixedName?: string,
+): Promise<Built> {
+  const name = fixedName ?? uniqueName(run, label ?? describeSpec(spec).split(' ')[0]!);
+  const file = path.join(run.dir, `${name}.onnx`);
+  const t0 = performance.now();
+  const done = (b: Omit<Built, 'buildSeconds' | 'name' | 'spec' | 'description'>): Built => ({
+    name,
+    spec,
+    description: describeSpec(spec),
+    buildSeconds: (performance.now() - t0) / 1000,
+    ...b,
+  });
+  try {
+    if ('fp32' in spec) {
+      if (!spec.fp32.graphOptimized) return done({ path: run.options.model });
+      run.progress(`${name}: saving onnxruntime's graph optimizations offline`);
+      await graphOptimize(run.options.model, file, run.threads);
+      return done({ path: file });
+    }
+    run.progress(`${name}: quantizing`);
+    const q = await quantizeCandidate(run, spec.quantize, file, name, steps);
+    const kept = { quantize: q, applied: q.context.applied, labelledLater: q.context.labelledLater === true };
+    if (!q.output) return done({ path: null, error: q.gateFailure ?? 'nothing written', ...kept });
+    return done({ path: file, ...kept });
+  } catch (error) {
+    if (!(error instanceof ModelOptError)) throw error;
+    // quantize's own advice on what it did not write is no candidate's reason: its first part is.
+    const reason = error instanceof NothingToDoError ? `${run.options.model}: ${error.reason}` : error.message;
+    return done({ path: null, error: reason, inputError: error instanceof InputError });
+  }
+}
+
+/** The input with onnxruntime's portable graph optimizations ('extended': no hardware-specific layouts) saved to `file`, then loaded to check it. */
+async function graphOptimize(model: string, file: string, threads: number): Promise<void> {
+  const { createRunner } = await import('../runtime/index.js');
+  const session = await createRunner(model, { graphOptimizationLevel: 'extended', optimizedModelFilePath: file, intraOpThreads: threads, label: model });
+  await session.release();
+  const check = await createRunner(file, { intraOpThreads: threads, label: file });
+  await check.release();
+}
+
+/**
+ * One quantize candidate through the quantize steps on the parsed inputs. Static INT8's first
+ * build keeps its calibration (`run.int8`); a later one that only keeps more nodes float (a region
+ * step) is re-made from it.
+ */
+async function quantizeCandidate(
+  run: OptimizeRun,
+  spec: QuantizeCandidateSpec,
+  file: string,
+  name: string,
+  steps: CandidateSteps,
+): Promise<QuantizeResult & { context: import('./quantize-context.js').QuantizeContext }> {
+  const { options } = run;
+  const { quantizeFromInputs } = await import('./quantize.js');
+  const { MODE, fromInt8Context } = await import('../passes/quantize/modes.js');
+  const settings = {
+    model: options.model,
+    output: file,
+    mode: spec.mode,
+    // int8 calibrates on it; every mode's fidelity guard judges its held-out samples (not random inputs)
+    calibrationData: options.calibrationData,
+    calibrationCount: options.calibrationCount,
+    method: spec.calibrate,
+    percentile: spec.percentile,
+    perChannel: spec.perChannel,
+    activationType: spec.activationType,
+    reduceRange: spec.reduceRange,
+    opTypes: spec.opTypes,
+    excludeOpTypes: spec.excludeOpTypes,
+    excludeNodes: spec.excludeNodes,
+    evalData: options.evalData,
+    maxAccuracyDrop: spec.mode === MODE.int8 ? options.maxAccuracyDrop : undefined,
+    outputName: options.outputName,
+    threads: run.threads,
+    shapes: run.shapes,
+    inputValues: options.inputValues,
+    feedback: options.feedback,
+    minSqnrDb: options.minSqnrDb,
+    minTop1Agreement: options.minTop1Agreement,
+    guard: true,
+  };
+  const events = { onProgress: (m: string) => run.progress(`${name}: ${m}`), onWarning: (m: string) => run.warn(`${name}: ${m}`) };
+  const regionOf = run.int8 && spec.mode === MODE.int8 && sameExceptExclusions(spec, run.int8.context) ? run.int8 : undefined;
+  let applied = steps.applied;
+  if (!applied && regionOf) {
+    const { requantize } = await import('../passes/quantize/int8.js');
+    // The same statistics (Maps shared: what a new plan needs is calibrated once, for every later step).
+    const context: Int8Context = { ...regionOf.context, qdqOptions: { ...regionOf.context.qdqOptions, excludeNodes: spec.excludeNodes } };
+    const q = await requantize(context, {});
+    applied = fromInt8Context({ model: q.model, report: { ...regionOf.report, qdq: q.report }, context });
+  }
+  // Only static INT8's labelled guard can wait (it is the one that runs on --max-accuracy-drop).
+  const labelledLater = steps.labelledLater && settings.maxAccuracyDrop !== undefined && !options.metric;
+  const result = await quantizeFromInputs(settings, run.inputs, events, { fusion: false, applied, labelledLater });
+  if (!run.int8 && result.context.applied?.int8) run.int8 = { context: result.context.applied.int8, report: result.context.applied.report as Int8Report };
+  return result;
+}
+
+/**
+ * The candidate again with its labelled guard run now, from its pass result (no new calibration):
+ * nodes kept float, most sensitive first, until the accuracy drop is within budget.
+ */
+export async function guardLater(run: OptimizeRun, b: Built): Promise<Built> {
+  run.progress(`${b.name}: accuracy drop over the budget: the labelled guard keeps sensitive nodes float`);
+  return buildCandidate(run, b.spec!, undefined, { applied: b.applied, labelledLater: false }, b.name);
+}
+
+/** The kept calibration serves `spec` when only the float nodes differ (the region search's steps). */
+function sameExceptExclusions(spec: QuantizeCandidateSpec, context: Int8Context): boolean {
+  const { calibrate, percentile, perChannel, activationType, opTypes, excludeOpTypes } = spec;
+  const q = context.qdqOptions;
+  const same = (a: readonly string[] | undefined, b: readonly string[] | undefined): boolean => (a ?? []).join('\n') === (b ?? []).join('\n');
+  return (
+    (calibrate ?? 'minmax') === context.rangeOptions.method &&
+    (percentile === undefined || percentile === context.rangeOptions.percentile) &&
+    (perChannel ?? true) === (q.perChannel ?? true) &&
+    (activationType ?? 'uint8') === (q.activationType ?? 'uint8') &&
+    same(opTypes, q.opTypes) &&
+    same(excludeOpTypes, q.excludeOpTypes)
+  );
+}
