@@ -22,7 +22,7 @@ const x = (s: Speedup): string => `${s.estimate.toFixed(2)}x (95% interval ${s.l
 export async function candidateRows(run: OptimizeRun, all: Built[]): Promise<OptimizeCandidate[]> {
   const rows: OptimizeCandidate[] = all.map((b) => {
     const m = run.measured.get(b.name);
-    const judged = m ? within(run, m.fidelity, b.spec === null) : { ok: false, why: '' };
+    const judged = m?.cannotWin ? { ok: false, why: m.cannotWin } : m ? within(run, m.fidelity, b.spec === null) : { ok: false, why: '' };
     return {
       name: b.name,
       spec: b.spec,
@@ -50,7 +50,7 @@ export function choose(run: OptimizeRun, rows: OptimizeCandidate[]): { chosen: O
   if (select === 'first') chosen = eligible[0];
   else if (objective === 'size') chosen = eligible.filter((r) => r.speedup!.verdict !== 'slower').sort((a, b) => a.sizeBytes! - b.sizeBytes!)[0];
   else chosen = eligible.filter((r) => r.speedup!.verdict === 'faster').sort((a, b) => b.speedup!.estimate - a.speedup!.estimate)[0];
-  for (const r of rows) if (r !== chosen && r.status !== 'failed') r.reason = rejectedBecause(run, r, chosen);
+  for (const r of rows) if (r !== chosen && r.status !== 'failed' && !run.measured.get(r.name)?.cannotWin) r.reason = rejectedBecause(run, r, chosen);
   if (chosen) chosen.status = 'chosen';
   return { chosen, summary: summaryOf(run, rows, chosen) };
 }

@@ -50,8 +50,8 @@ const SCORING_ITERATIONS = 10;
 /**
  * Time the built candidates against the input in one interleaved run, each scored on the first
  * SCREEN_SAMPLES samples; then score the ones that could be chosen (faster than FP32; for
- * `--objective size` not slower; every one for `select: first`) on all the data, FP32 with them.
- * A candidate that cannot win costs its timing, not an evaluation of the whole data set.
+ * `--objective size` not slower; every one for `select: first`) on all the data, FP32 with them
+ * (scoreContenders). A candidate that cannot win costs its timing, not an evaluation of the whole data set.
  */
 export async function measure(run: OptimizeRun, list: Built[]): Promise<void> {
   const ready = list.filter((b) => b.path);
@@ -64,17 +64,48 @@ export async function measure(run: OptimizeRun, list: Built[]): Promise<void> {
   run.scored = timed;
   const seconds = (performance.now() - t0) / 1000 / ready.length;
   ready.forEach((b, i) => run.measured.set(b.name, measuredOf(b, timed, i + 1, seconds, timed.data.samples)));
-  const contenders = ready.filter((b) => couldWin(run, run.measured.get(b.name)!.speedup));
+
   const parsedEval = run.options.evalData ? run.inputs.evalData : undefined;
   const whole = timed.data.samples < SCREEN_SAMPLES || (parsedEval !== undefined && parsedEval.count <= SCREEN_SAMPLES);
-  if (contenders.length === 0 || !run.measureData || whole) return;
-  run.progress(`scoring ${contenders.length} candidate(s) that could be chosen on all the data`);
-  const scored = await benchmarkWithFallback(run, { ...base, candidates: contenders.map((b) => b.path!), iterations: SCORING_ITERATIONS });
-  run.scored = scored;
-  contenders.forEach((b, i) => {
-    const m = run.measured.get(b.name)!;
-    m.fidelity = measuredOf(b, scored, i + 1, 0, scored.data.samples).fidelity;
-  });
+  for (const b of ready) run.measured.get(b.name)!.scored = whole || !run.measureData;
+  if (whole || !run.measureData) return;
+  await scoreContenders(
+    run,
+    ready.filter((b) => couldWin(run, run.measured.get(b.name)!.speedup)),
+    base,
+  );
+}
+
+/**
+ * Score the candidates that could be chosen on all the data, FP32 with them. For the fastest
+ * (latency, throughput): the fastest first, with those that may be as fast; once one is within
+ * the budget, a candidate whose interval lies below its lower bound cannot be chosen and is not
+ * scored (it keeps the screen's values, and says so).
+ */
+async function scoreContenders(run: OptimizeRun, contenders: Built[], base: Omit<BenchmarkOptions, 'candidates'>): Promise<void> {
+  const speed = (b: Built): Speedup => run.measured.get(b.name)!.speedup;
+  const ordered = run.select === 'fastest' && run.objective !== 'size';
+  let pending = ordered ? [...contenders].sort((a, b) => speed(b).estimate - speed(a).estimate) : contenders;
+  while (pending.length > 0) {
+    const lead = pending[0]!;
+    const batch = ordered ? pending.filter((b) => b === lead || speed(b).high >= speed(lead).low) : pending;
+    run.progress(`scoring ${batch.map((b) => b.name).join(', ')} on all the data`);
+    const scored = await benchmarkWithFallback(run, { ...base, candidates: batch.map((b) => b.path!), iterations: SCORING_ITERATIONS });
+    run.scored = scored;
+    batch.forEach((b, i) => {
+      const m = run.measured.get(b.name)!;
+      m.fidelity = measuredOf(b, scored, i + 1, 0, scored.data.samples).fidelity;
+      m.scored = true;
+    });
+    pending = pending.filter((b) => !batch.includes(b));
+    const best = batch.filter((b) => within(run, run.measured.get(b.name)!.fidelity).ok).sort((a, b) => speed(b).low - speed(a).low)[0];
+    if (!best) continue;
+    for (const b of pending.filter((p) => speed(p).high < speed(best).low)) {
+      run.measured.get(b.name)!.cannotWin =
+        `not scored on all the data: its interval (${speed(b).low.toFixed(2)}-${speed(b).high.toFixed(2)}x) lies below ${best.name}'s (from ${speed(best).low.toFixed(2)}x), which is within the budget`;
+    }
+    pending = pending.filter((p) => speed(p).high >= speed(best).low);
+  }
 }
 
 /**
@@ -86,7 +117,7 @@ export async function guardWhereNeeded(run: OptimizeRun, list: Built[]): Promise
   let again = false;
   for (const [i, b] of list.entries()) {
     const m = run.measured.get(b.name);
-    if (!b.labelledLater || !b.applied || !m || !couldWin(run, m.speedup) || within(run, m.fidelity).ok) continue;
+    if (!b.labelledLater || !b.applied || !m?.scored || within(run, m.fidelity).ok) continue;
     const { guardLater } = await import('./optimize-run.js');
     list[i] = await guardLater(run, b);
     again = true;

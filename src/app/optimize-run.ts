@@ -49,6 +49,10 @@ export interface Measured {
   p50Ms: number;
   fidelity: CandidateFidelity;
   seconds: number;
+  /** Scored on all the data (else on the screen's first samples only). */
+  scored?: boolean;
+  /** Why it was not scored on all the data although it measured faster: another within the budget is surely faster. */
+  cannotWin?: string;
 }
 
 export interface OptimizeRun {
