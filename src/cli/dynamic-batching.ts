@@ -16,29 +16,18 @@ import {
   type BatchingRunOptions,
   type DynamicBatchingOptions,
 } from '../app/dynamic-batching.js';
-import { colorEnabled, createProgress, note, writeTextAtomic, type Progress } from './common.js';
+import { colorEnabled, createProgress, note, writeTextAtomic } from './common.js';
 import { sharedOption, type InputValueFlags } from './options.js';
 import { parseBoundedInt, parseNonNegativeInt, parseNumber, parseMilliseconds, parsePositiveInt, parsePositiveIntList } from './parsers.js';
 
 // ---- shared dynamic-batching flags --------------------------------------------------------------
 
-export interface BatchingFlags {
+/** The flags of the batching run: the workflow's settings and loads by the same names, the switch and the plot. */
+export interface BatchingFlags
+  extends BatcherSettingOptions,
+    Pick<DynamicBatchingOptions, 'requestRate' | 'arrivals' | 'concurrency' | 'windowMs' | 'maxWindows' | 'baseline'> {
   dynamicBatching?: boolean;
-  maxBatchSize?: number;
-  preferred?: number[];
-  maxQueueDelayUs?: number;
-  maxQueueSize?: number;
-  instances?: number;
-  preserveOrdering?: boolean;
-  requestRate?: number[];
-  arrivals?: 'poisson' | 'constant';
-  concurrency?: number[];
-  sloP99?: number;
   plot?: string;
-  tritonConfig?: string;
-  windowMs?: number;
-  maxWindows?: number;
-  baseline?: boolean;
 }
 
 /** Flags of the wider command the batching run also uses (benchmark or export-triton). */
@@ -139,15 +128,23 @@ export async function batchingOptionsFromFlags(model: string, flags: BatchingFla
   };
 }
 
-/** The batching workflows' events the CLI way: progress on the spinner, notes on stderr (the spinner stopped first). */
-export function batchingEvents(progress: Progress, options: { json?: boolean }): BatchingEvents {
-  return {
-    onProgress: (message) => progress.update(message),
-    onNote: (message) => {
-      progress.stop();
-      note(`model-opt: ${message}`, options);
-    },
-  };
+/**
+ * Run a batching workflow under a spinner (stderr, terminal only): progress on the spinner, notes
+ * on stderr (the spinner stopped first, silent under --json and --quiet); the spinner ends with it.
+ */
+export async function withBatchingEvents<T>(flags: { json?: boolean }, run: (events: BatchingEvents) => Promise<T>): Promise<T> {
+  const progress = await createProgress({ json: flags.json });
+  try {
+    return await run({
+      onProgress: (message) => progress.update(message),
+      onNote: (message) => {
+        progress.stop();
+        note(`model-opt: ${message}`, flags);
+      },
+    });
+  } finally {
+    progress.stop();
+  }
 }
 
 /**
@@ -162,13 +159,7 @@ export async function runBatchingBenchmark(model: string, flags: BatchingFlags &
     import('../report/batching-table.js'),
     import('../report/batching-plot.js'),
   ]);
-  const progress = await createProgress({ json: flags.json });
-  let result: Awaited<ReturnType<typeof dynamicBatchingWorkflow>>;
-  try {
-    result = await dynamicBatchingWorkflow(options, batchingEvents(progress, flags));
-  } finally {
-    progress.stop();
-  }
+  const result = await withBatchingEvents(flags, (events) => dynamicBatchingWorkflow(options, events));
   if (flags.json) process.stdout.write(renderBatchingJson(result));
   else process.stdout.write(renderBatchingTable(result, { color: colorEnabled(process.stdout) }));
   if (plotPath) {

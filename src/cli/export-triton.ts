@@ -6,15 +6,15 @@
  */
 import type { Command } from 'commander';
 import { ExitCode } from '../errors.js';
-import { createProgress, printJson, runCommand } from './common.js';
+import { printJson, runCommand } from './common.js';
 import { sharedOption } from './options.js';
 import { parseNonNegativeInt } from './parsers.js';
 import { helpExamples } from './examples.js';
 import {
   batcherSettingsFromFlags,
-  batchingEvents,
   registerBatcherSettingOptions,
   runOptionsFromFlags,
+  withBatchingEvents,
   type BatchingFlags,
   type CommonRunFlags,
 } from './dynamic-batching.js';
@@ -51,13 +51,7 @@ export function registerExportTriton(program: Command): void {
       runCommand(async (model: string, flags: ExportFlags) => {
         const [{ exportTritonWorkflow }, report] = await Promise.all([import('../app/export-triton.js'), import('../report/export-triton.js')]);
         const options = { model, out: flags.out, name: flags.name, ...batcherSettingsFromFlags(flags), ...(await runOptionsFromFlags(flags)) };
-        const progress = await createProgress({ json: flags.json });
-        let result: Awaited<ReturnType<typeof exportTritonWorkflow>>;
-        try {
-          result = await exportTritonWorkflow(options, batchingEvents(progress, flags));
-        } finally {
-          progress.stop();
-        }
+        const result = await withBatchingEvents(flags, (events) => exportTritonWorkflow(options, events));
         if (flags.json) printJson(report.exportTritonDocument(result));
         else process.stdout.write(report.renderExportTritonSummary(result, { cwd: process.cwd() }));
         return ExitCode.ok;
