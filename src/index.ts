@@ -47,6 +47,16 @@ export { distill, distillWorkflow, studentFromTeacher, type DistillWorkflowOptio
 export { quantizeAwareTraining, type QatOptions, type QatReport } from './app/qat.js';
 export { speedCheck, type SpeedCheck } from './app/speed-check.js';
 export { optimizeWorkflow, type OptimizeOptions, type OptimizeResult, type OptimizeCandidate } from './app/optimize.js';
+export { batchifyWorkflow, type BatchifyWorkflowOptions, type BatchifyWorkflowResult } from './app/batchify.js';
+export {
+  dynamicBatchingWorkflow,
+  batchingSweepOptions,
+  type DynamicBatchingOptions,
+  type BatcherSettingOptions,
+  type BatchingRunOptions,
+  type BatchingEvents,
+} from './app/dynamic-batching.js';
+export { exportTritonWorkflow, type ExportTritonOptions, type ExportTritonResult } from './app/export-triton.js';
 export type { WorkflowEvents } from './app/events.js';
 export type { TrainableGraph } from './train/onnx-graph.js';
 export { initTrainingBackend } from './train/backend.js';

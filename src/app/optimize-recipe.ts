@@ -4,12 +4,16 @@
  * schema/recipe.schema.json (shipped in the package) with the small validator in util/. A recipe
  * that breaks the schema is a UsageError naming the file and the path of the first violation
  * (exit 2). `recipeFor` makes the recipe written beside the model: the chosen candidate alone,
- * select 'first', so that running it again writes the same bytes.
- * May import: errors, util, node:fs, types of app/quantize and bench.
+ * select 'first', so that running it again writes the same bytes. `withRecipe` merges a recipe
+ * under the options a caller gives explicitly (the CLI's flags): what is given wins.
+ * May import: errors, util, node:fs, calibration/feedback, metrics/accuracy-budget, types of app/quantize, app/optimize and bench.
  */
 import { readFileSync } from 'node:fs';
 import { UsageError } from '../errors.js';
+import { parseFeedback } from '../calibration/feedback.js';
+import { parseAccuracyBudgetText } from '../metrics/accuracy-budget.js';
 import { validate } from '../util/json-schema.js';
+import type { OptimizeOptions } from './optimize.js';
 import type { CalibrationMethod } from '../passes/quantize/calibrate.js';
 import type { QuantizeMode } from './quantize.js';
 
@@ -112,4 +116,55 @@ export function describeSpec(spec: CandidateSpec): string {
 /** The path of the recipe written beside `output`: out.onnx -> out.recipe.json. */
 export function recipePathFor(output: string): string {
   return output.toLowerCase().endsWith('.onnx') ? `${output.slice(0, -5)}.recipe.json` : `${output}.recipe.json`;
+}
+
+/**
+ * What a caller of optimize says explicitly (the CLI: its flags), each field undefined when not
+ * said so that the recipe's value applies; candidates and select come from a recipe only.
+ * `recipePath` names the recipe's file in its errors (and keeps it from being written over).
+ */
+export type ExplicitOptimizeOptions = Omit<OptimizeOptions, 'candidates' | 'select'>;
+
+/**
+ * The workflow's options: `explicit` over `recipe` (parsed and checked, e.g. by readRecipe).
+ * Without a recipe, region search is on unless turned off; a recipe turns it off unless it says
+ * so. UsageError naming the recipe file when its accuracy budget or a feedback pair is malformed.
+ */
+export function withRecipe(explicit: ExplicitOptimizeOptions, recipe: Recipe | undefined): OptimizeOptions {
+  let maxAccuracyDrop = explicit.maxAccuracyDrop;
+  if (!maxAccuracyDrop && recipe?.budget?.maxAccuracyDrop) {
+    try {
+      maxAccuracyDrop = parseAccuracyBudgetText(recipe.budget.maxAccuracyDrop).budget;
+    } catch (error) {
+      throw new UsageError(`${explicit.recipePath}: $.budget.maxAccuracyDrop: ${(error as Error).message}`);
+    }
+  }
+  return {
+    ...explicit,
+    calibrationData: explicit.calibrationData ?? recipe?.data?.calibration,
+    calibrationCount: explicit.calibrationCount ?? recipe?.data?.calibrationCount,
+    evalData: explicit.evalData ?? recipe?.data?.eval,
+    minSqnrDb: explicit.minSqnrDb ?? recipe?.budget?.minSqnrDb,
+    minTop1Agreement: explicit.minTop1Agreement ?? recipe?.budget?.minTop1Agreement,
+    maxAccuracyDrop,
+    metric: explicit.metric ?? recipe?.budget?.metric,
+    objective: explicit.objective ?? recipe?.objective,
+    batchSize: explicit.batchSize ?? recipe?.batchSize,
+    threads: explicit.threads ?? recipe?.threads,
+    providers: explicit.providers ?? recipe?.providers,
+    iterations: explicit.iterations ?? recipe?.iterations,
+    timeBudgetMs: explicit.timeBudgetMs ?? (recipe?.timeBudgetSeconds !== undefined ? recipe.timeBudgetSeconds * 1000 : undefined),
+    regionSearch: explicit.regionSearch ?? (recipe ? (recipe.regionSearch ?? false) : true),
+    minSpeedup: explicit.minSpeedup ?? recipe?.gates?.minSpeedup,
+    candidates: recipe?.candidates,
+    select: recipe?.select,
+    shapes: explicit.shapes ?? nullProto(recipe?.data?.shapes),
+    inputValues: explicit.inputValues ?? nullProto(recipe?.data?.inputs),
+    feedback: explicit.feedback ?? recipe?.data?.feedback?.map(parseFeedback),
+  };
+}
+
+/** A recipe's record keyed by names from the file, as a null-prototype record. */
+function nullProto<T>(record: Record<string, T> | undefined): Record<string, T> | undefined {
+  return record ? Object.assign(Object.create(null) as Record<string, T>, record) : undefined;
 }

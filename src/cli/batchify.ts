@@ -1,13 +1,11 @@
 /**
- * `model-opt batchify <model> -o <out>`: make the batch dim dynamic (symbolic input/output dim 0,
- * Reshape targets with the batch size baked in rewritten to 0/-1), check in onnxruntime that every
- * sample's outputs match the original at several batch sizes, then save atomically and load the
- * written file in onnxruntime before reporting success.
- * May import: cli/*, errors, commander, app/output-path; lazily passes/batchify, onnx, runtime, ir.
+ * `model-opt batchify <model> -o <out>`: flags -> app/batchify (make the batch dim dynamic, verify
+ * in onnxruntime, save atomically, check the written file) -> report/batchify's lines or one JSON
+ * document; the pass's warnings go to stderr after the summary.
+ * May import: cli/*, errors, commander; lazily app/batchify, report/batchify, ir/io-spec.
  */
 import type { Command } from 'commander';
-import { ExitCode, InputError, UsageError } from '../errors.js';
-import { checkOutputPath } from '../app/output-path.js';
+import { ExitCode, UsageError } from '../errors.js';
 import { note, printJson, runCommand } from './common.js';
 import { sharedOption } from './options.js';
 import { helpExamples } from './examples.js';
@@ -41,51 +39,26 @@ export function registerBatchify(program: Command): void {
     .action(
       runCommand(async (model: string, flags: BatchifyFlags) => {
         if (flags.dimName.trim() === '') throw new UsageError(`--dim-name '${flags.dimName}': a symbolic dim needs a name`);
-        const output = checkOutputPath(flags.output, [model]);
-        const [{ loadModel, saveModel }, { batchify, describeReshapeEdit, verifyBatchify }, { createRunner, parseShapeOverrides }] = await Promise.all([
-          import('../onnx/index.js'),
-          import('../passes/batchify.js'),
-          import('../runtime/index.js'),
+        const [{ batchifyWorkflow }, report, { parseShapeOverrides }] = await Promise.all([
+          import('../app/batchify.js'),
+          import('../report/batchify.js'),
+          import('../ir/io-spec.js'),
         ]);
-        const original = await loadModel(model);
-        const { model: batchable, report } = withFile(model, () => batchify(original, { batchDimName: flags.dimName }));
-        const verification =
-          flags.verify && !report.alreadyDynamic
-            ? await verifyBatchify(original, batchable, { shapeOverrides: flags.shape ? parseShapeOverrides(flags.shape.join(',')) : {} })
-            : undefined;
-        await saveModel(batchable, output);
-        const runner = await createRunner(output, { label: output });
-        await runner.release();
+        // --shape sizes only the verification's inputs: without it, it is not read.
+        const shapes = flags.verify && flags.shape ? parseShapeOverrides(flags.shape.join(',')) : undefined;
+        // Warnings follow the summary on stdout, as the last thing the command says.
+        const warnings: string[] = [];
+        const result = await batchifyWorkflow(
+          { model, output: flags.output, dimName: flags.dimName, verify: flags.verify, ...(shapes ? { shapes } : {}) },
+          { onWarning: (warning) => warnings.push(warning) },
+        );
         if (flags.json) {
-          printJson({ schemaVersion: 1, kind: 'batchify', input: model, output: flags.output, report, ...(verification ? { verification } : {}) });
+          printJson(report.batchifyDocument(result));
           return ExitCode.ok;
         }
-        if (report.alreadyDynamic) {
-          process.stdout.write(`${model}: the batch dim is already dynamic; wrote an unchanged copy to ${flags.output}\n`);
-          return ExitCode.ok;
-        }
-        const lines = [
-          `${model}: batch size ${report.originalBatchSize} -> '${flags.dimName}'`,
-          `  inputs: ${report.inputs.join(', ') || '-'}; outputs: ${report.outputs.join(', ') || '-'}; value_info entries: ${report.valueInfo}`,
-          ...report.reshapes.map((r) => `  Reshape ${describeReshapeEdit(r)}`),
-          verification
-            ? `  verified in onnxruntime at batch ${verification.batchSizes.join(' and ')}: max |diff| ${verification.maxAbsDiff.toExponential(2)}`
-            : '  not verified (--no-verify)',
-          `wrote ${flags.output}`,
-        ];
-        process.stdout.write(`${lines.join('\n')}\n`);
-        for (const w of report.warnings) note(`model-opt: warning: ${w}`, { json: flags.json });
+        process.stdout.write(report.renderBatchifySummary(result));
+        for (const w of warnings) note(`model-opt: warning: ${w}`, { json: flags.json });
         return ExitCode.ok;
       }),
     );
-}
-
-/** `run()`, its input errors naming `file` (the pass names only inputs and dims). */
-function withFile<T>(file: string, run: () => T): T {
-  try {
-    return run();
-  } catch (error) {
-    if (error instanceof InputError) throw new InputError(`${file}: ${error.message}`, { cause: error });
-    throw error;
-  }
 }

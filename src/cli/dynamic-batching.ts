@@ -1,41 +1,33 @@
 /**
  * The dynamic-batching flags shared by `model-opt benchmark --dynamic-batching` and
- * `model-opt export-triton` (registerBatchingOptions, batchingSweepOptionsFromFlags,
- * runBatchingBenchmark), so both commands parse them the same way.
- * May import: cli/*, errors, commander, app/output-path; lazily serve, report/batching-*, onnx, ir, data.
+ * `model-opt export-triton` (registerBatcherSettingOptions, registerBatchingOptions,
+ * batchingOptionsFromFlags), so both commands parse them the same way, and the batching benchmark
+ * itself: flags -> app/dynamic-batching -> report/batching-table (or its JSON) and -plot.
+ * May import: cli/*, errors, commander, app/output-path, app/dynamic-batching (its limits); lazily app, report/batching-*, ir.
  */
-import fs from 'node:fs';
-import { availableParallelism } from 'node:os';
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { ExitCode, GateError, UsageError } from '../errors.js';
+import { ExitCode, GateError } from '../errors.js';
 import { checkOutputPath } from '../app/output-path.js';
+import {
+  DEFAULT_QUEUE_DELAY_US,
+  MAX_INSTANCES,
+  type BatcherSettingOptions,
+  type BatchingEvents,
+  type BatchingRunOptions,
+  type DynamicBatchingOptions,
+} from '../app/dynamic-batching.js';
 import { colorEnabled, createProgress, note, writeTextAtomic } from './common.js';
 import { sharedOption, type InputValueFlags } from './options.js';
 import { parseBoundedInt, parseNonNegativeInt, parseNumber, parseMilliseconds, parsePositiveInt, parsePositiveIntList } from './parsers.js';
-import type { BatchingSweepOptions, BatchingSweepResult } from '../serve/sweep.js';
-
-/** More sessions than 4 per core only queue for the same cores (and each holds the model in memory). */
-const MAX_INSTANCES = Math.max(4, availableParallelism() * 4);
 
 // ---- shared dynamic-batching flags --------------------------------------------------------------
 
-export interface BatchingFlags {
+/** The flags of the batching run: the workflow's settings and loads by the same names, the switch and the plot. */
+export interface BatchingFlags
+  extends BatcherSettingOptions,
+    Pick<DynamicBatchingOptions, 'requestRate' | 'arrivals' | 'concurrency' | 'windowMs' | 'maxWindows' | 'baseline'> {
   dynamicBatching?: boolean;
-  maxBatchSize?: number;
-  preferred?: number[];
-  maxQueueDelayUs?: number;
-  maxQueueSize?: number;
-  instances?: number;
-  preserveOrdering?: boolean;
-  requestRate?: number[];
-  arrivals?: 'poisson' | 'constant';
-  concurrency?: number[];
-  sloP99?: number;
   plot?: string;
-  tritonConfig?: string;
-  windowMs?: number;
-  maxWindows?: number;
-  baseline?: boolean;
 }
 
 /** Flags of the wider command the batching run also uses (benchmark or export-triton). */
@@ -61,9 +53,6 @@ function parsePositiveNumberList(value: string): number[] {
  * The dynamic-batching settings flags (shared by benchmark and export-triton), and the shared
  * `--input` flag for the requests when the command has not added it already.
  */
-/** The queue delay a batching benchmark simulates unless told (export-triton writes Triton's own default, 0, unless told or searched). */
-export const DEFAULT_QUEUE_DELAY_US = 1000;
-
 export function registerBatcherSettingOptions(command: Command, options: { allowNoBatching?: boolean; defaultQueueDelayUs?: number } = {}): Command {
   if (!command.options.some((o) => o.long === '--input')) command.addOption(sharedOption('input'));
   const delayDefault = options.defaultQueueDelayUs === 0 ? "0: Triton's own, batching only what is queued" : DEFAULT_QUEUE_DELAY_US;
@@ -104,91 +93,55 @@ export function registerBatchingOptions(command: Command): Command {
     .option('--no-baseline', 'skip the comparison run without batching');
 }
 
-/** Typed sweep options from the flags (validated once, here). */
-export async function batchingSweepOptionsFromFlags(
-  model: string,
-  flags: BatchingFlags & CommonRunFlags,
-  options: { notes?: boolean; defaultQueueDelayUs?: number } = {},
-): Promise<BatchingSweepOptions> {
-  if (flags.requestRate && flags.concurrency) throw new UsageError('give --request-rate or --concurrency, not both');
-  let base: Partial<BatchingSweepOptions['batching']> = {};
-  let simulationNotes: string[] = [];
-  if (flags.tritonConfig) {
-    const { parseTritonConfig, batcherSettingsFromTriton } = await import('../serve/index.js');
-    const text = readText(flags.tritonConfig);
-    const { batcher, instances, notes } = batcherSettingsFromTriton(parseTritonConfig(text, flags.tritonConfig));
-    if (instances > MAX_INSTANCES && flags.instances === undefined) {
-      throw new UsageError(
-        `${flags.tritonConfig}: instance_group makes ${instances} instances; at most ${MAX_INSTANCES} (4 per core) are simulated here: pass --instances`,
-      );
-    }
-    base = { ...batcher, instances };
-    simulationNotes = notes;
-    if (options.notes !== false) for (const n of notes) note(`model-opt: ${flags.tritonConfig}: ${n}`, { json: flags.json });
-  }
-  const batching: BatchingSweepOptions['batching'] = {
-    ...base,
-    maxBatchSize: flags.maxBatchSize ?? base.maxBatchSize ?? 32,
-    maxQueueDelayUs: flags.maxQueueDelayUs ?? base.maxQueueDelayUs ?? options.defaultQueueDelayUs ?? DEFAULT_QUEUE_DELAY_US,
-    instances: flags.instances ?? base.instances ?? 1,
+/** The settings flags as the workflows' typed options (picked one by one: a command's other flags stay out). */
+export function batcherSettingsFromFlags(flags: BatchingFlags): BatcherSettingOptions {
+  const { maxBatchSize, preferred, maxQueueDelayUs, maxQueueSize, instances, preserveOrdering, sloP99, tritonConfig } = flags;
+  return { maxBatchSize, preferred, maxQueueDelayUs, maxQueueSize, instances, preserveOrdering, sloP99, tritonConfig };
+}
+
+/** The request and runtime flags as the workflows' typed options (`--shape` parsed here, once). */
+export async function runOptionsFromFlags(flags: CommonRunFlags): Promise<BatchingRunOptions> {
+  const { parseShapeOverrides } = await import('../ir/io-spec.js');
+  return {
+    data: flags.data,
+    threads: flags.threads,
+    shapes: flags.shape ? parseShapeOverrides(flags.shape.join(',')) : undefined,
+    inputValues: flags.input,
+    providers: flags.provider,
+    seed: flags.seed,
   };
-  const preferred = flags.preferred ?? base.preferredBatchSizes;
-  if (preferred) batching.preferredBatchSizes = preferred;
-  if (flags.maxQueueSize !== undefined) batching.maxQueueSize = flags.maxQueueSize;
-  if (flags.preserveOrdering) batching.preserveOrdering = true;
-  const { validateBatcherConfig } = await import('../serve/batcher.js');
-  validateBatcherConfig(batching);
-  const loads: BatchingSweepOptions['loads'] = flags.requestRate
-    ? flags.requestRate.map((rate) => ({ kind: 'rate' as const, rate, arrivals: flags.arrivals ?? 'poisson' }))
-    : (flags.concurrency ?? (flags.sloP99 !== undefined ? [] : [1, 4, 16])).map((concurrency) => ({ kind: 'concurrency' as const, concurrency }));
-  const sweep: BatchingSweepOptions = {
+}
+
+/** The batching benchmark's typed options from its flags. */
+export async function batchingOptionsFromFlags(model: string, flags: BatchingFlags & CommonRunFlags): Promise<DynamicBatchingOptions> {
+  const { requestRate, arrivals, concurrency, windowMs, maxWindows, baseline } = flags;
+  return {
     model,
-    label: model,
-    batching,
-    loads,
-    compareUnbatched: flags.baseline !== false,
-    measurement: {
-      ...(flags.windowMs ? { windowMs: flags.windowMs } : {}),
-      ...(flags.maxWindows ? { maxWindows: flags.maxWindows } : {}),
-    },
-    runner: {
-      ...(flags.threads ? { intraOpThreads: flags.threads } : {}),
-      ...(flags.provider ? { executionProviders: flags.provider } : {}),
-    },
-    ...(flags.seed !== undefined ? { seed: flags.seed } : {}),
-    ...(flags.sloP99 !== undefined ? { sloP99Ms: flags.sloP99 } : {}),
-    ...(simulationNotes.length ? { notes: simulationNotes } : {}),
+    ...batcherSettingsFromFlags(flags),
+    ...(await runOptionsFromFlags(flags)),
+    requestRate,
+    arrivals,
+    concurrency,
+    windowMs,
+    maxWindows,
+    baseline,
   };
-  if (flags.shape) {
-    const { parseShapeOverrides } = await import('../ir/io-spec.js');
-    sweep.shapeOverrides = parseShapeOverrides(flags.shape.join(','));
-  }
-  if (flags.input) sweep.constants = flags.input;
-  if (flags.data) {
-    const [{ loadDataset }, { loadModel }, { modelInputSpecs }] = await Promise.all([
-      import('../data/index.js'),
-      import('../onnx/index.js'),
-      import('../ir/io-spec.js'),
-    ]);
-    sweep.dataset = await loadDataset(flags.data, modelInputSpecs(await loadModel(model)), { constants: flags.input });
-  }
-  return sweep;
 }
 
-export function readText(file: string): string {
+/**
+ * Run a batching workflow under a spinner (stderr, terminal only): progress on the spinner, notes
+ * on stderr (the spinner stopped first, silent under --json and --quiet); the spinner ends with it.
+ */
+export async function withBatchingEvents<T>(flags: { json?: boolean }, run: (events: BatchingEvents) => Promise<T>): Promise<T> {
+  const progress = await createProgress({ json: flags.json });
   try {
-    return fs.readFileSync(file, 'utf8');
-  } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    throw new UsageError(`${file}: cannot read (${code === 'ENOENT' ? 'no such file' : (code ?? String(e))})`);
-  }
-}
-
-export async function sweepWithProgress(options: BatchingSweepOptions, json: boolean | undefined): Promise<BatchingSweepResult> {
-  const { runBatchingSweep } = await import('../serve/index.js');
-  const progress = await createProgress({ json });
-  try {
-    return await runBatchingSweep(options, { onProgress: (e) => progress.update(`${e.message} (${e.done}/${e.total})`) });
+    return await run({
+      onProgress: (message) => progress.update(message),
+      onNote: (message) => {
+        progress.stop();
+        note(`model-opt: ${message}`, flags);
+      },
+    });
   } finally {
     progress.stop();
   }
@@ -200,12 +153,13 @@ export async function sweepWithProgress(options: BatchingSweepOptions, json: boo
  */
 export async function runBatchingBenchmark(model: string, flags: BatchingFlags & CommonRunFlags): Promise<number> {
   const plotPath = flags.plot ? checkOutputPath(flags.plot, [model, ...(flags.data ? [flags.data] : [])], '--plot') : undefined;
-  const options = await batchingSweepOptionsFromFlags(model, flags);
-  const result = await sweepWithProgress(options, flags.json);
-  const [{ renderBatchingTable, renderBatchingJson }, { renderBatchingPlot }] = await Promise.all([
+  const options = await batchingOptionsFromFlags(model, flags);
+  const [{ dynamicBatchingWorkflow }, { renderBatchingTable, renderBatchingJson }, { renderBatchingPlot }] = await Promise.all([
+    import('../app/dynamic-batching.js'),
     import('../report/batching-table.js'),
     import('../report/batching-plot.js'),
   ]);
+  const result = await withBatchingEvents(flags, (events) => dynamicBatchingWorkflow(options, events));
   if (flags.json) process.stdout.write(renderBatchingJson(result));
   else process.stdout.write(renderBatchingTable(result, { color: colorEnabled(process.stdout) }));
   if (plotPath) {

@@ -13,7 +13,7 @@ import { createProgress, printJson, reportError, runCommand, workflowEvents, wri
 import { sharedOption, type InputValueFlags } from './options.js';
 import { parseAccuracyBudget, parseFraction, parseNumber, parsePositiveInt, parsePositiveNumber } from './parsers.js';
 import { helpExamples } from './examples.js';
-import type { OptimizeObjective, OptimizeOptions } from '../app/optimize.js';
+import type { OptimizeObjective } from '../app/optimize.js';
 import type { AccuracyBudget } from '../benchmark/types.js';
 
 export const OPTIMIZE_JSON_SCHEMA_VERSION = 1;
@@ -53,11 +53,6 @@ export function parseDuration(value: string): number {
   const unit = { ms: 1, s: 1000, m: 60_000, min: 60_000, h: 3_600_000 }[match[2] ?? 's']!;
   if (Number(match[1]) === 0) throw new InvalidArgumentError(`expected a duration above 0, like 10m, 90s or 1h, got '${value}'`);
   return Number(match[1]) * unit;
-}
-
-/** A recipe's record keyed by names from the file, as a null-prototype record. */
-function nullProto<T>(record: Record<string, T> | undefined): Record<string, T> | undefined {
-  return record ? Object.assign(Object.create(null) as Record<string, T>, record) : undefined;
 }
 
 export function registerOptimize(program: Command): void {
@@ -115,7 +110,7 @@ export function registerOptimize(program: Command): void {
 }
 
 async function optimizeAction(modelPath: string, flags: OptimizeFlags, command: Command): Promise<number> {
-  const [{ checkOutputPath }, { parseShapeOverrides }, { readRecipe }, { parseFeedback }] = await Promise.all([
+  const [{ checkOutputPath }, { parseShapeOverrides }, { readRecipe, withRecipe }, { parseFeedback }] = await Promise.all([
     import('../app/output-path.js'),
     import('../ir/io-spec.js'),
     import('../app/optimize-recipe.js'),
@@ -128,42 +123,35 @@ async function optimizeAction(modelPath: string, flags: OptimizeFlags, command: 
   ] as const)
     if (file) checkOutputPath(file, inputs, flag);
   const recipe = flags.recipe ? readRecipe(flags.recipe) : undefined;
-  const given = (name: string): boolean => command.getOptionValueSource(name) === 'cli';
-  let maxAccuracyDrop = flags.maxAccuracyDrop;
-  if (!maxAccuracyDrop && recipe?.budget?.maxAccuracyDrop) {
-    try {
-      maxAccuracyDrop = parseAccuracyBudget(recipe.budget.maxAccuracyDrop);
-    } catch (error) {
-      throw new UsageError(`${flags.recipe}: $.budget.maxAccuracyDrop: ${(error as Error).message}`);
-    }
-  }
-  const options: OptimizeOptions = {
-    model: modelPath,
-    output: flags.output,
-    calibrationData: flags.calibrationData ?? recipe?.data?.calibration,
-    calibrationCount: flags.calibrationCount ?? recipe?.data?.calibrationCount,
-    evalData: flags.evalData ?? recipe?.data?.eval,
-    trainData: flags.trainData,
-    minSqnrDb: flags.minSqnr ?? recipe?.budget?.minSqnrDb,
-    minTop1Agreement: flags.minAgreement ?? recipe?.budget?.minTop1Agreement,
-    maxAccuracyDrop,
-    metric: flags.metric ?? recipe?.budget?.metric,
-    outputName: flags.outputName,
-    objective: flags.objective ?? recipe?.objective,
-    batchSize: flags.batchSize ?? recipe?.batchSize,
-    threads: flags.threads ?? recipe?.threads,
-    providers: flags.provider ?? recipe?.providers,
-    iterations: flags.iterations ?? recipe?.iterations,
-    timeBudgetMs: flags.timeBudget ?? (recipe?.timeBudgetSeconds !== undefined ? recipe.timeBudgetSeconds * 1000 : undefined),
-    regionSearch: given('regionSearch') ? flags.regionSearch : recipe ? (recipe.regionSearch ?? false) : true,
-    minSpeedup: flags.minSpeedup ?? recipe?.gates?.minSpeedup,
-    candidates: recipe?.candidates,
-    select: recipe?.select,
-    shapes: flags.shape ? parseShapeOverrides(flags.shape.join(',')) : nullProto(recipe?.data?.shapes),
-    inputValues: flags.input ?? nullProto(recipe?.data?.inputs),
-    feedback: (flags.feedback ?? recipe?.data?.feedback)?.map(parseFeedback),
-    recipePath: flags.recipe,
-  };
+  // Flags win over the recipe; `--no-region-search` counts only when typed (its default is on).
+  const options = withRecipe(
+    {
+      model: modelPath,
+      output: flags.output,
+      calibrationData: flags.calibrationData,
+      calibrationCount: flags.calibrationCount,
+      evalData: flags.evalData,
+      trainData: flags.trainData,
+      minSqnrDb: flags.minSqnr,
+      minTop1Agreement: flags.minAgreement,
+      maxAccuracyDrop: flags.maxAccuracyDrop,
+      metric: flags.metric,
+      outputName: flags.outputName,
+      objective: flags.objective,
+      batchSize: flags.batchSize,
+      threads: flags.threads,
+      providers: flags.provider,
+      iterations: flags.iterations,
+      timeBudgetMs: flags.timeBudget,
+      regionSearch: command.getOptionValueSource('regionSearch') === 'cli' ? flags.regionSearch : undefined,
+      minSpeedup: flags.minSpeedup,
+      shapes: flags.shape ? parseShapeOverrides(flags.shape.join(',')) : undefined,
+      inputValues: flags.input,
+      feedback: flags.feedback?.map(parseFeedback),
+      recipePath: flags.recipe,
+    },
+    recipe,
+  );
   if (options.maxAccuracyDrop && !options.evalData) throw new UsageError('--max-accuracy-drop needs --eval-data <labelled data>');
   const [app, summary] = await Promise.all([import('../app/optimize.js'), import('../report/optimize-summary.js')]);
   const progress = await createProgress({ json: flags.json });

@@ -2,12 +2,13 @@
  * Option parsers (commander argParsers): turn a flag's text into a typed value, once, at the edge;
  * a bad value throws InvalidArgumentError with a one-line message (exit 2). Also the check of
  * names that must come from a known list (op types), with a did-you-mean.
- * May import: commander, errors, util, bench types (the accuracy budget).
+ * May import: commander, errors, util, metrics/accuracy-budget (its text parser), bench types (the accuracy budget).
  */
 import { InvalidArgumentError } from 'commander';
 import type { AccuracyBudget } from '../benchmark/types.js';
 import { UsageError } from '../errors.js';
 import { didYouMean } from '../util/did-you-mean.js';
+import { parseAccuracyBudgetText } from '../metrics/accuracy-budget.js';
 
 export function parsePositiveInt(value: string): number {
   const n = Number(value);
@@ -97,14 +98,14 @@ const bareBudgets = new WeakMap<AccuracyBudget, string>();
  * number below 1 is kept as points but marked for a warning (see bareBudgets).
  */
 export function parseAccuracyBudget(value: string): AccuracyBudget {
-  const text = value.trim();
-  const match = /^(\d+(?:\.\d+)?)\s*(pt|pts|%)?$/.exec(text);
-  if (!match) throw new InvalidArgumentError(`expected an accuracy drop like '0.5pt' or '1%', got '${value}'`);
-  const n = Number(match[1]);
-  // A drop beyond 100 points (or 100%) can never happen: such a gate means nothing.
-  if (n > 100) throw new InvalidArgumentError(`an accuracy drop of ${text} can never happen (at most 100${match[2] === '%' ? '%' : 'pt'}); got '${value}'`);
-  const budget: AccuracyBudget = match[2] === '%' ? { kind: 'relative', value: n / 100 } : { kind: 'points', value: n };
-  if (match[2] === undefined && n > 0 && n < 1) bareBudgets.set(budget, text);
+  let parsed: ReturnType<typeof parseAccuracyBudgetText>;
+  try {
+    parsed = parseAccuracyBudgetText(value);
+  } catch (error) {
+    throw new InvalidArgumentError((error as Error).message);
+  }
+  const { budget, bare } = parsed;
+  if (bare && budget.value > 0 && budget.value < 1) bareBudgets.set(budget, value.trim());
   return budget;
 }
 

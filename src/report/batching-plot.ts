@@ -2,11 +2,15 @@
  * The latency-versus-throughput plot of a batching sweep as a self-contained SVG (hand-written,
  * no dependency): x = throughput (requests/s), y = p99 latency (ms), one line per series (with and
  * without batching; the SLO search's recommended and unbatched candidates when there was a search)
- * and the p99 target as a dashed line. Pure function of the result. Imports serve types only.
+ * and the p99 target as a dashed line, drawn with report/svg-plot's pieces. Pure function of the
+ * result. May import: report/svg-plot, serve (types, describeSetting).
  */
 import type { LoadMeasurement } from '../serve/load-generator.js';
 import { describeSetting } from '../serve/slo-search.js';
 import type { BatchingSweepResult } from '../serve/sweep.js';
+import { axes, coordinate as f, escapeXml, horizontalGridLine, niceTicks, plotArea, referenceLine, svgEnd, svgStart } from './svg-plot.js';
+
+export { niceTicks } from './svg-plot.js';
 
 export interface PlotSeries {
   label: string;
@@ -15,22 +19,6 @@ export interface PlotSeries {
 }
 
 const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b'];
-
-function escapeXml(s: string): string {
-  return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
-}
-
-/** Round tick steps: 1, 2, 5 x 10^k, about `count` ticks over [0, max]. */
-export function niceTicks(max: number, count = 5): number[] {
-  if (!(max > 0)) return [0, 1];
-  const raw = max / count;
-  const mag = 10 ** Math.floor(Math.log10(raw));
-  const step = [1, 2, 5, 10].map((m) => m * mag).find((s) => s >= raw)!;
-  const ticks: number[] = [];
-  for (let v = 0; v <= max + step * 1e-9; v += step) ticks.push(Number(v.toPrecision(12)));
-  if (ticks[ticks.length - 1]! < max) ticks.push(Number((ticks[ticks.length - 1]! + step).toPrecision(12)));
-  return ticks;
-}
 
 function tickLabel(v: number): string {
   if (v === 0) return '0';
@@ -69,11 +57,8 @@ export function sweepSeries(result: BatchingSweepResult): PlotSeries[] {
 }
 
 export function renderLatencyThroughputSvg(series: PlotSeries[], options: { title?: string; sloP99Ms?: number; width?: number; height?: number } = {}): string {
-  const width = options.width ?? 720;
-  const height = options.height ?? 460;
-  const m = { left: 70, right: 20, top: 40, bottom: 60 };
-  const w = width - m.left - m.right;
-  const h = height - m.top - m.bottom;
+  const area = plotArea(options.width ?? 720, options.height ?? 460, { left: 70, right: 20, top: 40, bottom: 60 });
+  const { margin: m, w, h } = area;
   const all = series.flatMap((s) => s.points);
   const maxX = Math.max(1, ...all.map((p) => p.throughput));
   // Keep the plot readable when an overloaded point's latency explodes: cap at 4x the target.
@@ -85,29 +70,14 @@ export function renderLatencyThroughputSvg(series: PlotSeries[], options: { titl
   const yMax = yt[yt.length - 1]!;
   const X = (v: number): number => m.left + (v / xMax) * w;
   const Y = (v: number): number => m.top + h - (Math.min(v, yMax) / yMax) * h;
-  const f = (n: number): string => n.toFixed(1);
-  const out: string[] = [];
-  out.push(
-    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="12">`,
-  );
-  out.push(`<rect width="${width}" height="${height}" fill="white"/>`);
-  if (options.title) out.push(`<text x="${width / 2}" y="22" text-anchor="middle" font-size="15">${escapeXml(options.title)}</text>`);
+  const out = svgStart(area, options.title);
   for (const v of xt) {
     out.push(`<line x1="${f(X(v))}" y1="${m.top}" x2="${f(X(v))}" y2="${m.top + h}" stroke="#eee"/>`);
     out.push(`<text x="${f(X(v))}" y="${m.top + h + 18}" text-anchor="middle">${tickLabel(v)}</text>`);
   }
-  for (const v of yt) {
-    out.push(`<line x1="${m.left}" y1="${f(Y(v))}" x2="${m.left + w}" y2="${f(Y(v))}" stroke="#eee"/>`);
-    out.push(`<text x="${m.left - 8}" y="${f(Y(v) + 4)}" text-anchor="end">${tickLabel(v)}</text>`);
-  }
-  out.push(`<line x1="${m.left}" y1="${m.top + h}" x2="${m.left + w}" y2="${m.top + h}" stroke="black"/>`);
-  out.push(`<line x1="${m.left}" y1="${m.top}" x2="${m.left}" y2="${m.top + h}" stroke="black"/>`);
-  out.push(`<text x="${m.left + w / 2}" y="${height - 18}" text-anchor="middle">throughput (requests/s)</text>`);
-  out.push(`<text x="18" y="${m.top + h / 2}" text-anchor="middle" transform="rotate(-90 18 ${m.top + h / 2})">p99 latency (ms)</text>`);
-  if (options.sloP99Ms !== undefined) {
-    out.push(`<line x1="${m.left}" y1="${f(Y(options.sloP99Ms))}" x2="${m.left + w}" y2="${f(Y(options.sloP99Ms))}" stroke="#555" stroke-dasharray="6 4"/>`);
-    out.push(`<text x="${m.left + w - 4}" y="${f(Y(options.sloP99Ms) - 5)}" text-anchor="end" fill="#555">p99 target ${options.sloP99Ms} ms</text>`);
-  }
+  for (const v of yt) out.push(...horizontalGridLine(area, Y(v), tickLabel(v)));
+  out.push(...axes(area, 'throughput (requests/s)', 'p99 latency (ms)'));
+  if (options.sloP99Ms !== undefined) out.push(...referenceLine(area, Y(options.sloP99Ms), `p99 target ${options.sloP99Ms} ms`));
   series.forEach((s, i) => {
     const color = COLORS[i % COLORS.length]!;
     // Load order, not throughput order: past saturation throughput can fall as load rises, and the
@@ -124,8 +94,7 @@ export function renderLatencyThroughputSvg(series: PlotSeries[], options: { titl
     out.push(`<rect x="${m.left + 12}" y="${ly - 8}" width="14" height="4" fill="${color}"/>`);
     out.push(`<text x="${m.left + 32}" y="${ly}">${escapeXml(s.label)}</text>`);
   });
-  out.push('</svg>');
-  return `${out.join('\n')}\n`;
+  return svgEnd(out);
 }
 
 /** The plot for a sweep result. */

@@ -4,15 +4,13 @@
  * the worst SQNR in dB, capped), y = median speed-up over FP32 with its 95% interval as a bar, one
  * point per measured candidate, FP32 at (0 or the cap, 1.0), the Pareto front (no other candidate
  * both faster and closer to FP32) as a line, and the chosen candidate ringed. Pure.
- * May import: report/batching-plot (ticks), app result types.
+ * May import: report/svg-plot (the plot's frame), app result types.
  */
 import type { OptimizeResult } from '../app/optimize.js';
-import { niceTicks } from './batching-plot.js';
+import { axes, coordinate as f, escapeXml as esc, horizontalGridLine, niceTicks, plotArea, referenceLine, svgEnd, svgStart } from './svg-plot.js';
 
 /** SQNR above this reads as 'as good as FP32' on the plot. */
 const SQNR_CAP_DB = 60;
-
-const esc = (s: string): string => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
 
 export interface PlotPoint {
   name: string;
@@ -45,11 +43,8 @@ export function paretoFront(points: readonly PlotPoint[]): PlotPoint[] {
 }
 
 export function renderOptimizePlot(result: OptimizeResult, options: { width?: number; height?: number } = {}): string {
-  const width = options.width ?? 720;
-  const height = options.height ?? 460;
-  const m = { left: 70, right: 30, top: 40, bottom: 60 };
-  const w = width - m.left - m.right;
-  const h = height - m.top - m.bottom;
+  const area = plotArea(options.width ?? 720, options.height ?? 460, { left: 70, right: 30, top: 40, bottom: 60 });
+  const { margin: m, w, h } = area;
   const { points, axis } = plotPoints(result);
   const fs = points.map((p) => p.fidelity);
   let minX = Math.min(...fs);
@@ -61,31 +56,14 @@ export function renderOptimizePlot(result: OptimizeResult, options: { width?: nu
   const yMax = yt[yt.length - 1]!;
   const X = (v: number): number => m.left + ((v - minX) / (maxX - minX)) * w;
   const Y = (v: number): number => m.top + h - (Math.min(v, yMax) / yMax) * h;
-  const f = (n: number): string => n.toFixed(1);
-  const out: string[] = [];
-  out.push(
-    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="12">`,
-  );
-  out.push(`<rect width="${width}" height="${height}" fill="white"/>`);
-  out.push(
-    `<text x="${width / 2}" y="22" text-anchor="middle" font-size="15">${esc(`${result.input.path}: speed-up vs fidelity (batch ${result.settings.batchSize ?? '-'}, ${result.settings.threads} thread(s))`)}</text>`,
-  );
-  for (const v of yt) {
-    out.push(`<line x1="${m.left}" y1="${f(Y(v))}" x2="${m.left + w}" y2="${f(Y(v))}" stroke="#eee"/>`);
-    out.push(`<text x="${m.left - 8}" y="${f(Y(v) + 4)}" text-anchor="end">${Number(v.toPrecision(3))}x</text>`);
-  }
+  const out = svgStart(area, `${result.input.path}: speed-up vs fidelity (batch ${result.settings.batchSize ?? '-'}, ${result.settings.threads} thread(s))`);
+  for (const v of yt) out.push(...horizontalGridLine(area, Y(v), `${Number(v.toPrecision(3))}x`));
   for (let i = 0; i <= 5; i++) {
     const v = minX + ((maxX - minX) * i) / 5;
     out.push(`<text x="${f(X(v))}" y="${m.top + h + 18}" text-anchor="middle">${Number(v.toPrecision(3))}</text>`);
   }
-  out.push(`<line x1="${m.left}" y1="${f(Y(1))}" x2="${m.left + w}" y2="${f(Y(1))}" stroke="#555" stroke-dasharray="6 4"/>`);
-  out.push(`<text x="${m.left + w - 4}" y="${f(Y(1) - 5)}" text-anchor="end" fill="#555">FP32 (1.0x)</text>`);
-  out.push(`<line x1="${m.left}" y1="${m.top + h}" x2="${m.left + w}" y2="${m.top + h}" stroke="black"/>`);
-  out.push(`<line x1="${m.left}" y1="${m.top}" x2="${m.left}" y2="${m.top + h}" stroke="black"/>`);
-  out.push(`<text x="${m.left + w / 2}" y="${height - 18}" text-anchor="middle">${esc(axis)} (right is closer to FP32)</text>`);
-  out.push(
-    `<text x="18" y="${m.top + h / 2}" text-anchor="middle" transform="rotate(-90 18 ${m.top + h / 2})">speed-up over FP32 (median, 95% interval)</text>`,
-  );
+  out.push(...referenceLine(area, Y(1), 'FP32 (1.0x)'));
+  out.push(...axes(area, `${esc(axis)} (right is closer to FP32)`, 'speed-up over FP32 (median, 95% interval)'));
   const front = paretoFront(points);
   out.push(`<polyline fill="none" stroke="#2ca02c" stroke-width="2" points="${front.map((p) => `${f(X(p.fidelity))},${f(Y(p.speedup))}`).join(' ')}"/>`);
   for (const p of points) {
@@ -101,6 +79,5 @@ export function renderOptimizePlot(result: OptimizeResult, options: { width?: nu
   out.push(
     `<circle cx="${m.left + 19}" cy="${m.top + 24}" r="6" fill="none" stroke="#d62728" stroke-width="2"/><text x="${m.left + 32}" y="${m.top + 28}">written</text>`,
   );
-  out.push('</svg>');
-  return `${out.join('\n')}\n`;
+  return svgEnd(out);
 }
