@@ -59,7 +59,7 @@ export interface QdqOptions {
   /**
    * A bias that does not fit int32 at input scale x weight scale: 'scale' (default) enlarges the
    * weight scale of its channel until it fits; 'clamp' clamps the bias (the old behaviour, kept to
-   * measure what it cost: bench/bias-overflow.mjs).
+   * measure what it cost: docs/quantize.md, "What clamping cost").
    */
   biasOverflow?: 'scale' | 'clamp';
 }
