@@ -7,7 +7,7 @@
 //   node bin/model-opt.js quantize fixtures/fashion-cnn.onnx -o out/int8-img.onnx --calibration-data out/calib-images
 import { mkdirSync, writeFileSync, rmSync } from 'node:fs';
 import { PNG } from 'pngjs';
-import { dist } from './quantize-common.mjs';
+import { dist } from './common.mjs';
 
 const { loadDataset } = await import(dist('data/index.js'));
 const { modelInputSpecs } = await import(dist('runtime/index.js'));

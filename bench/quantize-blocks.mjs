@@ -70,12 +70,11 @@
 //   npm run build && node bench/quantize-blocks.mjs <model> [iterations] [args]
 //     <model>: unet|encoder|c2f|mnv3|effnet|keras|densenet|resnext|detector|stem16|grouped|resnet20|yolo
 //              (iterations=200) | resnet18|mobilenetv2|stems|mlp|lstm|attention (as above)
-// KEEP_MODELS=<dir> keeps the written variants (compareVariants in quantize-common.mjs).
+// KEEP_MODELS=<dir> keeps the written variants (compareVariants in common.mjs).
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { compareVariants, dist, load } from './quantize-common.mjs';
-import { encoderBlocks } from './encoder-blocks.mjs';
+import { compareVariants, dist, encoderBlocks, load } from './common.mjs';
 
 const { DataType, GraphBuilder } = await import(dist('ir/index.js'));
 const { quantizeInt8 } = await import(dist('passes/quantize/index.js'));
@@ -117,7 +116,7 @@ function unet() {
   return { model: b.build(), dims: [3, 64, 64] };
 }
 
-/** The shared encoder stand-in (./encoder-blocks.mjs), drawing its weights from this script's stream. */
+/** The shared encoder stand-in (encoderBlocks of ./common.mjs), drawing its weights from this script's stream. */
 const encoder = () => encoderBlocks({ GraphBuilder, DataType }, floats);
 
 function c2f() {
