@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Calibration speed and memory (issue 21): for the example CNN, a text-recognizer-like stand-in
-// (conv stages + attention at 3x48x320) and a 640x640 detector-like FPN (bench/calibration-stand-ins.mjs;
+// (conv stages + attention at 3x48x320) and a 640x640 detector-like FPN (bench/common.mjs;
 // both 150+ quantizable tensors, large activations, seeded weights), the time of collectStatistics
 // over the int8 plan's tensors against plain onnxruntime inference of the same samples in the same
 // child process, and the child's peak RSS, at the default settings and at batch 1. Both times
@@ -16,8 +16,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { dist, exampleModel, load } from './quantize-common.mjs';
-import { randomDataset, STAND_IN_INPUTS, standIn } from './calibration-stand-ins.mjs';
+import { dist, exampleModel, load, randomDataset, STAND_IN_INPUTS, standIn } from './common.mjs';
 
 const MODELS = ['example', 'text-recognizer', 'fpn'];
 

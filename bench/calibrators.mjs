@@ -11,15 +11,13 @@
 //   effnet   SiLU (x * Sigmoid(x)) and a Sigmoid squeeze-excite gate in every block.
 //   encoder  2 pre-LN transformer layers (d=64, 4 heads, T=16), mean pool, FC 10.
 //   npm run build && node bench/calibrators.mjs [mnv3se|mnv3dec|effnet|encoder|all]
-import { dist } from './quantize-common.mjs';
+import { dist, encoderBlocks } from './common.mjs';
 
 const { DataType, GraphBuilder } = await import(dist('ir/index.js'));
 const { quantizeInt8 } = await import(dist('passes/quantize/index.js'));
 const { createRunner } = await import(dist('runtime/index.js'));
 const { agreement } = await import(dist('metrics/index.js'));
 const { seededRandom } = await import(dist('util/random.js'));
-
-const { encoderBlocks } = await import('./encoder-blocks.mjs');
 
 const which = process.argv[2] ?? 'all';
 

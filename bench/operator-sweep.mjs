@@ -10,7 +10,7 @@
 //   npm run build && node bench/operator-sweep.mjs fp16|int8|int8-all|int8-dynamic [node|pytorch-converted|pytorch-operator|simple] [name regex]
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { dist } from './quantize-common.mjs';
+import { dist } from './common.mjs';
 
 const { loadModel } = await import(dist('onnx/index.js'));
 const { readTestDataSet } = await import(dist('data/index.js'));

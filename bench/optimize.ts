@@ -2,7 +2,7 @@
  * `model-opt optimize` on the example and the stand-ins (issue 16): the fashion CNN (labelled eval
  * data, 0.5 pt budget), the hard-swish/squeeze-excite classifier, the log-mel keyword front end and
  * the CTC recognizer of fixtures/families.ts, and a 2-layer pre-LN transformer encoder block stack
- * (bench/encoder-blocks.mjs, the `encoder` of bench/quantize-blocks.mjs, written to a file here). Each
+ * (encoderBlocks of bench/common.mjs, the `encoder` of bench/quantize-blocks.mjs, written to a file here). Each
  * model and its data are written to OUT (default /tmp/model-opt-bench-optimize); the built CLI runs
  * on them at batch 1, 1 thread; the table of candidates is printed with the command that
  * reproduces it.
@@ -16,7 +16,7 @@ import { DataType, GraphBuilder, type Model } from '../src/ir/index.js';
 import { saveModel } from '../src/onnx/index.js';
 import { writeNpz } from '../src/data/index.js';
 import { seededRandom } from '../src/util/random.js';
-import { encoderBlocks } from './encoder-blocks.mjs';
+import { encoderBlocks } from './common.mjs';
 
 const args = process.argv.slice(2);
 const OUT = args.find((a) => !a.startsWith('--') && !/^\d/.test(a)) ?? '/tmp/model-opt-bench-optimize';

@@ -1,7 +1,9 @@
 #!/usr/bin/env node
-// Static INT8 on blocks the classifier benchmarks do not cover, built with GraphBuilder and
-// seeded weights; 16 random calibration samples; timed with the benchmark library (batch 1,
-// 1 thread, interleaved bursts, median of paired ratios), SQNR of the outputs vs FP32:
+// FP32 against its quantized variants on stand-in models built here with GraphBuilder and seeded
+// weights (nothing to download): one model per run, named by the first argument. Timed with the
+// benchmark library (batch 1, 1 thread, interleaved bursts, median of paired ratios with its
+// bootstrap interval). The blocks below: static INT8, 16 random calibration samples, SQNR of the
+// outputs vs FP32:
 //   unet     3x64x64 -> conv 32 -> conv 64 /2 -> conv 64 -> ConvTranspose 2x2 /2 -> skip Add -> 1x1
 //            conv to 4 channels. Variants: default; ConvTranspose excluded (its float output keeps
 //            the skip Add float too).
@@ -45,9 +47,34 @@
 //            basic residual blocks (16, 32, 64 channels; stride-2 1x1 projections) -> GAP -> Gemm.
 //            The first block's Add reads the float stem's output, which its first conv reads too:
 //            a layout anchor.
-//   npm run build && node bench/quantize-blocks.mjs unet|encoder|c2f|mnv3|effnet|keras|densenet|resnext|detector|stem16|grouped|resnet20|yolo [iterations=200] [args]
-import { compareVariants, dist } from './quantize-common.mjs';
-import { encoderBlocks } from './encoder-blocks.mjs';
+// The models folded in from earlier scripts (issue 29), each with its own arguments and defaults:
+//   resnet18     (was quantize-archs.mjs) RGB 224x224, 7x7/2 stem, MaxPool, 4 stages of 2 basic
+//                blocks, GAP, FC 1000; mobilenetv2: RGB 224x224, 17 inverted residual blocks (ReLU6
+//                as Clip), 1x1 to 1280, GAP, FC 1000. He-initialised weights and BN statistics; the
+//                default INT8 pipeline on 32 random images, the report's decisions and fusion verdict,
+//                FP32 vs INT8 at batch 1 and 4.   [iterations=40] [--min-conv-reduction n]
+//   stems        (was quantize-stems.mjs) stem Conv -> Relu -> Conv 32->32 3x3 -> GAP -> Gemm with
+//                1- or 3-channel inputs and 1x1..7x7 stems, each quantized plain / channel-padded /
+//                stem float, and what the defaults pick.   [iterations=400]
+//   mlp          (was dynamic-mlp.mjs) MLP 784-1024-1024-10: FP32, dynamic INT8 and FP16, plain
+//                interleaved runner loop, median latency at batch 1 and 32.   [--rounds N]
+//   lstm         (was dynamic-lstm.mjs) 80 features -> LSTM(H) -> bidirectional LSTM(H) -> MatMul 32,
+//                one utterance per run; int8-dynamic with and without LSTM, SQNR.
+//                [iterations=200] [hidden=256] [steps=50]
+//   attention    (was dynamic-attention.mjs) a BERT-style encoder as onnxruntime's transformer
+//                optimizer writes it (com.microsoft Attention, Gelu, LayerNormalization), one
+//                sequence of T tokens per run; dynamic INT8 with QAttention and with Attention kept
+//                float; with VOCAB > 0 it starts with EmbedLayerNormalization (a third variant keeps it
+//                float). BERT-base: attention 5 768 12 128 30522.
+//                [iterations=100] [D=256] [layers=4] [T=128] [VOCAB=0]
+//   npm run build && node bench/quantize-blocks.mjs <model> [iterations] [args]
+//     <model>: unet|encoder|c2f|mnv3|effnet|keras|densenet|resnext|detector|stem16|grouped|resnet20|yolo
+//              (iterations=200) | resnet18|mobilenetv2|stems|mlp|lstm|attention (as above)
+// KEEP_MODELS=<dir> keeps the written variants (compareVariants in common.mjs).
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { compareVariants, dist, encoderBlocks, load } from './common.mjs';
 
 const { DataType, GraphBuilder } = await import(dist('ir/index.js'));
 const { quantizeInt8 } = await import(dist('passes/quantize/index.js'));
@@ -55,7 +82,7 @@ const { quantizeDynamic } = await import(dist('passes/quantize/dynamic.js'));
 const { seededRandom } = await import(dist('util/random.js'));
 
 const arch = process.argv[2] ?? 'unet';
-const iterations = Number(process.argv[3] ?? 200);
+const iterations = Number(process.argv[3] ?? 200); // the folded models below read their own defaults
 const r = seededRandom(1);
 const floats = (n, scale, offset = 0) => Float32Array.from({ length: n }, () => (r() * 2 - 1) * scale + offset);
 
@@ -89,7 +116,7 @@ function unet() {
   return { model: b.build(), dims: [3, 64, 64] };
 }
 
-/** The shared encoder stand-in (./encoder-blocks.mjs), drawing its weights from this script's stream. */
+/** The shared encoder stand-in (encoderBlocks of ./common.mjs), drawing its weights from this script's stream. */
 const encoder = () => encoderBlocks({ GraphBuilder, DataType }, floats);
 
 function c2f() {
@@ -560,63 +587,528 @@ function yolo() {
   return { model: b.build(), dims: [3, side, side] };
 }
 
-const builders = { unet, encoder, c2f, mnv3, effnet, keras, densenet, resnext, detector, stem16, grouped, resnet20, yolo };
-if (!builders[arch]) {
-  console.error(`unknown architecture '${arch}' (${Object.keys(builders).join(', ')})`);
-  process.exit(2);
-}
-const { model, dims } = builders[arch]();
-const count = 16;
-const sample = dims.reduce((a, c) => a * c, 1);
-const calibration = {
-  count,
-  inputs: { input: { dtype: DataType.FLOAT, dims: [count, ...dims], data: floats(count * sample, 1) } },
-  source: 'random',
-  notes: [],
-};
-const variants = { 'fp32.onnx': model };
-if (arch === 'unet' || arch === 'c2f') {
-  const excluded = arch === 'unet' ? 'ConvTranspose' : 'Split';
-  variants['int8.onnx'] = (await quantizeInt8(model, { calibration })).model;
-  variants[`int8-no-${excluded.toLowerCase()}.onnx`] = (await quantizeInt8(model, { calibration, excludeOpTypes: [excluded] })).model;
-} else if (arch === 'mnv3' || arch === 'effnet') {
-  const { model: q, report } = await quantizeInt8(model, { calibration });
-  console.log(`static INT8 note: ${report.notes.join(' ').slice(0, 120)}...`);
-  variants['int8.onnx'] = q;
-} else if (arch !== 'encoder') {
-  const { model: q, report } = await quantizeInt8(model, { calibration });
-  const pre = report.preprocess;
-  console.log(
-    `pre-processing: ${pre.padsFolded.length} Pad, ${pre.affineFolded.length} Mul/Add, ${pre.batchNormsFolded.length} BN folded; ${pre.batchNormsToConv.length} BN -> depthwise Conv; ${pre.reduceMeansToPool.length} ReduceMean -> GAP; ${pre.matMulAddFused.length} MatMul + Add -> Gemm`,
-  );
-  console.log(`left float: ${report.qdq.skipped.map((k) => `${k.node} (${k.reason.slice(0, 60)})`).join('; ') || 'none'}`);
-  variants['int8.onnx'] = q;
-  if (arch === 'resnext' || arch === 'stem16' || arch === 'grouped')
-    variants['int8-rules-off.onnx'] = (await quantizeInt8(model, { calibration, minConvReduction: 0 })).model;
-  console.log(`layout anchors: ${report.qdq.layoutAnchors.map((a) => `${a.tensor} for ${a.enables.join(', ')}`).join('; ') || 'none'}`);
-  if (report.qdq.layoutAnchors.length > 0) {
-    variants['int8-no-anchors.onnx'] = (await quantizeInt8(model, { calibration, layoutAnchors: false })).model;
+/** The blocks above: static INT8 variants against FP32 with compareVariants. */
+async function block() {
+  const builders = { unet, encoder, c2f, mnv3, effnet, keras, densenet, resnext, detector, stem16, grouped, resnet20, yolo };
+  if (!builders[arch]) {
+    console.error(`unknown model '${arch}' (${[...Object.keys(builders), ...Object.keys(scripts)].join(', ')})`);
+    process.exit(2);
   }
-} else {
-  const { model: q, report } = await quantizeInt8(model, { calibration });
-  console.log(`static INT8 note: ${report.notes.join(' ').slice(0, 120)}...`);
-  variants['int8.onnx'] = q;
-  variants['int8-dynamic.onnx'] = quantizeDynamic(model).model;
+  const { model, dims } = builders[arch]();
+  const count = 16;
+  const sample = dims.reduce((a, c) => a * c, 1);
+  const calibration = {
+    count,
+    inputs: { input: { dtype: DataType.FLOAT, dims: [count, ...dims], data: floats(count * sample, 1) } },
+    source: 'random',
+    notes: [],
+  };
+  const variants = { 'fp32.onnx': model };
+  if (arch === 'unet' || arch === 'c2f') {
+    const excluded = arch === 'unet' ? 'ConvTranspose' : 'Split';
+    variants['int8.onnx'] = (await quantizeInt8(model, { calibration })).model;
+    variants[`int8-no-${excluded.toLowerCase()}.onnx`] = (await quantizeInt8(model, { calibration, excludeOpTypes: [excluded] })).model;
+  } else if (arch === 'mnv3' || arch === 'effnet') {
+    const { model: q, report } = await quantizeInt8(model, { calibration });
+    console.log(`static INT8 note: ${report.notes.join(' ').slice(0, 120)}...`);
+    variants['int8.onnx'] = q;
+  } else if (arch !== 'encoder') {
+    const { model: q, report } = await quantizeInt8(model, { calibration });
+    const pre = report.preprocess;
+    console.log(
+      `pre-processing: ${pre.padsFolded.length} Pad, ${pre.affineFolded.length} Mul/Add, ${pre.batchNormsFolded.length} BN folded; ${pre.batchNormsToConv.length} BN -> depthwise Conv; ${pre.reduceMeansToPool.length} ReduceMean -> GAP; ${pre.matMulAddFused.length} MatMul + Add -> Gemm`,
+    );
+    console.log(`left float: ${report.qdq.skipped.map((k) => `${k.node} (${k.reason.slice(0, 60)})`).join('; ') || 'none'}`);
+    variants['int8.onnx'] = q;
+    if (arch === 'resnext' || arch === 'stem16' || arch === 'grouped')
+      variants['int8-rules-off.onnx'] = (await quantizeInt8(model, { calibration, minConvReduction: 0 })).model;
+    console.log(`layout anchors: ${report.qdq.layoutAnchors.map((a) => `${a.tensor} for ${a.enables.join(', ')}`).join('; ') || 'none'}`);
+    if (report.qdq.layoutAnchors.length > 0) {
+      variants['int8-no-anchors.onnx'] = (await quantizeInt8(model, { calibration, layoutAnchors: false })).model;
+    }
+  } else {
+    const { model: q, report } = await quantizeInt8(model, { calibration });
+    console.log(`static INT8 note: ${report.notes.join(' ').slice(0, 120)}...`);
+    variants['int8.onnx'] = q;
+    variants['int8-dynamic.onnx'] = quantizeDynamic(model).model;
+  }
+
+  const outputs = await compareVariants(
+    variants,
+    { input: { dtype: DataType.FLOAT, dims: [count, ...dims], data: calibration.inputs.input.data } },
+    {
+      iterations,
+      batchSizes: [1],
+      title: `${arch}: batch 1, 1 thread, ${iterations} interleaved runs per model`,
+    },
+  );
+  if (arch === 'detector') {
+    // Class scores: channels 4..13 of every sample's [14, 64] output.
+    const [ref, got] = [outputs['fp32.onnx'], outputs['int8.onnx']];
+    let worst = 0;
+    for (let n = 0; n < count; n++) for (let i = 4 * 64; i < 14 * 64; i++) worst = Math.max(worst, Math.abs(ref[n * 896 + i] - got[n * 896 + i]));
+    console.log(`  class scores: max |INT8 - FP32| ${worst.toFixed(4)} (scores in [0, 1])`);
+  }
 }
 
-const outputs = await compareVariants(
-  variants,
-  { input: { dtype: DataType.FLOAT, dims: [count, ...dims], data: calibration.inputs.input.data } },
-  {
+/** resnet18 | mobilenetv2 (formerly bench/quantize-archs.mjs): the default INT8 pipeline on the published architectures. */
+async function classifier() {
+  const args = process.argv.slice(2);
+  const mcrAt = args.indexOf('--min-conv-reduction');
+  const minConvReduction = mcrAt >= 0 ? Number(args.splice(mcrAt, 2)[1]) : undefined;
+  const arch = args[0];
+  const iterations = Number(args[1] ?? 40);
+  const mods = await load();
+  const { benchmark } = await import(dist('benchmark/index.js'));
+  const { seededRandom } = await import(dist('util/random.js'));
+  const { GraphBuilder, DataType } = mods.ir;
+
+  /**
+   * A seeded RGB 224x224 classifier: `body(x, convBn)` builds the feature extractor and returns its
+   * output and channel count; GAP, Flatten and FC 1000 follow. convBn(x, cin, cout, k, stride, act,
+   * group) is Conv + BatchNorm (+ Relu, or ReLU6 as Clip) with He-initialised weights.
+   */
+  function classifier(seed, body) {
+    const r = seededRandom(seed);
+    const floats = (n, scale, offset = 0) => Float32Array.from({ length: n }, () => (r() * 2 - 1) * scale + offset);
+    const b = new GraphBuilder({ opset: 17 });
+    let n = 0;
+    const convBn = (x, cin, cout, k, stride, act, group = 1) => {
+      const name = `conv${n++}`;
+      const p = (k - 1) / 2;
+      const w = b.initializer(
+        `${name}.w`,
+        DataType.FLOAT,
+        [cout, cin / group, k, k],
+        floats((cout * cin * k * k) / group, Math.sqrt(6 / ((cin / group) * k * k))),
+      );
+      const c = b.node('Conv', [x, w], { pads: [p, p, p, p], strides: [stride, stride], group }, { name });
+      const bn = (key, s, o) => b.initializer(`${name}.bn.${key}`, DataType.FLOAT, [cout], floats(cout, s, o));
+      const y = b.node('BatchNormalization', [c, bn('g', 0.2, 1), bn('b', 0.1), bn('m', 0.1), bn('v', 0.2, 1)], { epsilon: 1e-5 }, { name: `${name}.bn` });
+      if (act === 'relu') return b.node('Relu', [y]);
+      if (act !== 'relu6') return y;
+      const lo = b.initializer(`${name}.lo`, DataType.FLOAT, [], Float32Array.of(0));
+      const hi = b.initializer(`${name}.hi`, DataType.FLOAT, [], Float32Array.of(6));
+      return b.node('Clip', [y, lo, hi]);
+    };
+    const [features, channels] = body(b, b.input('input', DataType.FLOAT, ['N', 3, 224, 224]), convBn);
+    const flat = b.node('Flatten', [b.node('GlobalAveragePool', [features])], { axis: 1 });
+    const fc = [
+      b.initializer('fc.w', DataType.FLOAT, [1000, channels], floats(1000 * channels, 0.05)),
+      b.initializer('fc.b', DataType.FLOAT, [1000], floats(1000, 0.01)),
+    ];
+    const [logits] = b.node('Gemm', [flat, ...fc], { transB: 1 }, { outputs: ['logits'] });
+    b.output(logits, DataType.FLOAT, ['N', 1000]);
+    return b.build();
+  }
+
+  const resnet18 = () =>
+    classifier(1, (b, x, convBn) => {
+      x = convBn(x, 3, 64, 7, 2, 'relu');
+      x = b.node('MaxPool', [x], { kernel_shape: [3, 3], strides: [2, 2], pads: [1, 1, 1, 1] }, { name: 'pool' });
+      let cin = 64;
+      for (const [s, cout] of [64, 128, 256, 512].entries()) {
+        for (let blk = 0; blk < 2; blk++) {
+          const stride = s > 0 && blk === 0 ? 2 : 1;
+          const h = convBn(convBn(x, cin, cout, 3, stride, 'relu'), cout, cout, 3, 1, null);
+          const skip = stride !== 1 || cin !== cout ? convBn(x, cin, cout, 1, stride, null) : x;
+          x = b.node('Relu', [b.node('Add', [h, skip])]);
+          cin = cout;
+        }
+      }
+      return [x, cin];
+    });
+
+  const mobilenetv2 = () =>
+    classifier(1, (b, x, convBn) => {
+      x = convBn(x, 3, 32, 3, 2, 'relu6');
+      let cin = 32;
+      // expansion t, channels c, repeats, first stride s (the MobileNetV2 paper's table 2)
+      for (const [t, c, reps, s] of [
+        [1, 16, 1, 1],
+        [6, 24, 2, 2],
+        [6, 32, 3, 2],
+        [6, 64, 4, 2],
+        [6, 96, 3, 1],
+        [6, 160, 3, 2],
+        [6, 320, 1, 1],
+      ]) {
+        for (let i = 0; i < reps; i++) {
+          const stride = i === 0 ? s : 1;
+          const hidden = cin * t;
+          let h = t === 1 ? x : convBn(x, cin, hidden, 1, 1, 'relu6');
+          h = convBn(h, hidden, hidden, 3, stride, 'relu6', hidden);
+          h = convBn(h, hidden, c, 1, 1, null);
+          x = stride === 1 && cin === c ? b.node('Add', [h, x]) : h;
+          cin = c;
+        }
+      }
+      return [convBn(x, cin, 1280, 1, 1, 'relu6'), 1280];
+    });
+
+  const builders = { resnet18, mobilenetv2 };
+  if (!builders[arch]) {
+    console.error(`unknown architecture '${arch}' (${Object.keys(builders).join(', ')})`);
+    process.exit(2);
+  }
+
+  const dir = mkdtempSync(join(tmpdir(), 'quantize-archs-'));
+  try {
+    const model = builders[arch]();
+    const fp32 = join(dir, `${arch}.onnx`);
+    const int8 = join(dir, `${arch}.int8.onnx`);
+    await mods.onnx.saveModel(model, fp32);
+    const r = seededRandom(7);
+    const count = 32;
+    const calibration = {
+      count,
+      inputs: { input: { dtype: DataType.FLOAT, dims: [count, 3, 224, 224], data: Float32Array.from({ length: count * 3 * 224 * 224 }, () => r() * 2 - 1) } },
+      source: 'random',
+      notes: [],
+    };
+    const t0 = performance.now();
+    const { model: q, report } = await mods.quantize.quantizeInt8(model, {
+      calibration,
+      calibrationCount: count,
+      batchSize: 8,
+      ...(minConvReduction !== undefined ? { minConvReduction } : {}),
+    });
+    console.log(`quantized in ${((performance.now() - t0) / 1000).toFixed(1)} s: ${JSON.stringify(report.qdq.byOpType)}`);
+    console.log(`left float: ${report.qdq.skipped.map((s) => `${s.node} (${s.reason})`).join('; ') || 'none'}`);
+    console.log(`model: ${arch}, ${model.graph.nodes.length} nodes`);
+    console.log(`channels padded: ${report.qdq.paddedConvs.map((c) => `${c.node} ${c.from}->${c.to}`).join(', ') || 'none'}`);
+    await mods.onnx.saveModel(q, int8);
+    const fusion = await mods.quantize.checkFusion(int8, { reference: q, keptFloat: report.qdq.skipped });
+    console.log(`fusion: ${fusion.verdict}`);
+    const result = await benchmark({ baseline: fp32, candidates: [int8], iterations, batchSizes: [1, 4], threads: 1, measureMemory: false, warmup: 3 });
+    for (const [i, bs] of [1, 4].entries()) {
+      const [base, cand] = result.models.map((m) => m.latency[i]);
+      const s = cand.speedup;
+      console.log(
+        `batch ${bs}: FP32 ${base.stats.p50.toFixed(2)} ms, INT8 ${cand.stats.p50.toFixed(2)} ms, speed-up ${s.estimate.toFixed(2)}x [${s.low.toFixed(2)}, ${s.high.toFixed(2)}]`,
+      );
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** stems (formerly bench/quantize-stems.mjs): how a stem conv should be quantized. */
+async function stems() {
+  const iterations = Number(process.argv[3] ?? 400);
+  const mods = await load();
+  const { benchmark } = await import(dist('benchmark/index.js'));
+  const { seededRandom } = await import(dist('util/random.js'));
+  const { GraphBuilder, DataType } = mods.ir;
+
+  function stemNet(side, cin, k, stride, seed) {
+    const r = seededRandom(seed);
+    const floats = (n, scale) => Float32Array.from({ length: n }, () => (r() * 2 - 1) * scale);
+    const b = new GraphBuilder({ opset: 17 });
+    const x = b.input('input', DataType.FLOAT, ['N', cin, side, side]);
+    const w0 = b.initializer('stem.w', DataType.FLOAT, [32, cin, k, k], floats(32 * cin * k * k, Math.sqrt(6 / (cin * k * k))));
+    const p = (k - 1) / 2;
+    const s = b.node('Relu', [
+      b.node(
+        'Conv',
+        [x, w0, b.initializer('stem.b', DataType.FLOAT, [32], floats(32, 0.1))],
+        { pads: [p, p, p, p], strides: [stride, stride] },
+        { name: 'stem' },
+      ),
+    ]);
+    const w1 = b.initializer('conv1.w', DataType.FLOAT, [32, 32, 3, 3], floats(32 * 32 * 9, Math.sqrt(6 / 288)));
+    const c = b.node('Relu', [b.node('Conv', [s, w1], { pads: [1, 1, 1, 1] }, { name: 'conv1' })]);
+    const g = b.node('Flatten', [b.node('GlobalAveragePool', [c])], { axis: 1 });
+    const [logits] = b.node('Gemm', [g, b.initializer('fc.w', DataType.FLOAT, [10, 32], floats(320, 0.3))], { transB: 1 }, { outputs: ['logits'] });
+    b.output(logits, DataType.FLOAT, ['N', 10]);
+    return b.build();
+  }
+
+  const configs = [
+    // side, Cin, k, stride
+    [28, 1, 3, 1],
+    [64, 1, 3, 1],
+    [96, 1, 3, 2],
+    [56, 1, 1, 1],
+    [112, 3, 3, 2],
+    [112, 3, 3, 1],
+    [112, 3, 5, 2],
+    [224, 3, 7, 2],
+  ];
+  const variants = (K) => ({
+    plain: { minConvReduction: 0, padChannels: false },
+    padded: { minConvReduction: 0 },
+    float: { minConvReduction: K + 1 },
+  });
+  const dir = mkdtempSync(join(tmpdir(), 'quantize-stems-'));
+  try {
+    console.log(`batch 1, 1 thread, ${iterations} timed runs per model; speed-up over FP32 [95% CI]`);
+    console.log(
+      `${'stem'.padEnd(26)} ${Object.keys(variants(1))
+        .map((v) => v.padEnd(22))
+        .join(' ')} defaults pick`,
+    );
+    for (const [i, [side, cin, k, stride]] of configs.entries()) {
+      const model = stemNet(side, cin, k, stride, 10 + i);
+      const fp32 = join(dir, `fp32-${i}.onnx`);
+      await mods.onnx.saveModel(model, fp32);
+      const r = seededRandom(100 + i);
+      const n = 32 * cin * side * side;
+      const calibration = {
+        count: 32,
+        inputs: { input: { dtype: DataType.FLOAT, dims: [32, cin, side, side], data: Float32Array.from({ length: n }, () => r() * 2 - 1) } },
+        source: 'random',
+        notes: [],
+      };
+      const files = [];
+      for (const [name, options] of Object.entries(variants(cin * k * k))) {
+        const { model: q } = await mods.quantize.quantizeInt8(model, { calibration, calibrationCount: 32, ...options });
+        const file = join(dir, `${name}-${i}.onnx`);
+        await mods.onnx.saveModel(q, file);
+        files.push(file);
+      }
+      const { report } = await mods.quantize.quantizeInt8(model, { calibration, calibrationCount: 32 });
+      const pick = report.qdq.skipped.some((s) => s.node === 'stem') ? 'float' : report.qdq.paddedConvs.length > 0 ? 'padded' : 'plain';
+      const result = await benchmark({ baseline: fp32, candidates: files, iterations, batchSizes: [1], threads: 1, measureMemory: false, warmup: 20 });
+      const cells = result.models.slice(1).map((m) => {
+        const s = m.latency[0].speedup;
+        return `${s.estimate.toFixed(2)}x [${s.low.toFixed(2)}, ${s.high.toFixed(2)}]`.padEnd(22);
+      });
+      console.log(`${`${side}x${side}x${cin} ${k}x${k}/${stride} (K=${cin * k * k})`.padEnd(26)} ${cells.join(' ')} ${pick}`);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** mlp (formerly bench/dynamic-mlp.mjs): FP32 vs dynamic INT8 vs FP16 on the MLP, batch 1 and 32. */
+async function mlp() {
+  const { DataType, GraphBuilder } = await import(dist('ir/index.js'));
+  const { createRunner } = await import(dist('runtime/index.js'));
+  const { quantizeDynamic } = await import(dist('passes/quantize/dynamic.js'));
+  const { convertToFloat16 } = await import(dist('passes/quantize/fp16.js'));
+  const roundsArg = process.argv.indexOf('--rounds');
+  const ROUNDS = { 1: 1000, 32: 200 };
+  if (roundsArg > 0) ROUNDS[1] = ROUNDS[32] = Number(process.argv[roundsArg + 1]);
+
+  function lcg(seed) {
+    let s = seed >>> 0;
+    return () => {
+      s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+      return s / 2 ** 32;
+    };
+  }
+
+  function mlp(sizes, seed = 1) {
+    const rand = lcg(seed);
+    const b = new GraphBuilder({ opset: 17 });
+    let h = b.input('input', DataType.FLOAT, ['N', sizes[0]]);
+    for (let l = 1; l < sizes.length; l++) {
+      const [k, n] = [sizes[l - 1], sizes[l]];
+      const limit = Math.sqrt(6 / (k + n)); // Glorot-uniform, like a trained layer's spread
+      const w = b.initializer(
+        `w${l}`,
+        DataType.FLOAT,
+        [k, n],
+        Float32Array.from({ length: k * n }, () => (rand() * 2 - 1) * limit),
+      );
+      const bias = b.initializer(
+        `b${l}`,
+        DataType.FLOAT,
+        [n],
+        Float32Array.from({ length: n }, () => (rand() * 2 - 1) * 0.05),
+      );
+      h = b.node('Add', [b.node('MatMul', [h, w], {}, { name: `fc${l}` }), bias], {}, { name: `bias${l}` });
+      if (l < sizes.length - 1) h = b.node('Relu', [h], {}, { name: `relu${l}` });
+    }
+    b.output(h, DataType.FLOAT, ['N', sizes[sizes.length - 1]]);
+    return b.build();
+  }
+
+  const median = (xs) => {
+    const s = [...xs].sort((a, b) => a - b);
+    const m = s.length >> 1;
+    return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+  };
+
+  const fp32 = mlp([784, 1024, 1024, 10]);
+  const variants = {
+    fp32,
+    'int8-dynamic': quantizeDynamic(fp32, {}).model,
+    fp16: convertToFloat16(fp32, {}).model,
+  };
+  const runners = {};
+  for (const [name, model] of Object.entries(variants)) {
+    runners[name] = await createRunner(model, { intraOpThreads: 1, interOpThreads: undefined, graphOptimizationLevel: 'all' });
+  }
+
+  const rows = [];
+  for (const batch of [1, 32]) {
+    const rand = lcg(100 + batch);
+    const feeds = { input: { dtype: DataType.FLOAT, dims: [batch, 784], data: Float32Array.from({ length: batch * 784 }, () => rand()) } };
+    const times = Object.fromEntries(Object.keys(runners).map((k) => [k, []]));
+    for (const r of Object.values(runners)) for (let i = 0; i < 10; i++) await r.run(feeds); // warm-up
+    for (let i = 0; i < ROUNDS[batch]; i++) {
+      const order = Object.keys(runners);
+      if (i % 2) order.reverse();
+      for (const name of order) {
+        const t0 = process.hrtime.bigint();
+        await runners[name].run(feeds);
+        times[name].push(Number(process.hrtime.bigint() - t0) / 1e6);
+      }
+    }
+    const base = median(times.fp32);
+    for (const name of Object.keys(runners)) {
+      const m = median(times[name]);
+      rows.push({ batch, variant: name, 'median ms': m.toFixed(3), 'speed-up vs fp32': (base / m).toFixed(2) + 'x', runs: times[name].length });
+    }
+  }
+  for (const r of Object.values(runners)) await r.release();
+  console.log('MLP 784-1024-1024-10, onnxruntime CPU, 1 thread, interleaved runs');
+  console.table(rows);
+}
+
+/** lstm (formerly bench/dynamic-lstm.mjs): dynamic INT8 with and without LSTM on a speech-style recognizer. */
+async function lstm() {
+  const [iterations, hidden, steps] = [200, 256, 50].map((d, i) => Number(process.argv[3 + i] ?? d));
+  const FEATURES = 80;
+  const CLASSES = 32;
+
+  function recognizer(seed = 1) {
+    const r = seededRandom(seed);
+    const floats = (n, scale) => Float32Array.from({ length: n }, () => (r() * 2 - 1) * scale);
+    const b = new GraphBuilder({ opset: 17 });
+    const x = b.input('features', DataType.FLOAT, [steps, 1, FEATURES]);
+    const lstm = (input, size, dirs, name) => {
+      const limit = 1 / Math.sqrt(hidden);
+      const w = b.initializer(`${name}.W`, DataType.FLOAT, [dirs, 4 * hidden, size], floats(dirs * 4 * hidden * size, limit));
+      const rw = b.initializer(`${name}.R`, DataType.FLOAT, [dirs, 4 * hidden, hidden], floats(dirs * 4 * hidden * hidden, limit));
+      const bias = b.initializer(`${name}.B`, DataType.FLOAT, [dirs, 8 * hidden], floats(dirs * 8 * hidden, limit));
+      const [y] = b.node(
+        'LSTM',
+        [input, w, rw, bias],
+        { hidden_size: hidden, direction: dirs === 2 ? 'bidirectional' : 'forward' },
+        { name, outputs: [`${name}.y`] },
+      );
+      // Y [steps, dirs, 1, hidden] -> [steps, 1, dirs * hidden]
+      const perm = b.node('Transpose', [y], { perm: [0, 2, 1, 3] }, { name: `${name}.t` });
+      return b.node('Reshape', [perm, b.initializer(`${name}.shape`, DataType.INT64, [3], BigInt64Array.from([0n, 0n, -1n]))], {}, { name: `${name}.flat` });
+    };
+    const h1 = lstm(x, FEATURES, 1, 'lstm1');
+    const h2 = lstm(h1, hidden, 2, 'lstm2');
+    const fc = b.initializer('fc.W', DataType.FLOAT, [2 * hidden, CLASSES], floats(2 * hidden * CLASSES, 1 / Math.sqrt(2 * hidden)));
+    b.output(b.node('MatMul', [h2, fc], {}, { name: 'fc' }), DataType.FLOAT, [steps, 1, CLASSES]);
+    return b.build();
+  }
+
+  const fp32 = recognizer();
+  const variants = {
+    'fp32.onnx': fp32,
+    'int8-dynamic.onnx': quantizeDynamic(fp32).model,
+    'int8-dynamic-no-lstm.onnx': quantizeDynamic(fp32, { excludeOpTypes: ['LSTM'] }).model,
+  };
+  const r = seededRandom(9);
+  const features = Float32Array.from({ length: steps * FEATURES }, () => r() * 2 - 1);
+  await compareVariants(
+    variants,
+    { features: { dtype: DataType.FLOAT, dims: [steps, 1, FEATURES], data: features } },
+    {
+      iterations,
+      // Dim 0 is time (LSTM layout 0), which the benchmark would read as a batch dim: leave it fixed.
+      batchSizes: undefined,
+      title: `2 stacked LSTMs (80 -> ${hidden}, then bidirectional ${hidden}) + MatMul ${CLASSES}, one utterance of ${steps} steps, 1 thread, ${iterations} interleaved runs`,
+    },
+  );
+}
+
+/** attention (formerly bench/dynamic-attention.mjs): dynamic INT8 on a BERT-style encoder in onnxruntime's fused form. */
+async function attention() {
+  const [iterations, D, layers, T, vocab] = [100, 256, 4, 128, 0].map((d, i) => Number(process.argv[3 + i] ?? d));
+  const HEADS = Math.max(1, D / 64);
+
+  function encoder(seed = 1) {
+    const r = seededRandom(seed);
+    const floats = (n, scale, offset = 0) => Float32Array.from({ length: n }, () => (r() * 2 - 1) * scale + offset);
+    const b = new GraphBuilder({ opset: 17, opsets: { 'com.microsoft': 1 } });
+    const init = (name, dims, scale, offset = 0) =>
+      b.initializer(
+        name,
+        DataType.FLOAT,
+        dims,
+        floats(
+          dims.reduce((a, c) => a * c, 1),
+          scale,
+          offset,
+        ),
+      );
+    let x;
+    if (vocab > 0) {
+      const ids = b.input('input_ids', DataType.INT32, ['batch', T]);
+      const segments = b.input('segment_ids', DataType.INT32, ['batch', T]);
+      const embedMask = b.input('mask', DataType.INT32, ['batch', T]);
+      [x] = b.node(
+        'EmbedLayerNormalization',
+        [
+          ids,
+          segments,
+          init('word', [vocab, D], 0.05),
+          init('position', [512, D], 0.02),
+          init('segment', [2, D], 0.02),
+          init('emb.g', [D], 0.1, 1),
+          init('emb.b', [D], 0.02),
+          embedMask,
+        ],
+        { epsilon: 1e-12 },
+        { domain: 'com.microsoft', name: 'embeddings', outputs: ['embedded', 'mask_index'] },
+      );
+    } else x = b.input('hidden', DataType.FLOAT, ['batch', T, D]);
+    const mask = vocab > 0 ? b.graph.inputs.find((v) => v.name === 'mask') : b.input('mask', DataType.INT32, ['batch', T]);
+    const linear = (input, k, n, name) => {
+      const mm = b.node('MatMul', [input, init(`${name}.w`, [k, n], 1 / Math.sqrt(k))], {}, { name: `${name}.matmul` });
+      return b.node('Add', [mm, init(`${name}.b`, [n], 0.02)], {}, { name: `${name}.bias` });
+    };
+    const norm = (input, name) =>
+      b.node('LayerNormalization', [input, init(`${name}.g`, [D], 0.1, 1), init(`${name}.b`, [D], 0.02)], { axis: -1, epsilon: 1e-5 }, { name });
+    for (let l = 0; l < layers; l++) {
+      const [attn] = b.node(
+        'Attention',
+        [x, init(`l${l}.qkv.w`, [D, 3 * D], 1 / Math.sqrt(D)), init(`l${l}.qkv.b`, [3 * D], 0.02), mask],
+        { num_heads: HEADS },
+        { domain: 'com.microsoft', name: `l${l}.attention`, outputs: [`l${l}.attn`] },
+      );
+      x = norm(b.node('Add', [linear(attn, D, D, `l${l}.out`), x], {}, { name: `l${l}.res1` }), `l${l}.ln1`);
+      const up = b.node('Gelu', [linear(x, D, 4 * D, `l${l}.ffn1`)], {}, { domain: 'com.microsoft', name: `l${l}.gelu` });
+      x = norm(b.node('Add', [linear(up, 4 * D, D, `l${l}.ffn2`), x], {}, { name: `l${l}.res2` }), `l${l}.ln2`);
+    }
+    b.output(x, DataType.FLOAT, ['batch', T, D]);
+    return b.build();
+  }
+
+  const fp32 = encoder();
+  const variants = {
+    'fp32.onnx': fp32,
+    'int8-dynamic.onnx': quantizeDynamic(fp32).model,
+    ...(vocab > 0
+      ? { 'int8-dynamic-embed-float.onnx': quantizeDynamic(fp32, { excludeOpTypes: ['EmbedLayerNormalization'] }).model }
+      : { 'int8-dynamic-attention-float.onnx': quantizeDynamic(fp32, { excludeOpTypes: ['Attention'] }).model }),
+  };
+  const r = seededRandom(9);
+  const hidden = Float32Array.from({ length: T * D }, () => r() * 2 - 1);
+  const mask = Int32Array.from({ length: T }, (_, i) => (i < T - T / 8 ? 1 : 0)); // the last eighth is padding
+  const feeds =
+    vocab > 0
+      ? {
+          input_ids: { dtype: DataType.INT32, dims: [1, T], data: Int32Array.from({ length: T }, () => Math.floor(r() * vocab)) },
+          segment_ids: { dtype: DataType.INT32, dims: [1, T], data: Int32Array.from({ length: T }, (_, i) => (i < T / 2 ? 0 : 1)) },
+          mask: { dtype: DataType.INT32, dims: [1, T], data: mask },
+        }
+      : { hidden: { dtype: DataType.FLOAT, dims: [1, T, D], data: hidden }, mask: { dtype: DataType.INT32, dims: [1, T], data: mask } };
+  await compareVariants(variants, feeds, {
     iterations,
     batchSizes: [1],
-    title: `${arch}: batch 1, 1 thread, ${iterations} interleaved runs per model`,
-  },
-);
-if (arch === 'detector') {
-  // Class scores: channels 4..13 of every sample's [14, 64] output.
-  const [ref, got] = [outputs['fp32.onnx'], outputs['int8.onnx']];
-  let worst = 0;
-  for (let n = 0; n < count; n++) for (let i = 4 * 64; i < 14 * 64; i++) worst = Math.max(worst, Math.abs(ref[n * 896 + i] - got[n * 896 + i]));
-  console.log(`  class scores: max |INT8 - FP32| ${worst.toFixed(4)} (scores in [0, 1])`);
+    title: `${layers}-layer encoder, D=${D}, ${HEADS} heads, FFN ${4 * D}, ${T} tokens, batch 1, 1 thread, ${iterations} interleaved runs`,
+  });
 }
+
+const scripts = { resnet18: classifier, mobilenetv2: classifier, stems, mlp, lstm, attention };
+await (scripts[arch] ?? block)();

@@ -9,7 +9,7 @@
 import { closeSync, existsSync, mkdirSync, openSync, readdirSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { dist } from './quantize-common.mjs';
+import { dist } from './common.mjs';
 
 const layers = Number(process.argv[2] ?? 9);
 const dim = Number(process.argv[3] ?? 8192);

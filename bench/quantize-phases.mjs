@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Where `model-opt quantize` spends its time (issue 21 item 4): runs the CLI with --json on the
 // example (fixtures/fashion-cnn.onnx, its calibration file) and on the stand-ins of
-// bench/calibration-stand-ins.mjs (written here with seeded random inputs: `count` samples for
+// bench/common.mjs (written here with seeded random inputs: `count` samples for
 // the ranges and `held` more that the fidelity guard checks), then prints the result's `timings`
 // (load, pre-processing, shape inference, calibration, QDQ insertion, fidelity guard, write and
 // onnxruntime check, fusion check) and the wall time of the whole process. onnxruntime on 1 thread.
@@ -11,8 +11,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { load } from './quantize-common.mjs';
-import { randomDataset, STAND_IN_INPUTS, standIn } from './calibration-stand-ins.mjs';
+import { load, randomDataset, STAND_IN_INPUTS, standIn } from './common.mjs';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const count = Number(process.argv[2] ?? 32);

@@ -6,7 +6,7 @@
  * and the stem alone can cost more than the float Conv it replaced. Padding Cin up to the next
  * multiple of 4 with zero weights, and the float tensor with zeros before its QuantizeLinear,
  * computes exactly the same numbers (the added channels multiply zero weights) and lets the fast
- * kernel run. Measured (bench/quantize-stems.mjs, docs/quantize.md): faster for 1x1, 3x3 and 5x5
+ * kernel run. Measured (bench/quantize-blocks.mjs stems, docs/quantize.md): faster for 1x1, 3x3 and 5x5
  * stems; for 7x7 no better or slower, so larger kernels are left alone. Not behind a Transpose
  * (the NHWC -> NCHW of Keras/tf2onnx exports): onnxruntime then cancels that Transpose against its
  * own NHWC layout and runs the Pad on the innermost (channel) axis of the NHWC tensor, which costs

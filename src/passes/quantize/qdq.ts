@@ -41,7 +41,7 @@ export interface QdqOptions {
    * (Cin x kh x kw) is below this; default 16, 0 turns the rule off. Such convs (a 1-channel 3x3
    * stem: 9) mostly run faster as onnxruntime's float NCHWc Conv than as QLinearConv, even with
    * padded channels: the int8 kernel does a few multiply-adds per output pixel and kernel tap, then
-   * requantizes (bench/quantize-stems.mjs, docs/quantize.md). 1x1 and grouped (depthwise) convs
+   * requantizes (bench/quantize-blocks.mjs stems, docs/quantize.md). 1x1 and grouped (depthwise) convs
    * are never left float by this rule. 0 also turns off the narrow image stem
    * (MIN_STEM_OUTPUT_CHANNELS) and narrow grouped conv (MIN_GROUP_CHANNELS) rules.
    */
@@ -59,7 +59,7 @@ export interface QdqOptions {
   /**
    * A bias that does not fit int32 at input scale x weight scale: 'scale' (default) enlarges the
    * weight scale of its channel until it fits; 'clamp' clamps the bias (the old behaviour, kept to
-   * measure what it cost: bench/bias-overflow.mjs).
+   * measure what it cost: docs/quantize.md, "What clamping cost").
    */
   biasOverflow?: 'scale' | 'clamp';
 }

@@ -1,4 +1,4 @@
-// Types of ./encoder-blocks.mjs for the TypeScript bench scripts.
+// Types of ./common.mjs for the TypeScript bench scripts (what they import: encoderBlocks).
 import type { DataType, GraphBuilder, Model } from '../src/ir/index.js';
 
 export function encoderBlocks(
