@@ -19,10 +19,9 @@ import type { ShapeOverrides } from '../ir/io-spec.js';
 import type { InputValues } from '../data/index.js';
 import type { FeedbackPair } from '../calibration/index.js';
 import type { AgreementMetrics } from '../metrics/index.js';
-import type { CalibrationMethod } from '../passes/quantize/calibrate.js';
 import type { AccuracyBudget, FidelityGuardResult, FusionReport, GuardResult, HeldOutPlan, MetricBudget, SensitivityRow } from '../passes/quantize/index.js';
 import type { Int4Method } from '../passes/quantize/int4.js';
-import type { QuantizeMode, QuantizeReport } from '../passes/quantize/modes.js';
+import type { ModeSettings, QuantizeMode, QuantizeReport } from '../passes/quantize/modes.js';
 import type { TrainingBackend } from '../train/backend.js';
 import type { WorkflowEvents } from './events.js';
 import { checkOutputPath } from './output-path.js';
@@ -34,7 +33,24 @@ import { speedCheck, type SpeedCheck } from './speed-check.js';
 export type { QuantizeMode };
 export { fillSymbolicDims } from './quantize-check-data.js';
 
-export interface QuantizeWorkflowOptions {
+/** The pass settings a user sets as they are (documented on ModeSettings). */
+type PassOptions = Pick<
+  ModeSettings,
+  | 'method'
+  | 'percentile'
+  | 'reduceRange'
+  | 'minConvReduction'
+  | 'padChannels'
+  | 'layoutAnchors'
+  | 'activationType'
+  | 'opTypes'
+  | 'excludeOpTypes'
+  | 'excludeNodes'
+  | 'keepIoTypes'
+  | 'opBlockList'
+>;
+
+export interface QuantizeWorkflowOptions extends PassOptions {
   /** The FP32 model file (never modified). */
   model: string;
   /** Where to write the result (never over an input). Not needed by sensitivityWorkflow. */
@@ -44,28 +60,15 @@ export interface QuantizeWorkflowOptions {
   calibrationData?: string;
   /** Use the first n calibration samples (default DEFAULT_CALIBRATION_COUNT). */
   calibrationCount?: number;
-  method?: CalibrationMethod;
-  percentile?: number;
   /** Samples per calibration run (default 16); also the check's batch. */
   batchSize?: number;
   /** One weight scale per output channel (default true). */
   perChannel?: boolean;
-  reduceRange?: boolean;
-  minConvReduction?: number;
-  padChannels?: boolean;
-  layoutAnchors?: boolean;
-  activationType?: 'uint8' | 'int8';
-  opTypes?: string[];
-  excludeOpTypes?: string[];
-  excludeNodes?: string[];
   /** int8: the accuracy guard's budget (needs evalData). */
   maxAccuracyDrop?: AccuracyBudget;
   /** Labelled evaluation data (the guard; QAT's epochs). */
   evalData?: string;
   outputName?: string;
-  /** fp16: keep model inputs/outputs float32 (default true). */
-  keepIoTypes?: boolean;
-  opBlockList?: string[];
   /** onnxruntime intra-op threads for calibration and checks. */
   threads?: number;
   /** Sizes of symbolic non-batch dims (the check on random inputs, the speed check). */

@@ -13,30 +13,32 @@ import { createProgress, printJson, reportError, runCommand, workflowEvents, wri
 import { sharedOption, type InputValueFlags } from './options.js';
 import { parseAccuracyBudget, parseFraction, parseNumber, parsePositiveInt, parsePositiveNumber } from './parsers.js';
 import { helpExamples } from './examples.js';
-import type { OptimizeObjective } from '../app/optimize.js';
-import type { AccuracyBudget } from '../benchmark/types.js';
+import type { OptimizeOptions } from '../app/optimize.js';
 
 export const OPTIMIZE_JSON_SCHEMA_VERSION = 1;
 
-interface OptimizeFlags {
-  output: string;
-  calibrationData?: string;
-  calibrationCount?: number;
-  evalData?: string;
-  trainData?: string;
+/** Flags that are workflow options under the same name and type. */
+type SameAsOptions =
+  | 'output'
+  | 'calibrationData'
+  | 'calibrationCount'
+  | 'evalData'
+  | 'trainData'
+  | 'maxAccuracyDrop'
+  | 'metric'
+  | 'outputName'
+  | 'objective'
+  | 'batchSize'
+  | 'threads'
+  | 'iterations'
+  | 'regionSearch'
+  | 'minSpeedup';
+
+interface OptimizeFlags extends Pick<OptimizeOptions, SameAsOptions> {
   minSqnr?: number;
   minAgreement?: number;
-  maxAccuracyDrop?: AccuracyBudget;
-  metric?: string;
-  outputName?: string;
-  objective?: OptimizeObjective;
-  batchSize?: number;
-  threads?: number;
   provider?: string[];
-  iterations?: number;
   timeBudget?: number;
-  regionSearch?: boolean;
-  minSpeedup?: number;
   recipe?: string;
   shape?: string[];
   input?: InputValueFlags;

@@ -26,20 +26,33 @@ export interface ModeSettings {
   calibration?: Dataset;
   /** The samples that set ranges (int8: the first ones; the held-out rest checks the result). */
   calibrationCount: number;
+  /** Samples per calibration run (default: the memory budget's); also the check's batch. */
   batchSize?: number;
+  /** int8: the activation range method (default minmax). */
   method?: CalibrationMethod;
+  /** int8 --calibrate percentile: the percentile kept (default 99.99). */
   percentile?: number;
+  /** One weight scale per output channel. */
   perChannel: boolean;
+  /** int8-dynamic: 7-bit weights, for x86 CPUs without VNNI. */
   reduceRange?: boolean;
+  /** int8: keep an ungrouped Conv float when Cin x kh x kw is below this (default 16). */
   minConvReduction?: number;
+  /** int8: pad stem convs' input channels to a multiple of 4 (default true). */
   padChannels?: boolean;
+  /** int8: read float tensors through identity int8 convs that keep onnxruntime in NHWC (default true). */
   layoutAnchors?: boolean;
+  /** int8: uint8 (default, asymmetric) or int8 (symmetric) activations. */
   activationType?: 'uint8' | 'int8';
+  /** Quantize only these op types. */
   opTypes?: string[];
+  /** Leave these op types float. */
   excludeOpTypes?: string[];
-  /** As given (modes whose pass warns about unknown names) or only the model's names (the others). */
+  /** Leave these nodes float (names that match no node were warned about). */
   excludeNodes?: string[];
+  /** fp16, q4f16: keep model inputs/outputs float32 (default true). */
   keepIoTypes?: boolean;
+  /** fp16, q4f16: extra op types kept in float32. */
   opBlockList?: string[];
   int4?: { blockSize?: number; symmetric?: boolean; accuracyLevel?: number; method?: Int4Method };
   runner: RunnerOptions;
