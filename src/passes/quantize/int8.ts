@@ -26,7 +26,7 @@ import {
 import { inferShapesByRunning, modelInputSpecs, type RunnerOptions } from '../../runtime/index.js';
 import { preprocess, shapeRewrites, TARGET_OPSET, type PreprocessReport } from '../preprocess/index.js';
 import { computeRange, type CalibrationMethod, type Range, type RangeOptions } from './calibrate.js';
-import { concatsWithMismatchedRanges, planQdq, quantizeQdq, type QdqOptions, type QdqReport } from './qdq.js';
+import { concatsWithMismatchedRanges, planQdq, quantizeQdq, type QdqOptions, type QdqPlan, type QdqReport } from './qdq.js';
 import { refuseQuantized } from './registry.js';
 import { autoRanges, type AutoCalibrationReport } from './auto-ranges.js';
 import { highDynamicRangeCandidates, highDynamicRangeNodes, minmaxOnlyTensors } from './tensor-rules.js';
@@ -131,17 +131,68 @@ export interface Int8Context {
 /** Samples of the run that fills in value types (inferShapesByRunning captures every untyped value whole). */
 const SHAPE_PROBE_SAMPLES = 2;
 
-/** Quantize `model` to INT8 QDQ. Returns the new model, its report and the reusable context. */
-export async function quantizeInt8(model: Model, options: Int8Options): Promise<{ model: Model; report: Int8Report; context: Int8Context }> {
-  const progress = options.onProgress ?? (() => undefined);
-  const warn = options.onWarning ?? (() => undefined);
+/** A stopwatch of the pass's parts: each call returns the seconds since the last one. */
+function stopwatch(): () => number {
   let mark = performance.now();
-  const lap = (): number => {
+  return () => {
     const now = performance.now();
     const seconds = (now - mark) / 1000;
     mark = now;
     return seconds;
   };
+}
+
+/** Quantize `model` to INT8 QDQ. Returns the new model, its report and the reusable context. */
+export async function quantizeInt8(model: Model, options: Int8Options): Promise<{ model: Model; report: Int8Report; context: Int8Context }> {
+  const progress = options.onProgress ?? (() => undefined);
+  const warn = options.onWarning ?? (() => undefined);
+  const lap = stopwatch();
+  const { pre, perTensorFallback, qdqOptions } = preprocessForInt8(model, options, progress, warn);
+  const calibration = take(options.calibration, options.calibrationCount ?? DEFAULT_CALIBRATION_COUNT);
+  if (calibration.count === 0) throw new UsageError(`${calibration.source ? `${calibration.source}: ` : ''}the calibration data set has no samples`);
+  // Histograms are binned on a worker thread beside onnxruntime: start it while the model is probed.
+  if ((options.method ?? 'minmax') !== 'minmax') prestartBinningThread();
+  const preprocessSeconds = lap();
+  const batchSize = await probeValueTypes(pre, calibration, options, progress);
+  // Calibrate exactly what this plan declares; other variants (guard, analysis) add theirs lazily.
+  const plan = planQdq(pre.model, qdqOptions);
+  const shapesSeconds = lap();
+  const context = int8Context(pre.model, plan, qdqOptions, calibration, batchSize, options);
+  const calibrated = await calibrateInt8(context, plan, options, progress);
+  const calibrationSeconds = lap();
+  progress({ phase: 'quantize', message: 'inserting QuantizeLinear/DequantizeLinear' });
+  const { model: quantized, report: qdq } = quantizeQdq(pre.model, { ...qdqOptions, ranges: context.ranges });
+  if (qdq.biasSaturated > 0) warn(`${qdq.biasSaturated} bias value(s) did not fit int32 and were clamped`);
+  const method = context.rangeOptions.method;
+  const report: Int8Report = {
+    mode: MODE.int8,
+    preprocess: pre.report,
+    perTensorFallback,
+    calibration: {
+      method,
+      percentile: method === 'percentile' || method === 'auto' ? (options.percentile ?? 99.99) : undefined,
+      samples: calibration.count,
+      // The first pass's batch (with histograms over large activations it may be lower than the evaluation batch).
+      batchSize: calibrated.batching?.batchSize ?? batchSize,
+      binningThread: calibrated.batching?.binningThread ?? false,
+      tensors: plan.statistics.length,
+      seconds: calibrated.seconds,
+      minmaxTensors: context.minmaxTensors ? [...context.statistics.keys()].filter((n) => context.minmaxTensors!.has(n)).length : undefined,
+      auto: calibrated.auto,
+    },
+    qdq,
+    notes: int8Notes(pre.model, qdq, qdqOptions),
+    highDynamicRange: calibrated.highDynamicRange,
+    timings: { preprocess: preprocessSeconds, shapes: shapesSeconds, calibration: calibrationSeconds, qdq: 0 },
+  };
+  report.timings.qdq = lap();
+  // Nothing quantized is the caller's decision (the quantize workflow refuses it unless an op list
+  // was given): ./nothing-quantized.ts says why from this report.
+  return { model: quantized, report, context };
+}
+
+/** Refuse a quantized model, pre-process (constants, BatchNorm folding, opset upgrade), and the QDQ options (per-tensor when the opset stays old). */
+function preprocessForInt8(model: Model, options: Int8Options, progress: (e: QuantizeProgress) => void, warn: (message: string) => void) {
   refuseQuantized(model);
   progress({ phase: 'preprocess', message: 'pre-processing (constants, BatchNorm folding, opset)' });
   const pre = preprocess(model, { upgradeOpset: true });
@@ -168,23 +219,26 @@ export async function quantizeInt8(model: Model, options: Int8Options): Promise<
   for (const name of options.excludeNodes ?? []) {
     if (!pre.model.graph.allNodes().some((n) => n.name === name)) warn(`--exclude-nodes: no node named '${name}' in the model`);
   }
+  return { pre, perTensorFallback, qdqOptions };
+}
 
-  const calibration = take(options.calibration, options.calibrationCount ?? DEFAULT_CALIBRATION_COUNT);
-  if (calibration.count === 0) throw new UsageError(`${calibration.source ? `${calibration.source}: ` : ''}the calibration data set has no samples`);
-  // Histograms are binned on a worker thread beside onnxruntime: start it while the model is probed.
-  if ((options.method ?? 'minmax') !== 'minmax') prestartBinningThread();
-  let batchSize = calibrationBatchSize(pre.model, calibration, options.batchSize);
-  const runnerOptions: RunnerOptions = { ...options.runner };
-
-  const preprocessSeconds = lap();
-  // Value types decide what is float; fill in the ones the file does not declare. Every untyped
-  // value is captured whole in that run, so it takes two samples (enough to tell the batch dim
-  // apart), not a calibration batch: its memory is two samples' activations. A model that fixes
-  // its batch dim is fed exactly that batch (the observed shapes are its types).
+/**
+ * Value types decide what is float; fill in the ones the file does not declare. Every untyped
+ * value is captured whole in that run, so it takes two samples (enough to tell the batch dim
+ * apart), not a calibration batch: its memory is two samples' activations. A model that fixes its
+ * batch dim is fed exactly that batch (the observed shapes are its types). Returns the calibration batch.
+ */
+async function probeValueTypes(
+  pre: ReturnType<typeof preprocess>,
+  calibration: Dataset,
+  options: Int8Options,
+  progress: (e: QuantizeProgress) => void,
+): Promise<number> {
+  const batchSize = calibrationBatchSize(pre.model, calibration, options.batchSize);
   const probe = fixedBatchSize(modelInputSpecs(pre.model)) !== undefined ? batchSize : Math.min(SHAPE_PROBE_SAMPLES, calibration.count);
   progress({ phase: 'preprocess', message: `inferring value types by running the model on ${probe} sample(s)` });
   const firstBatch = batches(calibration, probe).next().value!.feeds;
-  await inferShapesByRunning(pre.model, firstBatch, runnerOptions);
+  await inferShapesByRunning(pre.model, firstBatch, { ...options.runner });
   // Ranks the file did not declare are known now: a 2-D MatMul + bias becomes a Gemm (QGemm; left
   // alone, onnxruntime fuses it into a float Gemm on dequantized weights), a spatial ReduceMean a
   // GlobalAveragePool, a BatchNormalization with nothing to fold into a depthwise Conv (integer
@@ -192,16 +246,15 @@ export async function quantizeInt8(model: Model, options: Int8Options): Promise<
   shapeRewrites(pre.model, pre.report, { int8: true });
   // Without --batch-size, the batch is the largest whose four biggest activations fit the capture
   // budget (src/calibration's budgetedBatchSize): known now that the value types are.
-  if (options.batchSize === undefined) batchSize = budgetedBatchSize(pre.model, calibration);
+  return options.batchSize === undefined ? budgetedBatchSize(pre.model, calibration) : batchSize;
+}
 
-  // Calibrate exactly what this plan declares; other variants (guard, analysis) add theirs lazily.
-  const plan = planQdq(pre.model, qdqOptions);
-  const shapesSeconds = lap();
-  const wanted = plan.statistics;
+/** The context calibration fills and re-quantizing reuses. */
+function int8Context(preprocessed: Model, plan: QdqPlan, qdqOptions: QdqOptions, calibration: Dataset, batchSize: number, options: Int8Options): Int8Context {
   const method = options.method ?? 'minmax';
   const symmetric = qdqOptions.activationSymmetric ?? qdqOptions.activationType === 'int8';
-  const context: Int8Context = {
-    preprocessed: pre.model,
+  return {
+    preprocessed,
     statistics: new Map(),
     ranges: new Map(),
     qdqOptions,
@@ -210,11 +263,24 @@ export async function quantizeInt8(model: Model, options: Int8Options): Promise<
     rangeOptions: { method, percentile: options.percentile, type: qdqOptions.activationType === 'int8' ? DataType.INT8 : DataType.UINT8, symmetric },
     histograms: method !== 'minmax',
     histogramTensors: new Set(options.highDynamicRange === 'int8' ? [] : highDynamicRangeCandidates(plan)),
-    minmaxTensors: method === 'minmax' ? undefined : new Set(minmaxOnlyTensors(pre.model).keys()),
+    minmaxTensors: method === 'minmax' ? undefined : new Set(minmaxOnlyTensors(preprocessed).keys()),
     bins: options.bins,
-    runner: runnerOptions,
+    runner: { ...options.runner },
     batchSizeGiven: options.batchSize !== undefined,
   };
+}
+
+/**
+ * Calibrate the plan's tensors in one streaming pass, then what the plan's revisions need: tensors
+ * 8-bit would destroy (power spectra, Log inputs, wide attention scores) stay float, and keeping
+ * nodes float makes new float -> int8 boundaries, which are checked in turn; a Concat of tensors with
+ * very different ranges (boxes and class scores) stays float; `--calibrate auto` picks per tensor.
+ * Sets the float nodes in `context.qdqOptions`.
+ */
+async function calibrateInt8(context: Int8Context, plan: QdqPlan, options: Int8Options, progress: (e: QuantizeProgress) => void) {
+  const { calibration } = context;
+  const qdqOptions = context.qdqOptions;
+  const wanted = plan.statistics;
   progress({ phase: 'calibrate', message: `calibrating ${wanted.length} tensors on ${calibration.count} samples`, fraction: 0 });
   const started = performance.now();
   const batching = await calibrateMore(context, wanted, (p) => {
@@ -223,10 +289,7 @@ export async function quantizeInt8(model: Model, options: Int8Options): Promise<
     const fraction = p.passes ? (p.pass - 1 + p.samples / calibration.count) / p.passes : undefined;
     progress({ phase: 'calibrate', message: `calibrating: ${p.samples}/${calibration.count} samples${pass}`, fraction });
   });
-  // A Concat of tensors with very different ranges (boxes and class scores) stays float.
   const mismatched = concatsWithMismatchedRanges(plan, context.ranges);
-  // Tensors 8-bit would destroy (power spectra, Log inputs, wide attention scores) stay float;
-  // keeping nodes float makes new float -> int8 boundaries, which are checked in turn.
   const hdr = { nodes: Object.create(null) as Record<string, string>, tensors: [] as { tensor: string; reason: string }[] };
   for (let round = 0, current = plan; round < 4 && options.highDynamicRange !== 'int8'; round++) {
     const found = highDynamicRangeNodes(current, context.statistics);
@@ -235,95 +298,71 @@ export async function quantizeInt8(model: Model, options: Int8Options): Promise<
     Object.assign(hdr.nodes, found.nodes);
     for (const t of found.tensors) if (!hdr.tensors.some((x) => x.tensor === t.tensor)) hdr.tensors.push(t);
     qdqOptions.floatNodes = { ...qdqOptions.floatNodes, ...hdr.nodes };
-    current = planQdq(pre.model, qdqOptions);
+    current = planQdq(context.preprocessed, qdqOptions);
     for (const n of highDynamicRangeCandidates(current)) context.histogramTensors!.add(n);
     await calibrateMore(context, current.statistics);
   }
   if (Object.keys(mismatched).length > 0) {
     qdqOptions.floatNodes = { ...qdqOptions.floatNodes, ...mismatched };
-    await calibrateMore(context, planQdq(pre.model, qdqOptions).statistics);
+    await calibrateMore(context, planQdq(context.preprocessed, qdqOptions).statistics);
   }
   let auto: AutoCalibrationReport | undefined;
-  if (method === 'auto') {
+  if (context.rangeOptions.method === 'auto') {
     progress({ phase: 'calibrate', message: 'choosing a range method per tensor by the output (--calibrate auto)' });
     auto = await autoRanges(
-      pre.model,
+      context.preprocessed,
       qdqOptions,
       context.statistics,
       context.ranges,
       context.rangeOptions,
       calibration,
-      batchSize,
-      runnerOptions,
+      context.batchSize,
+      context.runner,
       context.minmaxTensors ?? new Set(),
     );
   }
-  const seconds = (performance.now() - started) / 1000;
-  const calibrationSeconds = lap();
-  progress({ phase: 'quantize', message: 'inserting QuantizeLinear/DequantizeLinear' });
-  const { model: quantized, report: qdq } = quantizeQdq(pre.model, { ...qdqOptions, ranges: context.ranges });
-  if (qdq.biasSaturated > 0) warn(`${qdq.biasSaturated} bias value(s) did not fit int32 and were clamped`);
+  return { batching, highDynamicRange: hdr.tensors, auto, seconds: (performance.now() - started) / 1000 };
+}
+
+/** Advice from what the model holds (the report's notes). */
+function int8Notes(model: Model, qdq: QdqReport, qdqOptions: QdqOptions): string[] {
+  const notes: string[] = [];
   const adjusted = qdq.biasScaleAdjustments ?? [];
-  const report: Int8Report = {
-    mode: MODE.int8,
-    preprocess: pre.report,
-    perTensorFallback,
-    calibration: {
-      method,
-      percentile: method === 'percentile' || method === 'auto' ? (options.percentile ?? 99.99) : undefined,
-      samples: calibration.count,
-      // The first pass's batch (with histograms over large activations it may be lower than the evaluation batch).
-      batchSize: batching?.batchSize ?? batchSize,
-      binningThread: batching?.binningThread ?? false,
-      tensors: wanted.length,
-      seconds,
-      minmaxTensors: context.minmaxTensors ? [...context.statistics.keys()].filter((n) => context.minmaxTensors!.has(n)).length : undefined,
-      auto,
-    },
-    qdq,
-    notes: [],
-    highDynamicRange: hdr.tensors,
-    timings: { preprocess: preprocessSeconds, shapes: shapesSeconds, calibration: calibrationSeconds, qdq: 0 },
-  };
   if (adjusted.length > 0) {
     const channels = adjusted.reduce((a, b) => a + b.channels, 0);
     const factor = Math.max(...adjusted.map((a) => a.maxFactor));
-    report.notes.push(
-      `${channels} output channel(s) of ${adjusted.length} node(s) (${adjusted
-        .slice(0, 3)
-        .map((a) => a.node)
-        .join(
-          ', ',
-        )}${adjusted.length > 3 ? ', ...' : ''}): the bias did not fit int32 at input scale x weight scale, so the weight scale was enlarged (up to ${factor.toPrecision(3)}x) until it fits, instead of clamping the bias`,
+    const first = adjusted
+      .slice(0, 3)
+      .map((a) => a.node)
+      .join(', ');
+    notes.push(
+      `${channels} output channel(s) of ${adjusted.length} node(s) (${first}${adjusted.length > 3 ? ', ...' : ''}): the bias did not fit int32 at input scale x weight scale, so the weight scale was enlarged (up to ${factor.toPrecision(3)}x) until it fits, instead of clamping the bias`,
     );
   }
   if (qdqOptions.activationType === 'int8') {
-    report.notes.push(
+    notes.push(
       'int8 (symmetric) activations: onnxruntime on x86 has no fast kernel for int8 x int8 convolutions and falls back to a slow path (the example CNN ran at 0.3-0.6x FP32 this way, 1.5x with uint8); keep uint8 activations for x86 CPUs and use int8 for runtimes that require it (e.g. TensorRT).',
     );
   }
-  const hardActivations = pre.model.graph.allNodes().filter((n) => n.opType === 'HardSwish' || n.opType === 'HardSigmoid').length;
+  const hardActivations = model.graph.allNodes().filter((n) => n.opType === 'HardSwish' || n.opType === 'HardSigmoid').length;
   if (hardActivations > 0) {
-    report.notes.push(
+    notes.push(
       `${hardActivations} HardSwish/HardSigmoid node(s): onnxruntime folds them into float convolutions for free but has no int8 form, so after each int8 conv they run in float between a DequantizeLinear and a QuantizeLinear; expect little or no speed-up (a MobileNetV3-style model, bench/quantize-blocks.mjs mnv3, ran at 0.55-0.57x FP32). Measure with model-opt benchmark.`,
     );
   }
-  const gated = sigmoidGatedDepthwise(pre.model);
+  const gated = sigmoidGatedDepthwise(model);
   if (gated) {
-    report.notes.push(
+    notes.push(
       `${gated.gates} Sigmoid-gated Mul(s) (SiLU/Swish, squeeze-excitation) around ${gated.depthwise} depthwise conv(s): in FP32 onnxruntime fuses SiLU into one float pass, in INT8 each gate costs a QLinearSigmoid and a QLinearMul pass, which on depthwise-heavy models (EfficientNet-style: bench/quantize-blocks.mjs effnet, 0.89-1.01x) eats the int8 conv gains; models with regular convs still gain. Measure with model-opt benchmark.`,
     );
   }
-  const transformer = transformerSigns(pre.model);
+  const transformer = transformerSigns(model);
   if (transformer) {
-    report.notes.push(
+    notes.push(
       `Transformer-style graph (${transformer}): with static INT8, onnxruntime on CPU keeps the normalizations, activations and residual Adds in float between the integer kernels, which often makes the model slower than FP32; --mode int8-dynamic is usually the faster choice for transformers (onnxruntime's own advice). Compare both with model-opt benchmark.`,
     );
   }
-  report.timings.qdq = lap();
-  // Nothing quantized is the caller's decision (the quantize workflow refuses it unless an op list
-  // was given): ./nothing-quantized.ts says why from this report.
-  return { model: quantized, report, context };
+  return notes;
 }
 
 /** Mul nodes gated by a Sigmoid, when the model also has depthwise convs (EfficientNet/MobileNet-style), or undefined. */
