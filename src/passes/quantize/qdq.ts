@@ -4,10 +4,11 @@
  * (see registry.ts). Weights int8 symmetric (per channel by default), biases int32 with scale =
  * input scale x weight scale, activations uint8 asymmetric (or int8 symmetric) from calibrated
  * ranges. Plan, then apply: `planQdq` decides every node and tensor (and so which tensors need
- * statistics), `applyQdq` edits a clone once. Only the main graph is quantized; nodes inside
- * If/Loop bodies are left in float and read quantized outer values through a DequantizeLinear.
- * Imports the IR, ../preprocess/constants (removeUnusedInitializers), ./registry, ./quant-math,
- * ./calibrate (types).
+ * statistics: select nodes, drop the unprofitable ones, place outputs, plan tensors), `applyQdq`
+ * edits a clone once (activations, bias scale floors, weights and biases, channel padding). Only
+ * the main graph is quantized; nodes inside If/Loop bodies are left in float and read quantized
+ * outer values through a DequantizeLinear. Imports the IR, ../preprocess/constants
+ * (removeUnusedInitializers), ./registry, ./quant-math, ./channel-pad, ./calibrate (types).
  */
 import { InputError, UsageError } from '../../errors.js';
 import { DataType, isIntegerDtype } from '../../ir/dtype.js';
