@@ -98,7 +98,7 @@ function feedsQuantized(node: Node, quantizedNodes: ReadonlySet<Node>): boolean 
   );
 }
 
-/** Elementwise ops quantized only when every non-constant input is already int8 (see planQdq). */
+/** Elementwise ops quantized only when every non-constant input is already int8 (see elementwiseLeavesFloat). */
 const ELEMENTWISE_INT8 = new Set(['Add', 'Mul']);
 
 /**
