@@ -126,36 +126,20 @@ function timingShapes(model: Model, shapes: ShapeOverrides | undefined, batchSiz
   ) as ShapeOverrides;
 }
 
-/**
- * Prune + distill candidates within `timeBudgetMs`. The input model is not modified; `data`'s
- * labels, if any, are not used. Events come from `events`, else from the options' callbacks.
- */
-export async function pruneDistillCandidates(
-  model: Model,
-  data: Dataset,
-  options: PruneDistillOptions,
-  events: WorkflowEvents = {},
-): Promise<PruneDistillCandidate[]> {
-  const started = performance.now();
-  const deadline = started + options.timeBudgetMs;
-  const progress = events.onProgress ?? options.onProgress ?? (() => undefined);
-  const warn = events.onWarning ?? options.onWarning ?? (() => undefined);
-  const widths = [...(options.widths ?? DEFAULT_PRUNE_WIDTHS)];
-  for (const w of widths) if (!(w > 0 && w < 1)) throw new UsageError(`prune widths must be in (0, 1), got ${w}`);
-  if (!(options.timeBudgetMs > 0)) throw new UsageError(`the time budget must be positive, got ${options.timeBudgetMs} ms`);
-  if (data.count < 2) throw new UsageError(`${data.source}: distillation needs at least 2 samples, got ${data.count}`);
-  const batchSize = options.batchSize ?? 1;
-  const threads = options.threads ?? 1;
-  const roundTo = options.roundTo ?? PRUNE_ROUND_TO;
-  const learningRate = options.learningRate ?? DEFAULT_PRUNE_LEARNING_RATE;
-  const maxEpochs = options.maxEpochs ?? 30;
-  const loss = lossFor(model);
+/** The training and validation splits of the data (labels dropped). */
+interface DataSplit {
+  train: Dataset;
+  /** The last VALIDATION_FRACTION of the data (class-score outputs only: agreement is top-1). */
+  validation?: Dataset;
+  /** Training batch: options.trainBatchSize (default 32), at most the training samples. */
+  trainBatch: number;
+}
+
+async function splitData(data: Dataset, loss: 'kd' | 'mse', trainBatchSize: number | undefined): Promise<DataSplit> {
   const { take, sliceSamples } = await import('../data/index.js');
-  // The validation split (class-score outputs only: agreement is top-1).
   const validationCount = loss === 'kd' && data.count >= MIN_SPLIT ? Math.min(MAX_VALIDATION, Math.round(data.count * VALIDATION_FRACTION)) : 0;
   const trainCount = data.count - validationCount;
   const train: Dataset = { ...take(data, trainCount), labels: undefined };
-  const trainBatch = Math.min(options.trainBatchSize ?? 32, train.count);
   const validation: Dataset | undefined =
     validationCount > 0
       ? {
@@ -171,198 +155,330 @@ export async function pruneDistillCandidates(
           notes: [],
         }
       : undefined;
+  return { train, validation, trainBatch: Math.min(trainBatchSize ?? 32, train.count) };
+}
 
-  const [{ pruneChannels, collectChannelStatistics, statisticsRequests }, { saveModel }, { distill }, { checkShapes }] = await Promise.all([
+/** The lazily loaded modules the search uses. */
+interface PruneModules {
+  pruneChannels: typeof import('../passes/prune/index.js')['pruneChannels'];
+  saveModel: typeof import('../onnx/index.js')['saveModel'];
+  distill: typeof import('./distill.js')['distill'];
+  take: typeof import('../data/index.js')['take'];
+}
+
+/** One search under way: the model, its settings and data, what was measured so far, the deadline. */
+interface PruneSearch extends DataSplit {
+  model: Model;
+  options: PruneDistillOptions;
+  modules: PruneModules;
+  progress: (message: string) => void;
+  warn: (message: string) => void;
+  deadline: number;
+  /** Widths still to try (cut short when a width misses options.minTop1Agreement). */
+  widths: number[];
+  batchSize: number;
+  threads: number;
+  roundTo: number;
+  learningRate: number;
+  maxEpochs: number;
+  loss: 'kd' | 'mse';
+  /** Channel statistics for pruning, measured once. */
+  statistics: Awaited<ReturnType<typeof import('../passes/prune/index.js')['collectChannelStatistics']>>;
+  scratch: string;
+  /** The FP32 model as a file, for the speed pre-check. */
+  fp32Path: string;
+  shapes: ShapeOverrides | undefined;
+  /**
+   * Training throughput (samples/s) and the fixed cost of one distillation (backend, teacher
+   * outputs, validation), from the probe and then from each finished distillation.
+   */
+  samplesPerSecond?: number;
+  overheadSeconds: number;
+}
+
+const secondsLeft = (s: PruneSearch): number => (s.deadline - performance.now()) / 1000;
+
+/** The speed pre-check: a short paired timing of the pruned model against FP32. Returns its speed-up, or undefined (with a warning) when it is not faster. */
+async function precheckSpeedup(s: PruneSearch, pruned: Model, i: number, label: string): Promise<{ estimate: number } | undefined> {
+  const { options, batchSize, threads } = s;
+  const prunedPath = path.join(s.scratch, `pruned-${i}.onnx`);
+  await s.modules.saveModel(pruned, prunedPath);
+  const durationMs = Math.max(300, Math.min(3000, 0.04 * options.timeBudgetMs));
+  s.progress(
+    `${label}: timing the pruned model against FP32 (batch ${batchSize}, ${threads} thread${threads === 1 ? '' : 's'}, ${(durationMs / 1000).toFixed(1)} s)`,
+  );
+  const { benchmark } = await import('../benchmark/index.js');
+  const bench = await benchmark(
+    {
+      baseline: s.fp32Path,
+      candidates: [prunedPath],
+      durationMs,
+      warmup: 5,
+      threads,
+      batchSizes: [batchSize],
+      shapes: s.shapes,
+      measureMemory: false,
+      bootstrapResamples: 500,
+    },
+    { onWarning: s.warn },
+  );
+  const speedup = bench.models[1]?.latency[0]?.speedup;
+  if (!speedup || speedup.estimate <= 1) {
+    s.warn(
+      `${label}: the pruned model is not faster than FP32 (${speedup ? `${speedup.estimate.toFixed(2)}x [${speedup.low.toFixed(2)}, ${speedup.high.toFixed(2)}]` : 'not measured'}): not distilled`,
+    );
+    return undefined;
+  }
+  return { estimate: speedup.estimate };
+}
+
+/** Probe: a few distillation steps on a small slice, timed from the end of the first step; sets the search's throughput and overhead. */
+async function probeTrainingSpeed(s: PruneSearch, pruned: Model, label: string): Promise<void> {
+  const { train, trainBatch } = s;
+  const probeCount = Math.min(train.count, trainBatch * PROBE_STEPS);
+  const stamps: { at: number; samples: number }[] = [];
+  s.progress(`${label}: measuring training speed (${PROBE_STEPS} steps of ${trainBatch})`);
+  const p0 = performance.now();
+  await s.modules.distill({
+    student: pruned,
+    teacher: s.model,
+    outputName: s.options.outputName,
+    train: s.modules.take(train, probeCount),
+    alpha: 0,
+    loss: s.loss,
+    epochs: 1,
+    batchSize: trainBatch,
+    learningRate: s.learningRate,
+    onProgress: (e) => {
+      if (e.phase === 'train') stamps.push({ at: performance.now(), samples: (e.step ?? 0) * trainBatch });
+    },
+  });
+  const probeSeconds = (performance.now() - p0) / 1000;
+  const first = stamps[0];
+  const last = stamps[stamps.length - 1];
+  let samplesPerSecond: number;
+  if (first && last && last.at > first.at) samplesPerSecond = (last.samples - first.samples) / ((last.at - first.at) / 1000);
+  else if (first) samplesPerSecond = first.samples / Math.max(1e-3, (first.at - p0) / 1000);
+  else samplesPerSecond = probeCount / Math.max(1e-3, probeSeconds);
+  const trainedSeconds = ((stamps.length > 0 ? stamps.length : 1) * trainBatch) / samplesPerSecond;
+  s.samplesPerSecond = samplesPerSecond;
+  s.overheadSeconds = Math.max(0, probeSeconds - trainedSeconds);
+}
+
+/** How long width i may distill: its epochs (undefined, with a warning, when not even MIN_EPOCHS fit). */
+function planEpochs(s: PruneSearch, i: number, label: string): { epochs: number; steps: number; epochSeconds: number } | undefined {
+  const { train, trainBatch, overheadSeconds } = s;
+  // This width's share of what is left: an even split over the widths still to try.
+  const share = secondsLeft(s) / (s.widths.length - i);
+  const trainSeconds = share - overheadSeconds * 1.2 - 0.5;
+  const steps = Math.max(1, Math.floor(train.count / trainBatch));
+  const epochSeconds = (steps * trainBatch) / s.samplesPerSecond!;
+  const epochs = Math.min(s.maxEpochs, Math.floor(trainSeconds / epochSeconds));
+  if (epochs < MIN_EPOCHS) {
+    s.warn(
+      `${label}: not distilled: one pass over ${train.count} samples takes ~${epochSeconds.toFixed(1)} s (+${overheadSeconds.toFixed(1)} s setup), ` +
+        `${Math.max(0, share).toFixed(1)} s of the budget is left for it`,
+    );
+    return undefined;
+  }
+  return { epochs, steps, epochSeconds };
+}
+
+/** Distills the pruned model for `epochs`; undefined (with a warning) when the deadline cut it. Updates the throughput and overhead. */
+async function distillWidth(
+  s: PruneSearch,
+  pruned: Model,
+  plan: { epochs: number; steps: number; epochSeconds: number },
+  label: string,
+): Promise<{ model: Model; seconds: number } | undefined> {
+  const { train, trainBatch, loss } = s;
+  const { epochs, steps, epochSeconds } = plan;
+  s.progress(
+    `${label}: distilling from FP32 without labels (${loss === 'kd' ? 'soft targets' : 'MSE on the outputs'}, ${epochs} epoch${epochs === 1 ? '' : 's'} of ${train.count} samples, ~${(epochs * epochSeconds).toFixed(0)} s)`,
+  );
+  const d0 = performance.now();
+  let trained: Awaited<ReturnType<PruneModules['distill']>>;
+  try {
+    trained = await s.modules.distill({
+      student: pruned,
+      teacher: s.model,
+      outputName: s.options.outputName,
+      train,
+      alpha: 0,
+      loss,
+      epochs,
+      batchSize: trainBatch,
+      learningRate: s.learningRate,
+      onWarning: s.warn,
+      onProgress: (e) => {
+        if (e.phase === 'train' && performance.now() > s.deadline) throw new DeadlineReached(`epoch ${e.epoch}/${e.epochs}`);
+        if (e.phase === 'train' && e.step === e.steps) s.progress(`${label}: epoch ${e.epoch}/${e.epochs} loss ${e.loss?.toExponential(2)}`);
+      },
+    });
+  } catch (error) {
+    if (!(error instanceof DeadlineReached)) throw error;
+    s.warn(`${label}: distillation stopped at ${error.message} when the time budget ran out: candidate dropped`);
+    return undefined;
+  }
+  const distillSeconds = (performance.now() - d0) / 1000;
+  s.samplesPerSecond = trained.report.samplesPerSecond;
+  s.overheadSeconds = Math.max(0, distillSeconds - (epochs * steps * trainBatch) / s.samplesPerSecond);
+  return { model: trained.model, seconds: distillSeconds };
+}
+
+/** Which model is written (the pruned one when distillation lowered held-out agreement), with the agreements measured. */
+interface DistillCheck {
+  written: Model;
+  kept: 'distilled' | 'pruned';
+  validation?: { samples: number; before: number; after: number };
+  /** Top-1 agreement of the written model with FP32 on options.evalData. */
+  agreement?: number;
+}
+
+async function checkDistilled(s: PruneSearch, pruned: Model, distilled: Model, label: string): Promise<DistillCheck> {
+  const { model, validation } = s;
+  const { compareOutputs } = await import('../evaluate/index.js');
+  const first = model.graph.outputs[0]!.name;
+  const agreementOf = async (m: Model, on: Dataset): Promise<number | undefined> => (await compareOutputs(model, m, on))[first]?.top1Agreement ?? undefined;
+  let written = distilled;
+  let kept: 'distilled' | 'pruned' = 'distilled';
+  let check: DistillCheck['validation'];
+  if (validation) {
+    const [before, after] = [await agreementOf(pruned, validation), await agreementOf(distilled, validation)];
+    if (before !== undefined && after !== undefined) {
+      check = { samples: validation.count, before, after };
+      if (after < before) {
+        written = pruned;
+        kept = 'pruned';
+        s.warn(
+          `${label}: distillation lowered top-1 agreement with FP32 on ${validation.count} held-out samples ` +
+            `(${(before * 100).toFixed(1)}% -> ${(after * 100).toFixed(1)}%): writing the pruned model without it`,
+        );
+      }
+    }
+  }
+  const agreement = s.options.evalData ? await agreementOf(written, s.options.evalData) : undefined;
+  return { written, kept, validation: check, agreement };
+}
+
+/** Prune, pre-check, distill, check and write width i; undefined when the width is dropped (with a warning). */
+async function tryWidth(s: PruneSearch, i: number): Promise<PruneDistillCandidate | undefined> {
+  const { options, roundTo, loss, train } = s;
+  const width = s.widths[i]!;
+  const t0 = performance.now();
+  const label = `width ${width}`;
+  if (secondsLeft(s) <= 0) {
+    s.warn(`${label}: not tried, the time budget was spent`);
+    return undefined;
+  }
+  s.progress(`${label}: pruning channels (keeping ${Math.round(width * 100)}%, multiples of ${roundTo})`);
+  const pruned = s.modules.pruneChannels(s.model, { width, roundTo, statistics: s.statistics }).model;
+  let speedup: { estimate: number } | undefined;
+  if (!options.skipSpeedCheck) {
+    speedup = await precheckSpeedup(s, pruned, i, label);
+    if (!speedup) return undefined;
+  }
+  if (s.samplesPerSecond === undefined) await probeTrainingSpeed(s, pruned, label);
+  const plan = planEpochs(s, i, label);
+  if (!plan) return undefined;
+  const { epochs } = plan;
+  const trained = await distillWidth(s, pruned, plan, label);
+  if (!trained) return undefined;
+  const checked = await checkDistilled(s, pruned, trained.model, label);
+  const reached = checked.validation ? Math.max(checked.validation.before, checked.validation.after) : checked.agreement;
+  if (options.minTop1Agreement !== undefined && reached !== undefined && reached < options.minTop1Agreement && i < s.widths.length - 1) {
+    s.warn(
+      `${label}: top-1 agreement with FP32 ${(reached * 100).toFixed(1)}% < ${(options.minTop1Agreement * 100).toFixed(0)}% on held-out samples: narrower widths not tried`,
+    );
+    s.widths.length = i + 1;
+  }
+  const file = path.join(options.dir, `pruned-${Math.round(width * 100)}.onnx`);
+  s.progress(`${label}: writing ${file}`);
+  await s.modules.saveModel(checked.written, file);
+  const seconds = (performance.now() - t0) / 1000;
+  return {
+    path: file,
+    width,
+    description:
+      `channels pruned to ${Math.round(width * 100)}% (multiples of ${roundTo}), ` +
+      (checked.kept === 'distilled'
+        ? `distilled from FP32 without labels (${loss === 'kd' ? 'soft targets' : 'MSE'}, ${epochs} epoch${epochs === 1 ? '' : 's'} of ${train.count} samples, ${trained.seconds.toFixed(0)} s)`
+        : `not distilled (${epochs} epoch${epochs === 1 ? '' : 's'} lowered agreement with FP32 on held-out samples)`),
+    seconds,
+    distill: {
+      epochs,
+      samples: train.count,
+      samplesPerSecond: s.samplesPerSecond!,
+      loss,
+      ...(checked.agreement !== undefined ? { agreement: checked.agreement } : {}),
+      ...(checked.validation ? { validation: checked.validation } : {}),
+      kept: checked.kept,
+    },
+    ...(speedup !== undefined ? { precheckSpeedup: speedup.estimate } : {}),
+  };
+}
+
+/**
+ * Prune + distill candidates within `timeBudgetMs`. The input model is not modified; `data`'s
+ * labels, if any, are not used. Events come from `events`, else from the options' callbacks.
+ * Steps: split the data, measure channel statistics once, then each width in turn (tryWidth).
+ */
+export async function pruneDistillCandidates(
+  model: Model,
+  data: Dataset,
+  options: PruneDistillOptions,
+  events: WorkflowEvents = {},
+): Promise<PruneDistillCandidate[]> {
+  const started = performance.now();
+  const deadline = started + options.timeBudgetMs;
+  const progress = events.onProgress ?? options.onProgress ?? (() => undefined);
+  const warn = events.onWarning ?? options.onWarning ?? (() => undefined);
+  const widths = [...(options.widths ?? DEFAULT_PRUNE_WIDTHS)];
+  for (const w of widths) if (!(w > 0 && w < 1)) throw new UsageError(`prune widths must be in (0, 1), got ${w}`);
+  if (!(options.timeBudgetMs > 0)) throw new UsageError(`the time budget must be positive, got ${options.timeBudgetMs} ms`);
+  if (data.count < 2) throw new UsageError(`${data.source}: distillation needs at least 2 samples, got ${data.count}`);
+  const loss = lossFor(model);
+  const split = await splitData(data, loss, options.trainBatchSize);
+
+  const [{ pruneChannels, collectChannelStatistics, statisticsRequests }, { saveModel }, { distill }, { checkShapes }, { take }] = await Promise.all([
     import('../passes/prune/index.js'),
     import('../onnx/index.js'),
     import('./distill.js'),
     import('./data-shapes.js'),
+    import('../data/index.js'),
   ]);
-  const secondsLeft = (): number => (deadline - performance.now()) / 1000;
   const candidates: PruneDistillCandidate[] = [];
   const scratch = await mkdtemp(path.join(tmpdir(), 'model-opt-prune-'));
   try {
     progress('measuring channel means on the training inputs (for pruning)');
-    const statistics = await collectChannelStatistics(model, statisticsRequests(model), train, { maxSamples: 256 });
+    const statistics = await collectChannelStatistics(model, statisticsRequests(model), split.train, { maxSamples: 256 });
     const fp32Path = path.join(scratch, 'fp32.onnx');
     if (!options.skipSpeedCheck) await saveModel(model, fp32Path);
-    const shapes = timingShapes(model, checkShapes(undefined, train), batchSize);
-
-    // Training throughput (samples/s) and the fixed cost of one distillation (backend, teacher
-    // outputs, validation), from the probe and then from each finished distillation.
-    let samplesPerSecond: number | undefined;
-    let overheadSeconds = 0;
-
+    const batchSize = options.batchSize ?? 1;
+    const search: PruneSearch = {
+      ...split,
+      model,
+      options,
+      modules: { pruneChannels, saveModel, distill, take },
+      progress,
+      warn,
+      deadline,
+      widths,
+      batchSize,
+      threads: options.threads ?? 1,
+      roundTo: options.roundTo ?? PRUNE_ROUND_TO,
+      learningRate: options.learningRate ?? DEFAULT_PRUNE_LEARNING_RATE,
+      maxEpochs: options.maxEpochs ?? 30,
+      loss,
+      statistics,
+      scratch,
+      fp32Path,
+      shapes: timingShapes(model, checkShapes(undefined, split.train), batchSize),
+      overheadSeconds: 0,
+    };
     for (let i = 0; i < widths.length; i++) {
-      const width = widths[i]!;
-      const t0 = performance.now();
-      const label = `width ${width}`;
-      if (secondsLeft() <= 0) {
-        warn(`${label}: not tried, the time budget was spent`);
-        continue;
-      }
-      progress(`${label}: pruning channels (keeping ${Math.round(width * 100)}%, multiples of ${roundTo})`);
-      const pruned = pruneChannels(model, { width, roundTo, statistics }).model;
-
-      let precheckSpeedup: number | undefined;
-      if (!options.skipSpeedCheck) {
-        const prunedPath = path.join(scratch, `pruned-${i}.onnx`);
-        await saveModel(pruned, prunedPath);
-        const durationMs = Math.max(300, Math.min(3000, 0.04 * options.timeBudgetMs));
-        progress(
-          `${label}: timing the pruned model against FP32 (batch ${batchSize}, ${threads} thread${threads === 1 ? '' : 's'}, ${(durationMs / 1000).toFixed(1)} s)`,
-        );
-        const { benchmark } = await import('../benchmark/index.js');
-        const bench = await benchmark(
-          {
-            baseline: fp32Path,
-            candidates: [prunedPath],
-            durationMs,
-            warmup: 5,
-            threads,
-            batchSizes: [batchSize],
-            shapes,
-            measureMemory: false,
-            bootstrapResamples: 500,
-          },
-          { onWarning: warn },
-        );
-        const speedup = bench.models[1]?.latency[0]?.speedup;
-        precheckSpeedup = speedup?.estimate;
-        if (!speedup || speedup.estimate <= 1) {
-          warn(
-            `${label}: the pruned model is not faster than FP32 (${speedup ? `${speedup.estimate.toFixed(2)}x [${speedup.low.toFixed(2)}, ${speedup.high.toFixed(2)}]` : 'not measured'}): not distilled`,
-          );
-          continue;
-        }
-      }
-
-      if (samplesPerSecond === undefined) {
-        // Probe: a few steps on a small slice, timed from the end of the first step.
-        const probeCount = Math.min(train.count, trainBatch * PROBE_STEPS);
-        const stamps: { at: number; samples: number }[] = [];
-        progress(`${label}: measuring training speed (${PROBE_STEPS} steps of ${trainBatch})`);
-        const p0 = performance.now();
-        await distill({
-          student: pruned,
-          teacher: model,
-          outputName: options.outputName,
-          train: take(train, probeCount),
-          alpha: 0,
-          loss,
-          epochs: 1,
-          batchSize: trainBatch,
-          learningRate,
-          onProgress: (e) => {
-            if (e.phase === 'train') stamps.push({ at: performance.now(), samples: (e.step ?? 0) * trainBatch });
-          },
-        });
-        const probeSeconds = (performance.now() - p0) / 1000;
-        const first = stamps[0];
-        const last = stamps[stamps.length - 1];
-        if (first && last && last.at > first.at) samplesPerSecond = (last.samples - first.samples) / ((last.at - first.at) / 1000);
-        else if (first) samplesPerSecond = first.samples / Math.max(1e-3, (first.at - p0) / 1000);
-        else samplesPerSecond = probeCount / Math.max(1e-3, probeSeconds);
-        const trainedSeconds = ((stamps.length > 0 ? stamps.length : 1) * trainBatch) / samplesPerSecond;
-        overheadSeconds = Math.max(0, probeSeconds - trainedSeconds);
-      }
-
-      // This width's share of what is left: an even split over the widths still to try.
-      const share = secondsLeft() / (widths.length - i);
-      const trainSeconds = share - overheadSeconds * 1.2 - 0.5;
-      const steps = Math.max(1, Math.floor(train.count / trainBatch));
-      const epochSeconds = (steps * trainBatch) / samplesPerSecond!;
-      const epochs = Math.min(maxEpochs, Math.floor(trainSeconds / epochSeconds));
-      if (epochs < MIN_EPOCHS) {
-        warn(
-          `${label}: not distilled: one pass over ${train.count} samples takes ~${epochSeconds.toFixed(1)} s (+${overheadSeconds.toFixed(1)} s setup), ` +
-            `${Math.max(0, share).toFixed(1)} s of the budget is left for it`,
-        );
-        continue;
-      }
-      progress(
-        `${label}: distilling from FP32 without labels (${loss === 'kd' ? 'soft targets' : 'MSE on the outputs'}, ${epochs} epoch${epochs === 1 ? '' : 's'} of ${train.count} samples, ~${(epochs * epochSeconds).toFixed(0)} s)`,
-      );
-      const d0 = performance.now();
-      let trained: Awaited<ReturnType<typeof distill>>;
-      try {
-        trained = await distill({
-          student: pruned,
-          teacher: model,
-          outputName: options.outputName,
-          train,
-          alpha: 0,
-          loss,
-          epochs,
-          batchSize: trainBatch,
-          learningRate,
-          onWarning: warn,
-          onProgress: (e) => {
-            if (e.phase === 'train' && performance.now() > deadline) throw new DeadlineReached(`epoch ${e.epoch}/${e.epochs}`);
-            if (e.phase === 'train' && e.step === e.steps) progress(`${label}: epoch ${e.epoch}/${e.epochs} loss ${e.loss?.toExponential(2)}`);
-          },
-        });
-      } catch (error) {
-        if (!(error instanceof DeadlineReached)) throw error;
-        warn(`${label}: distillation stopped at ${error.message} when the time budget ran out: candidate dropped`);
-        continue;
-      }
-      const distillSeconds = (performance.now() - d0) / 1000;
-      samplesPerSecond = trained.report.samplesPerSecond;
-      overheadSeconds = Math.max(0, distillSeconds - (epochs * steps * trainBatch) / samplesPerSecond);
-
-      const { compareOutputs } = await import('../evaluate/index.js');
-      const first = model.graph.outputs[0]!.name;
-      const agreementOf = async (m: Model, on: Dataset): Promise<number | undefined> => (await compareOutputs(model, m, on))[first]?.top1Agreement ?? undefined;
-      let written = trained.model;
-      let kept: 'distilled' | 'pruned' = 'distilled';
-      let check: { samples: number; before: number; after: number } | undefined;
-      if (validation) {
-        const [before, after] = [await agreementOf(pruned, validation), await agreementOf(trained.model, validation)];
-        if (before !== undefined && after !== undefined) {
-          check = { samples: validation.count, before, after };
-          if (after < before) {
-            written = pruned;
-            kept = 'pruned';
-            warn(
-              `${label}: distillation lowered top-1 agreement with FP32 on ${validation.count} held-out samples ` +
-                `(${(before * 100).toFixed(1)}% -> ${(after * 100).toFixed(1)}%): writing the pruned model without it`,
-            );
-          }
-        }
-      }
-      const agreement = options.evalData ? await agreementOf(written, options.evalData) : undefined;
-      const reached = check ? Math.max(check.before, check.after) : agreement;
-      if (options.minTop1Agreement !== undefined && reached !== undefined && reached < options.minTop1Agreement && i < widths.length - 1) {
-        warn(
-          `${label}: top-1 agreement with FP32 ${(reached * 100).toFixed(1)}% < ${(options.minTop1Agreement * 100).toFixed(0)}% on held-out samples: narrower widths not tried`,
-        );
-        widths.length = i + 1;
-      }
-      const file = path.join(options.dir, `pruned-${Math.round(width * 100)}.onnx`);
-      progress(`${label}: writing ${file}`);
-      await saveModel(written, file);
-      const seconds = (performance.now() - t0) / 1000;
-      candidates.push({
-        path: file,
-        width,
-        description:
-          `channels pruned to ${Math.round(width * 100)}% (multiples of ${roundTo}), ` +
-          (kept === 'distilled'
-            ? `distilled from FP32 without labels (${loss === 'kd' ? 'soft targets' : 'MSE'}, ${epochs} epoch${epochs === 1 ? '' : 's'} of ${train.count} samples, ${distillSeconds.toFixed(0)} s)`
-            : `not distilled (${epochs} epoch${epochs === 1 ? '' : 's'} lowered agreement with FP32 on held-out samples)`),
-        seconds,
-        distill: {
-          epochs,
-          samples: train.count,
-          samplesPerSecond,
-          loss,
-          ...(agreement !== undefined ? { agreement } : {}),
-          ...(check ? { validation: check } : {}),
-          kept,
-        },
-        ...(precheckSpeedup !== undefined ? { precheckSpeedup } : {}),
-      });
+      const candidate = await tryWidth(search, i);
+      if (candidate) candidates.push(candidate);
     }
   } finally {
     await rm(scratch, { recursive: true, force: true });

@@ -38,13 +38,13 @@ import {
 } from '../evaluate/index.js';
 import { bootstrapPercentileCI, mcnemar, pairedSpeedup, summarize } from '../metrics/index.js';
 import { canBatch, latencyFeeds, shapesForBatch, type Feeds } from './feeds.js';
-import { conversionNote, convertFeeds, convertingRunner, floatTypesOnly, hasHalfOutputs, inputConversions } from './float-io.js';
+import { conversionNote, convertFeeds, convertingRunner, floatTypesOnly, hasHalfOutputs, inputConversions, type InputConversion } from './float-io.js';
 import { hashTree, modelFileInfo } from './files.js';
 import { evaluateGates } from './gates.js';
 import { buildManifest } from './manifest.js';
 import { measurePeakMemory } from './memory.js';
 import { throughputAtMedian } from './throughput.js';
-import type { AccuracyResult, BenchmarkCallbacks, BenchmarkOptions, BenchmarkResult, FileInfo, LatencyPoint, ModelResult } from './types.js';
+import type { AccuracyResult, BenchmarkCallbacks, BenchmarkOptions, BenchmarkResult, FileInfo, LatencyPoint, ModelResult, ProgressEvent } from './types.js';
 
 export const DEFAULTS = {
   warmup: 10,
@@ -173,11 +173,22 @@ function runModel(model: LoadedModel, feeds: Feeds): Promise<Feeds> {
   return runBatch({ runner: model.runner, label: model.file.path }, feeds);
 }
 
-export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkCallbacks = {}): Promise<BenchmarkResult> {
-  const progress = callbacks.onProgress ?? (() => {});
-  const warn = callbacks.onWarning ?? (() => {});
-  const candidatesPaths = options.candidates ?? [];
-  const warmup = options.warmup ?? DEFAULTS.warmup;
+/** The options of a benchmark with their defaults filled in, checked once. */
+interface BenchmarkSettings {
+  warmup: number;
+  durationMs: number | null;
+  /** Timed runs per model and batch size; null in duration mode without a cap. */
+  iterations: number | null;
+  interleave: 'warm' | 'cold';
+  burst: number;
+  seed: number;
+  resamples: number;
+  requestedProviders: string[];
+  /** --shape overrides by input name. */
+  overrides: Record<string, number[]>;
+}
+
+function benchmarkSettings(options: BenchmarkOptions): BenchmarkSettings {
   const durationMs = options.durationMs ?? null;
   const iterations = durationMs === null ? (options.iterations ?? DEFAULTS.iterations) : (options.iterations ?? null);
   const interleave = options.interleave ?? 'warm';
@@ -185,27 +196,44 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
     throw new UsageError('a burst of timed runs needs warm interleaving (cold is strict round-robin: one run per switch)');
   }
   const autoBurst = iterations === null ? DEFAULTS.burst : Math.min(DEFAULTS.burst, Math.max(1, Math.floor(iterations / DEFAULTS.pairedRounds)));
-  const burst = interleave === 'cold' ? 1 : Math.max(1, Math.floor(options.burst ?? autoBurst));
-  const seed = options.seed ?? DEFAULTS.seed;
-  const resamples = options.bootstrapResamples ?? DEFAULTS.bootstrapResamples;
-  const requestedProviders = options.providers ?? ['cpu'];
-  let providers = requestedProviders;
-  const overrides = options.shapes ?? {};
-  const metricRequested = options.metric !== undefined;
-  const metricHint = '; pick another with --output-name or use --metric agreement';
-  let metric = parseMetric(options.metric, { output: options.outputName, hint: metricHint });
+  return {
+    warmup: options.warmup ?? DEFAULTS.warmup,
+    durationMs,
+    iterations,
+    interleave,
+    burst: interleave === 'cold' ? 1 : Math.max(1, Math.floor(options.burst ?? autoBurst)),
+    seed: options.seed ?? DEFAULTS.seed,
+    resamples: options.bootstrapResamples ?? DEFAULTS.bootstrapResamples,
+    requestedProviders: options.providers ?? ['cpu'],
+    overrides: options.shapes ?? {},
+  };
+}
 
-  // ---- load ----
-  const allPaths = [options.baseline, ...candidatesPaths];
-  const labels = uniqueLabels(allPaths);
-  const models: LoadedModel[] = [];
-  // Import onnxruntime and create (then drop) one session before timing any load: the first
-  // session in a process also sets up onnxruntime's environment (~150 ms here), which would be
-  // charged to the baseline's load time otherwise.
+/** One benchmark under way: its options and settings, callbacks, and what its steps settled. */
+interface BenchmarkRun {
+  options: BenchmarkOptions;
+  settings: BenchmarkSettings;
+  progress: (event: ProgressEvent) => void;
+  warn: (message: string) => void;
+  /** The execution providers the warm-up session started with (the request less those skipped). */
+  providers: string[];
+  /** The task metric; 'agreement' when the data has no labels and none was asked for. */
+  metric: { name: string; factory: TaskMetricFactory | null };
+  /** Made-up inputs when there is no data (named in the hint when onnxruntime refuses a run). */
+  randomData?: Dataset;
+}
+
+/**
+ * Imports onnxruntime and creates (then drops) one session before timing any load: the first
+ * session in a process also sets up onnxruntime's environment (~150 ms here), which would be
+ * charged to the baseline's load time otherwise. That session also settles the execution providers
+ * (once, with one warning per one skipped); returns them.
+ */
+async function settleProviders(options: BenchmarkOptions, requested: string[], warn: (message: string) => void): Promise<string[]> {
+  let providers = requested;
   await loadOrt();
-  // That session also settles the execution providers (once, with one warning per one skipped).
   try {
-    const warm = await createRunner(options.baseline, { ...runnerOptions(options, requestedProviders), onWarning: warn });
+    const warm = await createRunner(options.baseline, { ...runnerOptions(options, requested), onWarning: warn });
     providers = [...(warm.executionProviders ?? providers)];
     await warm.release();
   } catch (error) {
@@ -213,258 +241,377 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
     // its name, by the timed load below.
     if (error instanceof UsageError) throw error;
   }
-  let randomData: Dataset | undefined;
+  return providers;
+}
+
+/** The baseline's inputs and outputs, which every candidate shares, and the output scored. */
+interface ModelIo {
+  inputs: readonly IoSpec[];
+  outputs: readonly IoSpec[];
+  outputName: string;
+}
+
+/** Checks the candidates against the baseline, the --shape overrides and --output-name. */
+function checkModels(options: BenchmarkOptions, models: readonly LoadedModel[]): ModelIo {
+  const baseline = models[0]!;
+  for (const candidate of models.slice(1)) {
+    checkCompatible({ path: baseline.file.path, runner: baseline.runner }, { path: candidate.file.path, runner: candidate.runner });
+  }
+  const inputs = baseline.runner.inputs;
+  checkShapeOverrides(options.shapes, inputs);
+  const outputs = baseline.runner.outputs;
+  const outputName = options.outputName ?? outputs[0]?.name ?? '';
+  if (!outputs.some((o) => o.name === outputName)) {
+    throw new UsageError(`--output-name '${outputName}': ${baseline.file.path} has outputs ${outputs.map((o) => o.name).join(', ')}`);
+  }
+  return { inputs, outputs, outputName };
+}
+
+/** The data every model runs on, as read or made (before --feedback's states). */
+interface BenchmarkData {
+  dataset: Dataset;
+  source: 'file' | 'random';
+  /** --feedback: fed-back inputs (recurrent states) are not in the data; each model's recurrence makes them. */
+  feedback: readonly FeedbackPair[];
+  hasLabels: boolean;
+}
+
+/** Reads --data (or makes random inputs), and settles the metric: 'agreement' when unlabelled data meets a default metric that needs labels. */
+async function benchmarkData(run: BenchmarkRun, baseline: LoadedModel, io: ModelIo): Promise<BenchmarkData> {
+  const { options, settings } = run;
+  const { inputs, outputs } = io;
+  const fixedBatch = fixedBatchSize(inputs) ?? null;
+  const feedback = options.feedback ?? [];
+  const fedBack = new Set(feedback.map((p) => p.input));
+  const dataInputs = inputs.filter((s) => !fedBack.has(s.name));
+  let dataset: Dataset;
+  let source: 'file' | 'random';
+  if (options.data) {
+    try {
+      dataset = await loadDataset(options.data, dataInputs, { maxSamples: options.maxSamples, constants: options.constants });
+    } catch (error) {
+      throw withFeedbackHint(error, inputs, outputs);
+    }
+    source = 'file';
+  } else {
+    const count = fixedBatch ?? options.maxSamples ?? DEFAULTS.randomSamples;
+    // Integer inputs may be indices (token ids, token type ids): keep them inside their tables.
+    const integerBounds = inputs.some((s) => isIntegerDtype(s.dtype)) ? await tableRowsOfIntegerInputs(baseline.file.path) : undefined;
+    dataset = run.randomData = randomDataset(dataInputs, count, settings.seed, {
+      shapeOverrides: settings.overrides,
+      integerBounds,
+      constants: options.constants,
+    });
+    source = 'random';
+  }
+  if (options.maxSamples !== undefined && dataset.count > options.maxSamples) dataset = take(dataset, options.maxSamples);
+  if (dataset.count === 0) throw new InputError(`${options.data ?? 'random inputs'}: no samples to run`);
+  if (!dataset.labels && run.metric.factory?.needsLabels) {
+    if (options.metric !== undefined) {
+      throw new UsageError(`--metric ${run.metric.name} needs labels; ${options.data ?? 'random inputs'} has none (use --metric agreement)`);
+    }
+    run.metric = { name: 'agreement', factory: null };
+  }
+  return { dataset, source, feedback, hasLabels: dataset.labels !== undefined && run.metric.factory !== null };
+}
+
+/** The gates asked for need candidates (and labels, for the accuracy gate). */
+function checkGateUsage(options: BenchmarkOptions, modelCount: number, hasLabels: boolean): void {
+  if (options.gates?.minSpeedup !== undefined && modelCount < 2) throw new UsageError('--min-speedup needs at least one candidate model');
+  if (options.gates?.maxAccuracyDrop && (!hasLabels || modelCount < 2)) {
+    throw new UsageError(
+      modelCount < 2
+        ? '--max-accuracy-drop needs at least one candidate model'
+        : `--max-accuracy-drop needs labelled data; ${options.data ?? 'random inputs'} has no labels`,
+    );
+  }
+}
+
+/** How the models are evaluated: each one's runner, on which data, and the conversions of its timed feeds. */
+interface EvaluationSetup {
+  runners: Runner[];
+  dataset: Dataset;
+  /** Per model: the inputs whose float type differs from the baseline's (converted before timing). */
+  conversions: InputConversion[][];
+}
+
+/**
+ * A model taking or giving another float type than the baseline runs through conversions (every
+ * model then compares in float32); timed feeds are converted beforehand. With --feedback, the
+ * baseline's recurrence makes the states of the evaluation data and of every timed feed; each
+ * candidate is evaluated on its own recurrence (its own state fed back, as in production).
+ */
+async function evaluationSetup(run: BenchmarkRun, models: readonly LoadedModel[], io: ModelIo, data: BenchmarkData): Promise<EvaluationSetup> {
+  const { inputs, outputs } = io;
+  const { feedback } = data;
+  const conversions = models.map((model) => inputConversions(inputs, model.runner.inputs));
+  const mixedFloat = models.some((model, m) => conversions[m]!.length > 0 || model.runner.outputs.some((o, i) => o.dtype !== outputs[i]!.dtype));
+  if (mixedFloat) {
+    models.forEach((model, m) => {
+      if (conversions[m]!.length > 0 || hasHalfOutputs(model.runner))
+        data.dataset.notes.push(conversionNote(model.label, conversions[m]!, hasHalfOutputs(model.runner)));
+    });
+  }
+  const runners = models.map((model) => (mixedFloat ? convertingRunner(model.runner) : model.runner));
+  if (feedback.length === 0) return { runners, dataset: data.dataset, conversions };
+  const recur = (m: number): Promise<Dataset> =>
+    runWithFeedback(runners[m]!, data.dataset, feedback, {
+      inputs,
+      whose: m === 0 ? "the baseline's" : `${models[m]!.label}'s`,
+      onProgress: (done, total) =>
+        run.progress({ phase: 'accuracy', message: `running ${models[m]!.label} over the data in order for --feedback: ${done}/${total} samples` }),
+    });
+  const dataset = await recur(0);
+  const own: Runner[] = [runners[0]!];
+  for (let m = 1; m < models.length; m++) own.push(ownStateRunner(runners[m]!, await recur(m), feedback));
+  dataset.notes.push(
+    `--feedback: each candidate evaluated on its own recurrence (its own ${feedback.map((p) => p.output).join(', ')} fed back); timed runs take the baseline's states`,
+  );
+  return { runners: own, dataset, conversions };
+}
+
+/** A fresh task metric for model m; none for the baseline when the metric compares with a reference (the baseline is it). */
+function taskMetric(factory: TaskMetricFactory | null, m: number): TaskMetric | undefined {
+  if (!factory) return undefined;
+  const made = factory.create();
+  return m === 0 && made.needsReference ? undefined : made;
+}
+
+/** What the untimed evaluation measured, per model. */
+interface AccuracyMeasurement {
+  /** The task metric's column (undefined without one). */
+  accuracy: (AccuracyResult | undefined)[];
+  /** Agreement with the baseline (candidates only). */
+  agreement: ModelResult['agreement'][];
+}
+
+/** Accuracy and agreement (untimed): every model once per batch, candidates against the baseline. */
+async function measureAccuracy(run: BenchmarkRun, models: readonly LoadedModel[], setup: EvaluationSetup): Promise<AccuracyMeasurement> {
+  const { options, metric } = run;
+  const evaluated = await evaluateMany(
+    models.map((model, m) => ({
+      model: setup.runners[m]!,
+      label: model.file.path,
+      metrics: {
+        accuracy: taskMetric(metric.factory, m),
+        agreement: m > 0 ? agreementWithReference() : undefined,
+      },
+    })),
+    setup.dataset,
+    {
+      batchSize: options.evalBatchSize ?? DEFAULTS.evalBatchSize,
+      onProgress: (done, total) => run.progress({ phase: 'accuracy', message: `evaluating ${done}/${total} samples`, fraction: done / total }),
+    },
+  );
+  const accuracy = accuracyResults(evaluated.map((e) => e.accuracy));
+  if (options.gates?.maxAccuracyDrop && accuracy.slice(1).some((a) => !a?.comparison)) {
+    throw new UsageError(
+      `--max-accuracy-drop compares per-sample right/wrong results (McNemar's test); --metric ${metric.name} gives no such per-sample result (use top-k, ctc, or a module scoring 0/1 per sample)`,
+    );
+  }
+  return { accuracy, agreement: evaluated.map((e) => e.agreement) };
+}
+
+function feedsForLatency(
+  dataset: Dataset,
+  shapes: Record<string, number[]>,
+  batchSize: number,
+  source: 'file' | 'random',
+  warn: (message: string) => void,
+): Feeds {
+  const feeds = latencyFeeds(dataset, batchSize);
+  for (const [name, t] of Object.entries(feeds)) {
+    const want = Object.hasOwn(shapes, name) ? shapes[name] : undefined;
+    // Data fixes the non-batch dims it was recorded with; only say so when random data disagrees.
+    if (source === 'random' && want && t.dims.join('x') !== want.join('x')) {
+      warn(`input '${name}': timing with ${t.dims.join('x')} instead of ${want.join('x')}`);
+    }
+  }
+  return feeds;
+}
+
+/** The latency points of one batch size from the paired timed runs, with each candidate's paired speed-up. */
+function latencyPoints(settings: BenchmarkSettings, batchSize: number, times: readonly Float64Array[]): LatencyPoint[] {
+  const { seed, resamples } = settings;
+  return times.map((t, m) => {
+    const stats = summarize(t);
+    const point: LatencyPoint = {
+      batchSize,
+      stats,
+      throughput: throughputAtMedian(batchSize, stats),
+      p99Interval: bootstrapPercentileCI(t, 99, { seed, resamples }),
+    };
+    // Cold: group a full rotation (every model once in every slot) to cancel the slot effect.
+    // Warm: every burst starts re-warmed, so each pair (same round, same place) stands alone.
+    const groupSize = settings.interleave === 'warm' ? 1 : times.length;
+    if (m > 0) point.speedup = pairedSpeedup(times[0]!, t, { seed: seed + m, resamples, groupSize });
+    return point;
+  });
+}
+
+/** What the timed runs measured: per model, one latency point per batch size; the feeds of the largest batch (for peak memory). */
+interface LatencyMeasurement {
+  batchSizes: number[];
+  latency: LatencyPoint[][];
+  largestFeeds: Feeds[] | null;
+}
+
+/** Latency (timed, interleaved), batch size after batch size. */
+async function measureLatency(run: BenchmarkRun, models: LoadedModel[], io: ModelIo, data: BenchmarkData, setup: EvaluationSetup): Promise<LatencyMeasurement> {
+  const { options, settings, progress } = run;
+  const { inputs } = io;
+  const { dataset } = setup;
+  let batchSizes = options.batchSizes ?? [defaultBatchSize(inputs, settings.overrides)];
+  if (!canBatch(dataset) && batchSizes.some((b) => b !== 1)) {
+    // Every input is a scalar or a whole feed: there is no batch dim to stack samples along.
+    dataset.notes.push(`no input has a batch dim to stack samples along (${inputs.map(describeSpec).join(', ')}): timed batches of 1 only`);
+    batchSizes = [1];
+  }
+  const latency: LatencyPoint[][] = models.map(() => []);
+  let largestFeeds: Feeds[] | null = null;
+  let largestBatch = 0;
+  for (const [index, batchSize] of batchSizes.entries()) {
+    // Data (and states made by --feedback) fix every non-batch dim: no --shape needed for them.
+    const known = data.source === 'file' || data.feedback.length > 0 ? { ...dataShapes(dataset, inputs), ...settings.overrides } : settings.overrides;
+    const shapes = shapesForBatch(inputs, batchSize, known);
+    const common = feedsForLatency(dataset, shapes, batchSize, data.source, run.warn);
+    // Each model's own feeds, converted here, outside the timed region.
+    const feeds = models.map((model, m) => (setup.conversions[m]!.length > 0 ? convertFeeds(common, model.runner.inputs) : common));
+    if (!largestFeeds || batchSize >= largestBatch) {
+      largestFeeds = feeds;
+      largestBatch = batchSize;
+    }
+    const stepLabel = batchSizes.length > 1 ? ` (batch ${batchSize}, ${index + 1}/${batchSizes.length})` : '';
+    progress({ phase: 'warmup', message: `warming up${stepLabel}` });
+    for (const [m, model] of models.entries()) for (let i = 0; i < settings.warmup; i++) await runModel(model, feeds[m]!);
+    const { iterations, durationMs, burst } = settings;
+    const times = await timeInterleaved(models, feeds, { iterations, durationMs, burst, rewarm: settings.interleave === 'warm' }, (done, total) =>
+      progress({
+        phase: 'latency',
+        message: `timing${stepLabel}: ${done}${total ? `/${total}` : ''} runs per model`,
+        fraction: total ? done / total : undefined,
+      }),
+    );
+    latencyPoints(settings, batchSize, times).forEach((point, m) => latency[m]!.push(point));
+  }
+  return { batchSizes, latency, largestFeeds };
+}
+
+/** Peak memory, a child process per model, on the feeds of the largest batch; null where not measured. */
+async function measureMemory(run: BenchmarkRun, models: readonly LoadedModel[], largestFeeds: Feeds[] | null): Promise<(number | null)[]> {
+  const memory: (number | null)[] = [];
+  for (const [m, model] of models.entries()) {
+    if (run.options.measureMemory === false || !largestFeeds) {
+      memory.push(null);
+      continue;
+    }
+    run.progress({ phase: 'memory', message: `measuring peak memory of ${model.label}` });
+    const bytes = await measurePeakMemory({
+      modelPath: model.file.path,
+      feeds: largestFeeds[m]!,
+      intraOpThreads: run.options.threads,
+      executionProviders: run.providers,
+    });
+    if (bytes === null) run.warn(`${model.file.path}: peak memory could not be measured`);
+    memory.push(bytes);
+  }
+  return memory;
+}
+
+/** The per-model results, gates and manifest, as the benchmark returns them. */
+async function benchmarkResult(
+  run: BenchmarkRun,
+  models: readonly LoadedModel[],
+  io: ModelIo,
+  data: BenchmarkData,
+  measured: AccuracyMeasurement & { dataset: Dataset; timed: LatencyMeasurement; memory: (number | null)[] },
+): Promise<BenchmarkResult> {
+  const { options, settings, providers } = run;
+  const { dataset, accuracy, agreement, timed, memory } = measured;
+  const results: ModelResult[] = models.map((model, m) => {
+    const r: ModelResult = {
+      role: model.role,
+      label: model.label,
+      file: model.file,
+      loadMs: model.loadMs,
+      peakMemoryBytes: memory[m] ?? null,
+      latency: timed.latency[m]!,
+    };
+    const a = accuracy[m];
+    if (a) r.accuracy = a;
+    if (m > 0) r.agreement = agreement[m] ?? {};
+    return r;
+  });
+  const gates = evaluateGates(results, options.gates ?? {});
+  const dataFiles = options.data ? await hashTree(options.data) : [];
+  const manifest = buildManifest({
+    threads: options.threads ?? null,
+    providers,
+    files: [...models.map((m) => ({ path: m.file.path, sha256: m.file.sha256, sizeBytes: m.file.sizeBytes })), ...dataFiles],
+    command: options.command ?? null,
+  });
+  run.progress({ phase: 'done', message: 'done', fraction: 1 });
+  return {
+    manifest,
+    settings: {
+      warmup: settings.warmup,
+      iterations: settings.iterations,
+      durationMs: settings.durationMs,
+      interleave: settings.interleave,
+      burst: settings.burst,
+      batchSizes: timed.batchSizes,
+      threads: options.threads ?? null,
+      providers,
+      requestedProviders: [...settings.requestedProviders],
+      metric: run.metric.name,
+      outputName: io.outputName,
+      seed: settings.seed,
+      bootstrapResamples: settings.resamples,
+      interleaving: 'rounds, rotating start',
+    },
+    data: { source: data.source, path: options.data ?? null, samples: dataset.count, labels: data.hasLabels, notes: [...dataset.notes] },
+    models: results,
+    gates,
+    passed: gates.every((g) => g.passed),
+  };
+}
+
+/** Every measurement of the loaded models: checks, data, evaluation, latency, memory, then the result. */
+async function measureAll(run: BenchmarkRun, models: LoadedModel[]): Promise<BenchmarkResult> {
+  const io = checkModels(run.options, models);
+  const data = await benchmarkData(run, models[0]!, io);
+  checkGateUsage(run.options, models.length, data.hasLabels);
+  const setup = await evaluationSetup(run, models, io, data);
+  const scored = await measureAccuracy(run, models, setup);
+  const timed = await measureLatency(run, models, io, data, setup);
+  const memory = await measureMemory(run, models, timed.largestFeeds);
+  return benchmarkResult(run, models, io, data, { ...scored, dataset: setup.dataset, timed, memory });
+}
+
+export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkCallbacks = {}): Promise<BenchmarkResult> {
+  const progress = callbacks.onProgress ?? (() => {});
+  const warn = callbacks.onWarning ?? (() => {});
+  const settings = benchmarkSettings(options);
+  const metricHint = '; pick another with --output-name or use --metric agreement';
+  const metric = parseMetric(options.metric, { output: options.outputName, hint: metricHint });
+
+  // ---- load ----
+  const allPaths = [options.baseline, ...(options.candidates ?? [])];
+  const labels = uniqueLabels(allPaths);
+  const models: LoadedModel[] = [];
+  const providers = await settleProviders(options, settings.requestedProviders, warn);
+  const run: BenchmarkRun = { options, settings, progress, warn, providers, metric };
   try {
     for (let i = 0; i < allPaths.length; i++) {
       progress({ phase: 'load', message: `loading ${labels[i]}`, fraction: i / allPaths.length });
       models.push(await loadModel(allPaths[i]!, i === 0 ? 'baseline' : 'candidate', labels[i]!, options, providers, warn));
     }
-    return await measureAll(models);
+    return await measureAll(run, models);
   } catch (error) {
     // A run on made-up inputs that onnxruntime refuses: name the integer inputs that were made up.
-    throw withRandomInputsHint(error, randomData);
+    throw withRandomInputsHint(error, run.randomData);
   } finally {
     for (const m of models) await m.runner.release();
-  }
-
-  async function measureAll(models: LoadedModel[]): Promise<BenchmarkResult> {
-    const baseline = models[0]!;
-    for (const candidate of models.slice(1)) {
-      checkCompatible({ path: baseline.file.path, runner: baseline.runner }, { path: candidate.file.path, runner: candidate.runner });
-    }
-    const inputs = baseline.runner.inputs;
-    checkShapeOverrides(options.shapes, inputs);
-    const outputs = baseline.runner.outputs;
-    const outputName = options.outputName ?? outputs[0]?.name ?? '';
-    if (!outputs.some((o) => o.name === outputName)) {
-      throw new UsageError(`--output-name '${outputName}': ${baseline.file.path} has outputs ${outputs.map((o) => o.name).join(', ')}`);
-    }
-
-    // ---- data ----
-    const fixedBatch = fixedBatchSize(inputs) ?? null;
-    // --feedback: fed-back inputs (recurrent states) are not in the data; each model's recurrence makes them.
-    const feedback = options.feedback ?? [];
-    const fedBack = new Set(feedback.map((p) => p.input));
-    const dataInputs = inputs.filter((s) => !fedBack.has(s.name));
-    let dataset: Dataset;
-    let source: 'file' | 'random';
-    if (options.data) {
-      try {
-        dataset = await loadDataset(options.data, dataInputs, { maxSamples: options.maxSamples, constants: options.constants });
-      } catch (error) {
-        throw withFeedbackHint(error, inputs, outputs);
-      }
-      source = 'file';
-    } else {
-      const count = fixedBatch ?? options.maxSamples ?? DEFAULTS.randomSamples;
-      // Integer inputs may be indices (token ids, token type ids): keep them inside their tables.
-      const integerBounds = inputs.some((s) => isIntegerDtype(s.dtype)) ? await tableRowsOfIntegerInputs(baseline.file.path) : undefined;
-      dataset = randomData = randomDataset(dataInputs, count, seed, { shapeOverrides: overrides, integerBounds, constants: options.constants });
-      source = 'random';
-    }
-    if (options.maxSamples !== undefined && dataset.count > options.maxSamples) dataset = take(dataset, options.maxSamples);
-    const plainData = dataset;
-    if (dataset.count === 0) throw new InputError(`${options.data ?? 'random inputs'}: no samples to run`);
-    if (!dataset.labels && metric.factory?.needsLabels) {
-      if (metricRequested) {
-        throw new UsageError(`--metric ${metric.name} needs labels; ${options.data ?? 'random inputs'} has none (use --metric agreement)`);
-      }
-      metric = { name: 'agreement', factory: null };
-    }
-    const hasLabels = dataset.labels !== undefined && metric.factory !== null;
-    if (options.gates?.minSpeedup !== undefined && models.length < 2) throw new UsageError('--min-speedup needs at least one candidate model');
-    if (options.gates?.maxAccuracyDrop && (!hasLabels || models.length < 2)) {
-      throw new UsageError(
-        models.length < 2
-          ? '--max-accuracy-drop needs at least one candidate model'
-          : `--max-accuracy-drop needs labelled data; ${options.data ?? 'random inputs'} has no labels`,
-      );
-    }
-
-    // ---- float types: a model taking or giving another float type than the baseline runs through
-    // conversions (every model then compares in float32); timed feeds are converted beforehand ----
-    const conversions = models.map((model) => inputConversions(inputs, model.runner.inputs));
-    const mixedFloat = models.some((model, m) => conversions[m]!.length > 0 || model.runner.outputs.some((o, i) => o.dtype !== outputs[i]!.dtype));
-    if (mixedFloat) {
-      models.forEach((model, m) => {
-        if (conversions[m]!.length > 0 || hasHalfOutputs(model.runner))
-          dataset.notes.push(conversionNote(model.label, conversions[m]!, hasHalfOutputs(model.runner)));
-      });
-    }
-    let evaluationRunners = models.map((model) => (mixedFloat ? convertingRunner(model.runner) : model.runner));
-    if (feedback.length > 0) {
-      // The baseline's recurrence makes the states of the evaluation data and of every timed feed;
-      // each candidate is evaluated on its own recurrence (its own state fed back, as in production).
-      const recur = (m: number): Promise<Dataset> =>
-        runWithFeedback(evaluationRunners[m]!, plainData, feedback, {
-          inputs,
-          whose: m === 0 ? "the baseline's" : `${models[m]!.label}'s`,
-          onProgress: (done, total) =>
-            progress({ phase: 'accuracy', message: `running ${models[m]!.label} over the data in order for --feedback: ${done}/${total} samples` }),
-        });
-      dataset = await recur(0);
-      const own: Runner[] = [evaluationRunners[0]!];
-      for (let m = 1; m < models.length; m++) own.push(ownStateRunner(evaluationRunners[m]!, await recur(m), feedback));
-      evaluationRunners = own;
-      dataset.notes.push(
-        `--feedback: each candidate evaluated on its own recurrence (its own ${feedback.map((p) => p.output).join(', ')} fed back); timed runs take the baseline's states`,
-      );
-    }
-
-    // ---- accuracy and agreement (untimed): every model once per batch, candidates against the baseline ----
-    const evaluated = await evaluateMany(
-      models.map((model, m) => ({
-        model: evaluationRunners[m]!,
-        label: model.file.path,
-        metrics: {
-          accuracy: taskMetric(metric.factory, m),
-          agreement: m > 0 ? agreementWithReference() : undefined,
-        },
-      })),
-      dataset,
-      {
-        batchSize: options.evalBatchSize ?? DEFAULTS.evalBatchSize,
-        onProgress: (done, total) => progress({ phase: 'accuracy', message: `evaluating ${done}/${total} samples`, fraction: done / total }),
-      },
-    );
-    const accuracy = accuracyResults(evaluated.map((e) => e.accuracy));
-    if (options.gates?.maxAccuracyDrop && accuracy.slice(1).some((a) => !a?.comparison)) {
-      throw new UsageError(
-        `--max-accuracy-drop compares per-sample right/wrong results (McNemar's test); --metric ${metric.name} gives no such per-sample result (use top-k, ctc, or a module scoring 0/1 per sample)`,
-      );
-    }
-
-    // ---- latency (timed, interleaved) ----
-    let batchSizes = options.batchSizes ?? [defaultBatchSize(inputs, overrides)];
-    if (!canBatch(dataset) && batchSizes.some((b) => b !== 1)) {
-      // Every input is a scalar or a whole feed: there is no batch dim to stack samples along.
-      dataset.notes.push(`no input has a batch dim to stack samples along (${inputs.map(describeSpec).join(', ')}): timed batches of 1 only`);
-      batchSizes = [1];
-    }
-    const latency: LatencyPoint[][] = models.map(() => []);
-    let largestFeeds: Feeds[] | null = null;
-    let largestBatch = 0;
-    for (const [index, batchSize] of batchSizes.entries()) {
-      // Data (and states made by --feedback) fix every non-batch dim: no --shape needed for them.
-      const shapes = shapesForBatch(inputs, batchSize, source === 'file' || feedback.length > 0 ? { ...dataShapes(dataset, inputs), ...overrides } : overrides);
-      const common = feedsForLatency(dataset, shapes, batchSize, source);
-      // Each model's own feeds, converted here, outside the timed region.
-      const feeds = models.map((model, m) => (conversions[m]!.length > 0 ? convertFeeds(common, model.runner.inputs) : common));
-      if (!largestFeeds || batchSize >= largestBatch) {
-        largestFeeds = feeds;
-        largestBatch = batchSize;
-      }
-      const stepLabel = batchSizes.length > 1 ? ` (batch ${batchSize}, ${index + 1}/${batchSizes.length})` : '';
-      progress({ phase: 'warmup', message: `warming up${stepLabel}` });
-      for (const [m, model] of models.entries()) for (let i = 0; i < warmup; i++) await runModel(model, feeds[m]!);
-      const times = await timeInterleaved(models, feeds, { iterations, durationMs, burst, rewarm: interleave === 'warm' }, (done, total) =>
-        progress({
-          phase: 'latency',
-          message: `timing${stepLabel}: ${done}${total ? `/${total}` : ''} runs per model`,
-          fraction: total ? done / total : undefined,
-        }),
-      );
-      for (let m = 0; m < models.length; m++) {
-        const t = times[m]!;
-        const stats = summarize(t);
-        const point: LatencyPoint = {
-          batchSize,
-          stats,
-          throughput: throughputAtMedian(batchSize, stats),
-          p99Interval: bootstrapPercentileCI(t, 99, { seed, resamples }),
-        };
-        // Cold: group a full rotation (every model once in every slot) to cancel the slot effect.
-        // Warm: every burst starts re-warmed, so each pair (same round, same place) stands alone.
-        const groupSize = interleave === 'warm' ? 1 : models.length;
-        if (m > 0) point.speedup = pairedSpeedup(times[0]!, t, { seed: seed + m, resamples, groupSize });
-        latency[m]!.push(point);
-      }
-    }
-
-    // ---- peak memory (child process per model) ----
-    const memory: (number | null)[] = [];
-    for (const [m, model] of models.entries()) {
-      if (options.measureMemory === false || !largestFeeds) {
-        memory.push(null);
-        continue;
-      }
-      progress({ phase: 'memory', message: `measuring peak memory of ${model.label}` });
-      const bytes = await measurePeakMemory({
-        modelPath: model.file.path,
-        feeds: largestFeeds[m]!,
-        intraOpThreads: options.threads,
-        executionProviders: providers,
-      });
-      if (bytes === null) warn(`${model.file.path}: peak memory could not be measured`);
-      memory.push(bytes);
-    }
-
-    const results: ModelResult[] = models.map((model, m) => {
-      const r: ModelResult = {
-        role: model.role,
-        label: model.label,
-        file: model.file,
-        loadMs: model.loadMs,
-        peakMemoryBytes: memory[m] ?? null,
-        latency: latency[m]!,
-      };
-      const a = accuracy[m];
-      if (a) r.accuracy = a;
-      if (m > 0) r.agreement = evaluated[m]!.agreement ?? {};
-      return r;
-    });
-
-    const gates = evaluateGates(results, options.gates ?? {});
-    const dataFiles = options.data ? await hashTree(options.data) : [];
-    const manifest = buildManifest({
-      threads: options.threads ?? null,
-      providers,
-      files: [...models.map((m) => ({ path: m.file.path, sha256: m.file.sha256, sizeBytes: m.file.sizeBytes })), ...dataFiles],
-      command: options.command ?? null,
-    });
-    progress({ phase: 'done', message: 'done', fraction: 1 });
-    return {
-      manifest,
-      settings: {
-        warmup,
-        iterations,
-        durationMs,
-        interleave,
-        burst,
-        batchSizes,
-        threads: options.threads ?? null,
-        providers,
-        requestedProviders: [...requestedProviders],
-        metric: metric.name,
-        outputName,
-        seed,
-        bootstrapResamples: resamples,
-        interleaving: 'rounds, rotating start',
-      },
-      data: { source, path: options.data ?? null, samples: dataset.count, labels: hasLabels, notes: [...dataset.notes] },
-      models: results,
-      gates,
-      passed: gates.every((g) => g.passed),
-    };
-  }
-
-  /** A fresh task metric for model m; none for the baseline when the metric compares with a reference (the baseline is it). */
-  function taskMetric(factory: TaskMetricFactory | null, m: number): TaskMetric | undefined {
-    if (!factory) return undefined;
-    const made = factory.create();
-    return m === 0 && made.needsReference ? undefined : made;
-  }
-
-  function feedsForLatency(dataset: Dataset, shapes: Record<string, number[]>, batchSize: number, source: 'file' | 'random'): Feeds {
-    const feeds = latencyFeeds(dataset, batchSize);
-    for (const [name, t] of Object.entries(feeds)) {
-      const want = Object.hasOwn(shapes, name) ? shapes[name] : undefined;
-      // Data fixes the non-batch dims it was recorded with; only say so when random data disagrees.
-      if (source === 'random' && want && t.dims.join('x') !== want.join('x')) {
-        warn(`input '${name}': timing with ${t.dims.join('x')} instead of ${want.join('x')}`);
-      }
-    }
-    return feeds;
   }
 }
 

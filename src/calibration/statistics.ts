@@ -406,10 +406,406 @@ function captureGroups(names: readonly string[], bytes: ReadonlyMap<string, numb
   return groups;
 }
 
+/** One collection under way: what it collects, from where, and what every pass folds into. */
+interface Collection {
+  model: Model;
+  options: CollectOptions;
+  ranges: Map<string, RangeState>;
+  moments: Map<string, MomentState>;
+  batching: CalibrationBatching;
+  source: Source;
+  /** The data is a Dataset (cut into batches here), not a sequence of feeds. */
+  fromDataset: boolean;
+  budget: number;
+  totalSamples?: number;
+  /** Tensors whose reductions showed NaN/Infinity at least once: their second-pass binning checks every value. */
+  nonFinite: Set<string>;
+  /** Largest bytes per sample of each reduced tensor, as the first pass saw them. */
+  sizes: Map<string, number>;
+}
+
+/** Where each requested tensor's statistics come from (routeStatistics). */
+interface Routes {
+  /** Graph inputs and constants: in memory already, scanned in the first pass. */
+  local: ReadonlySet<string>;
+  /** Float activations whose min/max (and sizes) onnxruntime reduces in the first pass. */
+  reduced: readonly string[];
+  reducedSet: ReadonlySet<string>;
+  /** Captured whole: channel moments, tensors that cannot be reduced, histograms of a single pass. */
+  whole: readonly string[];
+  /** Histograms reduced in the first pass, binned into its grids in the second. */
+  binned: readonly string[];
+  /** The tensors of the second pass(es); none with a single pass. */
+  later: readonly string[];
+  twoPass: boolean;
+}
+
+/**
+ * Where each statistic comes from: graph inputs and constants are in memory already (scanned
+ * here in the first pass); float activations are reduced inside onnxruntime; the rest (channel
+ * moments, histograms' second pass, tensors of other dtypes) is captured whole. Sets the first
+ * pass's batch where it may be lowered, and the planned bytes per run of a single pass.
+ */
+function routeStatistics(c: Collection, names: readonly string[]): Routes {
+  const { model, ranges, moments, batching, options, budget } = c;
+  const local = new Set(
+    names.filter((n) => {
+      const v = model.graph.localValue(n)!;
+      return (v.isGraphInput() && !v.producer) || model.graph.constantTensor(v) !== undefined;
+    }),
+  );
+  // One pass when the whole captures of a first-pass batch fit the budget (histograms then grow
+  // exactly as they always did) or the source can be walked only once; else two. Without an
+  // explicit batch, a smaller first-pass batch whose captures fit keeps it to one pass: one
+  // inference plus the binning cost less than two (the text-recognizer stand-in of
+  // bench/calibration-speed.mjs: 2.1x inference at batch 1 against 2.9x for two passes at 8).
+  // One sample whose captures exceed the budget but fit SINGLE_SAMPLE_ALLOWANCE budgets is captured
+  // whole at batch 1 in one pass too (capturePath): two passes cost two inferences.
+  const captured = names.filter((n) => !local.has(n) && (moments.has(n) || ranges.get(n)?.kind === 'histogram' || (ranges.has(n) && !canReduce(model, n))));
+  const estimates = captured.map((n) => perSampleBytes(model, n));
+  const capturedPerSample = estimates.every((b) => b !== undefined) ? estimates.reduce<number>((a, b) => a + b!, 0) : Infinity;
+  const lowerable = c.fromDataset && options.batchSize === undefined && fixedBatchSize(modelInputSpecs(model)) === undefined;
+  const path = capturePath(capturedPerSample, batching.batchSize || options.batchSize || DEFAULT_CALIBRATION_BATCH, budget, lowerable);
+  if (lowerable) batching.batchSize = path.batchSize;
+  const twoPass = c.source.reiterable && !path.onePass;
+  if (!twoPass && c.fromDataset && captured.length > 0 && Number.isFinite(capturedPerSample)) batching.capturedBytesPerRun = capturedPerSample * path.batchSize;
+  const reduced = [...ranges.keys()].filter((n) => !local.has(n) && canReduce(model, n) && (twoPass || ranges.get(n)!.kind === 'range'));
+  const reducedSet = new Set(reduced);
+  const whole = names.filter((n) => !local.has(n) && (moments.has(n) || (ranges.has(n) && !reducedSet.has(n))));
+  const binned = reduced.filter((n) => ranges.get(n)!.kind === 'histogram');
+  const later = twoPass ? [...binned, ...whole.filter((n) => !binned.includes(n))] : [];
+  return { local, reduced, reducedSet, whole, binned, later, twoPass };
+}
+
+/** Folds whole-captured tensors into their ranges, histograms and moments (`only`: just these tensors; `skipRanges`: not these ranges). */
+function foldWhole(c: Collection, r: Routes, captured: Record<string, TensorData>, only?: ReadonlySet<string>, skipRanges?: ReadonlySet<string>): void {
+  for (const [name, state] of c.ranges) {
+    if ((only && !only.has(name)) || skipRanges?.has(name) || !(name in captured)) continue;
+    if (r.reducedSet.has(name) && state.kind === 'range') continue; // captured whole for its moments only
+    if (r.reducedSet.has(name) && state.kind === 'histogram') state.stats.histogram!.addFixed(numericView(captured[name]!, name), c.nonFinite.has(name));
+    else addRange(state.stats, numericView(captured[name]!, name));
+  }
+  for (const [name, state] of c.moments) if ((!only || only.has(name)) && name in captured) addMoments(state, captured[name]!, name);
+}
+
+/** What the first pass (reductions, in-memory tensors, and for a single pass everything) captures. */
+interface RangesPass {
+  capture: StatisticsCapturePlan;
+  /** Whether the pass has anything to do at all, and whether it runs the model. */
+  runs: boolean;
+  runsModel: boolean;
+  /** Histograms captured whole in a single pass and reduced inside onnxruntime too. */
+  oneRunHistograms: ReadonlySet<string>;
+  /** The same, binned beside onnxruntime (binning.ts), in binner order. */
+  offloaded: readonly string[];
+  threaded: boolean;
+}
+
+function planRangesPass(c: Collection, r: Routes): RangesPass {
+  const { model, options, ranges, batching } = c;
+  const firstWhole = r.twoPass ? [...r.local] : [...r.local, ...r.whole];
+  // One pass: histograms captured whole are reduced inside onnxruntime too, so a finite batch is
+  // binned without its JS min/max scan (extend + addFixed: the same grid and counts as add()).
+  const oneRunHistograms = new Set(r.twoPass ? [] : r.whole.filter((n) => ranges.get(n)?.kind === 'histogram' && canReduce(model, n)));
+  // Their binning runs beside onnxruntime (binning.ts); their buffers move there after every other
+  // use of the batch (a tensor's channel moments are summed first).
+  const offloaded = [...oneRunHistograms];
+  const offloadedPerSample = valuesPerSample(model, offloaded);
+  const threaded =
+    offloaded.length > 0 &&
+    (options.binningThread ?? binningThreadPays(offloadedPerSample * (c.totalSamples ?? 0), offloadedPerSample * (batching.batchSize || 0)));
+  return {
+    capture: { whole: firstWhole, reduce: [...r.reduced, ...oneRunHistograms], sizes: r.reduced.length > 0 ? r.later : [] },
+    runs: firstWhole.length > 0 || r.reduced.length > 0,
+    runsModel: r.reduced.length > 0 || firstWhole.some((n) => !r.local.has(n)),
+    oneRunHistograms,
+    offloaded,
+    threaded,
+  };
+}
+
+/** Runs a batch again with some tensors captured whole (one session, grown when more tensors are wanted). */
+interface Rerunner {
+  values(feeds: Feeds, wanted: readonly string[]): Promise<Record<string, TensorData>>;
+  release(): Promise<void>;
+}
+
+function nonFiniteRerunner(c: Collection): Rerunner {
+  let rerun: { names: Set<string>; runner: StatisticsCapture } | undefined;
+  return {
+    async values(feeds, wanted) {
+      if (!rerun || wanted.some((n) => !rerun!.names.has(n))) {
+        const all = new Set([...(rerun?.names ?? []), ...wanted]);
+        await rerun?.runner.release();
+        rerun = undefined;
+        rerun = { names: all, runner: await createStatisticsCapture(c.model, { whole: [...all] }, { label: 'calibration model', ...c.options.runner }) };
+      }
+      c.batching.nonFiniteReruns++;
+      return (await rerun.runner.run(feeds)).tensors;
+    },
+    async release() {
+      await rerun?.runner.release();
+    },
+  };
+}
+
+function extendRange(s: TensorStatistics, min: number, max: number): void {
+  if (s.histogram) s.histogram.extend(min, max);
+  else {
+    if (min < s.min) s.min = min;
+    if (max > s.max) s.max = max;
+  }
+}
+
+/** Folds a first-pass batch's reductions and sizes; returns the tensors whose reductions showed NaN or +-Infinity. */
+function foldReductions(c: Collection, r: Routes, p: RangesPass, batch: Batch, captured: StatisticsCaptureResult): string[] {
+  const flagged: string[] = [];
+  for (const [name, red] of captured.reductions) {
+    if (red.size === 0 || p.oneRunHistograms.has(name)) continue;
+    if (!red.finite) {
+      flagged.push(name);
+      continue;
+    }
+    extendRange(c.ranges.get(name)!.stats, red.min, red.max);
+  }
+  for (const [name, size] of captured.sizes) {
+    const stats = c.ranges.get(name)?.stats;
+    if (stats && r.reducedSet.has(name)) stats.count += size;
+    if (batch.samples > 0) c.sizes.set(name, Math.max(c.sizes.get(name) ?? 0, (size / batch.samples) * elementBytes(c.model, name)));
+  }
+  return flagged;
+}
+
+/** NaN or +-Infinity in these tensors: the finite range of this batch from the values themselves. */
+function foldNonFinite(c: Collection, values: Record<string, TensorData>, flagged: readonly string[]): void {
+  for (const name of flagged) {
+    c.nonFinite.add(name);
+    const { min, max } = finiteRange(numericView(values[name]!, name));
+    extendRange(c.ranges.get(name)!.stats, min, max);
+  }
+}
+
+/** The binner's jobs for a single pass's histograms of one batch (counting their elements). */
+function oneRunBinningJobs(c: Collection, p: RangesPass, captured: StatisticsCaptureResult, ids: ReadonlyMap<string, number>): BinningJob[] {
+  const jobs: BinningJob[] = [];
+  for (const name of p.oneRunHistograms) {
+    const red = captured.reductions.get(name);
+    // A float or double tensor (canReduce); min/max come from the final histogram (binner.finish).
+    const values = numericView(captured.tensors[name]!, name) as Float32Array | Float64Array;
+    const finite = red !== undefined && red.size > 0 && red.finite;
+    jobs.push({ id: ids.get(name)!, op: finite ? 'fixed' : 'add', bmin: finite ? red.min : 0, bmax: finite ? red.max : 0, values });
+    c.ranges.get(name)!.stats.count += values.length;
+  }
+  return jobs;
+}
+
+/** Sets the min/max of these histograms' statistics from the histograms themselves. */
+function settleHistogramRanges(c: Collection, names: readonly string[]): void {
+  for (const name of names) {
+    const s = c.ranges.get(name)!.stats;
+    s.min = s.histogram!.min;
+    s.max = s.histogram!.max;
+  }
+}
+
+/** The first pass: reductions, in-memory tensors, and (single pass) everything else. Returns the samples of its first batch. */
+async function runRangesPass(c: Collection, r: Routes, p: RangesPass): Promise<number> {
+  const { options, ranges, batching } = c;
+  const ids = new Map(p.offloaded.map((n, i) => [n, i]));
+  const rerun = nonFiniteRerunner(c);
+  let samples = 0;
+  let firstSamples = 0;
+  // Made first: a binning thread not up yet starts while onnxruntime makes the capture session.
+  const binner =
+    p.offloaded.length > 0
+      ? createBinner(
+          p.offloaded.map((n) => ranges.get(n)!.stats.histogram!),
+          { thread: p.threaded, maxInFlightBytes: c.budget },
+        )
+      : undefined;
+  batching.binningThread = binner?.threaded ?? false;
+  let batchCount = 0;
+  try {
+    const runner = await createStatisticsCapture(c.model, p.capture, { label: 'calibration model', ...options.runner });
+    batchCount = await runPass(c.source.open(batching.batchSize), runner, async (batch, captured) => {
+      if (firstSamples === 0) firstSamples = batch.samples;
+      const flagged = foldReductions(c, r, p, batch, captured);
+      if (flagged.length > 0) foldNonFinite(c, await rerun.values(batch.feeds, flagged), flagged);
+      const jobs = oneRunBinningJobs(c, p, captured, ids);
+      foldWhole(c, r, captured.tensors, undefined, p.oneRunHistograms);
+      // Last: the jobs' buffers move to the binning thread.
+      if (jobs.length > 0) await binner!.post(jobs);
+      samples += batch.samples;
+      options.onProgress?.({
+        pass: 1,
+        passes: r.later.length > 0 ? undefined : 1,
+        stage: 'ranges',
+        batches: batchCount + 1,
+        samples,
+        totalSamples: c.totalSamples,
+      });
+      batchCount++;
+    });
+    if (binner) {
+      await binner.finish();
+      settleHistogramRanges(c, p.offloaded);
+    }
+  } finally {
+    await rerun.release();
+    await binner?.close();
+  }
+  if (batchCount === 0) throw new UsageError('calibration data set is empty');
+  if (p.runsModel) batching.passes++;
+  return firstSamples;
+}
+
+/** The second pass(es): one per group of tensors, at one batch size. */
+interface CapturePasses {
+  batch: number;
+  groups: string[][];
+  /** The first pass's histogram grids that bin indices (or counts) can use. */
+  grids: ReadonlyMap<string, BinGrid>;
+  /** Histograms counted inside onnxruntime (ScatterElements), not returned as bin indices. */
+  counted: ReadonlySet<string>;
+}
+
+function binGrids(c: Collection, r: Routes): Map<string, BinGrid> {
+  const grids = new Map<string, BinGrid>();
+  for (const name of r.binned) {
+    const h = c.ranges.get(name)!.stats.histogram!;
+    // A tensor whose values are needed here (NaN/Infinity seen, channel moments) is captured whole instead.
+    if (!c.nonFinite.has(name) && !c.moments.has(name) && h.width > 0 && h.bins <= MAX_INDEX_BINS) grids.set(name, { lo: h.lo, width: h.width, bins: h.bins });
+  }
+  return grids;
+}
+
+/**
+ * Groups of the second-pass tensors, in graph order so that each group's pass runs only a prefix of
+ * the network (prefixModel). Where onnxruntime can count bins, one pass takes every histogram: the
+ * captures that fit the limit (in graph order) come back, the other histograms are counted inside it.
+ */
+function groupCaptures(
+  c: Collection,
+  r: Routes,
+  grids: ReadonlyMap<string, BinGrid>,
+  perRun: ReadonlyMap<string, number>,
+  known: boolean,
+  runLimit: number,
+): { groups: string[][]; counted: Set<string> } {
+  const { model } = c;
+  const position = new Map(model.graph.nodes.map((n, i) => [n, i]));
+  const ordered = [...r.later].sort(
+    (a, b) => (position.get(model.graph.localValue(a)!.producer!) ?? -1) - (position.get(model.graph.localValue(b)!.producer!) ?? -1),
+  );
+  const counted = new Set<string>();
+  if (!canCountBins(model) || !known) return { groups: known ? captureGroups(ordered, perRun, 1, runLimit) : [ordered], counted };
+  const firstGroup: string[] = [];
+  const rest: string[] = [];
+  let used = 0;
+  for (const name of ordered) {
+    const b = perRun.get(name)!;
+    if (used + b <= runLimit || (firstGroup.length === 0 && !grids.has(name))) {
+      firstGroup.push(name);
+      used += b;
+    } else if (grids.has(name)) counted.add(name);
+    else rest.push(name);
+  }
+  return { groups: [[...firstGroup, ...counted], ...captureGroups(rest, perRun, 1, runLimit)], counted };
+}
+
+/**
+ * Plans the second pass(es): histograms binned inside onnxruntime on the first pass's grids (uint16
+ * bin indices, 2 bytes per element, or, for what the budget cannot take, bin counts), tensors that
+ * need their values (channel moments, non-finite values, other dtypes) captured whole; grouped
+ * within the budget. Records the plan in the batching report.
+ */
+function planCapturePasses(c: Collection, r: Routes): CapturePasses {
+  const { model, options, batching, budget } = c;
+  const grids = binGrids(c, r);
+  const bytes = new Map(
+    r.later.map((n) => {
+      const b = c.sizes.get(n) ?? perSampleBytes(model, n);
+      return [n, b !== undefined && grids.has(n) ? (b / elementBytes(model, n)) * INDEX_BYTES : b] as const;
+    }),
+  );
+  const known = [...bytes.values()].every((b) => b !== undefined);
+  const perSample = [...bytes.values()].reduce<number>((a, b) => a + (b ?? 0), 0);
+  const first = batching.batchSize || DEFAULT_CALIBRATION_BATCH;
+  const batch = options.captureBatchSize ?? (known && perSample > 0 ? Math.max(1, Math.min(first, Math.floor(budget / perSample))) : first);
+  const perRun = new Map([...bytes].map(([n, b]) => [n, (b ?? 0) * batch]));
+  // One sample per run may take SINGLE_SAMPLE_ALLOWANCE budgets, as in the single pass: bin
+  // indices counted beside onnxruntime (binning.ts) cost less than counting them inside it.
+  const runLimit = batch === 1 ? SINGLE_SAMPLE_ALLOWANCE * budget : budget;
+  const { groups, counted } = groupCaptures(c, r, grids, perRun, known, runLimit);
+  batching.captureBatchSize = c.fromDataset ? batch : undefined;
+  batching.captureGroups = groups.length;
+  batching.countedInRuntime = counted.size;
+  batching.capturedBytesPerRun = known ? Math.max(...groups.map((g) => g.reduce((a, n) => a + (counted.has(n) ? 0 : perRun.get(n)!), 0))) : undefined;
+  return { batch, groups, grids, counted };
+}
+
+/** One second pass: the group's tensors captured whole, binned as indices (counted beside onnxruntime) or counted inside it. */
+async function runCaptureGroup(c: Collection, r: Routes, passes: CapturePasses, group: readonly string[], pass: { number: number; of: number }): Promise<void> {
+  const { model, options, ranges, batching } = c;
+  const { grids, counted, batch } = passes;
+  const only = new Set(group);
+  const part = (pick: (n: string) => boolean): Map<string, BinGrid> => new Map(group.filter(pick).map((n) => [n, grids.get(n)!]));
+  const capturePlan: StatisticsCapturePlan = {
+    whole: group.filter((n) => !grids.has(n)),
+    binIndices: part((n) => grids.has(n) && !counted.has(n)),
+    binCounts: part((n) => counted.has(n)),
+  };
+  // Bin indices are counted beside onnxruntime (binning.ts), as the single pass's histograms are.
+  const indexed = [...capturePlan.binIndices!.keys()];
+  const indexedPerSample = valuesPerSample(model, indexed);
+  const ids = new Map(indexed.map((n, i) => [n, i]));
+  const binner =
+    indexed.length > 0
+      ? createBinner(
+          indexed.map((n) => ranges.get(n)!.stats.histogram!),
+          {
+            thread: options.binningThread ?? binningThreadPays(indexedPerSample * (c.totalSamples ?? 0), indexedPerSample * batch),
+            maxInFlightBytes: c.budget,
+          },
+        )
+      : undefined;
+  if (binner?.threaded) batching.binningThread = true;
+  let count = 0;
+  try {
+    const runner = await createStatisticsCapture(prefixModel(model, group), capturePlan, { label: 'calibration model', ...options.runner });
+    let progress = { batches: 0, samples: 0 };
+    count = await runPass(c.source.open(batch), runner, async (b, captured) => {
+      foldWhole(c, r, captured.tensors, only);
+      for (const [name, counts] of captured.binCounts) ranges.get(name)!.stats.histogram!.addCounts(counts);
+      const jobs = [...captured.binIndices].map(([name, indices]): BinningJob => ({ id: ids.get(name)!, op: 'indices', bmin: 0, bmax: 0, values: indices }));
+      if (jobs.length > 0) await binner!.post(jobs);
+      progress = { batches: progress.batches + 1, samples: progress.samples + b.samples };
+      options.onProgress?.({ pass: pass.number, passes: pass.of, stage: 'captures', ...progress, totalSamples: c.totalSamples });
+    });
+    await binner?.finish();
+  } finally {
+    await binner?.close();
+  }
+  if (count === 0) throw new UsageError('calibration data set is empty');
+  batching.passes++;
+}
+
+/** Mean and variance per index from the moments' sums. */
+function channelMoments(moments: ReadonlyMap<string, MomentState>, into: Map<string, ChannelMoments>): void {
+  for (const [name, { sums }] of moments) {
+    if (!sums) continue;
+    const { s, s2, n } = sums;
+    const mean = s.map((x) => x / n);
+    into.set(name, { mean, variance: s2.map((x, i) => Math.max(0, x / n - mean[i]! * mean[i]!)) });
+  }
+}
+
 /**
  * Streamed passes over `data` (a Dataset, cut into batches, or any sequence of feeds, e.g. a
  * generator that makes data on the fly) collecting every requested statistic. UsageError when the
- * data has no samples or a tensor is not numeric.
+ * data has no samples or a tensor is not numeric. Steps: route each tensor (routeStatistics), the
+ * first pass (reductions; a single pass does everything), then, with two passes, the capture
+ * groups on the first pass's histogram grids.
  */
 export async function collectStatistics(
   model: Model,
@@ -442,270 +838,34 @@ export async function collectStatistics(
     batching.batchSize = options.batchSize ?? budgetedBatchSize(model, data, budget);
   }
   const source = sourceOf(data, axes);
-
-  // Where each statistic comes from: graph inputs and constants are in memory already (scanned
-  // here in the first pass); float activations are reduced inside onnxruntime; the rest (channel
-  // moments, histograms' second pass, tensors of other dtypes) is captured whole.
-  const local = new Set(
-    names.filter((n) => {
-      const v = model.graph.localValue(n)!;
-      return (v.isGraphInput() && !v.producer) || model.graph.constantTensor(v) !== undefined;
-    }),
-  );
-  // One pass when the whole captures of a first-pass batch fit the budget (histograms then grow
-  // exactly as they always did) or the source can be walked only once; else two. Without an
-  // explicit batch, a smaller first-pass batch whose captures fit keeps it to one pass: one
-  // inference plus the binning cost less than two (the text-recognizer stand-in of
-  // bench/calibration-speed.mjs: 2.1x inference at batch 1 against 2.9x for two passes at 8).
-  // One sample whose captures exceed the budget but fit SINGLE_SAMPLE_ALLOWANCE budgets is captured
-  // whole at batch 1 in one pass too (capturePath): two passes cost two inferences.
-  const captured = names.filter((n) => !local.has(n) && (moments.has(n) || ranges.get(n)?.kind === 'histogram' || (ranges.has(n) && !canReduce(model, n))));
-  const estimates = captured.map((n) => perSampleBytes(model, n));
-  const capturedPerSample = estimates.every((b) => b !== undefined) ? estimates.reduce<number>((a, b) => a + b!, 0) : Infinity;
-  const lowerable = isDataset(data) && options.batchSize === undefined && fixedBatchSize(modelInputSpecs(model)) === undefined;
-  const path = capturePath(capturedPerSample, batching.batchSize || options.batchSize || DEFAULT_CALIBRATION_BATCH, budget, lowerable);
-  if (lowerable) batching.batchSize = path.batchSize;
-  const twoPass = source.reiterable && !path.onePass;
-  if (!twoPass && isDataset(data) && captured.length > 0 && Number.isFinite(capturedPerSample))
-    batching.capturedBytesPerRun = capturedPerSample * path.batchSize;
-  const reduced = [...ranges.keys()].filter((n) => !local.has(n) && canReduce(model, n) && (twoPass || ranges.get(n)!.kind === 'range'));
-  const reducedSet = new Set(reduced);
-  const whole = names.filter((n) => !local.has(n) && (moments.has(n) || (ranges.has(n) && !reducedSet.has(n))));
-  const binned = reduced.filter((n) => ranges.get(n)!.kind === 'histogram');
-  const later = twoPass ? [...binned, ...whole.filter((n) => !binned.includes(n))] : [];
-  // Tensors whose reductions showed NaN/Infinity at least once: their second-pass binning checks every value.
-  const nonFinite = new Set<string>();
-  const wholeFold = (captured: Record<string, TensorData>, only?: ReadonlySet<string>, skipRanges?: ReadonlySet<string>): void => {
-    for (const [name, state] of ranges) {
-      if ((only && !only.has(name)) || skipRanges?.has(name) || !(name in captured)) continue;
-      if (reducedSet.has(name) && state.kind === 'range') continue; // captured whole for its moments only
-      if (reducedSet.has(name) && state.kind === 'histogram') state.stats.histogram!.addFixed(numericView(captured[name]!, name), nonFinite.has(name));
-      else addRange(state.stats, numericView(captured[name]!, name));
-    }
-    for (const [name, state] of moments) if ((!only || only.has(name)) && name in captured) addMoments(state, captured[name]!, name);
+  const c: Collection = {
+    model,
+    options,
+    ranges,
+    moments,
+    batching,
+    source,
+    fromDataset: isDataset(data),
+    budget,
+    totalSamples,
+    nonFinite: new Set(),
+    sizes: new Map(),
   };
 
-  // First pass: reductions, in-memory tensors, and (one-shot sources) everything else.
-  const firstWhole = twoPass ? [...local] : [...local, ...whole];
-  // One pass: histograms captured whole are reduced inside onnxruntime too, so a finite batch is
-  // binned without its JS min/max scan (extend + addFixed: the same grid and counts as add()).
-  const oneRunHistograms = new Set(twoPass ? [] : whole.filter((n) => ranges.get(n)?.kind === 'histogram' && canReduce(model, n)));
-  // Their binning runs beside onnxruntime (binning.ts); their buffers move there after every other
-  // use of the batch (a tensor's channel moments are summed first).
-  const offloaded = [...oneRunHistograms];
-  const offloadedPerSample = valuesPerSample(model, offloaded);
-  const threaded =
-    offloaded.length > 0 &&
-    (options.binningThread ?? binningThreadPays(offloadedPerSample * (totalSamples ?? 0), offloadedPerSample * (batching.batchSize || 0)));
-  const capturePlan: StatisticsCapturePlan = { whole: firstWhole, reduce: [...reduced, ...oneRunHistograms], sizes: reduced.length > 0 ? later : [] };
-  const binnerIds = new Map(offloaded.map((n, i) => [n, i]));
-  const sizes = new Map<string, number>();
-  let rerun: { names: Set<string>; runner: StatisticsCapture } | undefined;
-  const fallbackValues = async (feeds: Feeds, wanted: readonly string[]): Promise<Record<string, TensorData>> => {
-    if (!rerun || wanted.some((n) => !rerun!.names.has(n))) {
-      const all = new Set([...(rerun?.names ?? []), ...wanted]);
-      await rerun?.runner.release();
-      rerun = undefined;
-      rerun = { names: all, runner: await createStatisticsCapture(model, { whole: [...all] }, { label: 'calibration model', ...options.runner }) };
-    }
-    batching.nonFiniteReruns++;
-    return (await rerun.runner.run(feeds)).tensors;
-  };
-  let samples = 0;
-  let firstSamples = 0;
-  const runsModel = reduced.length > 0 || firstWhole.some((n) => !local.has(n));
-  if (firstWhole.length > 0 || reduced.length > 0) {
-    // Made first: a binning thread not up yet starts while onnxruntime makes the capture session.
-    const binner =
-      offloaded.length > 0
-        ? createBinner(
-            offloaded.map((n) => ranges.get(n)!.stats.histogram!),
-            { thread: threaded, maxInFlightBytes: budget },
-          )
-        : undefined;
-    batching.binningThread = binner?.threaded ?? false;
-    let batchCount = 0;
-    try {
-      const runner = await createStatisticsCapture(model, capturePlan, { label: 'calibration model', ...options.runner });
-      batchCount = await runPass(source.open(batching.batchSize), runner, async (batch, captured) => {
-        if (firstSamples === 0) firstSamples = batch.samples;
-        const flagged: string[] = [];
-        for (const [name, r] of captured.reductions) {
-          if (r.size === 0 || oneRunHistograms.has(name)) continue;
-          if (!r.finite) {
-            flagged.push(name);
-            continue;
-          }
-          const s = ranges.get(name)!.stats;
-          if (s.histogram) s.histogram.extend(r.min, r.max);
-          else {
-            if (r.min < s.min) s.min = r.min;
-            if (r.max > s.max) s.max = r.max;
-          }
-        }
-        for (const [name, size] of captured.sizes) {
-          const stats = ranges.get(name)?.stats;
-          if (stats && reducedSet.has(name)) stats.count += size;
-          if (batch.samples > 0) sizes.set(name, Math.max(sizes.get(name) ?? 0, (size / batch.samples) * elementBytes(model, name)));
-        }
-        if (flagged.length > 0) {
-          // NaN or +-Infinity in these tensors: the finite range of this batch from the values themselves.
-          const values = await fallbackValues(batch.feeds, flagged);
-          for (const name of flagged) {
-            nonFinite.add(name);
-            const s = ranges.get(name)!.stats;
-            const { min, max } = finiteRange(numericView(values[name]!, name));
-            if (s.histogram) s.histogram.extend(min, max);
-            else {
-              if (min < s.min) s.min = min;
-              if (max > s.max) s.max = max;
-            }
-          }
-        }
-        const jobs: BinningJob[] = [];
-        for (const name of oneRunHistograms) {
-          const r = captured.reductions.get(name);
-          // A float or double tensor (canReduce); min/max come from the final histogram (binner.finish).
-          const values = numericView(captured.tensors[name]!, name) as Float32Array | Float64Array;
-          const finite = r !== undefined && r.size > 0 && r.finite;
-          jobs.push({ id: binnerIds.get(name)!, op: finite ? 'fixed' : 'add', bmin: finite ? r.min : 0, bmax: finite ? r.max : 0, values });
-          ranges.get(name)!.stats.count += values.length;
-        }
-        wholeFold(captured.tensors, undefined, oneRunHistograms);
-        // Last: the jobs' buffers move to the binning thread.
-        if (jobs.length > 0) await binner!.post(jobs);
-        samples += batch.samples;
-        options.onProgress?.({ pass: 1, passes: later.length > 0 ? undefined : 1, stage: 'ranges', batches: batchCount + 1, samples, totalSamples });
-        batchCount++;
-      });
-      if (binner) {
-        await binner.finish();
-        for (const name of offloaded) {
-          const s = ranges.get(name)!.stats;
-          s.min = s.histogram!.min;
-          s.max = s.histogram!.max;
-        }
-      }
-    } finally {
-      await rerun?.runner.release();
-      await binner?.close();
-    }
-    if (batchCount === 0) throw new UsageError('calibration data set is empty');
-    if (runsModel) batching.passes++;
-  }
-  if (!isDataset(data)) batching.batchSize = firstSamples;
-  for (const name of binned) {
-    const s = ranges.get(name)!.stats;
-    s.min = s.histogram!.min;
-    s.max = s.histogram!.max;
-  }
-
-  // Second pass(es): histograms binned inside onnxruntime on the first pass's grids (uint16 bin
-  // indices, 2 bytes per element, or, for what the budget cannot take, bin counts), tensors that
-  // need their values (channel moments, non-finite values, other dtypes) captured whole; grouped
-  // within the budget, one pass per group.
-  if (later.length > 0) {
-    const grids = new Map<string, BinGrid>();
-    for (const name of binned) {
-      const h = ranges.get(name)!.stats.histogram!;
-      // A tensor whose values are needed here (NaN/Infinity seen, channel moments) is captured whole instead.
-      if (!nonFinite.has(name) && !moments.has(name) && h.width > 0 && h.bins <= MAX_INDEX_BINS) grids.set(name, { lo: h.lo, width: h.width, bins: h.bins });
-    }
-    const countable = canCountBins(model);
-    const bytes = new Map(
-      later.map((n) => {
-        const b = sizes.get(n) ?? perSampleBytes(model, n);
-        return [n, b !== undefined && grids.has(n) ? (b / elementBytes(model, n)) * INDEX_BYTES : b] as const;
-      }),
-    );
-    const known = [...bytes.values()].every((b) => b !== undefined);
-    const perSample = [...bytes.values()].reduce<number>((a, b) => a + (b ?? 0), 0);
-    const first = batching.batchSize || DEFAULT_CALIBRATION_BATCH;
-    const batch = options.captureBatchSize ?? (known && perSample > 0 ? Math.max(1, Math.min(first, Math.floor(budget / perSample))) : first);
-    // In graph order, so that each group's pass runs only a prefix of the network (prefixModel).
-    const position = new Map(model.graph.nodes.map((n, i) => [n, i]));
-    const ordered = [...later].sort(
-      (a, b) => (position.get(model.graph.localValue(a)!.producer!) ?? -1) - (position.get(model.graph.localValue(b)!.producer!) ?? -1),
-    );
-    const perRun = new Map([...bytes].map(([n, b]) => [n, (b ?? 0) * batch]));
-    // One sample per run may take SINGLE_SAMPLE_ALLOWANCE budgets, as in the single pass: bin
-    // indices counted beside onnxruntime (binning.ts) cost less than counting them inside it.
-    const runLimit = batch === 1 ? SINGLE_SAMPLE_ALLOWANCE * budget : budget;
-    // Where onnxruntime can count bins, one pass takes every histogram: the captures that fit the
-    // limit (in graph order) come back, the other histograms are counted inside it.
-    const counted = new Set<string>();
-    let groups: string[][];
-    if (countable && known) {
-      const firstGroup: string[] = [];
-      const rest: string[] = [];
-      let used = 0;
-      for (const name of ordered) {
-        const b = perRun.get(name)!;
-        if (used + b <= runLimit || (firstGroup.length === 0 && !grids.has(name))) {
-          firstGroup.push(name);
-          used += b;
-        } else if (grids.has(name)) counted.add(name);
-        else rest.push(name);
-      }
-      groups = [[...firstGroup, ...counted], ...captureGroups(rest, perRun, 1, runLimit)];
-    } else groups = known ? captureGroups(ordered, perRun, 1, runLimit) : [ordered];
-    batching.captureBatchSize = isDataset(data) ? batch : undefined;
-    batching.captureGroups = groups.length;
-    batching.countedInRuntime = counted.size;
-    batching.capturedBytesPerRun = known ? Math.max(...groups.map((g) => g.reduce((a, n) => a + (counted.has(n) ? 0 : perRun.get(n)!), 0))) : undefined;
+  const routes = routeStatistics(c, names);
+  const first = planRangesPass(c, routes);
+  const firstSamples = first.runs ? await runRangesPass(c, routes, first) : 0;
+  if (!c.fromDataset) batching.batchSize = firstSamples;
+  settleHistogramRanges(c, routes.binned);
+  if (routes.later.length > 0) {
+    const passes = planCapturePasses(c, routes);
     // Pass numbers in progress events: the first pass walked the data whenever it had anything to do.
-    const firstPasses = firstWhole.length > 0 || reduced.length > 0 ? 1 : 0;
-    for (const [g, group] of groups.entries()) {
-      const only = new Set(group);
-      const part = (pick: (n: string) => boolean): Map<string, BinGrid> => new Map(group.filter(pick).map((n) => [n, grids.get(n)!]));
-      const capturePlan: StatisticsCapturePlan = {
-        whole: group.filter((n) => !grids.has(n)),
-        binIndices: part((n) => grids.has(n) && !counted.has(n)),
-        binCounts: part((n) => counted.has(n)),
-      };
-      // Bin indices are counted beside onnxruntime (binning.ts), as the single pass's histograms are.
-      const indexed = [...capturePlan.binIndices!.keys()];
-      const indexedPerSample = valuesPerSample(model, indexed);
-      const ids = new Map(indexed.map((n, i) => [n, i]));
-      const binner =
-        indexed.length > 0
-          ? createBinner(
-              indexed.map((n) => ranges.get(n)!.stats.histogram!),
-              {
-                thread: options.binningThread ?? binningThreadPays(indexedPerSample * (totalSamples ?? 0), indexedPerSample * batch),
-                maxInFlightBytes: budget,
-              },
-            )
-          : undefined;
-      if (binner?.threaded) batching.binningThread = true;
-      let count = 0;
-      try {
-        const runner = await createStatisticsCapture(prefixModel(model, group), capturePlan, { label: 'calibration model', ...options.runner });
-        let progress = { batches: 0, samples: 0 };
-        count = await runPass(source.open(batch), runner, async (b, captured) => {
-          wholeFold(captured.tensors, only);
-          for (const [name, counts] of captured.binCounts) ranges.get(name)!.stats.histogram!.addCounts(counts);
-          const jobs = [...captured.binIndices].map(
-            ([name, indices]): BinningJob => ({ id: ids.get(name)!, op: 'indices', bmin: 0, bmax: 0, values: indices }),
-          );
-          if (jobs.length > 0) await binner!.post(jobs);
-          progress = { batches: progress.batches + 1, samples: progress.samples + b.samples };
-          options.onProgress?.({ pass: firstPasses + g + 1, passes: firstPasses + groups.length, stage: 'captures', ...progress, totalSamples });
-        });
-        await binner?.finish();
-      } finally {
-        await binner?.close();
-      }
-      if (count === 0) throw new UsageError('calibration data set is empty');
-      batching.passes++;
+    const firstPasses = first.runs ? 1 : 0;
+    for (const [g, group] of passes.groups.entries()) {
+      await runCaptureGroup(c, routes, passes, group, { number: firstPasses + g + 1, of: firstPasses + passes.groups.length });
     }
   }
-  for (const [name, { sums }] of moments) {
-    if (!sums) continue;
-    const { s, s2, n } = sums;
-    const mean = s.map((x) => x / n);
-    result.channels.set(name, { mean, variance: s2.map((x, i) => Math.max(0, x / n - mean[i]! * mean[i]!)) });
-  }
+  channelMoments(moments, result.channels);
   return result;
 }
 

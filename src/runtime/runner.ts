@@ -338,6 +338,293 @@ export async function crashGuard(
   return { disable: [CRASHING_OPTIMIZER], warning };
 }
 
+/** The session options onnxruntime gets from the runner's options (`viaTempFile`: the model went as a temp file with external data). */
+function sessionOptionsFor(
+  options: RunnerOptions,
+  providers: string[],
+  level: GraphOptimizationLevel,
+  viaTempFile: boolean,
+  disableOptimizers: readonly string[],
+): Ort.InferenceSession.SessionOptions {
+  const sessionOptions: Ort.InferenceSession.SessionOptions = {
+    executionProviders: providers,
+    graphOptimizationLevel: level,
+    logSeverityLevel: options.logSeverityLevel ?? 4,
+  };
+  if (options.intraOpThreads !== undefined) sessionOptions.intraOpNumThreads = options.intraOpThreads;
+  if (options.interOpThreads !== undefined) {
+    sessionOptions.interOpNumThreads = options.interOpThreads;
+    sessionOptions.executionMode = 'parallel';
+  }
+  if (options.optimizedModelFilePath !== undefined) {
+    sessionOptions.optimizedModelFilePath = options.optimizedModelFilePath;
+    // The optimized copy of a model that needed external data would not fit in protobuf either.
+    if (viaTempFile || options.optimizedModelExternalData) {
+      sessionOptions.extra = { session: { optimized_model_external_initializers_file_name: `${basename(options.optimizedModelFilePath)}.data` } };
+    }
+  }
+  if (disableOptimizers.length > 0) {
+    sessionOptions.extra = { ...sessionOptions.extra, optimization: { disable_specified_optimizers: disableOptimizers.join(',') } };
+  }
+  return sessionOptions;
+}
+
+type CreateSession = (opts: Ort.InferenceSession.SessionOptions) => Promise<Ort.InferenceSession>;
+
+/**
+ * After a failed create with a non-cpu provider in the list: tell a provider that cannot start here
+ * apart from a model onnxruntime cannot load. Tries each non-cpu provider alone, drops those that
+ * fail (added to `skipped`), and goes on with the rest of the list.
+ */
+async function startWithoutFailingProviders(
+  create: CreateSession,
+  sessionOptions: Ort.InferenceSession.SessionOptions,
+  requested: readonly string[],
+  label: string,
+  skipped: { name: string; reason: string }[],
+  error: unknown,
+): Promise<{ session: Ort.InferenceSession; providers: string[] }> {
+  const { optimizedModelFilePath: _skip, ...probeOptions } = sessionOptions;
+  const probe = (provider: string): Promise<unknown> =>
+    create({ ...probeOptions, executionProviders: [provider] }).then(
+      async (s) => void (await s.release()),
+      (probeError: unknown) => probeError,
+    );
+  const failed: string[] = [];
+  for (const p of requested) {
+    const probeError = p === 'cpu' ? undefined : await probe(p);
+    if (probeError === undefined) continue;
+    failed.push(p);
+    skipped.push({ name: p, reason: `could not start (${firstLine(probeError)})` });
+  }
+  const providers = requested.filter((p) => !failed.includes(p));
+  const modelError = new InputError(`${label}: onnxruntime cannot load the model (${firstLine(error)})`, { cause: error });
+  // Every provider starts alone, or none does and neither does cpu: the model is the problem.
+  if (failed.length === 0) throw modelError;
+  if (providers.length === 0) {
+    if ((await probe('cpu')) !== undefined) throw modelError;
+    throw new UsageError(`${skipped.map((s) => `execution provider '${s.name}' ${s.reason}`).join('; ')}; 'cpu' works`, { cause: error });
+  }
+  try {
+    return { session: await create({ ...sessionOptions, executionProviders: providers }), providers };
+  } catch (retryError) {
+    throw new InputError(`${label}: onnxruntime cannot load the model (${firstLine(retryError)})`, { cause: retryError });
+  }
+}
+
+/** Creates the session on `providers` (those of `sessionOptions`), less those that cannot start here; returns it with the providers it runs on. */
+async function startSession(
+  ort: OrtModule,
+  source: string | Uint8Array,
+  sessionOptions: Ort.InferenceSession.SessionOptions,
+  providers: string[],
+  label: string,
+  skipped: { name: string; reason: string }[],
+): Promise<{ session: Ort.InferenceSession; providers: string[] }> {
+  const create: CreateSession = (opts) => (typeof source === 'string' ? ort.InferenceSession.create(source, opts) : ort.InferenceSession.create(source, opts));
+  try {
+    return { session: await create(sessionOptions), providers };
+  } catch (error) {
+    if (!providers.some((p) => p !== 'cpu')) throw new InputError(`${label}: onnxruntime cannot load the model (${firstLine(error)})`, { cause: error });
+    return startWithoutFailingProviders(create, sessionOptions, providers, label, skipped, error);
+  }
+}
+
+/** A started session with what every run checks feeds and fetches against. */
+interface OpenSession {
+  ort: OrtModule;
+  session: Ort.InferenceSession;
+  label: string;
+  /** The inputs as onnxruntime reports them. */
+  sessionInputs: IoSpec[];
+  inputNames: ReadonlySet<string>;
+  outputNames: ReadonlySet<string>;
+  specByName: ReadonlyMap<string, IoSpec>;
+  /** Only a model that fixes some input's dim 0 can need its batches split (checked once, not per run). */
+  anyFixedBatch: boolean;
+  /** Inputs without a batch axis: passed whole to every chunk of a fixed-batch split. */
+  unbatched: ReadonlySet<string>;
+}
+
+function openSession(ort: OrtModule, session: Ort.InferenceSession, label: string): OpenSession {
+  const sessionInputs = metadataSpecs(session.inputMetadata);
+  const axes = batchAxes(sessionInputs);
+  return {
+    ort,
+    session,
+    label,
+    sessionInputs,
+    inputNames: new Set(session.inputNames),
+    outputNames: new Set(session.outputNames),
+    specByName: new Map(sessionInputs.map((s) => [s.name, s])),
+    anyFixedBatch: sessionInputs.some((s) => !s.unknownRank && typeof s.shape[0] === 'number'),
+    unbatched: new Set(sessionInputs.filter((s) => !s.unknownRank && axes[s.name] === null).map((s) => s.name)),
+  };
+}
+
+/** The feeds as onnxruntime tensors, each checked against the model's inputs (name, type, fixed dims); every input fed. */
+function ortFeedsOf(s: OpenSession, feeds: Record<string, TensorData>): Record<string, Ort.Tensor> {
+  const { label, inputNames, specByName } = s;
+  const ortFeeds: Record<string, Ort.Tensor> = Object.create(null) as Record<string, Ort.Tensor>;
+  for (const [name, t] of Object.entries(feeds)) {
+    if (!inputNames.has(name)) {
+      throw new InputError(`${label}: '${name}' is not a model input (inputs: ${[...inputNames].join(', ')})`);
+    }
+    const spec = specByName.get(name);
+    if (spec && spec.dtype !== 0 && spec.dtype !== t.dtype) {
+      throw new InputError(`${label}: input '${name}' is ${dtypeName(t.dtype)} but the model expects ${dtypeName(spec.dtype)}`);
+    }
+    if (spec && !spec.unknownRank && spec.shape.length > 0) {
+      const bad = spec.shape.length !== t.dims.length || spec.shape.some((d, i) => typeof d === 'number' && d !== t.dims[i]);
+      if (bad) {
+        throw new InputError(`${label}: input '${name}' has shape [${t.dims}] but the model expects ${formatShape(spec.shape)}`);
+      }
+    }
+    ortFeeds[name] = toOrtTensor(s.ort, t, name);
+  }
+  for (const name of s.session.inputNames) {
+    if (!(name in ortFeeds)) throw new InputError(`${label}: no data for model input '${name}'`);
+  }
+  return ortFeeds;
+}
+
+/** The outputs to fetch (default: all), each checked to be a model output onnxruntime can fetch. */
+function fetchList(s: OpenSession, wanted?: readonly string[]): readonly string[] {
+  const fetch = wanted ? [...wanted] : s.session.outputNames;
+  for (const name of fetch) {
+    // onnxruntime-common collects fetches in a plain object, where '__proto__' sets the prototype
+    // instead of a key: such an output cannot be fetched, so say so instead of a confusing error.
+    if (name === '__proto__')
+      throw new InputError(`${s.label}: onnxruntime cannot fetch an output named '__proto__' (a limitation of onnxruntime-common); rename the output`);
+    if (!s.outputNames.has(name)) {
+      throw new UsageError(`${s.label}: '${name}' is not a model output (outputs: ${[...s.outputNames].join(', ')})`);
+    }
+  }
+  return fetch;
+}
+
+/** One session run of the feeds as they are. */
+async function runOnce(s: OpenSession, feeds: Record<string, TensorData>, wanted?: readonly string[]): Promise<Record<string, TensorData>> {
+  const { label, session } = s;
+  const ortFeeds = ortFeedsOf(s, feeds);
+  const fetch = fetchList(s, wanted);
+  // onnxruntime-node looks outputs up in a plain object, so an output not fetched but named like
+  // an Object.prototype member ('toString', 'constructor') is found there as a preallocated
+  // tensor and fails the run: fetch such outputs too (their values are dropped below).
+  const fetched = fetch.concat(session.outputNames.filter((name) => name in Object.prototype && !fetch.includes(name)));
+  let result: Ort.InferenceSession.ReturnType;
+  try {
+    result = await session.run(ortFeeds, fetched);
+  } catch (error) {
+    throw new InputError(`${label}: onnxruntime failed to run the model (${firstLine(error)})`, { cause: error });
+  }
+  const out: Record<string, TensorData> = Object.create(null) as Record<string, TensorData>;
+  for (const name of fetch) {
+    const value = result[name];
+    if (!value || !('dims' in value)) throw new InputError(`${label}: output '${name}' is not a tensor`);
+    out[name] = fromOrtTensor(value as Ort.Tensor);
+  }
+  return out;
+}
+
+/** How a run is split into batches of the model's fixed size (fixedBatchSplit). */
+interface FixedBatchSplit {
+  k: number;
+  n: number;
+  whole: Set<string>;
+}
+
+/**
+ * {k, n} when every fed input the model fixes at dim 0 = k (k the same for all) gets n != k
+ * samples, all of them the same n, and only dim 0 differs from the model's shape; else null
+ * (the feeds are run as they are, and any mismatch is reported there). Inputs without a batch
+ * axis (batchAxes: a scalar sample rate beside [1, T] audio) fed exactly at their declared shape
+ * are `whole`: every chunk gets them as they are.
+ */
+function fixedBatchSplit(s: OpenSession, feeds: Record<string, TensorData>): FixedBatchSplit | null {
+  let k: number | null = null;
+  let n: number | null = null;
+  const whole = new Set<string>();
+  for (const [name, t] of Object.entries(feeds)) {
+    const spec = s.specByName.get(name);
+    if (spec && s.unbatched.has(name) && spec.shape.length === t.dims.length && spec.shape.every((d, i) => d === t.dims[i])) {
+      whole.add(name);
+      continue;
+    }
+    if (!spec || spec.unknownRank || spec.shape.length === 0 || spec.shape.length !== t.dims.length) return null;
+    const d0 = spec.shape[0];
+    if (typeof d0 !== 'number' || (k !== null && d0 !== k) || (n !== null && t.dims[0] !== n)) return null;
+    if (spec.shape.some((d, i) => i > 0 && typeof d === 'number' && d !== t.dims[i])) return null;
+    k = d0;
+    n = t.dims[0]!;
+  }
+  return k !== null && n !== null && n !== k && n > 0 && k > 0 ? { k, n, whole } : null;
+}
+
+/** Runs n samples as ceil(n / k) batches of k (the last padded with copies of the last sample) and joins the outputs along dim 0. */
+async function runSplit(
+  s: OpenSession,
+  feeds: Record<string, TensorData>,
+  wanted: readonly string[] | undefined,
+  split: FixedBatchSplit,
+): Promise<Record<string, TensorData>> {
+  const { k, n, whole } = split;
+  const parts: Record<string, TensorData>[] = [];
+  for (let start = 0; start < n; start += k) {
+    const end = Math.min(start + k, n);
+    const chunk: Record<string, TensorData> = Object.create(null) as Record<string, TensorData>;
+    for (const [name, t] of Object.entries(feeds)) {
+      if (whole.has(name)) {
+        chunk[name] = t;
+        continue;
+      }
+      const part = sliceSamples(t, start, end);
+      const padding = Array.from({ length: k - (end - start) }, () => sliceSamples(t, n - 1, n));
+      chunk[name] = padding.length === 0 ? part : concatSamples([part, ...padding]);
+    }
+    parts.push(await runOnce(s, chunk, wanted));
+  }
+  const out: Record<string, TensorData> = Object.create(null) as Record<string, TensorData>;
+  for (const name of Object.keys(parts[0]!)) {
+    const pieces = parts.map((p, i) => {
+      const t = p[name]!;
+      if (t.dims[0] !== k) {
+        throw new InputError(
+          `${s.label}: the model fixes its batch at ${k}, and its output '${name}' [${t.dims}] has no batch dim to join ${n} samples along; feed batches of ${k}`,
+        );
+      }
+      return sliceSamples(t, 0, Math.min(k, n - i * k));
+    });
+    out[name] = concatSamples(pieces);
+  }
+  return out;
+}
+
+/** The Runner over an open session (`leftover`: a temp folder to remove at release). */
+function runnerOver(s: OpenSession, io: { inputs: IoSpec[]; outputs: IoSpec[] }, providers: string[], leftover: string | undefined): Runner {
+  let released = false;
+  return {
+    inputs: io.inputs,
+    outputs: io.outputs,
+    executionProviders: providers,
+    async run(feeds, wanted) {
+      if (released) throw new Error(`${s.label}: runner used after release()`);
+      const split = s.anyFixedBatch ? fixedBatchSplit(s, feeds) : null;
+      return split === null ? runOnce(s, feeds, wanted) : runSplit(s, feeds, wanted, split);
+    },
+    async release() {
+      if (released) return;
+      released = true;
+      try {
+        await s.session.release();
+      } finally {
+        if (leftover !== undefined) await removeFolder(leftover);
+      }
+    },
+  };
+}
+
+/** Steps: the model's bytes or temp file, the crash guard, the session (providers settled), the Runner over it. */
 async function openRunner(model: Model | Uint8Array | string, options: RunnerOptions, extraOutputs: readonly Value[]): Promise<Runner> {
   const ort = await loadOrt();
   const label = await modelLabel(model, options.label);
@@ -354,218 +641,27 @@ async function openRunner(model: Model | Uint8Array | string, options: RunnerOpt
   const level = options.graphOptimizationLevel ?? 'all';
   const guard = await crashGuard(model, level, label, options.onWarning !== undefined);
 
-  let session: Ort.InferenceSession;
+  let started: { session: Ort.InferenceSession; providers: string[] };
   // Folder still to remove at release(), where the OS refused to delete a file onnxruntime holds.
   let leftover: string | undefined;
-  let providers: string[];
   try {
     const requested = [...new Set((options.executionProviders ?? ['cpu']).map(normalizeProvider))];
     const { usable, skipped } = knownProviders(
       requested,
       ort.listSupportedBackends().map((b) => b.name),
     );
-    providers = usable;
-    const sessionOptions: Ort.InferenceSession.SessionOptions = {
-      executionProviders: providers,
-      graphOptimizationLevel: level,
-      logSeverityLevel: options.logSeverityLevel ?? 4,
-    };
-    if (options.intraOpThreads !== undefined) sessionOptions.intraOpNumThreads = options.intraOpThreads;
-    if (options.interOpThreads !== undefined) {
-      sessionOptions.interOpNumThreads = options.interOpThreads;
-      sessionOptions.executionMode = 'parallel';
-    }
-    if (options.optimizedModelFilePath !== undefined) {
-      sessionOptions.optimizedModelFilePath = options.optimizedModelFilePath;
-      // The optimized copy of a model that needed external data would not fit in protobuf either.
-      if (tempFolder !== undefined || options.optimizedModelExternalData) {
-        sessionOptions.extra = { session: { optimized_model_external_initializers_file_name: `${basename(options.optimizedModelFilePath)}.data` } };
-      }
-    }
-    if (guard.disable.length > 0) {
-      sessionOptions.extra = { ...sessionOptions.extra, optimization: { disable_specified_optimizers: guard.disable.join(',') } };
-    }
-
-    const create = (opts: Ort.InferenceSession.SessionOptions) =>
-      typeof source === 'string' ? ort.InferenceSession.create(source, opts) : ort.InferenceSession.create(source, opts);
-    try {
-      session = await create(sessionOptions);
-    } catch (error) {
-      if (!providers.some((p) => p !== 'cpu')) throw new InputError(`${label}: onnxruntime cannot load the model (${firstLine(error)})`, { cause: error });
-      // Tell a provider that cannot start here apart from a model onnxruntime cannot load: try each
-      // non-cpu provider alone, drop those that fail, and go on with the rest of the list.
-      const { optimizedModelFilePath: _skip, ...probeOptions } = sessionOptions;
-      const probe = (provider: string): Promise<unknown> =>
-        create({ ...probeOptions, executionProviders: [provider] }).then(
-          async (s) => void (await s.release()),
-          (probeError: unknown) => probeError,
-        );
-      const failed: string[] = [];
-      for (const p of providers) {
-        const probeError = p === 'cpu' ? undefined : await probe(p);
-        if (probeError === undefined) continue;
-        failed.push(p);
-        skipped.push({ name: p, reason: `could not start (${firstLine(probeError)})` });
-      }
-      providers = providers.filter((p) => !failed.includes(p));
-      const modelError = new InputError(`${label}: onnxruntime cannot load the model (${firstLine(error)})`, { cause: error });
-      // Every provider starts alone, or none does and neither does cpu: the model is the problem.
-      if (failed.length === 0) throw modelError;
-      if (providers.length === 0) {
-        if ((await probe('cpu')) !== undefined) throw modelError;
-        throw new UsageError(`${skipped.map((s) => `execution provider '${s.name}' ${s.reason}`).join('; ')}; 'cpu' works`, { cause: error });
-      }
-      try {
-        session = await create({ ...sessionOptions, executionProviders: providers });
-      } catch (retryError) {
-        throw new InputError(`${label}: onnxruntime cannot load the model (${firstLine(retryError)})`, { cause: retryError });
-      }
-    }
+    const sessionOptions = sessionOptionsFor(options, usable, level, tempFolder !== undefined, guard.disable);
+    started = await startSession(ort, source, sessionOptions, usable, label, skipped);
     if (guard.warning !== undefined) options.onWarning?.(guard.warning);
-    for (const s of skipped) options.onWarning?.(`execution provider '${s.name}' skipped: ${s.reason}; running on ${providers.join(', ')}`);
+    for (const s of skipped) options.onWarning?.(`execution provider '${s.name}' skipped: ${s.reason}; running on ${started.providers.join(', ')}`);
   } finally {
     // onnxruntime has read (or memory-mapped) the weights by now; on POSIX an open or mapped file
     // can be unlinked, so nothing stays on disk however long the session lives.
     if (tempFolder !== undefined && !(await removeFolder(tempFolder))) leftover = tempFolder;
   }
 
-  const sessionInputs = metadataSpecs(session.inputMetadata);
-  const inputs = declared?.inputs ?? sessionInputs;
-  const outputs = declared?.outputs ?? metadataSpecs(session.outputMetadata);
-  const inputNames = new Set(session.inputNames);
-  const outputNames = new Set(session.outputNames);
-  const specByName = new Map(sessionInputs.map((s) => [s.name, s]));
-  // Only a model that fixes some input's dim 0 can need its batches split (checked once, not per run).
-  const anyFixedBatch = sessionInputs.some((s) => !s.unknownRank && typeof s.shape[0] === 'number');
-  // Inputs without a batch axis: passed whole to every chunk of a fixed-batch split.
-  const axes = batchAxes(sessionInputs);
-  const unbatched = new Set(sessionInputs.filter((s) => !s.unknownRank && axes[s.name] === null).map((s) => s.name));
-  let released = false;
-
-  async function runOnce(feeds: Record<string, TensorData>, wanted?: readonly string[]): Promise<Record<string, TensorData>> {
-    const ortFeeds: Record<string, Ort.Tensor> = Object.create(null) as Record<string, Ort.Tensor>;
-    for (const [name, t] of Object.entries(feeds)) {
-      if (!inputNames.has(name)) {
-        throw new InputError(`${label}: '${name}' is not a model input (inputs: ${[...inputNames].join(', ')})`);
-      }
-      const spec = specByName.get(name);
-      if (spec && spec.dtype !== 0 && spec.dtype !== t.dtype) {
-        throw new InputError(`${label}: input '${name}' is ${dtypeName(t.dtype)} but the model expects ${dtypeName(spec.dtype)}`);
-      }
-      if (spec && !spec.unknownRank && spec.shape.length > 0) {
-        const bad = spec.shape.length !== t.dims.length || spec.shape.some((d, i) => typeof d === 'number' && d !== t.dims[i]);
-        if (bad) {
-          throw new InputError(`${label}: input '${name}' has shape [${t.dims}] but the model expects ${formatShape(spec.shape)}`);
-        }
-      }
-      ortFeeds[name] = toOrtTensor(ort, t, name);
-    }
-    for (const name of session.inputNames) {
-      if (!(name in ortFeeds)) throw new InputError(`${label}: no data for model input '${name}'`);
-    }
-    const fetch = wanted ? [...wanted] : session.outputNames;
-    for (const name of fetch) {
-      // onnxruntime-common collects fetches in a plain object, where '__proto__' sets the prototype
-      // instead of a key: such an output cannot be fetched, so say so instead of a confusing error.
-      if (name === '__proto__')
-        throw new InputError(`${label}: onnxruntime cannot fetch an output named '__proto__' (a limitation of onnxruntime-common); rename the output`);
-      if (!outputNames.has(name)) {
-        throw new UsageError(`${label}: '${name}' is not a model output (outputs: ${[...outputNames].join(', ')})`);
-      }
-    }
-    // onnxruntime-node looks outputs up in a plain object, so an output not fetched but named like
-    // an Object.prototype member ('toString', 'constructor') is found there as a preallocated
-    // tensor and fails the run: fetch such outputs too (their values are dropped below).
-    const fetched = fetch.concat(session.outputNames.filter((name) => name in Object.prototype && !fetch.includes(name)));
-    let result: Ort.InferenceSession.ReturnType;
-    try {
-      result = await session.run(ortFeeds, fetched);
-    } catch (error) {
-      throw new InputError(`${label}: onnxruntime failed to run the model (${firstLine(error)})`, { cause: error });
-    }
-    const out: Record<string, TensorData> = Object.create(null) as Record<string, TensorData>;
-    for (const name of fetch) {
-      const value = result[name];
-      if (!value || !('dims' in value)) throw new InputError(`${label}: output '${name}' is not a tensor`);
-      out[name] = fromOrtTensor(value as Ort.Tensor);
-    }
-    return out;
-  }
-
-  /**
-   * {k, n} when every fed input the model fixes at dim 0 = k (k the same for all) gets n != k
-   * samples, all of them the same n, and only dim 0 differs from the model's shape; else null
-   * (the feeds are run as they are, and any mismatch is reported there). Inputs without a batch
-   * axis (batchAxes: a scalar sample rate beside [1, T] audio) fed exactly at their declared shape
-   * are `whole`: every chunk gets them as they are.
-   */
-  function fixedBatchSplit(feeds: Record<string, TensorData>): { k: number; n: number; whole: Set<string> } | null {
-    let k: number | null = null;
-    let n: number | null = null;
-    const whole = new Set<string>();
-    for (const [name, t] of Object.entries(feeds)) {
-      const spec = specByName.get(name);
-      if (spec && unbatched.has(name) && spec.shape.length === t.dims.length && spec.shape.every((d, i) => d === t.dims[i])) {
-        whole.add(name);
-        continue;
-      }
-      if (!spec || spec.unknownRank || spec.shape.length === 0 || spec.shape.length !== t.dims.length) return null;
-      const d0 = spec.shape[0];
-      if (typeof d0 !== 'number' || (k !== null && d0 !== k) || (n !== null && t.dims[0] !== n)) return null;
-      if (spec.shape.some((d, i) => i > 0 && typeof d === 'number' && d !== t.dims[i])) return null;
-      k = d0;
-      n = t.dims[0]!;
-    }
-    return k !== null && n !== null && n !== k && n > 0 && k > 0 ? { k, n, whole } : null;
-  }
-
-  return {
-    inputs,
-    outputs,
-    executionProviders: providers,
-    async run(feeds, wanted) {
-      if (released) throw new Error(`${label}: runner used after release()`);
-      const split = anyFixedBatch ? fixedBatchSplit(feeds) : null;
-      if (split === null) return runOnce(feeds, wanted);
-      const { k, n, whole } = split;
-      const parts: Record<string, TensorData>[] = [];
-      for (let start = 0; start < n; start += k) {
-        const end = Math.min(start + k, n);
-        const chunk: Record<string, TensorData> = Object.create(null) as Record<string, TensorData>;
-        for (const [name, t] of Object.entries(feeds)) {
-          if (whole.has(name)) {
-            chunk[name] = t;
-            continue;
-          }
-          const part = sliceSamples(t, start, end);
-          const padding = Array.from({ length: k - (end - start) }, () => sliceSamples(t, n - 1, n));
-          chunk[name] = padding.length === 0 ? part : concatSamples([part, ...padding]);
-        }
-        parts.push(await runOnce(chunk, wanted));
-      }
-      const out: Record<string, TensorData> = Object.create(null) as Record<string, TensorData>;
-      for (const name of Object.keys(parts[0]!)) {
-        const pieces = parts.map((p, i) => {
-          const t = p[name]!;
-          if (t.dims[0] !== k) {
-            throw new InputError(
-              `${label}: the model fixes its batch at ${k}, and its output '${name}' [${t.dims}] has no batch dim to join ${n} samples along; feed batches of ${k}`,
-            );
-          }
-          return sliceSamples(t, 0, Math.min(k, n - i * k));
-        });
-        out[name] = concatSamples(pieces);
-      }
-      return out;
-    },
-    async release() {
-      if (released) return;
-      released = true;
-      try {
-        await session.release();
-      } finally {
-        if (leftover !== undefined) await removeFolder(leftover);
-      }
-    },
-  };
+  const open = openSession(ort, started.session, label);
+  const inputs = declared?.inputs ?? open.sessionInputs;
+  const outputs = declared?.outputs ?? metadataSpecs(started.session.outputMetadata);
+  return runnerOver(open, { inputs, outputs }, started.providers, leftover);
 }

@@ -130,188 +130,205 @@ export function describeLoad(load: LoadSpec): string {
   return load.kind === 'concurrency' ? `concurrency ${load.concurrency}` : `${load.rate} req/s${load.arrivals === 'constant' ? ' (constant)' : ''}`;
 }
 
-/**
- * Drive `target` with `load` and measure. `makeInputs(i)` gives request i's inputs (one sample in
- * dim 0, typically cycling through a small data set).
- */
-export async function measureLoad(
-  target: LoadTarget,
-  load: LoadSpec,
-  makeInputs: (i: number) => Record<string, TensorData>,
-  options: MeasurementOptions = {},
-  clock: Clock = realClock,
-): Promise<LoadMeasurement> {
+/** MeasurementOptions with the defaults filled in. */
+interface LoadSettings {
+  windowMs: number;
+  warmupMs: number;
+  stableWindows: number;
+  tolerance: number;
+  maxWindows: number;
+  maxRequests: number;
+  maxDurationMs: number;
+  backoff: number;
+  seed: number;
+  maxLag: number;
+}
+
+function loadSettings(load: LoadSpec, options: MeasurementOptions): LoadSettings {
   const windowMs = options.windowMs ?? 1000;
-  const warmupMs = options.warmupMs ?? windowMs;
   const stableWindows = options.stableWindows ?? 3;
-  const tolerance = options.tolerance ?? 0.1;
-  const maxWindows = Math.max(options.maxWindows ?? 10, stableWindows);
-  const maxRequests = options.maxRequests ?? 200_000;
-  const maxDurationMs = options.maxDurationMs ?? Infinity;
-  const backoff = options.rejectBackoffMs ?? 1;
   if (load.kind === 'concurrency' && !(Number.isInteger(load.concurrency) && load.concurrency >= 1)) {
     throw new UsageError(`concurrency must be a positive integer, got ${load.concurrency}`);
   }
   if (load.kind === 'rate' && !(load.rate > 0)) throw new UsageError(`request rate must be positive, got ${load.rate}`);
-
-  const completions: Completion[] = [];
-  const rejections: number[] = [];
-  let errors = 0;
-  let firstError: string | undefined;
-  let issued = 0;
-  let issuing = true;
-  const start = clock.now();
-
-  const record = (r: InferenceResult, samples: number): void => {
-    const t = r.timing;
-    completions.push({
-      doneMs: t.doneMs,
-      latency: t.doneMs - t.arrivalMs,
-      queue: t.dispatchMs - t.arrivalMs,
-      compute: t.computeEndMs - t.computeStartMs,
-      batchSize: t.batchSize,
-      batchId: t.batchId,
-      samples,
-    });
+  return {
+    windowMs,
+    warmupMs: options.warmupMs ?? windowMs,
+    stableWindows,
+    tolerance: options.tolerance ?? 0.1,
+    maxWindows: Math.max(options.maxWindows ?? 10, stableWindows),
+    maxRequests: options.maxRequests ?? 200_000,
+    maxDurationMs: options.maxDurationMs ?? Infinity,
+    backoff: options.rejectBackoffMs ?? 1,
+    seed: options.seed ?? 1,
+    maxLag: options.maxGeneratorLagMs ?? Math.max(5, windowMs * 0.05),
   };
-  const onError = (error: unknown): void => {
-    if (error instanceof RequestRejectedError) rejections.push(clock.now());
-    else {
-      errors++;
-      firstError ??= error instanceof Error ? error.message : String(error);
-    }
-  };
-  const send = (arrivalMs?: number): Promise<void> => {
-    const inputs = makeInputs(issued++);
-    const samples = Object.values(inputs)[0]?.dims[0] ?? 1;
-    return target.submit(inputs, arrivalMs === undefined ? {} : { arrivalMs }).then((r) => record(r, samples), onError);
-  };
+}
 
-  const running: Promise<void>[] = [];
-  if (load.kind === 'concurrency') {
-    for (let c = 0; c < load.concurrency; c++) {
-      running.push(
-        (async () => {
-          while (issuing && issued < maxRequests && errors === 0) {
-            const before = rejections.length;
-            await send();
-            if (rejections.length > before) await clock.sleep(backoff);
-          }
-        })(),
-      );
-    }
-  } else {
-    const random = seededRandom(options.seed ?? 1);
-    const meanGap = 1000 / load.rate;
-    const gap = (): number => (load.arrivals === 'constant' ? meanGap : -Math.log(1 - random()) * meanGap);
-    let nextAt = start + gap();
-    const inflight = new Set<Promise<void>>();
-    const tick = (): void => {
-      if (!issuing) return;
-      const now = clock.now();
-      while (nextAt <= now && issuing && issued < maxRequests) {
-        const p = send(nextAt);
-        inflight.add(p);
-        void p.then(() => inflight.delete(p));
-        nextAt += gap();
+/** One measurement under way: what the clients issued and what came back, read window by window. */
+interface LoadRun {
+  target: LoadTarget;
+  makeInputs: (i: number) => Record<string, TensorData>;
+  clock: Clock;
+  settings: LoadSettings;
+  start: number;
+  /** Completed requests, in completion order. */
+  completions: Completion[];
+  /** When each rejected request was rejected, in order. */
+  rejections: number[];
+  errors: number;
+  firstError?: string;
+  issued: number;
+  /** Cleared when measuring stops: the clients issue no more requests. */
+  issuing: boolean;
+}
+
+/** Issues request `run.issued` (arriving at `arrivalMs` in an open loop) and records how it ended. */
+function send(run: LoadRun, arrivalMs?: number): Promise<void> {
+  const inputs = run.makeInputs(run.issued++);
+  const samples = Object.values(inputs)[0]?.dims[0] ?? 1;
+  return run.target.submit(inputs, arrivalMs === undefined ? {} : { arrivalMs }).then(
+    (r) => {
+      const t = r.timing;
+      run.completions.push({
+        doneMs: t.doneMs,
+        latency: t.doneMs - t.arrivalMs,
+        queue: t.dispatchMs - t.arrivalMs,
+        compute: t.computeEndMs - t.computeStartMs,
+        batchSize: t.batchSize,
+        batchId: t.batchId,
+        samples,
+      });
+    },
+    (error: unknown) => {
+      if (error instanceof RequestRejectedError) run.rejections.push(run.clock.now());
+      else {
+        run.errors++;
+        run.firstError ??= error instanceof Error ? error.message : String(error);
       }
-      if (issued < maxRequests) clock.setTimer(tick, nextAt - clock.now());
-    };
-    clock.setTimer(tick, nextAt - start);
-    running.push(
-      (async () => {
-        while (issuing) await clock.sleep(windowMs / 4);
-        await Promise.all([...inflight]);
-      })(),
-    );
-  }
+    },
+  );
+}
 
-  const windows: WindowStats[] = [];
-  const windowRanges: [number, number][] = [];
-  let stable = false;
-  let limit: LoadMeasurement['limit'];
-  let cursor = 0;
-  let rejCursor = 0;
-  const maxLag = options.maxGeneratorLagMs ?? Math.max(5, windowMs * 0.05);
-  await clock.sleep(warmupMs);
-  for (;;) {
-    const ws = clock.now();
-    const we = ws + windowMs;
-    const lags: number[] = [];
-    // Wake early to notice the request bound; end the window on time. How late each wake-up is
-    // tells whether the event loop (shared by generator and batcher) keeps up.
-    while (clock.now() < we && issued < maxRequests && errors === 0) {
-      const want = Math.min(we - clock.now(), windowMs / 4);
-      const before = clock.now();
-      await clock.sleep(want);
-      lags.push(Math.max(0, clock.now() - before - want));
+/** A closed-loop client: one request at a time, the next as soon as one ends (after a pause when it was rejected). */
+async function closedLoopClient(run: LoadRun): Promise<void> {
+  while (run.issuing && run.issued < run.settings.maxRequests && run.errors === 0) {
+    const before = run.rejections.length;
+    await send(run);
+    if (run.rejections.length > before) await run.clock.sleep(run.settings.backoff);
+  }
+}
+
+/** The open loop: requests at scheduled arrival times (Poisson or constant gaps); resolves when issuing stopped and every request ended. */
+function openLoop(run: LoadRun, load: { rate: number; arrivals?: 'poisson' | 'constant' }): Promise<void> {
+  const { clock, settings } = run;
+  const random = seededRandom(settings.seed);
+  const meanGap = 1000 / load.rate;
+  const gap = (): number => (load.arrivals === 'constant' ? meanGap : -Math.log(1 - random()) * meanGap);
+  let nextAt = run.start + gap();
+  const inflight = new Set<Promise<void>>();
+  const tick = (): void => {
+    if (!run.issuing) return;
+    const now = clock.now();
+    while (nextAt <= now && run.issuing && run.issued < settings.maxRequests) {
+      const p = send(run, nextAt);
+      inflight.add(p);
+      void p.then(() => inflight.delete(p));
+      nextAt += gap();
     }
-    const end = Math.min(clock.now(), we);
-    while (cursor < completions.length && completions[cursor]!.doneMs < ws) cursor++;
-    const from = cursor;
-    while (cursor < completions.length && completions[cursor]!.doneMs < end) cursor++;
-    while (rejCursor < rejections.length && rejections[rejCursor]! < ws) rejCursor++;
-    const rejFrom = rejCursor;
-    while (rejCursor < rejections.length && rejections[rejCursor]! < end) rejCursor++;
-    const lat = completions.slice(from, cursor).map((c) => c.latency);
-    const span = end - ws;
-    windows.push({
+    if (run.issued < settings.maxRequests) clock.setTimer(tick, nextAt - clock.now());
+  };
+  clock.setTimer(tick, nextAt - run.start);
+  return (async () => {
+    while (run.issuing) await clock.sleep(settings.windowMs / 4);
+    await Promise.all([...inflight]);
+  })();
+}
+
+/** Where the last window's scans stopped in the completions and rejections (both in time order). */
+interface WindowCursor {
+  completion: number;
+  rejection: number;
+}
+
+/** The statistics of the window [ws, end) and the range of completions in it. */
+function closeWindow(run: LoadRun, cursor: WindowCursor, ws: number, end: number, lags: readonly number[]): { stats: WindowStats; range: [number, number] } {
+  const { completions, rejections } = run;
+  while (cursor.completion < completions.length && completions[cursor.completion]!.doneMs < ws) cursor.completion++;
+  const from = cursor.completion;
+  while (cursor.completion < completions.length && completions[cursor.completion]!.doneMs < end) cursor.completion++;
+  while (cursor.rejection < rejections.length && rejections[cursor.rejection]! < ws) cursor.rejection++;
+  const rejFrom = cursor.rejection;
+  while (cursor.rejection < rejections.length && rejections[cursor.rejection]! < end) cursor.rejection++;
+  const lat = completions.slice(from, cursor.completion).map((c) => c.latency);
+  const span = end - ws;
+  return {
+    stats: {
       throughput: span > 0 ? (lat.length * 1000) / span : 0,
       lagMs: lags.length ? summarize(lags).p50 : 0,
       p99Ms: lat.length ? summary(lat).p99 : NaN,
       completed: lat.length,
-      rejected: rejCursor - rejFrom,
+      rejected: cursor.rejection - rejFrom,
       durationMs: span,
-    });
-    windowRanges.push([from, cursor]);
-    if (errors > 0) break;
-    if (windows.length >= stableWindows) {
-      const last = windows.slice(-stableWindows);
-      const agree = (xs: number[]): boolean => {
-        const m = xs.reduce((a, b) => a + b, 0) / xs.length;
-        return xs.every((x) => Number.isFinite(x) && Math.abs(x - m) <= tolerance * m);
-      };
-      if (last.every((w) => w.completed > 0) && agree(last.map((w) => w.throughput)) && agree(last.map((w) => w.p99Ms))) {
-        stable = true;
-        break;
-      }
-    }
-    if (issued >= maxRequests) {
-      limit = 'requests';
-      break;
-    }
-    if (windows.length >= maxWindows) {
-      limit = 'windows';
-      break;
-    }
-    if (clock.now() - start + windowMs > maxDurationMs) {
-      limit = 'duration';
-      break;
-    }
-  }
-  issuing = false;
-  const rejectedBeforeCancel = rejections.length;
-  target.cancelQueued();
-  await Promise.all(running);
-  await target.whenIdle();
+    },
+    range: [from, cursor.completion],
+  };
+}
 
-  const k = Math.min(stableWindows, windows.length);
+/** Every value finite and within `tolerance` of their mean. */
+function agreeWithin(xs: readonly number[], tolerance: number): boolean {
+  const m = xs.reduce((a, b) => a + b, 0) / xs.length;
+  return xs.every((x) => Number.isFinite(x) && Math.abs(x - m) <= tolerance * m);
+}
+
+/** Why measuring stops after these windows (an error, stable windows, or a limit); undefined to measure another. */
+function stopAfter(run: LoadRun, windows: readonly WindowStats[]): { stable: boolean; limit?: LoadMeasurement['limit'] } | undefined {
+  const { stableWindows, tolerance, maxRequests, maxWindows, windowMs, maxDurationMs } = run.settings;
+  if (run.errors > 0) return { stable: false };
+  if (windows.length >= stableWindows) {
+    const last = windows.slice(-stableWindows);
+    const agree = (figure: (w: WindowStats) => number): boolean => agreeWithin(last.map(figure), tolerance);
+    if (last.every((w) => w.completed > 0) && agree((w) => w.throughput) && agree((w) => w.p99Ms)) return { stable: true };
+  }
+  if (run.issued >= maxRequests) return { stable: false, limit: 'requests' };
+  if (windows.length >= maxWindows) return { stable: false, limit: 'windows' };
+  if (run.clock.now() - run.start + windowMs > maxDurationMs) return { stable: false, limit: 'duration' };
+  return undefined;
+}
+
+/** Why the measured windows describe the generator rather than the model, if they do. */
+function invalidReasonOf(run: LoadRun, measured: readonly WindowStats[], picked: readonly Completion[], generatorLagMs: number): string | undefined {
+  const { maxRequests, maxLag } = run.settings;
+  if (run.errors === 0 && (picked.length === 0 || measured.some((w) => w.completed === 0))) {
+    return run.issued >= maxRequests
+      ? `the request cap (${maxRequests}) ran out before the measured windows completed requests`
+      : 'a measured window completed no request';
+  }
+  if (generatorLagMs > maxLag) {
+    return `the load generator is the bottleneck: its timers ran ${generatorLagMs.toFixed(1)} ms late (median; limit ${maxLag.toFixed(1)} ms), so the event loop it shares with the batcher is starved`;
+  }
+  return undefined;
+}
+
+/** The figures over the last `stableWindows` windows. */
+function loadMeasurement(
+  run: LoadRun,
+  load: LoadSpec,
+  windows: WindowStats[],
+  windowRanges: readonly [number, number][],
+  outcome: { stable: boolean; limit?: LoadMeasurement['limit'] },
+  rejectedTotal: number,
+): LoadMeasurement {
+  const { completions, errors, firstError } = run;
+  const k = Math.min(run.settings.stableWindows, windows.length);
   const used = windowRanges.slice(-k);
   const picked = used.length ? completions.slice(used[0]![0], used[used.length - 1]![1]) : [];
-  const firstWindow = windows.length - k;
-  const measuredMs = windows.slice(firstWindow).reduce((n, w) => n + w.durationMs, 0);
-  const rejected = windows.slice(firstWindow).reduce((n, w) => n + w.rejected, 0);
-  const lagSamples = windows.slice(firstWindow).map((w) => w.lagMs);
+  const measured = windows.slice(windows.length - k);
+  const measuredMs = measured.reduce((n, w) => n + w.durationMs, 0);
+  const rejected = measured.reduce((n, w) => n + w.rejected, 0);
+  const lagSamples = measured.map((w) => w.lagMs);
   const generatorLagMs = lagSamples.length ? summarize(lagSamples).p50 : 0;
-  let invalidReason: string | undefined;
-  if (errors === 0 && (picked.length === 0 || windows.slice(firstWindow).some((w) => w.completed === 0))) {
-    invalidReason =
-      issued >= maxRequests
-        ? `the request cap (${maxRequests}) ran out before the measured windows completed requests`
-        : 'a measured window completed no request';
-  } else if (generatorLagMs > maxLag) {
-    invalidReason = `the load generator is the bottleneck: its timers ran ${generatorLagMs.toFixed(1)} ms late (median; limit ${maxLag.toFixed(1)} ms), so the event loop it shares with the batcher is starved`;
-  }
+  const invalidReason = invalidReasonOf(run, measured, picked, generatorLagMs);
   const batches = new Map<number, number>();
   for (const c of picked) batches.set(c.batchId, c.batchSize);
   const hist = new Map<number, number>();
@@ -320,8 +337,8 @@ export async function measureLoad(
   const measuredSeconds = measuredMs > 0 ? measuredMs / 1000 : NaN;
   return {
     load,
-    stable,
-    ...(limit ? { limit } : {}),
+    stable: outcome.stable,
+    ...(outcome.limit ? { limit: outcome.limit } : {}),
     windows,
     valid: invalidReason === undefined,
     ...(invalidReason ? { invalidReason } : {}),
@@ -329,7 +346,7 @@ export async function measureLoad(
     measuredMs,
     completed: picked.length,
     rejected,
-    rejectedTotal: rejectedBeforeCancel,
+    rejectedTotal,
     errors,
     ...(firstError !== undefined ? { firstError } : {}),
     throughput: picked.length / measuredSeconds,
@@ -340,4 +357,53 @@ export async function measureLoad(
     batchSizes: [...hist.entries()].sort((a, b) => a[0] - b[0]),
     meanBatchSize: batches.size ? [...batches.values()].reduce((a, b) => a + b, 0) / batches.size : NaN,
   };
+}
+
+/**
+ * Drive `target` with `load` and measure. `makeInputs(i)` gives request i's inputs (one sample in
+ * dim 0, typically cycling through a small data set). Steps: start the clients, measure window by
+ * window until stable or a limit, stop the clients and drain, then the figures.
+ */
+export async function measureLoad(
+  target: LoadTarget,
+  load: LoadSpec,
+  makeInputs: (i: number) => Record<string, TensorData>,
+  options: MeasurementOptions = {},
+  clock: Clock = realClock,
+): Promise<LoadMeasurement> {
+  const settings = loadSettings(load, options);
+  const { windowMs, maxRequests } = settings;
+  const run: LoadRun = { target, makeInputs, clock, settings, start: clock.now(), completions: [], rejections: [], errors: 0, issued: 0, issuing: true };
+  const running: Promise<void>[] = [];
+  if (load.kind === 'concurrency') for (let c = 0; c < load.concurrency; c++) running.push(closedLoopClient(run));
+  else running.push(openLoop(run, load));
+
+  const windows: WindowStats[] = [];
+  const windowRanges: [number, number][] = [];
+  const cursor: WindowCursor = { completion: 0, rejection: 0 };
+  let outcome: ReturnType<typeof stopAfter>;
+  await clock.sleep(settings.warmupMs);
+  do {
+    const ws = clock.now();
+    const we = ws + windowMs;
+    const lags: number[] = [];
+    // Wake early to notice the request bound; end the window on time. How late each wake-up is
+    // tells whether the event loop (shared by generator and batcher) keeps up.
+    while (clock.now() < we && run.issued < maxRequests && run.errors === 0) {
+      const want = Math.min(we - clock.now(), windowMs / 4);
+      const before = clock.now();
+      await clock.sleep(want);
+      lags.push(Math.max(0, clock.now() - before - want));
+    }
+    const { stats, range } = closeWindow(run, cursor, ws, Math.min(clock.now(), we), lags);
+    windows.push(stats);
+    windowRanges.push(range);
+    outcome = stopAfter(run, windows);
+  } while (outcome === undefined);
+  run.issuing = false;
+  const rejectedBeforeCancel = run.rejections.length;
+  target.cancelQueued();
+  await Promise.all(running);
+  await target.whenIdle();
+  return loadMeasurement(run, load, windows, windowRanges, outcome, rejectedBeforeCancel);
 }

@@ -314,18 +314,20 @@ function smallestPerGroup(score: Float64Array, sparsity: number, groupOf?: Int32
   return zero;
 }
 
-export function pruneMagnitude(
-  model: Model,
-  options: MagnitudePruneOptions & {
-    /** Per input channel mean and variance of every pruned layer's activation (magnitudeStatisticsRequests). */
-    statistics?: ChannelStatistics;
-    /**
-     * Per activation of a padded / strided / k > 1 Conv: the mean of every element of one sample
-     * [C, ...spatial]; makes bias correction exact at the borders. Optional.
-     */
-    spatialMeans?: ReadonlyMap<string, { dims: number[]; mean: Float64Array }>;
-  },
-): MagnitudePruneResult {
+/** pruneMagnitude's options: the pass's own, with calibration statistics. */
+type MagnitudeInputs = Parameters<typeof pruneMagnitude>[1];
+
+/** The options resolved and checked once. */
+interface MagnitudeSettings {
+  /** The N:M pattern, when that is the pattern. */
+  nm?: { n: number; m: number };
+  /** Fraction zeroed (implied by an N:M pattern). */
+  sparsity: number;
+  criterion: NonNullable<MagnitudePruneOptions['criterion']>;
+  biasCorrection: boolean;
+}
+
+function magnitudeSettings(options: MagnitudeInputs): MagnitudeSettings {
   const nm = options.pattern.kind === 'n:m' ? options.pattern : undefined;
   if (nm && !(Number.isInteger(nm.n) && Number.isInteger(nm.m) && nm.n >= 1 && nm.m > nm.n)) {
     throw new UsageError(`N:M pattern needs whole numbers with 1 <= N < M, got ${nm.n}:${nm.m}`);
@@ -337,34 +339,77 @@ export function pruneMagnitude(
   if ((criterion === 'activation' || biasCorrection) && !options.statistics) {
     throw new UsageError(`magnitude pruning: ${criterion === 'activation' ? "criterion 'activation'" : 'bias correction'} needs calibration statistics`);
   }
+  return { nm, sparsity, criterion, biasCorrection };
+}
 
-  const pruned = model.clone();
-  const targets = findTargets(pruned, options);
-  const before = targets.map((t) => ({
-    sparsity: zeroFraction(t.tensor),
-    gzip: gzipSize(t.tensor.rawBytes()),
-  }));
+/** What the plan knows of one layer: how its weights meet its data, its input channels' moments, each weight's score. */
+interface LayerScore {
+  geometry?: WeightGeometry;
+  moments?: { mean: Float64Array; rms: Float64Array };
+  score: Float64Array;
+}
 
-  // ---- plan: scores, then the indices to zero per layer ----
-  const live = targets.filter((t) => !t.skipped);
-  const geometry = new Map<Target, WeightGeometry | undefined>();
-  const moments = new Map<Target, { mean: Float64Array; rms: Float64Array }>();
-  const scores = new Map<Target, Float64Array>();
+/** Plan, step 1: each layer's scores (|w|, times its input channel's RMS for the 'activation' criterion). */
+function scoreLayers(live: readonly Target[], options: MagnitudeInputs, settings: MagnitudeSettings): Map<Target, LayerScore> {
+  const { criterion, biasCorrection } = settings;
+  const scores = new Map<Target, LayerScore>();
   for (const t of live) {
     const g = weightGeometry(t.node, t.tensor, t.weightIndex);
-    geometry.set(t, g);
-    const score = t.tensor.toFloat64().map(Math.abs);
+    const layer: LayerScore = { geometry: g, score: t.tensor.toFloat64().map(Math.abs) };
     if (options.statistics && (criterion === 'activation' || biasCorrection)) {
       if (!g) {
         if (criterion === 'activation') throw new UsageError(`magnitude pruning: cannot tell which input channel each weight of node '${t.node.name}' reads`);
       } else {
         const m = channelMoments(t, g, options.statistics);
-        moments.set(t, m);
+        layer.moments = m;
+        const { score } = layer;
         if (criterion === 'activation') for (let i = 0; i < score.length; i++) score[i] = score[i]! * m.rms[g.inChannel[i]!]!;
       }
     }
-    scores.set(t, score);
+    scores.set(t, layer);
   }
+  return scores;
+}
+
+/** One threshold over every pruned layer: the k-th smallest score; ties at it go by layer order. */
+function globalThresholdZeros(live: readonly Target[], scores: ReadonlyMap<Target, LayerScore>, sparsity: number, zeros: Map<Target, ArrayLike<number>>): void {
+  const mags = live.map((t) => scores.get(t)!.score);
+  const total = mags.reduce((n, m) => n + m.length, 0);
+  const k = Math.floor(sparsity * total + 1e-9);
+  if (k <= 0) return;
+  const all = new Float64Array(total);
+  let o = 0;
+  for (const m of mags) {
+    all.set(m, o);
+    o += m.length;
+  }
+  all.sort();
+  const threshold = all[k - 1]!;
+  let below = 0;
+  for (const m of mags) for (let i = 0; i < m.length; i++) if (m[i]! < threshold) below++;
+  let tiesLeft = k - below;
+  live.forEach((t, li) => {
+    const m = mags[li]!;
+    const zero: number[] = [];
+    for (let i = 0; i < m.length; i++) {
+      if (m[i]! < threshold) zero.push(i);
+      else if (m[i] === threshold && tiesLeft > 0) {
+        zero.push(i);
+        tiesLeft--;
+      }
+    }
+    zeros.set(t, zero);
+  });
+}
+
+/** Plan, step 2: the indices to zero per layer (an N:M layer whose reduction dim does not fit the pattern is skipped). */
+function planZeros(
+  live: readonly Target[],
+  scores: ReadonlyMap<Target, LayerScore>,
+  options: MagnitudeInputs,
+  settings: MagnitudeSettings,
+): Map<Target, ArrayLike<number>> {
+  const { nm, sparsity } = settings;
   const zeros = new Map<Target, ArrayLike<number>>();
   if (nm) {
     for (const t of live) {
@@ -373,81 +418,72 @@ export function pruneMagnitude(
         t.skipped = `reduction dim ${len} is not a multiple of ${nm.m}`;
         continue;
       }
-      zeros.set(t, nmPruneIndices(t.tensor.dims, scores.get(t)!, t.reductionAxis, nm.n, nm.m));
+      zeros.set(t, nmPruneIndices(t.tensor.dims, scores.get(t)!.score, t.reductionAxis, nm.n, nm.m));
     }
   } else if (options.scope !== 'global') {
     for (const t of live) {
-      const groupOf = options.scope === 'output' ? geometry.get(t)?.outChannel : undefined;
-      zeros.set(t, smallestPerGroup(scores.get(t)!, sparsity, groupOf));
+      const groupOf = options.scope === 'output' ? scores.get(t)!.geometry?.outChannel : undefined;
+      zeros.set(t, smallestPerGroup(scores.get(t)!.score, sparsity, groupOf));
     }
-  } else {
-    // One threshold over every pruned layer: the k-th smallest score; ties at it go by order.
-    const mags = live.map((t) => scores.get(t)!);
-    const total = mags.reduce((n, m) => n + m.length, 0);
-    const k = Math.floor(sparsity * total + 1e-9);
-    if (k > 0) {
-      const all = new Float64Array(total);
-      let o = 0;
-      for (const m of mags) {
-        all.set(m, o);
-        o += m.length;
-      }
-      all.sort();
-      const threshold = all[k - 1]!;
-      let below = 0;
-      for (const m of mags) for (let i = 0; i < m.length; i++) if (m[i]! < threshold) below++;
-      let tiesLeft = k - below;
-      live.forEach((t, li) => {
-        const m = mags[li]!;
-        const zero: number[] = [];
-        for (let i = 0; i < m.length; i++) {
-          if (m[i]! < threshold) zero.push(i);
-          else if (m[i] === threshold && tiesLeft > 0) {
-            zero.push(i);
-            tiesLeft--;
-          }
-        }
-        zeros.set(t, zero);
-      });
-    }
-  }
+  } else globalThresholdZeros(live, scores, sparsity, zeros);
+  return zeros;
+}
 
-  // ---- apply ----
+/**
+ * Bias correction of one layer about to lose the weights at `zero`: E[removed part of y_o] = sum
+ * over zeroed w of w x E[x_j], put back as a constant in the output bias. Returns true (or false)
+ * when folded, or why it could not be.
+ */
+function correctBias(t: Target, zero: ArrayLike<number>, layer: LayerScore | undefined, options: MagnitudeInputs): boolean | string {
+  const g = layer?.geometry;
+  const m = layer?.moments;
+  if (!g || !m) return 'the input channel of each weight is unknown';
+  const w = t.tensor.toFloat64();
+  const delta = new Float64Array(g.outChannels);
+  const conv = convTaps(t.node, t.tensor);
+  const map = options.spatialMeans?.get(g.activation);
+  const tapMeans = conv && map && map.dims[0] === g.inChannels ? convTapMeans(conv, map) : undefined;
+  const taps = conv ? elementCount(conv.kernel) : 1;
+  let lost = false;
+  for (let n = 0; n < zero.length; n++) {
+    const i = zero[n]!;
+    const mean = tapMeans ? tapMeans[g.inChannel[i]! * taps + (i % taps)]! : m.mean[g.inChannel[i]!]!;
+    const contribution = w[i]! * mean;
+    if (g.outChannel[i]! < 0) lost ||= contribution !== 0;
+    else delta[g.outChannel[i]!] = delta[g.outChannel[i]!]! + contribution;
+  }
+  if (lost) return 'no per-output bias to fold into';
+  return delta.every((d) => d === 0) ? true : addOutputBias(t.node, delta, t.tensor.dtype);
+}
+
+/** Apply: zero the planned weights, layer by layer, correcting each bias first when asked; returns the bias corrections. */
+function applyZeros(
+  zeros: ReadonlyMap<Target, ArrayLike<number>>,
+  scores: ReadonlyMap<Target, LayerScore>,
+  options: MagnitudeInputs,
+  biasCorrection: boolean,
+): Map<Target, boolean | string> {
   const corrected = new Map<Target, boolean | string>();
   for (const [t, zero] of zeros) {
-    const g = geometry.get(t);
-    const m = moments.get(t);
-    if (biasCorrection) {
-      if (!g || !m) {
-        corrected.set(t, 'the input channel of each weight is unknown');
-      } else {
-        // E[removed part of y_o] = sum over zeroed w of w x E[x_j]: put it back as a constant.
-        const w = t.tensor.toFloat64();
-        const delta = new Float64Array(g.outChannels);
-        const conv = convTaps(t.node, t.tensor);
-        const map = options.spatialMeans?.get(g.activation);
-        const tapMeans = conv && map && map.dims[0] === g.inChannels ? convTapMeans(conv, map) : undefined;
-        const taps = conv ? elementCount(conv.kernel) : 1;
-        let lost = false;
-        for (let n = 0; n < zero.length; n++) {
-          const i = zero[n]!;
-          const mean = tapMeans ? tapMeans[g.inChannel[i]! * taps + (i % taps)]! : m.mean[g.inChannel[i]!]!;
-          const contribution = w[i]! * mean;
-          if (g.outChannel[i]! < 0) lost ||= contribution !== 0;
-          else delta[g.outChannel[i]!] = delta[g.outChannel[i]!]! + contribution;
-        }
-        if (lost) corrected.set(t, 'no per-output bias to fold into');
-        else corrected.set(t, delta.every((d) => d === 0) ? true : addOutputBias(t.node, delta, t.tensor.dtype));
-      }
-    }
+    if (biasCorrection) corrected.set(t, correctBias(t, zero, scores.get(t), options));
     zeroAt(t.tensor, zero);
   }
+  return corrected;
+}
 
+/** The report: every layer before and after, and the totals. */
+function magnitudeReport(
+  targets: readonly Target[],
+  before: readonly { sparsity: number; gzip: number }[],
+  corrected: ReadonlyMap<Target, boolean | string>,
+  options: MagnitudeInputs,
+  settings: MagnitudeSettings,
+): MagnitudePruneReport {
+  const { nm, sparsity, criterion, biasCorrection } = settings;
   let patternVerified: boolean | undefined;
   if (nm) {
     patternVerified = targets.filter((t) => !t.skipped).every((t) => checkNM(t.tensor.dims, t.tensor.toFloat64(), t.reductionAxis, nm.n, nm.m));
   }
-
   const layers: MagnitudeLayerReport[] = targets.map((t, i) => {
     const layer: MagnitudeLayerReport = {
       node: t.node.name,
@@ -481,5 +517,32 @@ export function pruneMagnitude(
     prunedParams: layers.filter((l) => !l.skipped).reduce((n, l) => n + l.params, 0),
   };
   if (patternVerified !== undefined) report.patternVerified = patternVerified;
-  return { model: pruned, report };
+  return report;
+}
+
+/** Zero the smallest weights of a copy of `model` (see the module comment). Plan (scores, then indices per layer), then apply once. */
+export function pruneMagnitude(
+  model: Model,
+  options: MagnitudePruneOptions & {
+    /** Per input channel mean and variance of every pruned layer's activation (magnitudeStatisticsRequests). */
+    statistics?: ChannelStatistics;
+    /**
+     * Per activation of a padded / strided / k > 1 Conv: the mean of every element of one sample
+     * [C, ...spatial]; makes bias correction exact at the borders. Optional.
+     */
+    spatialMeans?: ReadonlyMap<string, { dims: number[]; mean: Float64Array }>;
+  },
+): MagnitudePruneResult {
+  const settings = magnitudeSettings(options);
+  const pruned = model.clone();
+  const targets = findTargets(pruned, options);
+  const before = targets.map((t) => ({
+    sparsity: zeroFraction(t.tensor),
+    gzip: gzipSize(t.tensor.rawBytes()),
+  }));
+  const live = targets.filter((t) => !t.skipped);
+  const scores = scoreLayers(live, options, settings);
+  const zeros = planZeros(live, scores, options, settings);
+  const corrected = applyZeros(zeros, scores, options, settings.biasCorrection);
+  return { model: pruned, report: magnitudeReport(targets, before, corrected, options, settings) };
 }

@@ -11,7 +11,8 @@
  * readers; finite values beyond ±65504 are clamped with a warning naming the tensor. Large weights
  * read only by custom-domain ops (no float16 kernel) are stored as float16 behind a Cast back to
  * float32 that onnxruntime folds at load.
- * Plan first (which nodes convert, what type every value gets), then edit once.
+ * Plan first (which nodes convert, what type every value gets), then edit once: constants, converted
+ * nodes, Casts before readers, the model boundary, then tidy the Casts.
  * Works on a clone; the input model is never mutated. Subgraph bodies are left as they are
  * (their owner node stays float32, and outer values they read are cast back to float32).
  * Imports the IR (with ir/unique-names, ir/batch-transpose-matmul), errors and ./fp16-types.js.
@@ -231,24 +232,33 @@ function rangeOf(ranges: Fp16Options['activationRanges'], name: string): Activat
   return (ranges as Record<string, ActivationRange>)[name];
 }
 
-/** Convert a model to float16 weights and compute (see the module comment). */
-export function convertToFloat16(model: Model, options: Fp16Options = {}): { model: Model; report: Fp16Report } {
-  const keepIoTypes = options.keepIoTypes ?? true;
-  const blockedOps = new Set([...(options.replaceDefaultOpBlockList ? [] : DEFAULT_FP16_OP_BLOCK_LIST), ...(options.opBlockList ?? [])]);
+/** The options of convertToFloat16, resolved once. */
+interface Fp16Rules {
+  keepIoTypes: boolean;
+  blockedOps: ReadonlySet<string>;
+  blockedNodes: ReadonlySet<string>;
+  activationRanges: Fp16Options['activationRanges'];
+  warn: (message: string) => void;
+}
+
+function fp16Rules(model: Model, options: Fp16Options): Fp16Rules {
   const blockedNodes = new Set(options.nodeBlockList ?? []);
-  const warn = options.onWarning ?? (() => undefined);
   for (const name of blockedNodes) {
     if (!model.allNodes().some((n) => n.name === name)) throw new UsageError(`--node-block-list: no node named '${name}' in the model`);
   }
+  return {
+    keepIoTypes: options.keepIoTypes ?? true,
+    blockedOps: new Set([...(options.replaceDefaultOpBlockList ? [] : DEFAULT_FP16_OP_BLOCK_LIST), ...(options.opBlockList ?? [])]),
+    blockedNodes,
+    activationRanges: options.activationRanges,
+    warn: options.onWarning ?? (() => undefined),
+  };
+}
 
-  const out = model.clone();
-  out.graph.nameUnnamedNodes(); // reports and nodeBlockList need a name for every node
-  const graph = out.graph;
-  const opset = out.opsetVersion('') ?? 1;
-  const stats: ConvertStats = { clamped: [], flushed: 0 };
-  const report: Fp16Report = {
+function newFp16Report(model: Model, stats: ConvertStats): Fp16Report {
+  return {
     mode: 'fp16',
-    weightBytesBefore: modelWeightBytes(out),
+    weightBytesBefore: modelWeightBytes(model),
     weightBytesAfter: 0,
     nodesConverted: 0,
     convertedByOpType: {},
@@ -259,20 +269,52 @@ export function convertToFloat16(model: Model, options: Fp16Options = {}): { mod
     storedAsFloat16: [],
     notes: [FP16_NOTE],
   };
+}
 
-  if (opset < 6) {
-    // Cast-1 (string `to`) has no onnxruntime kernel, so no boundary could be written.
-    const msg = `opset ${opset} is below 6, where Cast takes a type name that onnxruntime does not run; upgrade the model's opset first (nothing was converted)`;
-    warn(msg);
-    report.notes.push(msg);
-    report.weightBytesAfter = report.weightBytesBefore;
-    return { model: out, report };
+/** What the plan step decides: which nodes convert and the new element type of every float32 value. */
+interface Fp16Plan {
+  /** Inferred element type of a value (constants: their tensor's). */
+  typeOf: (v: Value | null | undefined) => DataType | undefined;
+  converted: Set<Node>;
+  /** Nodes kept float32 for want of a float16 kernel (custom domains). */
+  noHalfKernel: Set<Node>;
+  newType: Map<Value, DataType>;
+  /** Float32 initializers and Constant-node outputs, converted with their readers. */
+  constants: Value[];
+}
+
+const isConstantNode = (n: Node): boolean => n.opType === 'Constant' && isDefaultDomain(n);
+const lacksHalfKernel = (n: Node): boolean => !isDefaultDomain(n) && !hasFloat16CustomKernel(n);
+
+/** Why a node with float32 tensors stays float32, or undefined when it converts. */
+function keptFloat32Reason(
+  node: Node,
+  rules: Fp16Rules,
+  typeOf: Fp16Plan['typeOf'],
+  tensors: readonly Value[],
+  floatTensors: readonly Value[],
+): string | undefined {
+  if (lacksHalfKernel(node)) return `custom domain '${node.domain}'`;
+  if (node.subgraphs().length > 0) return 'holds a subgraph (converted as a whole or not at all)';
+  if (rules.blockedNodes.has(node.name)) return 'node block list';
+  if (rules.blockedOps.has(node.opType)) return 'op block list';
+  const byAttribute = attributeBlockReason(node) ?? batchTransposeCrash(node);
+  if (byAttribute) return byAttribute;
+  // Float outputs from non-float inputs (window functions, TfIdfVectorizer...): the op fixes their type.
+  if (!TYPE_SETTING_OPS.has(node.opType) && !node.inputs.some((v) => typeOf(v) === DataType.FLOAT))
+    return 'its float32 output type is fixed by the op, not by its inputs';
+  const unknown = tensors.find((v) => typeOf(v) === undefined);
+  if (unknown) return `type of '${unknown.name}' unknown`;
+  for (const v of floatTensors) {
+    const r = rangeOf(rules.activationRanges, v.name);
+    const reach = r === undefined ? 0 : Math.max(Math.abs(r.min), Math.abs(r.max));
+    if (reach > FLOAT16_MAX) return `activation '${v.name}' reaches ${reach.toExponential(3)}, beyond float16`;
   }
+  return undefined;
+}
 
-  // ---- plan: element types, then which nodes convert --------------------------------------------
-  const types = inferElementTypes(graph);
-  const typeOf = (v: Value | null | undefined): DataType | undefined => (v ? (types.get(v) ?? v.constantTensor()?.dtype) : undefined);
-  const isConstantNode = (n: Node): boolean => n.opType === 'Constant' && isDefaultDomain(n);
+/** Plan, part 1: which nodes convert (the others listed in report.keptFloat32). */
+function planConvertedNodes(graph: Graph, rules: Fp16Rules, typeOf: Fp16Plan['typeOf'], report: Fp16Report): Pick<Fp16Plan, 'converted' | 'noHalfKernel'> {
   const converted = new Set<Node>();
   const noHalfKernel = new Set<Node>();
   for (const node of graph.nodes) {
@@ -280,47 +322,24 @@ export function convertToFloat16(model: Model, options: Fp16Options = {}): { mod
     const tensors = [...node.inputs, ...node.outputs].filter((v): v is Value => v !== null && v.name !== '');
     const floatTensors = tensors.filter((v) => typeOf(v) === DataType.FLOAT);
     if (floatTensors.length === 0 && !(node.opType === 'Cast' && castTarget(node) === DataType.FLOAT)) continue;
-    const keep = (reason: string): void => {
-      report.keptFloat32.push({ node: label(node), opType: node.opType, reason });
-    };
-    if (!isDefaultDomain(node) && !hasFloat16CustomKernel(node)) {
-      keep(`custom domain '${node.domain}'`);
-      noHalfKernel.add(node);
-    } else if (node.subgraphs().length > 0) keep('holds a subgraph (converted as a whole or not at all)');
-    else if (blockedNodes.has(node.name)) keep('node block list');
-    else if (blockedOps.has(node.opType)) keep('op block list');
-    else if (attributeBlockReason(node)) keep(attributeBlockReason(node)!);
-    else if (batchTransposeCrash(node)) keep(batchTransposeCrash(node)!);
-    // Float outputs from non-float inputs (window functions, TfIdfVectorizer...): the op fixes their type.
-    else if (!TYPE_SETTING_OPS.has(node.opType) && !node.inputs.some((v) => typeOf(v) === DataType.FLOAT))
-      keep('its float32 output type is fixed by the op, not by its inputs');
-    else if (tensors.some((v) => typeOf(v) === undefined)) keep(`type of '${tensors.find((v) => typeOf(v) === undefined)!.name}' unknown`);
-    else {
-      const outside = floatTensors.find((v) => {
-        const r = rangeOf(options.activationRanges, v.name);
-        return r !== undefined && Math.max(Math.abs(r.min), Math.abs(r.max)) > FLOAT16_MAX;
-      });
-      if (outside) {
-        const r = rangeOf(options.activationRanges, outside.name)!;
-        keep(`activation '${outside.name}' reaches ${Math.max(Math.abs(r.min), Math.abs(r.max)).toExponential(3)}, beyond float16`);
-      } else converted.add(node);
+    const reason = keptFloat32Reason(node, rules, typeOf, tensors, floatTensors);
+    if (reason === undefined) {
+      converted.add(node);
+      continue;
     }
+    report.keptFloat32.push({ node: label(node), opType: node.opType, reason });
+    if (lacksHalfKernel(node)) noHalfKernel.add(node);
   }
+  return { converted, noHalfKernel };
+}
 
-  /** The element type a reader wants for a float32 value, or undefined for "as it is". */
-  const wants = (reader: Node, index: number): DataType | undefined => {
-    if (reader.graph !== graph) return DataType.FLOAT; // subgraph bodies are not converted
-    if (!converted.has(reader)) return DataType.FLOAT;
-    if (ANY_TYPE_INPUTS[reader.opType]?.includes(index)) return undefined;
-    if (FLOAT32_INPUTS[reader.opType]?.includes(index)) return DataType.FLOAT;
-    return DataType.FLOAT16;
-  };
-
-  // New element type of every float32 value of the main graph.
+/** Plan, part 2: the new element type of every float32 value of the main graph, and its float32 constants. */
+function planValueTypes(graph: Graph, rules: Fp16Rules, plan: Pick<Fp16Plan, 'typeOf' | 'converted'>): Pick<Fp16Plan, 'newType' | 'constants'> {
+  const { typeOf, converted } = plan;
   const newType = new Map<Value, DataType>();
   const constants: Value[] = [];
   for (const v of graph.inputs) {
-    if (typeOf(v) === DataType.FLOAT) newType.set(v, keepIoTypes ? DataType.FLOAT : DataType.FLOAT16);
+    if (typeOf(v) === DataType.FLOAT) newType.set(v, rules.keepIoTypes ? DataType.FLOAT : DataType.FLOAT16);
   }
   for (const node of graph.nodes) {
     node.outputs.forEach((o, i) => {
@@ -333,44 +352,83 @@ export function convertToFloat16(model: Model, options: Fp16Options = {}): { mod
     });
   }
   for (const v of graph.initializerValues) if (!v.isGraphInput() && v.initializer!.dtype === DataType.FLOAT) constants.push(v);
+  return { newType, constants };
+}
 
-  // ---- apply ----------------------------------------------------------------------------------
-  const nodeName = uniqueNodeNamer(out.allNodes());
-  const retype = (v: Value, t: DataType): void => {
-    if (isTensorType(v.type)) v.type = { ...v.type, kind: 'tensor', elemType: t, shape: v.type.shape ? [...v.type.shape] : undefined };
-    else if (!v.type) v.type = { kind: 'tensor', elemType: t };
-  };
+function planFloat16(graph: Graph, rules: Fp16Rules, report: Fp16Report): Fp16Plan {
+  const types = inferElementTypes(graph);
+  const typeOf = (v: Value | null | undefined): DataType | undefined => (v ? (types.get(v) ?? v.constantTensor()?.dtype) : undefined);
+  const nodes = planConvertedNodes(graph, rules, typeOf, report);
+  return { typeOf, ...nodes, ...planValueTypes(graph, rules, { typeOf, converted: nodes.converted }) };
+}
 
-  // Constants: converted in place when every reader wants float16, duplicated when readers differ.
-  for (const v of constants) {
+/** What the apply steps edit with: the plan, the report they fill, and the conversion's counters. */
+interface Fp16Edit {
+  graph: Graph;
+  opset: number;
+  rules: Fp16Rules;
+  plan: Fp16Plan;
+  report: Fp16Report;
+  stats: ConvertStats;
+  nodeName: (base: string) => string;
+}
+
+/** The element type a reader wants for a float32 value, or undefined for "as it is". */
+function wantedType(edit: Fp16Edit, reader: Node, index: number): DataType | undefined {
+  if (reader.graph !== edit.graph) return DataType.FLOAT; // subgraph bodies are not converted
+  if (!edit.plan.converted.has(reader)) return DataType.FLOAT;
+  if (ANY_TYPE_INPUTS[reader.opType]?.includes(index)) return undefined;
+  if (FLOAT32_INPUTS[reader.opType]?.includes(index)) return DataType.FLOAT;
+  return DataType.FLOAT16;
+}
+
+function retype(v: Value, t: DataType): void {
+  if (isTensorType(v.type)) v.type = { ...v.type, kind: 'tensor', elemType: t, shape: v.type.shape ? [...v.type.shape] : undefined };
+  else if (!v.type) v.type = { kind: 'tensor', elemType: t };
+}
+
+/**
+ * A float32 constant none of whose readers wants float16: float32, or, as the weight of float32-only
+ * kernels, float16 in the file with a Cast back to float32 (inserted later like any boundary Cast;
+ * onnxruntime folds it when the session loads).
+ */
+function keepConstantFloat32(edit: Fp16Edit, v: Value): void {
+  const { plan, stats, rules, report } = edit;
+  const t = v.initializer;
+  const uses = v.uses();
+  const storeHalf =
+    t &&
+    !v.isGraphOutput() &&
+    t.elementCount >= MIN_HALF_STORED_ELEMENTS &&
+    uses.length > 0 &&
+    uses.every((u) => plan.noHalfKernel.has(u.node)) &&
+    withinFloat16(t);
+  if (storeHalf) {
+    convertInitializerInPlace(t, stats, rules.warn);
+    plan.newType.set(v, DataType.FLOAT16);
+    retype(v, DataType.FLOAT16);
+    report.storedAsFloat16.push(v.name);
+  } else plan.newType.set(v, DataType.FLOAT);
+}
+
+/** Apply, step 1: constants converted in place when every reader wants float16, duplicated when readers differ. */
+function convertConstants(edit: Fp16Edit): void {
+  const { graph, plan, stats } = edit;
+  const { warn, keepIoTypes } = edit.rules;
+  for (const v of plan.constants) {
     const uses = v.uses();
-    const want16 = uses.filter((u) => wants(u.node, u.index) === DataType.FLOAT16);
+    const want16 = uses.filter((u) => wantedType(edit, u.node, u.index) === DataType.FLOAT16);
     if (want16.length === 0) {
-      // A weight of float32-only kernels: float16 in the file, Cast back to float32 (inserted below
-      // like any boundary Cast; onnxruntime folds it when the session loads).
-      const t = v.initializer;
-      const storeHalf =
-        t &&
-        !v.isGraphOutput() &&
-        t.elementCount >= MIN_HALF_STORED_ELEMENTS &&
-        uses.length > 0 &&
-        uses.every((u) => noHalfKernel.has(u.node)) &&
-        withinFloat16(t);
-      if (storeHalf) {
-        convertInitializerInPlace(t, stats, warn);
-        newType.set(v, DataType.FLOAT16);
-        retype(v, DataType.FLOAT16);
-        report.storedAsFloat16.push(v.name);
-      } else newType.set(v, DataType.FLOAT);
+      keepConstantFloat32(edit, v);
       continue;
     }
     const allSixteen = want16.length === uses.length && !(keepIoTypes && v.isGraphOutput());
     if (!allSixteen) {
       const source = v.initializer ?? graph.constantTensor(v)!;
       const copy = graph.addInitializer(tensorToFloat16(source, stats, warn, graph.uniqueName(`${v.name}_fp16`)));
-      newType.set(copy, DataType.FLOAT16);
+      plan.newType.set(copy, DataType.FLOAT16);
       for (const u of want16) u.node.setInput(u.index, copy);
-      newType.set(v, DataType.FLOAT);
+      plan.newType.set(v, DataType.FLOAT);
       continue;
     }
     if (v.initializer) convertInitializerInPlace(v.initializer, stats, warn);
@@ -380,33 +438,46 @@ export function convertToFloat16(model: Model, options: Fp16Options = {}): { mod
       for (const k of [...producer.attributes.keys()]) if (k.startsWith('value')) producer.removeAttr(k);
       producer.setAttr('value', half);
     }
-    newType.set(v, DataType.FLOAT16);
+    plan.newType.set(v, DataType.FLOAT16);
     retype(v, DataType.FLOAT16);
   }
+}
 
-  // Converted nodes: dtype-carrying attributes follow, outputs retyped.
-  for (const node of converted) {
+/** Apply, step 2: converted nodes: dtype-carrying attributes follow, outputs retyped. */
+function convertNodes(edit: Fp16Edit): void {
+  const { plan, stats, opset } = edit;
+  for (const node of plan.converted) {
     if (node.opType === 'Cast' && castTarget(node) === DataType.FLOAT) node.setAttr('to', castAttribute(DataType.FLOAT16, opset));
     if (node.opType === 'ConstantOfShape') {
       const value = node.getTensor('value');
       if (!value) node.setAttr('value', Tensor.fromData('value', { dtype: DataType.FLOAT16, dims: [1], data: Uint16Array.of(0) }));
-      else if (value.dtype === DataType.FLOAT) node.setAttr('value', tensorToFloat16(value, stats, warn));
+      else if (value.dtype === DataType.FLOAT) node.setAttr('value', tensorToFloat16(value, stats, edit.rules.warn));
     }
     if (node.opType === 'EyeLike' && node.hasAttr('dtype') && node.getInt('dtype') === DataType.FLOAT) node.setAttr('dtype', DataType.FLOAT16);
-    for (const o of node.outputs) if (newType.get(o) === DataType.FLOAT16) retype(o, DataType.FLOAT16);
+    for (const o of node.outputs) if (plan.newType.get(o) === DataType.FLOAT16) retype(o, DataType.FLOAT16);
   }
+}
 
-  // Casts where a value's type differs from what its reader wants; one per (value, type).
+/** Makes the Casts of the apply step: one per (value, type), never a Cast feeding a Cast. */
+interface CastInserter {
+  /** `v` as type `to`: itself, the source of a float Cast it comes from, or a (cached) new Cast. */
+  castTo(v: Value, to: DataType): Value;
+  /** The Casts made so far (their readers are already right). */
+  inserted: ReadonlySet<Node>;
+}
+
+function castInserter(edit: Fp16Edit): CastInserter {
+  const { graph, plan, opset } = edit;
   const castCache = new Map<Value, Map<DataType, Value>>();
-  const insertedCasts = new Set<Node>();
+  const inserted = new Set<Node>();
   const castTo = (v: Value, to: DataType): Value => {
-    const have = newType.get(v) ?? typeOf(v);
+    const have = plan.newType.get(v) ?? plan.typeOf(v);
     if (have === to) return v;
     // Never stack casts: read past a float-to-float Cast to its source.
     const p = v.producer;
     if (p && p.opType === 'Cast' && isDefaultDomain(p) && p.inputs[0] && p.graph === graph) {
       const src = p.inputs[0];
-      const srcType = newType.get(src) ?? typeOf(src);
+      const srcType = plan.newType.get(src) ?? plan.typeOf(src);
       if (srcType !== undefined && isFloatDtype(castTarget(p) ?? 0)) return castTo(src, to);
     }
     let perType = castCache.get(v);
@@ -416,48 +487,58 @@ export function convertToFloat16(model: Model, options: Fp16Options = {}): { mod
     const suffix = to === DataType.FLOAT16 ? 'fp16' : 'fp32';
     const cast = graph.addNode({
       opType: 'Cast',
-      name: nodeName(`${v.name}_to_${suffix}`),
+      name: edit.nodeName(`${v.name}_to_${suffix}`),
       inputs: [v],
       outputs: [graph.uniqueName(`${v.name}_${suffix}`)],
       attributes: { to: castAttribute(to, opset) },
     });
-    insertedCasts.add(cast);
+    inserted.add(cast);
     const c = cast.outputs[0]!;
     const shape = isTensorType(v.type) ? v.type.shape : undefined;
     c.type = { kind: 'tensor', elemType: to, shape: shape ? [...shape] : undefined };
-    newType.set(c, to);
-    report.castsInserted++;
+    plan.newType.set(c, to);
+    edit.report.castsInserted++;
     perType.set(to, c);
     return c;
   };
+  return { castTo, inserted };
+}
 
+/** Apply, step 3: Casts where a value's type differs from what its reader wants. */
+function castReaders(edit: Fp16Edit, casts: CastInserter): void {
+  const { newType } = edit.plan;
   const floatValues = [...newType.keys()];
   for (const v of floatValues) {
     for (const u of v.uses()) {
-      if (insertedCasts.has(u.node)) continue;
-      const want = wants(u.node, u.index);
+      if (casts.inserted.has(u.node)) continue;
+      const want = wantedType(edit, u.node, u.index);
       if (want === undefined) continue;
       const have = newType.get(v)!;
-      if (have !== want) u.node.setInput(u.index, castTo(v, want));
+      if (have !== want) u.node.setInput(u.index, casts.castTo(v, want));
     }
   }
-  // Graph inputs/outputs: float32 at the boundary when keepIoTypes, float16 otherwise.
-  const ioType = keepIoTypes ? DataType.FLOAT : DataType.FLOAT16;
+}
+
+/** Apply, step 4: graph inputs/outputs float32 at the boundary when keepIoTypes, float16 otherwise. */
+function setBoundaryTypes(edit: Fp16Edit, casts: CastInserter): void {
+  const { graph, plan, stats } = edit;
+  const ioType = edit.rules.keepIoTypes ? DataType.FLOAT : DataType.FLOAT16;
   for (const v of graph.inputs) {
-    if (!newType.has(v)) continue;
+    if (!plan.newType.has(v)) continue;
     retype(v, ioType);
     // An input with a default (initializer, IR < 4) keeps a default of its new type.
-    if (v.initializer && v.initializer.dtype === DataType.FLOAT && ioType === DataType.FLOAT16) convertInitializerInPlace(v.initializer, stats, warn);
+    if (v.initializer && v.initializer.dtype === DataType.FLOAT && ioType === DataType.FLOAT16)
+      convertInitializerInPlace(v.initializer, stats, edit.rules.warn);
   }
   graph.outputs = graph.outputs.map((v) => {
-    const t = newType.get(v);
+    const t = plan.newType.get(v);
     if (t === undefined || t === ioType) return v;
     const name = v.name;
     const declared = v.type;
-    let result = castTo(v, ioType);
+    let result = casts.castTo(v, ioType);
     if (result.isGraphInput() || result.initializer || result.isGraphOutput()) {
       // The source already has the wanted type but a name of its own: copy it under the output name.
-      const id = graph.addNode({ opType: 'Identity', name: nodeName(`${name}_Identity`), inputs: [result], outputs: [graph.uniqueName(`${name}_out`)] });
+      const id = graph.addNode({ opType: 'Identity', name: edit.nodeName(`${name}_Identity`), inputs: [result], outputs: [graph.uniqueName(`${name}_out`)] });
       id.outputs[0]!.type = result.type ? structuredClone(result.type) : undefined;
       result = id.outputs[0]!;
     }
@@ -466,21 +547,52 @@ export function convertToFloat16(model: Model, options: Fp16Options = {}): { mod
     if (isTensorType(declared)) result.type = { ...declared, elemType: ioType, shape: declared.shape ? [...declared.shape] : undefined };
     return result;
   });
+}
 
-  // Casts left without readers (an original Cast whose readers now read its source).
+/** Apply, step 5: drop Casts left without readers (an original Cast whose readers now read its source), fold Cast chains, sort. */
+function tidyCasts(graph: Graph): void {
   for (const node of [...graph.nodes]) {
     if (node.opType === 'Cast' && node.outputs.every((o) => o.uses().length === 0 && !o.isGraphOutput())) graph.removeNode(node);
   }
   foldCastChains(graph);
   graph.topologicalSort();
+}
+
+/** Convert a model to float16 weights and compute (see the module comment). */
+export function convertToFloat16(model: Model, options: Fp16Options = {}): { model: Model; report: Fp16Report } {
+  const rules = fp16Rules(model, options);
+  const out = model.clone();
+  out.graph.nameUnnamedNodes(); // reports and nodeBlockList need a name for every node
+  const graph = out.graph;
+  const opset = out.opsetVersion('') ?? 1;
+  const stats: ConvertStats = { clamped: [], flushed: 0 };
+  const report = newFp16Report(out, stats);
+  if (opset < 6) {
+    // Cast-1 (string `to`) has no onnxruntime kernel, so no boundary could be written.
+    const msg = `opset ${opset} is below 6, where Cast takes a type name that onnxruntime does not run; upgrade the model's opset first (nothing was converted)`;
+    rules.warn(msg);
+    report.notes.push(msg);
+    report.weightBytesAfter = report.weightBytesBefore;
+    return { model: out, report };
+  }
+
+  const plan = planFloat16(graph, rules, report);
+  const edit: Fp16Edit = { graph, opset, rules, plan, report, stats, nodeName: uniqueNodeNamer(out.allNodes()) };
+  convertConstants(edit);
+  convertNodes(edit);
+  const casts = castInserter(edit);
+  castReaders(edit, casts);
+  setBoundaryTypes(edit, casts);
+  tidyCasts(graph);
+
   for (const node of graph.nodes) {
-    if (!converted.has(node)) continue;
+    if (!plan.converted.has(node)) continue;
     report.nodesConverted++;
     report.convertedByOpType[node.opType] = (report.convertedByOpType[node.opType] ?? 0) + 1;
   }
   report.flushedToZero = stats.flushed;
   report.weightBytesAfter = modelWeightBytes(out);
-  if (converted.size === 0) report.notes.push('No node could be converted to float16: the model is unchanged apart from its types.');
+  if (plan.converted.size === 0) report.notes.push('No node could be converted to float16: the model is unchanged apart from its types.');
   return { model: out, report };
 }
 

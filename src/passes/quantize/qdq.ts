@@ -4,10 +4,11 @@
  * (see registry.ts). Weights int8 symmetric (per channel by default), biases int32 with scale =
  * input scale x weight scale, activations uint8 asymmetric (or int8 symmetric) from calibrated
  * ranges. Plan, then apply: `planQdq` decides every node and tensor (and so which tensors need
- * statistics), `applyQdq` edits a clone once. Only the main graph is quantized; nodes inside
- * If/Loop bodies are left in float and read quantized outer values through a DequantizeLinear.
- * Imports the IR, ../preprocess/constants (removeUnusedInitializers), ./registry, ./quant-math,
- * ./calibrate (types).
+ * statistics: select nodes, drop the unprofitable ones, place outputs, plan tensors), `applyQdq`
+ * edits a clone once (activations, bias scale floors, weights and biases, channel padding). Only
+ * the main graph is quantized; nodes inside If/Loop bodies are left in float and read quantized
+ * outer values through a DequantizeLinear. Imports the IR, ../preprocess/constants
+ * (removeUnusedInitializers), ./registry, ./quant-math, ./channel-pad, ./calibrate (types).
  */
 import { InputError, UsageError } from '../../errors.js';
 import { DataType, isIntegerDtype } from '../../ir/dtype.js';
@@ -97,7 +98,7 @@ function feedsQuantized(node: Node, quantizedNodes: ReadonlySet<Node>): boolean 
   );
 }
 
-/** Elementwise ops quantized only when every non-constant input is already int8 (see planQdq). */
+/** Elementwise ops quantized only when every non-constant input is already int8 (see elementwiseLeavesFloat). */
 const ELEMENTWISE_INT8 = new Set(['Add', 'Mul']);
 
 /**
@@ -285,32 +286,47 @@ function isBiasAfterMatMul(add: Node, graph: Graph): boolean {
   });
 }
 
-/** Decide what to quantize. Does not modify the model. */
-export function planQdq(model: Model, options: QdqOptions = {}): QdqPlan {
-  const graph = model.graph;
-  const opset = model.opsetVersion('') ?? 0;
-  if (opset < 10) throw new UsageError(`QDQ quantization needs opset 10 or later; the model declares opset ${opset}`);
-  const perChannel = (options.perChannel ?? true) && opset >= 13;
-  const excludedNodes = new Set(options.excludeNodes ?? []);
-  const excludedTypes = new Set(options.excludeOpTypes ?? []);
-  const onlyTypes = options.opTypes ? new Set(options.opTypes) : undefined;
-  const onlyNodes = options.onlyNodes ? new Set(options.onlyNodes) : undefined;
-  const minReduction = options.minConvReduction ?? MIN_CONV_REDUCTION;
-  const skipped: SkippedNode[] = [];
-  const floatNodes = new Map(Object.entries(options.floatNodes ?? {}));
-  const selected = (n: Node): boolean =>
-    !excludedNodes.has(n.name) &&
-    !floatNodes.has(n.name) &&
-    !excludedTypes.has(n.opType) &&
-    (!onlyTypes || onlyTypes.has(n.opType)) &&
-    (!onlyNodes || onlyNodes.has(n.name));
+/** The node filters of QdqOptions, resolved once. */
+interface NodeFilter {
+  excludedNodes: ReadonlySet<string>;
+  excludedTypes: ReadonlySet<string>;
+  onlyTypes?: ReadonlySet<string>;
+  onlyNodes?: ReadonlySet<string>;
+  /** Nodes kept float by a rule, with the reason for the report. */
+  floatNodes: ReadonlyMap<string, string>;
+  minReduction: number;
+}
 
-  // Grouped convs with few channels per group stay float (onnxruntime's int8 grouped kernel is
-  // slower), like excluded nodes: between a DequantizeLinear and a QuantizeLinear onnxruntime would
-  // quantize the float weights itself and run the slow kernel anyway.
+function nodeFilter(options: QdqOptions): NodeFilter {
+  return {
+    excludedNodes: new Set(options.excludeNodes ?? []),
+    excludedTypes: new Set(options.excludeOpTypes ?? []),
+    onlyTypes: options.opTypes ? new Set(options.opTypes) : undefined,
+    onlyNodes: options.onlyNodes ? new Set(options.onlyNodes) : undefined,
+    floatNodes: new Map(Object.entries(options.floatNodes ?? {})),
+    minReduction: options.minConvReduction ?? MIN_CONV_REDUCTION,
+  };
+}
+
+/** Excluded by the user (by name or op type) or kept float by a rule. */
+function isExcluded(filter: NodeFilter, n: Node): boolean {
+  return filter.excludedNodes.has(n.name) || filter.floatNodes.has(n.name) || filter.excludedTypes.has(n.opType);
+}
+
+/** Whether the options let `n` be quantized at all. */
+function isSelected(filter: NodeFilter, n: Node): boolean {
+  return !isExcluded(filter, n) && (!filter.onlyTypes || filter.onlyTypes.has(n.opType)) && (!filter.onlyNodes || filter.onlyNodes.has(n.name));
+}
+
+/**
+ * Grouped convs with few channels per group stay float (onnxruntime's int8 grouped kernel is
+ * slower), like excluded nodes: between a DequantizeLinear and a QuantizeLinear onnxruntime would
+ * quantize the float weights itself and run the slow kernel anyway. Returns them with the reason.
+ */
+function narrowGroupedConvs(graph: Graph, filter: NodeFilter): Map<Node, string> {
   const narrowGroups = new Map<Node, string>();
   for (const node of graph.nodes) {
-    if (node.opType !== 'Conv' || !isDefaultDomain(node) || minReduction <= 0 || !selected(node)) continue;
+    if (node.opType !== 'Conv' || !isDefaultDomain(node) || filter.minReduction <= 0 || !isSelected(filter, node)) continue;
     const perGroup = groupedConvChannels(node, graph);
     if (perGroup !== undefined && perGroup < MIN_GROUP_CHANNELS) {
       narrowGroups.set(
@@ -319,13 +335,19 @@ export function planQdq(model: Model, options: QdqOptions = {}): QdqPlan {
       );
     }
   }
+  return narrowGroups;
+}
 
-  // Outputs of explicitly excluded nodes stay float, and so do the nodes reading them: a Q right
-  // after an excluded node would let onnxruntime fuse it into an integer kernel anyway.
+/**
+ * Outputs of explicitly excluded nodes (and narrow grouped convs) stay float, and so do the nodes
+ * reading them: a Q right after an excluded node would let onnxruntime fuse it into an integer
+ * kernel anyway. Returns those outputs (past a Relu/Clip) with the node they come from.
+ */
+function floatOutputs(graph: Graph, filter: NodeFilter, narrowGroups: ReadonlyMap<Node, string>): Map<Value, Node> {
   const fp32Outputs = new Map<Value, Node>();
   for (const node of graph.nodes) {
     if (!isDefaultDomain(node) || !QDQ_HANDLERS.has(node.opType)) continue;
-    if (!excludedNodes.has(node.name) && !floatNodes.has(node.name) && !excludedTypes.has(node.opType) && !narrowGroups.has(node)) continue;
+    if (!isExcluded(filter, node) && !narrowGroups.has(node)) continue;
     for (const out of node.outputs) {
       if (out.name === '') continue;
       fp32Outputs.set(out, node);
@@ -333,124 +355,171 @@ export function planQdq(model: Model, options: QdqOptions = {}): QdqPlan {
       if (next && ABSORBABLE_ACTIVATIONS.has(next.opType) && next.graph === graph) fp32Outputs.set(next.outputs[0]!, node);
     }
   }
+  return fp32Outputs;
+}
 
-  // 1. Which nodes are quantized (passthrough ops only behind a quantized producer).
-  const nodes: NodePlan[] = [];
-  const quantizedNodes = new Set<Node>();
-  const anchors = new Map<Value, { channels: number; enables: Node[] }>();
-  const producesQuantized = (v: Value | null | undefined): boolean => {
-    let p = v?.producer;
-    if (p && ABSORBABLE_ACTIVATIONS.has(p.opType) && p.inputs[0]?.producer) {
-      const q = p.inputs[0].producer;
-      if (quantizedNodes.has(q) && QDQ_HANDLERS.get(q.opType)!.absorbsActivation) p = q;
-    }
-    return !!p && quantizedNodes.has(p);
-  };
+/** The nodes chosen so far (step 1 of planQdq), with the ones left float and why. */
+interface NodeSelection {
+  nodes: NodePlan[];
+  quantized: Set<Node>;
+  anchors: Map<Value, { channels: number; enables: Node[] }>;
+  skipped: SkippedNode[];
+}
+
+/** Whether `v` is the output of a quantized node (looking through a Relu/Clip it absorbs). */
+function producesQuantized(v: Value | null | undefined, quantizedNodes: ReadonlySet<Node>): boolean {
+  let p = v?.producer;
+  if (p && ABSORBABLE_ACTIVATIONS.has(p.opType) && p.inputs[0]?.producer) {
+    const q = p.inputs[0].producer;
+    if (quantizedNodes.has(q) && QDQ_HANDLERS.get(q.opType)!.absorbsActivation) p = q;
+  }
+  return !!p && quantizedNodes.has(p);
+}
+
+/** A node left float: the reason for the report, none when it was never a candidate. */
+interface LeftFloat {
+  reason?: string;
+}
+
+/** Whether the options and the node's own shape leave it float, before its inputs are looked at. */
+function ruleLeavesFloat(graph: Graph, filter: NodeFilter, narrowGroups: ReadonlyMap<Node, string>, node: Node, handler: OpHandler): LeftFloat | undefined {
+  if (!isSelected(filter, node)) {
+    const rule = filter.floatNodes.get(node.name);
+    if (rule !== undefined) return { reason: rule };
+    return filter.excludedNodes.has(node.name) || filter.excludedTypes.has(node.opType) ? { reason: 'excluded' } : {};
+  }
+  const problem = handler.check?.(node, graph);
+  if (problem) return { reason: problem };
+  const { minReduction } = filter;
+  const reduction = node.opType === 'Conv' ? convReduction(node, graph) : undefined;
+  if (reduction !== undefined && reduction < minReduction) {
+    return { reason: `reduction size ${reduction} (Cin x kernel) < ${minReduction}: QLinearConv would be slower than float Conv` };
+  }
+  const stemOutputs = node.opType === 'Conv' && minReduction > 0 ? narrowStemChannels(node, graph) : undefined;
+  if (stemOutputs !== undefined) {
+    return {
+      reason: `image stem with ${stemOutputs} output channels (< ${MIN_STEM_OUTPUT_CHANNELS}): its int8 form plus quantizing the input would be slower than the float conv`,
+    };
+  }
+  const slowGroups = narrowGroups.get(node);
+  return slowGroups !== undefined ? { reason: slowGroups } : undefined;
+}
+
+/** Whether the node's inputs leave it float: not float32, read from an FP32 node, or a MatMul's bias. */
+function inputsLeaveFloat(graph: Graph, filter: NodeFilter, fp32Outputs: ReadonlyMap<Value, Node>, node: Node, roles: InputRole[]): LeftFloat | undefined {
+  const notFloat = node.inputs.find((v, i) => {
+    const role = roles[i]?.role ?? 'float';
+    if (!v || role === 'float') return false;
+    const t = role === 'activation' ? (knownElemType(v) ?? graph.constantTensor(v)?.dtype) : graph.constantTensor(v)?.dtype;
+    return t !== undefined && t !== DataType.FLOAT;
+  });
+  if (notFloat) {
+    // Shape arithmetic (the Shape -> Gather -> Unsqueeze -> Concat of a dynamic Reshape) is not
+    // a candidate at all: no need to list it as left in FP32.
+    const integerOnly = node.outputs.every((o) => {
+      const t = knownElemType(o);
+      return t !== undefined && isIntegerDtype(t);
+    });
+    return integerOnly ? {} : { reason: `input '${notFloat.name}' is not float32` };
+  }
+  const fromFp32 = node.inputs.find((v, i) => v && roles[i]?.role === 'activation' && fp32Outputs.has(v));
+  if (fromFp32) return { reason: `reads the output of FP32 node '${fp32Outputs.get(fromFp32)!.name}'` };
+  if (node.opType === 'Add' && !filter.onlyNodes && isBiasAfterMatMul(node, graph)) {
+    return {
+      reason:
+        'bias Add after a MatMul: left float, onnxruntime runs MatMul + bias as MatMulIntegerToFloat (float output; more accurate than QLinearMatMul + QLinearAdd with an int8 bias, as fast)',
+    };
+  }
+  return undefined;
+}
+
+/**
+ * An int8 Add/Mul pays off only between int8 tensors: a float input would need its own
+ * QuantizeLinear (as costly as the float op), and onnxruntime keeps such a QLinearAdd in NCHW (its
+ * transpose optimizer sees no gain in moving the other input), which drags the 8-bit ops after it
+ * (MaxPool) onto slow NCHW kernels. Returns why `node` stays float, or undefined when every input
+ * is int8 or one float input can go through a layout anchor (recorded in `selection.anchors`).
+ */
+function elementwiseLeavesFloat(graph: Graph, options: QdqOptions, selection: NodeSelection, node: Node, roles: InputRole[]): string | undefined {
+  const activations = node.inputs.filter((v, i): v is Value => !!v && roles[i]?.role === 'activation' && !graph.constantTensor(v));
+  const floatInputs = activations.filter((v) => !producesQuantized(v, selection.quantized));
+  if (floatInputs.length === 0) return undefined;
+  // uint8 activations only: with int8 ones this build fuses no QLinearConv (measured 0.3x), so
+  // the anchor would be one more float conv.
+  const anchorsOn = options.layoutAnchors !== false && options.activationType !== 'int8';
+  const channels =
+    !anchorsOn || floatInputs.length !== 1
+      ? undefined
+      : anchorChannels(floatInputs[0]!, activations, selection.quantized, (v) => producesQuantized(v, selection.quantized));
+  if (channels === undefined) return `reads float tensor '${floatInputs[0]!.name}': an int8 ${node.opType} only pays off between int8 tensors`;
+  const anchor = selection.anchors.get(floatInputs[0]!) ?? { channels, enables: [] };
+  anchor.enables.push(node);
+  selection.anchors.set(floatInputs[0]!, anchor);
+  return undefined;
+}
+
+/** Step 1 of planQdq: which nodes are quantized (passthrough ops only behind a quantized producer). */
+function selectNodes(graph: Graph, options: QdqOptions, filter: NodeFilter): NodeSelection {
+  const narrowGroups = narrowGroupedConvs(graph, filter);
+  const fp32Outputs = floatOutputs(graph, filter, narrowGroups);
+  const selection: NodeSelection = { nodes: [], quantized: new Set(), anchors: new Map(), skipped: [] };
   for (const node of graph.nodes) {
     const handler = isDefaultDomain(node) ? QDQ_HANDLERS.get(node.opType) : undefined;
     if (!handler) continue;
-    const label = { node: node.name, opType: node.opType };
-    if (!selected(node)) {
-      const rule = floatNodes.get(node.name);
-      if (rule !== undefined) skipped.push({ ...label, reason: rule });
-      else if (excludedNodes.has(node.name) || excludedTypes.has(node.opType)) skipped.push({ ...label, reason: 'excluded' });
-      continue;
-    }
-    const problem = handler.check?.(node, graph);
-    if (problem) {
-      skipped.push({ ...label, reason: problem });
-      continue;
-    }
-    const reduction = node.opType === 'Conv' ? convReduction(node, graph) : undefined;
-    if (reduction !== undefined && reduction < minReduction) {
-      skipped.push({ ...label, reason: `reduction size ${reduction} (Cin x kernel) < ${minReduction}: QLinearConv would be slower than float Conv` });
-      continue;
-    }
-    const stemOutputs = node.opType === 'Conv' && minReduction > 0 ? narrowStemChannels(node, graph) : undefined;
-    if (stemOutputs !== undefined) {
-      skipped.push({
-        ...label,
-        reason: `image stem with ${stemOutputs} output channels (< ${MIN_STEM_OUTPUT_CHANNELS}): its int8 form plus quantizing the input would be slower than the float conv`,
-      });
-      continue;
-    }
-    const slowGroups = narrowGroups.get(node);
-    if (slowGroups !== undefined) {
-      skipped.push({ ...label, reason: slowGroups });
+    const leaveFloat = (reason: string | undefined): void => {
+      if (reason !== undefined) selection.skipped.push({ node: node.name, opType: node.opType, reason });
+    };
+    const ruled = ruleLeavesFloat(graph, filter, narrowGroups, node, handler);
+    if (ruled) {
+      leaveFloat(ruled.reason);
       continue;
     }
     const roles = handler.inputs(node, graph);
-    const notFloat = node.inputs.find((v, i) => {
-      const role = roles[i]?.role ?? 'float';
-      if (!v || role === 'float') return false;
-      const t = role === 'activation' ? (knownElemType(v) ?? graph.constantTensor(v)?.dtype) : graph.constantTensor(v)?.dtype;
-      return t !== undefined && t !== DataType.FLOAT;
-    });
-    if (notFloat) {
-      // Shape arithmetic (the Shape -> Gather -> Unsqueeze -> Concat of a dynamic Reshape) is not
-      // a candidate at all: no need to list it as left in FP32.
-      const integerOnly = node.outputs.every((o) => {
-        const t = knownElemType(o);
-        return t !== undefined && isIntegerDtype(t);
-      });
-      if (!integerOnly) skipped.push({ ...label, reason: `input '${notFloat.name}' is not float32` });
+    const byInputs = inputsLeaveFloat(graph, filter, fp32Outputs, node, roles);
+    if (byInputs) {
+      leaveFloat(byInputs.reason);
       continue;
     }
-    const fromFp32 = node.inputs.find((v, i) => v && roles[i]?.role === 'activation' && fp32Outputs.has(v));
-    if (fromFp32) {
-      skipped.push({ ...label, reason: `reads the output of FP32 node '${fp32Outputs.get(fromFp32)!.name}'` });
+    // Sensitivity analysis (onlyNodes) still tries an int8 Add/Mul between float tensors.
+    const elementwise = ELEMENTWISE_INT8.has(node.opType) && !filter.onlyNodes ? elementwiseLeavesFloat(graph, options, selection, node, roles) : undefined;
+    if (elementwise !== undefined) {
+      leaveFloat(elementwise);
       continue;
     }
-    // An int8 Add/Mul pays off only between int8 tensors: a float input would need its own
-    // QuantizeLinear (as costly as the float op), and onnxruntime keeps such a QLinearAdd in NCHW
-    // (its transpose optimizer sees no gain in moving the other input), which drags the 8-bit ops
-    // after it (MaxPool) onto slow NCHW kernels. Sensitivity analysis (onlyNodes) still tries it.
-    if (node.opType === 'Add' && !onlyNodes && isBiasAfterMatMul(node, graph)) {
-      skipped.push({
-        ...label,
-        reason:
-          'bias Add after a MatMul: left float, onnxruntime runs MatMul + bias as MatMulIntegerToFloat (float output; more accurate than QLinearMatMul + QLinearAdd with an int8 bias, as fast)',
-      });
+    if (handler.output === 'passthrough' && !producesQuantized(node.inputs[0], selection.quantized)) {
+      leaveFloat('input is not quantized (data-movement ops only run in 8-bit behind a quantized op)');
       continue;
     }
-    if (ELEMENTWISE_INT8.has(node.opType) && !onlyNodes) {
-      const activations = node.inputs.filter((v, i): v is Value => !!v && roles[i]?.role === 'activation' && !graph.constantTensor(v));
-      const floatInputs = activations.filter((v) => !producesQuantized(v));
-      if (floatInputs.length > 0) {
-        // uint8 activations only: with int8 ones this build fuses no QLinearConv (measured 0.3x), so
-        // the anchor would be one more float conv.
-        const anchorsOn = options.layoutAnchors !== false && options.activationType !== 'int8';
-        const channels = !anchorsOn || floatInputs.length !== 1 ? undefined : anchorChannels(floatInputs[0]!, activations, quantizedNodes, producesQuantized);
-        if (channels === undefined) {
-          skipped.push({ ...label, reason: `reads float tensor '${floatInputs[0]!.name}': an int8 ${node.opType} only pays off between int8 tensors` });
-          continue;
-        }
-        const anchor = anchors.get(floatInputs[0]!) ?? { channels, enables: [] };
-        anchor.enables.push(node);
-        anchors.set(floatInputs[0]!, anchor);
-      }
-    }
-    if (handler.output === 'passthrough' && !producesQuantized(node.inputs[0])) {
-      skipped.push({ ...label, reason: 'input is not quantized (data-movement ops only run in 8-bit behind a quantized op)' });
-      continue;
-    }
-    quantizedNodes.add(node);
-    nodes.push({ node, handler, roles });
+    selection.quantized.add(node);
+    selection.nodes.push({ node, handler, roles });
   }
+  return selection;
+}
 
-  // A data-movement op whose readers all stay float gains nothing in 8-bit (its output would only
-  // be dequantized again, and it would force a Q onto the op before it): drop it, repeatedly for
-  // chains (e.g. the Flatten -> Softmax -> Reshape an opset upgrade writes after a classifier).
+/** Drop `nodes[i]` from the selection, with the reason. */
+function unselect(selection: NodeSelection, i: number, reason: string): void {
+  const { node } = selection.nodes[i]!;
+  selection.nodes.splice(i, 1);
+  selection.quantized.delete(node);
+  selection.skipped.push({ node: node.name, opType: node.opType, reason });
+}
+
+/**
+ * Step 1 continued: drop the nodes that would cost more in 8-bit than they save, repeatedly for
+ * chains (e.g. the Flatten -> Softmax -> Reshape an opset upgrade writes after a classifier).
+ */
+function dropUnprofitableNodes(selection: NodeSelection, filter: NodeFilter): void {
+  const { nodes, quantized } = selection;
   for (let changed = true; changed; ) {
     changed = false;
+    // A data-movement op whose readers all stay float gains nothing in 8-bit (its output would
+    // only be dequantized again, and it would force a Q onto the op before it).
     for (let i = nodes.length - 1; i >= 0; i--) {
       const { node, handler } = nodes[i]!;
       if (handler.output !== 'passthrough') continue;
-      const feedsInt8 = node.outputs.some((o) => o.name !== '' && o.uses().some((u) => quantizedNodes.has(u.node)));
+      const feedsInt8 = node.outputs.some((o) => o.name !== '' && o.uses().some((u) => quantized.has(u.node)));
       if (feedsInt8) continue;
-      nodes.splice(i, 1);
-      quantizedNodes.delete(node);
-      skipped.push({ node: node.name, opType: node.opType, reason: 'its readers stay float: in 8-bit it would only add a DequantizeLinear' });
+      unselect(selection, i, 'its readers stay float: in 8-bit it would only add a DequantizeLinear');
       changed = true;
     }
     // A light op (not a Conv or matrix product) between float ops: a QuantizeLinear before it and a
@@ -459,25 +528,22 @@ export function planQdq(model: Model, options: QdqOptions = {}): QdqPlan {
     // between them made five passes over the stem's output where float makes one (onnxruntime
     // fuses x * Sigmoid(x) into QuickGelu). Not for sensitivity analysis, which quantizes one node
     // at a time on purpose.
-    for (let i = nodes.length - 1; i >= 0 && !onlyNodes; i--) {
+    for (let i = nodes.length - 1; i >= 0 && !filter.onlyNodes; i--) {
       const { node, roles, handler } = nodes[i]!;
       if (HEAVY_OPS.has(node.opType) || handler.output === 'passthrough') continue;
-      const readsInt8 = node.inputs.some((v, j) => v && roles[j]?.role === 'activation' && producesQuantized(v));
-      if (readsInt8 || feedsQuantized(node, quantizedNodes)) continue;
-      nodes.splice(i, 1);
-      quantizedNodes.delete(node);
-      skipped.push({
-        node: node.name,
-        opType: node.opType,
-        reason: 'between float ops: in 8-bit it would only add a QuantizeLinear before it and a DequantizeLinear after it',
-      });
+      const readsInt8 = node.inputs.some((v, j) => v && roles[j]?.role === 'activation' && producesQuantized(v, quantized));
+      if (readsInt8 || feedsQuantized(node, quantized)) continue;
+      unselect(selection, i, 'between float ops: in 8-bit it would only add a QuantizeLinear before it and a DequantizeLinear after it');
       changed = true;
     }
   }
+}
 
-  // 2. Outputs: where the Q goes (after an absorbed Relu/Clip) and whether there is one.
+/** Step 2 of planQdq: where each node's Q goes (after an absorbed Relu/Clip) and whether there is one. */
+function placeOutputs(graph: Graph, filter: NodeFilter, selection: NodeSelection): void {
+  const { nodes, quantized } = selection;
   const readsAsActivation = (reader: Node, v: Value): boolean => {
-    if (!quantizedNodes.has(reader)) return false;
+    if (!quantized.has(reader)) return false;
     const plan = nodes.find((p) => p.node === reader)!;
     return reader.inputs.some((x, i) => x === v && plan.roles[i]?.role === 'activation');
   };
@@ -487,7 +553,7 @@ export function planQdq(model: Model, options: QdqOptions = {}): QdqPlan {
     if (!out || out.name === '') continue;
     if (handler.absorbsActivation && out.consumers.length === 1 && out.uses().length === 1 && !out.isGraphOutput()) {
       const next = out.consumers[0]!;
-      if (next.graph === graph && isDefaultDomain(next) && ABSORBABLE_ACTIVATIONS.has(next.opType) && selected(next) && next.inputs[0] === out) {
+      if (next.graph === graph && isDefaultDomain(next) && ABSORBABLE_ACTIVATIONS.has(next.opType) && isSelected(filter, next) && next.inputs[0] === out) {
         if (clipBounds(next, graph)) {
           plan.absorbed = next;
           out = next.outputs[0]!;
@@ -502,8 +568,10 @@ export function planQdq(model: Model, options: QdqOptions = {}): QdqPlan {
     plan.output = out;
     if (handler.allOutputs) plan.moreOutputs = node.outputs.slice(1).filter((o) => o.name !== '');
   }
+}
 
-  // 3. Tensor plans: outputs first, then activation inputs (merged by value).
+/** Step 3 of planQdq: the tensor plans, outputs first, then activation inputs (merged by value). */
+function planTensors(graph: Graph, nodes: readonly NodePlan[]): Map<Value, TensorPlan> {
   const tensors = new Map<Value, TensorPlan>();
   const entry = (v: Value): TensorPlan => {
     let tp = tensors.get(v);
@@ -531,7 +599,22 @@ export function planQdq(model: Model, options: QdqOptions = {}): QdqPlan {
       if (v && role.role === 'activation') entry(v).readers.push({ node: plan.node, index: i });
     });
   }
+  return tensors;
+}
+
+/** Decide what to quantize. Does not modify the model. */
+export function planQdq(model: Model, options: QdqOptions = {}): QdqPlan {
+  const graph = model.graph;
+  const opset = model.opsetVersion('') ?? 0;
+  if (opset < 10) throw new UsageError(`QDQ quantization needs opset 10 or later; the model declares opset ${opset}`);
+  const perChannel = (options.perChannel ?? true) && opset >= 13;
+  const filter = nodeFilter(options);
+  const selection = selectNodes(graph, options, filter);
+  dropUnprofitableNodes(selection, filter);
+  placeOutputs(graph, filter, selection);
+  const tensors = planTensors(graph, selection.nodes);
   const statistics = [...tensors.values()].filter((t) => t.source === 'calibrated').map((t) => t.value.name);
+  const { nodes, anchors, skipped } = selection;
   return { nodes, anchors, tensors, skipped, statistics, perChannel };
 }
 
@@ -655,12 +738,9 @@ export function activationParamResolver(
   return resolve;
 }
 
-/** Apply a plan made on `model` to `model` itself. */
-export function applyQdq(model: Model, plan: QdqPlan, options: ApplyOptions): QdqReport {
-  const graph = model.graph;
-  const actType: QuantType = options.activationType === 'int8' ? DataType.INT8 : DataType.UINT8;
-  const symmetric = options.activationSymmetric ?? actType === DataType.INT8;
-  const report: QdqReport = {
+/** A fresh report for `plan`, before anything is written. */
+function newQdqReport(plan: QdqPlan, actType: QuantType, symmetric: boolean): QdqReport {
+  return {
     activationType: actType === DataType.INT8 ? 'int8' : 'uint8',
     activationSymmetric: symmetric,
     perChannel: plan.perChannel,
@@ -677,19 +757,48 @@ export function applyQdq(model: Model, plan: QdqPlan, options: ApplyOptions): Qd
     layoutAnchors: [...plan.anchors].map(([v, a]) => ({ tensor: v.name, channels: a.channels, enables: a.enables.map((n) => n.name) })),
     floatCompute: [],
   };
+}
+
+type InitializerData = Float32Array | Uint8Array | Int8Array | Int32Array;
+
+/** Activation parameters of a planned tensor, with the scale and zero-point initializers of its root tensor. */
+interface ActivationQuant {
+  p: QuantParams;
+  scale: Value;
+  zeroPoint: Value;
+}
+
+/** What applyQdq's steps write with: the graph being edited, the plan, the report they fill. */
+interface QdqWriter {
+  model: Model;
+  graph: Graph;
+  plan: QdqPlan;
+  report: QdqReport;
+  actType: QuantType;
+  nodeName: (base: string) => string;
+  /** A new initializer named after `base`. */
+  init(base: string, dtype: DataType, dims: number[], data: InitializerData): Value;
+  /** A new node with one output named after `outputName`, counted in report.qdqNodesAdded. */
+  addNode(opType: string, inputs: Value[], outputName: string, attributes?: Record<string, number>): Value;
+  /** One scale/zero-point pair per root tensor (passthrough chains resolved), made on first use. */
+  activation(tp: TensorPlan): ActivationQuant;
+  /** Original activation input 0 of each node, before rewiring (bias scale needs its params). */
+  input0: ReadonlyMap<Node, Value | null>;
+}
+
+function qdqWriter(model: Model, plan: QdqPlan, options: ApplyOptions, report: QdqReport, actType: QuantType, symmetric: boolean): QdqWriter {
+  const graph = model.graph;
   const nodeName = uniqueNodeNamer(graph.allNodes());
-  const init = (base: string, dtype: DataType, dims: number[], data: Float32Array | Uint8Array | Int8Array | Int32Array): Value =>
+  const init = (base: string, dtype: DataType, dims: number[], data: InitializerData): Value =>
     graph.addInitializer(Tensor.fromData(graph.uniqueName(base), { dtype, dims, data }));
   const addNode = (opType: string, inputs: Value[], outputName: string, attributes: Record<string, number> = {}): Value => {
     const n = graph.addNode({ opType, inputs, outputs: [graph.uniqueName(outputName)], attributes, name: nodeName(`${outputName}_${opType}`) });
     report.qdqNodesAdded++;
     return n.outputs[0]!;
   };
-
-  // Activation parameters (passthrough chains resolved), one scale/zero-point pair per root tensor.
   const paramsOf = activationParamResolver(graph, plan, options.ranges, actType, symmetric);
   const initializersOf = new Map<Value, { scale: Value; zeroPoint: Value }>();
-  const resolve = (tp: TensorPlan): { p: QuantParams; scale: Value; zeroPoint: Value } => {
+  const activation = (tp: TensorPlan): ActivationQuant => {
     const { root, p } = paramsOf(tp.value);
     let made = initializersOf.get(root);
     if (!made) {
@@ -702,124 +811,150 @@ export function applyQdq(model: Model, plan: QdqPlan, options: ApplyOptions): Qd
     }
     return { p, ...made };
   };
-
-  // A float -> int8 boundary behind an op onnxruntime would hoist the Q through: a per-axis Q
-  // (first static dimension > 1 from axis 1 on; needs opset 13).
-  const opset = model.opsetVersion('') ?? 0;
-  const hoistBlockingAxis = (tp: TensorPlan): { axis: number; size: number } | undefined => {
-    const producer = tp.value.producer;
-    if (tp.producedByQuantized || tp.source !== 'calibrated' || opset < 13 || !producer || !Q_HOISTING_OPS.has(producer.opType)) return undefined;
-    let reachesMaxPool = false;
-    for (let p: Node | null | undefined = producer; p && Q_HOISTING_OPS.has(p.opType) && !reachesMaxPool; p = p.inputs[0]?.producer) {
-      reachesMaxPool = p.opType === 'MaxPool';
-    }
-    if (!reachesMaxPool) return undefined;
-    const shape = isTensorType(tp.value.type) ? tp.value.type.shape : undefined;
-    if (!shape) return undefined;
-    for (let i = 1; i < shape.length; i++) {
-      const d = shape[i];
-      if (typeof d === 'number' && d > 1) return { axis: i, size: d };
-    }
-    return undefined;
-  };
-
-  // DQ -> identity depthwise 1x1 Conv (int8 weights 1, scale 1) -> Q on the same scale: the same
-  // 8-bit values, produced by an NHWC kernel in onnxruntime (see anchorChannels).
-  const layoutAnchor = (quantized: Value, v: Value, channels: number, scale: Value, zeroPoint: Value): Value => {
-    const floatType = isTensorType(v.type) ? { ...v.type, shape: v.type.shape?.slice() } : undefined;
-    const input = addNode('DequantizeLinear', [quantized, scale, zeroPoint], `${v.name}_anchor_input`);
-    input.type = floatType;
-    const ones = init(`${v.name}_anchor_weight`, DataType.INT8, [channels, 1, 1, 1], new Int8Array(channels).fill(1));
-    const weight = addNode(
-      'DequantizeLinear',
-      [
-        ones,
-        init(`${v.name}_anchor_weight_scale`, DataType.FLOAT, [], Float32Array.of(1)),
-        init(`${v.name}_anchor_weight_zero_point`, DataType.INT8, [], Int8Array.of(0)),
-      ],
-      `${v.name}_anchor_weight_dequantized`,
-    );
-    const conv = graph.addNode({
-      opType: 'Conv',
-      inputs: [input, weight],
-      outputs: [graph.uniqueName(`${v.name}_anchored`)],
-      attributes: { group: channels, kernel_shape: [1, 1] },
-      name: nodeName(`${v.name}_layout_anchor`),
-    });
-    conv.outputs[0]!.type = floatType;
-    const anchored = addNode('QuantizeLinear', [conv.outputs[0]!, scale, zeroPoint], `${v.name}_anchored`);
-    anchored.type = quantized.type;
-    return anchored;
-  };
-
-  // Original activation input 0 of each node, before rewiring (bias scale needs its params).
   const input0 = new Map(plan.nodes.map((n) => [n.node, n.node.inputs[0] ?? null]));
+  return { model, graph, plan, report, actType, nodeName, init, addNode, activation, input0 };
+}
 
-  for (const tp of plan.tensors.values()) {
-    const { p, scale, zeroPoint } = resolve(tp);
-    const v = tp.value;
-    report.activationTensors++;
-    let quantized: Value;
-    if (tp.source === 'constant' && !tp.producedByQuantized) {
-      const t = graph.constantTensor(v)!;
-      quantized = init(`${v.name}_quantized`, actType, [...t.dims], quantizeValues(t.toFloat64(), p));
-    } else {
-      const axis = hoistBlockingAxis(tp);
-      if (axis) {
-        const n = axis.size;
-        const zp = actType === DataType.UINT8 ? new Uint8Array(n).fill(p.zeroPoint) : new Int8Array(n).fill(p.zeroPoint);
-        const s = init(`${v.name}_boundary_scale`, DataType.FLOAT, [n], new Float32Array(n).fill(p.scale));
-        const z = init(`${v.name}_boundary_zero_point`, actType, [n], zp);
-        quantized = addNode('QuantizeLinear', [v, s, z], `${v.name}_quantized`, { axis: axis.axis });
-      } else quantized = addNode('QuantizeLinear', [v, scale, zeroPoint], `${v.name}_quantized`);
-      quantized.type = { kind: 'tensor', elemType: actType, shape: isTensorType(v.type) ? v.type.shape?.slice() : undefined };
-      const anchor = plan.anchors.get(v);
-      if (anchor) quantized = layoutAnchor(quantized, v, anchor.channels, scale, zeroPoint);
-    }
-    const dequantize = (name = `${v.name}_dequantized`): Value => {
-      const d = addNode('DequantizeLinear', [quantized, scale, zeroPoint], name);
-      d.type = v.type && isTensorType(v.type) ? { ...v.type, shape: v.type.shape?.slice() } : undefined;
-      return d;
-    };
-    if (tp.producedByQuantized) {
-      // Every reader (subgraph nodes included) gets its own DequantizeLinear: onnxruntime fuses
-      // a group only when each DQ feeds that one node.
-      const qNode = quantized.producer;
-      for (const use of v.uses()) if (use.node !== qNode) use.node.setInput(use.index, dequantize());
-      if (v.isGraphOutput()) {
-        // Keep the model's output name on the dequantized value.
-        const name = v.name;
-        v.rename(graph.uniqueName(`${name}_prequant`));
-        const d = dequantize(name);
-        graph.outputs = graph.outputs.map((o) => (o === v ? d : o));
-        graph.valueInfo = graph.valueInfo.filter((x) => x !== v);
-      }
-    } else {
-      for (const r of tp.readers) r.node.setInput(r.index, dequantize());
-    }
+/**
+ * A float -> int8 boundary behind an op onnxruntime would hoist the Q through up to a MaxPool: the
+ * axis of its per-axis Q (first static dimension > 1 from axis 1 on; needs opset 13), else undefined.
+ */
+function hoistBlockingAxis(tp: TensorPlan, opset: number): { axis: number; size: number } | undefined {
+  const producer = tp.value.producer;
+  if (tp.producedByQuantized || tp.source !== 'calibrated' || opset < 13 || !producer || !Q_HOISTING_OPS.has(producer.opType)) return undefined;
+  let reachesMaxPool = false;
+  for (let p: Node | null | undefined = producer; p && Q_HOISTING_OPS.has(p.opType) && !reachesMaxPool; p = p.inputs[0]?.producer) {
+    reachesMaxPool = p.opType === 'MaxPool';
   }
+  if (!reachesMaxPool) return undefined;
+  const shape = isTensorType(tp.value.type) ? tp.value.type.shape : undefined;
+  if (!shape) return undefined;
+  for (let i = 1; i < shape.length; i++) {
+    const d = shape[i];
+    if (typeof d === 'number' && d > 1) return { axis: i, size: d };
+  }
+  return undefined;
+}
 
-  // Biases that would not fit int32 at input scale x weight scale: the weight scale of that output
-  // channel grows until they do (floors by weight, the largest any reader's bias needs).
-  const weightFloors = new Map<string, Float64Array>();
-  const biasValues = (node: Node, v: Value): Float64Array => {
-    const values = graph.constantTensor(v)!.toFloat64();
-    const beta = node.opType === 'Gemm' ? node.getFloat('beta', 1) : 1;
-    return beta !== 1 ? values.map((b) => b * beta) : values;
+/**
+ * DQ -> identity depthwise 1x1 Conv (int8 weights 1, scale 1) -> Q on the same scale: the same
+ * 8-bit values, produced by an NHWC kernel in onnxruntime (see anchorChannels).
+ */
+function addLayoutAnchor(w: QdqWriter, quantized: Value, v: Value, channels: number, q: ActivationQuant): Value {
+  const { graph, init, addNode } = w;
+  const floatType = isTensorType(v.type) ? { ...v.type, shape: v.type.shape?.slice() } : undefined;
+  const input = addNode('DequantizeLinear', [quantized, q.scale, q.zeroPoint], `${v.name}_anchor_input`);
+  input.type = floatType;
+  const ones = init(`${v.name}_anchor_weight`, DataType.INT8, [channels, 1, 1, 1], new Int8Array(channels).fill(1));
+  const weight = addNode(
+    'DequantizeLinear',
+    [
+      ones,
+      init(`${v.name}_anchor_weight_scale`, DataType.FLOAT, [], Float32Array.of(1)),
+      init(`${v.name}_anchor_weight_zero_point`, DataType.INT8, [], Int8Array.of(0)),
+    ],
+    `${v.name}_anchor_weight_dequantized`,
+  );
+  const conv = graph.addNode({
+    opType: 'Conv',
+    inputs: [input, weight],
+    outputs: [graph.uniqueName(`${v.name}_anchored`)],
+    attributes: { group: channels, kernel_shape: [1, 1] },
+    name: w.nodeName(`${v.name}_layout_anchor`),
+  });
+  conv.outputs[0]!.type = floatType;
+  const anchored = addNode('QuantizeLinear', [conv.outputs[0]!, q.scale, q.zeroPoint], `${v.name}_anchored`);
+  anchored.type = quantized.type;
+  return anchored;
+}
+
+/** The 8-bit form of a planned tensor: a quantized initializer for a constant, else a QuantizeLinear (maybe per axis, maybe anchored). */
+function quantizeActivation(w: QdqWriter, tp: TensorPlan, q: ActivationQuant): Value {
+  const { graph, actType, init, addNode } = w;
+  const { p, scale, zeroPoint } = q;
+  const v = tp.value;
+  if (tp.source === 'constant' && !tp.producedByQuantized) {
+    const t = graph.constantTensor(v)!;
+    return init(`${v.name}_quantized`, actType, [...t.dims], quantizeValues(t.toFloat64(), p));
+  }
+  let quantized: Value;
+  const axis = hoistBlockingAxis(tp, w.model.opsetVersion('') ?? 0);
+  if (axis) {
+    const n = axis.size;
+    const zp = actType === DataType.UINT8 ? new Uint8Array(n).fill(p.zeroPoint) : new Int8Array(n).fill(p.zeroPoint);
+    const s = init(`${v.name}_boundary_scale`, DataType.FLOAT, [n], new Float32Array(n).fill(p.scale));
+    const z = init(`${v.name}_boundary_zero_point`, actType, [n], zp);
+    quantized = addNode('QuantizeLinear', [v, s, z], `${v.name}_quantized`, { axis: axis.axis });
+  } else quantized = addNode('QuantizeLinear', [v, scale, zeroPoint], `${v.name}_quantized`);
+  quantized.type = { kind: 'tensor', elemType: actType, shape: isTensorType(v.type) ? v.type.shape?.slice() : undefined };
+  const anchor = w.plan.anchors.get(v);
+  return anchor ? addLayoutAnchor(w, quantized, v, anchor.channels, q) : quantized;
+}
+
+/** Rewire the readers of a planned tensor to DequantizeLinears of its 8-bit form. */
+function dequantizeReaders(w: QdqWriter, tp: TensorPlan, quantized: Value, q: ActivationQuant): void {
+  const { graph } = w;
+  const v = tp.value;
+  const dequantize = (name = `${v.name}_dequantized`): Value => {
+    const d = w.addNode('DequantizeLinear', [quantized, q.scale, q.zeroPoint], name);
+    d.type = v.type && isTensorType(v.type) ? { ...v.type, shape: v.type.shape?.slice() } : undefined;
+    return d;
   };
-  for (const np of options.biasOverflow === 'clamp' ? [] : plan.nodes) {
+  if (!tp.producedByQuantized) {
+    for (const r of tp.readers) r.node.setInput(r.index, dequantize());
+    return;
+  }
+  // Every reader (subgraph nodes included) gets its own DequantizeLinear: onnxruntime fuses
+  // a group only when each DQ feeds that one node.
+  const qNode = quantized.producer;
+  for (const use of v.uses()) if (use.node !== qNode) use.node.setInput(use.index, dequantize());
+  if (v.isGraphOutput()) {
+    // Keep the model's output name on the dequantized value.
+    const name = v.name;
+    v.rename(graph.uniqueName(`${name}_prequant`));
+    const d = dequantize(name);
+    graph.outputs = graph.outputs.map((o) => (o === v ? d : o));
+    graph.valueInfo = graph.valueInfo.filter((x) => x !== v);
+  }
+}
+
+/** Step 1 of applyQdq: a Q (and the DQs of its readers) for every planned activation tensor. */
+function writeActivations(w: QdqWriter): void {
+  for (const tp of w.plan.tensors.values()) {
+    const q = w.activation(tp);
+    w.report.activationTensors++;
+    dequantizeReaders(w, tp, quantizeActivation(w, tp, q), q);
+  }
+}
+
+/** A node's bias values, with Gemm's beta folded in. */
+function biasValues(graph: Graph, node: Node, v: Value): Float64Array {
+  const values = graph.constantTensor(v)!.toFloat64();
+  const beta = node.opType === 'Gemm' ? node.getFloat('beta', 1) : 1;
+  return beta !== 1 ? values.map((b) => b * beta) : values;
+}
+
+/**
+ * Step 2 of applyQdq: biases that would not fit int32 at input scale x weight scale make the weight
+ * scale of that output channel grow until they do. Returns the floors by weight (`name|axis`), the
+ * largest any reader's bias needs, and lists the nodes in report.biasScaleAdjustments.
+ */
+function biasWeightScaleFloors(w: QdqWriter): Map<string, Float64Array> {
+  const { graph, plan } = w;
+  const weightFloors = new Map<string, Float64Array>();
+  for (const np of plan.nodes) {
     const wi = np.roles.findIndex((r) => r.role === 'weight');
     const bi = np.roles.findIndex((r) => r.role === 'bias');
     const role = np.roles[wi];
-    const w = np.node.inputs[wi];
+    const weight = np.node.inputs[wi];
     const b = np.node.inputs[bi];
-    const x = input0.get(np.node);
+    const x = w.input0.get(np.node);
     const xPlan = x ? plan.tensors.get(x) : undefined;
-    if (wi < 0 || bi < 0 || !w || !b || !xPlan || role?.role !== 'weight') continue;
+    if (wi < 0 || bi < 0 || !weight || !b || !xPlan || role?.role !== 'weight') continue;
     const axis = plan.perChannel ? role.axis : null;
-    const t = graph.constantTensor(w)!;
+    const t = graph.constantTensor(weight)!;
     const channels = axis === null ? 1 : t.dims[axis]!;
-    const floor = biasWeightScaleFloor(biasValues(np.node, b), resolve(xPlan).p.scale, channels);
+    const floor = biasWeightScaleFloor(biasValues(graph, np.node, b), w.activation(xPlan).p.scale, channels);
     if (!floor.some((f) => f > 0)) continue;
     // Compare with the scales the weight would get on its own.
     const plain = quantizeWeight(t.toFloat64(), t.dims, axis).scales;
@@ -832,63 +967,93 @@ export function applyQdq(model: Model, plan: QdqPlan, options: ApplyOptions): Qd
       }
     });
     if (grown === 0) continue;
-    const key = `${w.name}|${axis}`;
+    const key = `${weight.name}|${axis}`;
     const prev = weightFloors.get(key);
     weightFloors.set(key, prev ? prev.map((p, c) => Math.max(p, floor[c]!)) : floor);
-    report.biasScaleAdjustments.push({ node: np.node.name, channels: grown, maxFactor });
+    w.report.biasScaleAdjustments.push({ node: np.node.name, channels: grown, maxFactor });
   }
+  return weightFloors;
+}
 
-  // Weights and biases.
-  const weightCache = new Map<string, { q: Value; scale: Value; zeroPoint: Value; scales: Float32Array; axis: number | null }>();
-  for (const np of plan.nodes) {
+/** A quantized weight's initializers, shared by every node that reads it on the same axis. */
+interface QuantizedWeight {
+  q: Value;
+  scale: Value;
+  zeroPoint: Value;
+  scales: Float32Array;
+  axis: number | null;
+}
+
+/** Put a node's weights behind DequantizeLinears of int8 initializers; returns the weight scales (for its bias). */
+function writeWeights(
+  w: QdqWriter,
+  np: NodePlan,
+  cache: Map<string, QuantizedWeight>,
+  weightFloors: ReadonlyMap<string, Float64Array>,
+): Float32Array | undefined {
+  const { node } = np;
+  let weightScales: Float32Array | undefined;
+  np.roles.forEach((role, i) => {
+    const v = node.inputs[i];
+    if (!v || role.role !== 'weight') return;
+    const axis = w.plan.perChannel ? role.axis : null;
+    const key = `${v.name}|${axis}`;
+    let qw = cache.get(key);
+    if (!qw) {
+      const t = w.graph.constantTensor(v)!;
+      const made = quantizeWeight(t.toFloat64(), t.dims, axis, weightFloors.get(key));
+      const shape = axis === null ? [] : [made.scales.length];
+      qw = {
+        q: w.init(`${v.name}_quantized`, DataType.INT8, [...t.dims], made.data),
+        scale: w.init(`${v.name}_scale`, DataType.FLOAT, shape, made.scales),
+        zeroPoint: w.init(`${v.name}_zero_point`, DataType.INT8, shape, new Int8Array(made.scales.length)),
+        scales: made.scales,
+        axis,
+      };
+      cache.set(key, qw);
+      w.report.weights++;
+    }
+    const d = w.addNode('DequantizeLinear', [qw.q, qw.scale, qw.zeroPoint], `${v.name}_dequantized`, axis === null ? {} : { axis });
+    node.setInput(i, d);
+    weightScales = qw.scales;
+  });
+  return weightScales;
+}
+
+/** Put a node's bias behind a DequantizeLinear of an int32 initializer on input scale x weight scale. */
+function writeBias(w: QdqWriter, np: NodePlan, weightScales: Float32Array | undefined): void {
+  const { node } = np;
+  np.roles.forEach((role, i) => {
+    const v = node.inputs[i];
+    if (!v || role.role !== 'bias') return;
+    const x = w.input0.get(node);
+    const xPlan = x ? w.plan.tensors.get(x) : undefined;
+    if (!xPlan || !weightScales) return;
+    const inputScale = w.activation(xPlan).p.scale;
+    const t = w.graph.constantTensor(v)!;
+    // QGemm needs beta = 1 with an int32 bias: fold beta into the bias.
+    const values = biasValues(w.graph, node, v);
+    if (node.opType === 'Gemm') node.setAttr('beta', 1.0, 1);
+    const qb = quantizeBias(values, inputScale, weightScales);
+    w.report.biasSaturated += qb.saturated;
+    const perChannel = weightScales.length > 1;
+    const shape = perChannel ? [qb.scales.length] : [];
+    const scales = perChannel ? qb.scales : Float32Array.of(qb.scales[0] ?? 1);
+    const q = w.init(`${v.name}_quantized`, DataType.INT32, [...t.dims], qb.data);
+    const s = w.init(`${v.name}_scale`, DataType.FLOAT, shape, scales);
+    const z = w.init(`${v.name}_zero_point`, DataType.INT32, shape, new Int32Array(scales.length));
+    node.setInput(i, w.addNode('DequantizeLinear', [q, s, z], `${v.name}_dequantized`, perChannel ? { axis: 0 } : {}));
+    w.report.biases++;
+  });
+}
+
+/** Step 3 of applyQdq: weights and biases of every quantized node, and the node in the report. */
+function writeWeightsAndBiases(w: QdqWriter, weightFloors: ReadonlyMap<string, Float64Array>): void {
+  const { report } = w;
+  const cache = new Map<string, QuantizedWeight>();
+  for (const np of w.plan.nodes) {
     const { node } = np;
-    let weightScales: Float32Array | undefined;
-    np.roles.forEach((role, i) => {
-      const v = node.inputs[i];
-      if (!v || role.role !== 'weight') return;
-      const axis = plan.perChannel ? role.axis : null;
-      const key = `${v.name}|${axis}`;
-      let w = weightCache.get(key);
-      if (!w) {
-        const t = graph.constantTensor(v)!;
-        const qw = quantizeWeight(t.toFloat64(), t.dims, axis, weightFloors.get(key));
-        const shape = axis === null ? [] : [qw.scales.length];
-        w = {
-          q: init(`${v.name}_quantized`, DataType.INT8, [...t.dims], qw.data),
-          scale: init(`${v.name}_scale`, DataType.FLOAT, shape, qw.scales),
-          zeroPoint: init(`${v.name}_zero_point`, DataType.INT8, shape, new Int8Array(qw.scales.length)),
-          scales: qw.scales,
-          axis,
-        };
-        weightCache.set(key, w);
-        report.weights++;
-      }
-      const d = addNode('DequantizeLinear', [w.q, w.scale, w.zeroPoint], `${v.name}_dequantized`, axis === null ? {} : { axis });
-      node.setInput(i, d);
-      weightScales = w.scales;
-    });
-    np.roles.forEach((role, i) => {
-      const v = node.inputs[i];
-      if (!v || role.role !== 'bias') return;
-      const x = input0.get(node);
-      const xPlan = x ? plan.tensors.get(x) : undefined;
-      if (!xPlan || !weightScales) return;
-      const inputScale = resolve(xPlan).p.scale;
-      const t = graph.constantTensor(v)!;
-      // QGemm needs beta = 1 with an int32 bias: fold beta into the bias.
-      const values = biasValues(node, v);
-      if (node.opType === 'Gemm') node.setAttr('beta', 1.0, 1);
-      const qb = quantizeBias(values, inputScale, weightScales);
-      report.biasSaturated += qb.saturated;
-      const perChannel = weightScales.length > 1;
-      const shape = perChannel ? [qb.scales.length] : [];
-      const scales = perChannel ? qb.scales : Float32Array.of(qb.scales[0] ?? 1);
-      const q = init(`${v.name}_quantized`, DataType.INT32, [...t.dims], qb.data);
-      const s = init(`${v.name}_scale`, DataType.FLOAT, shape, scales);
-      const z = init(`${v.name}_zero_point`, DataType.INT32, shape, new Int32Array(scales.length));
-      node.setInput(i, addNode('DequantizeLinear', [q, s, z], `${v.name}_dequantized`, perChannel ? { axis: 0 } : {}));
-      report.biases++;
-    });
+    writeBias(w, np, writeWeights(w, np, cache, weightFloors));
     report.quantized.push({
       node: node.name,
       opType: node.opType,
@@ -899,14 +1064,23 @@ export function applyQdq(model: Model, plan: QdqPlan, options: ApplyOptions): Qd
     report.byOpType[node.opType] = (report.byOpType[node.opType] ?? 0) + 1;
     if (np.handler.floatCompute) report.floatCompute.push({ node: node.name, opType: node.opType, reason: np.handler.floatCompute });
   }
+}
 
+/** Apply a plan made on `model` to `model` itself. */
+export function applyQdq(model: Model, plan: QdqPlan, options: ApplyOptions): QdqReport {
+  const actType: QuantType = options.activationType === 'int8' ? DataType.INT8 : DataType.UINT8;
+  const symmetric = options.activationSymmetric ?? actType === DataType.INT8;
+  const report = newQdqReport(plan, actType, symmetric);
+  const writer = qdqWriter(model, plan, options, report, actType, symmetric);
+  writeActivations(writer);
+  writeWeightsAndBiases(writer, options.biasOverflow === 'clamp' ? new Map() : biasWeightScaleFloors(writer));
   if (options.padChannels !== false) {
     const boundary = new Set([...plan.tensors.values()].filter((tp) => !tp.producedByQuantized && tp.source === 'calibrated').map((tp) => tp.value));
     report.paddedConvs = padConvInputChannels(model, boundary);
   }
   // Float weights (and unpadded int8 ones) nothing reads any more (only the main graph was edited).
-  removeUnusedInitializers(graph, { nested: false });
-  graph.topologicalSort();
+  removeUnusedInitializers(model.graph, { nested: false });
+  model.graph.topologicalSort();
   return report;
 }
 
