@@ -291,9 +291,10 @@ export async function writeStep(
   ctx.lap('write-and-check');
   const qdqReport = ctx.applied?.int8 ? (ctx.report as import('../passes/quantize/index.js').Int8Report).qdq : undefined;
   const keptFloat = qdqReport ? [...qdqReport.skipped, ...qdqReport.floatCompute.map((f) => ({ ...f, weightsDequantized: true }))] : undefined;
+  if (!fusionFile) return { agreement, checks, fusion: undefined };
   ctx.onProgress('checking what onnxruntime fuses');
-  const fusion = fusionFile ? await fusionFile.read(target, { reference: ctx.written!, keptFloat }) : undefined;
-  if (fusion) ctx.lap('fusion-check');
+  const fusion = await fusionFile.read(target, { reference: ctx.written!, keptFloat });
+  ctx.lap('fusion-check');
   return { agreement, checks, fusion };
 }
 

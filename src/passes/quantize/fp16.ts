@@ -17,6 +17,7 @@
  * (their owner node stays float32, and outer values they read are cast back to float32).
  * Imports the IR (with ir/unique-names, ir/batch-transpose-matmul), errors and ./fp16-types.js.
  */
+import { MODE } from './mode-names.js';
 import {
   DataType,
   FLOAT16_MAX,
@@ -57,7 +58,7 @@ export interface Fp16Options {
 }
 
 export interface Fp16Report {
-  mode: 'fp16';
+  mode: typeof MODE.fp16;
   /** Bytes of initializers and Constant-node tensors before and after. */
   weightBytesBefore: number;
   weightBytesAfter: number;
@@ -257,7 +258,7 @@ function fp16Rules(model: Model, options: Fp16Options): Fp16Rules {
 
 function newFp16Report(model: Model, stats: ConvertStats): Fp16Report {
   return {
-    mode: 'fp16',
+    mode: MODE.fp16,
     weightBytesBefore: modelWeightBytes(model),
     weightBytesAfter: 0,
     nodesConverted: 0,
