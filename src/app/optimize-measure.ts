@@ -56,10 +56,17 @@ const SCORING_ITERATIONS = 10;
 export async function measure(run: OptimizeRun, list: Built[]): Promise<void> {
   const ready = list.filter((b) => b.path);
   if (ready.length === 0) return;
-  run.progress(`timing ${ready.length} candidate(s) against ${run.options.model} (${run.iterations} interleaved runs each, ${run.threads} thread(s))`);
+  const runs = run.precision === null ? `${run.iterations}` : `up to ${run.iterations} (until +-${run.precision * 100}%)`;
+  run.progress(`timing ${ready.length} candidate(s) against ${run.options.model} (${runs} interleaved runs each, ${run.threads} thread(s))`);
   const t0 = performance.now();
   const base = { ...timingOf(run), baseline: run.options.model, outputName: run.options.outputName };
-  const timed = await benchmarkWithFallback(run, { ...base, candidates: ready.map((b) => b.path!), iterations: run.iterations, maxSamples: SCREEN_SAMPLES });
+  const timed = await benchmarkWithFallback(run, {
+    ...base,
+    candidates: ready.map((b) => b.path!),
+    iterations: run.iterations,
+    ...(run.precision !== null ? { precision: run.precision } : {}),
+    maxSamples: SCREEN_SAMPLES,
+  });
   run.bench = timed;
   run.scored = timed;
   const seconds = (performance.now() - t0) / 1000 / ready.length;

@@ -25,6 +25,12 @@ import type { QuantizeResult } from './quantize.js';
 /** Seconds the region search and the pruned candidates may take when no time budget is given. */
 export const DEFAULT_SEARCH_SECONDS = 180;
 const DEFAULT_ITERATIONS = 200;
+/**
+ * Without --iterations, timing stops once every candidate's speed-up is known to +-3% (its 95%
+ * interval), after at least 40 runs, at most DEFAULT_ITERATIONS: a clear 1.6x needs few runs, a
+ * close call gets them all. Given --iterations (and in recipes), exactly that many.
+ */
+export const TIMING_PRECISION = 0.03;
 /** Share of --time-budget the region search may use when pruned candidates follow it. */
 const REGION_SHARE = 0.25;
 
@@ -63,6 +69,8 @@ export interface OptimizeRun {
   select: 'fastest' | 'first';
   threads: number;
   iterations: number;
+  /** Timing sized by the noise (TIMING_PRECISION), or null when --iterations fixes the count. */
+  precision: number | null;
   output: string;
   recipeFile: string | null;
   warnings: string[];
@@ -123,6 +131,7 @@ export async function startRun(options: OptimizeOptions, events: WorkflowEvents)
     select: options.select ?? 'fastest',
     threads: options.threads ?? 1,
     iterations: options.iterations ?? DEFAULT_ITERATIONS,
+    precision: options.iterations === undefined ? TIMING_PRECISION : null,
     output,
     recipeFile,
     warnings,

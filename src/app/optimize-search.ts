@@ -57,7 +57,16 @@ export async function regionStep(run: OptimizeRun, built: Built[], extra: Built[
         return b.path ? { path: b.path } : { error: `${label}: ${shorten(b.error ?? 'not built')}` };
       },
       compare: async (base, candidate) => {
-        const options = { ...timingOf(run), baseline: base, candidates: [candidate], iterations: stepIterations, metric: 'agreement', maxSamples: 64 };
+        const precise = run.options.stepIterations === undefined && run.precision !== null ? { precision: run.precision } : {};
+        const options = {
+          ...timingOf(run),
+          baseline: base,
+          candidates: [candidate],
+          iterations: stepIterations,
+          ...precise,
+          metric: 'agreement',
+          maxSamples: 64,
+        };
         const r = await benchmark(options, { onWarning: run.warn });
         return r.models[1]!.latency[0]!.speedup!;
       },

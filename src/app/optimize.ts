@@ -59,7 +59,7 @@ export interface OptimizeOptions {
   /** onnxruntime intra-op threads of the timing and the builds (default 1). */
   threads?: number;
   providers?: string[];
-  /** Timed runs per model in the comparison (default 200). */
+  /** Timed runs per model in the comparison; default: until every speed-up is known to +-TIMING_PRECISION, at most 200. */
   iterations?: number;
   /** Timed runs per model in each region-search step (default 100). */
   stepIterations?: number;
@@ -132,7 +132,10 @@ export interface OptimizeResult {
     batchSize: number | null;
     threads: number;
     providers: string[];
+    /** The most timed runs per model. */
     iterations: number;
+    /** Timing stopped once every speed-up was known to this relative half-width; null: exactly `iterations` (given by the user). */
+    precision: number | null;
     measuredOn: 'eval-data' | 'calibration' | 'random';
     samples: number;
     labels: boolean;
@@ -226,6 +229,7 @@ async function resultOf(
       threads: run.threads,
       providers: bench.settings.providers,
       iterations: run.iterations,
+      precision: run.precision,
       measuredOn: options.evalData ? 'eval-data' : options.calibrationData ? 'calibration' : 'random',
       samples: run.scored!.data.samples,
       labels: r.labels,

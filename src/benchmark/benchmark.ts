@@ -66,6 +66,11 @@ export const DEFAULTS = {
   bootstrapResamples: 2000,
   /** Duration mode: never fewer rounds than this, so the interval means something. */
   minRounds: 10,
+  /** With `precision`: the fewest timed runs per model, and how often (in runs) the intervals are checked. */
+  minIterations: 40,
+  precisionCheckEvery: 10,
+  /** Resamples of the stopping check's bootstrap (the reported interval uses `bootstrapResamples`). */
+  precisionResamples: 400,
 } as const;
 
 interface LoadedModel {
@@ -179,6 +184,9 @@ interface BenchmarkSettings {
   durationMs: number | null;
   /** Timed runs per model and batch size; null in duration mode without a cap. */
   iterations: number | null;
+  /** Stop timing once every speed-up is known to this relative half-width (null: off). */
+  precision: number | null;
+  minIterations: number;
   interleave: 'warm' | 'cold';
   burst: number;
   seed: number;
@@ -200,6 +208,8 @@ function benchmarkSettings(options: BenchmarkOptions): BenchmarkSettings {
     warmup: options.warmup ?? DEFAULTS.warmup,
     durationMs,
     iterations,
+    precision: options.precision ?? null,
+    minIterations: options.minIterations ?? DEFAULTS.minIterations,
     interleave,
     burst: interleave === 'cold' ? 1 : Math.max(1, Math.floor(options.burst ?? autoBurst)),
     seed: options.seed ?? DEFAULTS.seed,
@@ -485,7 +495,8 @@ async function measureLatency(run: BenchmarkRun, models: LoadedModel[], io: Mode
     progress({ phase: 'warmup', message: `warming up${stepLabel}` });
     for (const [m, model] of models.entries()) for (let i = 0; i < settings.warmup; i++) await runModel(model, feeds[m]!);
     const { iterations, durationMs, burst } = settings;
-    const times = await timeInterleaved(models, feeds, { iterations, durationMs, burst, rewarm: settings.interleave === 'warm' }, (done, total) =>
+    const plan = { iterations, durationMs, burst, rewarm: settings.interleave === 'warm', stop: preciseEnough(settings, models.length) };
+    const times = await timeInterleaved(models, feeds, plan, (done, total) =>
       progress({
         phase: 'latency',
         message: `timing${stepLabel}: ${done}${total ? `/${total}` : ''} runs per model`,
@@ -556,6 +567,7 @@ async function benchmarkResult(
     settings: {
       warmup: settings.warmup,
       iterations: settings.iterations,
+      ...(settings.precision !== null ? { precision: settings.precision, minIterations: settings.minIterations } : {}),
       durationMs: settings.durationMs,
       interleave: settings.interleave,
       burst: settings.burst,
@@ -704,6 +716,27 @@ function defaultBatchSize(inputs: readonly IoSpec[], overrides: Record<string, n
 }
 
 /**
+ * The stopping rule of `precision`: every DEFAULTS.precisionCheckEvery runs past `minIterations`,
+ * each candidate's paired speed-up interval (the same estimator as the report's, fewer resamples)
+ * must be within `precision` of its estimate. Undefined when timing runs a fixed count.
+ */
+function preciseEnough(settings: BenchmarkSettings, modelCount: number): ((times: readonly Float64Array[], runs: number) => boolean) | undefined {
+  const { precision, minIterations, seed } = settings;
+  if (precision === null || modelCount < 2) return undefined;
+  const groupSize = settings.interleave === 'warm' ? 1 : modelCount;
+  let checked = 0;
+  return (times, runs) => {
+    if (runs < minIterations || runs - checked < DEFAULTS.precisionCheckEvery) return false;
+    checked = runs;
+    for (let m = 1; m < times.length; m++) {
+      const s = pairedSpeedup(times[0]!.subarray(0, runs), times[m]!.subarray(0, runs), { seed: seed + m, resamples: DEFAULTS.precisionResamples, groupSize });
+      if ((s.high - s.low) / 2 > precision * s.estimate) return false;
+    }
+    return true;
+  };
+}
+
+/**
  * Timed runs, interleaved by model in rounds: each round gives every model, in a rotating order,
  * (warm) 3 untimed runs (at least 0.25 ms), so caches hold this model as in a deployment that
  * serves one model, then `burst` timed runs in a row; or (cold, burst 1, no re-warming) strict
@@ -715,7 +748,14 @@ function defaultBatchSize(inputs: readonly IoSpec[], overrides: Record<string, n
 async function timeInterleaved(
   models: LoadedModel[],
   feeds: readonly Feeds[],
-  plan: { iterations: number | null; durationMs: number | null; burst: number; rewarm: boolean },
+  plan: {
+    iterations: number | null;
+    durationMs: number | null;
+    burst: number;
+    rewarm: boolean;
+    /** Stop early once this says the timing is precise enough (`precision`). */
+    stop?: (times: readonly Float64Array[], runs: number) => boolean;
+  },
   onRound: (done: number, total: number | null) => void,
 ): Promise<Float64Array[]> {
   const { iterations, durationMs, burst, rewarm } = plan;
@@ -742,6 +782,7 @@ async function timeInterleaved(
       }
     }
     runs += count;
+    if (plan.stop?.(times, runs)) break;
     if (performance.now() - lastReport > 250) {
       lastReport = performance.now();
       onRound(runs, iterations);

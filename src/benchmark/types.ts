@@ -34,6 +34,14 @@ export interface BenchmarkOptions {
   /** Time budget per batch size (all models together) instead of a fixed iteration count. */
   durationMs?: number;
   /**
+   * Timing sized by the noise: stop once every candidate's paired speed-up is known to within this
+   * relative half-width (its 95% bootstrap interval, e.g. 0.03 for +-3%), after at least
+   * `minIterations` runs; `iterations` stays the most. Default: off (exactly `iterations`).
+   */
+  precision?: number;
+  /** With `precision`: the fewest timed runs per model (default 40). */
+  minIterations?: number;
+  /**
    * 'warm' (default): after each switch to a model, 3 of its untimed runs (at least 0.25 ms), then
    * `burst` timed runs: steady-state latency, as when one model is served. 'cold': strict
    * round-robin, every timed run right after another model's (cold caches; burst is 1).
@@ -182,6 +190,9 @@ export interface BenchmarkResult {
   settings: {
     warmup: number;
     iterations: number | null;
+    /** Timing sized by the noise: the relative half-width it stopped at (stats.count says how many runs it took). */
+    precision?: number;
+    minIterations?: number;
     durationMs: number | null;
     interleave: 'warm' | 'cold';
     burst: number;

@@ -53,7 +53,7 @@ function settingsLine(result: OptimizeResult): string {
     result.budget.decidedBy === 'accuracy' && result.budget.maxAccuracyDrop
       ? `accuracy drop <= ${result.budget.maxAccuracyDrop.kind === 'points' ? `${result.budget.maxAccuracyDrop.value}pt` : `${result.budget.maxAccuracyDrop.value * 100}%`} (${s.metric})`
       : `SQNR >= ${result.budget.minSqnrDb} dB, top-1 agreement >= ${(result.budget.minTop1Agreement * 100).toFixed(0)}%`;
-  return `objective ${result.objective}, batch ${s.batchSize ?? '-'}, ${s.threads} thread(s), ${s.providers.join(',')}; ${s.iterations} paired interleaved runs per model; fidelity on ${s.samples} ${s.measuredOn} samples; budget: ${budget}`;
+  return `objective ${result.objective}, batch ${s.batchSize ?? '-'}, ${s.threads} thread(s), ${s.providers.join(',')}; ${s.precision ? `up to ${s.iterations} paired interleaved runs per model (until every speed-up was known to +-${s.precision * 100}%)` : `${s.iterations} paired interleaved runs per model`}; fidelity on ${s.samples} ${s.measuredOn} samples; budget: ${budget}`;
 }
 
 function regionLines(result: OptimizeResult): string[] {
