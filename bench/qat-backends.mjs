@@ -2,9 +2,9 @@
  * QAT step speed of the wasm and onnxruntime backends side by side in one run, 1 thread each, on
  * the example: fixtures/fashion-cnn.onnx calibrated by PTQ on fixtures/fashion-calib.npz (PTQ's own
  * plan and ranges, as `quantize --qat`), then fake-quantized fine-tuning through the real loops:
- * src/train/loop.ts's trainLoop with the interpreter's fake-quant hooks on
- * @tensorflow/tfjs-backend-wasm, and src/train/onnx-training/loop.ts's ortTrainLoop on the graph with
- * QuantizeLinear/DequantizeLinear nodes (src/train/onnx-training/fake-quant.ts) on onnxruntime-node.
+ * src/train/tfjs/loop.ts's trainLoop with the interpreter's fake-quant hooks on
+ * @tensorflow/tfjs-backend-wasm, and src/train/onnxruntime/loop.ts's ortTrainLoop on the graph with
+ * QuantizeLinear/DequantizeLinear nodes (src/train/onnxruntime/fake-quant.ts) on onnxruntime-node.
  * QAT's settings: labels only, Adam, lr 1e-4 cosine, BatchNormalization frozen (folded by PTQ).
  * One warm-up epoch (lr 0) per backend first; then one timed epoch of STEPS batches. The plain
  * (not fake-quantized) student is timed too, to show what fake quantization costs on each backend.
@@ -16,12 +16,12 @@ import { modelInputSpecs } from '../dist/runtime/index.js';
 import { quantizeInt8 } from '../dist/passes/quantize/int8.js';
 import { fakeQuantPlan } from '../dist/app/qat.js';
 import { withDynamicBatch } from '../dist/app/dynamic-batch.js';
-import { initTrainingBackend } from '../dist/train/backend.js';
-import { trainLoop } from '../dist/train/loop.js';
-import { TrainableGraph } from '../dist/train/onnx-graph.js';
+import { initTrainingBackend } from '../dist/train/tfjs/backend.js';
+import { trainLoop } from '../dist/train/tfjs/loop.js';
+import { TrainableGraph } from '../dist/train/tfjs/onnx-graph.js';
 import { installFakeQuantHooks } from '../dist/train/qat.js';
-import { insertFakeQuant } from '../dist/train/onnx-training/fake-quant.js';
-import { ortTrainLoop } from '../dist/train/onnx-training/loop.js';
+import { insertFakeQuant } from '../dist/train/onnxruntime/fake-quant.js';
+import { ortTrainLoop } from '../dist/train/onnxruntime/loop.js';
 
 const args = process.argv.slice(2);
 const flag = (name, fallback) => {

@@ -12,7 +12,7 @@
  * Imports: anything in src/ (train/onnx-graph.js only as a type and lazily).
  */
 import type { Model } from './ir/index.js';
-import type { TrainableGraph } from './train/onnx-graph.js';
+import type { TrainableGraph } from './train/tfjs/onnx-graph.js';
 
 // The model graph and ONNX files.
 export * from './ir/index.js';
@@ -48,12 +48,12 @@ export { quantizeAwareTraining, type QatOptions, type QatReport } from './app/qa
 export { speedCheck, type SpeedCheck } from './app/speed-check.js';
 export { optimizeWorkflow, type OptimizeOptions, type OptimizeResult, type OptimizeCandidate } from './app/optimize.js';
 export type { WorkflowEvents } from './app/events.js';
-export type { TrainableGraph } from './train/onnx-graph.js';
-export { initTrainingBackend } from './train/backend.js';
+export type { TrainableGraph } from './train/tfjs/onnx-graph.js';
+export { initTrainingBackend } from './train/tfjs/backend.js';
 export { DynamicBatcher, runBatchingSweep, writeTritonRepository } from './serve/index.js';
 
 /** A trainable tfjs view of `model` (see TrainableGraph); loads tfjs-core on first use. */
 export async function createTrainableGraph(model: Model): Promise<TrainableGraph> {
-  const { TrainableGraph: Graph } = await import('./train/onnx-graph.js');
+  const { TrainableGraph: Graph } = await import('./train/tfjs/onnx-graph.js');
   return new Graph(model);
 }

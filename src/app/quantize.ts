@@ -38,7 +38,7 @@ import type {
 import type { DynamicReport } from '../passes/quantize/dynamic.js';
 import type { Int4Method, Int4Report } from '../passes/quantize/int4.js';
 import type { Fp16Report } from '../passes/quantize/fp16.js';
-import type { TrainingBackend } from '../train/backend.js';
+import type { TrainingBackend } from '../train/tfjs/backend.js';
 import type { WorkflowEvents } from './events.js';
 import { checkOutputPath } from './output-path.js';
 import type { QatReport } from './qat.js';

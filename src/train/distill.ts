@@ -1,15 +1,15 @@
 /**
  * Teacher-student distillation of ONNX models in Node. The teacher (any ONNX model) runs once per
  * training sample in onnxruntime and its outputs (and chosen intermediates) are cached; the student
- * trains on onnxruntime (./onnx-training: one training graph, ./onnx-training/loop.ts) when every
+ * trains on onnxruntime (./onnxruntime: one training graph, ./onnxruntime/loop.ts) when every
  * op on its path to the loss has a gradient rule, else through the tfjs interpreter
  * (./onnx-graph.ts) by ./loop.ts; the trained values are written back into the student's ONNX
  * graph, which is then loaded in onnxruntime to check that it runs and reproduces the trainer's
  * eval-mode outputs, and evaluated there.
  * Students: any ONNX model that trains at any batch size; making one (the teacher narrowed by channel
  * pruning, a fixed-batch model batchified) is app/distill.ts's job.
- * Imports: ../ir, ../data, ../runtime, ../evaluate, ../errors, ./backend, ./onnx-graph, ./loop,
- * ./optimizer, ./non-finite, ./onnx-training/loop, ./onnx-training/build (coverage of feature
+ * Imports: ../ir, ../data, ../runtime, ../evaluate, ../errors, ./tfjs/backend, ./tfjs/onnx-graph, ./tfjs/loop,
+ * ./tfjs/optimizer, ./core/non-finite, ./onnxruntime/loop, ./onnxruntime/build (coverage of feature
  * tensors, the trainable set).
  */
 import * as tf from '@tensorflow/tfjs-core';
@@ -19,11 +19,11 @@ import { formatShape, isTensorType, type Model } from '../ir/index.js';
 import { batches, type Dataset } from '../data/index.js';
 import { createCaptureRunner, createRunner, modelInputSpecs, type RunnerOptions } from '../runtime/index.js';
 import { top1Accuracy } from '../evaluate/index.js';
-import { initTrainingBackend, onnxruntimeBackendInfo, type BackendInfo, type TrainingBackend } from './backend.js';
-import { createOrtTrainer, exportTrainedModel, ortTrainLoop, OrtEvaluator, studentValueNames, type OrtTrainerOptions } from './onnx-training/loop.js';
-import { trainableParameters, trainingCoverage } from './onnx-training/build.js';
-import { explainNonFinite, NonFiniteTrainingError, nonFiniteMessage } from './non-finite.js';
-import type { OnnxTrainStep } from './onnx-training/session.js';
+import { initTrainingBackend, onnxruntimeBackendInfo, type BackendInfo, type TrainingBackend } from './tfjs/backend.js';
+import { createOrtTrainer, exportTrainedModel, ortTrainLoop, OrtEvaluator, studentValueNames, type OrtTrainerOptions } from './onnxruntime/loop.js';
+import { trainableParameters, trainingCoverage } from './onnxruntime/build.js';
+import { explainNonFinite, NonFiniteTrainingError, nonFiniteMessage } from './core/non-finite.js';
+import type { OnnxTrainStep } from './onnxruntime/session.js';
 import {
   batchFeeds,
   evaluate,
@@ -35,11 +35,11 @@ import {
   type LoopProgress,
   type LoopResult,
   type TrainData,
-} from './loop.js';
-import { TrainableGraph, tensorDataToTf } from './onnx-graph.js';
-import type { OptimizerKind, ScheduleKind } from './optimizer.js';
-import type { LayerSparsity } from './gradual-pruning.js';
-import { DEFAULT_DISTILL_SETTINGS } from './defaults.js';
+} from './tfjs/loop.js';
+import { TrainableGraph, tensorDataToTf } from './tfjs/onnx-graph.js';
+import type { OptimizerKind, ScheduleKind } from './tfjs/optimizer.js';
+import type { LayerSparsity } from './tfjs/gradual-pruning.js';
+import { DEFAULT_DISTILL_SETTINGS } from './core/defaults.js';
 
 export const DISTILL_REPORT_SCHEMA = 1;
 
@@ -423,7 +423,7 @@ function studentOutputDims(trainer: OnnxTrainStep | undefined, graph: TrainableG
   return tf.tidy(() => graph.forward(batchFeeds(train.inputs, idx), { fetch: [outputName] }).outputs[outputName]!.shape.slice(1));
 }
 
-/** Trains on onnxruntime: ./onnx-training/loop.ts, evaluation and validation in onnxruntime. */
+/** Trains on onnxruntime: ./onnxruntime/loop.ts, evaluation and validation in onnxruntime. */
 async function trainOnOnnxruntime(
   trainer: OnnxTrainStep,
   options: DistillOptions,
