@@ -16,7 +16,8 @@
 import { loadModel } from '../src/onnx/index.js';
 import { DataType, type Model, type TensorData } from '../src/ir/index.js';
 import { initTrainingBackend } from '../src/train/tfjs/backend.js';
-import { trainLoop, type LoopOptions, type TrainData } from '../src/train/tfjs/loop.js';
+import type { LoopOptions, TrainData } from '../src/train/core/loop.js';
+import { trainLoop } from '../src/train/tfjs/loop.js';
 import { TrainableGraph } from '../src/train/tfjs/onnx-graph.js';
 import { ortTrainLoop } from '../src/train/onnxruntime/loop.js';
 import { seededFloats } from '../fixtures/tiny-graphs.js';

@@ -24,21 +24,13 @@ import { createOrtTrainer, exportTrainedModel, ortTrainLoop, OrtEvaluator, stude
 import { trainableParameters, trainingCoverage } from './onnxruntime/build.js';
 import { explainNonFinite, NonFiniteTrainingError, nonFiniteMessage } from './core/non-finite.js';
 import type { OnnxTrainStep } from './onnxruntime/session.js';
-import {
-  batchFeeds,
-  evaluate,
-  gatherRows,
-  trainLoop,
-  type EpochRecord,
-  type FeaturePair,
-  type LoopOptions,
-  type LoopProgress,
-  type LoopResult,
-  type TrainData,
-} from './tfjs/loop.js';
+import { gatherRows } from './core/batching.js';
+import type { EpochRecord, FeaturePair, LoopOptions, LoopProgress, LoopResult, TrainData } from './core/loop.js';
+import { batchFeeds, evaluate, trainLoop } from './tfjs/loop.js';
 import { TrainableGraph, tensorDataToTf } from './tfjs/onnx-graph.js';
-import type { OptimizerKind, ScheduleKind } from './tfjs/optimizer.js';
-import type { LayerSparsity } from './tfjs/gradual-pruning.js';
+import type { OptimizerKind } from './core/optimizer-options.js';
+import type { ScheduleKind } from './core/schedule.js';
+import type { LayerSparsity } from './core/pruning-masks.js';
 import { DEFAULT_DISTILL_SETTINGS } from './core/defaults.js';
 
 export const DISTILL_REPORT_SCHEMA = 1;

@@ -28,10 +28,12 @@ import type { Model } from '../ir/index.js';
 import type { Dataset } from '../data/index.js';
 import type { RunnerOptions } from '../runtime/index.js';
 import { initTrainingBackend, onnxruntimeBackendInfo, type BackendInfo, type TrainingBackend } from './tfjs/backend.js';
-import { evaluate, trainLoop, type EpochRecord, type LoopOptions, type LoopResult, type TrainData } from './tfjs/loop.js';
+import type { EpochRecord, LoopOptions, LoopResult, TrainData } from './core/loop.js';
+import { evaluate, trainLoop } from './tfjs/loop.js';
 import { TrainableGraph } from './tfjs/onnx-graph.js';
 import { teacherTargets, toTrainData } from './distill.js';
-import type { OptimizerKind, ScheduleKind } from './tfjs/optimizer.js';
+import type { OptimizerKind } from './core/optimizer-options.js';
+import type { ScheduleKind } from './core/schedule.js';
 import type { ActivationQuantParams, FakeQuantModel, FakeQuantPlan } from './onnxruntime/fake-quant.js';
 
 export type { ActivationQuantParams, FakeQuantPlan } from './onnxruntime/fake-quant.js';

@@ -14,7 +14,7 @@ import { distill, studentFromTeacher } from '../../src/app/distill.js';
 import { TrainableGraph } from '../../src/train/tfjs/onnx-graph.js';
 import { learningRateAt } from '../../src/train/tfjs/optimizer.js';
 import { sparsityAt, isUpdateStep } from '../../src/train/tfjs/gradual-pruning.js';
-import { epochPermutation } from '../../src/train/tfjs/loop.js';
+import { epochPermutation } from '../../src/train/core/batching.js';
 import { smallCnn, syntheticImages, templateTeacher } from './models.js';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'model-opt-distill-'));

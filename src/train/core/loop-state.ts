@@ -5,14 +5,14 @@
  * format whichever backend wrote it. Also the bookkeeping both loops do at the end of an epoch
  * (EpochBook: history, best snapshot, early stopping, the checkpoint, the result), and the walk
  * over an epoch's batches (runEpoch). No tfjs.
- * Imports: errors, ./checkpoint, ./batching, ./schedule, types of ../tfjs/loop and ./pruning-masks.
+ * Imports: errors, ./checkpoint, ./batching, ./schedule, types of ./loop and ./pruning-masks.
  */
 import { UsageError } from '../../errors.js';
 import { epochPermutation } from './batching.js';
 import type { PruningSchedule } from './pruning-masks.js';
 import { writeCheckpoint } from './checkpoint.js';
 import { learningRateAt } from './schedule.js';
-import type { EpochRecord, LoopOptions, LoopProgress, LoopResult, TrainData } from '../tfjs/loop.js';
+import type { EpochRecord, LoopOptions, LoopProgress, LoopResult, TrainData } from './loop.js';
 
 export interface CheckpointMeta {
   epoch: number;

@@ -4,9 +4,9 @@
  * to the training graph, so no tfjs tensor is involved. Slot state is kept per parameter in the
  * parameter's own precision (float32 as the tfjs slots), so a checkpoint holds it exactly and a
  * resumed run continues bit for bit.
- * Imports: ../tfjs/optimizer (types only).
+ * Imports: ../core/optimizer-options (types only).
  */
-import type { OptimizerOptions } from '../tfjs/optimizer.js';
+import type { OptimizerOptions } from '../core/optimizer-options.js';
 
 export interface HostParam {
   name: string;

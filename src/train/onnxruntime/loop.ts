@@ -1,25 +1,22 @@
 /**
- * The training loop on onnxruntime: the same semantics as ../tfjs/loop.ts's trainLoop (seeded epoch
- * order, learning-rate schedule, last partial batch dropped, AdamW/SGD, batch-norm running
- * statistics, gradual magnitude pruning, evaluation each epoch, best snapshot, early stopping,
- * checkpoint/resume in the same file format, progress events), with each step one run of the
- * training graph (./build.ts via ./session.ts) and the update on host typed arrays
- * (./host-optimizer.ts). Evaluation runs the student itself in onnxruntime, one session whose
- * weights are fed as inputs. Batches are gathered into buffers allocated once; the weights are
- * handed to onnxruntime as views of the host arrays (no copy on our side).
- * Imports: ../../ir, ../../errors, ../../runtime, ../core/batching, ../core/checkpoint, ../core/loop-state,
- * ../core/pruning-masks, ../core/non-finite, ./decompose, ./session, ./host-optimizer; types
- * of ../tfjs/loop.
+ * The onnxruntime backend of the training loop (../core/loop.ts): each step is one run of the
+ * training graph (./build.ts via ./session.ts) and the update is on host typed arrays
+ * (./host-optimizer.ts), with batch-norm running statistics and gradual magnitude pruning
+ * (HostPruner, ../core/pruning-masks.ts's schedule and mask rule) on those arrays. Evaluation runs
+ * the student itself in onnxruntime, one session whose weights are fed as inputs. Batches are
+ * gathered into buffers allocated once; the weights are handed to onnxruntime as views of the host
+ * arrays (no copy on our side).
+ * Imports: ../../ir, ../../errors, ../../runtime, ../core (batching, the loop and its types,
+ * non-finite, pruning masks), ./decompose, ./session, ./host-optimizer.
  */
 import { UsageError } from '../../errors.js';
 import { DataType, elementCount, type Model, type TensorData, type TypedArray } from '../../ir/index.js';
 import { createRunner, type Runner } from '../../runtime/index.js';
 import { gatherRowsInto } from '../core/batching.js';
-import { readCheckpoint } from '../core/checkpoint.js';
-import type { LoopOptions, LoopResult, TrainData } from '../tfjs/loop.js';
-import { EpochBook, epochPlan, checkResume, loopFingerprint, pruningSchedule, runEpoch, type CheckpointMeta } from '../core/loop-state.js';
+import { checkTrainData, runLoop, type LoopOptions, type LoopResult, type TrainData } from '../core/loop.js';
+import { firstNonFinite } from '../core/non-finite.js';
 import { isUpdateStep, layerSparsity, magnitudeMask, sparsityAt, type LayerSparsity, type PruningSchedule } from '../core/pruning-masks.js';
-import { firstNonFinite, NonFiniteTrainingError } from '../core/non-finite.js';
+import { loopOptimizer, type ComputedStep, type Evaluation, type LoopOptimizer, type LoopPruner, type StepBackend } from '../core/step-backend.js';
 import { liftConstantWeights } from './decompose.js';
 import { HostOptimizer, type HostParam } from './host-optimizer.js';
 import { labelIndices, OnnxTrainStep } from './session.js';
@@ -280,156 +277,152 @@ export interface OrtLoopOptions extends LoopOptions {
   afterStep?: (values: ReadonlyMap<string, Float32Array>, globalStep: number) => void;
 }
 
+/** The trainer settings of a run of `options` on `data` (feature pairs with the teacher tensors' per-sample dims). */
+function trainerOptions(data: TrainData, options: OrtLoopOptions): OrtTrainerOptions {
+  return {
+    lossKind: options.lossKind,
+    alpha: options.alpha,
+    temperature: options.temperature,
+    outputName: options.outputName,
+    withLabels: !!data.labels,
+    withTeacher: !!data.teacher,
+    freezeNorm: options.freezeNorm,
+    threads: options.threads,
+    trainable: options.trainable,
+    features: (options.features ?? []).map((pair) => {
+      const t = data.features?.get(pair.student);
+      if (!t) throw new UsageError(`no teacher values for feature pair ${pair.teacher}=${pair.student}`);
+      return { ...pair, teacherDims: t.dims.slice(1) };
+    }),
+    featureWeight: options.featureWeight,
+    seed: options.seed,
+  };
+}
+
 /**
- * Trains the student on onnxruntime and returns the history and the chosen weights (as trainLoop).
- * Float Constant-node weights train as initializers of the same name (the lifted copy of
- * ./decompose.ts); `exportTrainedModel(student, values)` writes them back into their Constant nodes.
+ * The training graph of a student on onnxruntime, driven by ../core/loop.ts: the weights are host
+ * arrays fed to each step (updated by ./host-optimizer.ts), batches are gathered into buffers
+ * allocated once, the evaluation runs the student in one session whose weights are inputs.
+ */
+class OrtStepBackend implements StepBackend {
+  readonly parameters: readonly { name: string; size: number }[];
+  readonly optimizer: LoopOptimizer;
+  private readonly params: HostParam[];
+  private readonly hostOptimizer: HostOptimizer;
+  /** The trainer's values (weights, running statistics, adapters): the arrays fed to every step. */
+  private readonly live: Map<string, Float32Array>;
+  private readonly buffers: { inputs: Map<string, TypedArray>; labels?: TypedArray; teacher?: TypedArray; features: Map<string, TypedArray> };
+
+  private constructor(
+    private readonly student: Model,
+    private readonly trainer: OnnxTrainStep,
+    private readonly data: TrainData,
+    private readonly options: OrtLoopOptions,
+    private readonly evaluator: { evaluator?: OrtEvaluator; own: boolean },
+  ) {
+    const values = trainer.values as Map<string, Float32Array>;
+    this.live = values;
+    this.params = trainer.graph.weights.map((name) => ({ name, data: values.get(name)!, rank: trainer.dimsOf(name)?.length ?? 1 }));
+    this.parameters = this.params.map((p) => ({ name: p.name, size: p.data.length }));
+    this.hostOptimizer = new HostOptimizer(options.optimizer);
+    this.optimizer = loopOptimizer(this.hostOptimizer, this.params);
+    const rows = Math.min(options.batchSize, data.count);
+    this.buffers = {
+      inputs: new Map(Object.entries(data.inputs).map(([k, td]) => [k, newLike(td, rows)])),
+      labels: data.labels ? newLike(data.labels, rows) : undefined,
+      teacher: data.teacher ? newLike(data.teacher, rows) : undefined,
+      features: new Map((options.features ?? []).map((f) => [f.student, newLike(data.features!.get(f.student)!, rows)])),
+    };
+  }
+
+  /** Float Constant-node weights of `model` train as initializers of the same name (the lifted copy of ./decompose.ts). */
+  static async create(model: Model, data: TrainData, options: OrtLoopOptions): Promise<OrtStepBackend> {
+    const student = liftConstantWeights(model).model;
+    const features = options.features ?? [];
+    const trainer = options.trainer ?? (await createOrtTrainer(student, data.inputs, trainerOptions(data, options)));
+    try {
+      if (trainer.graph.featureInputs.size !== features.length)
+        throw new UsageError(`the trainer was made for ${trainer.graph.featureInputs.size} feature pair(s), the run has ${features.length}`);
+      for (const [name, v] of trainer.values) if (!(v instanceof Float32Array)) throw new UsageError(`'${name}': the onnxruntime loop trains in float32 only`);
+      const evaluator =
+        options.evaluator ??
+        (options.evalData?.labels ? await OrtEvaluator.create(student, studentValueNames(student, trainer.values), { threads: options.threads }) : undefined);
+      return new OrtStepBackend(student, trainer, data, options, { evaluator, own: !options.evaluator });
+    } catch (error) {
+      await trainer.release();
+      throw error;
+    }
+  }
+
+  defaultPruneParams(): string[] {
+    return defaultPruneParams(this.student, this.trainer.graph.weights);
+  }
+
+  createPruner(names: ReadonlySet<string>, schedule: PruningSchedule): LoopPruner | undefined {
+    const targets = this.params.filter((p) => names.has(p.name));
+    return targets.length > 0 ? new HostPruner(targets, schedule) : undefined;
+  }
+
+  async compute(idx: Int32Array, _globalStep: number): Promise<ComputedStep> {
+    const { data, buffers, options } = this;
+    const inputs: Record<string, TensorData> = Object.create(null) as Record<string, TensorData>;
+    for (const [name, td] of Object.entries(data.inputs)) inputs[name] = gatherRowsInto(td, idx, buffers.inputs.get(name)!);
+    const labels = data.labels ? gatherRowsInto(data.labels, idx, buffers.labels!) : undefined;
+    const teacher = data.teacher ? gatherRowsInto(data.teacher, idx, buffers.teacher!) : undefined;
+    const features = new Map(
+      (options.features ?? []).map((f) => [f.student, gatherRowsInto(data.features!.get(f.student)!, idx, buffers.features.get(f.student)!)]),
+    );
+    const r = await this.trainer.run({ inputs, labels, teacher, features });
+    return {
+      loss: r.loss,
+      nonFiniteGradient: () => {
+        const name = firstNonFinite(r.gradients);
+        return name !== undefined ? `the gradient of '${name}' became non-finite` : undefined;
+      },
+      update: (learningRate) => this.hostOptimizer.apply(this.params, r.gradients, learningRate),
+      finish: (globalStep) => {
+        this.trainer.applyStates(r.stateUpdates);
+        options.afterStep?.(this.live, globalStep);
+        const correct = options.lossKind === 'kd' && labels ? countCorrect(r.output.data as Float32Array, labelIndices(labels).data as BigInt64Array) : 0;
+        return { loss: r.loss, hard: r.hard, soft: r.soft, feature: r.feature, correct };
+      },
+      discard: () => undefined,
+    };
+  }
+
+  values(): Map<string, Float32Array> {
+    return new Map([...this.live].map(([k, v]) => [k, Float32Array.from(v)]));
+  }
+
+  restore(values: ReadonlyMap<string, Float32Array>, file: string): void {
+    for (const [name, v] of this.live) {
+      const saved = values.get(name);
+      if (!saved) throw new UsageError(`${file}: the checkpoint has no value for '${name}'`);
+      if (saved.length !== v.length) throw new UsageError(`${file}: '${name}' has ${saved.length} values in the checkpoint, the model ${v.length}`);
+      v.set(saved);
+    }
+  }
+
+  evaluation(data: TrainData): Evaluation | undefined {
+    const { evaluator } = this.evaluator;
+    const { options, live } = this;
+    if (!evaluator) return undefined;
+    return () => evaluator.evaluate(data, live, { outputName: options.outputName, batchSize: options.evalBatchSize ?? 256, kind: options.lossKind });
+  }
+
+  async dispose(): Promise<void> {
+    if (this.evaluator.own) await this.evaluator.evaluator?.release();
+    await this.trainer.release();
+  }
+}
+
+/**
+ * Trains the student on onnxruntime (../core/loop.ts over OrtStepBackend) and returns the history
+ * and the chosen weights. Float Constant-node weights train as initializers of the same name (the
+ * lifted copy of ./decompose.ts); `exportTrainedModel(student, values)` writes them back into their
+ * Constant nodes.
  */
 export async function ortTrainLoop(model: Model, data: TrainData, options: OrtLoopOptions): Promise<LoopResult> {
-  const student = liftConstantWeights(model).model;
-  const progress = options.onProgress ?? (() => undefined);
-  const kind = options.lossKind;
-  const features = options.features ?? [];
-  if (data.count === 0) throw new UsageError('the training data set has no samples');
-  if (!data.labels && !data.teacher) throw new UsageError('training needs labels or teacher outputs');
-  const batchSize = Math.min(options.batchSize, data.count);
-  // A last partial batch is dropped: a batch of one makes batch statistics meaningless.
-  const stepsPerEpoch = Math.max(1, Math.floor(data.count / batchSize));
-  const totalSteps = stepsPerEpoch * options.epochs;
-
-  const trainer =
-    options.trainer ??
-    (await createOrtTrainer(student, data.inputs, {
-      lossKind: kind,
-      alpha: options.alpha,
-      temperature: options.temperature,
-      outputName: options.outputName,
-      withLabels: !!data.labels,
-      withTeacher: !!data.teacher,
-      freezeNorm: options.freezeNorm,
-      threads: options.threads,
-      trainable: options.trainable,
-      features: features.map((pair) => {
-        const t = data.features?.get(pair.student);
-        if (!t) throw new UsageError(`no teacher values for feature pair ${pair.teacher}=${pair.student}`);
-        return { ...pair, teacherDims: t.dims.slice(1) };
-      }),
-      featureWeight: options.featureWeight,
-      seed: options.seed,
-    }));
-  if (trainer.graph.featureInputs.size !== features.length) {
-    await trainer.release();
-    throw new UsageError(`the trainer was made for ${trainer.graph.featureInputs.size} feature pair(s), the run has ${features.length}`);
-  }
-  let evaluator = options.evaluator;
-  const ownEvaluator = !evaluator;
-  try {
-    const values = trainer.values as Map<string, Float32Array>;
-    for (const [name, v] of values) if (!(v instanceof Float32Array)) throw new UsageError(`'${name}': the onnxruntime loop trains in float32 only`);
-    const params: HostParam[] = trainer.graph.weights.map((name) => ({
-      name,
-      data: values.get(name)!,
-      rank: trainer.dimsOf(name)?.length ?? 1,
-    }));
-    if (params.length === 0) throw new UsageError('the model has no trainable float weights');
-    const optimizer = new HostOptimizer(options.optimizer);
-    const pruning = pruningSchedule(options, totalSteps);
-    let pruner: HostPruner | undefined;
-    if (pruning) {
-      const names = new Set(options.pruneParams ?? defaultPruneParams(student, trainer.graph.weights));
-      const targets = params.filter((p) => names.has(p.name));
-      if (targets.length === 0) throw new UsageError('--prune-to: the model has no Conv/Gemm/MatMul weights to prune');
-      pruner = new HostPruner(targets, pruning);
-    }
-    const fingerprint = loopFingerprint(
-      options,
-      batchSize,
-      data.count,
-      params.map((p) => ({ name: p.name, size: p.data.length })),
-    );
-    const snapshot = (): Map<string, Float32Array> => new Map([...values].map(([k, v]) => [k, Float32Array.from(v)]));
-
-    const book = new EpochBook(options, data, stepsPerEpoch);
-    let startEpoch = 0;
-    let globalStep = 0;
-    if (options.resumeFrom) {
-      const ckpt = await readCheckpoint<CheckpointMeta>(options.resumeFrom);
-      const { extendedFrom } = checkResume(options.resumeFrom, ckpt.meta, fingerprint);
-      for (const [name, v] of values) {
-        const saved = ckpt.variables.get(name);
-        if (!saved) throw new UsageError(`${options.resumeFrom}: the checkpoint has no value for '${name}'`);
-        if (saved.length !== v.length)
-          throw new UsageError(`${options.resumeFrom}: '${name}' has ${saved.length} values in the checkpoint, the model ${v.length}`);
-        v.set(saved);
-      }
-      optimizer.load(ckpt.meta.optimizerStep, ckpt.optimizer, params);
-      pruner?.load(ckpt.meta.pruneCurrent, ckpt.masks);
-      book.resume(ckpt.meta, ckpt.best, extendedFrom);
-      startEpoch = ckpt.meta.epoch;
-      globalStep = ckpt.meta.globalStep;
-    }
-    if (options.evalData?.labels && !evaluator)
-      evaluator = await OrtEvaluator.create(student, studentValueNames(student, values), { threads: options.threads });
-
-    // Batch buffers, allocated once and refilled every step.
-    const inputBuffers = new Map(Object.entries(data.inputs).map(([k, td]) => [k, newLike(td, batchSize)]));
-    const labelBuffer = data.labels ? newLike(data.labels, batchSize) : undefined;
-    const teacherBuffer = data.teacher ? newLike(data.teacher, batchSize) : undefined;
-    const featureBuffers = new Map(features.map((f) => [f.student, newLike(data.features!.get(f.student)!, batchSize)]));
-
-    const plan = epochPlan(options, data.count, batchSize, stepsPerEpoch, globalStep);
-    for (let epoch = startEpoch; epoch < options.epochs; epoch++) {
-      const walked = await runEpoch(
-        epoch,
-        plan,
-        globalStep,
-        async (idx, lr, step, b) => {
-          pruner?.maybeUpdate(step);
-          const inputs: Record<string, TensorData> = Object.create(null) as Record<string, TensorData>;
-          for (const [name, td] of Object.entries(data.inputs)) inputs[name] = gatherRowsInto(td, idx, inputBuffers.get(name)!);
-          const labels = data.labels ? gatherRowsInto(data.labels, idx, labelBuffer!) : undefined;
-          const teacher = data.teacher ? gatherRowsInto(data.teacher, idx, teacherBuffer!) : undefined;
-          const featureBatch = new Map(features.map((f) => [f.student, gatherRowsInto(data.features!.get(f.student)!, idx, featureBuffers.get(f.student)!)]));
-          const r = await trainer.run({ inputs, labels, teacher, features: featureBatch });
-          // nothing non-finite is applied (see ../non-finite.ts)
-          const nonFinite = firstNonFinite(r.gradients);
-          const bad = !Number.isFinite(r.loss) ? `the loss became ${r.loss}` : nonFinite ? `the gradient of '${nonFinite}' became non-finite` : undefined;
-          if (bad) {
-            const copy = new Map([...values].map(([k, v]) => [k, Float32Array.from(v)]));
-            const batch: Record<string, TensorData> = Object.create(null) as Record<string, TensorData>;
-            for (const [name, td] of Object.entries(inputs)) batch[name] = { ...td, data: (td.data as TypedArray).slice() as TypedArray };
-            throw new NonFiniteTrainingError(bad, epoch + 1, b + 1, copy, batch);
-          }
-          optimizer.apply(params, r.gradients, lr);
-          pruner?.applyMasks();
-          trainer.applyStates(r.stateUpdates);
-          options.afterStep?.(values, step);
-          const correct = kind === 'kd' && labels ? countCorrect(r.output.data as Float32Array, labelIndices(labels).data as BigInt64Array) : 0;
-          return { loss: r.loss, hard: r.hard, soft: r.soft, feature: r.feature, correct };
-        },
-        progress,
-      );
-      globalStep = walked.globalStep;
-      const evalData = options.evalData;
-      const epochEvaluator = evaluator;
-      const { record, score } = await book.closeEpoch(
-        epoch,
-        walked,
-        pruner?.current,
-        epochEvaluator && evalData
-          ? () => epochEvaluator.evaluate(evalData, values, { outputName: options.outputName, batchSize: options.evalBatchSize ?? 256, kind })
-          : undefined,
-      );
-      const stop = await book.endEpoch(epoch, record, score, options, { globalStep, fingerprint, values: snapshot, optimizer, pruner });
-      if (stop) break;
-    }
-
-    const chosen = book.best ?? snapshot();
-    const result = book.result(chosen, globalStep);
-    if (pruner) result.sparsity = pruner.report(chosen);
-    return result;
-  } finally {
-    if (ownEvaluator) await evaluator?.release();
-    await trainer.release();
-  }
+  checkTrainData(data);
+  return runLoop(await OrtStepBackend.create(model, data, options), data, options);
 }

@@ -4,25 +4,15 @@
  *   adam   Adam with decoupled weight decay (AdamW: w -= lr x wd x w, separate from the moments)
  *   sgd    SGD with (heavy-ball) momentum; weight decay added to the gradient (L2)
  * Weight decay applies to tensors of rank >= 2 (kernels, matrices), not to biases and norm scales.
- * Schedules (./schedule.ts, re-exported): constant, cosine (to zero over all steps), step (x gamma every N epochs).
- * Imports: @tensorflow/tfjs-core, ../core/schedule.
+ * Schedules (../core/schedule.ts, re-exported): constant, cosine (to zero over all steps), step (x gamma every N epochs).
+ * Imports: @tensorflow/tfjs-core, ../core/schedule, ../core/optimizer-options.
  */
 import * as tf from '@tensorflow/tfjs-core';
+import type { OptimizerOptions } from '../core/optimizer-options.js';
 
-export type OptimizerKind = 'adam' | 'sgd';
-export const OPTIMIZERS: readonly OptimizerKind[] = ['adam', 'sgd'];
+export { OPTIMIZERS, type OptimizerKind, type OptimizerOptions } from '../core/optimizer-options.js';
 // The schedules live in a tfjs-free module (the onnxruntime loop uses them); re-exported here.
 export { learningRateAt, SCHEDULES, type ScheduleKind, type ScheduleOptions } from '../core/schedule.js';
-
-export interface OptimizerOptions {
-  kind: OptimizerKind;
-  /** SGD momentum (default 0.9). */
-  momentum?: number;
-  beta1?: number;
-  beta2?: number;
-  epsilon?: number;
-  weightDecay?: number;
-}
 
 export interface Param {
   name: string;

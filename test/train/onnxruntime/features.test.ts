@@ -10,7 +10,8 @@ import { DataType, type Model, type TensorData } from '../../../src/ir/index.js'
 import { distill } from '../../../src/train/distill.js';
 import { initTrainingBackend } from '../../../src/train/tfjs/backend.js';
 import { TrainableGraph } from '../../../src/train/tfjs/onnx-graph.js';
-import { trainLoop, type LoopOptions, type TrainData } from '../../../src/train/tfjs/loop.js';
+import type { LoopOptions, TrainData } from '../../../src/train/core/loop.js';
+import { trainLoop } from '../../../src/train/tfjs/loop.js';
 import { ortTrainLoop } from '../../../src/train/onnxruntime/loop.js';
 import { adapterInit } from '../../../src/train/core/feature-adapters.js';
 import { smallCnn, syntheticImages } from '../../distill/models.js';
