@@ -10,7 +10,8 @@ import { UsageError } from '../../errors.js';
 import type { Node } from '../../ir/index.js';
 import type { Emitter } from './emitter.js';
 
-export interface ForwardContext {
+/** What a rule sees of its node in the training graph being written. */
+interface RuleContext {
   node: Node;
   e: Emitter;
   /** Training-mode forward (BatchNormalization on batch statistics). */
@@ -19,19 +20,16 @@ export interface ForwardContext {
   /** Names of the node's inputs ('' for an absent optional one) and outputs in the training graph. */
   inputs: readonly string[];
   outputs: readonly string[];
+}
+
+export interface ForwardContext extends RuleContext {
   /** Records a running-statistics update (new value of a state input), returned by the graph. */
   update(state: string, value: string): void;
   /** Input slot i is a state input of the training graph (its value can be updated). */
   isState(i: number): boolean;
 }
 
-export interface BackwardContext {
-  node: Node;
-  e: Emitter;
-  training: boolean;
-  shape(name: string): readonly number[];
-  inputs: readonly string[];
-  outputs: readonly string[];
+export interface BackwardContext extends RuleContext {
   /** Gradient of output i, or undefined when nothing flows back into it. */
   dy(i: number): string | undefined;
   /** Whether input i needs a gradient. */
@@ -137,48 +135,69 @@ export function channelShaped(e: Emitter, p: string, channels: number, rank: num
 
 // ---- rules --------------------------------------------------------------------------------------
 
+/**
+ * Conv y = conv(x, W) and ConvTranspose y = conv^T(x, W), which is the adjoint of the convolution
+ * with the same W from y's space to x's. So the geometry is the convolution's (from x to y for Conv,
+ * from y to x for ConvTranspose); each op's dX is the other op applied to dY with the same kernel;
+ * dW is the convolution's weight gradient, with dY as its output gradient for Conv and as its
+ * input for ConvTranspose (X then the output gradient); dB sums dY over all but the channel axis.
+ */
+function convFamilyBackward({ node, e, inputs, outputs, needs, dy, shape }: BackwardContext, transposed: boolean): (string | undefined)[] {
+  const g = dy(0)!;
+  const [x, w, b] = inputs as [string, string, string | undefined];
+  const xShape = shape(x);
+  const wShape = shape(w);
+  const yShape = shape(outputs[0]!);
+  const group = node.getInt('group', 1);
+  const geo = convGeometry(node, transposed ? yShape : xShape, wShape.slice(2));
+  const out: (string | undefined)[] = [];
+  if (needs(0)) out[0] = transposed ? convOfGradient(e, g, w, group, geo) : transposedConvOfGradient(e, g, w, group, geo, xShape, yShape);
+  if (needs(1)) out[1] = transposed ? convWeightGrad(e, g, x, group, geo, yShape, wShape, xShape) : convWeightGrad(e, x, g, group, geo, xShape, wShape, yShape);
+  if (b && needs(2)) out[2] = e.reduceSum(g, spatialAxes(xShape.length), false);
+  return out;
+}
+
+/** Conv's dX: the transposed convolution of dY with the same kernel; output_padding restores the input size lost to the stride's rounding. */
+function transposedConvOfGradient(
+  e: Emitter,
+  g: string,
+  w: string,
+  group: number,
+  geo: ConvGeometry,
+  xShape: readonly number[],
+  yShape: readonly number[],
+): string {
+  const outputPadding = geo.kernel.map((k, d) => {
+    const full = geo.strides[d]! * (yShape[d + 2]! - 1) + (k - 1) * geo.dilations[d]! + 1 - geo.begin[d]! - geo.end[d]!;
+    return xShape[d + 2]! - full;
+  });
+  const attrs = { strides: geo.strides, dilations: geo.dilations, pads: [...geo.begin, ...geo.end], kernel_shape: geo.kernel, output_padding: outputPadding };
+  return e.op1('ConvTranspose', [g, w], { ...attrs, ...(group !== 1 ? { group } : {}) }, 'conv_dx');
+}
+
+/** ConvTranspose's dX: the convolution of dY with the same kernel (same strides, pads, dilations, group). */
+function convOfGradient(e: Emitter, g: string, w: string, group: number, geo: ConvGeometry): string {
+  const attrs = { strides: geo.strides, dilations: geo.dilations, pads: [...geo.begin, ...geo.end], kernel_shape: geo.kernel };
+  return e.op1('Conv', [g, w], { ...attrs, ...(group !== 1 ? { group } : {}) }, 'convt_dx');
+}
+
 registerGradRule('Conv', {
-  backward({ node, e, inputs, outputs, needs, dy, shape }) {
-    const g = dy(0)!;
-    const [x, w, b] = inputs as [string, string, string | undefined];
-    const xShape = shape(x);
-    const wShape = shape(w);
-    const rank = xShape.length;
-    const group = node.getInt('group', 1);
-    const geo = convGeometry(node, xShape, wShape.slice(2));
-    const yShape = shape(outputs[0]!);
-    const out: (string | undefined)[] = [];
-    if (needs(0)) {
-      // dX: the transposed convolution of dY with the same kernel; output_padding restores the
-      // input size lost to the stride's rounding.
-      const outputPadding = geo.kernel.map((k, d) => {
-        const full = geo.strides[d]! * (yShape[d + 2]! - 1) + (k - 1) * geo.dilations[d]! + 1 - geo.begin[d]! - geo.end[d]!;
-        return xShape[d + 2]! - full;
-      });
-      out[0] = e.op1(
-        'ConvTranspose',
-        [g, w],
-        {
-          strides: geo.strides,
-          dilations: geo.dilations,
-          pads: [...geo.begin, ...geo.end],
-          kernel_shape: geo.kernel,
-          output_padding: outputPadding,
-          ...(group !== 1 ? { group } : {}),
-        },
-        'conv_dx',
-      );
-    }
-    if (needs(1)) out[1] = convWeightGrad(e, x, g, group, geo, xShape, wShape, yShape);
-    if (b && needs(2)) out[2] = e.reduceSum(g, spatialAxes(rank), false);
-    return out;
+  backward: (ctx) => convFamilyBackward(ctx, false),
+});
+
+registerGradRule('ConvTranspose', {
+  unsupported(node) {
+    if (node.hasAttr('output_shape')) return 'output_shape is not supported (explicit pads are)';
+    if (node.getString('auto_pad', 'NOTSET') !== 'NOTSET') return 'auto_pad is not supported (explicit pads are)';
+    return undefined;
   },
+  backward: (ctx) => convFamilyBackward(ctx, true),
 });
 
 /**
- * dW of a convolution y = conv(x, W): for one group, a convolution over the batch (X as [Cin, N,
- * ...] images, dY as [Cout, N, ...] kernels, strides and dilations swapped; the result
- * [Cin, Cout, k'...] is cut to the kernel size and transposed); grouped ones below.
+ * dW of a convolution y = conv(x, W) as one convolution over the batch: the images are X's
+ * channels and the kernels dY's channels (each with the batch as its channels), strides and
+ * dilations swapped; the result [Cin/g, Cout, k'...] is cut to the kernel size and transposed.
  */
 function convWeightGrad(
   e: Emitter,
@@ -190,94 +209,55 @@ function convWeightGrad(
   wShape: readonly number[],
   yShape: readonly number[],
 ): string {
-  if (group !== 1) return groupedConvWeightGrad(e, x, g, group, geo, xShape, wShape, yShape);
   const rank = xShape.length;
-  const xt = e.op1('Transpose', [x], { perm: swap01(rank) });
-  const gt = e.op1('Transpose', [g], { perm: swap01(rank) });
-  let dw = e.op1('Conv', [xt, gt], { strides: geo.dilations, dilations: geo.strides, pads: [...geo.begin, ...geo.end] }, 'conv_dw');
+  const [images, kernels] = group === 1 ? batchAsChannels(e, x, g, rank) : groupedBatchAsChannels(e, x, g, group, xShape, wShape, yShape);
+  const pads = [...geo.begin, ...geo.end];
+  let dw = e.op1('Conv', [images, kernels], { strides: geo.dilations, dilations: geo.strides, pads, ...(group !== 1 ? { group } : {}) }, 'conv_dw');
   const oversized = geo.kernel.some((k, d) => {
     const span = (yShape[d + 2]! - 1) * geo.strides[d]! + 1;
     return Math.floor((xShape[d + 2]! + geo.begin[d]! + geo.end[d]! - span) / geo.dilations[d]!) + 1 !== k;
   });
   if (oversized) {
+    // the stride left trailing input positions unused: the result is larger than the kernel
     const axes = geo.kernel.map((_k, d) => d + 2);
     dw = e.op1('Slice', [dw, e.constI64(geo.kernel.map(() => 0)), e.constI64(geo.kernel), e.constI64(axes)]);
   }
   return e.op1('Transpose', [dw], { perm: swap01(rank) });
 }
 
-/**
- * ConvTranspose y = conv^T(x, W) is the adjoint of the convolution with the same W from y's space
- * to x's, so dX = Conv(dY, W) (same strides, pads, dilations, group) and dW is that convolution's
- * weight gradient with dY as its input and X as its output gradient.
- */
-registerGradRule('ConvTranspose', {
-  unsupported(node) {
-    if (node.hasAttr('output_shape')) return 'output_shape is not supported (explicit pads are)';
-    if (node.getString('auto_pad', 'NOTSET') !== 'NOTSET') return 'auto_pad is not supported (explicit pads are)';
-    return undefined;
-  },
-  backward({ node, e, inputs, outputs, needs, dy, shape }) {
-    const g = dy(0)!;
-    const [x, w, b] = inputs as [string, string, string | undefined];
-    const xShape = shape(x);
-    const wShape = shape(w);
-    const yShape = shape(outputs[0]!);
-    const group = node.getInt('group', 1);
-    const geo = convGeometry(node, yShape, wShape.slice(2));
-    const out: (string | undefined)[] = [];
-    if (needs(0)) {
-      out[0] = e.op1(
-        'Conv',
-        [g, w],
-        { strides: geo.strides, dilations: geo.dilations, pads: [...geo.begin, ...geo.end], kernel_shape: geo.kernel, ...(group !== 1 ? { group } : {}) },
-        'convt_dx',
-      );
-    }
-    if (needs(1)) out[1] = convWeightGrad(e, g, x, group, geo, yShape, wShape, xShape);
-    if (b && needs(2)) out[2] = e.reduceSum(g, spatialAxes(xShape.length), false);
-    return out;
-  },
-});
+/** One group: X as [Cin, N, ...] images and dY as [Cout, N, ...] kernels. */
+function batchAsChannels(e: Emitter, x: string, g: string, rank: number): [string, string] {
+  const xt = e.op1('Transpose', [x], { perm: swap01(rank) });
+  const gt = e.op1('Transpose', [g], { perm: swap01(rank) });
+  return [xt, gt];
+}
 
 /**
- * dW of a grouped convolution (depthwise when each group has one input channel) as one grouped
- * convolution: X [N, g*ci, S...] is laid out as ci images of g*N channels (channel gi*N + n) and
- * dY [N, g*co, So...] as g*co kernels of N channels, so group g pairs each group's inputs with its
- * own outputs only: the result [ci, g*co, k'...] transposed is dW [g*co, ci, k...].
+ * Grouped (depthwise when each group has one input channel): X [N, g*ci, S...] laid out as ci
+ * images of g*N channels (channel gi*N + n) and dY [N, g*co, So...] as g*co kernels of N channels,
+ * so a convolution of `group` groups pairs each group's inputs with its own outputs only.
  */
-function groupedConvWeightGrad(
+function groupedBatchAsChannels(
   e: Emitter,
   x: string,
   g: string,
   group: number,
-  geo: ConvGeometry,
   xShape: readonly number[],
   wShape: readonly number[],
   yShape: readonly number[],
-): string {
-  const rank = xShape.length;
+): [string, string] {
   const ci = xShape[1]! / group;
   const co = wShape[0]! / group;
   const spatialIn = xShape.slice(2);
   const spatialOut = yShape.slice(2);
-  const tail = Array.from({ length: rank - 2 }, (_v, i) => i + 3);
+  const tail = Array.from({ length: xShape.length - 2 }, (_v, i) => i + 3);
   // X -> [N, g, ci, S] -> [ci, g, N, S] -> [ci, g*N, S]
   const x5 = e.op1('Reshape', [x, e.constI64([-1, group, ci, ...spatialIn])]);
-  const a = e.op1('Reshape', [e.op1('Transpose', [x5], { perm: [2, 1, 0, ...tail] }), e.constI64([ci, -1, ...spatialIn])]);
+  const images = e.op1('Reshape', [e.op1('Transpose', [x5], { perm: [2, 1, 0, ...tail] }), e.constI64([ci, -1, ...spatialIn])]);
   // dY -> [N, g, co, So] -> [g, co, N, So] -> [g*co, N, So]
   const g5 = e.op1('Reshape', [g, e.constI64([-1, group, co, ...spatialOut])]);
-  const k = e.op1('Reshape', [e.op1('Transpose', [g5], { perm: [1, 2, 0, ...tail] }), e.constI64([group * co, -1, ...spatialOut])]);
-  let dw = e.op1('Conv', [a, k], { strides: geo.dilations, dilations: geo.strides, pads: [...geo.begin, ...geo.end], group }, 'conv_dw');
-  const oversized = geo.kernel.some((kk, d) => {
-    const span = (yShape[d + 2]! - 1) * geo.strides[d]! + 1;
-    return Math.floor((xShape[d + 2]! + geo.begin[d]! + geo.end[d]! - span) / geo.dilations[d]!) + 1 !== kk;
-  });
-  if (oversized) {
-    const axes = geo.kernel.map((_k, d) => d + 2);
-    dw = e.op1('Slice', [dw, e.constI64(geo.kernel.map(() => 0)), e.constI64(geo.kernel), e.constI64(axes)]);
-  }
-  return e.op1('Transpose', [dw], { perm: swap01(rank) });
+  const kernels = e.op1('Reshape', [e.op1('Transpose', [g5], { perm: [1, 2, 0, ...tail] }), e.constI64([group * co, -1, ...spatialOut])]);
+  return [images, kernels];
 }
 
 registerGradRule('Relu', {
