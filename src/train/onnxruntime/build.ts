@@ -248,7 +248,20 @@ export function trainingCoverage(
   return { covered: missing.length === 0, missing };
 }
 
-export function buildTrainingGraph(student: Model, options: TrainingGraphOptions): TrainingGraph {
+/** The checked settings of a build: the lifted student, the weights asked for, the output and feature tensors. */
+interface BuildSettings {
+  opset: number;
+  floatType: FloatType;
+  training: boolean;
+  lifted: Model;
+  found: { weights: string[]; states: string[] };
+  requested: string[];
+  outputName: string;
+  features: readonly FeatureTerm[];
+}
+
+/** Checks the student and the options (opset, loss inputs, weights, output and feature tensors) before anything is built. */
+function buildSettings(student: Model, options: TrainingGraphOptions): BuildSettings {
   const opsetIn = student.opsetVersion('') ?? 17;
   if (opsetIn < 13) {
     // distill --backend onnxruntime upgrades such a student first (app/distill.ts); 'auto' falls back to tfjs with this reason
@@ -257,7 +270,6 @@ export function buildTrainingGraph(student: Model, options: TrainingGraphOptions
   const opset = Math.max(opsetIn, 16); // ScatterElements with reduction (MaxPool's backward)
   if (!options.withLabels && !options.withTeacher) throw new UsageError('training needs labels, teacher outputs, or both');
   const floatType: FloatType = options.precision === 'float64' ? DataType.DOUBLE : DataType.FLOAT;
-  const training = options.training ?? true;
   const lifted = liftConstantWeights(student).model;
   const found = trainableParameters(lifted);
   const requested = options.trainable ? [...options.trainable] : found.weights;
@@ -272,55 +284,79 @@ export function buildTrainingGraph(student: Model, options: TrainingGraphOptions
     if (!lifted.graph.value(f.student)) throw new UsageError(`feature tensor '${f.student}' does not exist in the student`);
     if (f.adapter && lifted.graph.value(f.adapter)) throw new UsageError(`adapter name '${f.adapter}' is taken by a tensor of the student`);
   }
-  const targetsOf = (g: Graph): Value[] => [g.value(outputName)!, ...features.map((f) => g.value(f.student)!)];
-  // Only weights the loss depends on train (as on tfjs, where a weight without a gradient is left
-  // alone): a weight of another output's branch (a two-output model trained on one) is neither a
-  // graph input nor given a gradient, and keeps its value.
-  const reached = analyse(lifted.graph, targetsOf(lifted.graph), []).seen;
-  const weights = requested.filter((w) => reached.has(w));
+  return { opset, floatType, training: options.training ?? true, lifted, found, requested, outputName, features };
+}
 
+/** The values the loss reads: the student output and the feature tensors. */
+function lossTargets(g: Graph, settings: BuildSettings): Value[] {
+  return [g.value(settings.outputName)!, ...settings.features.map((f) => g.value(f.student)!)];
+}
+
+/**
+ * The weights that train: those asked for that the loss depends on (as on tfjs, where a weight
+ * without a gradient is left alone: a weight of another output's branch, in a two-output model
+ * trained on one, is neither a graph input nor given a gradient, and keeps its value). Throws
+ * UsageError naming the nodes on their paths to the loss that have no gradient rule.
+ */
+function trainedWeights(settings: BuildSettings): { weights: string[]; reached: Set<string>; differentiated: Node[] } {
+  const { lifted, requested } = settings;
+  const reached = analyse(lifted.graph, lossTargets(lifted.graph, settings), []).seen;
+  const weights = requested.filter((w) => reached.has(w));
   // the op coverage check runs on the model as given, before any shape is needed
-  const before = analyse(lifted.graph, targetsOf(lifted.graph), weights);
+  const before = analyse(lifted.graph, lossTargets(lifted.graph, settings), weights);
   if (before.missing.length > 0) {
     const list = before.missing.map(({ node, reason }) => (reason ? `${describeNode(node)}: ${reason}` : describeNode(node)));
     throw new UsageError(
       `cannot train on onnxruntime: no gradient rule for node ${list.slice(0, 5).join(', ')}${list.length > 5 ? ` and ${list.length - 5} more` : ''}`,
     );
   }
-  const unrolled = unrollRecurrent(lifted, before.differentiated, options.shapes);
-  const src = unrolled.model.graph;
-  const outValue = src.value(outputName)!;
-  const shape = (name: string): readonly number[] => {
-    const s = options.shapes.get(name) ?? unrolled.shapes.get(name);
-    if (s) return s;
-    const t = src.value(name)?.initializer;
-    if (t) return t.dims;
-    throw new Error(`no probed shape for tensor '${name}'`);
-  };
-  const states = found.states.filter((s) => !weights.includes(s) && reached.has(s));
-  const weightSet = new Set(weights);
-  const { order, seen, dependent, differentiated } = analyse(src, targetsOf(src), weights);
+  return { weights, reached, differentiated: before.differentiated };
+}
 
-  // ---- the training graph -----------------------------------------------------------------------
-  const graph = new Graph(`${src.name || 'student'}_training`);
-  const e = new Emitter(graph, floatType, opset);
+/** What the steps that write the training graph share. */
+interface BuildContext {
+  graph: Graph;
+  e: Emitter;
+  /** The student after the pre-passes (recurrent nodes unrolled). */
+  src: Graph;
+  floatType: FloatType;
+  training: boolean;
+  shape(name: string): readonly number[];
+  weightSet: ReadonlySet<string>;
+  stateSet: ReadonlySet<string>;
+  /** Gradient parts of each value, summed where read. */
+  grads: Map<string, string[]>;
+}
+
+function addGrad(ctx: BuildContext, name: string, g: string): void {
+  const list = ctx.grads.get(name) ?? [];
+  list.push(g);
+  ctx.grads.set(name, list);
+}
+
+/** [N, ...per-sample dims] of a probed shape. */
+function symbolic(s: readonly number[]): (number | string)[] {
+  return s.map((d, i) => (i === 0 ? 'N' : d));
+}
+
+/** The graph inputs: the student's data inputs, trained weights and states (other initializers stay), labels, teacher outputs, feature tensors and adapters. */
+function declareInputs(ctx: BuildContext, options: TrainingGraphOptions, settings: BuildSettings, seen: ReadonlySet<string>) {
+  const { graph, e, src, floatType, shape } = ctx;
   const dataInputs: string[] = [];
   for (const v of src.inputs) {
     if (v.initializer) continue;
     graph.addInput(v.name, retype(v.type, floatType));
     dataInputs.push(v.name);
   }
-  const stateSet = new Set(states);
   for (const v of src.initializerValues) {
     if (!seen.has(v.name)) continue;
     const t = v.initializer!;
-    if (weightSet.has(v.name) || stateSet.has(v.name)) graph.addInput(v.name, { kind: 'tensor', elemType: floatType, shape: [...t.dims] });
+    if (ctx.weightSet.has(v.name) || ctx.stateSet.has(v.name)) graph.addInput(v.name, { kind: 'tensor', elemType: floatType, shape: [...t.dims] });
     else graph.addInitializer(convertFloat(t, floatType));
   }
   const labelsInput = options.withLabels ? e.fresh('labels') : undefined;
   const teacherInput = options.withTeacher ? e.fresh('teacher') : undefined;
-  const outShape = shape(outValue.name);
-  const symbolic = (s: readonly number[]): (number | string)[] => s.map((d, i) => (i === 0 ? 'N' : d));
+  const outShape = shape(settings.outputName);
   if (labelsInput) {
     graph.addInput(
       labelsInput,
@@ -333,7 +369,7 @@ export function buildTrainingGraph(student: Model, options: TrainingGraphOptions
   const featureInputs = new Map<string, string>();
   const adapters: string[] = [];
   const adapterDims = new Map<string, number[]>();
-  for (const f of features) {
+  for (const f of settings.features) {
     featureInputs.set(f.student, e.fresh('teacher_feature'));
     graph.addInput(featureInputs.get(f.student)!, { kind: 'tensor', elemType: floatType, shape: ['N', ...f.teacherDims] });
     if (f.adapter) {
@@ -342,8 +378,16 @@ export function buildTrainingGraph(student: Model, options: TrainingGraphOptions
       adapters.push(f.adapter);
     }
   }
+  return { dataInputs, labelsInput, teacherInput, featureInputs, adapters, adapterDims };
+}
 
-  // forward
+/**
+ * The training-mode forward pass: nodes with a forward rule (BatchNormalization on batch statistics,
+ * MaxPool keeping its argmax) through it, the others copied. Returns what the rules kept for the
+ * backward pass and the new values of the running statistics.
+ */
+function emitForward(ctx: BuildContext, order: readonly Node[]) {
+  const { graph, e, floatType, training, shape } = ctx;
   const saved = new Map<Node, Record<string, string>>();
   const stateUpdateValues = new Map<string, string>();
   for (const node of order) {
@@ -361,7 +405,7 @@ export function buildTrainingGraph(student: Model, options: TrainingGraphOptions
           inputs,
           outputs,
           update: (state, value) => stateUpdateValues.set(state, value),
-          isState: (i) => stateSet.has(inputs[i] ?? ''),
+          isState: (i) => ctx.stateSet.has(inputs[i] ?? ''),
         }),
       );
       continue;
@@ -377,36 +421,49 @@ export function buildTrainingGraph(student: Model, options: TrainingGraphOptions
       name: node.name || undefined,
     });
   }
+  return { saved, stateUpdateValues };
+}
 
-  // loss
+/** The loss (./loss.ts) and the feature terms, with the gradients they start at the student output, feature tensors and adapters. */
+function emitLosses(
+  ctx: BuildContext,
+  options: TrainingGraphOptions,
+  settings: BuildSettings,
+  inputs: { labelsInput?: string; teacherInput?: string; featureInputs: ReadonlyMap<string, string> },
+) {
+  const { e, shape } = ctx;
+  const outShape = shape(settings.outputName);
   const classes = outShape[outShape.length - 1] ?? 1;
-  const loss = emitLoss(e, outValue.name, classes, options.loss, labelsInput, teacherInput);
-  const grads = new Map<string, string[]>();
-  const addGrad = (name: string, g: string): void => {
-    const list = grads.get(name) ?? [];
-    list.push(g);
-    grads.set(name, list);
-  };
-  addGrad(outValue.name, loss.dOutput);
+  const loss = emitLoss(e, settings.outputName, classes, options.loss, inputs.labelsInput, inputs.teacherInput);
+  addGrad(ctx, settings.outputName, loss.dOutput);
   let totalLoss = loss.loss;
   let featureSum: string | undefined;
-  if (features.length > 0) {
+  if (settings.features.length > 0) {
     const weight = options.featureWeight ?? 1;
-    const terms = features.map((f) => {
-      const term = emitFeatureLoss(e, f.student, shape(f.student), featureInputs.get(f.student)!, f.adapter, weight);
-      addGrad(f.student, term.dStudent);
-      if (f.adapter && term.dAdapter) addGrad(f.adapter, term.dAdapter);
+    const terms = settings.features.map((f) => {
+      const term = emitFeatureLoss(e, f.student, shape(f.student), inputs.featureInputs.get(f.student)!, f.adapter, weight);
+      addGrad(ctx, f.student, term.dStudent);
+      if (f.adapter && term.dAdapter) addGrad(ctx, f.adapter, term.dAdapter);
       return term.value;
     });
     featureSum = e.sum(terms);
     totalLoss = e.op1('Add', [loss.loss, e.op1('Mul', [featureSum, e.constF([weight])])], {}, 'loss_total');
   }
+  return { loss, totalLoss, featureSum };
+}
 
-  // backward
+/** The backward pass: each differentiated node's rule, in reverse order, on the summed gradients of its outputs. */
+function emitBackward(
+  ctx: BuildContext,
+  differentiated: readonly Node[],
+  dependent: ReadonlySet<string>,
+  saved: ReadonlyMap<Node, Record<string, string>>,
+): void {
+  const { e, training, shape } = ctx;
   for (const node of [...differentiated].reverse()) {
     const outputs = node.outputs.map((v) => v.name);
     const dys = outputs.map((o) => {
-      const parts = grads.get(o);
+      const parts = ctx.grads.get(o);
       return parts && parts.length > 0 ? e.sum(parts) : undefined;
     });
     if (dys.every((d) => d === undefined)) continue;
@@ -415,17 +472,7 @@ export function buildTrainingGraph(student: Model, options: TrainingGraphOptions
     const flows = (i: number): boolean => dependent.has(inputs[i] ?? '') && differentiableSlot(rule, node, i);
     let result: (string | undefined)[];
     try {
-      result = rule.backward({
-        node,
-        e,
-        training,
-        shape,
-        inputs,
-        outputs,
-        dy: (i) => dys[i],
-        needs: flows,
-        saved: saved.get(node) ?? {},
-      });
+      result = rule.backward({ node, e, training, shape, inputs, outputs, dy: (i) => dys[i], needs: flows, saved: saved.get(node) ?? {} });
     } catch (error) {
       if (error instanceof UsageError) throw error;
       throw new UsageError(`node '${node.name}' (${node.opType}): building its gradient failed: ${error instanceof Error ? error.message : String(error)}`, {
@@ -435,40 +482,95 @@ export function buildTrainingGraph(student: Model, options: TrainingGraphOptions
     result.forEach((g, i) => {
       const name = inputs[i];
       if (!g || !name || !flows(i)) return;
-      addGrad(name, g);
+      addGrad(ctx, name, g);
     });
   }
+}
 
-  // outputs
-  const scalar: ValueType = { kind: 'tensor', elemType: floatType, shape: [] };
-  const addOutput = (value: string, name: string, type: ValueType): string => {
-    const out = e.op('Identity', [value], {}, [e.fresh(name)], 'output')[0]!;
-    graph.addOutput(e.value(out), type);
-    return out;
-  };
-  const lossOutput = addOutput(totalLoss, 'loss', scalar);
-  const hardOutput = loss.hard ? addOutput(loss.hard, 'loss_hard', scalar) : undefined;
-  const softOutput = loss.soft ? addOutput(loss.soft, 'loss_soft', scalar) : undefined;
-  const featureOutput = featureSum ? addOutput(featureSum, 'loss_features', scalar) : undefined;
-  const studentOutput = addOutput(outValue.name, `${outValue.name}_train`, { kind: 'tensor', elemType: floatType, shape: symbolic(outShape) });
+/** Graph output `name` (a fresh name) holding `value`; returns its name. */
+function addOutput(ctx: BuildContext, value: string, name: string, type: ValueType): string {
+  const out = ctx.e.op('Identity', [value], {}, [ctx.e.fresh(name)], 'output')[0]!;
+  ctx.graph.addOutput(ctx.e.value(out), type);
+  return out;
+}
+
+/** The gradient outputs of the trained weights and adapters (zeros where nothing flowed back) and the new running statistics. */
+function emitGradientOutputs(
+  ctx: BuildContext,
+  trained: readonly string[],
+  adapterDims: ReadonlyMap<string, number[]>,
+  stateUpdateValues: ReadonlyMap<string, string>,
+) {
+  const { e, src, floatType } = ctx;
   const gradients = new Map<string, string>();
-  for (const w of [...weights, ...adapters]) {
+  for (const w of trained) {
     const dims = adapterDims.get(w) ?? [...src.value(w)!.initializer!.dims];
-    const parts = grads.get(w);
+    const parts = ctx.grads.get(w);
     const g = parts && parts.length > 0 ? e.sum(parts) : e.zerosLike(w);
-    gradients.set(w, addOutput(g, `${w}_grad`, { kind: 'tensor', elemType: floatType, shape: dims }));
+    gradients.set(w, addOutput(ctx, g, `${w}_grad`, { kind: 'tensor', elemType: floatType, shape: dims }));
   }
   const stateUpdates = new Map<string, string>();
   for (const [s, value] of stateUpdateValues) {
     const dims = [...src.value(s)!.initializer!.dims];
-    stateUpdates.set(s, addOutput(value, `${s}_new`, { kind: 'tensor', elemType: floatType, shape: dims }));
+    stateUpdates.set(s, addOutput(ctx, value, `${s}_new`, { kind: 'tensor', elemType: floatType, shape: dims }));
   }
+  return { gradients, stateUpdates };
+}
 
-  const model = new Model(graph, [{ domain: '', version: opset }], Math.max(student.irVersion, 8));
+/**
+ * The training graph of `student`: checked settings, the weights that train and the coverage check,
+ * the pre-passes (recurrent nodes unrolled), then the inputs, the forward pass, the loss, the
+ * backward pass and the outputs (loss terms, student output, gradients, new running statistics).
+ */
+export function buildTrainingGraph(student: Model, options: TrainingGraphOptions): TrainingGraph {
+  const settings = buildSettings(student, options);
+  const { floatType, lifted, outputName } = settings;
+  const { weights, reached, differentiated: before } = trainedWeights(settings);
+  const unrolled = unrollRecurrent(lifted, before, options.shapes);
+  const src = unrolled.model.graph;
+  const shape = (name: string): readonly number[] => {
+    const s = options.shapes.get(name) ?? unrolled.shapes.get(name);
+    if (s) return s;
+    const t = src.value(name)?.initializer;
+    if (t) return t.dims;
+    throw new Error(`no probed shape for tensor '${name}'`);
+  };
+  const states = settings.found.states.filter((s) => !weights.includes(s) && reached.has(s));
+  const { order, seen, dependent, differentiated } = analyse(src, lossTargets(src, settings), weights);
+
+  const graph = new Graph(`${src.name || 'student'}_training`);
+  const e = new Emitter(graph, floatType, settings.opset);
+  const ctx: BuildContext = {
+    graph,
+    e,
+    src,
+    floatType,
+    training: settings.training,
+    shape,
+    weightSet: new Set(weights),
+    stateSet: new Set(states),
+    grads: new Map(),
+  };
+  const inputs = declareInputs(ctx, options, settings, seen);
+  const { saved, stateUpdateValues } = emitForward(ctx, order);
+  const { loss, totalLoss, featureSum } = emitLosses(ctx, options, settings, inputs);
+  emitBackward(ctx, differentiated, dependent, saved);
+
+  const scalar: ValueType = { kind: 'tensor', elemType: floatType, shape: [] };
+  const lossOutput = addOutput(ctx, totalLoss, 'loss', scalar);
+  const hardOutput = loss.hard ? addOutput(ctx, loss.hard, 'loss_hard', scalar) : undefined;
+  const softOutput = loss.soft ? addOutput(ctx, loss.soft, 'loss_soft', scalar) : undefined;
+  const featureOutput = featureSum ? addOutput(ctx, featureSum, 'loss_features', scalar) : undefined;
+  const studentOutput = addOutput(ctx, outputName, `${outputName}_train`, { kind: 'tensor', elemType: floatType, shape: symbolic(shape(outputName)) });
+  const trained = [...weights, ...inputs.adapters];
+  const { gradients, stateUpdates } = emitGradientOutputs(ctx, trained, inputs.adapterDims, stateUpdateValues);
+
+  const model = new Model(graph, [{ domain: '', version: settings.opset }], Math.max(student.irVersion, 8));
   model.producerName = 'model-opt training graph';
+  const { dataInputs, labelsInput, teacherInput, featureInputs, adapters } = inputs;
   return {
     model,
-    weights: [...weights, ...adapters],
+    weights: trained,
     states,
     dataInputs,
     labelsInput,
