@@ -148,11 +148,38 @@ export function unrollRecurrent(
   return { model: copy, shapes: all };
 }
 
-function unrollOne(graph: Graph, node: Node, probe: ReadonlyMap<string, readonly number[]>): Map<string, number[]> {
+/** An LSTM/GRU node's settings and inputs, checked, with the probed sizes: T steps, N samples, I inputs, H hidden. */
+interface RecurrentSpec {
+  node: Node;
+  kind: 'LSTM' | 'GRU';
+  T: number;
+  N: number;
+  I: number;
+  H: number;
+  direction: string;
+  /** Directions (2 when bidirectional) and gates (4 for LSTM, 3 for GRU). */
+  D: number;
+  G: number;
+  clip?: number;
+  /** The activations (f, g[, h]) of each direction, in order. */
+  perDirection: number;
+  acts: string[];
+  x: Value;
+  w: Value;
+  r: Value;
+  b: Value | null;
+  /** LSTM peepholes, initial hidden state, initial cell state (LSTM). */
+  p: Value | null;
+  h0: Value | null;
+  c0: Value | null;
+  /** The node's outputs that are read (null for the others). */
+  outputs: (Value | null)[];
+}
+
+function recurrentSpec(graph: Graph, node: Node, probe: ReadonlyMap<string, readonly number[]>): RecurrentSpec {
   const kind = node.opType as 'LSTM' | 'GRU';
   const reason = recurrentUnsupported(node);
   if (reason) throw new UsageError(`node '${node.name}' (${kind}): ${reason}`);
-  const u = new Unroller(graph, node);
   const input = (i: number): Value | null => {
     const v = node.inputs[i];
     return v && v.name !== '' ? v : null;
@@ -161,11 +188,8 @@ function unrollOne(graph: Graph, node: Node, probe: ReadonlyMap<string, readonly
   const xShape = probe.get(x.name) ?? graph.constantTensor(x)?.dims;
   if (!xShape) throw new UsageError(`node '${node.name}' (${kind}): no probed shape for its input '${x.name}'`);
   const [T, N, I] = [xShape[0]!, xShape[1]!, xShape[2]!];
-  const H = node.getInt('hidden_size');
   const direction = node.getString('direction', 'forward');
   const D = direction === 'bidirectional' ? 2 : 1;
-  const G = kind === 'LSTM' ? 4 : 3;
-  const clip = node.hasAttr('clip') ? node.getFloat('clip') : undefined;
   const defaults = kind === 'LSTM' ? ['Sigmoid', 'Tanh', 'Tanh'] : ['Sigmoid', 'Tanh'];
   const acts = node.hasAttr('activations') ? node.getStrings('activations').map((a) => activationName(a)!) : [...defaults, ...(D === 2 ? defaults : [])];
   const seqLens = input(4);
@@ -173,128 +197,179 @@ function unrollOne(graph: Graph, node: Node, probe: ReadonlyMap<string, readonly
     const lens = Array.from(graph.constantTensor(seqLens)!.data as ArrayLike<number | bigint>, Number);
     if (lens.some((l) => l !== T)) throw new UsageError(`node '${node.name}' (${kind}): sequence_lens shorter than the sequence (${T}) is not supported`);
   }
-  const outputs = node.outputs.map((o) => (o.name !== '' && (o.consumers.length > 0 || o.isGraphOutput()) ? o : null));
-
-  const xs = x;
-  const w = input(1)!;
-  const r = input(2)!;
-  const b = input(3);
-  const p = kind === 'LSTM' ? input(7) : null;
-  const h0 = input(5);
-  const c0 = kind === 'LSTM' ? input(6) : null;
-  // zeros [N, H] at run time (the batch is not baked in)
-  let zeros: Value | undefined;
-  const zerosNH = (): Value => {
-    if (zeros) return zeros;
-    const n = u.slice(u.op1('Shape', [xs], {}, [3]), 1, 2, 0, [1]);
-    const dims = u.op1('Concat', [n, u.i64([H])], { axis: 0 }, [2]);
-    const zero = Tensor.fromData('value', { dtype: DataType.FLOAT, dims: [1], data: new Float32Array(1) });
-    zeros = u.op1('ConstantOfShape', [dims], { value: zero }, [N, H]);
-    return zeros;
+  return {
+    node,
+    kind,
+    T,
+    N,
+    I,
+    H: node.getInt('hidden_size'),
+    direction,
+    D,
+    G: kind === 'LSTM' ? 4 : 3,
+    clip: node.hasAttr('clip') ? node.getFloat('clip') : undefined,
+    perDirection: defaults.length,
+    acts,
+    x,
+    w: input(1)!,
+    r: input(2)!,
+    b: input(3),
+    p: kind === 'LSTM' ? input(7) : null,
+    h0: input(5),
+    c0: kind === 'LSTM' ? input(6) : null,
+    outputs: node.outputs.map((o) => (o.name !== '' && (o.consumers.length > 0 || o.isGraphOutput()) ? o : null)),
   };
-  const act = (name: string, v: Value): Value => u.op1(name, [v], {}, [N, H]);
-  const clipped = (v: Value): Value => (clip === undefined ? v : u.op1('Clip', [v, u.f32([-clip], []), u.f32([clip], [])], {}, [N, H]));
+}
 
-  const ys: Value[] = [];
-  const yh: Value[] = [];
-  const yc: Value[] = [];
-  for (let d = 0; d < D; d++) {
-    const reverse = direction === 'reverse' || d === 1;
-    const [f, g, h] = [acts[d * defaults.length]!, acts[d * defaults.length + 1]!, acts[d * defaults.length + 2] ?? 'Tanh'];
-    const wd = u.direction(w, d, D, [G * H, I]);
-    const rd = u.direction(r, d, D, [G * H, H]);
-    const wt = u.op1('Transpose', [wd], { perm: [1, 0] }, [I, G * H]);
-    const rt = u.op1('Transpose', [rd], { perm: [1, 0] }, [H, G * H]);
-    let xw = u.op1('MatMul', [xs, wt], {}, [T, N, G * H]);
-    let rb: Value | undefined;
-    if (b) {
-      const bd = u.direction(b, d, D, [2 * G * H]);
-      xw = u.op1('Add', [xw, u.slice(bd, 0, G * H, 0, [G * H])], {}, [T, N, G * H]);
-      rb = u.slice(bd, G * H, 2 * G * H, 0, [G * H]);
-    }
-    const steps =
-      T === 1
-        ? [xw]
-        : u.op(
-            'Split',
-            [xw, u.i64(Array(T).fill(1))],
-            { axis: 0 },
-            Array.from({ length: T }, () => [1, N, G * H]),
-          );
-    const xt = steps.map((s) => u.op1('Squeeze', [s, u.i64([0])], {}, [N, G * H]));
-    const pd = p ? u.direction(p, d, D, [3 * H]) : undefined;
-    const peep = pd ? [0, 1, 2].map((k) => u.slice(pd, k * H, (k + 1) * H, 0, [H])) : undefined; // i, o, f
-    let hPrev = h0 ? u.direction(h0, d, D, [N, H]) : zerosNH();
-    let cPrev = kind === 'LSTM' ? (c0 ? u.direction(c0, d, D, [N, H]) : zerosNH()) : undefined;
-    const hs: Value[] = Array(T);
-    for (let k = 0; k < T; k++) {
-      const t = reverse ? T - 1 - k : k;
-      let hr = u.op1('MatMul', [hPrev, rt], {}, [N, G * H]);
-      if (rb) hr = u.op1('Add', [hr, rb], {}, [N, G * H]);
-      if (kind === 'LSTM') {
-        const gates = u.op1('Add', [xt[t]!, hr], {}, [N, G * H]);
-        let [gi, go, gf, gc] = u.op('Split', [gates, u.i64([H, H, H, H])], { axis: 1 }, [
-          [N, H],
-          [N, H],
-          [N, H],
-          [N, H],
-        ]) as [Value, Value, Value, Value];
-        if (peep) {
-          gi = u.op1('Add', [gi, u.op1('Mul', [cPrev!, peep[0]!], {}, [N, H])], {}, [N, H]);
-          gf = u.op1('Add', [gf, u.op1('Mul', [cPrev!, peep[2]!], {}, [N, H])], {}, [N, H]);
-        }
-        const it = act(f, clipped(gi));
-        const ft = node.getInt('input_forget', 0) ? u.op1('Sub', [u.f32([1], []), it], {}, [N, H]) : act(f, clipped(gf));
-        const ct = act(g, clipped(gc));
-        const c = u.op1('Add', [u.op1('Mul', [ft, cPrev!], {}, [N, H]), u.op1('Mul', [it, ct], {}, [N, H])], {}, [N, H]);
-        if (peep) go = u.op1('Add', [go, u.op1('Mul', [c, peep[1]!], {}, [N, H])], {}, [N, H]);
-        const ot = act(f, clipped(go));
-        hPrev = u.op1('Mul', [ot, act(h, c)], {}, [N, H]);
-        cPrev = c;
-      } else {
-        const [xz, xr, xh] = u.op('Split', [xt[t]!, u.i64([H, H, H])], { axis: 1 }, [
-          [N, H],
-          [N, H],
-          [N, H],
-        ]) as [Value, Value, Value];
-        const [hz, hrr, hh] = u.op('Split', [hr, u.i64([H, H, H])], { axis: 1 }, [
-          [N, H],
-          [N, H],
-          [N, H],
-        ]) as [Value, Value, Value];
-        const zt = act(f, clipped(u.op1('Add', [xz, hz], {}, [N, H])));
-        const rtg = act(f, clipped(u.op1('Add', [xr, hrr], {}, [N, H])));
-        let cand: Value;
-        if (node.getInt('linear_before_reset', 0)) {
-          cand = u.op1('Add', [xh, u.op1('Mul', [rtg, hh], {}, [N, H])], {}, [N, H]);
-        } else {
-          const rh = u.op1('Mul', [rtg, hPrev], {}, [N, H]);
-          const rHh = u.slice(rt, 2 * H, 3 * H, 1, [H, H]);
-          let hm = u.op1('MatMul', [rh, rHh], {}, [N, H]);
-          if (rb) hm = u.op1('Add', [hm, u.slice(rb, 2 * H, 3 * H, 0, [H])], {}, [N, H]);
-          cand = u.op1('Add', [xh, hm], {}, [N, H]);
-        }
-        const ht = act(g, clipped(cand));
-        // H = (1 - z) * h~ + z * H_prev = h~ + z * (H_prev - h~)
-        hPrev = u.op1('Add', [ht, u.op1('Mul', [zt, u.op1('Sub', [hPrev, ht], {}, [N, H])], {}, [N, H])], {}, [N, H]);
-      }
-      hs[t] = hPrev;
-    }
-    if (outputs[0]) {
-      const seq = hs.map((v) => u.op1('Unsqueeze', [v, u.i64([0])], {}, [1, N, H]));
-      const y = seq.length === 1 ? seq[0]! : u.op1('Concat', seq, { axis: 0 }, [T, N, H]);
-      ys.push(u.op1('Unsqueeze', [y, u.i64([1])], {}, [T, 1, N, H]));
-    }
-    yh.push(u.op1('Unsqueeze', [hPrev, u.i64([0])], {}, [1, N, H]));
-    if (cPrev) yc.push(u.op1('Unsqueeze', [cPrev, u.i64([0])], {}, [1, N, H]));
+/** The unroller with the node's activation, clipping and run-time zeros [N, H] (the batch is not baked in). */
+class Cell {
+  private zeros?: Value;
+
+  constructor(
+    readonly u: Unroller,
+    readonly spec: RecurrentSpec,
+  ) {}
+
+  zerosNH(): Value {
+    if (this.zeros) return this.zeros;
+    const { u, spec } = this;
+    const n = u.slice(u.op1('Shape', [spec.x], {}, [3]), 1, 2, 0, [1]);
+    const dims = u.op1('Concat', [n, u.i64([spec.H])], { axis: 0 }, [2]);
+    const zero = Tensor.fromData('value', { dtype: DataType.FLOAT, dims: [1], data: new Float32Array(1) });
+    this.zeros = u.op1('ConstantOfShape', [dims], { value: zero }, [spec.N, spec.H]);
+    return this.zeros;
   }
-  const join = (parts: Value[], axis: number, shape: number[]): Value => (parts.length === 1 ? parts[0]! : u.op1('Concat', parts, { axis }, shape));
-  const results: (Value | undefined)[] = [];
-  if (outputs[0]) results[0] = join(ys, 1, [T, D, N, H]);
-  if (outputs[1]) results[1] = join(yh, 0, [D, N, H]);
-  if (outputs[2] && kind === 'LSTM') results[2] = join(yc, 0, [D, N, H]);
 
-  // the last node of each result takes over the original output value (same name, same readers)
+  act(name: string, v: Value): Value {
+    return this.u.op1(name, [v], {}, [this.spec.N, this.spec.H]);
+  }
+
+  clipped(v: Value): Value {
+    const { clip, N, H } = this.spec;
+    return clip === undefined ? v : this.u.op1('Clip', [v, this.u.f32([-clip], []), this.u.f32([clip], [])], {}, [N, H]);
+  }
+
+  /** [N, H] op of `inputs`. */
+  nh(opType: string, inputs: Value[]): Value {
+    return this.u.op1(opType, inputs, {}, [this.spec.N, this.spec.H]);
+  }
+}
+
+/** One direction's weights: W^T, R^T, x W^T (+ Wb) for all steps split per step, Rb, the peepholes (i, o, f). */
+function directionWeights(c: Cell, d: number) {
+  const { u, spec } = c;
+  const { T, N, I, H, D, G } = spec;
+  const wd = u.direction(spec.w, d, D, [G * H, I]);
+  const rd = u.direction(spec.r, d, D, [G * H, H]);
+  const wt = u.op1('Transpose', [wd], { perm: [1, 0] }, [I, G * H]);
+  const rt = u.op1('Transpose', [rd], { perm: [1, 0] }, [H, G * H]);
+  let xw = u.op1('MatMul', [spec.x, wt], {}, [T, N, G * H]);
+  let rb: Value | undefined;
+  if (spec.b) {
+    const bd = u.direction(spec.b, d, D, [2 * G * H]);
+    xw = u.op1('Add', [xw, u.slice(bd, 0, G * H, 0, [G * H])], {}, [T, N, G * H]);
+    rb = u.slice(bd, G * H, 2 * G * H, 0, [G * H]);
+  }
+  const steps =
+    T === 1
+      ? [xw]
+      : u.op(
+          'Split',
+          [xw, u.i64(Array(T).fill(1))],
+          { axis: 0 },
+          Array.from({ length: T }, () => [1, N, G * H]),
+        );
+  const xt = steps.map((s) => u.op1('Squeeze', [s, u.i64([0])], {}, [N, G * H]));
+  const pd = spec.p ? u.direction(spec.p, d, D, [3 * H]) : undefined;
+  const peep = pd ? [0, 1, 2].map((k) => u.slice(pd, k * H, (k + 1) * H, 0, [H])) : undefined; // i, o, f
+  return { rt, rb, xt, peep };
+}
+
+/** An LSTM step from the gates x_t W^T + h R^T (+ biases): the new cell and hidden states. */
+function lstmStep(c: Cell, gatesIn: Value, cPrev: Value, peep: Value[] | undefined, [f, g, h]: string[]): { h: Value; c: Value } {
+  const { u, spec } = c;
+  const { N, H } = spec;
+  let [gi, go, gf, gc] = u.op('Split', [gatesIn, u.i64([H, H, H, H])], { axis: 1 }, [
+    [N, H],
+    [N, H],
+    [N, H],
+    [N, H],
+  ]) as [Value, Value, Value, Value];
+  if (peep) {
+    gi = c.nh('Add', [gi, c.nh('Mul', [cPrev, peep[0]!])]);
+    gf = c.nh('Add', [gf, c.nh('Mul', [cPrev, peep[2]!])]);
+  }
+  const it = c.act(f!, c.clipped(gi));
+  const ft = spec.node.getInt('input_forget', 0) ? c.nh('Sub', [u.f32([1], []), it]) : c.act(f!, c.clipped(gf));
+  const ct = c.act(g!, c.clipped(gc));
+  const cell = c.nh('Add', [c.nh('Mul', [ft, cPrev]), c.nh('Mul', [it, ct])]);
+  if (peep) go = c.nh('Add', [go, c.nh('Mul', [cell, peep[1]!])]);
+  const ot = c.act(f!, c.clipped(go));
+  return { h: c.nh('Mul', [ot, c.act(h!, cell)]), c: cell };
+}
+
+/** A GRU step from x_t W^T (+ Wb) and h R^T (+ Rb): the new hidden state. */
+function gruStep(c: Cell, x: Value, hr: Value, hPrev: Value, weights: { rt: Value; rb?: Value }, [f, g]: string[]): Value {
+  const { u, spec } = c;
+  const { N, H } = spec;
+  const three = (): number[][] => [
+    [N, H],
+    [N, H],
+    [N, H],
+  ];
+  const [xz, xr, xh] = u.op('Split', [x, u.i64([H, H, H])], { axis: 1 }, three()) as [Value, Value, Value];
+  const [hz, hrr, hh] = u.op('Split', [hr, u.i64([H, H, H])], { axis: 1 }, three()) as [Value, Value, Value];
+  const zt = c.act(f!, c.clipped(c.nh('Add', [xz, hz])));
+  const rtg = c.act(f!, c.clipped(c.nh('Add', [xr, hrr])));
+  let cand: Value;
+  if (spec.node.getInt('linear_before_reset', 0)) {
+    cand = c.nh('Add', [xh, c.nh('Mul', [rtg, hh])]);
+  } else {
+    const rh = c.nh('Mul', [rtg, hPrev]);
+    const rHh = u.slice(weights.rt, 2 * H, 3 * H, 1, [H, H]);
+    let hm = c.nh('MatMul', [rh, rHh]);
+    if (weights.rb) hm = c.nh('Add', [hm, u.slice(weights.rb, 2 * H, 3 * H, 0, [H])]);
+    cand = c.nh('Add', [xh, hm]);
+  }
+  const ht = c.act(g!, c.clipped(cand));
+  // H = (1 - z) * h~ + z * H_prev = h~ + z * (H_prev - h~)
+  return c.nh('Add', [ht, c.nh('Mul', [zt, c.nh('Sub', [hPrev, ht])])]);
+}
+
+/** Direction `d` over all T steps (in reverse for 'reverse' and the second of 'bidirectional'): the hidden state of each step, the last hidden and cell states. */
+function unrollDirection(c: Cell, d: number): { hs: Value[]; h: Value; c?: Value } {
+  const { u, spec } = c;
+  const { T, N, H, G, kind, perDirection, acts } = spec;
+  const reverse = spec.direction === 'reverse' || d === 1;
+  const fgh = [acts[d * perDirection]!, acts[d * perDirection + 1]!, acts[d * perDirection + 2] ?? 'Tanh'];
+  const weights = directionWeights(c, d);
+  let hPrev = spec.h0 ? u.direction(spec.h0, d, spec.D, [N, H]) : c.zerosNH();
+  let cPrev = kind === 'LSTM' ? (spec.c0 ? u.direction(spec.c0, d, spec.D, [N, H]) : c.zerosNH()) : undefined;
+  const hs: Value[] = Array(T);
+  for (let k = 0; k < T; k++) {
+    const t = reverse ? T - 1 - k : k;
+    let hr = u.op1('MatMul', [hPrev, weights.rt], {}, [N, G * H]);
+    if (weights.rb) hr = u.op1('Add', [hr, weights.rb], {}, [N, G * H]);
+    if (kind === 'LSTM') {
+      const next = lstmStep(c, u.op1('Add', [weights.xt[t]!, hr], {}, [N, G * H]), cPrev!, weights.peep, fgh);
+      hPrev = next.h;
+      cPrev = next.c;
+    } else {
+      hPrev = gruStep(c, weights.xt[t]!, hr, hPrev, weights, fgh);
+    }
+    hs[t] = hPrev;
+  }
+  return { hs, h: hPrev, c: cPrev };
+}
+
+/** The node removed; the last node of each result takes over the original output value (same name, same readers). */
+function replaceOutputs(
+  graph: Graph,
+  u: Unroller,
+  node: Node,
+  outputs: readonly (Value | null)[],
+  results: readonly (Value | undefined)[],
+): Map<string, number[]> {
   const shapes = u.shapes;
   const finals: { value: Value; original: Value }[] = [];
   outputs.forEach((o, i) => {
@@ -308,4 +383,31 @@ function unrollOne(graph: Graph, node: Node, probe: ReadonlyMap<string, readonly
     shapes.set(original.name, shapes.get(value.name) ?? []);
   }
   return shapes;
+}
+
+/** One LSTM/GRU node unrolled into primitive nodes (in place); returns the shapes of the new values. */
+function unrollOne(graph: Graph, node: Node, probe: ReadonlyMap<string, readonly number[]>): Map<string, number[]> {
+  const spec = recurrentSpec(graph, node, probe);
+  const { T, N, H, D, outputs } = spec;
+  const u = new Unroller(graph, node);
+  const c = new Cell(u, spec);
+  const ys: Value[] = [];
+  const yh: Value[] = [];
+  const yc: Value[] = [];
+  for (let d = 0; d < D; d++) {
+    const run = unrollDirection(c, d);
+    if (outputs[0]) {
+      const seq = run.hs.map((v) => u.op1('Unsqueeze', [v, u.i64([0])], {}, [1, N, H]));
+      const y = seq.length === 1 ? seq[0]! : u.op1('Concat', seq, { axis: 0 }, [T, N, H]);
+      ys.push(u.op1('Unsqueeze', [y, u.i64([1])], {}, [T, 1, N, H]));
+    }
+    yh.push(u.op1('Unsqueeze', [run.h, u.i64([0])], {}, [1, N, H]));
+    if (run.c) yc.push(u.op1('Unsqueeze', [run.c, u.i64([0])], {}, [1, N, H]));
+  }
+  const join = (parts: Value[], axis: number, shape: number[]): Value => (parts.length === 1 ? parts[0]! : u.op1('Concat', parts, { axis }, shape));
+  const results: (Value | undefined)[] = [];
+  if (outputs[0]) results[0] = join(ys, 1, [T, D, N, H]);
+  if (outputs[1]) results[1] = join(yh, 0, [D, N, H]);
+  if (outputs[2] && spec.kind === 'LSTM') results[2] = join(yc, 0, [D, N, H]);
+  return replaceOutputs(graph, u, node, outputs, results);
 }
