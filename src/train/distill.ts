@@ -467,11 +467,8 @@ async function trainOnTfjs(graph: TrainableGraph, options: DistillOptions, train
   return { result, model, studentBefore, validationError };
 }
 
-/**
- * Distills (or, without a teacher, trains) the student. The input models are not modified. The
- * student must train at any batch size: app/distill.ts's `distill` batchifies a fixed-batch one first.
- */
-export async function distill(options: DistillOptions): Promise<{ model: Model; report: DistillReport }> {
+/** The run's settings: the defaults, then the options given; checked (UsageError naming the flag). */
+function distillSettings(options: DistillOptions): DistillSettings {
   const settings: DistillSettings = { ...DEFAULT_DISTILL_SETTINGS };
   const optionalKeys = new Set(['stepEpochs', 'pruneTo', 'patience']);
   for (const [k, v] of Object.entries(options)) {
@@ -482,8 +479,25 @@ export async function distill(options: DistillOptions): Promise<{ model: Model; 
   if (settings.pruneTo !== undefined && !(settings.pruneTo >= 0 && settings.pruneTo < 1))
     throw new UsageError(`--prune-to must be in [0, 1), got ${settings.pruneTo}`);
   if (settings.features.length > 0 && !options.teacher) throw new UsageError('--feature needs a teacher');
-  const progress = options.onProgress ?? (() => undefined);
-  const warn = options.onWarning ?? (() => undefined);
+  return settings;
+}
+
+/** What a run trains on and with: the student's inputs and output, the teacher's output, the data, the chosen backend. */
+interface DistillRun {
+  options: DistillOptions;
+  settings: DistillSettings;
+  inputNames: string[];
+  outputName: string;
+  teacherOutput?: string;
+  train: TrainData;
+  evalData?: TrainData;
+  threads: number;
+  trainable: readonly string[] | undefined;
+  progress: (event: DistillProgress) => void;
+}
+
+/** The run's names and data; float labels with the kd loss switch it to mse (with a warning). */
+function distillRun(options: DistillOptions, settings: DistillSettings, warn: (message: string) => void): Omit<DistillRun, 'trainable'> {
   const student = options.student;
   const inputNames = student.graph.inputs.filter((v) => !v.initializer).map((v) => v.name);
   const outputName = studentOutputName(student, options.outputName);
@@ -496,148 +510,198 @@ export async function distill(options: DistillOptions): Promise<{ model: Model; 
     settings.loss = 'mse';
   }
   const threads = options.runner?.intraOpThreads ?? 1;
+  return { options, settings, inputNames, outputName, teacherOutput, train, evalData, threads, progress: options.onProgress ?? (() => undefined) };
+}
 
+/**
+ * Runs the teacher once over the training set: its soft targets (checked against the student
+ * output's shape) and feature tensors go into run.train; the onnxruntime trainer is made again with
+ * the feature tensors' shapes; the teacher's accuracy on labelled eval data.
+ */
+async function teacherPass(
+  run: DistillRun,
+  teacher: Model,
+  teacherOutput: string,
+  choice: BackendChoice,
+  graph: TrainableGraph | undefined,
+): Promise<{ teacherSeconds: number; teacherAccuracy?: number }> {
+  const { options, settings, train, progress, outputName } = run;
+  const names = [teacherOutput, ...settings.features.map((f) => f.teacher)];
+  progress({ phase: 'teacher', message: `running the teacher once over ${train.count} training samples` });
+  const started = performance.now();
+  const targets = await teacherTargets(teacher, options.train, [...new Set(names)], {
+    runner: options.runner,
+    studentInputs: run.inputNames,
+    onProgress: (done) => progress({ phase: 'teacher', message: `teacher outputs: ${Math.min(done, train.count)}/${train.count} samples` }),
+  });
+  const teacherSeconds = (performance.now() - started) / 1000;
+  train.teacher = targets.get(teacherOutput)!;
+  const studentDims = studentOutputDims(choice.trainer, graph, train, outputName);
+  const teacherDims = train.teacher.dims.slice(1);
+  if (teacherDims.join('x') !== studentDims.join('x')) {
+    throw new UsageError(
+      `the teacher's output '${teacherOutput}' is ${formatShape(teacherDims)} per sample but the student's output '${outputName}' is ` +
+        `${formatShape(studentDims)}: soft targets need the same shape; pass --teacher-output-name (teacher outputs: ${outputList(teacher)})`,
+    );
+  }
+  train.features = new Map(settings.features.map((f) => [f.student, targets.get(f.teacher)!]));
+  if (choice.trainer && settings.features.length > 0) {
+    // the feature terms need the teacher's tensor shapes: the trainer checked above is made again with them
+    await choice.trainer.release();
+    choice.trainer = await createOrtTrainer(options.student, train.inputs, {
+      ...ortTrainerSettings(settings, outputName, !!train.labels, true, run.threads, run.trainable),
+      features: settings.features.map((f) => ({ ...f, teacherDims: train.features!.get(f.student)!.dims.slice(1) })),
+      featureWeight: settings.featureWeight,
+      seed: settings.seed,
+    });
+  }
+  const teacherAccuracy =
+    options.eval?.labels && settings.loss === 'kd'
+      ? (await onnxruntimeAccuracy(teacher, options.eval, teacherOutput, options.runner, 'teacher')).accuracy
+      : undefined;
+  return { teacherSeconds, teacherAccuracy };
+}
+
+/** The loop's options of a run: its settings, the alpha the data allows, progress events with messages. */
+function distillLoopOptions(run: DistillRun): LoopOptions {
+  const { settings, train, options, progress } = run;
+  return {
+    epochs: settings.epochs,
+    batchSize: settings.batchSize,
+    seed: settings.seed,
+    learningRate: settings.learningRate,
+    optimizer: { kind: settings.optimizer, momentum: settings.momentum, weightDecay: settings.weightDecay },
+    schedule: settings.schedule,
+    stepEpochs: settings.stepEpochs ?? Math.max(1, Math.floor(settings.epochs / 3)),
+    gamma: settings.gamma,
+    lossKind: settings.loss,
+    alpha: train.teacher && train.labels ? settings.alpha : train.teacher ? 0 : 1,
+    temperature: settings.temperature,
+    features: settings.features,
+    featureWeight: settings.featureWeight,
+    outputName: run.outputName,
+    pruneTo: settings.pruneTo,
+    patience: settings.patience,
+    freezeNorm: settings.freezeNorm,
+    evalData: run.evalData,
+    checkpointPath: options.checkpointPath,
+    resumeFrom: options.resumeFrom,
+    stopAfterEpoch: options.stopAfterEpoch,
+    fingerprint: {
+      mode: options.teacher ? 'distill' : 'labels',
+      features: settings.features,
+      weightDecay: settings.weightDecay,
+      freezeNorm: settings.freezeNorm,
+    },
+    onProgress: (e: LoopProgress) =>
+      progress({
+        ...e,
+        message:
+          e.phase === 'train'
+            ? `epoch ${e.epoch}/${e.epochs} step ${e.step}/${e.steps} loss ${e.loss?.toFixed(4)}`
+            : e.accuracy !== undefined
+              ? `epoch ${e.epoch}/${e.epochs} eval accuracy ${(e.accuracy * 100).toFixed(2)}%`
+              : `epoch ${e.epoch}/${e.epochs} evaluating`,
+      }),
+  };
+}
+
+/**
+ * Trains on the chosen backend (the loop releases the onnxruntime trainer from here on). A run that
+ * went non-finite is a UsageError naming the node where the values left the finite range, with the
+ * weights of that step.
+ */
+async function trainStudent(run: DistillRun, choice: BackendChoice, graph: TrainableGraph | undefined, loop: LoopOptions): Promise<Trained> {
+  const { options, train, inputNames } = run;
+  const trainer = choice.trainer;
+  choice.trainer = undefined;
+  const trainedWeights = new Set(trainer ? trainer.graph.weights : graph!.trainableVariables().map((v) => v.name));
+  try {
+    return trainer
+      ? await trainOnOnnxruntime(trainer, options, train, loop, run.threads, inputNames)
+      : await trainOnTfjs(graph!, options, train, loop, inputNames);
+  } catch (error) {
+    if (!(error instanceof NonFiniteTrainingError)) throw error;
+    const at = graph ? graph.exportModel(error.values) : exportTrainedModel(options.student, error.values);
+    throw new UsageError(nonFiniteMessage(error, await explainNonFinite(at, error.inputs, trainedWeights)), { cause: error });
+  }
+}
+
+/** The report of a run, with the frozen weights and the sparsity reached where those apply. */
+function distillReport(
+  run: DistillRun,
+  backend: BackendInfo,
+  loop: LoopOptions,
+  trained: Trained,
+  measured: { teacherSeconds?: number; teacherAccuracy?: number; studentAccuracy?: number; frozen: ReadonlySet<string> },
+): DistillReport {
+  const { options, settings } = run;
+  const { result, studentBefore, validationError } = trained;
+  const report: DistillReport = {
+    schemaVersion: DISTILL_REPORT_SCHEMA,
+    backend,
+    // the alpha the loss used: 0 without labels (soft targets only), 1 without a teacher
+    settings: { ...settings, alpha: loop.alpha },
+    trainSamples: run.train.count,
+    evalSamples: options.eval?.count,
+    mode: options.teacher ? 'distill' : 'labels',
+    history: result.history,
+    bestEpoch: result.bestEpoch,
+    stoppedEarly: result.stoppedEarly,
+    interrupted: result.interrupted,
+    resumedAfterEpoch: result.resumedAfterEpoch,
+    ...(result.extendedFromEpochs !== undefined ? { extendedFromEpochs: result.extendedFromEpochs } : {}),
+    steps: result.steps,
+    samplesPerSecond: result.samplesPerSecond,
+    teacherSeconds: measured.teacherSeconds,
+    accuracy: { teacher: measured.teacherAccuracy, studentBefore, student: measured.studentAccuracy },
+    validationError,
+  };
+  if (measured.frozen.size > 0) report.frozen = [...measured.frozen];
+  if (result.sparsity && settings.pruneTo !== undefined) {
+    const total = result.sparsity.reduce((a, l) => a + l.params, 0);
+    const zeros = result.sparsity.reduce((a, l) => a + l.params * l.sparsity, 0);
+    report.sparsity = { target: settings.pruneTo, layers: result.sparsity, overall: zeros / Math.max(1, total) };
+  }
+  return report;
+}
+
+/**
+ * Distills (or, without a teacher, trains) the student. The input models are not modified. The
+ * student must train at any batch size: app/distill.ts's `distill` batchifies a fixed-batch one first.
+ */
+export async function distill(options: DistillOptions): Promise<{ model: Model; report: DistillReport }> {
+  const settings = distillSettings(options);
+  const warn = options.onWarning ?? (() => undefined);
+  const student = options.student;
+  const base = distillRun(options, settings, warn);
   const frozen = frozenWeights(student, options.freeze);
   const trainable = frozen.size > 0 ? trainableParameters(student).weights.filter((w) => !frozen.has(w)) : undefined;
-  const choice = await chooseBackend(options.backend ?? 'auto', student, train, settings, {
-    outputName,
+  const run: DistillRun = { ...base, trainable };
+  const choice = await chooseBackend(options.backend ?? 'auto', student, run.train, settings, {
+    outputName: run.outputName,
     withTeacher: !!options.teacher,
-    threads,
+    threads: run.threads,
     trainable,
   });
   const backend = choice.info;
   const why = backend.name === 'onnxruntime' && backend.reason ? ` (auto: ${backend.reason})` : '';
-  progress({ phase: 'backend', message: `training backend: ${backend.description}${why}` });
+  run.progress({ phase: 'backend', message: `training backend: ${backend.description}${why}` });
   let graph: TrainableGraph | undefined;
   try {
     // The tfjs interpreter checks its ops when it is built: before the teacher runs.
     graph = choice.trainer ? undefined : new TrainableGraph(student, { frozen });
-    let teacherSeconds: number | undefined;
-    let teacherAccuracy: number | undefined;
-    if (options.teacher && teacherOutput) {
-      const names = [teacherOutput, ...settings.features.map((f) => f.teacher)];
-      progress({ phase: 'teacher', message: `running the teacher once over ${train.count} training samples` });
-      const started = performance.now();
-      const targets = await teacherTargets(options.teacher, options.train, [...new Set(names)], {
-        runner: options.runner,
-        studentInputs: inputNames,
-        onProgress: (done) => progress({ phase: 'teacher', message: `teacher outputs: ${Math.min(done, train.count)}/${train.count} samples` }),
-      });
-      teacherSeconds = (performance.now() - started) / 1000;
-      train.teacher = targets.get(teacherOutput)!;
-      const studentDims = studentOutputDims(choice.trainer, graph, train, outputName);
-      const teacherDims = train.teacher.dims.slice(1);
-      if (teacherDims.join('x') !== studentDims.join('x')) {
-        throw new UsageError(
-          `the teacher's output '${teacherOutput}' is ${formatShape(teacherDims)} per sample but the student's output '${outputName}' is ` +
-            `${formatShape(studentDims)}: soft targets need the same shape; pass --teacher-output-name (teacher outputs: ${outputList(options.teacher)})`,
-        );
-      }
-      train.features = new Map(settings.features.map((f) => [f.student, targets.get(f.teacher)!]));
-      if (choice.trainer && settings.features.length > 0) {
-        // the feature terms need the teacher's tensor shapes: the trainer checked above is made again with them
-        await choice.trainer.release();
-        choice.trainer = await createOrtTrainer(student, train.inputs, {
-          ...ortTrainerSettings(settings, outputName, !!train.labels, true, threads, trainable),
-          features: settings.features.map((f) => ({ ...f, teacherDims: train.features!.get(f.student)!.dims.slice(1) })),
-          featureWeight: settings.featureWeight,
-          seed: settings.seed,
-        });
-      }
-      if (options.eval?.labels && settings.loss === 'kd') {
-        teacherAccuracy = (await onnxruntimeAccuracy(options.teacher, options.eval, teacherOutput, options.runner, 'teacher')).accuracy;
-      }
+    const teacher = options.teacher && run.teacherOutput ? await teacherPass(run, options.teacher, run.teacherOutput, choice, graph) : {};
+    const loop = distillLoopOptions(run);
+    const trained = await trainStudent(run, choice, graph, loop);
+    if (!(trained.validationError < 1e-3)) {
+      warn(`the written student differs from the trained one in onnxruntime (relative error ${trained.validationError.toExponential(2)})`);
     }
-
-    const loop: LoopOptions = {
-      epochs: settings.epochs,
-      batchSize: settings.batchSize,
-      seed: settings.seed,
-      learningRate: settings.learningRate,
-      optimizer: { kind: settings.optimizer, momentum: settings.momentum, weightDecay: settings.weightDecay },
-      schedule: settings.schedule,
-      stepEpochs: settings.stepEpochs ?? Math.max(1, Math.floor(settings.epochs / 3)),
-      gamma: settings.gamma,
-      lossKind: settings.loss,
-      alpha: train.teacher && train.labels ? settings.alpha : train.teacher ? 0 : 1,
-      temperature: settings.temperature,
-      features: settings.features,
-      featureWeight: settings.featureWeight,
-      outputName,
-      pruneTo: settings.pruneTo,
-      patience: settings.patience,
-      freezeNorm: settings.freezeNorm,
-      evalData,
-      checkpointPath: options.checkpointPath,
-      resumeFrom: options.resumeFrom,
-      stopAfterEpoch: options.stopAfterEpoch,
-      fingerprint: {
-        mode: options.teacher ? 'distill' : 'labels',
-        features: settings.features,
-        weightDecay: settings.weightDecay,
-        freezeNorm: settings.freezeNorm,
-      },
-      onProgress: (e: LoopProgress) =>
-        progress({
-          ...e,
-          message:
-            e.phase === 'train'
-              ? `epoch ${e.epoch}/${e.epochs} step ${e.step}/${e.steps} loss ${e.loss?.toFixed(4)}`
-              : e.accuracy !== undefined
-                ? `epoch ${e.epoch}/${e.epochs} eval accuracy ${(e.accuracy * 100).toFixed(2)}%`
-                : `epoch ${e.epoch}/${e.epochs} evaluating`,
-        }),
-    };
-    const trainer = choice.trainer;
-    choice.trainer = undefined; // the loop releases it from here on
-    const trainedWeights = new Set(trainer ? trainer.graph.weights : graph!.trainableVariables().map((v) => v.name));
-    let trained: Trained;
-    try {
-      trained = trainer
-        ? await trainOnOnnxruntime(trainer, options, train, loop, threads, inputNames)
-        : await trainOnTfjs(graph!, options, train, loop, inputNames);
-    } catch (error) {
-      if (!(error instanceof NonFiniteTrainingError)) throw error;
-      // name the node where the values left the finite range, with the weights of that step
-      const at = graph ? graph.exportModel(error.values) : exportTrainedModel(student, error.values);
-      throw new UsageError(nonFiniteMessage(error, await explainNonFinite(at, error.inputs, trainedWeights)), { cause: error });
-    }
-    const { result, model, studentBefore, validationError } = trained;
-    if (!(validationError < 1e-3)) {
-      warn(`the written student differs from the trained one in onnxruntime (relative error ${validationError.toExponential(2)})`);
-    }
-    let studentAccuracy: number | undefined;
-    if (options.eval?.labels && settings.loss === 'kd') {
-      studentAccuracy = (await onnxruntimeAccuracy(model, options.eval, outputName, options.runner, 'trained student')).accuracy;
-    }
-
-    const report: DistillReport = {
-      schemaVersion: DISTILL_REPORT_SCHEMA,
-      backend,
-      // the alpha the loss used: 0 without labels (soft targets only), 1 without a teacher
-      settings: { ...settings, alpha: loop.alpha },
-      trainSamples: train.count,
-      evalSamples: options.eval?.count,
-      mode: options.teacher ? 'distill' : 'labels',
-      history: result.history,
-      bestEpoch: result.bestEpoch,
-      stoppedEarly: result.stoppedEarly,
-      interrupted: result.interrupted,
-      resumedAfterEpoch: result.resumedAfterEpoch,
-      ...(result.extendedFromEpochs !== undefined ? { extendedFromEpochs: result.extendedFromEpochs } : {}),
-      steps: result.steps,
-      samplesPerSecond: result.samplesPerSecond,
-      teacherSeconds,
-      accuracy: { teacher: teacherAccuracy, studentBefore, student: studentAccuracy },
-      validationError,
-    };
-    if (frozen.size > 0) report.frozen = [...frozen];
-    if (result.sparsity && settings.pruneTo !== undefined) {
-      const total = result.sparsity.reduce((a, l) => a + l.params, 0);
-      const zeros = result.sparsity.reduce((a, l) => a + l.params * l.sparsity, 0);
-      report.sparsity = { target: settings.pruneTo, layers: result.sparsity, overall: zeros / Math.max(1, total) };
-    }
-    return { model, report };
+    const studentAccuracy =
+      options.eval?.labels && settings.loss === 'kd'
+        ? (await onnxruntimeAccuracy(trained.model, options.eval, run.outputName, options.runner, 'trained student')).accuracy
+        : undefined;
+    return { model: trained.model, report: distillReport(run, backend, loop, trained, { ...teacher, studentAccuracy, frozen }) };
   } finally {
     graph?.dispose();
     await choice.trainer?.release();
