@@ -122,16 +122,7 @@ function conv2DBackpropFilter(args: { inputs: Record<string, TensorInfo>; backen
   const attrs = args.attrs as unknown as ConvAttrs;
   requireNhwc('Conv2DBackpropFilter', attrs.dataFormat);
   const filterShape = attrs.filterShape!;
-  const info = tf.backend_util.computeConv2DInfo(
-    x.shape as [number, number, number, number],
-    filterShape,
-    attrs.strides,
-    1,
-    attrs.pad,
-    attrs.dimRoundingMode,
-    false,
-    'channelsLast',
-  );
+  const info = convInfo(x.shape, filterShape, attrs, false);
   const scope = new KernelScope(args.backend);
   // dW[kh,kw,ci,co] = sum over n,oh,ow of xPadded[n, oh*s+kh, ow*s+kw, ci] * dy[n,oh,ow,co]: a forward
   // convolution with the batch as channels, the input channels as batch, and dy as a large filter
@@ -210,31 +201,26 @@ function conv2DBackpropInput(args: { inputs: Record<string, TensorInfo>; backend
   const attrs = args.attrs as unknown as ConvAttrs;
   if (attrs.dataFormat != null && attrs.dataFormat !== 'NHWC' && nativeConv2DBackpropInput) return nativeConv2DBackpropInput(args);
   const inputShape = attrs.inputShape!;
-  const info = tf.backend_util.computeConv2DInfo(
-    inputShape,
-    filter.shape as [number, number, number, number],
-    attrs.strides,
-    1,
-    attrs.pad,
-    attrs.dimRoundingMode,
-    false,
-    'channelsLast',
-  );
+  const info = convInfo(inputShape, filter.shape, attrs, false);
   const scope = new KernelScope(args.backend);
   const flipped = scope.run('Reverse', { x: filter }, { dims: [0, 1] });
   const swapped = scope.run('Transpose', { x: flipped }, { perm: [0, 1, 3, 2] }); // [KH, KW, Cout, Cin]
   return scope.finish(transposedConv(scope, dy, swapped, inputShape, info, false));
 }
 
-function depthwiseInfo(xShape: number[], filterShape: number[], attrs: ConvAttrs): ConvInfo {
+/**
+ * The NHWC geometry of a convolution of `attrs`: depthwise with its dilations, or dense with none
+ * (Conv2DBackpropFilter/Input carry no dilations: tfjs differentiates dense convolutions of dilation 1 only).
+ */
+function convInfo(xShape: readonly number[], filterShape: readonly number[], attrs: ConvAttrs, depthwise: boolean): ConvInfo {
   return tf.backend_util.computeConv2DInfo(
     xShape as [number, number, number, number],
     filterShape as [number, number, number, number],
     attrs.strides,
-    attrs.dilations ?? 1,
+    depthwise ? (attrs.dilations ?? 1) : 1,
     attrs.pad,
     attrs.dimRoundingMode,
-    true,
+    depthwise,
     'channelsLast',
   );
 }
@@ -243,7 +229,7 @@ function depthwiseBackpropFilter(args: { inputs: Record<string, TensorInfo>; bac
   const { x, dy } = args.inputs as { x: TensorInfo; dy: TensorInfo };
   const attrs = args.attrs as unknown as ConvAttrs;
   const filterShape = attrs.filterShape!;
-  const info = depthwiseInfo(x.shape, filterShape, attrs);
+  const info = convInfo(x.shape, filterShape, attrs, true);
   const [, , channels, multiplier] = filterShape;
   const scope = new KernelScope(args.backend);
   const xPadded = padInput(scope, x, info);
@@ -272,7 +258,7 @@ function depthwiseBackpropInput(args: { inputs: Record<string, TensorInfo>; back
   const { dy, filter } = args.inputs as { dy: TensorInfo; filter: TensorInfo };
   const attrs = args.attrs as unknown as ConvAttrs;
   const inputShape = attrs.inputShape!;
-  const info = depthwiseInfo(inputShape, filter.shape, attrs);
+  const info = convInfo(inputShape, filter.shape, attrs, true);
   if (info.dilationHeight !== 1 || info.dilationWidth !== 1) {
     throw new Error('DepthwiseConv2dNativeBackpropInput on wasm supports dilation 1 only');
   }
