@@ -25,7 +25,7 @@ import { trainableParameters, trainingCoverage } from './onnxruntime/build.js';
 import { explainNonFinite, NonFiniteTrainingError, nonFiniteMessage } from './core/non-finite.js';
 import type { OnnxTrainStep } from './onnxruntime/session.js';
 import { gatherRows } from './core/batching.js';
-import type { EpochRecord, FeaturePair, LoopOptions, LoopProgress, LoopResult, TrainData } from './core/loop.js';
+import type { FeaturePair, LoopOptions, LoopProgress, LoopResult, TrainData } from './core/loop.js';
 import { batchFeeds, evaluate, trainLoop } from './tfjs/loop.js';
 import { TrainableGraph, tensorDataToTf } from './tfjs/onnx-graph.js';
 import type { OptimizerKind } from './core/optimizer-options.js';
@@ -107,7 +107,13 @@ export interface DistillOptions extends Partial<DistillSettings> {
   onWarning?: (message: string) => void;
 }
 
-export interface DistillReport {
+/** What the loop reports of a run (../core/loop.ts's LoopResult), as the distillation report carries it. */
+type LoopAccount = Pick<
+  LoopResult,
+  'history' | 'bestEpoch' | 'stoppedEarly' | 'interrupted' | 'resumedAfterEpoch' | 'extendedFromEpochs' | 'steps' | 'samplesPerSecond'
+>;
+
+export interface DistillReport extends LoopAccount {
   schemaVersion: number;
   backend: BackendInfo;
   /** The settings trained with; `alpha` as the loss used it (0 without labels, 1 without a teacher). */
@@ -116,16 +122,6 @@ export interface DistillReport {
   evalSamples?: number;
   /** 'distill' with a teacher, 'labels' without one. */
   mode: 'distill' | 'labels';
-  history: EpochRecord[];
-  bestEpoch?: number;
-  stoppedEarly: boolean;
-  interrupted: boolean;
-  resumedAfterEpoch?: number;
-  /** Resumed from a run of this many epochs and trained further (--epochs larger than that run's). */
-  extendedFromEpochs?: number;
-  steps: number;
-  /** Training throughput over all epochs (forward + backward + update). */
-  samplesPerSecond: number;
   /** Seconds the teacher took to label the training set once (cached for all epochs). */
   teacherSeconds?: number;
   accuracy: {

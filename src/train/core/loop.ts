@@ -110,9 +110,10 @@ export interface LoopResult {
   /** Stopped by stopAfterEpoch (a checkpoint holds the state to resume). */
   interrupted: boolean;
   resumedAfterEpoch?: number;
-  /** The resumed checkpoint's run had this many epochs, fewer than this run's (checkResume). */
+  /** Resumed from a run of this many epochs and trained further (--epochs larger than that run's; checkResume). */
   extendedFromEpochs?: number;
   steps: number;
+  /** Training throughput of the steps this run took (forward + backward + update). */
   samplesPerSecond: number;
   sparsity?: LayerSparsity[];
   /** The chosen weights (best eval epoch, else the last), by variable name. */
