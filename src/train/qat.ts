@@ -92,6 +92,26 @@ export interface FakeQuantTrainingResult {
   fakeQuantAccuracy: { before?: number; after?: number; on?: 'evaluation' | 'training' };
 }
 
+/** The result of a QAT run on either backend: the trained model, the loop's history, the fake-quantized accuracy before and after (`on`: which data, when scored). */
+function qatResult(
+  model: Model,
+  run: { outputName: string; backend: BackendInfo; loop: LoopOptions; result: LoopResult; fakeQuantized: { activations: number; weights: number } },
+  accuracy: { before?: number; after?: number; on?: 'evaluation' | 'training' },
+): FakeQuantTrainingResult {
+  const { result } = run;
+  return {
+    model,
+    outputName: run.outputName,
+    backend: run.backend,
+    epochs: run.loop.epochs,
+    history: result.history,
+    bestEpoch: result.bestEpoch,
+    samplesPerSecond: result.samplesPerSecond,
+    fakeQuantized: run.fakeQuantized,
+    fakeQuantAccuracy: { before: accuracy.before, after: accuracy.after, ...(accuracy.on ? { on: accuracy.on } : {}) },
+  };
+}
+
 /** x -> dequantize(quantize(x)) with fixed parameters; gradient passed inside the range, zero outside. */
 function fakeQuantActivation(p: ActivationQuantParams): (t: tf.Tensor) => tf.Tensor {
   const qmin = p.type === DataType.UINT8 ? 0 : -128;
@@ -257,17 +277,8 @@ export async function trainFakeQuantized(model: Model, plan: FakeQuantPlan, opti
     // without eval data the loop keeps the last epoch's weights, which the graph holds now
     const after =
       scored?.on === 'training' ? evaluate(graph, scored.data, { outputName, batchSize: 256, kind: 'kd' }).accuracy : chosenAccuracy(result, before);
-    return {
-      model: graph.exportModel(result.values),
-      outputName,
-      backend,
-      epochs: loop.epochs,
-      history: result.history,
-      bestEpoch: result.bestEpoch,
-      samplesPerSecond: result.samplesPerSecond,
-      fakeQuantized: { activations: activations.size, weights: weights.size },
-      fakeQuantAccuracy: { before, after, ...(scored ? { on: scored.on } : {}) },
-    };
+    const fakeQuantized = { activations: activations.size, weights: weights.size };
+    return qatResult(graph.exportModel(result.values), { outputName, backend, loop, result, fakeQuantized }, { before, after, on: scored?.on });
   } finally {
     graph.dispose();
   }
@@ -321,17 +332,8 @@ async function trainOnOnnxruntime(
     if (scored?.on === 'training') {
       after = (await evaluator!.evaluate(scored.data, result.values, { outputName, batchSize: 256, kind: 'kd' })).accuracy;
     } else after = chosenAccuracy(result, before);
-    return {
-      model: exportTrainedModel(model, result.values),
-      outputName,
-      backend,
-      epochs: loop.epochs,
-      history: result.history,
-      bestEpoch: result.bestEpoch,
-      samplesPerSecond: result.samplesPerSecond,
-      fakeQuantized: { activations: fq.activations.length, weights: fq.weights.length },
-      fakeQuantAccuracy: { before, after, ...(scored ? { on: scored.on } : {}) },
-    };
+    const fakeQuantized = { activations: fq.activations.length, weights: fq.weights.length };
+    return qatResult(exportTrainedModel(model, result.values), { outputName, backend, loop, result, fakeQuantized }, { before, after, on: scored?.on });
   } finally {
     await evaluator?.release();
     if (trainerOwned) await trainer.release();
