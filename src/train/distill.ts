@@ -3,14 +3,14 @@
  * training sample in onnxruntime and its outputs (and chosen intermediates) are cached; the student
  * trains on onnxruntime (./onnxruntime: one training graph, ./onnxruntime/loop.ts) when every
  * op on its path to the loss has a gradient rule, else through the tfjs interpreter
- * (./onnx-graph.ts) by ./loop.ts; the trained values are written back into the student's ONNX
+ * (./tfjs/onnx-graph.ts, ./tfjs/loop.ts), both by the one loop of ./core/loop.ts; the trained values are written back into the student's ONNX
  * graph, which is then loaded in onnxruntime to check that it runs and reproduces the trainer's
  * eval-mode outputs, and evaluated there.
  * Students: any ONNX model that trains at any batch size; making one (the teacher narrowed by channel
  * pruning, a fixed-batch model batchified) is app/distill.ts's job.
- * Imports: ../ir, ../data, ../runtime, ../evaluate, ../errors, ./tfjs/backend, ./tfjs/onnx-graph, ./tfjs/loop,
- * ./tfjs/optimizer, ./core/non-finite, ./onnxruntime/loop, ./onnxruntime/build (coverage of feature
- * tensors, the trainable set).
+ * Imports: ../ir, ../data, ../runtime, ../evaluate, ../errors, ./core (settings, loop types, batching,
+ * non-finite, pruning types), ./tfjs/backend, ./tfjs/onnx-graph, ./tfjs/loop, ./onnxruntime/loop,
+ * ./onnxruntime/build (coverage of feature tensors, the trainable set).
  */
 import * as tf from '@tensorflow/tfjs-core';
 import { InputError, UsageError } from '../errors.js';
@@ -25,49 +25,16 @@ import { trainableParameters, trainingCoverage } from './onnxruntime/build.js';
 import { explainNonFinite, NonFiniteTrainingError, nonFiniteMessage } from './core/non-finite.js';
 import type { OnnxTrainStep } from './onnxruntime/session.js';
 import { gatherRows } from './core/batching.js';
-import type { FeaturePair, LoopOptions, LoopProgress, LoopResult, TrainData } from './core/loop.js';
+import type { LoopOptions, LoopProgress, LoopResult, TrainData } from './core/loop.js';
 import { batchFeeds, evaluate, trainLoop } from './tfjs/loop.js';
 import { TrainableGraph, tensorDataToTf } from './tfjs/onnx-graph.js';
-import type { OptimizerKind } from './core/optimizer-options.js';
-import type { ScheduleKind } from './core/schedule.js';
 import type { LayerSparsity } from './core/pruning-masks.js';
-import { DEFAULT_DISTILL_SETTINGS } from './core/defaults.js';
+import { DEFAULT_DISTILL_SETTINGS, type DistillSettings } from './core/defaults.js';
 
 export const DISTILL_REPORT_SCHEMA = 1;
 
-export interface DistillSettings {
-  /** Passes over the training set (default 5). */
-  epochs: number;
-  batchSize: number;
-  learningRate: number;
-  optimizer: OptimizerKind;
-  /** SGD momentum. */
-  momentum: number;
-  schedule: ScheduleKind;
-  /** Step schedule: decay every N epochs. */
-  stepEpochs?: number;
-  gamma: number;
-  weightDecay: number;
-  seed: number;
-  /** Softmax temperature of the soft targets. */
-  temperature: number;
-  /** Weight of the hard-label loss; 1 - alpha weighs the soft-target loss. */
-  alpha: number;
-  /** 'kd' for classifiers, 'mse' for regression outputs. */
-  loss: 'kd' | 'mse';
-  /** Feature distillation pairs (teacher tensor = student tensor). */
-  features: FeaturePair[];
-  featureWeight: number;
-  /** Gradual magnitude pruning to this weight sparsity during training. */
-  pruneTo?: number;
-  /** Early stopping after this many epochs without improvement. */
-  patience?: number;
-  /** Keep BatchNormalization statistics frozen (inference form) while training. */
-  freezeNorm: boolean;
-}
-
-// The defaults live in a tfjs-free module so that `--help` can show them (./defaults.ts).
-export { DEFAULT_DISTILL_SETTINGS };
+// The settings and their defaults live in a tfjs-free module so that `--help` can show them (./core/defaults.ts).
+export { DEFAULT_DISTILL_SETTINGS, type DistillSettings };
 
 export interface DistillProgress {
   phase: 'backend' | 'teacher' | 'train' | 'eval' | 'validate';

@@ -19,7 +19,8 @@
  * ./onnxruntime/loop.ts); 'auto' takes onnxruntime when every op on the path to the loss has a
  * gradient rule. The model must train at any batch size (app/ batchifies a fixed-batch model first).
  * Imports: @tensorflow/tfjs-core, ../ir, ../data, ../runtime, ../errors, ./tfjs/backend, ./tfjs/onnx-graph,
- * ./tfjs/loop, ./distill (teacher cache and data helpers), ./onnxruntime (lazily).
+ * ./tfjs/loop, ./core (loop types, optimizer and schedule kinds), ./distill (teacher cache and data
+ * helpers), ./onnxruntime (lazily).
  */
 import * as tf from '@tensorflow/tfjs-core';
 import { UsageError } from '../errors.js';
