@@ -12,8 +12,8 @@ import { decodeModel, encodeModel } from '../../src/onnx/index.js';
 import { initTrainingBackend } from '../../src/train/tfjs/backend.js';
 import { distill, studentFromTeacher } from '../../src/app/distill.js';
 import { TrainableGraph } from '../../src/train/tfjs/onnx-graph.js';
-import { learningRateAt } from '../../src/train/tfjs/optimizer.js';
-import { sparsityAt, isUpdateStep } from '../../src/train/tfjs/gradual-pruning.js';
+import { learningRateAt } from '../../src/train/core/schedule.js';
+import { sparsityAt, isUpdateStep } from '../../src/train/core/pruning-masks.js';
 import { epochPermutation } from '../../src/train/core/batching.js';
 import { smallCnn, syntheticImages, templateTeacher } from './models.js';
 

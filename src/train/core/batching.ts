@@ -1,6 +1,6 @@
 /**
- * Sample order and mini-batch gathering shared by the tfjs loop (../tfjs/loop.ts) and the onnxruntime loop
- * (../onnxruntime/loop.ts): the seeded epoch permutation (a function of seed and epoch only, so a
+ * Sample order and mini-batch gathering of the training loop (./loop.ts) and its backends
+ * (../tfjs/loop.ts, ../onnxruntime/loop.ts): the seeded epoch permutation (a function of seed and epoch only, so a
  * resumed run sees the same order) and row gathers of sample-first arrays, into a new array or
  * into a buffer allocated once. Plain typed arrays, no tfjs.
  * Imports: ../../ir/dtype, ../../errors, ../../util/random.

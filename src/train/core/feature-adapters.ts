@@ -2,8 +2,8 @@
  * Feature distillation pairs (`--feature teacherTensor=studentTensor`) as both training backends
  * read them: the shape rule (the tensors may differ only in their channel axis, dim 1), and the 1x1
  * channel adapter [Cs, Ct] trained with the student where the channel counts differ, with one seeded
- * initial value so the tfjs loop (../tfjs/loop.ts) and the onnxruntime loop (../onnxruntime/loop.ts)
- * start from the same adapter. Plain data, no tfjs.
+ * initial value so the tfjs backend (../tfjs/loop.ts) and the onnxruntime backend
+ * (../onnxruntime/loop.ts) start from the same adapter. Plain data, no tfjs.
  * Imports: ../../errors, ../../util/random.
  */
 import { UsageError } from '../../errors.js';

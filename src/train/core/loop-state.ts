@@ -1,10 +1,9 @@
 /**
- * What the tfjs loop (../tfjs/loop.ts) and the onnxruntime loop (../onnxruntime/loop.ts) write into a
+ * The state of the training loop (./loop.ts), whichever backend it drives: what it writes into a
  * checkpoint besides the arrays (./checkpoint.ts): loop counters, best score, history, and the
- * fingerprint of the settings a resumed run must share. One definition, so a checkpoint has one
- * format whichever backend wrote it. Also the bookkeeping both loops do at the end of an epoch
- * (EpochBook: history, best snapshot, early stopping, the checkpoint, the result), and the walk
- * over an epoch's batches (runEpoch). No tfjs.
+ * fingerprint of the settings a resumed run must share, so a checkpoint has one format whichever
+ * backend wrote it. Also the bookkeeping at the end of an epoch (EpochBook: history, best snapshot,
+ * early stopping, the checkpoint, the result), and the walk over an epoch's batches (runEpoch). No tfjs.
  * Imports: errors, ./checkpoint, ./batching, ./schedule, types of ./loop and ./pruning-masks.
  */
 import { UsageError } from '../../errors.js';
@@ -76,7 +75,7 @@ export function checkResume(file: string, meta: CheckpointMeta, fingerprint: Rec
 }
 
 /**
- * Gradual pruning's schedule for a run of `totalSteps` (both loops): from 0 to options.pruneTo,
+ * Gradual pruning's schedule for a run of `totalSteps` (either backend): from 0 to options.pruneTo,
  * reached at pruneEndFraction (default 0.75) of the steps, masks recomputed 20 times on the way;
  * undefined without --prune-to.
  */
@@ -98,7 +97,7 @@ export interface LoopSnapshot {
 }
 
 /**
- * Epoch-to-epoch bookkeeping shared by the tfjs and the onnxruntime loop: each epoch's record and
+ * Epoch-to-epoch bookkeeping of the loop, whichever backend: each epoch's record and
  * evaluation, the history, the best snapshot (by eval score), early stopping, checkpoints and
  * resume, and the LoopResult with the throughput of the steps this loop ran.
  */

@@ -1,6 +1,6 @@
 /**
- * Training that goes non-finite, on either backend: the loops (../tfjs/loop.ts, ../onnxruntime/loop.ts)
- * check the loss and every gradient before each update and throw NonFiniteTrainingError with the
+ * Training that goes non-finite, on either backend: the loop (./loop.ts, with the gradients from
+ * ../tfjs/loop.ts or ../onnxruntime/loop.ts) checks the loss and every gradient before each update and throw NonFiniteTrainingError with the
  * weights and the batch of that step (nothing NaN is ever applied or written). `explainNonFinite`
  * then runs the student with those weights in onnxruntime and names the first node whose output is
  * NaN or infinite for finite inputs (a Log or Sqrt whose input a trained weight moved out of its

@@ -1,7 +1,7 @@
 /**
  * The pure half of gradual magnitude pruning (Zhu & Gupta 2017, as tfmot's prune_low_magnitude with
- * PolynomialDecay), shared by the tfjs pruner (./gradual-pruning.ts) and the onnxruntime training
- * loop (../onnxruntime/loop.ts): the sparsity schedule, the update-step rule, the per-layer
+ * PolynomialDecay), shared by the tfjs pruner (../tfjs/gradual-pruning.ts) and the onnxruntime
+ * backend's (../onnxruntime/loop.ts), driven by ./loop.ts: the sparsity schedule, the update-step rule, the per-layer
  * magnitude mask and the measured sparsity. Plain typed arrays, no tfjs.
  * Imports: nothing.
  */

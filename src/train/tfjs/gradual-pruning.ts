@@ -4,15 +4,13 @@
  * `beginStep` and `endStep` as s(t) = s_f + (s_i - s_f) (1 - (t - b) / (e - b))^3, masks are
  * recomputed every `frequency` steps by per-layer weight magnitude, and the masked weights are
  * zeroed after every optimizer step so pruned weights stay exactly zero.
- * The schedule and the mask rule are pure functions in ./pruning-masks.ts (the onnxruntime loop uses
+ * The schedule and the mask rule are pure functions in ../core/pruning-masks.ts (the onnxruntime backend uses
  * them too); this class keeps the masks as tfjs tensors.
- * Imports: @tensorflow/tfjs-core, ../core/pruning-masks.
+ * Imports: @tensorflow/tfjs-core, ../core/pruning-masks, ./optimizer (types).
  */
 import * as tf from '@tensorflow/tfjs-core';
 import type { Param } from './optimizer.js';
 import { isUpdateStep, layerSparsity, magnitudeMask, sparsityAt, type LayerSparsity, type PruningSchedule } from '../core/pruning-masks.js';
-
-export { isUpdateStep, sparsityAt, type LayerSparsity, type PruningSchedule } from '../core/pruning-masks.js';
 
 export class GradualPruner {
   readonly schedule: PruningSchedule;

@@ -1,18 +1,14 @@
 /**
- * Optimizers and learning-rate schedules for the training loop, written out (rather than
+ * The optimizers of the tfjs backend of the training loop, written out (rather than
  * tf.train's) so their state can be checkpointed and restored exactly:
  *   adam   Adam with decoupled weight decay (AdamW: w -= lr x wd x w, separate from the moments)
  *   sgd    SGD with (heavy-ball) momentum; weight decay added to the gradient (L2)
  * Weight decay applies to tensors of rank >= 2 (kernels, matrices), not to biases and norm scales.
- * Schedules (../core/schedule.ts, re-exported): constant, cosine (to zero over all steps), step (x gamma every N epochs).
- * Imports: @tensorflow/tfjs-core, ../core/schedule, ../core/optimizer-options.
+ * The options and the learning-rate schedules are tfjs-free (../core/optimizer-options.ts, ../core/schedule.ts).
+ * Imports: @tensorflow/tfjs-core, ../core/optimizer-options (types).
  */
 import * as tf from '@tensorflow/tfjs-core';
 import type { OptimizerOptions } from '../core/optimizer-options.js';
-
-export { OPTIMIZERS, type OptimizerKind, type OptimizerOptions } from '../core/optimizer-options.js';
-// The schedules live in a tfjs-free module (the onnxruntime loop uses them); re-exported here.
-export { learningRateAt, SCHEDULES, type ScheduleKind, type ScheduleOptions } from '../core/schedule.js';
 
 export interface Param {
   name: string;

@@ -2,7 +2,8 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import * as tf from '@tensorflow/tfjs-core';
 import { initTrainingBackend } from '../../../src/train/tfjs/backend.js';
-import { Optimizer, type OptimizerOptions } from '../../../src/train/tfjs/optimizer.js';
+import type { OptimizerOptions } from '../../../src/train/core/optimizer-options.js';
+import { Optimizer } from '../../../src/train/tfjs/optimizer.js';
 import { HostOptimizer } from '../../../src/train/onnxruntime/host-optimizer.js';
 import { seededFloats } from '../../../fixtures/tiny-graphs.js';
 
