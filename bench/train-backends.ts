@@ -1,7 +1,7 @@
 /**
  * Training speed of the wasm and onnxruntime backends side by side in one run, 1 thread each:
- * samples/s of full training epochs through the real loops (src/train/loop.ts's trainLoop on
- * @tensorflow/tfjs-backend-wasm; src/train/onnx-training/loop.ts's ortTrainLoop on onnxruntime-node)
+ * samples/s of full training epochs through the real loops (src/train/tfjs/loop.ts's trainLoop on
+ * @tensorflow/tfjs-backend-wasm; src/train/onnxruntime/loop.ts's ortTrainLoop on onnxruntime-node)
  * with the KD loss (labels + soft targets at T = 4, alpha 0.5), AdamW, BatchNormalization in
  * training mode; the teacher's outputs are fixed beforehand (random logits, the same for both) so
  * only the student's steps are timed. Models:
@@ -23,17 +23,18 @@
  */
 import { loadModel } from '../src/onnx/index.js';
 import { DataType, type Model, type TensorData } from '../src/ir/index.js';
-import { initTrainingBackend } from '../src/train/backend.js';
-import { trainLoop, type LoopOptions, type TrainData } from '../src/train/loop.js';
-import { TrainableGraph } from '../src/train/onnx-graph.js';
-import { ortTrainLoop } from '../src/train/onnx-training/loop.js';
+import { initTrainingBackend } from '../src/train/tfjs/backend.js';
+import type { LoopOptions, TrainData } from '../src/train/core/loop.js';
+import { trainLoop } from '../src/train/tfjs/loop.js';
+import { TrainableGraph } from '../src/train/tfjs/onnx-graph.js';
+import { ortTrainLoop } from '../src/train/onnxruntime/loop.js';
 import { loadDataset } from '../src/data/index.js';
 import { modelInputSpecs } from '../src/runtime/index.js';
 import { quantizeInt8 } from '../src/passes/quantize/int8.js';
 import { fakeQuantPlan } from '../src/app/qat.js';
 import { withDynamicBatch } from '../src/app/dynamic-batch.js';
 import { installFakeQuantHooks } from '../src/train/qat.js';
-import { insertFakeQuant } from '../src/train/onnx-training/fake-quant.js';
+import { insertFakeQuant } from '../src/train/onnxruntime/fake-quant.js';
 import { seededFloats } from '../fixtures/tiny-graphs.js';
 import { mobileNetV3Classifier } from '../fixtures/train-standins.js';
 

@@ -9,10 +9,10 @@
  * with `await createTrainableGraph(model)` (after `await initTrainingBackend()`), which loads
  * tfjs on first use. Add nothing here that imports onnxruntime-node or @tensorflow/* at top level;
  * wrap it the same way instead.
- * Imports: anything in src/ (train/onnx-graph.js only as a type and lazily).
+ * Imports: anything in src/ (train/tfjs/onnx-graph.js only as a type and lazily).
  */
 import type { Model } from './ir/index.js';
-import type { TrainableGraph } from './train/onnx-graph.js';
+import type { TrainableGraph } from './train/tfjs/onnx-graph.js';
 
 // The model graph and ONNX files.
 export * from './ir/index.js';
@@ -58,12 +58,12 @@ export {
 } from './app/dynamic-batching.js';
 export { exportTritonWorkflow, type ExportTritonOptions, type ExportTritonResult } from './app/export-triton.js';
 export type { WorkflowEvents } from './app/events.js';
-export type { TrainableGraph } from './train/onnx-graph.js';
-export { initTrainingBackend } from './train/backend.js';
+export type { TrainableGraph } from './train/tfjs/onnx-graph.js';
+export { initTrainingBackend } from './train/tfjs/backend.js';
 export { DynamicBatcher, runBatchingSweep, writeTritonRepository } from './serve/index.js';
 
 /** A trainable tfjs view of `model` (see TrainableGraph); loads tfjs-core on first use. */
 export async function createTrainableGraph(model: Model): Promise<TrainableGraph> {
-  const { TrainableGraph: Graph } = await import('./train/onnx-graph.js');
+  const { TrainableGraph: Graph } = await import('./train/tfjs/onnx-graph.js');
   return new Graph(model);
 }

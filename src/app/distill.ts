@@ -18,7 +18,7 @@ import { modelInputSpecs } from '../ir/io-spec.js';
 import { countParams, pruneChannels } from '../passes/prune/index.js';
 import { TARGET_OPSET, upgradeOpset } from '../passes/preprocess/index.js';
 import type { DistillOptions, DistillProgress, DistillReport, DistillSettings } from '../train/distill.js';
-import type { TrainingBackend } from '../train/backend.js';
+import type { TrainingBackend } from '../train/tfjs/backend.js';
 import type { SpeedupVerdict } from '../metrics/index.js';
 import type { WorkflowEvents } from './events.js';
 import { withDynamicBatch } from './dynamic-batch.js';

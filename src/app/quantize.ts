@@ -22,7 +22,7 @@ import type { AgreementMetrics } from '../metrics/index.js';
 import type { AccuracyBudget, FidelityGuardResult, FusionReport, GuardResult, HeldOutPlan, MetricBudget, SensitivityRow } from '../passes/quantize/index.js';
 import type { Int4Method } from '../passes/quantize/int4.js';
 import type { ModeSettings, QuantizeMode, QuantizeReport } from '../passes/quantize/modes.js';
-import type { TrainingBackend } from '../train/backend.js';
+import type { TrainingBackend } from '../train/tfjs/backend.js';
 import type { WorkflowEvents } from './events.js';
 import { checkOutputPath } from './output-path.js';
 import type { QatReport } from './qat.js';

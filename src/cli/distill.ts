@@ -12,7 +12,7 @@ import { createProgress, note, printJson, reportError, runCommand, type Progress
 import { sharedOption } from './options.js';
 import { collect, oneOf, parseFraction, parseNonNegativeInt, parseNumber, parsePositiveInt, parsePositiveNumber } from './parsers.js';
 import { helpExamples } from './examples.js';
-import { DEFAULT_DISTILL_SETTINGS as D } from '../train/defaults.js';
+import { DEFAULT_DISTILL_SETTINGS as D } from '../train/core/defaults.js';
 import type { DistillProgress } from '../train/distill.js';
 
 export const DISTILL_JSON_SCHEMA_VERSION = 1;

@@ -1,16 +1,16 @@
 /**
  * Teacher-student distillation of ONNX models in Node. The teacher (any ONNX model) runs once per
  * training sample in onnxruntime and its outputs (and chosen intermediates) are cached; the student
- * trains on onnxruntime (./onnx-training: one training graph, ./onnx-training/loop.ts) when every
+ * trains on onnxruntime (./onnxruntime: one training graph, ./onnxruntime/loop.ts) when every
  * op on its path to the loss has a gradient rule, else through the tfjs interpreter
- * (./onnx-graph.ts) by ./loop.ts; the trained values are written back into the student's ONNX
+ * (./tfjs/onnx-graph.ts, ./tfjs/loop.ts), both by the one loop of ./core/loop.ts; the trained values are written back into the student's ONNX
  * graph, which is then loaded in onnxruntime to check that it runs and reproduces the trainer's
  * eval-mode outputs, and evaluated there.
  * Students: any ONNX model that trains at any batch size; making one (the teacher narrowed by channel
  * pruning, a fixed-batch model batchified) is app/distill.ts's job.
- * Imports: ../ir, ../data, ../runtime, ../evaluate, ../errors, ./backend, ./onnx-graph, ./loop,
- * ./optimizer, ./non-finite, ./onnx-training/loop, ./onnx-training/build (coverage of feature
- * tensors, the trainable set).
+ * Imports: ../ir, ../data, ../runtime, ../evaluate, ../errors, ./core (settings, loop types, batching,
+ * non-finite, pruning types), ./tfjs/backend, ./tfjs/onnx-graph, ./tfjs/loop, ./onnxruntime/loop,
+ * ./onnxruntime/build (coverage of feature tensors, the trainable set).
  */
 import * as tf from '@tensorflow/tfjs-core';
 import { InputError, UsageError } from '../errors.js';
@@ -19,63 +19,22 @@ import { formatShape, isTensorType, type Model } from '../ir/index.js';
 import { batches, type Dataset } from '../data/index.js';
 import { createCaptureRunner, createRunner, modelInputSpecs, type RunnerOptions } from '../runtime/index.js';
 import { top1Accuracy } from '../evaluate/index.js';
-import { initTrainingBackend, onnxruntimeBackendInfo, type BackendInfo, type TrainingBackend } from './backend.js';
-import { createOrtTrainer, exportTrainedModel, ortTrainLoop, OrtEvaluator, studentValueNames, type OrtTrainerOptions } from './onnx-training/loop.js';
-import { trainableParameters, trainingCoverage } from './onnx-training/build.js';
-import { explainNonFinite, NonFiniteTrainingError, nonFiniteMessage } from './non-finite.js';
-import type { OnnxTrainStep } from './onnx-training/session.js';
-import {
-  batchFeeds,
-  evaluate,
-  gatherRows,
-  trainLoop,
-  type EpochRecord,
-  type FeaturePair,
-  type LoopOptions,
-  type LoopProgress,
-  type LoopResult,
-  type TrainData,
-} from './loop.js';
-import { TrainableGraph, tensorDataToTf } from './onnx-graph.js';
-import type { OptimizerKind, ScheduleKind } from './optimizer.js';
-import type { LayerSparsity } from './gradual-pruning.js';
-import { DEFAULT_DISTILL_SETTINGS } from './defaults.js';
+import { initTrainingBackend, onnxruntimeBackendInfo, type BackendInfo, type TrainingBackend } from './tfjs/backend.js';
+import { createOrtTrainer, exportTrainedModel, ortTrainLoop, OrtEvaluator, studentValueNames, type OrtTrainerOptions } from './onnxruntime/loop.js';
+import { trainableParameters, trainingCoverage } from './onnxruntime/build.js';
+import { explainNonFinite, NonFiniteTrainingError, nonFiniteMessage } from './core/non-finite.js';
+import type { OnnxTrainStep } from './onnxruntime/session.js';
+import { gatherRows } from './core/batching.js';
+import type { LoopOptions, LoopProgress, LoopResult, TrainData } from './core/loop.js';
+import { batchFeeds, evaluate, trainLoop } from './tfjs/loop.js';
+import { TrainableGraph, tensorDataToTf } from './tfjs/onnx-graph.js';
+import type { LayerSparsity } from './core/pruning-masks.js';
+import { DEFAULT_DISTILL_SETTINGS, type DistillSettings } from './core/defaults.js';
 
 export const DISTILL_REPORT_SCHEMA = 1;
 
-export interface DistillSettings {
-  /** Passes over the training set (default 5). */
-  epochs: number;
-  batchSize: number;
-  learningRate: number;
-  optimizer: OptimizerKind;
-  /** SGD momentum. */
-  momentum: number;
-  schedule: ScheduleKind;
-  /** Step schedule: decay every N epochs. */
-  stepEpochs?: number;
-  gamma: number;
-  weightDecay: number;
-  seed: number;
-  /** Softmax temperature of the soft targets. */
-  temperature: number;
-  /** Weight of the hard-label loss; 1 - alpha weighs the soft-target loss. */
-  alpha: number;
-  /** 'kd' for classifiers, 'mse' for regression outputs. */
-  loss: 'kd' | 'mse';
-  /** Feature distillation pairs (teacher tensor = student tensor). */
-  features: FeaturePair[];
-  featureWeight: number;
-  /** Gradual magnitude pruning to this weight sparsity during training. */
-  pruneTo?: number;
-  /** Early stopping after this many epochs without improvement. */
-  patience?: number;
-  /** Keep BatchNormalization statistics frozen (inference form) while training. */
-  freezeNorm: boolean;
-}
-
-// The defaults live in a tfjs-free module so that `--help` can show them (./defaults.ts).
-export { DEFAULT_DISTILL_SETTINGS };
+// The settings and their defaults live in a tfjs-free module so that `--help` can show them (./core/defaults.ts).
+export { DEFAULT_DISTILL_SETTINGS, type DistillSettings };
 
 export interface DistillProgress {
   phase: 'backend' | 'teacher' | 'train' | 'eval' | 'validate';
@@ -115,7 +74,13 @@ export interface DistillOptions extends Partial<DistillSettings> {
   onWarning?: (message: string) => void;
 }
 
-export interface DistillReport {
+/** What the loop reports of a run (../core/loop.ts's LoopResult), as the distillation report carries it. */
+type LoopAccount = Pick<
+  LoopResult,
+  'history' | 'bestEpoch' | 'stoppedEarly' | 'interrupted' | 'resumedAfterEpoch' | 'extendedFromEpochs' | 'steps' | 'samplesPerSecond'
+>;
+
+export interface DistillReport extends LoopAccount {
   schemaVersion: number;
   backend: BackendInfo;
   /** The settings trained with; `alpha` as the loss used it (0 without labels, 1 without a teacher). */
@@ -124,16 +89,6 @@ export interface DistillReport {
   evalSamples?: number;
   /** 'distill' with a teacher, 'labels' without one. */
   mode: 'distill' | 'labels';
-  history: EpochRecord[];
-  bestEpoch?: number;
-  stoppedEarly: boolean;
-  interrupted: boolean;
-  resumedAfterEpoch?: number;
-  /** Resumed from a run of this many epochs and trained further (--epochs larger than that run's). */
-  extendedFromEpochs?: number;
-  steps: number;
-  /** Training throughput over all epochs (forward + backward + update). */
-  samplesPerSecond: number;
   /** Seconds the teacher took to label the training set once (cached for all epochs). */
   teacherSeconds?: number;
   accuracy: {
@@ -423,7 +378,7 @@ function studentOutputDims(trainer: OnnxTrainStep | undefined, graph: TrainableG
   return tf.tidy(() => graph.forward(batchFeeds(train.inputs, idx), { fetch: [outputName] }).outputs[outputName]!.shape.slice(1));
 }
 
-/** Trains on onnxruntime: ./onnx-training/loop.ts, evaluation and validation in onnxruntime. */
+/** Trains on onnxruntime: ./onnxruntime/loop.ts, evaluation and validation in onnxruntime. */
 async function trainOnOnnxruntime(
   trainer: OnnxTrainStep,
   options: DistillOptions,
@@ -475,11 +430,8 @@ async function trainOnTfjs(graph: TrainableGraph, options: DistillOptions, train
   return { result, model, studentBefore, validationError };
 }
 
-/**
- * Distills (or, without a teacher, trains) the student. The input models are not modified. The
- * student must train at any batch size: app/distill.ts's `distill` batchifies a fixed-batch one first.
- */
-export async function distill(options: DistillOptions): Promise<{ model: Model; report: DistillReport }> {
+/** The run's settings: the defaults, then the options given; checked (UsageError naming the flag). */
+function distillSettings(options: DistillOptions): DistillSettings {
   const settings: DistillSettings = { ...DEFAULT_DISTILL_SETTINGS };
   const optionalKeys = new Set(['stepEpochs', 'pruneTo', 'patience']);
   for (const [k, v] of Object.entries(options)) {
@@ -490,8 +442,25 @@ export async function distill(options: DistillOptions): Promise<{ model: Model; 
   if (settings.pruneTo !== undefined && !(settings.pruneTo >= 0 && settings.pruneTo < 1))
     throw new UsageError(`--prune-to must be in [0, 1), got ${settings.pruneTo}`);
   if (settings.features.length > 0 && !options.teacher) throw new UsageError('--feature needs a teacher');
-  const progress = options.onProgress ?? (() => undefined);
-  const warn = options.onWarning ?? (() => undefined);
+  return settings;
+}
+
+/** What a run trains on and with: the student's inputs and output, the teacher's output, the data, the chosen backend. */
+interface DistillRun {
+  options: DistillOptions;
+  settings: DistillSettings;
+  inputNames: string[];
+  outputName: string;
+  teacherOutput?: string;
+  train: TrainData;
+  evalData?: TrainData;
+  threads: number;
+  trainable: readonly string[] | undefined;
+  progress: (event: DistillProgress) => void;
+}
+
+/** The run's names and data; float labels with the kd loss switch it to mse (with a warning). */
+function distillRun(options: DistillOptions, settings: DistillSettings, warn: (message: string) => void): Omit<DistillRun, 'trainable'> {
   const student = options.student;
   const inputNames = student.graph.inputs.filter((v) => !v.initializer).map((v) => v.name);
   const outputName = studentOutputName(student, options.outputName);
@@ -504,148 +473,198 @@ export async function distill(options: DistillOptions): Promise<{ model: Model; 
     settings.loss = 'mse';
   }
   const threads = options.runner?.intraOpThreads ?? 1;
+  return { options, settings, inputNames, outputName, teacherOutput, train, evalData, threads, progress: options.onProgress ?? (() => undefined) };
+}
 
+/**
+ * Runs the teacher once over the training set: its soft targets (checked against the student
+ * output's shape) and feature tensors go into run.train; the onnxruntime trainer is made again with
+ * the feature tensors' shapes; the teacher's accuracy on labelled eval data.
+ */
+async function teacherPass(
+  run: DistillRun,
+  teacher: Model,
+  teacherOutput: string,
+  choice: BackendChoice,
+  graph: TrainableGraph | undefined,
+): Promise<{ teacherSeconds: number; teacherAccuracy?: number }> {
+  const { options, settings, train, progress, outputName } = run;
+  const names = [teacherOutput, ...settings.features.map((f) => f.teacher)];
+  progress({ phase: 'teacher', message: `running the teacher once over ${train.count} training samples` });
+  const started = performance.now();
+  const targets = await teacherTargets(teacher, options.train, [...new Set(names)], {
+    runner: options.runner,
+    studentInputs: run.inputNames,
+    onProgress: (done) => progress({ phase: 'teacher', message: `teacher outputs: ${Math.min(done, train.count)}/${train.count} samples` }),
+  });
+  const teacherSeconds = (performance.now() - started) / 1000;
+  train.teacher = targets.get(teacherOutput)!;
+  const studentDims = studentOutputDims(choice.trainer, graph, train, outputName);
+  const teacherDims = train.teacher.dims.slice(1);
+  if (teacherDims.join('x') !== studentDims.join('x')) {
+    throw new UsageError(
+      `the teacher's output '${teacherOutput}' is ${formatShape(teacherDims)} per sample but the student's output '${outputName}' is ` +
+        `${formatShape(studentDims)}: soft targets need the same shape; pass --teacher-output-name (teacher outputs: ${outputList(teacher)})`,
+    );
+  }
+  train.features = new Map(settings.features.map((f) => [f.student, targets.get(f.teacher)!]));
+  if (choice.trainer && settings.features.length > 0) {
+    // the feature terms need the teacher's tensor shapes: the trainer checked above is made again with them
+    await choice.trainer.release();
+    choice.trainer = await createOrtTrainer(options.student, train.inputs, {
+      ...ortTrainerSettings(settings, outputName, !!train.labels, true, run.threads, run.trainable),
+      features: settings.features.map((f) => ({ ...f, teacherDims: train.features!.get(f.student)!.dims.slice(1) })),
+      featureWeight: settings.featureWeight,
+      seed: settings.seed,
+    });
+  }
+  const teacherAccuracy =
+    options.eval?.labels && settings.loss === 'kd'
+      ? (await onnxruntimeAccuracy(teacher, options.eval, teacherOutput, options.runner, 'teacher')).accuracy
+      : undefined;
+  return { teacherSeconds, teacherAccuracy };
+}
+
+/** The loop's options of a run: its settings, the alpha the data allows, progress events with messages. */
+function distillLoopOptions(run: DistillRun): LoopOptions {
+  const { settings, train, options, progress } = run;
+  return {
+    epochs: settings.epochs,
+    batchSize: settings.batchSize,
+    seed: settings.seed,
+    learningRate: settings.learningRate,
+    optimizer: { kind: settings.optimizer, momentum: settings.momentum, weightDecay: settings.weightDecay },
+    schedule: settings.schedule,
+    stepEpochs: settings.stepEpochs ?? Math.max(1, Math.floor(settings.epochs / 3)),
+    gamma: settings.gamma,
+    lossKind: settings.loss,
+    alpha: train.teacher && train.labels ? settings.alpha : train.teacher ? 0 : 1,
+    temperature: settings.temperature,
+    features: settings.features,
+    featureWeight: settings.featureWeight,
+    outputName: run.outputName,
+    pruneTo: settings.pruneTo,
+    patience: settings.patience,
+    freezeNorm: settings.freezeNorm,
+    evalData: run.evalData,
+    checkpointPath: options.checkpointPath,
+    resumeFrom: options.resumeFrom,
+    stopAfterEpoch: options.stopAfterEpoch,
+    fingerprint: {
+      mode: options.teacher ? 'distill' : 'labels',
+      features: settings.features,
+      weightDecay: settings.weightDecay,
+      freezeNorm: settings.freezeNorm,
+    },
+    onProgress: (e: LoopProgress) =>
+      progress({
+        ...e,
+        message:
+          e.phase === 'train'
+            ? `epoch ${e.epoch}/${e.epochs} step ${e.step}/${e.steps} loss ${e.loss?.toFixed(4)}`
+            : e.accuracy !== undefined
+              ? `epoch ${e.epoch}/${e.epochs} eval accuracy ${(e.accuracy * 100).toFixed(2)}%`
+              : `epoch ${e.epoch}/${e.epochs} evaluating`,
+      }),
+  };
+}
+
+/**
+ * Trains on the chosen backend (the loop releases the onnxruntime trainer from here on). A run that
+ * went non-finite is a UsageError naming the node where the values left the finite range, with the
+ * weights of that step.
+ */
+async function trainStudent(run: DistillRun, choice: BackendChoice, graph: TrainableGraph | undefined, loop: LoopOptions): Promise<Trained> {
+  const { options, train, inputNames } = run;
+  const trainer = choice.trainer;
+  choice.trainer = undefined;
+  const trainedWeights = new Set(trainer ? trainer.graph.weights : graph!.trainableVariables().map((v) => v.name));
+  try {
+    return trainer
+      ? await trainOnOnnxruntime(trainer, options, train, loop, run.threads, inputNames)
+      : await trainOnTfjs(graph!, options, train, loop, inputNames);
+  } catch (error) {
+    if (!(error instanceof NonFiniteTrainingError)) throw error;
+    const at = graph ? graph.exportModel(error.values) : exportTrainedModel(options.student, error.values);
+    throw new UsageError(nonFiniteMessage(error, await explainNonFinite(at, error.inputs, trainedWeights)), { cause: error });
+  }
+}
+
+/** The report of a run, with the frozen weights and the sparsity reached where those apply. */
+function distillReport(
+  run: DistillRun,
+  backend: BackendInfo,
+  loop: LoopOptions,
+  trained: Trained,
+  measured: { teacherSeconds?: number; teacherAccuracy?: number; studentAccuracy?: number; frozen: ReadonlySet<string> },
+): DistillReport {
+  const { options, settings } = run;
+  const { result, studentBefore, validationError } = trained;
+  const report: DistillReport = {
+    schemaVersion: DISTILL_REPORT_SCHEMA,
+    backend,
+    // the alpha the loss used: 0 without labels (soft targets only), 1 without a teacher
+    settings: { ...settings, alpha: loop.alpha },
+    trainSamples: run.train.count,
+    evalSamples: options.eval?.count,
+    mode: options.teacher ? 'distill' : 'labels',
+    history: result.history,
+    bestEpoch: result.bestEpoch,
+    stoppedEarly: result.stoppedEarly,
+    interrupted: result.interrupted,
+    resumedAfterEpoch: result.resumedAfterEpoch,
+    ...(result.extendedFromEpochs !== undefined ? { extendedFromEpochs: result.extendedFromEpochs } : {}),
+    steps: result.steps,
+    samplesPerSecond: result.samplesPerSecond,
+    teacherSeconds: measured.teacherSeconds,
+    accuracy: { teacher: measured.teacherAccuracy, studentBefore, student: measured.studentAccuracy },
+    validationError,
+  };
+  if (measured.frozen.size > 0) report.frozen = [...measured.frozen];
+  if (result.sparsity && settings.pruneTo !== undefined) {
+    const total = result.sparsity.reduce((a, l) => a + l.params, 0);
+    const zeros = result.sparsity.reduce((a, l) => a + l.params * l.sparsity, 0);
+    report.sparsity = { target: settings.pruneTo, layers: result.sparsity, overall: zeros / Math.max(1, total) };
+  }
+  return report;
+}
+
+/**
+ * Distills (or, without a teacher, trains) the student. The input models are not modified. The
+ * student must train at any batch size: app/distill.ts's `distill` batchifies a fixed-batch one first.
+ */
+export async function distill(options: DistillOptions): Promise<{ model: Model; report: DistillReport }> {
+  const settings = distillSettings(options);
+  const warn = options.onWarning ?? (() => undefined);
+  const student = options.student;
+  const base = distillRun(options, settings, warn);
   const frozen = frozenWeights(student, options.freeze);
   const trainable = frozen.size > 0 ? trainableParameters(student).weights.filter((w) => !frozen.has(w)) : undefined;
-  const choice = await chooseBackend(options.backend ?? 'auto', student, train, settings, {
-    outputName,
+  const run: DistillRun = { ...base, trainable };
+  const choice = await chooseBackend(options.backend ?? 'auto', student, run.train, settings, {
+    outputName: run.outputName,
     withTeacher: !!options.teacher,
-    threads,
+    threads: run.threads,
     trainable,
   });
   const backend = choice.info;
   const why = backend.name === 'onnxruntime' && backend.reason ? ` (auto: ${backend.reason})` : '';
-  progress({ phase: 'backend', message: `training backend: ${backend.description}${why}` });
+  run.progress({ phase: 'backend', message: `training backend: ${backend.description}${why}` });
   let graph: TrainableGraph | undefined;
   try {
     // The tfjs interpreter checks its ops when it is built: before the teacher runs.
     graph = choice.trainer ? undefined : new TrainableGraph(student, { frozen });
-    let teacherSeconds: number | undefined;
-    let teacherAccuracy: number | undefined;
-    if (options.teacher && teacherOutput) {
-      const names = [teacherOutput, ...settings.features.map((f) => f.teacher)];
-      progress({ phase: 'teacher', message: `running the teacher once over ${train.count} training samples` });
-      const started = performance.now();
-      const targets = await teacherTargets(options.teacher, options.train, [...new Set(names)], {
-        runner: options.runner,
-        studentInputs: inputNames,
-        onProgress: (done) => progress({ phase: 'teacher', message: `teacher outputs: ${Math.min(done, train.count)}/${train.count} samples` }),
-      });
-      teacherSeconds = (performance.now() - started) / 1000;
-      train.teacher = targets.get(teacherOutput)!;
-      const studentDims = studentOutputDims(choice.trainer, graph, train, outputName);
-      const teacherDims = train.teacher.dims.slice(1);
-      if (teacherDims.join('x') !== studentDims.join('x')) {
-        throw new UsageError(
-          `the teacher's output '${teacherOutput}' is ${formatShape(teacherDims)} per sample but the student's output '${outputName}' is ` +
-            `${formatShape(studentDims)}: soft targets need the same shape; pass --teacher-output-name (teacher outputs: ${outputList(options.teacher)})`,
-        );
-      }
-      train.features = new Map(settings.features.map((f) => [f.student, targets.get(f.teacher)!]));
-      if (choice.trainer && settings.features.length > 0) {
-        // the feature terms need the teacher's tensor shapes: the trainer checked above is made again with them
-        await choice.trainer.release();
-        choice.trainer = await createOrtTrainer(student, train.inputs, {
-          ...ortTrainerSettings(settings, outputName, !!train.labels, true, threads, trainable),
-          features: settings.features.map((f) => ({ ...f, teacherDims: train.features!.get(f.student)!.dims.slice(1) })),
-          featureWeight: settings.featureWeight,
-          seed: settings.seed,
-        });
-      }
-      if (options.eval?.labels && settings.loss === 'kd') {
-        teacherAccuracy = (await onnxruntimeAccuracy(options.teacher, options.eval, teacherOutput, options.runner, 'teacher')).accuracy;
-      }
+    const teacher = options.teacher && run.teacherOutput ? await teacherPass(run, options.teacher, run.teacherOutput, choice, graph) : {};
+    const loop = distillLoopOptions(run);
+    const trained = await trainStudent(run, choice, graph, loop);
+    if (!(trained.validationError < 1e-3)) {
+      warn(`the written student differs from the trained one in onnxruntime (relative error ${trained.validationError.toExponential(2)})`);
     }
-
-    const loop: LoopOptions = {
-      epochs: settings.epochs,
-      batchSize: settings.batchSize,
-      seed: settings.seed,
-      learningRate: settings.learningRate,
-      optimizer: { kind: settings.optimizer, momentum: settings.momentum, weightDecay: settings.weightDecay },
-      schedule: settings.schedule,
-      stepEpochs: settings.stepEpochs ?? Math.max(1, Math.floor(settings.epochs / 3)),
-      gamma: settings.gamma,
-      lossKind: settings.loss,
-      alpha: train.teacher && train.labels ? settings.alpha : train.teacher ? 0 : 1,
-      temperature: settings.temperature,
-      features: settings.features,
-      featureWeight: settings.featureWeight,
-      outputName,
-      pruneTo: settings.pruneTo,
-      patience: settings.patience,
-      freezeNorm: settings.freezeNorm,
-      evalData,
-      checkpointPath: options.checkpointPath,
-      resumeFrom: options.resumeFrom,
-      stopAfterEpoch: options.stopAfterEpoch,
-      fingerprint: {
-        mode: options.teacher ? 'distill' : 'labels',
-        features: settings.features,
-        weightDecay: settings.weightDecay,
-        freezeNorm: settings.freezeNorm,
-      },
-      onProgress: (e: LoopProgress) =>
-        progress({
-          ...e,
-          message:
-            e.phase === 'train'
-              ? `epoch ${e.epoch}/${e.epochs} step ${e.step}/${e.steps} loss ${e.loss?.toFixed(4)}`
-              : e.accuracy !== undefined
-                ? `epoch ${e.epoch}/${e.epochs} eval accuracy ${(e.accuracy * 100).toFixed(2)}%`
-                : `epoch ${e.epoch}/${e.epochs} evaluating`,
-        }),
-    };
-    const trainer = choice.trainer;
-    choice.trainer = undefined; // the loop releases it from here on
-    const trainedWeights = new Set(trainer ? trainer.graph.weights : graph!.trainableVariables().map((v) => v.name));
-    let trained: Trained;
-    try {
-      trained = trainer
-        ? await trainOnOnnxruntime(trainer, options, train, loop, threads, inputNames)
-        : await trainOnTfjs(graph!, options, train, loop, inputNames);
-    } catch (error) {
-      if (!(error instanceof NonFiniteTrainingError)) throw error;
-      // name the node where the values left the finite range, with the weights of that step
-      const at = graph ? graph.exportModel(error.values) : exportTrainedModel(student, error.values);
-      throw new UsageError(nonFiniteMessage(error, await explainNonFinite(at, error.inputs, trainedWeights)), { cause: error });
-    }
-    const { result, model, studentBefore, validationError } = trained;
-    if (!(validationError < 1e-3)) {
-      warn(`the written student differs from the trained one in onnxruntime (relative error ${validationError.toExponential(2)})`);
-    }
-    let studentAccuracy: number | undefined;
-    if (options.eval?.labels && settings.loss === 'kd') {
-      studentAccuracy = (await onnxruntimeAccuracy(model, options.eval, outputName, options.runner, 'trained student')).accuracy;
-    }
-
-    const report: DistillReport = {
-      schemaVersion: DISTILL_REPORT_SCHEMA,
-      backend,
-      // the alpha the loss used: 0 without labels (soft targets only), 1 without a teacher
-      settings: { ...settings, alpha: loop.alpha },
-      trainSamples: train.count,
-      evalSamples: options.eval?.count,
-      mode: options.teacher ? 'distill' : 'labels',
-      history: result.history,
-      bestEpoch: result.bestEpoch,
-      stoppedEarly: result.stoppedEarly,
-      interrupted: result.interrupted,
-      resumedAfterEpoch: result.resumedAfterEpoch,
-      ...(result.extendedFromEpochs !== undefined ? { extendedFromEpochs: result.extendedFromEpochs } : {}),
-      steps: result.steps,
-      samplesPerSecond: result.samplesPerSecond,
-      teacherSeconds,
-      accuracy: { teacher: teacherAccuracy, studentBefore, student: studentAccuracy },
-      validationError,
-    };
-    if (frozen.size > 0) report.frozen = [...frozen];
-    if (result.sparsity && settings.pruneTo !== undefined) {
-      const total = result.sparsity.reduce((a, l) => a + l.params, 0);
-      const zeros = result.sparsity.reduce((a, l) => a + l.params * l.sparsity, 0);
-      report.sparsity = { target: settings.pruneTo, layers: result.sparsity, overall: zeros / Math.max(1, total) };
-    }
-    return { model, report };
+    const studentAccuracy =
+      options.eval?.labels && settings.loss === 'kd'
+        ? (await onnxruntimeAccuracy(trained.model, options.eval, run.outputName, options.runner, 'trained student')).accuracy
+        : undefined;
+    return { model: trained.model, report: distillReport(run, backend, loop, trained, { ...teacher, studentAccuracy, frozen }) };
   } finally {
     graph?.dispose();
     await choice.trainer?.release();

@@ -15,11 +15,12 @@
  *
  * Two backends run it: tfjs (the plan as hooks of the interpreter, ./onnx-graph.ts, trained by
  * ./loop.ts) and onnxruntime (the plan as QuantizeLinear/DequantizeLinear nodes,
- * ./onnx-training/fake-quant.ts, differentiated by ./onnx-training/rules-quant.ts and trained by
- * ./onnx-training/loop.ts); 'auto' takes onnxruntime when every op on the path to the loss has a
+ * ./onnxruntime/fake-quant.ts, differentiated by ./onnxruntime/rules-quant.ts and trained by
+ * ./onnxruntime/loop.ts); 'auto' takes onnxruntime when every op on the path to the loss has a
  * gradient rule. The model must train at any batch size (app/ batchifies a fixed-batch model first).
- * Imports: @tensorflow/tfjs-core, ../ir, ../data, ../runtime, ../errors, ./backend, ./onnx-graph,
- * ./loop, ./distill (teacher cache and data helpers), ./onnx-training (lazily).
+ * Imports: @tensorflow/tfjs-core, ../ir, ../data, ../runtime, ../errors, ./tfjs/backend, ./tfjs/onnx-graph,
+ * ./tfjs/loop, ./core (loop types, optimizer and schedule kinds), ./distill (teacher cache and data
+ * helpers), ./onnxruntime (lazily).
  */
 import * as tf from '@tensorflow/tfjs-core';
 import { UsageError } from '../errors.js';
@@ -27,14 +28,16 @@ import { DataType } from '../ir/dtype.js';
 import type { Model } from '../ir/index.js';
 import type { Dataset } from '../data/index.js';
 import type { RunnerOptions } from '../runtime/index.js';
-import { initTrainingBackend, onnxruntimeBackendInfo, type BackendInfo, type TrainingBackend } from './backend.js';
-import { evaluate, trainLoop, type EpochRecord, type LoopOptions, type LoopResult, type TrainData } from './loop.js';
-import { TrainableGraph } from './onnx-graph.js';
+import { initTrainingBackend, onnxruntimeBackendInfo, type BackendInfo, type TrainingBackend } from './tfjs/backend.js';
+import type { EpochRecord, LoopOptions, LoopResult, TrainData } from './core/loop.js';
+import { evaluate, trainLoop } from './tfjs/loop.js';
+import { TrainableGraph } from './tfjs/onnx-graph.js';
 import { teacherTargets, toTrainData } from './distill.js';
-import type { OptimizerKind, ScheduleKind } from './optimizer.js';
-import type { ActivationQuantParams, FakeQuantModel, FakeQuantPlan } from './onnx-training/fake-quant.js';
+import type { OptimizerKind } from './core/optimizer-options.js';
+import type { ScheduleKind } from './core/schedule.js';
+import type { ActivationQuantParams, FakeQuantModel, FakeQuantPlan } from './onnxruntime/fake-quant.js';
 
-export type { ActivationQuantParams, FakeQuantPlan } from './onnx-training/fake-quant.js';
+export type { ActivationQuantParams, FakeQuantPlan } from './onnxruntime/fake-quant.js';
 
 export interface QatProgress {
   phase: 'backend' | 'teacher' | 'train' | 'eval' | 'export';
@@ -88,6 +91,26 @@ export interface FakeQuantTrainingResult {
    * both absent when neither has labels).
    */
   fakeQuantAccuracy: { before?: number; after?: number; on?: 'evaluation' | 'training' };
+}
+
+/** The result of a QAT run on either backend: the trained model, the loop's history, the fake-quantized accuracy before and after (`on`: which data, when scored). */
+function qatResult(
+  model: Model,
+  run: { outputName: string; backend: BackendInfo; loop: LoopOptions; result: LoopResult; fakeQuantized: { activations: number; weights: number } },
+  accuracy: { before?: number; after?: number; on?: 'evaluation' | 'training' },
+): FakeQuantTrainingResult {
+  const { result } = run;
+  return {
+    model,
+    outputName: run.outputName,
+    backend: run.backend,
+    epochs: run.loop.epochs,
+    history: result.history,
+    bestEpoch: result.bestEpoch,
+    samplesPerSecond: result.samplesPerSecond,
+    fakeQuantized: run.fakeQuantized,
+    fakeQuantAccuracy: { before: accuracy.before, after: accuracy.after, ...(accuracy.on ? { on: accuracy.on } : {}) },
+  };
 }
 
 /** x -> dequantize(quantize(x)) with fixed parameters; gradient passed inside the range, zero outside. */
@@ -223,14 +246,14 @@ function chosenAccuracy(result: LoopResult, before: number | undefined): number 
  * Fine-tunes `model` with fake quantization where `plan` says and returns the trained FP32 model
  * with the training record. `model` is not modified. On onnxruntime (asked, or 'auto' when every op
  * on the path to the loss has a gradient rule) the plan becomes QuantizeLinear/DequantizeLinear
- * nodes of the graph that trains (./onnx-training/fake-quant.ts); on tfjs it is hooks of the
+ * nodes of the graph that trains (./onnxruntime/fake-quant.ts); on tfjs it is hooks of the
  * interpreter. Either way the returned model has no fake-quantization nodes.
  */
 export async function trainFakeQuantized(model: Model, plan: FakeQuantPlan, options: FakeQuantTrainingOptions): Promise<FakeQuantTrainingResult> {
   const progress = options.onProgress ?? (() => undefined);
   const requested = options.backend ?? 'auto';
   if (requested === 'onnxruntime' || requested === 'auto') {
-    const { insertFakeQuant } = await import('./onnx-training/fake-quant.js');
+    const { insertFakeQuant } = await import('./onnxruntime/fake-quant.js');
     const fq = insertFakeQuant(model, plan);
     const missing = await uncovered(fq.model, options.outputName);
     if (missing.length === 0) return trainOnOnnxruntime(model, fq, options, progress);
@@ -255,17 +278,8 @@ export async function trainFakeQuantized(model: Model, plan: FakeQuantPlan, opti
     // without eval data the loop keeps the last epoch's weights, which the graph holds now
     const after =
       scored?.on === 'training' ? evaluate(graph, scored.data, { outputName, batchSize: 256, kind: 'kd' }).accuracy : chosenAccuracy(result, before);
-    return {
-      model: graph.exportModel(result.values),
-      outputName,
-      backend,
-      epochs: loop.epochs,
-      history: result.history,
-      bestEpoch: result.bestEpoch,
-      samplesPerSecond: result.samplesPerSecond,
-      fakeQuantized: { activations: activations.size, weights: weights.size },
-      fakeQuantAccuracy: { before, after, ...(scored ? { on: scored.on } : {}) },
-    };
+    const fakeQuantized = { activations: activations.size, weights: weights.size };
+    return qatResult(graph.exportModel(result.values), { outputName, backend, loop, result, fakeQuantized }, { before, after, on: scored?.on });
   } finally {
     graph.dispose();
   }
@@ -273,18 +287,18 @@ export async function trainFakeQuantized(model: Model, plan: FakeQuantPlan, opti
 
 /** Nodes on the path from a weight to the loss without a gradient rule, for the onnxruntime path. */
 async function uncovered(fqModel: Model, outputName: string | undefined): Promise<string[]> {
-  const { trainingCoverage } = await import('./onnx-training/build.js');
+  const { trainingCoverage } = await import('./onnxruntime/build.js');
   return trainingCoverage(fqModel, { outputName }).missing.map((m) => `'${m.node}' (${m.opType}${m.reason ? `: ${m.reason}` : ''})`);
 }
 
-/** QAT on onnxruntime: the fake-quantized graph trains with its native kernels (./onnx-training/loop.ts). */
+/** QAT on onnxruntime: the fake-quantized graph trains with its native kernels (./onnxruntime/loop.ts). */
 async function trainOnOnnxruntime(
   model: Model,
   fq: FakeQuantModel,
   options: FakeQuantTrainingOptions,
   progress: (event: QatProgress) => void,
 ): Promise<FakeQuantTrainingResult> {
-  const { createOrtTrainer, ortTrainLoop, exportTrainedModel, OrtEvaluator } = await import('./onnx-training/loop.js');
+  const { createOrtTrainer, ortTrainLoop, exportTrainedModel, OrtEvaluator } = await import('./onnxruntime/loop.js');
   const threads = options.runner?.intraOpThreads ?? 1;
   const backend = onnxruntimeBackendInfo(threads);
   progress({ phase: 'backend', message: `training backend: ${backend.description}` });
@@ -319,17 +333,8 @@ async function trainOnOnnxruntime(
     if (scored?.on === 'training') {
       after = (await evaluator!.evaluate(scored.data, result.values, { outputName, batchSize: 256, kind: 'kd' })).accuracy;
     } else after = chosenAccuracy(result, before);
-    return {
-      model: exportTrainedModel(model, result.values),
-      outputName,
-      backend,
-      epochs: loop.epochs,
-      history: result.history,
-      bestEpoch: result.bestEpoch,
-      samplesPerSecond: result.samplesPerSecond,
-      fakeQuantized: { activations: fq.activations.length, weights: fq.weights.length },
-      fakeQuantAccuracy: { before, after, ...(scored ? { on: scored.on } : {}) },
-    };
+    const fakeQuantized = { activations: fq.activations.length, weights: fq.weights.length };
+    return qatResult(exportTrainedModel(model, result.values), { outputName, backend, loop, result, fakeQuantized }, { before, after, on: scored?.on });
   } finally {
     await evaluator?.release();
     if (trainerOwned) await trainer.release();

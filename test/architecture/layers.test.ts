@@ -3,7 +3,8 @@
  * re-export or dynamic `import()`) must point from a folder to a folder of lower rank, so there is
  * no folder-level cycle and siblings (passes/train/benchmark/serve/analysis, runtime/data, ...) never
  * import each other. A new folder fails here until it is given a rank. Also: CLI files stay small
- * (flags, parsing, exit codes; workflows live in src/app/).
+ * (flags, parsing, exit codes; workflows live in src/app/), and within train/, core/ stays below
+ * the two backends, which stay apart.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -123,5 +124,30 @@ describe('layering of src/', () => {
       .map((f) => ({ file: path.relative(SRC, f), lines: readFileSync(f, 'utf8').split('\n').length }))
       .filter((f) => f.lines > 220);
     expect(large).toEqual([]);
+  });
+
+  it('train/: core/ (the loop and what both backends share) imports neither backend nor the entry points; tfjs/ and onnxruntime/ do not import each other', () => {
+    const TRAIN = path.join(SRC, 'train');
+    const part = (file: string): string | undefined => {
+      const rel = path.relative(TRAIN, file);
+      if (rel.startsWith('..')) return undefined;
+      const first = rel.split(path.sep)[0]!;
+      return ['core', 'tfjs', 'onnxruntime'].includes(first) ? first : 'root';
+    };
+    const allowed: Record<string, string[]> = { core: ['core'], tfjs: ['core', 'tfjs'], onnxruntime: ['core', 'onnxruntime'] };
+    const violations: string[] = [];
+    let seen = 0;
+    for (const file of files) {
+      const from = part(file);
+      if (!from || from === 'root') continue;
+      for (const { line, target } of importsOf(file)) {
+        const to = part(target);
+        if (!to) continue;
+        seen++;
+        if (!allowed[from]!.includes(to)) violations.push(`${path.relative(SRC, file)}:${line} (train/${from}) imports ${path.relative(SRC, target)}`);
+      }
+    }
+    expect(seen).toBeGreaterThan(30);
+    expect(violations).toEqual([]);
   });
 });

@@ -10,7 +10,7 @@ import { loadModel, saveModel } from '../../src/onnx/index.js';
 import { writeNpz } from '../../src/data/index.js';
 import { smallCnn, syntheticImages, templateTeacher } from './models.js';
 import { runInProcess } from '../helpers/cli.js';
-import { DEFAULT_DISTILL_SETTINGS as TFJS_FREE_DEFAULTS } from '../../src/train/defaults.js';
+import { DEFAULT_DISTILL_SETTINGS as TFJS_FREE_DEFAULTS } from '../../src/train/core/defaults.js';
 import { DEFAULT_DISTILL_SETTINGS } from '../../src/train/distill.js';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'model-opt-distill-cli-'));

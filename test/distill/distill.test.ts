@@ -9,12 +9,12 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as tf from '@tensorflow/tfjs-core';
 import { decodeModel, encodeModel } from '../../src/onnx/index.js';
-import { initTrainingBackend } from '../../src/train/backend.js';
+import { initTrainingBackend } from '../../src/train/tfjs/backend.js';
 import { distill, studentFromTeacher } from '../../src/app/distill.js';
-import { TrainableGraph } from '../../src/train/onnx-graph.js';
-import { learningRateAt } from '../../src/train/optimizer.js';
-import { sparsityAt, isUpdateStep } from '../../src/train/gradual-pruning.js';
-import { epochPermutation } from '../../src/train/loop.js';
+import { TrainableGraph } from '../../src/train/tfjs/onnx-graph.js';
+import { learningRateAt } from '../../src/train/core/schedule.js';
+import { sparsityAt, isUpdateStep } from '../../src/train/core/pruning-masks.js';
+import { epochPermutation } from '../../src/train/core/batching.js';
 import { smallCnn, syntheticImages, templateTeacher } from './models.js';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'model-opt-distill-'));

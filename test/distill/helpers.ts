@@ -4,7 +4,7 @@ import * as tf from '@tensorflow/tfjs-core';
 import { expect } from 'vitest';
 import { DataType, GraphBuilder, type Model, type TensorData, type Value } from '../../src/ir/index.js';
 import { createRunner } from '../../src/runtime/index.js';
-import { TrainableGraph, tensorDataToTf } from '../../src/train/onnx-graph.js';
+import { TrainableGraph, tensorDataToTf } from '../../src/train/tfjs/onnx-graph.js';
 
 export { rng, randomFloats, spacedFloats } from './random.js';
 import { rng, randomFloats, spacedFloats } from './random.js';

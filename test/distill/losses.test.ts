@@ -1,8 +1,8 @@
 /** The distillation losses against values computed by hand (float64 in JS). */
 import { beforeAll, describe, expect, it } from 'vitest';
 import * as tf from '@tensorflow/tfjs-core';
-import { initTrainingBackend } from '../../src/train/backend.js';
-import { crossEntropy, distillationLoss, meanSquaredError, softTargetKl } from '../../src/train/losses.js';
+import { initTrainingBackend } from '../../src/train/tfjs/backend.js';
+import { crossEntropy, distillationLoss, meanSquaredError, softTargetKl } from '../../src/train/tfjs/losses.js';
 
 const student = [
   [1, 2, 3],

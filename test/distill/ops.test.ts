@@ -6,9 +6,9 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import * as tf from '@tensorflow/tfjs-core';
 import { DataType, GraphBuilder } from '../../src/ir/index.js';
-import { initTrainingBackend } from '../../src/train/backend.js';
-import { TrainableGraph } from '../../src/train/onnx-graph.js';
-import { TRAINABLE_OP_TYPES, _buildTable } from '../../src/train/onnx-ops.js';
+import { initTrainingBackend } from '../../src/train/tfjs/backend.js';
+import { TrainableGraph } from '../../src/train/tfjs/onnx-graph.js';
+import { TRAINABLE_OP_TYPES, _buildTable } from '../../src/train/tfjs/onnx-ops.js';
 import { UsageError } from '../../src/errors.js';
 import { expectParity, gradCheck, randomFloats, singleOp, spacedFloats, tfOutputs, type OpCase } from './helpers.js';
 

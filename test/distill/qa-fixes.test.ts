@@ -21,8 +21,8 @@ import { modelInputSpecs } from '../../src/ir/io-spec.js';
 import type { Model } from '../../src/ir/index.js';
 import { loadModel, saveModel } from '../../src/onnx/index.js';
 import { top1Accuracy } from '../../src/evaluate/index.js';
-import { buildTrainingGraph } from '../../src/train/onnx-training/build.js';
-import { probeShapes } from '../../src/train/onnx-training/session.js';
+import { buildTrainingGraph } from '../../src/train/onnxruntime/build.js';
+import { probeShapes } from '../../src/train/onnxruntime/session.js';
 import { seededRandom } from '../../src/util/random.js';
 import { runInProcess } from '../helpers/cli.js';
 

@@ -8,7 +8,7 @@ import { runInProcess, ROOT } from '../helpers/cli.js';
 import { onnxTypes } from '../../src/onnx/schema.js';
 import { writeNpz, decodeNpz, encodeNpz } from '../../src/data/index.js';
 import { parsePbtxt } from '../../src/serve/pbtxt.js';
-import { readCheckpoint } from '../../src/train/checkpoint.js';
+import { readCheckpoint } from '../../src/train/core/checkpoint.js';
 import { DataType } from '../../src/ir/index.js';
 import { InputError } from '../../src/errors.js';
 
