@@ -16,7 +16,7 @@ import { createRunner } from '../../src/runtime/index.js';
 import { quantizeInt8 } from '../../src/passes/quantize/index.js';
 import { DataType } from '../../src/ir/index.js';
 import { runInProcess } from '../helpers/cli.js';
-import { smallCnn, syntheticImages } from '../distill/models.js';
+import { smallCnn, syntheticImages } from '../train/distill/models.js';
 
 const MODEL = 'fixtures/fashion-cnn.onnx';
 const CALIB = 'fixtures/fashion-calib.npz';

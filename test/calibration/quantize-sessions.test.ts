@@ -12,7 +12,7 @@ import { compareOutputs } from '../../src/evaluate/index.js';
 import { loadModel } from '../../src/onnx/index.js';
 import { modelInputSpecs } from '../../src/runtime/index.js';
 import { checkFusion, FidelityJudge, quantizeInt8, sliceDataset, DEFAULT_FIDELITY_BUDGET } from '../../src/passes/quantize/index.js';
-import { dataset, residualCnn } from '../quantize/models.js';
+import { dataset, residualCnn } from '../passes/quantize/models.js';
 
 const MODEL = 'fixtures/fashion-cnn.onnx';
 const CALIB = 'fixtures/fashion-calib.npz';

@@ -2,7 +2,7 @@
 // with a did-you-mean, as --op-types; with --mode fp16, which ignores it, exit 2 too), and an
 // --exclude-nodes name that matches no node warns with the closest node in every mode (int8 warned
 // before, int8-dynamic and int4 were silent, fp16 refused naming --node-block-list). prune follows
-// the same rule (test/prune/outcome.test.ts).
+// the same rule (test/passes/prune/outcome.test.ts).
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';

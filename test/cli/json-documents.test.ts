@@ -69,7 +69,7 @@ const COMMANDS: [kind: string, args: () => string[]][] = [
   ],
 ];
 
-/** Schemas of files a user writes, not of --json documents: the optimize recipe (validated in test/optimize). */
+/** Schemas of files a user writes, not of --json documents: the optimize recipe (validated in test/app/optimize). */
 const INPUT_SCHEMAS = ['recipe.schema.json'];
 
 describe('--json documents: one kind key, valid against schema/<kind>.schema.json', () => {

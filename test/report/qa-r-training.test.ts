@@ -7,7 +7,7 @@ import { quantizeInt8 } from '../../src/passes/quantize/index.js';
 import { top1Accuracy } from '../../src/evaluate/index.js';
 import { distill } from '../../src/train/distill.js';
 import { quantizeAwareTraining } from '../../src/app/qat.js';
-import { smallCnn, syntheticImages } from '../distill/models.js';
+import { smallCnn, syntheticImages } from '../train/distill/models.js';
 
 const train = syntheticImages(256, 1, 0.6);
 

@@ -15,7 +15,7 @@ import { writeNpz } from '../../../src/data/index.js';
 import { createRunner } from '../../../src/runtime/index.js';
 import { distill } from '../../../src/train/distill.js';
 import { initTrainingBackend } from '../../../src/train/tfjs/backend.js';
-import { smallCnn, syntheticImages, templateTeacher } from '../../distill/models.js';
+import { smallCnn, syntheticImages, templateTeacher } from '../distill/models.js';
 import { runInProcess } from '../../helpers/cli.js';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'model-opt-constant-weights-'));

@@ -14,8 +14,8 @@ import type { LoopOptions, TrainData } from '../../../src/train/core/loop.js';
 import { trainLoop } from '../../../src/train/tfjs/loop.js';
 import { ortTrainLoop } from '../../../src/train/onnxruntime/loop.js';
 import { adapterInit } from '../../../src/train/core/feature-adapters.js';
-import { smallCnn, syntheticImages } from '../../distill/models.js';
-import { randomFloats } from '../../distill/random.js';
+import { smallCnn, syntheticImages } from '../distill/models.js';
+import { randomFloats } from '../distill/random.js';
 
 beforeAll(async () => {
   await initTrainingBackend({ backend: 'cpu' });

@@ -15,7 +15,7 @@ import { distill } from '../../../src/train/distill.js';
 import { initTrainingBackend } from '../../../src/train/tfjs/backend.js';
 import { magnitudeMask } from '../../../src/train/core/pruning-masks.js';
 import { UsageError } from '../../../src/errors.js';
-import { smallCnn, syntheticImages, templateTeacher } from '../../distill/models.js';
+import { smallCnn, syntheticImages, templateTeacher } from '../distill/models.js';
 import { renderDistillSummary } from '../../../src/report/distill-summary.js';
 import type { DistillWorkflowResult } from '../../../src/app/distill.js';
 

@@ -15,7 +15,7 @@ import { createOrtTrainer } from '../../../src/train/onnxruntime/loop.js';
 import { trainableParameters } from '../../../src/train/onnxruntime/build.js';
 import { defaultParameters } from '../../../src/train/core/parameters.js';
 import { seededFloats } from '../../../fixtures/tiny-graphs.js';
-import { rng } from '../../distill/random.js';
+import { rng } from '../distill/random.js';
 
 const F = DataType.FLOAT;
 const VOCAB = 10;
