@@ -7,14 +7,14 @@
  */
 import { InputError, UsageError } from '../errors.js';
 import { DataType, dtypeInfo, elementCount, float32ToBfloat16, float32ToFloat16, type TensorData } from '../ir/dtype.js';
-import { batchAxes, resolveShape, type IoSpec, type ShapeOverrides } from '../ir/io-spec.js';
+import { batchAxes, MAX_ALLOCATED_ELEMENTS, resolveShape, type IoSpec, type ShapeOverrides } from '../ir/io-spec.js';
 import { seededRandom } from '../util/random.js';
 import { inputValueTensors, type InputValues } from './constants.js';
 import type { Dataset } from './dataset.js';
 import { isInteger } from './dtype-convert.js';
 
 /** At most 2^28 elements (1 GiB of float32) in one random input. */
-const MAX_RANDOM_ELEMENTS = 2 ** 28;
+const MAX_RANDOM_ELEMENTS = MAX_ALLOCATED_ELEMENTS;
 
 export interface RandomDatasetOptions {
   /** `--shape` overrides for symbolic dims other than the batch dim. */

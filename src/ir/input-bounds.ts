@@ -16,10 +16,10 @@ const INDEX_PASSTHROUGH = new Set(['Cast', 'Unsqueeze', 'Squeeze', 'Reshape', 'F
  * picks (input_ids -> word table, segment_ids -> segment table, position_ids -> position table),
  * or -1 for the attention mask (0 or 1).
  */
-const EMBEDDING_OP_TABLES: Record<string, Record<number, number>> = {
+const EMBEDDING_OP_TABLES: Record<string, Record<number, number>> = Object.assign(Object.create(null), {
   EmbedLayerNormalization: { 0: 2, 1: 4, 7: -1, 8: 3 },
   QEmbedLayerNormalization: { 0: 2, 1: 4, 7: -1 },
-};
+});
 
 /**
  * For each integer model input that ends up as the indices of a Gather (token ids into an

@@ -11,6 +11,9 @@ import type { Value } from './graph.js';
 import type { Model } from './model.js';
 import { formatShape, formatType, isTensorType, type Dim } from './types.js';
 
+/** The most elements model-opt allocates for one made-up or padded input (random data, a fixed batch padded); 2^28 (1 GiB of float32). */
+export const MAX_ALLOCATED_ELEMENTS = 2 ** 28;
+
 export { formatShape, type Dim };
 
 /** A model input or output as a runner or data reader sees it. */
@@ -206,6 +209,13 @@ function specOf(value: Value, role: 'input' | 'output'): IoSpec {
   }
   const spec: IoSpec = { name: value.name, dtype: type.elemType, shape: type.shape ? [...type.shape] : [] };
   if (!type.shape) spec.unknownRank = true;
+  // Some exporters write -1 (or another negative number) for a size they do not know; onnxruntime
+  // reads it as a free dim, and so does model-opt: an unnamed symbolic dim, never a buffer size.
+  spec.shape = spec.shape.map((d) => (typeof d === 'number' && d < 0 ? null : d));
+  const bad = spec.shape.findIndex((d) => typeof d === 'number' && !Number.isSafeInteger(d));
+  if (bad >= 0) {
+    throw new InputError(`model ${role} '${value.name}' declares dim ${spec.shape[bad]} at axis ${bad} (${formatShape(spec.shape)}): not a size; re-export the model`);
+  }
   return spec;
 }
 

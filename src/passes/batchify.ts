@@ -11,6 +11,7 @@
  * that every sample's outputs agree, so a graph the rewrite cannot make batchable is caught.
  * Imports: ../ir/index.js, ../errors.js; lazily ../runtime/index.js and ../data/index.js.
  */
+import { nullPrototype } from '../util/null-prototype.js';
 import { InputError } from '../errors.js';
 import { DataType, Tensor, isTensorType, type Model, type Node, type TensorData, type Value } from '../ir/index.js';
 import type { RunnerOptions, ShapeOverrides } from '../runtime/index.js';
@@ -45,7 +46,7 @@ export interface BatchifyReport {
   warnings: string[];
 }
 
-const SHAPE_INPUTS: Record<string, number> = { Expand: 1, Tile: 1, ConstantOfShape: 0 };
+const SHAPE_INPUTS: Record<string, number> = nullPrototype<number>({ Expand: 1, Tile: 1, ConstantOfShape: 0 });
 
 function int64s(t: Tensor): number[] | undefined {
   if (t.dims.length !== 1) return undefined;

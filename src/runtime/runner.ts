@@ -23,7 +23,7 @@ import { InputError, UsageError } from '../errors.js';
 import { dtypeFromOrt, dtypeName, type TensorData } from '../ir/dtype.js';
 import { Tensor, type Model, type Value } from '../ir/index.js';
 import { fromOrtTensor, toOrtTensor, type OrtModule } from './ort-tensor.js';
-import { batchAxes, formatShape, modelInputSpecs, modelOutputSpecs, type Dim, type IoSpec } from '../ir/io-spec.js';
+import { batchAxes, formatShape, MAX_ALLOCATED_ELEMENTS, modelInputSpecs, modelOutputSpecs, type Dim, type IoSpec } from '../ir/io-spec.js';
 import { concatSamples, sliceSamples } from '../ir/samples.js';
 import { findFloat16BatchTransposeMatMul, type BatchTransposeMatMul } from '../ir/batch-transpose-matmul.js';
 
@@ -579,6 +579,13 @@ async function runSplit(
         continue;
       }
       const part = sliceSamples(t, start, end);
+      // The padded chunk holds k samples: refused before allocating when k is past what model-opt allocates.
+      const padded = k * t.dims.slice(1).reduce((a, b) => a * b, 1);
+      if (end - start < k && !(padded <= MAX_ALLOCATED_ELEMENTS)) {
+        throw new InputError(
+          `${s.label}: the model fixes its batch at ${k}; padding ${end - start} sample(s) of input '${name}' to it would take ${padded.toExponential(2)} elements, more than model-opt allocates (${MAX_ALLOCATED_ELEMENTS}); re-export it with a symbolic or smaller batch`,
+        );
+      }
       const padding = Array.from({ length: k - (end - start) }, () => sliceSamples(t, n - 1, n));
       chunk[name] = padding.length === 0 ? part : concatSamples([part, ...padding]);
     }

@@ -221,3 +221,45 @@ describe('every name an Object.prototype member (item 5): inspect, quantize, pru
     expect(existsSync(join(repo, 'every-name', '1', 'model.onnx'))).toBe(true);
   }, 120_000);
 });
+
+describe('op types named like Object.prototype members (issue 35): bad input, never an internal error', () => {
+  /** x -> MatMul(W) -> <opType> -> y, the odd op in the default domain (onnxruntime knows no such op). */
+  function oddOpModel(file: string, opType: string): void {
+    const { ModelProto } = onnxTypes();
+    const w = Float32Array.from({ length: 16 * 8 }, (_, i) => Math.sin(i) * 0.5);
+    const vi = (name: string, n: number) => ({ name, type: { tensorType: { elemType: 1, shape: { dim: [{ dimValue: 1 }, { dimValue: n }] } } } });
+    const m = {
+      irVersion: 8,
+      opsetImport: [{ domain: '', version: 17 }],
+      graph: {
+        name: 'g',
+        node: [
+          { opType: 'MatMul', input: ['x', 'W'], output: ['mm'], name: 'mm' },
+          { opType, input: ['mm'], output: ['y'], name: 'odd' },
+        ],
+        initializer: [{ name: 'W', dims: [16, 8], dataType: 1, rawData: Buffer.from(w.buffer) }],
+        input: [vi('x', 16)],
+        output: [vi('y', 8)],
+      },
+    };
+    writeFileSync(file, ModelProto.encode(ModelProto.fromObject(m)).finish());
+  }
+
+  for (const opType of ['__proto__', 'constructor', 'toString']) {
+    it(`op type '${opType}': fp16, int8-dynamic, prune 2:4 and batchify exit 2 (onnxruntime cannot load it), never 70`, async () => {
+      const file = join(dir, `odd-${opType.replace(/_/g, 'u')}.onnx`);
+      oddOpModel(file, opType);
+      const runs = [
+        ['quantize', file, '-o', join(dir, 'odd-fp16.onnx'), '--mode', 'fp16'],
+        ['quantize', file, '-o', join(dir, 'odd-dyn.onnx'), '--mode', 'int8-dynamic'],
+        ['prune', file, '-o', join(dir, 'odd-24.onnx'), '--pattern', '2:4'],
+        ['batchify', file, '-o', join(dir, 'odd-batch.onnx')],
+      ];
+      for (const argv of runs) {
+        const r = await runInProcess(argv);
+        expect(r.code, `${argv.slice(0, 2).join(' ')}: ${r.stderr}`).toBe(2);
+        expect(r.stderr).not.toMatch(/internal error|is not a function/);
+      }
+    }, 60_000);
+  }
+});

@@ -6,6 +6,7 @@
  * Reciprocal, Identity). These edit the graph they are given (the pre-processing entry point works on
  * a clone). Imports the IR (with ir/tensor-math).
  */
+import { nullPrototype } from '../../util/null-prototype.js';
 import { DataType } from '../../ir/dtype.js';
 import { Tensor, type Graph, type Node, type Value } from '../../ir/index.js';
 import { elementwise, isNumericDtype, reshapeDims, tensorLike, toF64, transpose, type F64Tensor } from '../../ir/tensor-math.js';
@@ -95,7 +96,7 @@ const axesOf = (node: Node, inputs: (Tensor | undefined)[], rank: number): numbe
 };
 
 /** Op type -> how to fold it when every input is constant. Adding an op is adding a row. */
-const FOLDERS: Record<string, Folder> = {
+const FOLDERS: Record<string, Folder> = nullPrototype<Folder>({
   Identity: (_n, [a]) => (a ? { dtype: a.dtype, t: toF64(a) } : undefined),
   Add: binary((x, y) => x + y),
   Sub: binary((x, y) => x - y),
@@ -136,7 +137,7 @@ const FOLDERS: Record<string, Folder> = {
     for (let i = 0; i < rank; i++) dims.push(axes.includes(i) ? 1 : a.dims[k++]!);
     return { dtype: a.dtype, t: { dims, data: a.toFloat64() } };
   },
-};
+});
 
 /** Fold constant subexpressions (every graph). Returns the number of nodes folded. */
 export function foldConstants(graph: Graph): number {

@@ -7,6 +7,7 @@
  * opset it does not follow. Works on the graph it is given (every subgraph included).
  * Imports the IR only.
  */
+import { nullPrototype } from '../../util/null-prototype.js';
 import { DataType, float32ToFloat16, type TensorData } from '../../ir/dtype.js';
 import { isTensorType, Tensor, type Graph, type Model, type Node, type Value } from '../../ir/index.js';
 
@@ -69,7 +70,7 @@ const attrToInput =
   };
 
 /** Op type -> rewrite. One row per operator whose meaning changed on the way to 13. */
-const REWRITES: Record<string, Rewrite> = {
+const REWRITES: Record<string, Rewrite> = nullPrototype<Rewrite>({
   Clip: {
     below: 11,
     apply(node) {
@@ -172,7 +173,7 @@ const REWRITES: Record<string, Rewrite> = {
   Softmax: softmaxRewrite(),
   LogSoftmax: softmaxRewrite(),
   Hardmax: softmaxRewrite(),
-};
+});
 
 /**
  * Before 13, Softmax-like ops flatten the input to 2-D at `axis` and normalize each row; from 13
@@ -230,7 +231,7 @@ function softmaxRewrite(): Rewrite {
  */
 export function upgradeOpset(model: Model, target = TARGET_OPSET): UpgradeResult {
   const from = model.opsetVersion('') ?? 1;
-  const result: UpgradeResult = { upgraded: false, from, to: from, rewritten: {}, blockers: [] };
+  const result: UpgradeResult = { upgraded: false, from, to: from, rewritten: Object.create(null) as Record<string, number>, blockers: [] };
   if (from >= target) return result;
   if (target !== TARGET_OPSET) throw new Error(`opset upgrade targets ${TARGET_OPSET} only`);
   if (from < 7) {

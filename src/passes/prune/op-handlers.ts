@@ -7,6 +7,7 @@
  * model. Adding an op is adding a row; a duplicate key throws.
  * Imports: ./channel-analysis.js, ./weights.js, ../../ir/tensor-math.js, ../../ir/index.js.
  */
+import { nullPrototype } from '../../util/null-prototype.js';
 import { AttributeType, elementCount, type Node, type TensorData } from '../../ir/index.js';
 import { UNIT_BLOCK, type ChannelAnalysis, type ChannelConstants, type ChannelInfo, type ChannelRewrite } from './channel-analysis.js';
 import { addToBias, axisNorms, constantInput, PRUNABLE_DTYPES, setConstantInput, sliceAxis } from './weights.js';
@@ -129,7 +130,7 @@ const erf = (x: number): number => {
 };
 
 /** What each unary op does to a constant channel (ops missing here leave it unknown). */
-const UNARY_CONSTANT: Record<string, (node: Node) => Scalar | undefined> = {
+const UNARY_CONSTANT: Record<string, (node: Node) => Scalar | undefined> = nullPrototype<(node: Node) => Scalar | undefined>({
   Relu: () => (x) => Math.max(x, 0),
   LeakyRelu: (n) => {
     const alpha = n.getFloat('alpha', 0.01);
@@ -181,7 +182,7 @@ const UNARY_CONSTANT: Record<string, (node: Node) => Scalar | undefined> = {
     return (x) => Math.min(hi, Math.max(lo, x));
   },
   Cast: (n) => (PRUNABLE_DTYPES.has(n.getInt('to', 0)) ? (x) => x : undefined),
-};
+});
 
 /** Pass the input's constants through unchanged (layout ops, pools of a constant). */
 const passConstants = (node: Node, k: ChannelConstants): void => {
@@ -202,7 +203,7 @@ const elementwiseUnary: ChannelOpHandler = {
 };
 
 /** How each broadcasting op combines constant channels (ops missing here leave them unknown). */
-const NARY_CONSTANT: Record<string, (xs: number[]) => number> = {
+const NARY_CONSTANT: Record<string, (xs: number[]) => number> = nullPrototype<(xs: number[]) => number>({
   Add: ([a, b]) => a! + b!,
   Sub: ([a, b]) => a! - b!,
   Mul: ([a, b]) => a! * b!,
@@ -213,7 +214,7 @@ const NARY_CONSTANT: Record<string, (xs: number[]) => number> = {
   Mean: (xs) => xs.reduce((p, q) => p + q, 0) / xs.length,
   Max: (xs) => Math.max(...xs),
   Min: (xs) => Math.min(...xs),
-};
+});
 
 /**
  * N-ary broadcasting element-wise ops (Add, Mul, Sum, ...): inputs carrying channels are tied

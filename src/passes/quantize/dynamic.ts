@@ -113,7 +113,7 @@ export function quantizeDynamic(model: Model, options: DynamicOptions = {}): { m
   const report: DynamicReport = {
     mode: MODE.int8Dynamic,
     quantized: [],
-    quantizedByOpType: {},
+    quantizedByOpType: Object.create(null) as Record<string, number>,
     keptFloat: [],
     weightBytesBefore: modelWeightBytes(out),
     weightBytesAfter: 0,

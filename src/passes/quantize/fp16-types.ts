@@ -5,12 +5,13 @@
  * Conv, MatMul, shape-moving ops). Unknown stays undefined, and the pass keeps nodes whose float
  * inputs or outputs it cannot type in float32. Imports the IR only.
  */
+import { nullPrototype } from '../../util/null-prototype.js';
 import { DataType, isTensorType, type Graph, type Node, type Value } from '../../ir/index.js';
 
 const FIXED_INT64 = new Set(['Shape', 'Size', 'NonZero', 'ArgMax', 'ArgMin', 'NonMaxSuppression']);
 const FIXED_BOOL = new Set(['Equal', 'Less', 'Greater', 'LessOrEqual', 'GreaterOrEqual', 'Not', 'And', 'Or', 'Xor', 'IsNaN', 'IsInf']);
 
-const TYPE_NAMES: Record<string, DataType> = {
+const TYPE_NAMES: Record<string, DataType> = nullPrototype<DataType>({
   FLOAT: DataType.FLOAT,
   UINT8: DataType.UINT8,
   INT8: DataType.INT8,
@@ -24,7 +25,7 @@ const TYPE_NAMES: Record<string, DataType> = {
   DOUBLE: DataType.DOUBLE,
   UINT32: DataType.UINT32,
   UINT64: DataType.UINT64,
-};
+});
 
 /** A Cast node's target type: an int since opset 6, a type name ('FLOAT16') in Cast-1. */
 export function castTarget(node: Node): DataType | undefined {

@@ -17,6 +17,7 @@
  * (their owner node stays float32, and outer values they read are cast back to float32).
  * Imports the IR (with ir/unique-names, ir/batch-transpose-matmul), errors and ./fp16-types.js.
  */
+import { nullPrototype } from '../../util/null-prototype.js';
 import { MODE } from './mode-names.js';
 import {
   DataType,
@@ -156,10 +157,13 @@ const hasFloat16CustomKernel = (n: Node): boolean => FLOAT16_CUSTOM_OPS.has(`${n
 const TYPE_SETTING_OPS = new Set(['Cast', 'ConstantOfShape']);
 
 /** Inputs that accept any element type: no Cast is ever placed in front of them. */
-const ANY_TYPE_INPUTS: Record<string, number[]> = { Cast: [0], CastLike: [0], Shape: [0], Size: [0] };
+const ANY_TYPE_INPUTS: Record<string, number[]> = nullPrototype<number[]>({ Cast: [0], CastLike: [0], Shape: [0], Size: [0] });
 /** Float inputs/outputs whose type is not tied to the op's main type and stay float32. */
-const FLOAT32_INPUTS: Record<string, number[]> = { Resize: [1, 2], Upsample: [1] };
-const FLOAT32_OUTPUTS: Record<string, number[]> = { LayerNormalization: [1, 2] };
+const FLOAT32_INPUTS: ReadonlyMap<string, readonly number[]> = new Map([
+  ['Resize', [1, 2]],
+  ['Upsample', [1]],
+]);
+const FLOAT32_OUTPUTS: ReadonlyMap<string, readonly number[]> = new Map([['LayerNormalization', [1, 2]]]);
 
 const isDefaultDomain = (n: Node): boolean => n.domain === '' || n.domain === 'ai.onnx';
 const label = (n: Node): string => n.name || n.opType;
@@ -262,7 +266,7 @@ function newFp16Report(model: Model, stats: ConvertStats): Fp16Report {
     weightBytesBefore: modelWeightBytes(model),
     weightBytesAfter: 0,
     nodesConverted: 0,
-    convertedByOpType: {},
+    convertedByOpType: Object.create(null) as Record<string, number>, // keyed by op types from the file
     keptFloat32: [],
     clampedTensors: stats.clamped,
     flushedToZero: 0,
@@ -347,7 +351,7 @@ function planValueTypes(graph: Graph, rules: Fp16Rules, plan: Pick<Fp16Plan, 'ty
       if (o.name === '' || typeOf(o) !== DataType.FLOAT) return;
       if (isConstantNode(node)) constants.push(o);
       else {
-        const half = converted.has(node) && !FLOAT32_OUTPUTS[node.opType]?.includes(i);
+        const half = converted.has(node) && !FLOAT32_OUTPUTS.get(node.opType)?.includes(i);
         newType.set(o, half ? DataType.FLOAT16 : DataType.FLOAT);
       }
     });
@@ -379,7 +383,7 @@ function wantedType(edit: Fp16Edit, reader: Node, index: number): DataType | und
   if (reader.graph !== edit.graph) return DataType.FLOAT; // subgraph bodies are not converted
   if (!edit.plan.converted.has(reader)) return DataType.FLOAT;
   if (ANY_TYPE_INPUTS[reader.opType]?.includes(index)) return undefined;
-  if (FLOAT32_INPUTS[reader.opType]?.includes(index)) return DataType.FLOAT;
+  if (FLOAT32_INPUTS.get(reader.opType)?.includes(index)) return DataType.FLOAT;
   return DataType.FLOAT16;
 }
 

@@ -745,7 +745,7 @@ function newQdqReport(plan: QdqPlan, actType: QuantType, symmetric: boolean): Qd
     activationSymmetric: symmetric,
     perChannel: plan.perChannel,
     quantized: [],
-    byOpType: {},
+    byOpType: Object.create(null) as Record<string, number>, // keyed by op types from the file
     skipped: plan.skipped,
     activationTensors: 0,
     weights: 0,
