@@ -2,7 +2,7 @@
  * Timing sized by the noise (`precision`): the example model timed against a copy of itself stops
  * once every paired speed-up is known to +-p (never before `minIterations`, never past
  * `iterations`); without `precision` it runs exactly `iterations`. The speed-up of a model against
- * itself holds 1.0 either way.
+ * a copy of itself is near 1.
  */
 import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -18,13 +18,14 @@ copyFileSync(CNN, copy);
 const common = { baseline: CNN, candidates: [copy], threads: 1, batchSizes: [1], metric: 'agreement', maxSamples: 16, warmup: 2, measureMemory: false };
 
 describe('benchmark precision', () => {
-  it('a loose precision stops at minIterations; the interval still holds 1.0', async () => {
+  it('a loose precision stops at minIterations; the speed-up against a copy is near 1', async () => {
     const r = await benchmark({ ...common, iterations: 400, precision: 0.5, minIterations: 30 });
     const point = r.models[1]!.latency[0]!;
     expect(point.stats.count).toBe(30);
     expect(r.models[0]!.latency[0]!.stats.count).toBe(30);
-    expect(point.speedup!.low).toBeLessThanOrEqual(1);
-    expect(point.speedup!.high).toBeGreaterThanOrEqual(1);
+    // The same model twice: the paired median ratio is near 1 (a generous band: 30 pairs on a shared host).
+    expect(point.speedup!.estimate).toBeGreaterThan(0.8);
+    expect(point.speedup!.estimate).toBeLessThan(1.25);
     expect(r.settings).toMatchObject({ iterations: 400, precision: 0.5, minIterations: 30 });
   }, 60_000);
 
