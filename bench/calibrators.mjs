@@ -14,7 +14,7 @@
 import { dist, encoderBlocks } from './common.mjs';
 
 const { DataType, GraphBuilder } = await import(dist('ir/index.js'));
-const { quantizeInt8 } = await import(dist('passes/quantize/index.js'));
+const { quantizeInt8 } = await import(dist('app/quantize-passes.js'));
 const { createRunner } = await import(dist('runtime/index.js'));
 const { agreement } = await import(dist('metrics/index.js'));
 const { seededRandom } = await import(dist('util/random.js'));

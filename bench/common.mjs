@@ -15,7 +15,7 @@ export async function load() {
   const onnx = await import(dist('onnx/index.js'));
   const data = await import(dist('data/index.js'));
   const runtime = await import(dist('runtime/index.js'));
-  const quantize = await import(dist('passes/quantize/index.js'));
+  const quantize = await import(dist('app/quantize-passes.js'));
   const preprocess = await import(dist('passes/preprocess/index.js'));
   return { ir, onnx, data, runtime, quantize, preprocess };
 }

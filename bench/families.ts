@@ -34,7 +34,7 @@ const sweepRows: { family: string; variant: string; worstSqnrDb: number; top1Agr
 
 /** SQNR / agreement / task metric of in-memory INT8 models with the guard off: which SQNR goes with which task loss. */
 async function sweepFamily(f: Family, model: Awaited<ReturnType<typeof loadModel>>, held: Dataset, fp32: Record<string, number>): Promise<void> {
-  const { quantizeInt8 } = await import('../src/passes/quantize/index.js');
+  const { quantizeInt8 } = await import('../src/app/quantize-passes.js');
   const calibration = await loadDataset(f.calibration, modelInputSpecs(model), { maxSamples: 100 });
   for (const method of ['minmax', 'percentile', 'entropy', 'mse'] as const) {
     for (const hdr of ['float', 'int8'] as const) {

@@ -16,7 +16,7 @@ const { loadModel } = await import(dist('onnx/index.js'));
 const { readTestDataSet } = await import(dist('data/index.js'));
 const { createRunner } = await import(dist('runtime/index.js'));
 const { convertToFloat16 } = await import(dist('passes/quantize/fp16.js'));
-const { quantizeInt8 } = await import(dist('passes/quantize/index.js'));
+const { quantizeInt8 } = await import(dist('app/quantize-passes.js'));
 const { quantizeDynamic } = await import(dist('passes/quantize/dynamic.js'));
 
 const [mode = 'fp16', folder = 'node', pattern] = process.argv.slice(2);

@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadModel, saveModel } from '../dist/onnx/index.js';
-import { prune } from '../dist/passes/prune/index.js';
+import { prune } from '../dist/app/prune-passes.js';
 
 const arg = (name, fallback) => {
   const i = process.argv.indexOf(name);

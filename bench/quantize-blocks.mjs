@@ -77,7 +77,7 @@ import { join } from 'node:path';
 import { compareVariants, dist, encoderBlocks, load } from './common.mjs';
 
 const { DataType, GraphBuilder } = await import(dist('ir/index.js'));
-const { quantizeInt8 } = await import(dist('passes/quantize/index.js'));
+const { quantizeInt8 } = await import(dist('app/quantize-passes.js'));
 const { quantizeDynamic } = await import(dist('passes/quantize/dynamic.js'));
 const { seededRandom } = await import(dist('util/random.js'));
 

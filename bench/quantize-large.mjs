@@ -19,7 +19,7 @@ const BATCH = 8;
 
 const ir = await import(dist('ir/index.js'));
 const onnx = await import(dist('onnx/index.js'));
-const quantize = await import(dist('passes/quantize/index.js'));
+const quantize = await import(dist('app/quantize-passes.js'));
 const { DataType, GraphBuilder, Tensor } = ir;
 
 const { seededRandom: rng } = await import(dist('util/random.js'));

@@ -30,7 +30,7 @@ import { TrainableGraph } from '../src/train/tfjs/onnx-graph.js';
 import { ortTrainLoop } from '../src/train/onnxruntime/loop.js';
 import { loadDataset } from '../src/data/index.js';
 import { modelInputSpecs } from '../src/runtime/index.js';
-import { quantizeInt8 } from '../src/passes/quantize/int8.js';
+import { quantizeInt8 } from '../src/app/quantize-int8.js';
 import { fakeQuantPlan } from '../src/app/qat.js';
 import { withDynamicBatch } from '../src/app/dynamic-batch.js';
 import { installFakeQuantHooks } from '../src/train/qat.js';

@@ -35,10 +35,10 @@ export { resolveMetric } from './app/metric-module.js';
 export { benchmark, evaluateGates } from './benchmark/index.js';
 export type { BenchmarkOptions, BenchmarkResult } from './benchmark/index.js';
 export { preprocess } from './passes/preprocess/index.js';
-export { quantizeInt8, checkFusion, guardAccuracy, analyzeSensitivity } from './passes/quantize/index.js';
+export { quantizeInt8, checkFusion, guardAccuracy, analyzeSensitivity } from './app/quantize-passes.js';
 export { convertToFloat16 } from './passes/quantize/fp16.js';
 export { quantizeDynamic } from './passes/quantize/dynamic.js';
-export { prune, pruneChannels, pruneMagnitude } from './passes/prune/index.js';
+export { prune, pruneChannels, pruneMagnitude } from './app/prune-passes.js';
 export { batchify } from './passes/batchify.js';
 // Workflows: what each CLI command does, start to end (load, run, write, check), as functions.
 export { quantizeWorkflow, sensitivityWorkflow, type QuantizeWorkflowOptions, type QuantizeResult, type SensitivityResult } from './app/quantize.js';

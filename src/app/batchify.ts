@@ -8,7 +8,8 @@
  */
 import { InputError } from '../errors.js';
 import type { ShapeOverrides } from '../ir/io-spec.js';
-import type { BatchifyReport, VerifyBatchifyResult } from '../passes/batchify.js';
+import type { BatchifyReport } from '../passes/batchify.js';
+import type { VerifyBatchifyResult } from './batchify-verify.js';
 import type { WorkflowEvents } from './events.js';
 import { checkOutputPath } from './output-path.js';
 
@@ -43,9 +44,10 @@ export async function batchifyWorkflow(options: BatchifyWorkflowOptions, events:
   const progress = events.onProgress ?? (() => undefined);
   const dimName = options.dimName ?? 'N';
   const output = checkOutputPath(options.output, [options.model]);
-  const [{ loadModel, saveModel }, { batchify, verifyBatchify }, { createRunner }] = await Promise.all([
+  const [{ loadModel, saveModel }, { batchify }, { verifyBatchify }, { createRunner }] = await Promise.all([
     import('../onnx/index.js'),
     import('../passes/batchify.js'),
+    import('./batchify-verify.js'),
     import('../runtime/index.js'),
   ]);
   progress(`loading ${options.model}`);

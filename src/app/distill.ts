@@ -15,7 +15,7 @@ import { sameFile } from '../util/atomic-write.js';
 import { formatShape, isTensorType, type Model } from '../ir/index.js';
 import type { Dataset } from '../data/index.js';
 import { modelInputSpecs } from '../ir/io-spec.js';
-import { countParams, pruneChannels } from '../passes/prune/index.js';
+import { countParams, pruneChannels } from './prune-passes.js';
 import { TARGET_OPSET, upgradeOpset } from '../passes/preprocess/index.js';
 import type { DistillOptions, DistillProgress, DistillReport, DistillSettings } from '../train/distill.js';
 import type { TrainingBackend } from '../train/tfjs/backend.js';

@@ -9,7 +9,7 @@
  * deadline. Every step is reported. The building and timing are callbacks (app/optimize.ts).
  * May import: types of passes/quantize and metrics.
  */
-import type { Int8Report } from '../passes/quantize/index.js';
+import type { Int8Report } from './quantize-passes.js';
 import type { Speedup } from '../metrics/index.js';
 
 export interface Region {

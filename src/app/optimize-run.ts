@@ -13,8 +13,8 @@ import { fileErrorReason, InputError, ModelOptError, NothingToDoError, UsageErro
 import type { BenchmarkResult } from '../benchmark/types.js';
 import type { Speedup } from '../metrics/index.js';
 import type { ShapeOverrides } from '../ir/io-spec.js';
-import type { Int8Context, Int8Report } from '../passes/quantize/index.js';
-import type { ModeApplied } from '../passes/quantize/modes.js';
+import type { Int8Context, Int8Report } from './quantize-passes.js';
+import type { ModeApplied } from './quantize-modes.js';
 import type { WorkflowEvents } from './events.js';
 import { checkOutputPath } from './output-path.js';
 import { describeSpec, recipePathFor, type CandidateSpec, type QuantizeCandidateSpec } from './optimize-recipe.js';
@@ -119,7 +119,7 @@ export async function startRun(options: OptimizeOptions, events: WorkflowEvents)
     events.onWarning?.(message);
   };
   const progress = (message: string): void => events.onProgress?.(message);
-  const { DEFAULT_FIDELITY_BUDGET } = await import('../passes/quantize/fidelity.js');
+  const { DEFAULT_FIDELITY_BUDGET } = await import('./quantize-fidelity.js');
   const searchDeadline = started + (options.timeBudgetMs ?? DEFAULT_SEARCH_SECONDS * 1000);
   // With pruned candidates to come, the region search gets REGION_SHARE of the budget: distillation needs the rest.
   const pruneWillRun = options.timeBudgetMs !== undefined && Boolean(options.trainData ?? options.calibrationData);
@@ -159,7 +159,7 @@ export async function startRun(options: OptimizeOptions, events: WorkflowEvents)
  * no candidate's fault: exit 2, naming the data.
  */
 async function parseOnce(options: OptimizeOptions, warn: (m: string) => void, progress: (m: string) => void): Promise<QuantizeInputs> {
-  const { MODE, quantizeMode } = await import('../passes/quantize/modes.js');
+  const { MODE, quantizeMode } = await import('./quantize-modes.js');
   const most = samplesToLoad(
     { model: options.model, mode: MODE.int8, calibrationCount: options.calibrationCount, evalData: options.evalData },
     quantizeMode(MODE.int8),
@@ -261,7 +261,7 @@ async function quantizeCandidate(
 ): Promise<QuantizeResult & { context: import('./quantize-context.js').QuantizeContext }> {
   const { options } = run;
   const { quantizeFromInputs } = await import('./quantize.js');
-  const { MODE, fromInt8Context } = await import('../passes/quantize/modes.js');
+  const { MODE, fromInt8Context } = await import('./quantize-modes.js');
   const settings = {
     model: options.model,
     output: file,
@@ -292,7 +292,7 @@ async function quantizeCandidate(
   const regionOf = run.int8 && spec.mode === MODE.int8 && sameExceptExclusions(spec, run.int8.context) ? run.int8 : undefined;
   let applied = steps.applied;
   if (!applied && regionOf) {
-    const { requantize } = await import('../passes/quantize/int8.js');
+    const { requantize } = await import('./quantize-int8.js');
     // The same statistics (Maps shared: what a new plan needs is calibrated once, for every later step).
     const context: Int8Context = { ...regionOf.context, qdqOptions: { ...regionOf.context.qdqOptions, excludeNodes: spec.excludeNodes } };
     const q = await requantize(context, {});

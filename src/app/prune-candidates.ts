@@ -160,7 +160,7 @@ async function splitData(data: Dataset, loss: 'kd' | 'mse', trainBatchSize: numb
 
 /** The lazily loaded modules the search uses. */
 interface PruneModules {
-  pruneChannels: typeof import('../passes/prune/index.js')['pruneChannels'];
+  pruneChannels: typeof import('./prune-passes.js')['pruneChannels'];
   saveModel: typeof import('../onnx/index.js')['saveModel'];
   distill: typeof import('./distill.js')['distill'];
   take: typeof import('../data/index.js')['take'];
@@ -183,7 +183,7 @@ interface PruneSearch extends DataSplit {
   maxEpochs: number;
   loss: 'kd' | 'mse';
   /** Channel statistics for pruning, measured once. */
-  statistics: Awaited<ReturnType<typeof import('../passes/prune/index.js')['collectChannelStatistics']>>;
+  statistics: Awaited<ReturnType<typeof import('./prune-passes.js')['collectChannelStatistics']>>;
   scratch: string;
   /** The FP32 model as a file, for the speed pre-check. */
   fp32Path: string;
@@ -441,7 +441,7 @@ export async function pruneDistillCandidates(
   const split = await splitData(data, loss, options.trainBatchSize);
 
   const [{ pruneChannels, collectChannelStatistics, statisticsRequests }, { saveModel }, { distill }, { checkShapes }, { take }] = await Promise.all([
-    import('../passes/prune/index.js'),
+    import('./prune-passes.js'),
     import('../onnx/index.js'),
     import('./distill.js'),
     import('./data-shapes.js'),

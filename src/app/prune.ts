@@ -9,7 +9,7 @@
  * top-1 on an output stays `accuracy` (the library's own measurement).
  * May import: app/*, types from below; onnx, data, ir, evaluate, passes/prune (lazily).
  */
-import type { Accuracy, ModelSize, PruneOptions, PruneResult, RunCheck } from '../passes/prune/index.js';
+import type { Accuracy, ModelSize, PruneOptions, PruneResult, RunCheck } from './prune-passes.js';
 import type { Dataset, InputValues } from '../data/index.js';
 import type { Model } from '../ir/index.js';
 import type { FeedbackPair } from '../calibration/index.js';
@@ -96,7 +96,7 @@ export async function pruneWorkflow(options: PruneWorkflowOptions, events: Workf
   if (maxAccuracyDrop && metric !== undefined && !isTop1(metric))
     throw new UsageError(`--max-accuracy-drop holds top-1 accuracy; --metric ${metric} is reported only`);
   const output = checkOutputPath(requested, [input, ...(evalPath ? [evalPath] : []), ...(calibrationPath ? [calibrationPath] : [])]);
-  const [{ prune }, { loadModel, saveModel }] = await Promise.all([import('../passes/prune/index.js'), import('../onnx/index.js')]);
+  const [{ prune }, { loadModel, saveModel }] = await Promise.all([import('./prune-passes.js'), import('../onnx/index.js')]);
   const progress = events.onProgress ?? (() => undefined);
   progress(`loading ${input}`);
   const model = await loadModel(input);
@@ -125,7 +125,7 @@ export async function pruneWorkflow(options: PruneWorkflowOptions, events: Workf
     const data = pruneOptions.maxSamples !== undefined ? (await import('../data/index.js')).take(evalData, pruneOptions.maxSamples) : evalData;
     if (factory) score = await scoreBeforeAfter(factory, model, result.model, data);
     else {
-      const { measureAccuracy } = await import('../passes/prune/index.js');
+      const { measureAccuracy } = await import('./prune-passes.js');
       accuracy = { before: await measureAccuracy(model, data, { outputName }), after: await measureAccuracy(result.model, data, { outputName }) };
     }
   }

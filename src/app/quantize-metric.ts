@@ -7,7 +7,7 @@
 import { UsageError } from '../errors.js';
 import { CHECK_SAMPLE_COUNT } from '../calibration/defaults.js';
 import type { Model } from '../ir/index.js';
-import type { Int8Context, MetricBudget, SensitivityRow } from '../passes/quantize/index.js';
+import type { Int8Context, MetricBudget, SensitivityRow } from './quantize-passes.js';
 import type { QuantizeContext } from './quantize-context.js';
 import type { SensitivityMetric } from './quantize.js';
 
@@ -23,7 +23,7 @@ export async function metricPerNode(
   rows: readonly SensitivityRow[],
 ): Promise<SensitivityMetric> {
   const { options } = ctx;
-  const [dataModule, evaluate, q] = await Promise.all([import('../data/index.js'), import('../evaluate/index.js'), import('../passes/quantize/index.js')]);
+  const [dataModule, evaluate, q] = await Promise.all([import('../data/index.js'), import('../evaluate/index.js'), import('./quantize-passes.js')]);
   const { resolveMetric } = await import('./metric-module.js');
   const factory = await resolveMetric(spec, { output: options.outputName, hint: ' (pick another with --output-name)' });
   const data = ctx.evalData ?? dataModule.take(ctx.calibration!, Math.min(ctx.calibration!.count, CHECK_SAMPLE_COUNT));

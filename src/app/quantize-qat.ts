@@ -4,7 +4,7 @@
  * May import: app/*, types from below; data (lazily).
  */
 import type { Model } from '../ir/index.js';
-import type { Int8Context } from '../passes/quantize/index.js';
+import type { Int8Context } from './quantize-passes.js';
 import type { QatReport } from './qat.js';
 import type { QuantizeContext } from './quantize-context.js';
 import type { QuantizeWorkflowOptions } from './quantize.js';

@@ -10,8 +10,8 @@ import { NothingToDoError, UsageError } from '../errors.js';
 import { CHECK_SAMPLE_COUNT } from '../calibration/defaults.js';
 import type { Dataset } from '../data/index.js';
 import type { AgreementMetrics } from '../metrics/index.js';
-import type { FidelityBudget, FidelityGuardResult, GuardResult } from '../passes/quantize/index.js';
-import type { ModeSettings } from '../passes/quantize/modes.js';
+import type { FidelityBudget, FidelityGuardResult, GuardResult } from './quantize-passes.js';
+import type { ModeSettings } from './quantize-modes.js';
 import type { CheckInputs, QuantizeContext } from './quantize-context.js';
 import type { FidelityReport, QuantizeChecks, QuantizeResult } from './quantize.js';
 import { randomCheckData } from './quantize-check-data.js';
@@ -26,7 +26,7 @@ export async function planStep(ctx: QuantizeContext): Promise<void> {
   ctx.metricBudget = options.taskMetric ? await taskMetricBudget(ctx, options.taskMetric) : options.metric;
   const labelledMetric = ctx.metricBudget?.maxDrop !== undefined && options.taskMetric !== undefined;
   if (!guardOn) return;
-  const { planHeldOut } = await import('../passes/quantize/fidelity.js');
+  const { planHeldOut } = await import('./quantize-fidelity.js');
   ctx.plan = planHeldOut({
     available: calibration?.count,
     calibrationCount: ctx.calibrationCount,
@@ -116,7 +116,7 @@ export async function int8WorkflowsStep(ctx: QuantizeContext): Promise<void> {
       ctx.fallback = false;
       return;
     }
-    const { guardAccuracy } = await import('../passes/quantize/guard.js');
+    const { guardAccuracy } = await import('./quantize-guard.js');
     const guard = await guardAccuracy(ctx.model, context, ctx.evalData, options.maxAccuracyDrop, {
       outputName: options.outputName,
       runner: ctx.runner,
@@ -138,7 +138,7 @@ export async function int8WorkflowsStep(ctx: QuantizeContext): Promise<void> {
  */
 export async function checkInputsStep(ctx: QuantizeContext): Promise<void> {
   const { plan, calibration, evalData } = ctx;
-  const { sliceDataset } = await import('../passes/quantize/fidelity.js');
+  const { sliceDataset } = await import('./quantize-fidelity.js');
   const { take } = await import('../data/index.js');
   let check: CheckInputs;
   if (plan && plan.source === 'eval-data') check = { data: sliceDataset(evalData!, plan.check.start, plan.check.end), inputs: 'eval-data' };
@@ -157,7 +157,7 @@ export async function fidelityStep(ctx: QuantizeContext): Promise<void> {
   if (!plan) ctx.fidelity = { enabled: false, reason: 'turned off (--no-guard): the model was not held to a fidelity budget' };
   else if (!check?.data) ctx.fidelity = { enabled: false, reason: `no inputs to check the model on: ${check?.skipped}` };
   else {
-    const q = await import('../passes/quantize/fidelity.js');
+    const q = await import('./quantize-fidelity.js');
     // A --metric budget replaces the default SQNR / agreement floors (still measured and reported).
     const metricDecides = options.taskMetric !== undefined;
     const budget: FidelityBudget = {
@@ -233,7 +233,7 @@ export async function gateFailureOf(ctx: QuantizeContext): Promise<string | unde
     return `no INT8 setting met --max-accuracy-drop: best drop ${guard.chosen.dropPoints.toFixed(2)}pt with ${guard.chosen.fp32Nodes.length} node(s) in FP32 (${guard.attempts.length} attempt(s)); ${tail}`;
   }
   if (!fidelity?.enabled || fidelity.decidedBy !== 'fidelity' || fidelity.met) return undefined;
-  const { describeBudget } = await import('../passes/quantize/fidelity.js');
+  const { describeBudget } = await import('./quantize-fidelity.js');
   const tried = fidelity.steps.slice(1).map((s) => s.floatNodes.length);
   const budget = describeBudget(fidelity.budget);
   const what =
@@ -265,7 +265,7 @@ export async function writeStep(
 ): Promise<Pick<QuantizeResult, 'agreement' | 'checks' | 'fusion'>> {
   const { runner, check } = ctx;
   ctx.onProgress(`writing ${target}`);
-  const [{ saveModel }, runtime, q] = await Promise.all([import('../onnx/index.js'), import('../runtime/index.js'), import('../passes/quantize/index.js')]);
+  const [{ saveModel }, runtime, q] = await Promise.all([import('../onnx/index.js'), import('../runtime/index.js'), import('./quantize-passes.js')]);
   let agreement: Record<string, AgreementMetrics> | null = null;
   let checks: QuantizeChecks = { ran: false, inputs: null };
   const fusionFile = settings.fusion && ctx.mode.fusionCheck ? await q.fusionTarget(runner) : undefined;
@@ -289,7 +289,7 @@ export async function writeStep(
     },
   });
   ctx.lap('write-and-check');
-  const qdqReport = ctx.applied?.int8 ? (ctx.report as import('../passes/quantize/index.js').Int8Report).qdq : undefined;
+  const qdqReport = ctx.applied?.int8 ? (ctx.report as import('./quantize-passes.js').Int8Report).qdq : undefined;
   const keptFloat = qdqReport ? [...qdqReport.skipped, ...qdqReport.floatCompute.map((f) => ({ ...f, weightsDequantized: true }))] : undefined;
   if (!fusionFile) return { agreement, checks, fusion: undefined };
   ctx.onProgress('checking what onnxruntime fuses');
@@ -304,6 +304,6 @@ export async function writeStep(
  */
 async function compareWithFp32(ctx: QuantizeContext, session: import('../runtime/index.js').Runner, data: Dataset): Promise<Record<string, AgreementMetrics>> {
   if (ctx.judge) return ctx.judge.agreement(session);
-  const [{ referenceIo }, evaluate] = await Promise.all([import('../passes/quantize/fidelity.js'), import('../evaluate/index.js')]);
+  const [{ referenceIo }, evaluate] = await Promise.all([import('./quantize-fidelity.js'), import('../evaluate/index.js')]);
   return evaluate.compareOutputs(ctx.model, referenceIo(session), data, { runner: ctx.runner, batchSize: ctx.options.batchSize ?? 16 });
 }

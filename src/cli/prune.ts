@@ -11,7 +11,7 @@ import { createProgress, printJson, reportError, runCommand, workflowEvents } fr
 import { measureSpeedRuns, sharedOption, type InputValueFlags } from './options.js';
 import { oneOf, parseAccuracyBudget, parseFraction, parsePositiveInt, refuseUnknownNames } from './parsers.js';
 import { helpExamples } from './examples.js';
-import type { PrunePattern } from '../passes/prune/index.js';
+import type { PrunePattern } from '../app/prune-passes.js';
 import type { AccuracyBudget } from '../metrics/accuracy-budget.js';
 
 interface PruneFlags {

@@ -7,7 +7,7 @@
  */
 import { UsageError } from '../errors.js';
 import type { QuantizeMode, QuantizeWorkflowOptions } from '../app/quantize.js';
-import { quantizeMode, quantizeModes } from '../passes/quantize/modes.js';
+import { quantizeMode, quantizeModes } from '../app/quantize-modes.js';
 import type { InputValueFlags } from './options.js';
 import { refuseUnknownNames } from './parsers.js';
 

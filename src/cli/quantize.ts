@@ -16,7 +16,7 @@ import { parseAccuracyBudget, parseFraction, parseNonNegativeInt, parseNumber, p
 import { helpExamples } from './examples.js';
 import type { QuantizeWorkflowOptions } from '../app/quantize.js';
 import { checkExcludeOpTypes, checkFlags, type QuantizeFlags } from './quantize-flags.js';
-import { modeHelp, QUANTIZE_MODES } from '../passes/quantize/modes.js';
+import { modeHelp, QUANTIZE_MODES } from '../app/quantize-modes.js';
 
 export const QUANTIZE_JSON_SCHEMA_VERSION = 1;
 

@@ -214,7 +214,9 @@ function specOf(value: Value, role: 'input' | 'output'): IoSpec {
   spec.shape = spec.shape.map((d) => (typeof d === 'number' && d < 0 ? null : d));
   const bad = spec.shape.findIndex((d) => typeof d === 'number' && !Number.isSafeInteger(d));
   if (bad >= 0) {
-    throw new InputError(`model ${role} '${value.name}' declares dim ${spec.shape[bad]} at axis ${bad} (${formatShape(spec.shape)}): not a size; re-export the model`);
+    throw new InputError(
+      `model ${role} '${value.name}' declares dim ${spec.shape[bad]} at axis ${bad} (${formatShape(spec.shape)}): not a size; re-export the model`,
+    );
   }
   return spec;
 }

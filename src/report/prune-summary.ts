@@ -6,7 +6,7 @@
  */
 import Table from 'cli-table3';
 import type { PruneWorkflowResult } from '../app/prune.js';
-import type { ChannelPruneReport, MagnitudePruneReport } from '../passes/prune/index.js';
+import type { ChannelPruneReport, MagnitudePruneReport } from '../app/prune-passes.js';
 import { fitLastColumn, tableStyle } from './format.js';
 import { formatSpeedCheck } from './speed-check.js';
 

@@ -9,10 +9,10 @@
  */
 import Table from 'cli-table3';
 import type { FidelityReport, QuantizeResult, SensitivityMetric } from '../app/quantize.js';
-import type { Int8Report, SensitivityRow } from '../passes/quantize/index.js';
-import { describeBudget } from '../passes/quantize/fidelity.js';
+import type { Int8Report, SensitivityRow } from '../app/quantize-passes.js';
+import { describeBudget } from '../app/quantize-fidelity.js';
 import { MODE } from '../passes/quantize/mode-names.js';
-import type { UnfusedNode } from '../passes/quantize/fusion-check.js';
+import type { UnfusedNode } from '../app/quantize-fusion-check.js';
 import { fitLastColumn, formatBytes, formatDb, formatWorstChannel, tableStyle } from './format.js';
 import { formatSpeedCheck } from './speed-check.js';
 

@@ -13,7 +13,7 @@ import { pruneWorkflow } from '../../src/app/prune.js';
 import { fakeQuantPlan } from '../../src/app/qat.js';
 import { loadModel } from '../../src/onnx/index.js';
 import { createRunner } from '../../src/runtime/index.js';
-import { quantizeInt8 } from '../../src/passes/quantize/index.js';
+import { quantizeInt8 } from '../../src/app/quantize-passes.js';
 import { DataType } from '../../src/ir/index.js';
 import { runInProcess } from '../helpers/cli.js';
 import { smallCnn, syntheticImages } from '../train/distill/models.js';

@@ -118,6 +118,25 @@ describe('layering of src/', () => {
     expect(violations).toEqual([]);
   });
 
+  it('passes are pure: no value import of runtime/ or evaluate/, nothing that runs a model (only the pipeline in app/ does)', () => {
+    const RUNS = /\b(createRunner|inferShapesByRunning|collectStatistics|evaluateMany|compareOutputs)\s*\(/;
+    const violations: string[] = [];
+    const passes = files.filter((f) => unit(f) === 'passes');
+    for (const file of passes) {
+      const text = readFileSync(file, 'utf8');
+      for (const { line, target } of importsOf(file)) {
+        const to = unit(target);
+        if (to !== 'runtime' && to !== 'evaluate') continue;
+        const statement = text.split('\n')[line - 1] ?? '';
+        if (!/^\s*import type\b/.test(statement) && !/^\s*export type\b/.test(statement)) violations.push(`${path.relative(SRC, file)}:${line} imports ${to}/`);
+      }
+      const code = text.replace(/\/\*[\s\S]*?\*\//g, '').replace(/\/\/.*$/gm, '');
+      if (RUNS.test(code)) violations.push(`${path.relative(SRC, file)} runs a model (${RUNS.exec(code)![1]})`);
+    }
+    expect(passes.length).toBeGreaterThan(30);
+    expect(violations).toEqual([]);
+  });
+
   it('CLI files stay small: flags, parsing, exit codes', () => {
     const large = files
       .filter((f) => unit(f) === 'cli')

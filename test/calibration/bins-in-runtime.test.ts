@@ -7,7 +7,7 @@ import { StreamingHistogram } from '../../src/calibration/histogram.js';
 import { collectStatistics, type StatisticRequest } from '../../src/calibration/index.js';
 import { sliceSamples } from '../../src/ir/samples.js';
 import { loadModel } from '../../src/onnx/index.js';
-import { computeRange } from '../../src/passes/quantize/index.js';
+import { computeRange } from '../../src/app/quantize-passes.js';
 import { canReduce, createStatisticsCapture, inferShapesByRunning, type BinGrid } from '../../src/runtime/index.js';
 
 const MODEL = 'fixtures/fashion-cnn.onnx';

@@ -11,7 +11,7 @@ import { loadDataset } from '../../src/data/index.js';
 import { compareOutputs } from '../../src/evaluate/index.js';
 import { loadModel } from '../../src/onnx/index.js';
 import { modelInputSpecs } from '../../src/runtime/index.js';
-import { checkFusion, FidelityJudge, quantizeInt8, sliceDataset, DEFAULT_FIDELITY_BUDGET } from '../../src/passes/quantize/index.js';
+import { checkFusion, FidelityJudge, quantizeInt8, sliceDataset, DEFAULT_FIDELITY_BUDGET } from '../../src/app/quantize-passes.js';
 import { dataset, residualCnn } from '../passes/quantize/models.js';
 
 const MODEL = 'fixtures/fashion-cnn.onnx';

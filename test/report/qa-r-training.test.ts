@@ -3,7 +3,7 @@
 // 0.5; QAT with labelled training data and no eval data reports its fake-quantized accuracy on the
 // training data (it printed '- -> -'), and the numbers match onnxruntime on the same data.
 import { describe, expect, it } from 'vitest';
-import { quantizeInt8 } from '../../src/passes/quantize/index.js';
+import { quantizeInt8 } from '../../src/app/quantize-passes.js';
 import { top1Accuracy } from '../../src/evaluate/index.js';
 import { distill } from '../../src/train/distill.js';
 import { quantizeAwareTraining } from '../../src/app/qat.js';

@@ -6,7 +6,8 @@ import { saveModel } from '../../src/onnx/index.js';
 import { runInProcess } from '../helpers/cli.js';
 import { InputError } from '../../src/errors.js';
 import { DataType, GraphBuilder, isTensorType } from '../../src/ir/index.js';
-import { batchify, verifyBatchify } from '../../src/passes/batchify.js';
+import { batchify } from '../../src/passes/batchify.js';
+import { verifyBatchify } from '../../src/app/batchify-verify.js';
 import { createRunner } from '../../src/runtime/index.js';
 import { fixedBatchModel, mlpModel } from './models.js';
 

@@ -3,7 +3,7 @@
 // channels zeroed (onnxruntime on both), so a dropped or misaligned slice shows as a number.
 import { describe, expect, it } from 'vitest';
 import { encodeModel } from '../../../src/onnx/index.js';
-import { analyzeChannels, pruneChannels, type ChannelPruneOptions } from '../../../src/passes/prune/index.js';
+import { analyzeChannels, pruneChannels, type ChannelPruneOptions } from '../../../src/app/prune-passes.js';
 import type { Model } from '../../../src/ir/index.js';
 import { feed, maskedReference, maxAbsDiff, Net, runModel, weightDims } from './helpers.js';
 

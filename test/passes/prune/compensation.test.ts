@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { loadDataset, writeNpz } from '../../../src/data/index.js';
 import { modelInputSpecs } from '../../../src/runtime/index.js';
 import { DataType, type Model, type TensorData } from '../../../src/ir/index.js';
-import { collectChannelStatistics, pruneChannels, statisticsRequests } from '../../../src/passes/prune/index.js';
+import { collectChannelStatistics, pruneChannels, statisticsRequests } from '../../../src/app/prune-passes.js';
 import { feed, filterZeroedReference, maxAbsDiff, maxAbsDiffInterior, Net, randomFloats, runModel, tempDir } from './helpers.js';
 
 const TOL = 1e-4;

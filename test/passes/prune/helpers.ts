@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll } from 'vitest';
 import { createRunner } from '../../../src/runtime/index.js';
-import type { ChannelPlan, MagnitudePruneOptions } from '../../../src/passes/prune/index.js';
+import type { ChannelPlan, MagnitudePruneOptions } from '../../../src/app/prune-passes.js';
 
 export { rng } from '../../helpers/random.js';
 import { randomFloats, rng } from '../../helpers/random.js';

@@ -7,7 +7,7 @@ import { loadDataset, writeNpz } from '../../../src/data/index.js';
 import { loadModel, saveModel } from '../../../src/onnx/index.js';
 import { DataType, type Model, type TensorData } from '../../../src/ir/index.js';
 import { createCaptureRunner, modelInputSpecs } from '../../../src/runtime/index.js';
-import { collectMagnitudeStatistics, convTapMeans, prune, pruneMagnitude } from '../../../src/passes/prune/index.js';
+import { collectMagnitudeStatistics, convTapMeans, prune, pruneMagnitude } from '../../../src/app/prune-passes.js';
 import { baseMagnitudeOptions as base, Net, randomFloats, tempDir } from './helpers.js';
 import { runInProcess } from '../../helpers/cli.js';
 
@@ -116,7 +116,7 @@ describe('bias correction', () => {
     const model = cnn();
     const file = await calibration();
     const r = await prune(model, { ...base, criterion: 'activation', calibrationData: await loadDataset(file, modelInputSpecs(model)) });
-    const report = r.report as import('../../../src/passes/prune/index.js').MagnitudePruneReport;
+    const report = r.report as import('../../../src/app/prune-passes.js').MagnitudePruneReport;
     expect(report.criterion).toBe('activation');
     expect(report.biasCorrection).toBe(true);
     expect(report.layers.map((l) => l.biasCorrected)).toEqual([true, true, true]);

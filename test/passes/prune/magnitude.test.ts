@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { DataType, type Model } from '../../../src/ir/index.js';
 import { encodeModel } from '../../../src/onnx/index.js';
-import { checkNM, pruneMagnitude } from '../../../src/passes/prune/index.js';
+import { checkNM, pruneMagnitude } from '../../../src/app/prune-passes.js';
 import { baseMagnitudeOptions as base, feed, maxAbsDiff, Net, randomFloats, runModel } from './helpers.js';
 
 function weights(model: Model, node: string): Float32Array {

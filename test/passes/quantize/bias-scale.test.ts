@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { DataType, GraphBuilder, type Model } from '../../../src/ir/index.js';
 import type { Dataset } from '../../../src/data/index.js';
 import { createRunner } from '../../../src/runtime/index.js';
-import { quantizeInt8 } from '../../../src/passes/quantize/index.js';
+import { quantizeInt8 } from '../../../src/app/quantize-passes.js';
 import { biasWeightScaleFloor, INT32_MAX, quantizeBias, quantizeWeight } from '../../../src/passes/quantize/quant-math.js';
 import { rng } from './models.js';
 

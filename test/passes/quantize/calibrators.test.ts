@@ -6,7 +6,7 @@ import type { Dataset } from '../../../src/data/index.js';
 import { StreamingHistogram, type TensorStatistics } from '../../../src/calibration/index.js';
 import { createRunner } from '../../../src/runtime/index.js';
 import { agreement } from '../../../src/metrics/index.js';
-import { computeRange, quantizeInt8, type CalibrationMethod } from '../../../src/passes/quantize/index.js';
+import { computeRange, quantizeInt8, type CalibrationMethod } from '../../../src/app/quantize-passes.js';
 import { randomFloats, rng } from './models.js';
 
 function stats(values: Float32Array): TensorStatistics {

@@ -3,7 +3,7 @@
 // added channels multiply zero weights), both as written and with every graph optimization.
 import { describe, expect, it } from 'vitest';
 import { DataType, GraphBuilder, type Model, type Value } from '../../../src/ir/index.js';
-import { quantizeInt8 } from '../../../src/passes/quantize/int8.js';
+import { quantizeInt8 } from '../../../src/app/quantize-int8.js';
 import { createRunner } from '../../../src/runtime/index.js';
 import { dataset, randomFloats } from './models.js';
 

@@ -8,8 +8,8 @@ import { describe, expect, it } from 'vitest';
 import { DataType, GraphBuilder, type Model, type Value } from '../../../src/ir/index.js';
 import { createRunner } from '../../../src/runtime/index.js';
 import { batchNormsToDepthwiseConv, foldConvAffine, foldPadsIntoConvs, preprocess, reduceMeanToGlobalPool } from '../../../src/passes/preprocess/index.js';
-import { quantizeInt8 } from '../../../src/passes/quantize/int8.js';
-import { checkFusion } from '../../../src/passes/quantize/fusion-check.js';
+import { quantizeInt8 } from '../../../src/app/quantize-int8.js';
+import { checkFusion } from '../../../src/app/quantize-fusion-check.js';
 import { dataset, randomFloats } from './models.js';
 import { maxAbsDiff } from '../../helpers/numeric.js';
 

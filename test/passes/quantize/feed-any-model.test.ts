@@ -347,7 +347,7 @@ describe('nothingQuantizedReason (the message, from a pass report)', () => {
     const r = b.initializer('R', DataType.FLOAT, [1, 32, 8], randomFloats(256, 14));
     b.output(b.node('LSTM', [x, w, r], { hidden_size: 8 }, { name: 'lstm' }), DataType.FLOAT, [5, 1, 1, 8]);
     const model = b.build();
-    type Int8Report = import('../../../src/passes/quantize/index.js').Int8Report;
+    type Int8Report = import('../../../src/app/quantize-passes.js').Int8Report;
     const empty = { mode: 'int8', qdq: { quantized: [], skipped: [] } } as unknown as Int8Report;
     expect(nothingQuantizedReason(empty, model)).toBe(
       'nothing was quantized: the model has no op this mode quantizes (Conv, MatMul, Gemm, ... on float32 tensors); LSTMs are quantized by --mode int8-dynamic. ' +

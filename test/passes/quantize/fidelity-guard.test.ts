@@ -14,7 +14,7 @@ import {
   requantize,
   sliceDataset,
   DEFAULT_FIDELITY_BUDGET,
-} from '../../../src/passes/quantize/index.js';
+} from '../../../src/app/quantize-passes.js';
 import { dataset, residualCnn } from './models.js';
 
 describe('planHeldOut: which samples check the quantized model', () => {

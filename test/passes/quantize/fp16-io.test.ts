@@ -12,7 +12,7 @@ import type { TensorData } from '../../../src/ir/dtype.js';
 import { loadModel, saveModel } from '../../../src/onnx/index.js';
 import { convertFloat, writeNpz } from '../../../src/data/index.js';
 import { createRunner } from '../../../src/runtime/index.js';
-import { referenceIo } from '../../../src/passes/quantize/fidelity.js';
+import { referenceIo } from '../../../src/app/quantize-fidelity.js';
 import { rng } from '../../helpers/random.js';
 import { renderQuantizeSummary } from '../../../src/report/quantize-summary.js';
 import { runCli } from '../../helpers/cli.js';

@@ -2,8 +2,8 @@
 // residual CNN quantized with the default settings.
 import { describe, expect, it } from 'vitest';
 import { DataType, GraphBuilder, Tensor } from '../../../src/ir/index.js';
-import { analyzeOptimized, checkFusion } from '../../../src/passes/quantize/fusion-check.js';
-import { quantizeInt8 } from '../../../src/passes/quantize/int8.js';
+import { analyzeOptimized, checkFusion } from '../../../src/app/quantize-fusion-check.js';
+import { quantizeInt8 } from '../../../src/app/quantize-int8.js';
 import { dataset, randomFloats, residualCnn } from './models.js';
 
 describe('fusion check', () => {

@@ -5,7 +5,7 @@ import { DataType, GraphBuilder, type Model } from '../../../src/ir/index.js';
 import type { Dataset } from '../../../src/data/index.js';
 import { createRunner } from '../../../src/runtime/index.js';
 import { agreement } from '../../../src/metrics/index.js';
-import { quantizeInt8 } from '../../../src/passes/quantize/index.js';
+import { quantizeInt8 } from '../../../src/app/quantize-passes.js';
 import { rng } from './models.js';
 
 const [FRAME, HOP, BINS, MELS, SAMPLES] = [64, 32, 32, 16, 512];

@@ -11,9 +11,9 @@ import { DataType, type Model } from '../../../src/ir/index.js';
 import { loadModel, saveModel } from '../../../src/onnx/index.js';
 import { captureIntermediates, createRunner, type RunnerOptions } from '../../../src/runtime/index.js';
 import { needsExternalData } from '../../../src/runtime/runner.js';
-import { checkFusion } from '../../../src/passes/quantize/fusion-check.js';
-import { guardAccuracy } from '../../../src/passes/quantize/guard.js';
-import { quantizeInt8 } from '../../../src/passes/quantize/int8.js';
+import { checkFusion } from '../../../src/app/quantize-fusion-check.js';
+import { guardAccuracy } from '../../../src/app/quantize-guard.js';
+import { quantizeInt8 } from '../../../src/app/quantize-int8.js';
 import { dataset, residualCnn } from './models.js';
 
 let work: string; // the "user's" folder: the FP32 model with its side file, outputs

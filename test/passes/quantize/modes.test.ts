@@ -7,7 +7,7 @@ import { readFileSync, readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { buildProgram } from '../../../src/cli/index.js';
-import { MODE, QUANTIZE_MODES, modeHelp, modesTable, quantizeMode, quantizeModes } from '../../../src/passes/quantize/modes.js';
+import { MODE, QUANTIZE_MODES, modeHelp, modesTable, quantizeMode, quantizeModes } from '../../../src/app/quantize-modes.js';
 
 const root = path.resolve(import.meta.dirname, '../../..');
 const json = (file: string): Record<string, unknown> => JSON.parse(readFileSync(path.join(root, file), 'utf8')) as Record<string, unknown>;

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { DataType, GraphBuilder, type Model, type Value } from '../../../src/ir/index.js';
 import { createRunner } from '../../../src/runtime/index.js';
 import { preprocess, upgradeOpset } from '../../../src/passes/preprocess/index.js';
-import { quantizeInt8 } from '../../../src/passes/quantize/int8.js';
+import { quantizeInt8 } from '../../../src/app/quantize-int8.js';
 import { compareOutputs } from '../../../src/evaluate/index.js';
 import { dataset, randomFloats, residualCnn } from './models.js';
 

@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { DataType, GraphBuilder, type Model } from '../../../src/ir/index.js';
 import { createRunner } from '../../../src/runtime/index.js';
 import { quantizeQdq, type QdqOptions } from '../../../src/passes/quantize/qdq.js';
-import { checkFusion } from '../../../src/passes/quantize/fusion-check.js';
+import { checkFusion } from '../../../src/app/quantize-fusion-check.js';
 import { activationParams, fakeQuantize, type QuantParams } from '../../../src/passes/quantize/quant-math.js';
 import type { Range } from '../../../src/passes/quantize/calibrate.js';
 import { randomFloats } from './models.js';

@@ -4,7 +4,7 @@
 // the FP32 model closely.
 import { describe, expect, it } from 'vitest';
 import { createRunner } from '../../../src/runtime/index.js';
-import { quantizeInt8 } from '../../../src/passes/quantize/int8.js';
+import { quantizeInt8 } from '../../../src/app/quantize-int8.js';
 import { dataset, residualCnn } from './models.js';
 
 describe('small-reduction Conv left in float', () => {
@@ -123,7 +123,7 @@ describe('a light op between float ops stays float', () => {
   it('the SiLU after a float narrow stem: its Sigmoid stays float with its Mul (no Q -> QLinearSigmoid -> DQ sandwich); the conv after it runs int8; numerics hold', async () => {
     const { DataType, GraphBuilder } = await import('../../../src/ir/index.js');
     const { randomFloats } = await import('./models.js');
-    const { checkFusion } = await import('../../../src/passes/quantize/fusion-check.js');
+    const { checkFusion } = await import('../../../src/app/quantize-fusion-check.js');
     const b = new GraphBuilder({ opset: 13 });
     const x = b.input('input', DataType.FLOAT, ['N', 3, 16, 16]);
     const conv = (inp: ReturnType<typeof b.input>, cin: number, cout: number, name: string, seed: number) =>

@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { DataType, GraphBuilder, type Model, type Value } from '../../../src/ir/index.js';
 import { createRunner } from '../../../src/runtime/index.js';
 import { agreement } from '../../../src/metrics/index.js';
-import { analyzeSensitivity, checkFusion, quantizeInt8 } from '../../../src/passes/quantize/index.js';
+import { analyzeSensitivity, checkFusion, quantizeInt8 } from '../../../src/app/quantize-passes.js';
 import { dataset, randomFloats, residualCnn } from './models.js';
 
 const [T, D] = [8, 16];

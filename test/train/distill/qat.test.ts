@@ -8,7 +8,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import * as tf from '@tensorflow/tfjs-core';
 import { DataType } from '../../../src/ir/index.js';
-import { checkFusion, quantizeInt8, type Int8Context } from '../../../src/passes/quantize/index.js';
+import { checkFusion, quantizeInt8, type Int8Context } from '../../../src/app/quantize-passes.js';
 import { top1Accuracy } from '../../../src/evaluate/index.js';
 import { distill } from '../../../src/train/distill.js';
 import { quantizeAwareTraining } from '../../../src/app/qat.js';

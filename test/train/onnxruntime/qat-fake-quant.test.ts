@@ -12,7 +12,7 @@ import { DataType, GraphBuilder, type Model, type TensorData, type Value } from 
 import { loadModel } from '../../../src/onnx/index.js';
 import { loadDataset } from '../../../src/data/index.js';
 import { createRunner, modelInputSpecs } from '../../../src/runtime/index.js';
-import { quantizeInt8 } from '../../../src/passes/quantize/int8.js';
+import { quantizeInt8 } from '../../../src/app/quantize-int8.js';
 import { fakeQuantPlan } from '../../../src/app/qat.js';
 import { withDynamicBatch } from '../../../src/app/dynamic-batch.js';
 import { initTrainingBackend } from '../../../src/train/tfjs/backend.js';

@@ -17,16 +17,16 @@
  * the reference's float32 data converted to its input dtypes, its outputs compared in float32.
  * Imports: evaluate, data, ir, runtime (a session for the reference), calibration (sample count), errors.
  */
-import { UsageError } from '../../errors.js';
-import type { Model } from '../../ir/index.js';
-import { DataType, isFloatDtype } from '../../ir/dtype.js';
-import { modelOutputSpecs } from '../../ir/io-spec.js';
-import { convertFloat, isConvertibleFloat, sliceSamples, type Dataset } from '../../data/index.js';
-import type { TensorData } from '../../ir/dtype.js';
-import { createRunner, type IoSpec, type Runner, type RunnerOptions } from '../../runtime/index.js';
-import { CHECK_SAMPLE_COUNT } from '../../calibration/defaults.js';
-import { agreementWithReference, evaluateMany, type Metric, type ModelSource } from '../../evaluate/index.js';
-import type { AgreementMetrics } from '../../metrics/index.js';
+import { UsageError } from '../errors.js';
+import type { Model } from '../ir/index.js';
+import { DataType, isFloatDtype } from '../ir/dtype.js';
+import { modelOutputSpecs } from '../ir/io-spec.js';
+import { convertFloat, isConvertibleFloat, sliceSamples, type Dataset } from '../data/index.js';
+import type { TensorData } from '../ir/dtype.js';
+import { createRunner, type IoSpec, type Runner, type RunnerOptions } from '../runtime/index.js';
+import { CHECK_SAMPLE_COUNT } from '../calibration/defaults.js';
+import { agreementWithReference, evaluateMany, type Metric, type ModelSource } from '../evaluate/index.js';
+import type { AgreementMetrics } from '../metrics/index.js';
 
 /**
  * The default budget of the fidelity guard. 20 dB SQNR = the quantization noise carries 1% of the

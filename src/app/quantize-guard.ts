@@ -11,19 +11,20 @@
  * Imports ./int8, ./qdq, ./registry, ./dynamic, ./fp16, ./fidelity, evaluate, calibration (sample
  * count), data, runtime.
  */
-import type { Model } from '../../ir/index.js';
-import { withinAccuracyBudget, type AccuracyBudget } from '../../metrics/accuracy-budget.js';
-import { take, type Dataset } from '../../data/index.js';
-import type { RunnerOptions } from '../../runtime/index.js';
-import { CHECK_SAMPLE_COUNT } from '../../calibration/index.js';
-import { compareOutputs, top1Accuracy } from '../../evaluate/index.js';
-import { requantize, type Int8Context, type QuantizeProgress } from './int8.js';
-import { ABSORBABLE_ACTIVATIONS, QDQ_HANDLERS } from './registry.js';
-import type { QdqReport } from './qdq.js';
-import { quantizeDynamic, type DynamicOptions, type DynamicReport } from './dynamic.js';
-import { convertToFloat16, type Fp16Options, type Fp16Report } from './fp16.js';
-import { quantizeInt4, type Int4Options, type Int4Report } from './int4.js';
-import type { FallbackSpace } from './fidelity.js';
+import type { Model } from '../ir/index.js';
+import { withinAccuracyBudget, type AccuracyBudget } from '../metrics/accuracy-budget.js';
+import { take, type Dataset } from '../data/index.js';
+import type { RunnerOptions } from '../runtime/index.js';
+import { CHECK_SAMPLE_COUNT } from '../calibration/index.js';
+import { compareOutputs, top1Accuracy } from '../evaluate/index.js';
+import type { Int8Context, QuantizeProgress } from '../passes/quantize/int8.js';
+import { requantize } from './quantize-int8.js';
+import { ABSORBABLE_ACTIVATIONS, QDQ_HANDLERS } from '../passes/quantize/registry.js';
+import type { QdqReport } from '../passes/quantize/qdq.js';
+import { quantizeDynamic, type DynamicOptions, type DynamicReport } from '../passes/quantize/dynamic.js';
+import { convertToFloat16, type Fp16Options, type Fp16Report } from '../passes/quantize/fp16.js';
+import { quantizeInt4, type Int4Options, type Int4Report } from '../passes/quantize/int4.js';
+import type { FallbackSpace } from './quantize-fidelity.js';
 
 export interface SensitivityRow {
   node: string;
@@ -34,7 +35,7 @@ export interface SensitivityRow {
   top1Agreement: number | null;
 }
 
-export type { AccuracyBudget } from '../../metrics/accuracy-budget.js';
+export type { AccuracyBudget } from '../metrics/accuracy-budget.js';
 
 export interface GuardAttempt {
   /** Nodes kept in FP32. */

@@ -10,39 +10,24 @@
  * MobileNetV3-style bench model: 45 tensors, about 2 s).
  * Imports: IR, runtime, data, ./qdq, ./calibrate, ./quant-math.
  */
-import type { Model, Value } from '../../ir/index.js';
-import type { TensorData } from '../../ir/dtype.js';
-import { DataType } from '../../ir/dtype.js';
-import type { TensorStatistics } from '../../calibration/index.js';
-import { batches, take, type Dataset } from '../../data/index.js';
-import { createRunner, type RunnerOptions } from '../../runtime/index.js';
-import { activationParamResolver, planQdq, quantizeQdq, type QdqOptions } from './qdq.js';
-import { computeRange, type CalibrationMethod, type Range, type RangeOptions } from './calibrate.js';
-import type { QuantType } from './quant-math.js';
+import type { Model, Value } from '../ir/index.js';
+import type { TensorData } from '../ir/dtype.js';
+import { DataType } from '../ir/dtype.js';
+import type { TensorStatistics } from '../calibration/index.js';
+import { batches, take, type Dataset } from '../data/index.js';
+import { createRunner, type RunnerOptions } from '../runtime/index.js';
+import { activationParamResolver, planQdq, quantizeQdq, type QdqOptions } from '../passes/quantize/qdq.js';
+import { computeRange, type CalibrationMethod, type Range, type RangeOptions } from '../passes/quantize/calibrate.js';
+import type { QuantType } from '../passes/quantize/quant-math.js';
+import type { AutoCalibrationReport } from '../passes/quantize/auto-calibration.js';
+
+export type { AutoCalibrationReport };
 
 /** Calibration samples the auto search judges on. */
 export const AUTO_SAMPLES = 8;
 /** A method replaces the current range only if it raises the output SQNR by more than this. */
 export const AUTO_MIN_GAIN_DB = 0.01;
 const CANDIDATES: readonly CalibrationMethod[] = ['percentile', 'entropy', 'mse'];
-
-export interface AutoCalibrationReport {
-  /** Tensors per method chosen. */
-  picked: Record<string, number>;
-  samples: number;
-  /** onnxruntime runs of the search. */
-  evaluations: number;
-  /** Pooled output SQNR on the search samples: all minmax, and the choice. */
-  minmaxSqnrDb: number;
-  autoSqnrDb: number;
-  /** Tensors whose method is not minmax, with the method. */
-  tensors: Record<string, CalibrationMethod>;
-  /** The same two SQNRs measured on the written (fused) models, when something was chosen. */
-  writtenMinmaxDb?: number;
-  writtenAutoDb?: number;
-  /** The written model with the choice was not better than minmax: every tensor went back to minmax. */
-  reverted: boolean;
-}
 
 type Feeds = Record<string, TensorData>;
 

@@ -11,11 +11,11 @@
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DataType } from '../../ir/dtype.js';
-import { isTensorType, type Model, type Node, type Value } from '../../ir/index.js';
-import { decodeModel } from '../../onnx/index.js';
-import { createRunner, type RunnerOptions } from '../../runtime/index.js';
-import { ABSORBABLE_ACTIVATIONS, QDQ_HANDLERS } from './registry.js';
+import { DataType } from '../ir/dtype.js';
+import { isTensorType, type Model, type Node, type Value } from '../ir/index.js';
+import { decodeModel } from '../onnx/index.js';
+import { createRunner, type RunnerOptions } from '../runtime/index.js';
+import { ABSORBABLE_ACTIVATIONS, QDQ_HANDLERS } from '../passes/quantize/registry.js';
 
 /** onnxruntime kernels that compute on 8-bit data. */
 export const INTEGER_KERNELS = new Set([

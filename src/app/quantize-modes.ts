@@ -7,17 +7,17 @@
  * plus its pass.
  * Imports: the passes beside it (lazily), data/runtime/IR types.
  */
-import { UsageError } from '../../errors.js';
-import type { Model } from '../../ir/index.js';
-import type { Dataset } from '../../data/index.js';
-import type { RunnerOptions } from '../../runtime/index.js';
-import type { CalibrationMethod } from './calibrate.js';
-import type { DynamicReport } from './dynamic.js';
-import type { FidelityGuardResult, FidelityJudge } from './fidelity.js';
-import type { Fp16Report } from './fp16.js';
-import type { Int4Method, Int4Options, Int4Report } from './int4.js';
-import type { Int8Context, Int8Report } from './int8.js';
-import { MODE, QUANTIZE_MODES, type QuantizeMode } from './mode-names.js';
+import { UsageError } from '../errors.js';
+import type { Model } from '../ir/index.js';
+import type { Dataset } from '../data/index.js';
+import type { RunnerOptions } from '../runtime/index.js';
+import type { CalibrationMethod } from '../passes/quantize/calibrate.js';
+import type { DynamicReport } from '../passes/quantize/dynamic.js';
+import type { FidelityGuardResult, FidelityJudge } from './quantize-fidelity.js';
+import type { Fp16Report } from '../passes/quantize/fp16.js';
+import type { Int4Method, Int4Options, Int4Report } from '../passes/quantize/int4.js';
+import type { Int8Context, Int8Report } from '../passes/quantize/int8.js';
+import { MODE, QUANTIZE_MODES, type QuantizeMode } from '../passes/quantize/mode-names.js';
 
 export { MODE, QUANTIZE_MODES, type QuantizeMode };
 
@@ -114,15 +114,15 @@ const INT4_FLAGS = ['--block-size', '--symmetric', '--int4-method', '--exclude-o
 const FP16_FLAGS = ['--no-keep-io-types', '--op-block-list'] as const;
 
 async function nothingQuantized(report: QuantizeReport, model: Model): Promise<{ why: string; advice: string } | undefined> {
-  const { nothingQuantizedWhy, NOTHING_QUANTIZED_ADVICE } = await import('./nothing-quantized.js');
+  const { nothingQuantizedWhy, NOTHING_QUANTIZED_ADVICE } = await import('../passes/quantize/nothing-quantized.js');
   const why = nothingQuantizedWhy(report as Int8Report | DynamicReport | Int4Report, model);
   return why === undefined ? undefined : { why, advice: NOTHING_QUANTIZED_ADVICE };
 }
 
 /** The guard of a weight-only or float pass: each fallback model is made again by the pass. */
-function reMadeGuard<R>(first: { model: Model; report: R }, space: () => Promise<import('./fidelity.js').FallbackSpace<R>>, update: (r: R) => void) {
+function reMadeGuard<R>(first: { model: Model; report: R }, space: () => Promise<import('./quantize-fidelity.js').FallbackSpace<R>>, update: (r: R) => void) {
   return async (judge: FidelityJudge, onProgress: (message: string) => void): Promise<FidelityGuardResult<unknown>> => {
-    const { guardFidelity } = await import('./fidelity.js');
+    const { guardFidelity } = await import('./quantize-fidelity.js');
     const g = await guardFidelity({ model: first.model, extra: first.report }, space, judge, { onProgress });
     update(g.extra);
     return g;
@@ -143,10 +143,10 @@ const int8: QuantizeModeDescriptor = {
   int8Workflows: true,
   excludeNodeNames: 'pass',
   flags: ['--calibrate', '--per-tensor', '--min-conv-reduction', '--no-pad-channels', '--no-layout-anchors', '--activation-type', '--exclude-op-types'],
-  opTypes: async () => (await import('./registry.js')).QUANTIZABLE_OP_TYPES,
+  opTypes: async () => (await import('../passes/quantize/registry.js')).QUANTIZABLE_OP_TYPES,
   async apply(model, s) {
     if (!s.calibration) throw new UsageError('--mode int8 needs --calibration-data (representative inputs); without data use --mode int8-dynamic');
-    const { quantizeInt8 } = await import('./int8.js');
+    const { quantizeInt8 } = await import('./quantize-int8.js');
     const result = await quantizeInt8(model, {
       calibration: s.calibration,
       calibrationCount: s.calibrationCount,
@@ -183,8 +183,8 @@ export function fromInt8Context(result: { model: Model; report: Int8Report; cont
     report,
     int8: context,
     guard: async (judge, onProgress) => {
-      const { guardFidelity } = await import('./fidelity.js');
-      const { int8FallbackSpace } = await import('./guard.js');
+      const { guardFidelity } = await import('./quantize-fidelity.js');
+      const { int8FallbackSpace } = await import('./quantize-guard.js');
       const g = await guardFidelity({ model: applied.model, extra: report.qdq }, () => int8FallbackSpace(context), judge, { onProgress });
       report.qdq = g.extra;
       return g;
@@ -208,10 +208,10 @@ const int8Dynamic: QuantizeModeDescriptor = {
   int8Workflows: false,
   excludeNodeNames: 'unnamed',
   flags: ['--per-tensor', '--reduce-range', '--exclude-op-types'],
-  opTypes: async () => (await import('./dynamic-ops.js')).DYNAMIC_OP_TYPES,
+  opTypes: async () => (await import('../passes/quantize/dynamic-ops.js')).DYNAMIC_OP_TYPES,
   async apply(model, s) {
-    const { quantizeDynamic } = await import('./dynamic.js');
-    const { dynamicFallbackSpace } = await import('./guard.js');
+    const { quantizeDynamic } = await import('../passes/quantize/dynamic.js');
+    const { dynamicFallbackSpace } = await import('./quantize-guard.js');
     const options = {
       opTypes: s.opTypes,
       excludeOpTypes: s.excludeOpTypes,
@@ -247,10 +247,10 @@ function int4Like(name: QuantizeMode, help: string, docs: ModeDocs, float16: boo
     int8Workflows: false,
     excludeNodeNames: 'named',
     flags: float16 ? [...INT4_FLAGS, ...FP16_FLAGS] : INT4_FLAGS,
-    opTypes: async () => (await import('./int4.js')).INT4_OP_TYPES,
+    opTypes: async () => (await import('../passes/quantize/int4.js')).INT4_OP_TYPES,
     async apply(model, s) {
-      const { quantizeInt4, int4StatisticRequests } = await import('./int4.js');
-      const { int4FallbackSpace } = await import('./guard.js');
+      const { quantizeInt4, int4StatisticRequests } = await import('../passes/quantize/int4.js');
+      const { int4FallbackSpace } = await import('./quantize-guard.js');
       const options: Int4Options = {
         blockSize: s.int4?.blockSize,
         symmetric: s.int4?.symmetric,
@@ -263,7 +263,7 @@ function int4Like(name: QuantizeMode, help: string, docs: ModeDocs, float16: boo
       };
       if (options.method === 'awq') {
         if (!s.calibration) throw new UsageError('--int4-method awq needs --calibration-data (activation statistics)');
-        const { collectStatistics } = await import('../../calibration/index.js');
+        const { collectStatistics } = await import('../calibration/index.js');
         options.activationStatistics = (
           await collectStatistics(model, int4StatisticRequests(model, options), s.calibration, { batchSize: s.batchSize, runner: s.runner })
         ).channels;
@@ -300,8 +300,8 @@ const fp16: QuantizeModeDescriptor = {
   excludeNodeNames: 'named',
   flags: FP16_FLAGS,
   async apply(model, s) {
-    const { convertToFloat16 } = await import('./fp16.js');
-    const { fp16FallbackSpace } = await import('./guard.js');
+    const { convertToFloat16 } = await import('../passes/quantize/fp16.js');
+    const { fp16FallbackSpace } = await import('./quantize-guard.js');
     // The pass refuses unknown node names: it gets the model's (the workflow warned about the rest).
     const names = new Set(
       model.graph
@@ -322,7 +322,7 @@ const fp16: QuantizeModeDescriptor = {
     return applied;
   },
   async nothingReason(report) {
-    const { nothingConvertedWhy, NOTHING_CONVERTED_ADVICE } = await import('./nothing-quantized.js');
+    const { nothingConvertedWhy, NOTHING_CONVERTED_ADVICE } = await import('../passes/quantize/nothing-quantized.js');
     const why = nothingConvertedWhy(report as Fp16Report);
     return why === undefined ? undefined : { why, advice: NOTHING_CONVERTED_ADVICE };
   },

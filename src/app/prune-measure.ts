@@ -6,16 +6,16 @@
  * Imports: ./weights.js, ./channel-analysis.js (types), ../../ir, ../../onnx, ../../runtime,
  * ../../data, ../../evaluate, ../../calibration, ../../util/gzip.js, ../../errors.js.
  */
-import { gzipSize } from '../../util/gzip.js';
-import { InputError } from '../../errors.js';
-import { elementCount, isTensorType, type Model, type Node, type TensorData, type Value } from '../../ir/index.js';
-import { encodeModel } from '../../onnx/index.js';
-import { batchEnd, feedsOf, randomDataset, take, type Dataset, type InputValues } from '../../data/index.js';
-import { collectStatistics } from '../../calibration/index.js';
-import { top1Accuracy } from '../../evaluate/index.js';
-import { createRunner, inferShapesByRunning, integerInputBounds, modelInputSpecs, type ShapeOverrides } from '../../runtime/index.js';
-import type { ChannelStatistics } from './channel-analysis.js';
-import { constantInput } from './weights.js';
+import { gzipSize } from '../util/gzip.js';
+import { InputError } from '../errors.js';
+import { elementCount, isTensorType, type Model, type Node, type TensorData, type Value } from '../ir/index.js';
+import { encodeModel } from '../onnx/index.js';
+import { batchEnd, feedsOf, randomDataset, take, type Dataset, type InputValues } from '../data/index.js';
+import { collectStatistics } from '../calibration/index.js';
+import { top1Accuracy } from '../evaluate/index.js';
+import { createRunner, inferShapesByRunning, integerInputBounds, modelInputSpecs, type ShapeOverrides } from '../runtime/index.js';
+import type { ChannelStatistics } from '../passes/prune/channel-analysis.js';
+import { constantInput } from '../passes/prune/weights.js';
 
 export interface ModelSize {
   rawBytes: number;
