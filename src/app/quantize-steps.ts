@@ -17,7 +17,7 @@ import type { FidelityReport, QuantizeChecks, QuantizeResult } from './quantize.
 import { randomCheckData } from './quantize-check-data.js';
 import { taskMetricBudget } from './quantize-metric.js';
 
-/** The budget and which samples set the ranges and which check the result (passes/quantize/fidelity.ts). */
+/** The budget and which samples set the ranges and which check the result (app/quantize-fidelity.ts). */
 export async function planStep(ctx: QuantizeContext): Promise<void> {
   const { options, calibration, evalData } = ctx;
   const guardOn = options.guard !== false;

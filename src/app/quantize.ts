@@ -2,7 +2,7 @@
  * The quantize workflow (`model-opt quantize` as a function): load the model and data, run INT8
  * static (optionally with QAT or the labelled accuracy guard), INT8 dynamic or FP16, then the
  * fidelity guard (on by default, no labels: the model against FP32 on held-out samples, with the
- * automatic float fallback; passes/quantize/fidelity.ts), write the model atomically (never over
+ * automatic float fallback; app/quantize-fidelity.ts), write the model atomically (never over
  * an input; a model that misses its budget is not written unless `force`: the result then has
  * `output: null` and `gateFailure` says what was tried), load and run the written file in
  * onnxruntime against FP32 (agreement), check what onnxruntime fuses, and optionally time it. `sensitivityWorkflow` is `--analyze`: the per-node sensitivity, nothing written.

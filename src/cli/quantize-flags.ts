@@ -3,7 +3,7 @@
  * once before any work: the order the user hears about them, and which flags belong to which mode
  * (a flag of another mode is an error, not silently ignored). q4f16 is int4 followed by the FP16 pass,
  * so it takes the flags of both.
- * May import: errors, app/quantize (types), passes/quantize/modes (the descriptors), cli/options (types).
+ * May import: errors, app/quantize (types), app/quantize-modes (the descriptors), cli/options (types).
  */
 import { UsageError } from '../errors.js';
 import type { QuantizeMode, QuantizeWorkflowOptions } from '../app/quantize.js';

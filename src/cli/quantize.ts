@@ -4,8 +4,8 @@
  * onnxruntime, fusion check, timing), print report/quantize-summary's table or one JSON document.
  * A budget that no setting meets (the fidelity guard, on unless --no-guard; --max-accuracy-drop)
  * exits 1 with nothing written (--force writes the best attempt); `--analyze` prints the sensitivity table.
- * The modes, their help and which flags belong to which come from passes/quantize/modes.ts.
- * May import: cli/*, errors, calibration/defaults, passes/quantize/modes (light: its passes load lazily); lazily app, report, ir/io-spec.
+ * The modes, their help and which flags belong to which come from app/quantize-modes.ts.
+ * May import: cli/*, errors, calibration/defaults, app/quantize-modes (light: its passes load lazily); lazily app, report, ir/io-spec.
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { ExitCode, GateError } from '../errors.js';

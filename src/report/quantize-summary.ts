@@ -5,7 +5,7 @@
  * accuracy guard, QAT, speed), the pass
  * notes under it, and the `--analyze` sensitivity table. Pure functions of the typed results.
  * May import: cli-table3, report/format, report/speed-check, result types of app and passes,
- * passes/quantize/fidelity (describeBudget, pure).
+ * app/quantize-fidelity (describeBudget, pure).
  */
 import Table from 'cli-table3';
 import type { FidelityReport, QuantizeResult, SensitivityMetric } from '../app/quantize.js';

@@ -1,4 +1,4 @@
-// The fidelity guard (passes/quantize/fidelity.ts): held-out sample selection, the fallback's k
+// The fidelity guard (app/quantize-fidelity.ts): held-out sample selection, the fallback's k
 // schedule and blocks, and a deliberately broken INT8 range caught without labels and repaired by
 // keeping the responsible node(s) float.
 import { describe, expect, it } from 'vitest';

@@ -1,6 +1,6 @@
 // float16 inputs and outputs (`--no-keep-io-types`, fp16 and q4f16): the fidelity guard and the
 // check of the written file feed the FP32 model's float32 data to a model whose inputs are now
-// float16 (passes/quantize/fidelity.ts referenceIo converts it, and compares the outputs in float32).
+// float16 (app/quantize-fidelity.ts referenceIo converts it, and compares the outputs in float32).
 // A model with a float image input and a float mask input; its outputs against a float64 reference
 // within float16 rounding, and the guard's reported SQNR against one computed here from onnxruntime.
 import { mkdtempSync, rmSync } from 'node:fs';

@@ -1,15 +1,15 @@
 /**
- * One descriptor per quantize mode (src/passes/quantize/modes.ts): the CLI's `--mode` choices and
+ * One descriptor per quantize mode (src/app/quantize-modes.ts): the CLI's `--mode` choices and
  * mode flags, the JSON schemas' mode enums and docs/quantize.md's table all come from, or are
  * checked against, the descriptors; the mode names are spelled in one file of src/.
  */
 import { readFileSync, readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { buildProgram } from '../../../src/cli/index.js';
-import { MODE, QUANTIZE_MODES, modeHelp, modesTable, quantizeMode, quantizeModes } from '../../../src/app/quantize-modes.js';
+import { buildProgram } from '../../src/cli/index.js';
+import { MODE, QUANTIZE_MODES, modeHelp, modesTable, quantizeMode, quantizeModes } from '../../src/app/quantize-modes.js';
 
-const root = path.resolve(import.meta.dirname, '../../..');
+const root = path.resolve(import.meta.dirname, '../..');
 const json = (file: string): Record<string, unknown> => JSON.parse(readFileSync(path.join(root, file), 'utf8')) as Record<string, unknown>;
 
 function quantizeCommand() {
