@@ -36,7 +36,7 @@ function asNumbers(t: TensorData): ArrayLike<number> {
  * naming the output, batch size and sample when they differ or the batchified model fails.
  */
 export async function verifyBatchify(original: Model, batchified: Model, options: VerifyBatchifyOptions = {}): Promise<VerifyBatchifyResult> {
-  const { createRunner, integerInputBounds, modelInputSpecs } = await import('../runtime/index.js');
+  const { createRunner, integerInputBounds, maskInputs, modelInputSpecs } = await import('../runtime/index.js');
   const { randomDataset, feedsOf, sliceSamples, concatSamples } = await import('../data/index.js');
   const atol = options.atol ?? 1e-4;
   const rtol = options.rtol ?? 1e-3;
@@ -49,7 +49,7 @@ export async function verifyBatchify(original: Model, batchified: Model, options
     specs.map((s) => (!s.unknownRank && s.shape.length === 0 ? s : { ...s, shape: [total, ...s.shape.slice(1)] })),
     total,
     options.seed ?? 7,
-    { shapeOverrides: overrides, integerBounds: integerInputBounds(original) },
+    { shapeOverrides: overrides, integerBounds: integerInputBounds(original), masks: maskInputs(original) },
   );
   const slice = (from: number, to: number): Record<string, TensorData> => feedsOf(data, from, to);
 

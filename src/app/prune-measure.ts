@@ -13,7 +13,7 @@ import { encodeModel } from '../onnx/index.js';
 import { batchEnd, feedsOf, randomDataset, take, type Dataset, type InputValues } from '../data/index.js';
 import { collectStatistics } from '../calibration/index.js';
 import { top1Accuracy } from '../evaluate/index.js';
-import { createRunner, inferShapesByRunning, integerInputBounds, modelInputSpecs, type ShapeOverrides } from '../runtime/index.js';
+import { createRunner, inferShapesByRunning, integerInputBounds, maskInputs, modelInputSpecs, type ShapeOverrides } from '../runtime/index.js';
 import type { ChannelStatistics } from '../passes/prune/channel-analysis.js';
 import { constantInput } from '../passes/prune/weights.js';
 
@@ -48,6 +48,7 @@ export function probeFeeds(model: Model, batch: number, options: ProbeOptions = 
   const random = randomDataset(modelInputSpecs(model), batch, 0, {
     shapeOverrides: options.shapes,
     integerBounds: integerInputBounds(model),
+    masks: maskInputs(model),
     constants: options.inputValues,
   });
   return feedsOf(random, 0, batchEnd(random, 0, batch));

@@ -22,7 +22,12 @@ export async function randomCheckData(ctx: QuantizeContext): Promise<CheckInputs
   const fixed = data.fixedBatchSize(specs);
   const count = fixed !== undefined && fixed > 1 ? fixed : 8;
   const random = (shapeOverrides: ShapeOverrides | undefined): Dataset => {
-    const made = data.randomDataset(specs, count, 0, { shapeOverrides, integerBounds: runtime.integerInputBounds(model), constants: options.inputValues });
+    const made = data.randomDataset(specs, count, 0, {
+      shapeOverrides,
+      integerBounds: runtime.integerInputBounds(model),
+      masks: runtime.maskInputs(model),
+      constants: options.inputValues,
+    });
     ctx.randomData = made;
     return made;
   };

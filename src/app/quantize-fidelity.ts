@@ -17,7 +17,7 @@
  * the reference's float32 data converted to its input dtypes, its outputs compared in float32.
  * Imports: evaluate, data, ir, runtime (a session for the reference), calibration (sample count), errors.
  */
-import { UsageError } from '../errors.js';
+import { InputError, UsageError } from '../errors.js';
 import type { Model } from '../ir/index.js';
 import { DataType, isFloatDtype } from '../ir/dtype.js';
 import { modelOutputSpecs } from '../ir/io-spec.js';
@@ -300,6 +300,30 @@ export class FidelityJudge {
   }
 
   /**
+   * The FP32 model itself gives NaN (or, on made-up inputs, an infinity) on the check inputs: no
+   * quantized model can be judged against that, so say so (exit 2) with the inputs to give, instead
+   * of comparing NaN with NaN.
+   */
+  private refuseNonFinite(outputs: Record<string, TensorData>): void {
+    const random = this.data.source.startsWith('random');
+    for (const [name, t] of Object.entries(outputs)) {
+      if (!(t.data instanceof Float32Array || t.data instanceof Float64Array)) continue;
+      let nan = 0;
+      let inf = 0;
+      for (const x of t.data) {
+        if (Number.isNaN(x)) nan++;
+        else if (!Number.isFinite(x)) inf++;
+      }
+      if (nan === 0 && (inf === 0 || !random)) continue;
+      const what = [nan ? `${nan} NaN` : '', inf ? `${inf} infinite` : ''].filter(Boolean).join(' and ');
+      const advice = random
+        ? `these were ${this.data.count} random inputs: give real ones (--calibration-data or --eval-data), or --input NAME=VALUE for inputs that must take given values (masks, lengths, sample rates)`
+        : `check ${this.data.source} (the model gives no number to compare a quantized one with)`;
+      throw new InputError(`the FP32 model itself gives ${what} value(s) in output '${name}' on the check inputs; ${advice}`);
+    }
+  }
+
+  /**
    * The FP32 reference for one pass over the data: batch k replays the cached outputs of batch k
    * when a pass was cached, else runs the shared session (recording the pass while it fits).
    */
@@ -322,6 +346,7 @@ export class FidelityJudge {
         else {
           // Every output, so that one cached pass serves any later request.
           outputs = await real.run(feeds);
+          this.refuseNonFinite(outputs);
           if (recording) {
             for (const t of Object.values(outputs)) bytes += tensorBytes(t);
             if (bytes <= REFERENCE_CACHE_BUDGET) recording.push({ signature, outputs });

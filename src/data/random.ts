@@ -23,12 +23,25 @@ export interface RandomDatasetOptions {
   integerBounds?: Record<string, number>;
   /** `--input` values: these inputs take the given value instead of random ones. */
   constants?: InputValues;
+  /** Mask inputs (runtime's maskInputs): 0/1 with a 1 at the start of every row (last axis), never a row of zeros. */
+  masks?: ReadonlySet<string>;
+}
+
+/** A random mask: 0/1 (three ones in four), and a 1 at the start of every row of `row` elements. */
+function randomMask(dtype: DataType, n: number, row: number, random: () => number): TensorData['data'] {
+  const out = dtype === DataType.BOOL ? new Uint8Array(n) : new (dtypeInfo(dtype).array!)(n);
+  const big = out instanceof BigInt64Array || out instanceof BigUint64Array;
+  for (let i = 0; i < n; i++) {
+    const v = i % Math.max(1, row) === 0 || random() < 0.75 ? 1 : 0;
+    (out as unknown as (number | bigint)[])[i] = big ? BigInt(v) : v;
+  }
+  return out as TensorData['data'];
 }
 
 /**
  * `count` samples of seeded random data shaped by the input specs: standard normal floats,
  * integers in [0, 10) (small so they are valid as indices; below `integerBounds` where given, e.g.
- * token type ids into a 2-row table), bools 0/1. For latency-only runs.
+ * token type ids into a 2-row table), bools 0/1, masks 0/1 with no row of zeros. For latency-only runs.
  */
 export function randomDataset(inputSpecs: readonly IoSpec[], count: number, seed: number, options: RandomDatasetOptions = {}): Dataset {
   if (!Number.isInteger(count) || count <= 0) throw new UsageError(`random data set: expected a positive sample count, got ${count}`);
@@ -76,6 +89,8 @@ export function randomDataset(inputSpecs: readonly IoSpec[], count: number, seed
       const out = new Uint16Array(n);
       for (let i = 0; i < n; i++) out[i] = enc(normal());
       data = out;
+    } else if (options.masks?.has(spec.name) && (spec.dtype === DataType.BOOL || isInteger(spec.dtype))) {
+      data = randomMask(spec.dtype, n, dims[dims.length - 1] ?? 1, random);
     } else if (spec.dtype === DataType.BOOL) {
       const out = new Uint8Array(n);
       for (let i = 0; i < n; i++) out[i] = random() < 0.5 ? 0 : 1;

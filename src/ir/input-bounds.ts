@@ -60,3 +60,41 @@ export function integerInputBounds(model: Model): Record<string, number> {
   }
   return bounds;
 }
+
+/** Ops a mask passes through on its way to an attention bias ((1 - mask) x -1e4, mask x bias). */
+const MASK_ARITHMETIC = new Set(['Sub', 'Mul', 'Add', 'Where', 'Not', 'Equal', 'Less', 'Greater']);
+
+/**
+ * Integer (or bool) model inputs that are masks: named like one (`attention_mask`, `mask`), or used
+ * only through casts and reshapes into arithmetic (an additive attention bias), never as the indices
+ * of a Gather. Random values for them are 0/1 with a 1 at the start of every row: a row of zeros
+ * turns (1 - mask) x -3.4e38 into infinity, a 7 into a bias no real input makes.
+ */
+export function maskInputs(model: Model): Set<string> {
+  const masks = new Set<string>();
+  for (const input of model.graph.inputs) {
+    if (input.initializer || !isTensorType(input.type)) continue;
+    const dtype = input.type.elemType;
+    if (!isIntegerDtype(dtype) && dtype !== 9 /* BOOL */) continue;
+    let arithmetic = false;
+    let indexes = false;
+    const seen = new Set<Value>();
+    const visit = (v: Value): void => {
+      if (seen.has(v)) return;
+      seen.add(v);
+      for (const { node, index } of v.uses()) {
+        if (INDEX_PASSTHROUGH.has(node.opType) && index === 0) for (const out of node.outputs.slice(0, 1)) visit(out);
+        else if (MASK_ARITHMETIC.has(node.opType)) arithmetic = true;
+        else if (node.opType === 'Gather') indexes = true;
+        else if (node.domain === 'com.microsoft') {
+          // The mask of a fused embedding (input 7) or an attention op's masks; the other inputs of the embedding are ids.
+          if (/Attention/.test(node.opType) || EMBEDDING_OP_TABLES[node.opType]?.[index] === -1) arithmetic = true;
+          else indexes = true;
+        }
+      }
+    };
+    visit(input);
+    if (!indexes && (arithmetic || /mask/i.test(input.name))) masks.add(input.name);
+  }
+  return masks;
+}

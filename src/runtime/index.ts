@@ -30,7 +30,7 @@ export {
   type TensorReduction,
 } from './capture.js';
 // The pure io specs live in ir/ (data/ uses them too); re-exported here for existing callers.
-export { integerInputBounds } from '../ir/input-bounds.js';
+export { integerInputBounds, maskInputs } from '../ir/input-bounds.js';
 export {
   describeSpec,
   formatShape,
