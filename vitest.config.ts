@@ -1,4 +1,6 @@
+import { availableParallelism } from 'node:os';
 import { defineConfig } from 'vitest/config';
+import SlowestFirst from './test/slowest-first.js';
 
 export default defineConfig({
   test: {
@@ -6,6 +8,11 @@ export default defineConfig({
     testTimeout: 120_000,
     hookTimeout: 300_000,
     pool: 'forks',
+    // Vitest's default is one worker fewer than the cores, which on a 2-core machine is one: every
+    // file in a row. The suites wait on onnxruntime, child processes and the file system often
+    // enough that one worker per core is faster (docs/testing.md has the measurements).
+    maxWorkers: Math.max(2, availableParallelism() - 1),
+    sequence: { sequencer: SlowestFirst },
     reporters: ['default', './test/summary-reporter.ts'],
     coverage: {
       // `npm run coverage` prints the summary; .ci/run sets MODEL_OPT_COVERAGE=1 so its one `npm test`

@@ -212,7 +212,7 @@ describe('fake quantization on the example with PTQ plan', () => {
     const n = 8;
     x = { dtype: DataType.FLOAT, dims: [n, ...all.dims.slice(1)], data: (all.data as Float32Array).slice(0, n * 784) };
     labels = Int32Array.from(Array.from((data.labels!.data as BigInt64Array).subarray(0, n), Number));
-  }, 60_000);
+  });
 
   it('the same fake-quantized logits as the interpreter', async () => {
     const fq = insertFakeQuant(model, plan);
@@ -263,5 +263,5 @@ describe('fake quantization on the example with PTQ plan', () => {
     expect(r.loss[0]).toBeCloseTo(r.loss[1], 4);
     expect(r.gradient).toBeLessThan(1e-4);
     expect(r.weights).toBeLessThan(1e-5);
-  }, 60_000);
+  });
 });
