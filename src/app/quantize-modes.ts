@@ -13,7 +13,7 @@ import type { Dataset } from '../data/index.js';
 import type { RunnerOptions } from '../runtime/index.js';
 import type { CalibrationMethod } from '../passes/quantize/calibrate.js';
 import type { DynamicReport } from '../passes/quantize/dynamic.js';
-import type { FidelityGuardResult, FidelityJudge } from './quantize-fidelity.js';
+import type { FallbackSpace, FidelityGuardResult, FidelityJudge } from './quantize-fidelity.js';
 import type { Fp16Report } from '../passes/quantize/fp16.js';
 import type { Int4Method, Int4Options, Int4Report } from '../passes/quantize/int4.js';
 import type { Int8Context, Int8Report } from '../passes/quantize/int8.js';
@@ -119,14 +119,21 @@ async function nothingQuantized(report: QuantizeReport, model: Model): Promise<{
   return why === undefined ? undefined : { why, advice: NOTHING_QUANTIZED_ADVICE };
 }
 
-/** The guard of a weight-only or float pass: each fallback model is made again by the pass. */
-function reMadeGuard<R>(first: { model: Model; report: R }, space: () => Promise<import('./quantize-fidelity.js').FallbackSpace<R>>, update: (r: R) => void) {
-  return async (judge: FidelityJudge, onProgress: (message: string) => void): Promise<FidelityGuardResult<unknown>> => {
-    const { guardFidelity } = await import('./quantize-fidelity.js');
-    const g = await guardFidelity({ model: first.model, extra: first.report }, space, judge, { onProgress });
-    update(g.extra);
-    return g;
+/**
+ * A weight-only or float pass's result as a mode's result: its guard's fallback models are made
+ * again by the pass (`space`), and the report of the model it keeps replaces the first.
+ */
+function remade<R extends QuantizeReport>(first: { model: Model; report: R }, space: () => FallbackSpace<R>): ModeApplied {
+  const applied: ModeApplied = {
+    ...first,
+    guard: async (judge, onProgress) => {
+      const { guardFidelity } = await import('./quantize-fidelity.js');
+      const g = await guardFidelity({ model: first.model, extra: first.report }, space, judge, { onProgress });
+      applied.report = g.extra;
+      return g;
+    },
   };
+  return applied;
 }
 
 const int8: QuantizeModeDescriptor = {
@@ -220,15 +227,7 @@ const int8Dynamic: QuantizeModeDescriptor = {
       reduceRange: s.reduceRange,
     };
     const first = quantizeDynamic(model, { ...options, onWarning: s.onWarning });
-    const applied: ModeApplied = {
-      ...first,
-      guard: reMadeGuard(
-        first,
-        async () => dynamicFallbackSpace(model, options, first.report),
-        (r) => (applied.report = r),
-      ),
-    };
-    return applied;
+    return remade(first, () => dynamicFallbackSpace(model, options, first.report));
   },
   nothingReason: nothingQuantized,
   nothingIsAlwaysAnError: false,
@@ -269,15 +268,7 @@ function int4Like(name: QuantizeMode, help: string, docs: ModeDocs, float16: boo
         ).channels;
       }
       const first = quantizeInt4(model, options);
-      const applied: ModeApplied = {
-        ...first,
-        guard: reMadeGuard(
-          first,
-          async () => int4FallbackSpace(model, options, first.report),
-          (r) => (applied.report = r),
-        ),
-      };
-      return applied;
+      return remade(first, () => int4FallbackSpace(model, options, first.report));
     },
     nothingReason: nothingQuantized,
     nothingIsAlwaysAnError: false,
@@ -311,15 +302,7 @@ const fp16: QuantizeModeDescriptor = {
     );
     const options = { keepIoTypes: s.keepIoTypes ?? true, opBlockList: s.opBlockList, nodeBlockList: s.excludeNodes?.filter((n) => names.has(n)) };
     const first = convertToFloat16(model, { ...options, onWarning: s.onWarning });
-    const applied: ModeApplied = {
-      ...first,
-      guard: reMadeGuard(
-        first,
-        async () => fp16FallbackSpace(model, options, first.report),
-        (r) => (applied.report = r),
-      ),
-    };
-    return applied;
+    return remade(first, () => fp16FallbackSpace(model, options, first.report));
   },
   async nothingReason(report) {
     const { nothingConvertedWhy, NOTHING_CONVERTED_ADVICE } = await import('../passes/quantize/nothing-quantized.js');

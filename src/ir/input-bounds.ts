@@ -4,7 +4,7 @@
  * Imports: ./dtype.js, ./types.js, ./graph.js and ./model.js (types).
  */
 import { isIntegerDtype } from './dtype.js';
-import type { Value } from './graph.js';
+import type { Node, Value } from './graph.js';
 import type { Model } from './model.js';
 import { isTensorType } from './types.js';
 
@@ -22,6 +22,23 @@ const EMBEDDING_OP_TABLES: Record<string, Record<number, number>> = Object.assig
 });
 
 /**
+ * Every use of `input`'s value, followed through ops that pass an index tensor on unchanged in value
+ * (casts, reshapes, slices): `use(node, index)` for each other consumer.
+ */
+function forEachUse(input: Value, use: (node: Node, index: number) => void): void {
+  const seen = new Set<Value>();
+  const visit = (v: Value): void => {
+    if (seen.has(v)) return;
+    seen.add(v);
+    for (const { node, index } of v.uses()) {
+      if (INDEX_PASSTHROUGH.has(node.opType) && index === 0) for (const out of node.outputs.slice(0, 1)) visit(out);
+      else use(node, index);
+    }
+  };
+  visit(input);
+}
+
+/**
  * For each integer model input that ends up as the indices of a Gather (token ids into an
  * embedding table, token type ids into a 2-row table), the number of rows of the smallest such
  * table: random inputs must stay below it or onnxruntime refuses the run ("indices element out of
@@ -35,27 +52,19 @@ export function integerInputBounds(model: Model): Record<string, number> {
   for (const input of model.graph.inputs) {
     if (input.initializer || !isTensorType(input.type) || !isIntegerDtype(input.type.elemType)) continue;
     let bound = Infinity;
-    const seen = new Set<Value>();
-    const visit = (v: Value): void => {
-      if (seen.has(v)) return;
-      seen.add(v);
-      for (const { node, index } of v.uses()) {
-        if (INDEX_PASSTHROUGH.has(node.opType) && index === 0) {
-          for (const out of node.outputs.slice(0, 1)) visit(out);
-        } else if (node.domain === 'com.microsoft' && EMBEDDING_OP_TABLES[node.opType]?.[index] !== undefined) {
-          const table = EMBEDDING_OP_TABLES[node.opType]![index]!;
-          const rows = table < 0 ? 2 : dimsOf(node.inputs[table])?.[0];
-          if (typeof rows === 'number' && rows > 0) bound = Math.min(bound, rows);
-        } else if (node.opType === 'Gather' && index === 1) {
-          const dims = dimsOf(node.inputs[0]);
-          const rank = dims?.length ?? 0;
-          const axis = node.getInt('axis', 0);
-          const rows = dims?.[axis < 0 ? axis + rank : axis];
-          if (typeof rows === 'number' && rows > 0) bound = Math.min(bound, rows);
-        }
+    forEachUse(input, (node, index) => {
+      if (node.domain === 'com.microsoft' && EMBEDDING_OP_TABLES[node.opType]?.[index] !== undefined) {
+        const table = EMBEDDING_OP_TABLES[node.opType]![index]!;
+        const rows = table < 0 ? 2 : dimsOf(node.inputs[table])?.[0];
+        if (typeof rows === 'number' && rows > 0) bound = Math.min(bound, rows);
+      } else if (node.opType === 'Gather' && index === 1) {
+        const dims = dimsOf(node.inputs[0]);
+        const rank = dims?.length ?? 0;
+        const axis = node.getInt('axis', 0);
+        const rows = dims?.[axis < 0 ? axis + rank : axis];
+        if (typeof rows === 'number' && rows > 0) bound = Math.min(bound, rows);
       }
-    };
-    visit(input);
+    });
     if (Number.isFinite(bound)) bounds[input.name] = bound;
   }
   return bounds;
@@ -78,22 +87,15 @@ export function maskInputs(model: Model): Set<string> {
     if (!isIntegerDtype(dtype) && dtype !== 9 /* BOOL */) continue;
     let arithmetic = false;
     let indexes = false;
-    const seen = new Set<Value>();
-    const visit = (v: Value): void => {
-      if (seen.has(v)) return;
-      seen.add(v);
-      for (const { node, index } of v.uses()) {
-        if (INDEX_PASSTHROUGH.has(node.opType) && index === 0) for (const out of node.outputs.slice(0, 1)) visit(out);
-        else if (MASK_ARITHMETIC.has(node.opType)) arithmetic = true;
-        else if (node.opType === 'Gather') indexes = true;
-        else if (node.domain === 'com.microsoft') {
-          // The mask of a fused embedding (input 7) or an attention op's masks; the other inputs of the embedding are ids.
-          if (/Attention/.test(node.opType) || EMBEDDING_OP_TABLES[node.opType]?.[index] === -1) arithmetic = true;
-          else indexes = true;
-        }
+    forEachUse(input, (node, index) => {
+      if (MASK_ARITHMETIC.has(node.opType)) arithmetic = true;
+      else if (node.opType === 'Gather') indexes = true;
+      else if (node.domain === 'com.microsoft') {
+        // The mask of a fused embedding (input 7) or an attention op's masks; the other inputs of the embedding are ids.
+        if (/Attention/.test(node.opType) || EMBEDDING_OP_TABLES[node.opType]?.[index] === -1) arithmetic = true;
+        else indexes = true;
       }
-    };
-    visit(input);
+    });
     if (!indexes && (arithmetic || /mask/i.test(input.name))) masks.add(input.name);
   }
   return masks;
