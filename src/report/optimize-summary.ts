@@ -11,8 +11,14 @@ import { formatBytes, formatMs, formatSpeedup, tableStyle } from './format.js';
 const HEAD = ['candidate', 'speed-up vs FP32', 'p50 ms', 'fidelity', 'size', 'time s', 'result'];
 
 /** 'SQNR 34.2 dB, agree 99.5%' or with labels 'acc -0.15pt (SQNR 34.2 dB)'. */
-export function formatFidelity(f: CandidateFidelity | null): string {
+export function formatFidelity(f: CandidateFidelity | null, allSamples?: number): string {
   if (!f) return '-';
+  // A candidate that could not be chosen was scored on the screen's first samples only: say so.
+  const on = f.samples !== undefined && allSamples !== undefined && f.samples < allSamples ? `on ${f.samples} samples: ` : '';
+  return on + fidelityText(f);
+}
+
+function fidelityText(f: CandidateFidelity): string {
   const sqnr = f.sqnrDb === null ? null : Number.isFinite(f.sqnrDb) ? `SQNR ${f.sqnrDb.toFixed(1)} dB` : 'identical';
   const agree = f.top1Agreement === null ? null : `agree ${(f.top1Agreement * 100).toFixed(1)}%`;
   const label = [sqnr, agree].filter(Boolean).join(', ');
@@ -21,13 +27,13 @@ export function formatFidelity(f: CandidateFidelity | null): string {
   return label || '-';
 }
 
-function row(c: OptimizeCandidate): string[] {
+function row(c: OptimizeCandidate, allSamples: number): string[] {
   const result = c.status === 'chosen' ? `CHOSEN: ${c.reason}` : c.status === 'failed' ? c.reason : `rejected: ${c.reason}`;
   return [
     c.name === c.description ? c.name : `${c.name}\n${c.description}`,
     c.speedup ? formatSpeedup(c.speedup) : '-',
     c.p50Ms === null ? '-' : formatMs(c.p50Ms),
-    formatFidelity(c.fidelity),
+    formatFidelity(c.fidelity, allSamples),
     formatBytes(c.sizeBytes),
     (c.buildSeconds + c.measureSeconds).toFixed(1),
     result,
@@ -71,7 +77,7 @@ function regionLines(result: OptimizeResult): string[] {
 export function renderOptimizeSummary(result: OptimizeResult, options: { color?: boolean } = {}): string {
   const table = new Table({ head: HEAD, style: tableStyle(options.color), wordWrap: true, colWidths: [24, 24, 9, 30, 10, 8, 44] });
   table.push(baselineRow(result));
-  for (const c of result.candidates) table.push(row(c));
+  for (const c of result.candidates) table.push(row(c, result.settings.samples));
   const lines = [table.toString(), settingsLine(result), ...regionLines(result)];
   lines.push('', result.summary);
   if (result.output)
