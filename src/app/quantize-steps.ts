@@ -74,9 +74,9 @@ export async function applyStep(ctx: QuantizeContext, applied?: QuantizeContext[
   const result = applied ?? (await mode.apply(ctx.model, modeSettings(ctx)));
   const nothing = await mode.nothingReason(result.report, ctx.model);
   if (nothing) {
-    const message = `${options.model}: ${nothing.why}. ${nothing.advice}`;
-    if (mode.nothingIsAlwaysAnError || !options.opTypes || options.opTypes.length === 0) throw new NothingToDoError(message, nothing.why);
-    ctx.onWarning(`${options.model}: ${`${nothing.why}. ${nothing.advice}`.split('. ')[0]} (--op-types ${options.opTypes.join(',')})`);
+    const reason = `${nothing.why}. ${nothing.advice}`;
+    if (mode.nothingIsAlwaysAnError || !options.opTypes || options.opTypes.length === 0) throw new NothingToDoError(`${options.model}: ${reason}`, nothing.why);
+    ctx.onWarning(`${options.model}: ${reason.split('. ')[0]} (--op-types ${options.opTypes.join(',')})`);
   }
   ctx.applied = result;
   ctx.written = result.model;
