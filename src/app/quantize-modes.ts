@@ -110,6 +110,111 @@ export interface QuantizeModeDescriptor {
   fusionCheck: boolean;
 }
 
+/** A mode-specific flag of `model-opt quantize`: its commander flags and help, and when the user set it. */
+export interface ModeFlag {
+  /** As commander takes them: '--block-size <n>', '--no-pad-channels'. */
+  flags: string;
+  description: string;
+  choices?: readonly string[];
+  defaultValue?: string;
+  /** How the CLI parses the value (none: a string, or a switch). */
+  parse?: 'non-negative-int' | 'list';
+  /** The option's value is not its default: the user set it, and another mode's flag is refused. */
+  isSet: (value: unknown) => boolean;
+}
+
+const isTrue = (v: unknown): boolean => v === true;
+const isFalse = (v: unknown): boolean => v === false;
+const nonEmpty = (v: unknown): boolean => Array.isArray(v) && v.length > 0;
+
+/** Every mode-specific flag with its help: the CLI defines them from here, each descriptor's `flags` names those it accepts. */
+const MODE_FLAG_LIST: readonly ModeFlag[] = [
+  {
+    flags: '--block-size <n>',
+    description: 'int4: rows of K per scale',
+    choices: ['16', '32', '64', '128', '256'],
+    defaultValue: '32',
+    isSet: (v) => v !== '32',
+  },
+  { flags: '--symmetric', description: 'int4: symmetric blocks (no zero points; a little smaller, a little less accurate)', isSet: isTrue },
+  {
+    flags: '--int4-method <m>',
+    description: 'int4: rtn (round to nearest) or awq (activation-aware scaling, needs --calibration-data)',
+    choices: ['rtn', 'awq'],
+    defaultValue: 'rtn',
+    isSet: (v) => v !== 'rtn',
+  },
+  {
+    flags: '--calibrate <method>',
+    description: 'activation range method: minmax, percentile, entropy (KL), mse, or auto (per tensor, by the effect on the output)',
+    choices: ['minmax', 'percentile', 'entropy', 'mse', 'auto'],
+    defaultValue: 'minmax',
+    isSet: (v) => v !== 'minmax',
+  },
+  { flags: '--per-tensor', description: 'one scale per weight tensor instead of one per output channel', isSet: isTrue },
+  {
+    flags: '--reduce-range',
+    description: 'int8-dynamic: 7-bit weights, for x86 CPUs without VNNI (AVX2 only) whose u8s8 kernels can saturate',
+    isSet: isTrue,
+  },
+  {
+    flags: '--min-conv-reduction <n>',
+    description:
+      'keep an ungrouped Conv float when Cin x kh x kw is below n (default 16: a 1-channel 3x3 stem is faster in float; 1x1 and depthwise convs never); 0 turns this off, and the narrow-stem and grouped-conv rules too',
+    parse: 'non-negative-int',
+    isSet: (v) => v !== undefined,
+  },
+  {
+    flags: '--no-pad-channels',
+    description: 'do not pad the input channels of 1x1-5x5 stem convs to a multiple of 4 (same numbers; lets onnxruntime use its fast x86 int8 conv)',
+    isSet: isFalse,
+  },
+  {
+    flags: '--no-layout-anchors',
+    description: 'keep an Add/Mul that reads a float tensor float, instead of reading it through an identity int8 conv that keeps onnxruntime in NHWC',
+    isSet: isFalse,
+  },
+  {
+    flags: '--activation-type <type>',
+    description: 'uint8 (asymmetric, fastest on x86) or int8 (symmetric)',
+    choices: ['uint8', 'int8'],
+    defaultValue: 'uint8',
+    isSet: (v) => v === 'int8',
+  },
+  {
+    flags: '--exclude-op-types <list>',
+    description: 'leave nodes of these op types as they are, e.g. MatMul (comma-separated, repeatable)',
+    parse: 'list',
+    isSet: nonEmpty,
+  },
+  { flags: '--no-keep-io-types', description: 'fp16: make model inputs/outputs float16 too', isSet: isFalse },
+  { flags: '--op-block-list <list>', description: 'fp16: extra op types kept in float32', parse: 'list', isSet: nonEmpty },
+];
+
+const longName = (flags: string): string => flags.split(' ')[0]!;
+const FLAG_BY_NAME = new Map(MODE_FLAG_LIST.map((f) => [longName(f.flags), f]));
+
+/** The spec of a mode-specific flag by its long name ('--block-size'). */
+export function modeFlag(name: string): ModeFlag {
+  const f = FLAG_BY_NAME.get(name);
+  if (!f) throw new Error(`'${name}' is not a mode-specific flag of quantize`);
+  return f;
+}
+
+/** Every mode-specific flag, with the modes that accept it (in QUANTIZE_MODES order). */
+export function modeFlags(): { name: string; flag: ModeFlag; modes: QuantizeMode[] }[] {
+  return MODE_FLAG_LIST.map((flag) => {
+    const name = longName(flag.flags);
+    return {
+      name,
+      flag,
+      modes: quantizeModes()
+        .filter((d) => d.flags.includes(name))
+        .map((d) => d.name),
+    };
+  });
+}
+
 const INT4_FLAGS = ['--block-size', '--symmetric', '--int4-method', '--exclude-op-types'] as const;
 const FP16_FLAGS = ['--no-keep-io-types', '--op-block-list'] as const;
 

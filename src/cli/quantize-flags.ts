@@ -7,7 +7,8 @@
  */
 import { UsageError } from '../errors.js';
 import type { QuantizeMode, QuantizeWorkflowOptions } from '../app/quantize.js';
-import { quantizeMode, quantizeModes } from '../app/quantize-modes.js';
+import { Option } from 'commander';
+import { modeFlags, quantizeMode, quantizeModes } from '../app/quantize-modes.js';
 import type { InputValueFlags } from './options.js';
 import { refuseUnknownNames } from './parsers.js';
 
@@ -60,30 +61,12 @@ export interface QuantizeFlags extends Pick<QuantizeWorkflowOptions, SameAsOptio
   int4Method: 'rtn' | 'awq';
 }
 
-/** Mode-specific flags: [flag, whether the user set it]; the modes that accept each are their descriptors' `flags`. */
-const MODE_FLAGS: readonly [string, (f: QuantizeFlags) => boolean][] = [
-  ['--calibrate', (f) => f.calibrate !== 'minmax'],
-  ['--per-tensor', (f) => Boolean(f.perTensor)],
-  ['--min-conv-reduction', (f) => f.minConvReduction !== undefined],
-  ['--no-pad-channels', (f) => !f.padChannels],
-  ['--no-layout-anchors', (f) => !f.layoutAnchors],
-  ['--activation-type', (f) => f.activationType === 'int8'],
-  ['--reduce-range', (f) => Boolean(f.reduceRange)],
-  ['--no-keep-io-types', (f) => !f.keepIoTypes],
-  ['--op-block-list', (f) => Boolean(f.opBlockList?.length)],
-  // fp16 keeps op types float with --op-block-list; --exclude-op-types would be silently ignored.
-  ['--exclude-op-types', (f) => Boolean(f.excludeOpTypes?.length)],
-  ['--block-size', (f) => f.blockSize !== '32'],
-  ['--symmetric', (f) => Boolean(f.symmetric)],
-  ['--int4-method', (f) => f.int4Method !== 'rtn'],
-];
-
+/** A flag of another mode is refused, not silently ignored: the descriptors say which modes take each. */
 function checkModeFlags(flags: QuantizeFlags): void {
-  const modes = quantizeModes();
-  for (const [flag, set] of MODE_FLAGS) {
-    const accepting = modes.filter((d) => d.flags.includes(flag)).map((d) => d.name);
-    if (set(flags) && !accepting.includes(flags.mode))
-      throw new UsageError(`${flag} is available with --mode ${accepting.join(' or ')}, not with --mode ${flags.mode}`);
+  for (const { name, flag, modes } of modeFlags()) {
+    const value = (flags as unknown as Record<string, unknown>)[new Option(flag.flags).attributeName()];
+    if (flag.isSet(value) && !modes.includes(flags.mode))
+      throw new UsageError(`${name} is available with --mode ${modes.join(' or ')}, not with --mode ${flags.mode}`);
   }
 }
 

@@ -16,7 +16,7 @@ import { parseAccuracyBudget, parseFraction, parseNonNegativeInt, parseNumber, p
 import { helpExamples } from './examples.js';
 import type { QuantizeWorkflowOptions } from '../app/quantize.js';
 import { checkExcludeOpTypes, checkFlags, type QuantizeFlags } from './quantize-flags.js';
-import { modeHelp, QUANTIZE_MODES } from '../app/quantize-modes.js';
+import { modeFlag, modeHelp, QUANTIZE_MODES } from '../app/quantize-modes.js';
 
 export const QUANTIZE_JSON_SCHEMA_VERSION = 1;
 
@@ -24,6 +24,17 @@ function parsePercentile(value: string): number {
   const n = Number(value);
   if (!(n > 0 && n <= 100)) throw new InvalidArgumentError(`expected a percentile in (0, 100], got '${value}'`);
   return n;
+}
+
+/** A mode-specific flag as its descriptor spec says (app/quantize-modes.ts): flags, help, choices, default, parser. */
+function modeOption(name: string): Option {
+  const spec = modeFlag(name);
+  const option = new Option(spec.flags, spec.description);
+  if (spec.choices) option.choices(spec.choices);
+  if (spec.defaultValue !== undefined) option.default(spec.defaultValue);
+  if (spec.parse === 'non-negative-int') option.argParser(parseNonNegativeInt);
+  if (spec.parse === 'list') option.argParser(parseStringList);
+  return option;
 }
 
 export function registerQuantize(program: Command): void {
@@ -41,41 +52,23 @@ export function registerQuantize(program: Command): void {
     .argument('<model>', 'the FP32 ONNX model (never modified)')
     .option('-o, --output <path>', 'where to write the quantized model (required unless --analyze)')
     .addOption(new Option('--mode <mode>', modeHelp()).choices(QUANTIZE_MODES).default(QUANTIZE_MODES[0]))
-    .addOption(new Option('--block-size <n>', 'int4: rows of K per scale').choices(['16', '32', '64', '128', '256']).default('32'))
-    .option('--symmetric', 'int4: symmetric blocks (no zero points; a little smaller, a little less accurate)')
-    .addOption(
-      new Option('--int4-method <m>', 'int4: rtn (round to nearest) or awq (activation-aware scaling, needs --calibration-data)')
-        .choices(['rtn', 'awq'])
-        .default('rtn'),
-    )
+    .addOption(modeOption('--block-size'))
+    .addOption(modeOption('--symmetric'))
+    .addOption(modeOption('--int4-method'))
     .addOption(sharedOption('calibrationData', 'the ranges of static INT8 (required for --mode int8) and the check of the written model'))
     .addOption(sharedOption('feedback'))
     .option('--calibration-count <n>', 'use the first n calibration samples', parsePositiveInt, DEFAULT_CALIBRATION_COUNT)
-    .addOption(
-      new Option('--calibrate <method>', 'activation range method: minmax, percentile, entropy (KL), mse, or auto (per tensor, by the effect on the output)')
-        .choices(['minmax', 'percentile', 'entropy', 'mse', 'auto'])
-        .default('minmax'),
-    )
+    .addOption(modeOption('--calibrate'))
     .option('--percentile <p>', 'percentile kept by --calibrate percentile', parsePercentile, 99.99)
     .option('--batch-size <n>', 'samples per calibration run (default 16)', parsePositiveInt)
-    .option('--per-tensor', 'one scale per weight tensor instead of one per output channel')
-    .option('--reduce-range', 'int8-dynamic: 7-bit weights, for x86 CPUs without VNNI (AVX2 only) whose u8s8 kernels can saturate')
-    .option(
-      '--min-conv-reduction <n>',
-      'keep an ungrouped Conv float when Cin x kh x kw is below n (default 16: a 1-channel 3x3 stem is faster in float; 1x1 and depthwise convs never); 0 turns this off, and the narrow-stem and grouped-conv rules too',
-      parseNonNegativeInt,
-    )
-    .option(
-      '--no-pad-channels',
-      'do not pad the input channels of 1x1-5x5 stem convs to a multiple of 4 (same numbers; lets onnxruntime use its fast x86 int8 conv)',
-    )
-    .option(
-      '--no-layout-anchors',
-      'keep an Add/Mul that reads a float tensor float, instead of reading it through an identity int8 conv that keeps onnxruntime in NHWC',
-    )
-    .addOption(new Option('--activation-type <type>', 'uint8 (asymmetric, fastest on x86) or int8 (symmetric)').choices(['uint8', 'int8']).default('uint8'))
+    .addOption(modeOption('--per-tensor'))
+    .addOption(modeOption('--reduce-range'))
+    .addOption(modeOption('--min-conv-reduction'))
+    .addOption(modeOption('--no-pad-channels'))
+    .addOption(modeOption('--no-layout-anchors'))
+    .addOption(modeOption('--activation-type'))
     .option('--op-types <list>', 'quantize only these op types, e.g. Conv,Gemm', parseStringList)
-    .addOption(sharedOption('excludeOpTypes'))
+    .addOption(modeOption('--exclude-op-types'))
     .addOption(sharedOption('excludeNodes'))
     .option(
       '--max-accuracy-drop <budget>',
@@ -100,8 +93,8 @@ export function registerQuantize(program: Command): void {
     .option('--force', 'write the best attempt even when no setting meets the budget (still exits 1)')
     .addOption(sharedOption('outputName'))
     .option('--analyze', 'print the per-node sensitivity table (int8) and write no model')
-    .option('--no-keep-io-types', 'fp16: make model inputs/outputs float16 too')
-    .option('--op-block-list <list>', 'fp16: extra op types kept in float32', parseStringList)
+    .addOption(modeOption('--no-keep-io-types'))
+    .addOption(modeOption('--op-block-list'))
     .addOption(sharedOption('threads', 'calibration and checks (onnxruntime chooses unless given); --measure-speed times with 1 unless given'))
     .addOption(sharedOption('measureSpeed'))
     .addOption(sharedOption('shape'))

@@ -7,7 +7,7 @@ import { readFileSync, readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { buildProgram } from '../../src/cli/index.js';
-import { MODE, QUANTIZE_MODES, modeHelp, modesTable, quantizeMode, quantizeModes } from '../../src/app/quantize-modes.js';
+import { MODE, QUANTIZE_MODES, modeFlag, modeFlags, modeHelp, modesTable, quantizeMode, quantizeModes } from '../../src/app/quantize-modes.js';
 
 const root = path.resolve(import.meta.dirname, '../..');
 const json = (file: string): Record<string, unknown> => JSON.parse(readFileSync(path.join(root, file), 'utf8')) as Record<string, unknown>;
@@ -27,9 +27,17 @@ describe('quantize mode descriptors', () => {
     for (const d of quantizeModes()) expect(mode.description).toContain(d.help);
   });
 
-  it('every mode flag a descriptor names is an option of quantize', () => {
-    const longs = new Set(quantizeCommand().options.map((o) => o.long));
-    for (const d of quantizeModes()) for (const flag of d.flags) expect(longs.has(flag), `${d.name}: ${flag}`).toBe(true);
+  it('every mode flag a descriptor names is an option of quantize, defined from its spec (help, choices, default)', () => {
+    const options = new Map(quantizeCommand().options.map((o) => [o.long, o]));
+    for (const d of quantizeModes()) for (const flag of d.flags) expect(modeFlag(flag).flags.startsWith(flag), `${d.name}: ${flag}`).toBe(true);
+    for (const { name, flag, modes } of modeFlags()) {
+      expect(modes.length, `${name} belongs to no mode`).toBeGreaterThan(0);
+      const option = options.get(name)!;
+      expect(option.description).toBe(flag.description);
+      expect(option.argChoices ?? undefined).toEqual(flag.choices ? [...flag.choices] : undefined);
+      // The default is what "not set" means: a flag left alone is never refused.
+      expect(flag.isSet(option.defaultValue)).toBe(false);
+    }
   });
 
   it("the recipe schema's candidate modes and the quantize document's mode enums equal the CLI's choices", () => {
