@@ -91,50 +91,39 @@ function int8Rows(rep: Int8Report): Row[] {
   return rows;
 }
 
-/** The rows that describe what the pass did, by mode. */
-function passRows(report: QuantizeResult['report']): Row[] {
-  if (report.mode === MODE.int8) return int8Rows(report);
-  if (report.mode === MODE.int8Dynamic) {
-    const rows: Row[] = [
-      [
-        'nodes quantized',
-        Object.entries(report.quantizedByOpType)
-          .map(([k, v]) => `${k} ${v}`)
-          .join(', ') || 'none',
-      ],
-    ];
-    if (report.opset)
-      rows.push([
-        'pre-processing',
-        report.opset.upgraded
-          ? `opset ${report.opset.from} -> ${report.opset.to}`
-          : `opset ${report.opset.from} not upgraded (${report.opset.blockers.join('; ')})`,
-      ]);
-    // Grouped always: a CNN has dozens of Convs kept float for the same reason.
-    if (report.keptFloat.length > 0) rows.push(['left in FP32', describeSkipped(report.keptFloat, 0)]);
-    return rows;
-  }
-  if (report.mode === MODE.int4) {
-    const rows: Row[] = [
-      [
-        'nodes quantized',
-        Object.entries(report.quantizedByOpType)
-          .map(([k, v]) => `${k} ${v}`)
-          .join(', ') || 'none',
-      ],
-    ];
-    // int4: float32 scales and activations; q4f16: float16 ones (the FP16 pass ran after).
-    const half = report.activations === 'float16';
+/** What int8-dynamic did: nodes per op type, the opset upgrade, what stayed float. */
+function dynamicRows(report: ReportOf<typeof MODE.int8Dynamic>): Row[] {
+  const rows: Row[] = [['nodes quantized', byOpType(report.quantizedByOpType)]];
+  if (report.opset)
     rows.push([
-      'weights',
-      `4-bit ${report.symmetric ? 'symmetric' : 'asymmetric'} blocks of ${report.blockSize} (${report.method}), ${report.activations} scales and activations, accuracy level ${report.accuracyLevel}: ${(report.weightBytesAfter / 2 ** 20).toFixed(1)} MiB (was ${(report.weightBytesBefore / 2 ** 20).toFixed(1)} MiB)`,
+      'pre-processing',
+      report.opset.upgraded
+        ? `opset ${report.opset.from} -> ${report.opset.to}`
+        : `opset ${report.opset.from} not upgraded (${report.opset.blockers.join('; ')})`,
     ]);
-    // q4f16: the nodes left unquantized went through the FP16 pass too (float16 unless kept float32, listed below).
-    if (report.keptFloat.length > 0) rows.push([half ? 'not 4-bit' : 'left in FP32', describeSkipped(report.keptFloat, 0)]);
-    const kept32 = report.float16?.keptFloat32 ?? [];
-    if (kept32.length > 0) rows.push(['kept float32', `${kept32.length}:\n${describeSkipped(kept32, 8)}`]);
-    return rows;
-  }
+  // Grouped always: a CNN has dozens of Convs kept float for the same reason.
+  if (report.keptFloat.length > 0) rows.push(['left in FP32', describeSkipped(report.keptFloat, 0)]);
+  return rows;
+}
+
+/** What int4 (and q4f16, int4 then the FP16 pass) did: nodes, the weights' format and bytes, what stayed float. */
+function int4Rows(report: ReportOf<typeof MODE.int4>): Row[] {
+  const rows: Row[] = [['nodes quantized', byOpType(report.quantizedByOpType)]];
+  // int4: float32 scales and activations; q4f16: float16 ones (the FP16 pass ran after).
+  const half = report.activations === 'float16';
+  rows.push([
+    'weights',
+    `4-bit ${report.symmetric ? 'symmetric' : 'asymmetric'} blocks of ${report.blockSize} (${report.method}), ${report.activations} scales and activations, accuracy level ${report.accuracyLevel}: ${(report.weightBytesAfter / 2 ** 20).toFixed(1)} MiB (was ${(report.weightBytesBefore / 2 ** 20).toFixed(1)} MiB)`,
+  ]);
+  // q4f16: the nodes left unquantized went through the FP16 pass too (float16 unless kept float32, listed below).
+  if (report.keptFloat.length > 0) rows.push([half ? 'not 4-bit' : 'left in FP32', describeSkipped(report.keptFloat, 0)]);
+  const kept32 = report.float16?.keptFloat32 ?? [];
+  if (kept32.length > 0) rows.push(['kept float32', `${kept32.length}:\n${describeSkipped(kept32, 8)}`]);
+  return rows;
+}
+
+/** What fp16 did: nodes converted, what stayed float32, weights stored as float16 only. */
+function fp16Rows(report: ReportOf<typeof MODE.fp16>): Row[] {
   const kept = report.keptFloat32;
   const rows: Row[] = [
     ['nodes converted', String(report.nodesConverted)],
@@ -144,6 +133,26 @@ function passRows(report: QuantizeResult['report']): Row[] {
   if (stored.length > 0)
     rows.push(['float16 storage only', `${stored.length} weight(s) of float32-only ops, cast back to float32 when onnxruntime loads the model`]);
   return rows;
+}
+
+const byOpType = (counts: Record<string, number>): string =>
+  Object.entries(counts)
+    .map(([k, v]) => `${k} ${v}`)
+    .join(', ') || 'none';
+
+type ReportOf<M> = Extract<QuantizeResult['report'], { mode: M }>;
+
+/** The rows of each kind of pass report: one entry per kind, so a new mode's report does not compile without its rows. */
+const PASS_ROWS: { [M in QuantizeResult['report']['mode']]: (report: ReportOf<M>) => Row[] } = {
+  [MODE.int8]: int8Rows,
+  [MODE.int8Dynamic]: dynamicRows,
+  [MODE.int4]: int4Rows,
+  [MODE.fp16]: fp16Rows,
+};
+
+/** The rows that describe what the pass did, by the kind of its report. */
+function passRows(report: QuantizeResult['report']): Row[] {
+  return (PASS_ROWS[report.mode] as (r: QuantizeResult['report']) => Row[])(report);
 }
 
 const percent = (x: number | undefined): string => (x === undefined ? '-' : `${(x * 100).toFixed(2)}%`);
