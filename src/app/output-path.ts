@@ -24,6 +24,22 @@ export function checkOutputPath(output: string, inputs: readonly string[], flag 
   return path.resolve(output);
 }
 
+/**
+ * Every file a command will write, checked at once before any work: none over an input (as
+ * checkOutputPath), and no two the same file (`optimize -o a.onnx --markdown a.onnx` wrote the
+ * report over the model). `outputs`: [path, the flag that named it]; undefined paths are skipped.
+ */
+export function checkOutputPlan(outputs: readonly (readonly [string | undefined, string])[], inputs: readonly string[]): void {
+  const planned: [string, string][] = [];
+  for (const [file, flag] of outputs) {
+    if (!file) continue;
+    checkOutputPath(file, inputs, flag);
+    const clash = planned.find(([other]) => sameFile(other, file));
+    if (clash) throw new UsageError(`${flag} ${file} is the file ${clash[1]} writes too; give each output its own path`);
+    planned.push([file, flag]);
+  }
+}
+
 /** out.onnx -> out.missed-goal.onnx: where a model that missed its accuracy goal is written. */
 export function missedGoalPath(output: string): string {
   const ext = path.extname(output);

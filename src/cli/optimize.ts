@@ -112,18 +112,23 @@ export function registerOptimize(program: Command): void {
 }
 
 async function optimizeAction(modelPath: string, flags: OptimizeFlags, command: Command): Promise<number> {
-  const [{ checkOutputPath }, { parseShapeOverrides }, { readRecipe, withRecipe }, { parseFeedback }] = await Promise.all([
+  const [{ checkOutputPlan }, { parseShapeOverrides }, { readRecipe, recipePathFor, withRecipe }, { parseFeedback }] = await Promise.all([
     import('../app/output-path.js'),
     import('../ir/io-spec.js'),
     import('../app/optimize-recipe.js'),
     import('../calibration/feedback.js'),
   ]);
   const inputs = [modelPath, flags.calibrationData, flags.evalData, flags.trainData, flags.recipe].filter((f): f is string => Boolean(f));
-  for (const [file, flag] of [
-    [flags.markdown, '--markdown'],
-    [flags.plot, '--plot'],
-  ] as const)
-    if (file) checkOutputPath(file, inputs, flag);
+  // Every file this run writes, at once: the model, the recipe beside it, the reports.
+  checkOutputPlan(
+    [
+      [flags.output, '-o/--output'],
+      [flags.output ? recipePathFor(flags.output) : undefined, 'the recipe beside -o'],
+      [flags.markdown, '--markdown'],
+      [flags.plot, '--plot'],
+    ],
+    inputs,
+  );
   const recipe = flags.recipe ? readRecipe(flags.recipe) : undefined;
   // Flags win over the recipe; `--no-region-search` counts only when typed (its default is on).
   const options = withRecipe(
