@@ -11,7 +11,7 @@
 //   effnet   SiLU (x * Sigmoid(x)) and a Sigmoid squeeze-excite gate in every block.
 //   encoder  2 pre-LN transformer layers (d=64, 4 heads, T=16), mean pool, FC 10.
 //   npm run build && node bench/calibrators.mjs [mnv3se|mnv3dec|effnet|encoder|all]
-import { dist, encoderBlocks } from './common.mjs';
+import { dist, encoderBlocks, weightMaker } from './common.mjs';
 
 const { DataType, GraphBuilder } = await import(dist('ir/index.js'));
 const { quantizeInt8 } = await import(dist('app/quantize-passes.js'));
@@ -25,17 +25,7 @@ function mnv3(decomposed, seed = 1) {
   const r = seededRandom(seed);
   const floats = (n, scale, offset = 0) => Float32Array.from({ length: n }, () => (r() * 2 - 1) * scale + offset);
   const b = new GraphBuilder({ opset: 14 });
-  const w = (name, dims, scale, offset = 0) =>
-    b.initializer(
-      name,
-      DataType.FLOAT,
-      dims,
-      floats(
-        dims.reduce((a, c) => a * c, 1),
-        scale,
-        offset,
-      ),
-    );
+  const w = weightMaker(b, DataType, floats);
   const hsig = (x, name) => b.node('HardSigmoid', [x], { alpha: 1 / 6, beta: 0.5 }, { name });
   const hswish = (y, name) => (decomposed ? b.node('Mul', [y, hsig(y, `${name}.hsig`)], {}, { name }) : b.node('HardSwish', [y], {}, { name }));
   const conv = (x, name, cin, cout, k, stride = 1, group = 1, act = 'hs') => {

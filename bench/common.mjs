@@ -144,10 +144,9 @@ export async function compareVariants(variants, feeds, { iterations, batchSizes,
  * is the caller's seeded stream of uniform values in [offset - scale, offset + scale), so a script
  * that draws its data from the same stream afterwards keeps its numbers.
  */
-export function encoderBlocks({ GraphBuilder, DataType }, floats) {
-  const [T, D, F, H] = [16, 64, 256, 4];
-  const b = new GraphBuilder({ opset: 17 });
-  const w = (name, dims, scale, offset = 0) =>
+/** `w(name, dims, scale, offset)`: a float initializer of `dims` filled from `floats(count, scale, offset)`; what every stand-in builder here declares its weights with. */
+export function weightMaker(b, DataType, floats) {
+  return (name, dims, scale, offset = 0) =>
     b.initializer(
       name,
       DataType.FLOAT,
@@ -158,6 +157,12 @@ export function encoderBlocks({ GraphBuilder, DataType }, floats) {
         offset,
       ),
     );
+}
+
+export function encoderBlocks({ GraphBuilder, DataType }, floats) {
+  const [T, D, F, H] = [16, 64, 256, 4];
+  const b = new GraphBuilder({ opset: 17 });
+  const w = weightMaker(b, DataType, floats);
   const c = (name, v) => b.initializer(name, DataType.FLOAT, [], Float32Array.of(v));
   const shape = (name, dims) => b.initializer(name, DataType.INT64, [dims.length], BigInt64Array.from(dims, BigInt));
   const linear = (x, name, k, n) => b.node('Add', [b.node('MatMul', [x, w(`${name}.w`, [k, n], Math.sqrt(3 / k))], {}, { name }), w(`${name}.b`, [n], 0.02)]);

@@ -74,7 +74,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { compareVariants, dist, encoderBlocks, load } from './common.mjs';
+import { compareVariants, dist, encoderBlocks, load, weightMaker } from './common.mjs';
 
 const { DataType, GraphBuilder } = await import(dist('ir/index.js'));
 const { quantizeInt8 } = await import(dist('app/quantize-passes.js'));
@@ -234,17 +234,7 @@ function effnet() {
 
 function keras() {
   const b = new GraphBuilder({ opset: 13 });
-  const w = (name, dims, scale, offset = 0) =>
-    b.initializer(
-      name,
-      DataType.FLOAT,
-      dims,
-      floats(
-        dims.reduce((a, c) => a * c, 1),
-        scale,
-        offset,
-      ),
-    );
+  const w = weightMaker(b, DataType, floats);
   let id = 0;
   const conv = (x, cin, cout, k, stride, group, act) => {
     const n = `conv${id++}`;
@@ -306,17 +296,7 @@ function keras() {
 function densenet() {
   const stem = Number(process.argv[4] ?? 32);
   const b = new GraphBuilder({ opset: 13 });
-  const w = (name, dims, scale, offset = 0) =>
-    b.initializer(
-      name,
-      DataType.FLOAT,
-      dims,
-      floats(
-        dims.reduce((a, c) => a * c, 1),
-        scale,
-        offset,
-      ),
-    );
+  const w = weightMaker(b, DataType, floats);
   let id = 0;
   const bn = (x, c) => {
     const n = `bn${id++}`;
