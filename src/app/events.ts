@@ -9,3 +9,11 @@ export interface WorkflowEvents {
   /** Something the user should know; the run goes on. */
   onWarning?: (message: string) => void;
 }
+
+/** A warning callback that keeps every warning in `warnings` (the result's list) and passes it on to the caller. */
+export function keepWarnings(events: WorkflowEvents, warnings: string[]): (message: string) => void {
+  return (message) => {
+    warnings.push(message);
+    events.onWarning?.(message);
+  };
+}

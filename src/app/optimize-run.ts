@@ -15,7 +15,7 @@ import type { Speedup } from '../metrics/index.js';
 import type { ShapeOverrides } from '../ir/io-spec.js';
 import type { Int8Context, Int8Report } from './quantize-passes.js';
 import type { ModeApplied } from './quantize-modes.js';
-import type { WorkflowEvents } from './events.js';
+import { keepWarnings, type WorkflowEvents } from './events.js';
 import { checkOutputPath } from './output-path.js';
 import { describeSpec, recipePathFor, type CandidateSpec, type QuantizeCandidateSpec } from './optimize-recipe.js';
 import type { CandidateFidelity, OptimizeObjective, OptimizeOptions } from './optimize.js';
@@ -114,10 +114,7 @@ export async function startRun(options: OptimizeOptions, events: WorkflowEvents)
     throw new InputError(`${options.model}: cannot read model (${fileErrorReason(error)})`, { cause: error });
   });
   const warnings: string[] = [];
-  const warn = (message: string): void => {
-    warnings.push(message);
-    events.onWarning?.(message);
-  };
+  const warn = keepWarnings(events, warnings);
   const progress = (message: string): void => events.onProgress?.(message);
   const { DEFAULT_FIDELITY_BUDGET } = await import('./quantize-fidelity.js');
   const searchDeadline = started + (options.timeBudgetMs ?? DEFAULT_SEARCH_SECONDS * 1000);

@@ -9,6 +9,7 @@ import type { QuantizeCandidateSpec, CandidateSpec } from './optimize-recipe.js'
 import { regionsOf, searchRegions } from './optimize-regions.js';
 import { buildCandidate, uniqueName, type Built, type OptimizeRun } from './optimize-run.js';
 import { timingOf } from './optimize-measure.js';
+import { shorten } from './optimize-choose.js';
 import type { OptimizeResult } from './optimize.js';
 import { DEFAULT_PRUNE_WIDTHS, pruneDistillCandidates, type PruneDistillCandidate } from './prune-candidates.js';
 import { MODE } from '../passes/quantize/mode-names.js';
@@ -16,8 +17,6 @@ import { MODE } from '../passes/quantize/mode-names.js';
 const DEFAULT_STEP_ITERATIONS = 100;
 /** Below this many seconds left for pruning, only the widest width is tried (it gets all of them). */
 const ONE_WIDTH_BELOW_SECONDS = 90;
-
-const shorten = (text: string): string => (text.length > 160 ? `${text.slice(0, 157)}...` : text);
 
 /** Why the region search does not run, or undefined when it should (static INT8 loses to FP32 or to dynamic INT8). */
 function regionSearchSkipped(run: OptimizeRun, int8: Built | undefined, dynamic: Built | undefined): string | undefined {

@@ -15,7 +15,7 @@ import type { Dataset } from '../data/index.js';
 import type { RunnerOptions } from '../runtime/index.js';
 import type { FidelityJudge, GuardResult, HeldOutPlan, MetricBudget } from './quantize-passes.js';
 import { quantizeMode, type ModeApplied, type QuantizeModeDescriptor, type QuantizeReport } from './quantize-modes.js';
-import type { WorkflowEvents } from './events.js';
+import { keepWarnings, type WorkflowEvents } from './events.js';
 import type { QatReport } from './qat.js';
 import type { FidelityReport, QuantizeChecks, QuantizePhase, QuantizeTiming, QuantizeWorkflowOptions } from './quantize.js';
 
@@ -142,10 +142,7 @@ export async function contextFrom(
 ): Promise<QuantizeContext> {
   const mode = quantizeMode(options.mode);
   const { take } = await import('../data/index.js');
-  const onWarning = (message: string): void => {
-    warnings.push(message);
-    events.onWarning?.(message);
-  };
+  const onWarning = keepWarnings(events, warnings);
   if (!from.checked) {
     await checkOpTypes(options, mode);
     await checkModel(options, mode, inputs.model, onWarning);
@@ -188,10 +185,7 @@ export async function prepareQuantize(options: QuantizeWorkflowOptions, events: 
   const mode = quantizeMode(options.mode);
   await checkOpTypes(options, mode);
   const warnings: string[] = [];
-  const onWarning = (message: string): void => {
-    warnings.push(message);
-    events.onWarning?.(message);
-  };
+  const onWarning = keepWarnings(events, warnings);
   const onProgress = (message: string): void => events.onProgress?.(message);
   const inputs = await loadQuantizeInputs(options, samplesToLoad(options, mode), onWarning, onProgress, {
     beforeData: (model) => checkModel(options, mode, model, onWarning),
