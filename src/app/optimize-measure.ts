@@ -7,7 +7,7 @@
 import { UsageError } from '../errors.js';
 import type { AccuracyBudget, BenchmarkOptions, BenchmarkResult } from '../benchmark/types.js';
 import type { Speedup } from '../metrics/index.js';
-import type { Built, Measured, OptimizeRun } from './optimize-run.js';
+import { guardLater, type Built, type Measured, type OptimizeRun } from './optimize-run.js';
 import type { CandidateFidelity } from './optimize.js';
 
 /** How every timing here runs: as the user will run the model, on the same data and shapes. */
@@ -125,7 +125,6 @@ export async function guardWhereNeeded(run: OptimizeRun, list: Built[]): Promise
   for (const [i, b] of list.entries()) {
     const m = run.measured.get(b.name);
     if (!b.labelledLater || !b.applied || !m?.scored || within(run, m.fidelity).ok) continue;
-    const { guardLater } = await import('./optimize-run.js');
     list[i] = await guardLater(run, b);
     again = true;
   }

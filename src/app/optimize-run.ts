@@ -318,7 +318,7 @@ function sameExceptExclusions(spec: QuantizeCandidateSpec, context: Int8Context)
   const same = (a: readonly string[] | undefined, b: readonly string[] | undefined): boolean => (a ?? []).join('\n') === (b ?? []).join('\n');
   return (
     (calibrate ?? 'minmax') === context.rangeOptions.method &&
-    (percentile === undefined || percentile === context.rangeOptions.percentile) &&
+    percentile === context.rangeOptions.percentile &&
     (perChannel ?? true) === (q.perChannel ?? true) &&
     (activationType ?? 'uint8') === (q.activationType ?? 'uint8') &&
     same(opTypes, q.opTypes) &&
