@@ -151,6 +151,8 @@ function recipeFor(spec: CandidateSpec, options: OptimizeOptions, objective: Opt
   const budget: Recipe['budget'] = {};
   if (options.minSqnrDb !== undefined) budget.minSqnrDb = options.minSqnrDb;
   if (options.minTop1Agreement !== undefined) budget.minTop1Agreement = options.minTop1Agreement;
+  if (options.minCosine !== undefined) budget.minCosine = options.minCosine;
+  if (options.outputKinds && Object.keys(options.outputKinds).length > 0) budget.outputKinds = { ...options.outputKinds };
   if (options.maxAccuracyDrop)
     budget.maxAccuracyDrop = options.maxAccuracyDrop.kind === 'points' ? `${options.maxAccuracyDrop.value}pt` : `${options.maxAccuracyDrop.value * 100}%`;
   if (options.metric) budget.metric = options.metric;
@@ -163,6 +165,7 @@ function recipeFor(spec: CandidateSpec, options: OptimizeOptions, objective: Opt
     data.inputs = Object.fromEntries(Object.entries(options.inputValues).map(([k, v]) => [k, typeof v === 'number' ? v : [...v]]));
   if (options.shapes && Object.keys(options.shapes).length > 0) data.shapes = Object.fromEntries(Object.entries(options.shapes).map(([k, v]) => [k, [...v]]));
   if (options.feedback && options.feedback.length > 0) data.feedback = options.feedback.map((f) => `${f.output}=${f.input}`);
+  if (options.downstream && options.downstream.length > 0) data.downstream = [...options.downstream];
   return {
     schemaVersion: 1,
     kind: 'optimize-recipe',

@@ -8,7 +8,8 @@ import { UsageError } from '../errors.js';
 import type { AccuracyBudget, BenchmarkOptions, BenchmarkResult } from '../benchmark/types.js';
 import type { Speedup } from '../metrics/index.js';
 import { guardLater, type Built, type Measured, type OptimizeRun } from './optimize-run.js';
-import type { CandidateFidelity } from './optimize.js';
+import type { CandidateFidelity, CandidateOutput } from './optimize.js';
+import { judgeOutput } from '../metrics/output-kinds.js';
 
 /** How every timing here runs: as the user will run the model, on the same data and shapes. */
 export function timingOf(run: OptimizeRun): Omit<BenchmarkOptions, 'baseline'> {
@@ -22,6 +23,16 @@ export function timingOf(run: OptimizeRun): Omit<BenchmarkOptions, 'baseline'> {
     constants: options.inputValues,
     feedback: options.feedback,
     measureMemory: false,
+  };
+}
+
+/** How candidates are scored: each output by its kind, a sequence embedding pooled over the mask, after the --downstream models. */
+export function scoringOf(run: OptimizeRun): Pick<BenchmarkOptions, 'outputKinds' | 'maskInput' | 'downstream'> {
+  const { downstream } = run.options;
+  return {
+    outputKinds: run.inputs.judged.kindOf,
+    ...(run.maskInput ? { maskInput: run.maskInput } : {}),
+    ...(downstream && downstream.length > 0 ? { downstream } : {}),
   };
 }
 
@@ -59,7 +70,7 @@ export async function measure(run: OptimizeRun, list: Built[]): Promise<void> {
   const runs = run.precision === null ? `${run.iterations}` : `up to ${run.iterations} (until +-${run.precision * 100}%)`;
   run.progress(`timing ${ready.length} candidate(s) against ${run.options.model} (${runs} interleaved runs each, ${run.threads} thread(s))`);
   const t0 = performance.now();
-  const base = { ...timingOf(run), baseline: run.options.model, outputName: run.options.outputName };
+  const base = { ...timingOf(run), ...scoringOf(run), baseline: run.options.model, outputName: run.options.outputName };
   const timed = await benchmarkWithFallback(run, {
     ...base,
     candidates: ready.map((b) => b.path!),
@@ -70,7 +81,7 @@ export async function measure(run: OptimizeRun, list: Built[]): Promise<void> {
   run.bench = timed;
   run.scored = timed;
   const seconds = (performance.now() - t0) / 1000 / ready.length;
-  ready.forEach((b, i) => run.measured.set(b.name, measuredOf(b, timed, i + 1, seconds, timed.data.samples)));
+  ready.forEach((b, i) => run.measured.set(b.name, measuredOf(run, b, timed, i + 1, seconds, timed.data.samples)));
 
   const parsedEval = run.options.evalData ? run.inputs.evalData : undefined;
   const whole = timed.data.samples < SCREEN_SAMPLES || (parsedEval !== undefined && parsedEval.count <= SCREEN_SAMPLES);
@@ -101,7 +112,7 @@ async function scoreContenders(run: OptimizeRun, contenders: Built[], base: Omit
     run.scored = scored;
     batch.forEach((b, i) => {
       const m = run.measured.get(b.name)!;
-      m.fidelity = measuredOf(b, scored, i + 1, 0, scored.data.samples).fidelity;
+      m.fidelity = measuredOf(run, b, scored, i + 1, 0, scored.data.samples).fidelity;
       m.scored = true;
     });
     pending = pending.filter((b) => !batch.includes(b));
@@ -138,11 +149,19 @@ function couldWin(run: OptimizeRun, speedup: Speedup): boolean {
 }
 
 /** Candidate `index` of a benchmark result (0 is the input), with the quantize guard's summary. */
-function measuredOf(b: Built, result: BenchmarkResult, index: number, seconds: number, samples: number): Measured {
+function measuredOf(run: OptimizeRun, b: Built, result: BenchmarkResult, index: number, seconds: number, samples: number): Measured {
   const base = result.models[0]!;
   const m = result.models[index]!;
   const point = m.latency[0]!;
-  const outputs = Object.values(m.agreement ?? {});
+  const kinds = run.inputs.judged.kindOf;
+  const judged = Object.entries(m.agreement ?? {}).filter(([name]) => Object.hasOwn(kinds, name) && kinds[name] !== 'state');
+  const outputs = judged.map(([, a]) => a);
+  const perOutput = Object.create(null) as Record<string, CandidateOutput>;
+  for (const [name, a] of judged) {
+    const j = judgeOutput(name, kinds[name]!, a, run.kindBudget);
+    const sqnrOnly = j.failures.length === 1 && j.failures[0]!.startsWith(`'${name}': SQNR `);
+    perOutput[name] = { kind: j.kind, judgedOn: j.judgedOn, short: j.short, met: j.met, failures: j.failures, sqnrOnly };
+  }
   const sqnr = outputs.length ? Math.min(...outputs.map((a) => a.sqnrDb)) : null;
   const agreements = outputs.map((a) => a.top1Agreement).filter((a): a is number => a !== null);
   const acc = m.accuracy && base.accuracy ? m.accuracy : undefined;
@@ -159,6 +178,7 @@ function measuredOf(b: Built, result: BenchmarkResult, index: number, seconds: n
       accuracyDropPoints: acc ? sign * (acc.value - base.accuracy!.value) * 100 : null,
       samples,
       ...(q && q.enabled ? { guard: { met: q.met, worstSqnrDb: q.final.worstSqnrDb, floatNodes: q.floatNodes.length, decidedBy: q.decidedBy } } : {}),
+      outputs: perOutput,
     },
   };
 }
@@ -167,6 +187,7 @@ function measuredOf(b: Built, result: BenchmarkResult, index: number, seconds: n
 export async function measureInputOnly(run: OptimizeRun): Promise<void> {
   run.bench = run.scored = await benchmarkWithFallback(run, {
     ...timingOf(run),
+    ...scoringOf(run),
     baseline: run.options.model,
     iterations: 20,
     outputName: run.options.outputName,
@@ -184,20 +205,21 @@ function dropWithin(budget: AccuracyBudget, baseline: number, drop: number): boo
  * 95.5% of FP32's decisions measured 15.8 dB on the logits, docs/optimize.md).
  */
 export function within(run: OptimizeRun, f: CandidateFidelity, retrained = false): { ok: boolean; why: string } {
-  const { options, minSqnrDb, minTop1Agreement } = run;
+  const { options } = run;
   if (options.maxAccuracyDrop && f.accuracyDropPoints !== null) {
     const ok = dropWithin(options.maxAccuracyDrop, run.scored!.models[0]!.accuracy?.value ?? 0, f.accuracyDropPoints);
     return { ok, why: `accuracy drop ${f.accuracyDropPoints.toFixed(2)}pt ${ok ? 'within' : 'over'} the budget` };
   }
-  if (f.sqnrDb !== null && f.sqnrDb < minSqnrDb && !(retrained && f.top1Agreement !== null))
-    return { ok: false, why: `SQNR ${f.sqnrDb.toFixed(1)} dB < ${minSqnrDb} dB` };
-  if (f.top1Agreement !== null && f.top1Agreement < minTop1Agreement)
-    return { ok: false, why: `top-1 agreement ${(f.top1Agreement * 100).toFixed(1)}% < ${(minTop1Agreement * 100).toFixed(0)}%` };
+  const failures: string[] = [];
+  const waived: string[] = [];
+  for (const [name, o] of Object.entries(f.outputs ?? {})) {
+    if (o.met) continue;
+    if (retrained && o.kind === 'class-scores' && o.sqnrOnly) waived.push(`'${name}': ${o.judgedOn}`);
+    else failures.push(...o.failures);
+  }
+  if (failures.length > 0) return { ok: false, why: failures.join('; ') };
   return {
     ok: true,
-    why:
-      retrained && f.top1Agreement !== null && f.sqnrDb !== null && f.sqnrDb < minSqnrDb
-        ? `within the fidelity budget (retrained: top-1 agreement decides; SQNR ${f.sqnrDb.toFixed(1)} dB)`
-        : 'within the fidelity budget',
+    why: waived.length > 0 ? `within the fidelity budget (retrained: top-1 agreement decides; ${waived.join('; ')})` : 'within the fidelity budget',
   };
 }

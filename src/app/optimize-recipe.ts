@@ -11,6 +11,7 @@
 import { readFileSync } from 'node:fs';
 import { UsageError } from '../errors.js';
 import { parseFeedback } from '../calibration/feedback.js';
+import { OUTPUT_KINDS, parseOutputKind, type OutputKind } from '../metrics/output-kinds.js';
 import { parseAccuracyBudgetText } from '../metrics/accuracy-budget.js';
 import { validate } from '../util/json-schema.js';
 import type { OptimizeOptions } from './optimize.js';
@@ -54,8 +55,18 @@ export interface Recipe {
     shapes?: Record<string, number[]>;
     /** `--feedback`: 'OUTPUT=INPUT' pairs of a streaming model's state. */
     feedback?: string[];
+    /** `--downstream`: FP32 models the outputs feed; the budget is judged on the last one's outputs. */
+    downstream?: string[];
   };
-  budget?: { minSqnrDb?: number; minTop1Agreement?: number; maxAccuracyDrop?: string; metric?: string };
+  budget?: {
+    minSqnrDb?: number;
+    minTop1Agreement?: number;
+    minCosine?: number;
+    /** `--output-kind`: output name -> kind. */
+    outputKinds?: Record<string, string>;
+    maxAccuracyDrop?: string;
+    metric?: string;
+  };
   gates?: { minSpeedup?: number };
 }
 
@@ -146,6 +157,9 @@ export function withRecipe(explicit: ExplicitOptimizeOptions, recipe: Recipe | u
     evalData: explicit.evalData ?? recipe?.data?.eval,
     minSqnrDb: explicit.minSqnrDb ?? recipe?.budget?.minSqnrDb,
     minTop1Agreement: explicit.minTop1Agreement ?? recipe?.budget?.minTop1Agreement,
+    minCosine: explicit.minCosine ?? recipe?.budget?.minCosine,
+    outputKinds: explicit.outputKinds ?? recipeKinds(explicit.recipePath, recipe?.budget?.outputKinds),
+    downstream: explicit.downstream ?? recipe?.data?.downstream,
     maxAccuracyDrop,
     metric: explicit.metric ?? recipe?.budget?.metric,
     objective: explicit.objective ?? recipe?.objective,
@@ -162,6 +176,18 @@ export function withRecipe(explicit: ExplicitOptimizeOptions, recipe: Recipe | u
     inputValues: explicit.inputValues ?? nullProto(recipe?.data?.inputs),
     feedback: explicit.feedback ?? recipe?.data?.feedback?.map(parseFeedback),
   };
+}
+
+/** The recipe's output kinds, each checked (a UsageError naming the recipe file and the entry). */
+function recipeKinds(file: string | undefined, kinds: Record<string, string> | undefined): Record<string, OutputKind> | undefined {
+  if (!kinds) return undefined;
+  const out = Object.create(null) as Record<string, OutputKind>;
+  for (const [name, text] of Object.entries(kinds)) {
+    const kind = parseOutputKind(text);
+    if (!kind) throw new UsageError(`${file}: $.budget.outputKinds.${name}: '${text}' is not one of ${OUTPUT_KINDS.join(', ')}`);
+    out[name] = kind;
+  }
+  return out;
 }
 
 /** A recipe's record keyed by names from the file, as a null-prototype record. */

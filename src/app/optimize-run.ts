@@ -19,6 +19,8 @@ import { keepWarnings, type WorkflowEvents } from './events.js';
 import { checkOutputPath } from './output-path.js';
 import { describeSpec, recipePathFor, type CandidateSpec, type QuantizeCandidateSpec } from './optimize-recipe.js';
 import type { CandidateFidelity, OptimizeObjective, OptimizeOptions } from './optimize.js';
+import { maskInputs } from '../ir/input-bounds.js';
+import type { KindBudget } from '../metrics/output-kinds.js';
 import { loadQuantizeInputs, samplesToLoad, type QuantizeInputs } from './quantize-context.js';
 import type { QuantizeResult } from './quantize.js';
 
@@ -78,6 +80,10 @@ export interface OptimizeRun {
   progress: (message: string) => void;
   minSqnrDb: number;
   minTop1Agreement: number;
+  /** Each judged output's floors, by kind (the defaults with the user's --min-sqnr, --min-agreement, --min-cosine). */
+  kindBudget: KindBudget;
+  /** The data's attention-mask input, pooling sequence embeddings over real tokens. */
+  maskInput?: string;
   searchDeadline: number;
   regionDeadline: number;
   dir: string;
@@ -116,7 +122,7 @@ export async function startRun(options: OptimizeOptions, events: WorkflowEvents)
   const warnings: string[] = [];
   const warn = keepWarnings(events, warnings);
   const progress = (message: string): void => events.onProgress?.(message);
-  const { DEFAULT_FIDELITY_BUDGET } = await import('./quantize-fidelity.js');
+  const { DEFAULT_FIDELITY_BUDGET, kindBudgetOf } = await import('./quantize-fidelity.js');
   const searchDeadline = started + (options.timeBudgetMs ?? DEFAULT_SEARCH_SECONDS * 1000);
   // With pruned candidates to come, the region search gets REGION_SHARE of the budget: distillation needs the rest.
   const pruneWillRun = options.timeBudgetMs !== undefined && Boolean(options.trainData ?? options.calibrationData);
@@ -136,6 +142,11 @@ export async function startRun(options: OptimizeOptions, events: WorkflowEvents)
     progress,
     minSqnrDb: options.minSqnrDb ?? DEFAULT_FIDELITY_BUDGET.minSqnrDb,
     minTop1Agreement: options.minTop1Agreement ?? DEFAULT_FIDELITY_BUDGET.minTop1Agreement,
+    kindBudget: kindBudgetOf({
+      minSqnrDb: options.minSqnrDb ?? DEFAULT_FIDELITY_BUDGET.minSqnrDb,
+      minTop1Agreement: options.minTop1Agreement ?? DEFAULT_FIDELITY_BUDGET.minTop1Agreement,
+      ...(options.minCosine !== undefined ? { minCosine: options.minCosine } : {}),
+    }),
     searchDeadline,
     regionDeadline: pruneWillRun ? Math.min(searchDeadline, started + REGION_SHARE * options.timeBudgetMs!) : searchDeadline,
     batchSizes: options.batchSize ? [options.batchSize] : objective === 'throughput' ? [8] : undefined,
@@ -147,7 +158,9 @@ export async function startRun(options: OptimizeOptions, events: WorkflowEvents)
   const parsed = await parseOnce(options, warn, progress);
   const shapes = await shapesOf(options, parsed);
   const dir = options.workDir ?? (await mkdtemp(path.join(tmpdir(), 'model-opt-optimize-')));
-  return { ...run, inputs: parsed, dir, shapes };
+  const data = parsed.evalData ?? parsed.calibration;
+  const maskInput = data ? [...maskInputs(parsed.model)].find((name) => Object.hasOwn(data.inputs, name)) : undefined;
+  return { ...run, inputs: parsed, dir, shapes, ...(maskInput ? { maskInput } : {}) };
 }
 
 /**
@@ -283,6 +296,7 @@ async function quantizeCandidate(
     feedback: options.feedback,
     minSqnrDb: options.minSqnrDb,
     minTop1Agreement: options.minTop1Agreement,
+    minCosine: options.minCosine,
     guard: true,
   };
   const events = { onProgress: (m: string) => run.progress(`${name}: ${m}`), onWarning: (m: string) => run.warn(`${name}: ${m}`) };

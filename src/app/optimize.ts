@@ -17,6 +17,7 @@
  */
 import { rm, stat } from 'node:fs/promises';
 import { InputError, UsageError } from '../errors.js';
+import type { OutputKind } from '../metrics/output-kinds.js';
 import type { AccuracyBudget } from '../benchmark/types.js';
 import type { Speedup } from '../metrics/index.js';
 import type { InputValues } from '../data/index.js';
@@ -48,6 +49,12 @@ export interface OptimizeOptions {
   trainData?: string;
   minSqnrDb?: number;
   minTop1Agreement?: number;
+  /** Least mean cosine with FP32 of embedding outputs (default 0.99). */
+  minCosine?: number;
+  /** `--output-kind NAME=KIND`: what an output means, over what the graph says. */
+  outputKinds?: Readonly<Record<string, OutputKind>>;
+  /** `--downstream`: FP32 models the outputs feed; the budget is judged on the last one's outputs. */
+  downstream?: readonly string[];
   /** Largest accuracy drop (needs labelled eval data); when given, the accuracy decides the budget. */
   maxAccuracyDrop?: AccuracyBudget;
   /** The benchmark's task metric spec (top1, ctc, cer, f1, miou, ...). */
@@ -100,6 +107,19 @@ export interface CandidateFidelity {
   samples?: number;
   /** The quantize workflow's held-out fidelity guard (quantized candidates). */
   guard?: { met: boolean; worstSqnrDb: number; floatNodes: number; decidedBy: string };
+  /** Each judged output (of the last --downstream model when given): its kind, the values it was judged on, the verdict. */
+  outputs?: Record<string, CandidateOutput>;
+}
+
+export interface CandidateOutput {
+  kind: OutputKind;
+  judgedOn: string;
+  /** The deciding values, short ('cos 0.9963, nn 100%'). */
+  short: string;
+  met: boolean;
+  failures: string[];
+  /** SQNR was the only floor missed (a retrained candidate's class scores are judged by agreement alone). */
+  sqnrOnly: boolean;
 }
 
 export interface OptimizeCandidate {
@@ -141,7 +161,17 @@ export interface OptimizeResult {
     labels: boolean;
     metric: string;
   };
-  budget: { minSqnrDb: number; minTop1Agreement: number; maxAccuracyDrop: AccuracyBudget | null; decidedBy: 'accuracy' | 'fidelity' };
+  budget: {
+    minSqnrDb: number;
+    minTop1Agreement: number;
+    minCosine: number;
+    /** What each judged output means (of the last --downstream model when given). */
+    outputKinds: Record<string, OutputKind>;
+    /** The --downstream models the outputs were judged through. */
+    downstream: string[];
+    maxAccuracyDrop: AccuracyBudget | null;
+    decidedBy: 'accuracy' | 'fidelity';
+  };
   baseline: { p50Ms: number | null; accuracy: number | null };
   candidates: OptimizeCandidate[];
   /** The candidate written ('fp32' when the input was written unchanged). */
@@ -238,6 +268,9 @@ async function resultOf(
     budget: {
       minSqnrDb: run.minSqnrDb,
       minTop1Agreement: run.minTop1Agreement,
+      minCosine: run.kindBudget.minCosine,
+      outputKinds: { ...run.inputs.judged.kindOf },
+      downstream: [...(options.downstream ?? [])],
       maxAccuracyDrop: options.maxAccuracyDrop ?? null,
       decidedBy: options.maxAccuracyDrop ? 'accuracy' : 'fidelity',
     },

@@ -9,6 +9,7 @@
  */
 import { UsageError } from '../errors.js';
 import { CHECK_SAMPLE_COUNT, DEFAULT_CALIBRATION_COUNT } from '../calibration/defaults.js';
+import type { JudgedOutputs } from './output-judging.js';
 import type { Model } from '../ir/index.js';
 import { checkShapeOverrides, type IoSpec } from '../ir/io-spec.js';
 import type { Dataset } from '../data/index.js';
@@ -34,6 +35,8 @@ export interface QuantizeInputs {
   calibration?: Dataset;
   evalData?: Dataset;
   runner: RunnerOptions;
+  /** What the guard judges: each output's kind, the downstream models (app/output-judging.ts). */
+  judged: JudgedOutputs;
 }
 
 export interface QuantizeContext {
@@ -46,6 +49,7 @@ export interface QuantizeContext {
   evalData?: Dataset;
   calibrationCount: number;
   runner: RunnerOptions;
+  judged: JudgedOutputs;
   warnings: string[];
   onWarning: (message: string) => void;
   onProgress: (message: string) => void;
@@ -102,7 +106,10 @@ async function checkOpTypes(options: QuantizeWorkflowOptions, mode: QuantizeMode
 
 /** Read the model and the data sets once (`maxSamples` calibration samples: the most any user of them reads). */
 export async function loadQuantizeInputs(
-  options: Pick<QuantizeWorkflowOptions, 'model' | 'calibrationData' | 'evalData' | 'threads' | 'inputValues' | 'feedback' | 'shapes'>,
+  options: Pick<
+    QuantizeWorkflowOptions,
+    'model' | 'calibrationData' | 'evalData' | 'threads' | 'inputValues' | 'feedback' | 'shapes' | 'downstream' | 'outputKinds'
+  >,
   maxSamples: number,
   onWarning: (message: string) => void,
   onProgress: (message: string) => void,
@@ -115,10 +122,12 @@ export async function loadQuantizeInputs(
   await hooks.beforeData?.(model);
   const specs = runtime.modelInputSpecs(model);
   checkShapeOverrides(options.shapes, specs);
+  const { judgedOutputs } = await import('./output-judging.js');
+  const judged = await judgedOutputs(model, options.model, options);
   const dataOptions = { inputValues: options.inputValues, feedback: options.feedback, runner, onProgress };
   const calibration = options.calibrationData ? await loadModelData(model, options.calibrationData, { ...dataOptions, maxSamples }) : undefined;
   const evalData = options.evalData ? await loadModelData(model, options.evalData, dataOptions) : undefined;
-  return { model, specs, calibration, evalData, runner };
+  return { model, specs, calibration, evalData, runner, judged };
 }
 
 /** Refuse an already quantized model (modes that quantize); warn about `--exclude-nodes` names the pass does not check itself. */
@@ -160,6 +169,7 @@ export async function contextFrom(
     evalData: inputs.evalData,
     calibrationCount: options.calibrationCount ?? DEFAULT_CALIBRATION_COUNT,
     runner: inputs.runner,
+    judged: inputs.judged,
     warnings,
     onWarning,
     onProgress: (message) => events.onProgress?.(message),

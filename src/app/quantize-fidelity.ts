@@ -26,7 +26,18 @@ import type { TensorData } from '../ir/dtype.js';
 import { createRunner, type IoSpec, type Runner, type RunnerOptions } from '../runtime/index.js';
 import { CHECK_SAMPLE_COUNT } from '../calibration/defaults.js';
 import { agreementWithReference, evaluateMany, type Metric, type ModelSource } from '../evaluate/index.js';
-import type { AgreementMetrics } from '../metrics/index.js';
+import {
+  DEFAULT_KIND_BUDGET,
+  describeKindBudget,
+  judgeOutput,
+  OUTPUT_KINDS,
+  type AgreementMetrics,
+  type KindBudget,
+  type OutputKind,
+} from '../metrics/index.js';
+import { detectOutputKinds, type DetectedKind } from '../analysis/output-kinds.js';
+import { maskInputs } from '../ir/input-bounds.js';
+import { pipelineRunner, type DownstreamStage } from '../runtime/index.js';
 
 /**
  * The default budget of the fidelity guard. 20 dB SQNR = the quantization noise carries 1% of the
@@ -38,8 +49,8 @@ import type { AgreementMetrics } from '../metrics/index.js';
  * logits with a large common offset keep 34 dB while top-1 flips on 9.5% of samples); the issue's
  * broken models measured 4.6-11 dB. A higher SQNR floor would catch nothing more there.
  * Log-probabilities over a sequence (CTC, `--calibrate entropy`) kept 25.6 dB and 99.5% per-step
- * agreement while exact match dropped 5 points: per-step class scores (sequenceScoreOutputs) are
- * therefore judged by sequence agreement (samples whose argmax path matches at every step) against
+ * agreement while exact match dropped 5 points: per-step class scores (kind class-sequence,
+ * analysis/output-kinds.ts; a spectrogram of the same rank is a dense map) are therefore judged by sequence agreement (samples whose argmax path matches at every step) against
  * the same 95%: 89.1% there, which sends it to the fallback.
  */
 export const DEFAULT_FIDELITY_BUDGET: Readonly<{ minSqnrDb: number; minTop1Agreement: number }> = Object.freeze({ minSqnrDb: 20, minTop1Agreement: 0.95 });
@@ -60,18 +71,37 @@ export interface MetricBudget {
 }
 
 export interface FidelityBudget {
-  /** Least SQNR (dB) of every float output against FP32. */
+  /** Least SQNR (dB) against FP32 of class-score, class-sequence and dense-map outputs. */
   minSqnrDb: number;
-  /** Least top-1 agreement with FP32 (fraction) on class-score outputs. */
+  /** Least top-1 agreement with FP32 (fraction) on class-score outputs (sequence agreement on class sequences). */
   minTop1Agreement: number;
+  /** Least mean cosine of embedding outputs; default DEFAULT_KIND_BUDGET.minCosine. */
+  minCosine?: number;
+  /** False when a task metric alone decides: each output's values are measured and reported, not held to its kind's floors. */
+  outputsDecide?: boolean;
   metric?: MetricBudget;
 }
 
-/** The budget in words: 'SQNR >= 20 dB, top-1 agreement >= 95%', with the metric's bound when there is one. */
-export function describeBudget(b: FidelityBudget): string {
+/** The per-kind budget a FidelityBudget sets (the kinds' defaults, with its floors). */
+export function kindBudgetOf(b: FidelityBudget): KindBudget {
+  return { ...DEFAULT_KIND_BUDGET, minSqnrDb: b.minSqnrDb, minTop1Agreement: b.minTop1Agreement, minCosine: b.minCosine ?? DEFAULT_KIND_BUDGET.minCosine };
+}
+
+/**
+ * The budget in words: 'SQNR >= 20 dB, top-1 agreement >= 95%' (class scores), or per kind when
+ * `kinds` (output -> kind) holds other kinds ('embedding: mean cosine >= 0.99, ...'), with the
+ * metric's bound when there is one.
+ */
+export function describeBudget(b: FidelityBudget, kinds?: Readonly<Record<string, OutputKind>>): string {
   const parts: string[] = [];
-  if (b.minSqnrDb > -Infinity) parts.push(`SQNR >= ${b.minSqnrDb} dB`);
-  if (b.minTop1Agreement > 0) parts.push(`top-1 agreement >= ${(b.minTop1Agreement * 100).toFixed(0)}%`);
+  const present = new Set(Object.values(kinds ?? {}));
+  if (b.outputsDecide !== false && present.size > 0 && [...present].some((k) => k !== 'class-scores')) {
+    const kb = kindBudgetOf(b);
+    for (const kind of OUTPUT_KINDS) if (present.has(kind)) parts.push(`${kind}: ${describeKindBudget(kind, kb)}`);
+  } else {
+    if (b.minSqnrDb > -Infinity) parts.push(`SQNR >= ${b.minSqnrDb} dB`);
+    if (b.minTop1Agreement > 0) parts.push(`top-1 agreement >= ${(b.minTop1Agreement * 100).toFixed(0)}%`);
+  }
   const m = b.metric;
   if (m) {
     const worse = m.lowerIsBetter ? 'rise' : 'drop';
@@ -82,7 +112,24 @@ export function describeBudget(b: FidelityBudget): string {
   return parts.join(', ') || 'none';
 }
 
+/** Output name -> kind of a measurement's outputs (those with one). */
+export function kindsOf(outputs: Record<string, { kind?: OutputKind }>): Record<string, OutputKind> {
+  const out = Object.create(null) as Record<string, OutputKind>;
+  for (const [name, o] of Object.entries(outputs)) if (o.kind) out[name] = o.kind;
+  return out;
+}
+
 export interface OutputFidelity {
+  /** What the output means (how it was judged), and why it was read so. */
+  kind?: OutputKind;
+  kindWhy?: string;
+  /** The values it was judged on, in words. */
+  judgedOn?: string;
+  /** Embedding outputs: mean cosine of the (pooled) vectors and nearest-neighbour agreement. */
+  meanCosine?: number;
+  neighbourAgreement?: number | null;
+  /** Probabilities and probability maps: fraction on the same side of 0.5. */
+  thresholdAgreement?: number;
   sqnrDb: number;
   cosineSimilarity: number;
   /** Null when the output has no class axis. */
@@ -192,26 +239,6 @@ function metricValue(budget: MetricBudget, result: unknown): number {
   throw new UsageError(`metric '${budget.name}': its result has no number to hold to a budget (give value(result))`);
 }
 
-/** Ops whose output over the last axis reads as class scores: (log-)softmax or a linear read-out. */
-const SCORE_PRODUCERS = new Set(['Softmax', 'LogSoftmax', 'MatMul', 'Gemm']);
-
-/**
- * Graph outputs that are per-step class scores, so their sequence agreement is judged: produced by
- * Softmax/LogSoftmax or a linear read-out (MatMul, Gemm, or an Add of a bias onto one). A
- * spectrogram or feature map of the same rank ([N, frames, bands] from a Log) is not: the argmax
- * band of a noisy frame means nothing and flips freely (the mel front end measured 42.7 dB).
- */
-export function sequenceScoreOutputs(model: Model): Set<string> {
-  const out = new Set<string>();
-  for (const v of model.graph.outputs) {
-    const p = v.producer;
-    if (!p) continue;
-    const linearAdd = p.opType === 'Add' && p.inputs.some((i) => i?.producer && SCORE_PRODUCERS.has(i.producer.opType));
-    if (SCORE_PRODUCERS.has(p.opType) || linearAdd) out.add(v.name);
-  }
-  return out;
-}
-
 const isHalf = (dtype: number): boolean => dtype === DataType.FLOAT16 || dtype === DataType.BFLOAT16;
 
 /**
@@ -244,8 +271,6 @@ export function referenceIo(runner: Runner): Runner {
   };
 }
 
-const db = (x: number): string => (Number.isFinite(x) ? `${x.toFixed(1)} dB` : 'inf dB');
-
 /**
  * Bytes of FP32 reference outputs a FidelityJudge keeps between measurements; a model whose
  * outputs on the held-out samples are larger runs its (still shared) FP32 session each time.
@@ -259,6 +284,15 @@ const feedsSignature = (feeds: Record<string, TensorData>): string =>
 
 const tensorBytes = (t: TensorData): number => (Array.isArray(t.data) ? t.data.length * 8 : t.data.byteLength);
 
+export interface JudgeOptions {
+  batchSize?: number;
+  runner?: RunnerOptions;
+  /** Each judged output's kind (detectOutputKinds with the user's overrides); default: detected on the judged model. */
+  kinds?: Record<string, DetectedKind>;
+  /** `--downstream`: FP32 models the outputs go through; the last one's outputs are judged. */
+  downstream?: readonly { model: Model; label: string }[];
+}
+
 /**
  * Measures candidates against the FP32 reference on fixed data. The FP32 value of a labelled task
  * metric is computed once and reused; so are the reference's session and (within
@@ -271,22 +305,28 @@ export class FidelityJudge {
   /** The reference's outputs per batch of one pass, once a whole pass fitted the budget; null when it did not. */
   private referenceOutputs: { signature: string; outputs: Record<string, TensorData> }[] | null | undefined;
   private readonly floatOutputs: Set<string>;
-  /** Outputs whose sequence agreement is judged: class scores per step (sequenceScoreOutputs). */
-  private readonly sequenceScores: Set<string>;
+  /** What each judged output means (of the last downstream model when there are any). */
+  readonly kinds: Record<string, DetectedKind>;
+  /** The FP32 downstream models' sessions, shared by the reference and every candidate. */
+  private downstreamStages: DownstreamStage[] | undefined;
+  /** The data's mask input, weighting the pooling of a sequence embedding. */
+  private readonly mask: string | undefined;
   runs = 0;
 
   constructor(
     readonly reference: Model,
     readonly data: Dataset,
     readonly budget: FidelityBudget,
-    private readonly options: { batchSize?: number; runner?: RunnerOptions } = {},
+    private readonly options: JudgeOptions = {},
   ) {
+    const judged = options.downstream?.length ? options.downstream[options.downstream.length - 1]!.model : reference;
     this.floatOutputs = new Set(
-      modelOutputSpecs(reference)
+      modelOutputSpecs(judged)
         .filter((s) => isFloatDtype(s.dtype))
         .map((s) => s.name),
     );
-    this.sequenceScores = sequenceScoreOutputs(reference);
+    this.kinds = options.kinds ?? detectOutputKinds(judged);
+    this.mask = [...maskInputs(reference)].find((name) => Object.hasOwn(data.inputs, name));
     const m = budget.metric;
     if (m && m.maxDrop === undefined && m.min === undefined) throw new UsageError(`metric '${m.name}': give a budget (largest drop or least value)`);
   }
@@ -294,9 +334,33 @@ export class FidelityJudge {
   /** Releases the FP32 session and the cached outputs (a later measurement starts them again). */
   async close(): Promise<void> {
     const runner = this.referenceRunner;
+    const stages = this.downstreamStages ?? [];
     this.referenceRunner = undefined;
     this.referenceOutputs = undefined;
+    this.downstreamStages = undefined;
     await runner?.release();
+    for (const s of stages) await s.runner.release();
+  }
+
+  /** The downstream FP32 models' sessions, opened once. */
+  private async stages(): Promise<DownstreamStage[]> {
+    if (!this.downstreamStages) {
+      const stages: DownstreamStage[] = [];
+      for (const d of this.options.downstream ?? [])
+        stages.push({ runner: await createRunner(d.model, { label: d.label, ...this.options.runner }), label: d.label });
+      this.downstreamStages = stages;
+    }
+    return this.downstreamStages;
+  }
+
+  /** The agreement metric over the judged outputs (embedding statistics where the kind asks for them). */
+  private agreementMetric(): Metric {
+    const embeddings = new Set(
+      Object.entries(this.kinds)
+        .filter(([, k]) => k.kind === 'embedding')
+        .map(([name]) => name),
+    );
+    return agreementWithReference({ embeddings, ...(this.mask ? { mask: this.mask } : {}) });
   }
 
   /**
@@ -329,7 +393,7 @@ export class FidelityJudge {
    */
   private async referencePass(): Promise<{ runner: Runner; done(): void }> {
     this.referenceRunner ??= await createRunner(this.reference, { label: 'FP32 model', ...this.options.runner });
-    const real = this.referenceRunner;
+    const real = pipelineRunner(this.referenceRunner, 'the model', await this.stages());
     const cached = this.referenceOutputs;
     let recording: { signature: string; outputs: Record<string, TensorData> }[] | undefined = cached === undefined ? [] : undefined;
     let bytes = 0;
@@ -383,7 +447,7 @@ export class FidelityJudge {
       const [, results] = await evaluateMany(
         [
           { model: reference.runner, metrics: {}, label: 'FP32 model' },
-          { model: referenceIo(runner), metrics, label },
+          { model: pipelineRunner(referenceIo(runner), label, await this.stages()), metrics, label },
         ],
         this.data,
         this.options,
@@ -397,7 +461,7 @@ export class FidelityJudge {
 
   /** Agreement of `candidate` with FP32 per output on the judge's data (no budget, not counted in `runs`): the check of a written file. */
   async agreement(candidate: ModelSource): Promise<Record<string, AgreementMetrics>> {
-    return (await this.compare(candidate, { agreement: agreementWithReference() })).agreement as Record<string, AgreementMetrics>;
+    return (await this.compare(candidate, { agreement: this.agreementMetric() })).agreement as Record<string, AgreementMetrics>;
   }
 
   async measure(candidate: ModelSource): Promise<FidelityMeasure> {
@@ -410,41 +474,31 @@ export class FidelityJudge {
       const [r] = await evaluateMany([{ model: this.reference, metrics: { m: own }, label: 'FP32 model' }], this.data, this.options);
       this.referenceValue = metricValue(mb, r!.m);
     }
-    const results = await this.compare(candidate, { agreement: agreementWithReference(), ...(candidateMetric ? { task: candidateMetric } : {}) });
+    const results = await this.compare(candidate, { agreement: this.agreementMetric(), ...(candidateMetric ? { task: candidateMetric } : {}) });
     const agreement = (results as { agreement: Record<string, AgreementMetrics> }).agreement;
     const failures: string[] = [];
     const outputs: Record<string, OutputFidelity> = Object.create(null); // keyed by output names
     let worst = Infinity;
+    const kb = kindBudgetOf(this.budget);
     for (const [name, a] of Object.entries(agreement)) {
-      const judged = this.floatOutputs.has(name) || this.floatOutputs.size === 0;
-      let met = true;
-      if (judged) {
-        worst = Math.min(worst, a.sqnrDb);
-        if (!(a.sqnrDb >= this.budget.minSqnrDb)) {
-          met = false;
-          failures.push(`'${name}': SQNR ${db(a.sqnrDb)} < ${this.budget.minSqnrDb} dB`);
-        }
-        if (a.top1Agreement !== null && !(a.top1Agreement >= this.budget.minTop1Agreement)) {
-          met = false;
-          failures.push(`'${name}': top-1 agreement ${(a.top1Agreement * 100).toFixed(1)}% < ${(this.budget.minTop1Agreement * 100).toFixed(1)}%`);
-        }
-        // Sequence outputs [N, T, C]: a sample's argmax path over its T steps is judged like its
-        // top-1 class (per-step agreement alone passed 99.2% while exact match lost 5 points).
-        if (a.sequenceAgreement !== undefined && this.sequenceScores.has(name) && !(a.sequenceAgreement >= this.budget.minTop1Agreement)) {
-          met = false;
-          failures.push(
-            `'${name}': sequence agreement ${(a.sequenceAgreement * 100).toFixed(1)}% < ${(this.budget.minTop1Agreement * 100).toFixed(1)}% ` +
-              `(samples whose argmax over the last axis matches at every step; per-step ${(a.stepAgreement! * 100).toFixed(2)}% of ${a.steps})`,
-          );
-        }
-      }
+      const detected = this.kinds[name];
+      const judged = (this.floatOutputs.has(name) || this.floatOutputs.size === 0) && detected?.kind !== 'state';
+      const j = judgeOutput(name, detected?.kind ?? 'class-scores', a, kb);
+      const decides = judged && this.budget.outputsDecide !== false;
+      if (decides) failures.push(...j.failures);
+      if (judged) worst = Math.min(worst, a.sqnrDb);
+      const e = a.embedding;
       outputs[name] = {
+        ...(detected ? { kind: detected.kind, kindWhy: detected.why } : {}),
+        judgedOn: judged ? j.judgedOn : 'not judged (an integer output)',
+        ...(e ? { meanCosine: e.pooledCosine?.mean ?? e.vectorCosine.mean, neighbourAgreement: e.neighbourAgreement } : {}),
+        ...(detected?.kind === 'probability' || (detected?.kind === 'dense-map' && a.unitInterval) ? { thresholdAgreement: a.thresholdAgreement } : {}),
         sqnrDb: a.sqnrDb,
         cosineSimilarity: a.cosineSimilarity,
         top1Agreement: a.top1Agreement,
         ...(a.sequenceAgreement !== undefined ? { sequenceAgreement: a.sequenceAgreement, stepAgreement: a.stepAgreement! } : {}),
         judged,
-        met,
+        met: !decides || j.met,
       };
     }
     let metric: FidelityMeasure['metric'];

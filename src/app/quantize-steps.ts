@@ -160,12 +160,20 @@ export async function fidelityStep(ctx: QuantizeContext): Promise<void> {
     const q = await import('./quantize-fidelity.js');
     // A --metric budget replaces the default SQNR / agreement floors (still measured and reported).
     const metricDecides = options.taskMetric !== undefined;
+    const floorsGiven = options.minSqnrDb !== undefined || options.minTop1Agreement !== undefined || options.minCosine !== undefined;
     const budget: FidelityBudget = {
       minSqnrDb: options.minSqnrDb ?? (metricDecides ? -Infinity : q.DEFAULT_FIDELITY_BUDGET.minSqnrDb),
       minTop1Agreement: options.minTop1Agreement ?? (metricDecides ? 0 : q.DEFAULT_FIDELITY_BUDGET.minTop1Agreement),
+      ...(options.minCosine !== undefined ? { minCosine: options.minCosine } : {}),
+      ...(metricDecides && !floorsGiven ? { outputsDecide: false } : {}),
       ...(ctx.metricBudget ? { metric: ctx.metricBudget } : {}),
     };
-    const judge = new q.FidelityJudge(ctx.model, check.data, budget, { runner: ctx.runner, batchSize: options.batchSize ?? 16 });
+    const judge = new q.FidelityJudge(ctx.model, check.data, budget, {
+      runner: ctx.runner,
+      batchSize: options.batchSize ?? 16,
+      kinds: ctx.judged.kinds,
+      downstream: ctx.judged.downstream,
+    });
     ctx.judge = judge;
     ctx.cleanups.push(() => judge.close());
     const heldOut = {
@@ -233,9 +241,9 @@ export async function gateFailureOf(ctx: QuantizeContext): Promise<string | unde
     return `no INT8 setting met --max-accuracy-drop: best drop ${guard.chosen.dropPoints.toFixed(2)}pt with ${guard.chosen.fp32Nodes.length} node(s) in FP32 (${guard.attempts.length} attempt(s)); ${tail}`;
   }
   if (!fidelity?.enabled || fidelity.decidedBy !== 'fidelity' || fidelity.met) return undefined;
-  const { describeBudget } = await import('./quantize-fidelity.js');
+  const { describeBudget, kindsOf } = await import('./quantize-fidelity.js');
   const tried = fidelity.steps.slice(1).map((s) => s.floatNodes.length);
-  const budget = describeBudget(fidelity.budget);
+  const budget = describeBudget(fidelity.budget, kindsOf(fidelity.final.outputs));
   const what =
     tried.length > 0
       ? `tried ${tried.join(', ')} node(s) in float (of ${fidelity.sensitivity.reduce((n, u) => n + u.nodes.length, 0)} candidates, ranked by sensitivity); best worst-output SQNR ${formatDbValue(fidelity.final.worstSqnrDb)} with ${fidelity.floatNodes.length} node(s) in float`

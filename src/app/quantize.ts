@@ -15,6 +15,7 @@
  */
 import { stat } from 'node:fs/promises';
 import { UsageError } from '../errors.js';
+import type { OutputKind } from '../metrics/output-kinds.js';
 import type { ShapeOverrides } from '../ir/io-spec.js';
 import type { InputValues } from '../data/index.js';
 import type { FeedbackPair } from '../calibration/index.js';
@@ -87,6 +88,12 @@ export interface QuantizeWorkflowOptions extends PassOptions {
   minSqnrDb?: number;
   /** Least top-1 agreement with FP32 on class-score outputs (fraction); default DEFAULT_FIDELITY_BUDGET.minTop1Agreement. */
   minTop1Agreement?: number;
+  /** Least mean cosine with FP32 of embedding outputs; default DEFAULT_KIND_BUDGET.minCosine. */
+  minCosine?: number;
+  /** `--output-kind NAME=KIND`: what an output means, over what the graph says (analysis/output-kinds.ts). */
+  outputKinds?: Readonly<Record<string, OutputKind>>;
+  /** `--downstream`: FP32 models the outputs are fed through (by name, or by position for one input); the budget is judged on the last one's outputs. */
+  downstream?: readonly string[];
   /** A task metric with its budget, judged on the held-out samples too. */
   metric?: MetricBudget;
   /**

@@ -20,7 +20,17 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { InputError, ModelOptError, UsageError } from '../errors.js';
 import { dtypeName, isIntegerDtype } from '../ir/dtype.js';
-import { createRunner, describeSpec, formatShape, loadOrt, type IoSpec, type Runner, type RunnerOptions } from '../runtime/index.js';
+import {
+  createRunner,
+  describeSpec,
+  formatShape,
+  loadOrt,
+  pipelineRunner,
+  type DownstreamStage,
+  type IoSpec,
+  type Runner,
+  type RunnerOptions,
+} from '../runtime/index.js';
 import { batchAxes, checkShapeOverrides } from '../ir/io-spec.js';
 import { feedsOf, fixedBatchSize, loadDataset, randomDataset, take, withRandomInputsHint, type Dataset } from '../data/index.js';
 import { runWithFeedback, withFeedbackHint, type FeedbackPair } from '../calibration/index.js';
@@ -397,14 +407,32 @@ interface AccuracyMeasurement {
 
 /** Accuracy and agreement (untimed): every model once per batch, candidates against the baseline. */
 async function measureAccuracy(run: BenchmarkRun, models: readonly LoadedModel[], setup: EvaluationSetup): Promise<AccuracyMeasurement> {
+  const { options } = run;
+  // --downstream: every model's outputs go through the same FP32 sessions before they are scored.
+  const stages: DownstreamStage[] = [];
+  try {
+    for (const file of options.downstream ?? [])
+      stages.push({ runner: await createRunner(file, { ...runnerOptions(options, run.providers), onWarning: run.warn }), label: file });
+    return await scoreModels(run, models, setup, stages);
+  } finally {
+    for (const s of stages) await s.runner.release();
+  }
+}
+
+async function scoreModels(run: BenchmarkRun, models: readonly LoadedModel[], setup: EvaluationSetup, stages: DownstreamStage[]): Promise<AccuracyMeasurement> {
   const { options, metric } = run;
+  const embeddings = new Set(
+    Object.entries(options.outputKinds ?? {})
+      .filter(([, k]) => k === 'embedding')
+      .map(([name]) => name),
+  );
   const evaluated = await evaluateMany(
     models.map((model, m) => ({
-      model: setup.runners[m]!,
+      model: pipelineRunner(setup.runners[m]!, model.file.path, stages),
       label: model.file.path,
       metrics: {
         accuracy: taskMetric(metric.factory, m),
-        agreement: m > 0 ? agreementWithReference() : undefined,
+        agreement: m > 0 ? agreementWithReference({ embeddings, ...(options.maskInput ? { mask: options.maskInput } : {}) }) : undefined,
       },
     })),
     setup.dataset,

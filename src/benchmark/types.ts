@@ -3,6 +3,7 @@
  * which reporters print as null), shared by the library, the gates and every reporter.
  * Imports only types.
  */
+import type { OutputKind } from '../metrics/output-kinds.js';
 import type { FeedbackPair } from '../calibration/index.js';
 import type { TaskMetricFactory } from '../evaluate/index.js';
 import type { AgreementMetrics, Interval, McNemarResult, SpeedupVerdict, SummaryStats } from '../metrics/index.js';
@@ -68,6 +69,15 @@ export interface BenchmarkOptions {
   metric?: string | TaskMetricFactory;
   /** Model output holding the class scores; default the first output. */
   outputName?: string;
+  /** What each output means (metrics/output-kinds.ts): embedding outputs get cosine per vector, pooled, and nearest-neighbour agreement. */
+  outputKinds?: Readonly<Record<string, OutputKind>>;
+  /** An integer input of the data holding an attention mask: embedding outputs [N, S, D] are pooled over its 1s. */
+  maskInput?: string;
+  /**
+   * FP32 models every model's outputs go through (in order; inputs matched by name, or by
+   * position for one input) before accuracy and agreement are measured; timing is of the models alone.
+   */
+  downstream?: readonly string[];
   /** `--input` values: inputs given once for all samples (e.g. { sr: 16000 }), with data or random inputs. */
   constants?: Readonly<Record<string, number | readonly number[]>>;
   /** Use at most this many evaluation samples. */

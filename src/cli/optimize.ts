@@ -14,6 +14,7 @@ import { sharedOption, type InputValueFlags } from './options.js';
 import { parseAccuracyBudget, parseFraction, parseNumber, parsePositiveInt, parsePositiveNumber } from './parsers.js';
 import { helpExamples } from './examples.js';
 import type { OptimizeOptions } from '../app/optimize.js';
+import { parseOutputKinds } from '../app/output-judging.js';
 
 export const OPTIMIZE_JSON_SCHEMA_VERSION = 1;
 
@@ -37,6 +38,9 @@ type SameAsOptions =
 interface OptimizeFlags extends Pick<OptimizeOptions, SameAsOptions> {
   minSqnr?: number;
   minAgreement?: number;
+  minCosine?: number;
+  outputKind?: string[];
+  downstream?: string[];
   provider?: string[];
   timeBudget?: number;
   recipe?: string;
@@ -77,8 +81,17 @@ export function registerOptimize(program: Command): void {
     .option('--calibration-count <n>', 'use the first n calibration samples', parsePositiveInt)
     .addOption(sharedOption('evalData', 'held-out inputs for fidelity; with labels, the accuracy of every candidate'))
     .option('--train-data <path>', 'unlabelled inputs for the pruned + distilled candidates (default: the calibration data; needs --time-budget)')
-    .option('--min-sqnr <dB>', 'fidelity budget: least SQNR of every float output vs FP32 (default 20)', (v: string) => parseNumber(v.replace(/\s*dB$/i, '')))
-    .option('--min-agreement <fraction>', 'fidelity budget: least top-1 agreement with FP32 (default 0.95)', parseFraction)
+    .option('--min-sqnr <dB>', 'fidelity budget: least SQNR vs FP32 of class-score, sequence and dense-map outputs (default 20)', (v: string) =>
+      parseNumber(v.replace(/\s*dB$/i, '')),
+    )
+    .option(
+      '--min-agreement <fraction>',
+      'fidelity budget: least top-1 agreement with FP32 on class-score outputs (sequence agreement on class sequences; default 0.95)',
+      parseFraction,
+    )
+    .addOption(sharedOption('minCosine'))
+    .addOption(sharedOption('outputKind'))
+    .addOption(sharedOption('downstream'))
     .option('--max-accuracy-drop <budget>', 'accuracy budget instead, e.g. 0.5pt or 1% (needs labelled --eval-data)', parseAccuracyBudget)
     .addOption(sharedOption('metric', 'the accuracy with labels'))
     .addOption(sharedOption('outputName'))
@@ -141,6 +154,9 @@ async function optimizeAction(modelPath: string, flags: OptimizeFlags, command: 
       trainData: flags.trainData,
       minSqnrDb: flags.minSqnr,
       minTop1Agreement: flags.minAgreement,
+      minCosine: flags.minCosine,
+      outputKinds: flags.outputKind ? parseOutputKinds(flags.outputKind) : undefined,
+      downstream: flags.downstream,
       maxAccuracyDrop: flags.maxAccuracyDrop,
       metric: flags.metric,
       outputName: flags.outputName,

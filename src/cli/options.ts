@@ -5,7 +5,7 @@
  */
 import { InvalidArgumentError, Option } from 'commander';
 import { MEASURE_SPEED_RUNS } from '../app/speed-check.js';
-import { collect, parsePositiveInt, parseStringList } from './parsers.js';
+import { collect, parseFraction, parsePositiveInt, parseStringList } from './parsers.js';
 
 const SHARED_OPTIONS = {
   json: () => new Option('--json', 'print one JSON document on stdout instead of the human report'),
@@ -46,6 +46,20 @@ const SHARED_OPTIONS = {
     )
       .choices(['auto', 'onnxruntime', 'wasm', 'cpu', 'tensorflow'])
       .default('auto'),
+  outputKind: () =>
+    new Option(
+      '--output-kind <name=kind>',
+      'what an output means, over what the graph says: class-scores, class-sequence, embedding (also hidden states), dense-map, probability or state; each kind has its budget (docs/quantize.md, "What each output is judged on") (repeatable)',
+    ).argParser(collect),
+  downstream: () =>
+    new Option(
+      '--downstream <models>',
+      "FP32 models the outputs feed (comma-separated, in order; inputs matched by name, or by position when a model has one input): the budget is judged on the last model's outputs, e.g. the classifier behind an embedding model (repeatable)",
+    ).argParser(parseStringList),
+  minCosine: () =>
+    new Option('--min-cosine <fraction>', 'least mean cosine with FP32 of embedding outputs (pooled per sample for sequences; default 0.99)').argParser(
+      parseFraction,
+    ),
   excludeNodes: () => new Option('--exclude-nodes <list>', 'leave these nodes (by name) as they are (comma-separated, repeatable)').argParser(parseStringList),
   excludeOpTypes: () =>
     new Option('--exclude-op-types <list>', 'leave nodes of these op types as they are, e.g. MatMul (comma-separated, repeatable)').argParser(parseStringList),

@@ -53,6 +53,9 @@ export interface QuantizeFlags extends Pick<QuantizeWorkflowOptions, SameAsOptio
   guard: boolean;
   minSqnr?: number;
   minAgreement?: number;
+  minCosine?: number;
+  outputKind?: string[];
+  downstream?: string[];
   metric?: string;
   metricBudget?: number;
   force?: boolean;

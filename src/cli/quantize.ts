@@ -15,6 +15,7 @@ import { measureSpeedRuns, sharedOption } from './options.js';
 import { parseAccuracyBudget, parseFraction, parseNonNegativeInt, parseNumber, parsePositiveInt, parsePositiveNumber, parseStringList } from './parsers.js';
 import { helpExamples } from './examples.js';
 import type { QuantizeWorkflowOptions } from '../app/quantize.js';
+import { parseOutputKinds } from '../app/output-judging.js';
 import { checkExcludeOpTypes, checkFlags, type QuantizeFlags } from './quantize-flags.js';
 import { modeFlag, modeHelp, QUANTIZE_MODES } from '../app/quantize-modes.js';
 
@@ -76,10 +77,19 @@ export function registerQuantize(program: Command): void {
       parseAccuracyBudget,
     )
     .addOption(sharedOption('evalData', 'the accuracy guard and --analyze; held-out inputs of the fidelity guard (labels not needed)'))
-    .option('--min-sqnr <dB>', 'fidelity guard: least SQNR of every float output vs FP32 on held-out samples (default 20)', (v: string) =>
-      parseNumber(v.replace(/\s*dB$/i, '')),
+    .option(
+      '--min-sqnr <dB>',
+      'fidelity guard: least SQNR vs FP32 of class-score, sequence and dense-map outputs on held-out samples (default 20)',
+      (v: string) => parseNumber(v.replace(/\s*dB$/i, '')),
     )
-    .option('--min-agreement <fraction>', 'fidelity guard: least top-1 agreement with FP32 on class-score outputs (default 0.95)', parseFraction)
+    .option(
+      '--min-agreement <fraction>',
+      'fidelity guard: least top-1 agreement with FP32 on class-score outputs (sequence agreement on class sequences; default 0.95)',
+      parseFraction,
+    )
+    .addOption(sharedOption('minCosine'))
+    .addOption(sharedOption('outputKind'))
+    .addOption(sharedOption('downstream'))
     .option(
       '--metric <spec>',
       'task metric the guard (and --analyze) uses: top1, top5, ctc, cer, f1, miou (options: ctc:blank=0), or ./metric.mjs (docs/metrics.md); needs --metric-budget, or --max-accuracy-drop with labelled --eval-data',
@@ -149,6 +159,9 @@ async function quantizeAction(modelPath: string, flags: QuantizeFlags): Promise<
     guard: flags.guard,
     minSqnrDb: flags.minSqnr,
     minTop1Agreement: flags.minAgreement,
+    minCosine: flags.minCosine,
+    outputKinds: flags.outputKind ? parseOutputKinds(flags.outputKind) : undefined,
+    downstream: flags.downstream,
     taskMetric: flags.metric,
     metricBudget: flags.metricBudget,
     force: flags.force,

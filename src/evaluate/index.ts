@@ -17,7 +17,7 @@ export {
   type MetricSet,
   type ModelSource,
 } from './evaluate.js';
-export { agreementWithReference, topKAccuracy, type TopKOptions, type TopKResult } from './metrics.js';
+export { agreementWithReference, topKAccuracy, type AgreementOptions, type TopKOptions, type TopKResult } from './metrics.js';
 export { labelRangeMessage, labelsLookOneBased, type LabelRange } from './label-range.js';
 export { compareOutputs, top1Accuracy } from './compare.js';
 export {

@@ -13,7 +13,16 @@
  * Imports: metrics (pure), ir (dtype, io specs), errors, ./evaluate (types).
  */
 import { InputError, UsageError } from '../errors.js';
-import { AgreementAccumulator, channelLayout, classAxis, labelIndices, toNumbers, topKCorrect, type AgreementMetrics } from '../metrics/index.js';
+import {
+  AgreementAccumulator,
+  channelLayout,
+  classAxis,
+  EmbeddingAccumulator,
+  labelIndices,
+  toNumbers,
+  topKCorrect,
+  type AgreementMetrics,
+} from '../metrics/index.js';
 import { formatShape } from '../runtime/index.js';
 import type { Metric, MetricBatch, MetricContext } from './evaluate.js';
 
@@ -117,15 +126,35 @@ export function topKAccuracy(options: TopKOptions = {}): Metric<TopKResult> {
   };
 }
 
+export interface AgreementOptions {
+  /** Outputs judged as embeddings: cosine per vector, pooled per sample, nearest neighbours (metrics/embedding.ts). */
+  embeddings?: ReadonlySet<string>;
+  /**
+   * An integer input of the data (an attention mask [N, S]) that weights the pooling of an
+   * embedding output [N, S, D] with the same S; otherwise every vector counts.
+   */
+  mask?: string;
+}
+
 /**
  * Agreement with the reference model's outputs, per output (every numeric output both have):
- * streaming, so nothing is kept beyond one batch. Keys follow the reference's output order.
+ * streaming, so nothing is kept beyond one batch (an embedding output keeps one pooled vector per
+ * sample, for its nearest neighbours). Keys follow the reference's output order.
  */
-export function agreementWithReference(): Metric<Record<string, AgreementMetrics>> {
+export function agreementWithReference(options: AgreementOptions = {}): Metric<Record<string, AgreementMetrics>> {
   const accumulators = new Map<string, AgreementAccumulator>();
+  const embeddings = new Map<string, EmbeddingAccumulator>();
+  let mask: Mask | undefined;
   return {
     needsReference: true,
-    begin: () => 'all',
+    begin: (context) => {
+      const t = options.mask !== undefined && Object.hasOwn(context.dataset.inputs, options.mask) ? context.dataset.inputs[options.mask] : undefined;
+      mask =
+        t && t.dims.length >= 2 && !Array.isArray(t.data)
+          ? { perSample: t.dims.slice(1).reduce((a, b) => a * b, 1), values: toNumbers(t, `input '${options.mask}'`) }
+          : undefined;
+      return 'all';
+    },
     update(batch: MetricBatch) {
       if (!batch.reference) throw new Error('agreement: no reference outputs for this batch');
       for (const [name, ref] of Object.entries(batch.reference)) {
@@ -133,15 +162,50 @@ export function agreementWithReference(): Metric<Record<string, AgreementMetrics
         if (!cand || Array.isArray(ref.data) || Array.isArray(cand.data)) continue;
         let acc = accumulators.get(name);
         if (!acc) accumulators.set(name, (acc = new AgreementAccumulator(classAxis(ref, batch.size).classes, channelLayout(ref.dims))));
-        acc.add(toNumbers(ref, `output '${name}'`), toNumbers(cand, `output '${name}'`));
+        const r = toNumbers(ref, `output '${name}'`);
+        const c = toNumbers(cand, `output '${name}'`);
+        acc.add(r, c);
+        if (options.embeddings?.has(name)) embeddingUpdate(embeddings, name, batch, ref.dims, r, c, mask);
       }
     },
     result() {
       // Keyed by output names: a null-prototype record.
       return Object.assign(
         Object.create(null) as Record<string, AgreementMetrics>,
-        Object.fromEntries([...accumulators].map(([name, acc]) => [name, acc.result()])),
+        Object.fromEntries(
+          [...accumulators].map(([name, acc]) => {
+            const e = embeddings.get(name);
+            return [name, e ? { ...acc.result(), embedding: e.result() } : acc.result()];
+          }),
+        ),
       );
     },
   };
+}
+
+/** The data's mask input, as numbers, and its values per sample. */
+interface Mask {
+  perSample: number;
+  values: ArrayLike<number>;
+}
+
+/** One batch of an embedding output: vectors along the last axis, pooled per sample over the mask's rows when they match. */
+function embeddingUpdate(
+  embeddings: Map<string, EmbeddingAccumulator>,
+  name: string,
+  batch: MetricBatch,
+  dims: readonly number[],
+  r: ArrayLike<number>,
+  c: ArrayLike<number>,
+  mask: Mask | undefined,
+): void {
+  const dim = dims.length >= 2 ? dims[dims.length - 1]! : 1;
+  const per = batch.size > 0 ? r.length / batch.size / dim : 0;
+  if (!(dim > 0) || !Number.isInteger(per) || per < 1) return;
+  let acc = embeddings.get(name);
+  if (!acc) embeddings.set(name, (acc = new EmbeddingAccumulator(dim, per)));
+  if (acc.vectorsPerSample !== per) return;
+  const weights =
+    mask && per > 1 && mask.perSample === per ? Array.prototype.slice.call(mask.values, batch.start * per, (batch.start + batch.size) * per) : undefined;
+  acc.add(r, c, weights as number[] | undefined);
 }

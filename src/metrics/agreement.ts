@@ -3,9 +3,10 @@
  * before vs after pruning): top-1 agreement, per-step argmax agreement for sequence outputs
  * [N, T, C] (a CTC recognizer's per-step class scores), max abs error, relative L2, cosine
  * similarity, SQNR. Streaming, so a large evaluation set needs no stored outputs. Pure and deterministic.
- * Imports: ./classification (argmaxRows).
+ * Imports: ./classification (argmaxRows), ./embedding (types).
  */
 import { argmaxRows } from './classification.js';
+import type { EmbeddingAgreement } from './embedding.js';
 
 export interface AgreementMetrics {
   /** Elements compared. */
@@ -40,6 +41,15 @@ export interface AgreementMetrics {
    * coordinates in a detector's output.
    */
   worstChannel?: { index: number; sqnrDb: number };
+  /**
+   * Fraction of the elements on the same side of 0.5 in both (a probability's decision, a
+   * thresholded map); meaningful when `unitInterval`.
+   */
+  thresholdAgreement: number;
+  /** Every reference value lies in [0, 1] (probabilities). */
+  unitInterval: boolean;
+  /** Embedding outputs (agreementWithReference's `embeddings`): cosine per vector, pooled, nearest neighbours. */
+  embedding?: EmbeddingAgreement;
 }
 
 /**
@@ -83,6 +93,8 @@ export class AgreementAccumulator {
   private sumDot = 0;
   private sumDiff2 = 0;
   private maxAbs = 0;
+  private sameSide = 0;
+  private unitInterval = true;
   private readonly channelRef2?: Float64Array;
   private readonly channelDiff2?: Float64Array;
 
@@ -116,6 +128,8 @@ export class AgreementAccumulator {
       const a = Math.abs(d);
       // NaN must not hide: Math.max propagates it.
       this.maxAbs = Number.isNaN(a) ? NaN : Math.max(this.maxAbs, a);
+      if (r > 0.5 === c > 0.5) this.sameSide++;
+      if (!(r >= 0 && r <= 1)) this.unitInterval = false;
     }
     if (this.layout) {
       const { channels, inner } = this.layout;
@@ -170,6 +184,8 @@ export class AgreementAccumulator {
       cosineSimilarity: cosine,
       sqnrDb: this.sumDiff2 === 0 ? Infinity : 10 * Math.log10(this.sumRef2 / this.sumDiff2),
       ...(this.channelRef2 ? { worstChannel: this.worstChannel() } : {}),
+      thresholdAgreement: this.count > 0 ? this.sameSide / this.count : 1,
+      unitInterval: this.unitInterval,
     };
   }
 

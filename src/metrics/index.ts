@@ -13,6 +13,18 @@ export {
   top1Correct,
   topKCorrect,
 } from './classification.js';
+export { EmbeddingAccumulator, MAX_NEIGHBOUR_SAMPLES, nearestNeighbours, type EmbeddingAgreement } from './embedding.js';
+export {
+  DEFAULT_KIND_BUDGET,
+  describeKindBudget,
+  judgeOutput,
+  NEIGHBOURS_JUDGED_FROM,
+  OUTPUT_KINDS,
+  parseOutputKind,
+  type KindBudget,
+  type OutputJudgement,
+  type OutputKind,
+} from './output-kinds.js';
 export { AgreementAccumulator, agreement, channelLayout, stepAgreement, type AgreementMetrics } from './agreement.js';
 export {
   accuracy,

@@ -7,6 +7,7 @@
 import Table from 'cli-table3';
 import type { CandidateFidelity, OptimizeCandidate, OptimizeResult } from '../app/optimize.js';
 import { formatBytes, formatMs, formatSpeedup, tableStyle } from './format.js';
+import { describeBudget } from '../app/quantize-fidelity.js';
 
 const HEAD = ['candidate', 'speed-up vs FP32', 'p50 ms', 'fidelity', 'size', 'time s', 'result'];
 
@@ -19,9 +20,14 @@ export function formatFidelity(f: CandidateFidelity | null, allSamples?: number)
 }
 
 function fidelityText(f: CandidateFidelity): string {
+  const outputs = Object.entries(f.outputs ?? {});
+  const byKind = outputs.some(([, o]) => o.kind !== 'class-scores');
   const sqnr = f.sqnrDb === null ? null : Number.isFinite(f.sqnrDb) ? `SQNR ${f.sqnrDb.toFixed(1)} dB` : 'identical';
   const agree = f.top1Agreement === null ? null : `agree ${(f.top1Agreement * 100).toFixed(1)}%`;
-  const label = [sqnr, agree].filter(Boolean).join(', ');
+  // Other kinds than class scores: each output's deciding values ('emb: cos 0.9963, nn 100%').
+  const label = byKind
+    ? outputs.map(([name, o]) => (outputs.length > 1 ? `${name}: ${o.short}` : o.short)).join('; ')
+    : [sqnr, agree].filter(Boolean).join(', ');
   if (f.accuracyDropPoints !== null)
     return `acc ${f.accuracyDropPoints <= 0 ? '+' : '-'}${Math.abs(f.accuracyDropPoints).toFixed(2)}pt${label ? ` (${label})` : ''}`;
   return label || '-';
@@ -58,8 +64,9 @@ function settingsLine(result: OptimizeResult): string {
   const budget =
     result.budget.decidedBy === 'accuracy' && result.budget.maxAccuracyDrop
       ? `accuracy drop <= ${result.budget.maxAccuracyDrop.kind === 'points' ? `${result.budget.maxAccuracyDrop.value}pt` : `${result.budget.maxAccuracyDrop.value * 100}%`} (${s.metric})`
-      : `SQNR >= ${result.budget.minSqnrDb} dB, top-1 agreement >= ${(result.budget.minTop1Agreement * 100).toFixed(0)}%`;
-  return `objective ${result.objective}, batch ${s.batchSize ?? '-'}, ${s.threads} thread(s), ${s.providers.join(',')}; ${s.precision ? `up to ${s.iterations} paired interleaved runs per model (until every speed-up was known to +-${s.precision * 100}%)` : `${s.iterations} paired interleaved runs per model`}; fidelity on ${s.samples} ${s.measuredOn} samples; budget: ${budget}`;
+      : describeBudget(result.budget, result.budget.outputKinds);
+  const through = result.budget.downstream.length > 0 ? ` (judged on the outputs of ${result.budget.downstream.join(' -> ')})` : '';
+  return `objective ${result.objective}, batch ${s.batchSize ?? '-'}, ${s.threads} thread(s), ${s.providers.join(',')}; ${s.precision ? `up to ${s.iterations} paired interleaved runs per model (until every speed-up was known to +-${s.precision * 100}%)` : `${s.iterations} paired interleaved runs per model`}; fidelity on ${s.samples} ${s.measuredOn} samples; budget: ${budget}${through}`;
 }
 
 function regionLines(result: OptimizeResult): string[] {

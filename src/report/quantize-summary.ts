@@ -10,7 +10,7 @@
 import Table from 'cli-table3';
 import type { FidelityReport, QuantizeResult, SensitivityMetric } from '../app/quantize.js';
 import type { Int8Report, SensitivityRow } from '../app/quantize-passes.js';
-import { describeBudget } from '../app/quantize-fidelity.js';
+import { describeBudget, kindsOf } from '../app/quantize-fidelity.js';
 import { MODE } from '../passes/quantize/mode-names.js';
 import type { UnfusedNode } from '../app/quantize-fusion-check.js';
 import { fitLastColumn, formatBytes, formatDb, formatWorstChannel, tableStyle } from './format.js';
@@ -264,16 +264,18 @@ export function fidelityRows(f: FidelityReport, written?: QuantizeResult['agreem
   const rows: Row[] = [
     [
       'fidelity guard',
-      `${decided}; budget ${describeBudget(b)}${b.metric ? ' (the metric decides; SQNR reported)' : ''}\n${f.heldOut.samples} ${f.heldOut.source === 'calibration-reused' ? 'check' : 'held-out'} sample(s): ${HELD_OUT_SOURCES[f.heldOut.source] ?? f.heldOut.source} (#${f.heldOut.start}-${f.heldOut.end - 1})`,
+      `${decided}; budget ${describeBudget(b, kindsOf(f.final.outputs))}${b.metric ? ' (the metric decides; SQNR reported)' : ''}\n${f.heldOut.samples} ${f.heldOut.source === 'calibration-reused' ? 'check' : 'held-out'} sample(s): ${HELD_OUT_SOURCES[f.heldOut.source] ?? f.heldOut.source} (#${f.heldOut.start}-${f.heldOut.end - 1})`,
     ],
   ];
   for (const [name, o] of Object.entries(f.final.outputs)) {
     const before = f.initial.outputs[name];
     const changed = f.floatNodes.length > 0 && before ? ` (before fallback ${formatDb(before.sqnrDb)})` : '';
-    rows.push([
-      `fidelity '${name}'`,
-      `SQNR ${formatDb(o.sqnrDb)}${changed}${written?.[name] ? formatWorstChannel(written[name]) : ''}, cosine ${o.cosineSimilarity.toFixed(4)}${o.top1Agreement !== null ? `, top-1 agreement ${(o.top1Agreement * 100).toFixed(2)}%` : ''}${sequenceText(o)}${o.judged ? (o.met ? '' : belowBudget(f.final.failures, name)) : ' (integer output: not judged)'}`,
-    ]);
+    const kind = o.kind ? `${o.kind} (${o.kindWhy}): ` : '';
+    const measured =
+      o.judgedOn && o.kind && o.kind !== 'class-scores' && o.kind !== 'class-sequence'
+        ? `${o.judgedOn}${changed}`
+        : `SQNR ${formatDb(o.sqnrDb)}${changed}${written?.[name] ? formatWorstChannel(written[name]) : ''}, cosine ${o.cosineSimilarity.toFixed(4)}${o.top1Agreement !== null ? `, top-1 agreement ${(o.top1Agreement * 100).toFixed(2)}%` : ''}${sequenceText(o)}`;
+    rows.push([`fidelity '${name}'`, `${kind}${measured}${o.judged ? (o.met ? '' : belowBudget(f.final.failures, name)) : ' (not judged)'}`]);
   }
   if (f.final.metric) {
     const m = f.final.metric;

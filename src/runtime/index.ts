@@ -43,3 +43,4 @@ export {
   type ShapeOverrides,
 } from '../ir/io-spec.js';
 export { fromOrtTensor, toOrtTensor } from './ort-tensor.js';
+export { matchStage, pipelineRunner, type DownstreamStage } from './pipeline.js';

@@ -39,7 +39,17 @@ export function sampleResult(): BenchmarkResult {
     peakMemoryBytes: 20 * 1024 * 1024,
     accuracy: { metric: 'top1', k: 1, correct: 444, total: 500, value: 0.888, comparison: mcnemarFromCounts(10, 4, 500) },
     agreement: {
-      logits: { count: 5000, rows: 500, top1Agreement: 0.97, maxAbsError: 0.5, relativeL2: 0.05, cosineSimilarity: 0.9987, sqnrDb: 26 },
+      logits: {
+        count: 5000,
+        rows: 500,
+        top1Agreement: 0.97,
+        maxAbsError: 0.5,
+        relativeL2: 0.05,
+        cosineSimilarity: 0.9987,
+        sqnrDb: 26,
+        thresholdAgreement: 1,
+        unitInterval: false,
+      },
     },
     latency: [latencyPoint([0.5, 0.55, 0.6, 0.5, 0.52], 1, { estimate: 2.0, low: 1.8, high: 2.2, verdict: 'faster' })],
   };

@@ -1,0 +1,154 @@
+/**
+ * Agreement of embedding outputs (a sentence encoder's hidden states, a feature extractor's
+ * vector) with a reference: the cosine of each vector (along the last axis), the cosine of each
+ * sample's pooled vector (the mean over its vectors, weighted by a mask when given: the
+ * mean-pooling of a sentence encoder over its real tokens), and nearest-neighbour agreement across
+ * the samples (does each sample's most similar other sample stay the same: what retrieval and
+ * clustering depend on). Streaming, except the pooled vectors, kept for the neighbours (at most
+ * MAX_NEIGHBOUR_SAMPLES). Pure and deterministic.
+ * Imports: nothing.
+ */
+
+/** Pooled vectors kept for nearest-neighbour agreement; later samples are not compared (O(n^2)). */
+export const MAX_NEIGHBOUR_SAMPLES = 512;
+
+export interface EmbeddingAgreement {
+  /** Length of each vector (the last axis). */
+  dim: number;
+  /** Vectors compared (samples x vectors per sample). */
+  vectors: number;
+  /** Mean and least cosine of the vectors (masked-out vectors skipped). */
+  vectorCosine: { mean: number; min: number };
+  /** Vectors per sample > 1 (a sequence): the cosine of each sample's (masked) mean vector. */
+  pooledCosine?: { mean: number; min: number; masked: boolean };
+  samples: number;
+  /**
+   * Fraction of samples whose nearest other sample (cosine of the pooled vectors) is the same for
+   * the candidate as for the reference; null below 3 samples.
+   */
+  neighbourAgreement: number | null;
+}
+
+function cosine(a: ArrayLike<number>, b: ArrayLike<number>, offsetA: number, offsetB: number, n: number): number {
+  let dot = 0;
+  let na = 0;
+  let nb = 0;
+  for (let i = 0; i < n; i++) {
+    const x = a[offsetA + i]!;
+    const y = b[offsetB + i]!;
+    dot += x * y;
+    na += x * x;
+    nb += y * y;
+  }
+  if (na === 0 && nb === 0) return 1;
+  if (na === 0 || nb === 0) return 0;
+  return dot / Math.sqrt(na * nb);
+}
+
+/** Index of each row's most similar other row (cosine; ties to the lower index); rows are unit-normalized here. */
+export function nearestNeighbours(rows: readonly Float64Array[]): Int32Array {
+  const unit = rows.map((r) => {
+    let n = 0;
+    for (const x of r) n += x * x;
+    const s = n > 0 ? 1 / Math.sqrt(n) : 0;
+    return r.map((x) => x * s);
+  });
+  const out = new Int32Array(rows.length).fill(-1);
+  for (let i = 0; i < unit.length; i++) {
+    let best = -Infinity;
+    for (let j = 0; j < unit.length; j++) {
+      if (j === i) continue;
+      let dot = 0;
+      const a = unit[i]!;
+      const b = unit[j]!;
+      for (let k = 0; k < a.length; k++) dot += a[k]! * b[k]!;
+      if (dot > best) {
+        best = dot;
+        out[i] = j;
+      }
+    }
+  }
+  return out;
+}
+
+/**
+ * add() whole samples: `reference` and `candidate` row-major [n, vectorsPerSample, dim];
+ * `weights` (optional) one weight per vector (a 0/1 attention mask), n x vectorsPerSample.
+ */
+export class EmbeddingAccumulator {
+  private vectors = 0;
+  private cosineSum = 0;
+  private cosineMin = Infinity;
+  private pooledSum = 0;
+  private pooledMin = Infinity;
+  private samples = 0;
+  private masked = false;
+  private readonly pooledReference: Float64Array[] = [];
+  private readonly pooledCandidate: Float64Array[] = [];
+
+  constructor(
+    readonly dim: number,
+    readonly vectorsPerSample: number,
+  ) {}
+
+  add(reference: ArrayLike<number>, candidate: ArrayLike<number>, weights?: ArrayLike<number>): void {
+    const { dim, vectorsPerSample: per } = this;
+    const n = reference.length / (dim * per);
+    if (!Number.isInteger(n) || candidate.length !== reference.length)
+      throw new Error(`embedding agreement: ${reference.length} values are not whole samples of ${per} x ${dim}`);
+    if (weights && weights.length !== n * per) throw new Error(`embedding agreement: ${weights.length} mask values for ${n} x ${per} vectors`);
+    if (weights) this.masked = true;
+    for (let s = 0; s < n; s++) {
+      const pr = new Float64Array(dim);
+      const pc = new Float64Array(dim);
+      let total = 0;
+      for (let v = 0; v < per; v++) {
+        const w = weights ? Number(weights[s * per + v]) : 1;
+        if (!(w > 0)) continue;
+        const at = (s * per + v) * dim;
+        const c = cosine(reference, candidate, at, at, dim);
+        this.cosineSum += c;
+        this.cosineMin = Math.min(this.cosineMin, c);
+        this.vectors++;
+        for (let k = 0; k < dim; k++) {
+          pr[k]! += w * reference[at + k]!;
+          pc[k]! += w * candidate[at + k]!;
+        }
+        total += w;
+      }
+      if (total === 0) continue;
+      if (per > 1) {
+        const c = cosine(pr, pc, 0, 0, dim);
+        this.pooledSum += c;
+        this.pooledMin = Math.min(this.pooledMin, c);
+      }
+      this.samples++;
+      if (this.pooledReference.length < MAX_NEIGHBOUR_SAMPLES) {
+        this.pooledReference.push(pr);
+        this.pooledCandidate.push(pc);
+      }
+    }
+  }
+
+  result(): EmbeddingAgreement {
+    let neighbourAgreement: number | null = null;
+    if (this.pooledReference.length >= 3) {
+      const r = nearestNeighbours(this.pooledReference);
+      const c = nearestNeighbours(this.pooledCandidate);
+      let same = 0;
+      for (let i = 0; i < r.length; i++) if (r[i] === c[i]) same++;
+      neighbourAgreement = same / r.length;
+    }
+    const mean = (sum: number, count: number): number => (count > 0 ? sum / count : 1);
+    return {
+      dim: this.dim,
+      vectors: this.vectors,
+      vectorCosine: { mean: mean(this.cosineSum, this.vectors), min: this.vectors > 0 ? this.cosineMin : 1 },
+      ...(this.vectorsPerSample > 1
+        ? { pooledCosine: { mean: mean(this.pooledSum, this.samples), min: this.samples > 0 ? this.pooledMin : 1, masked: this.masked } }
+        : {}),
+      samples: this.samples,
+      neighbourAgreement,
+    };
+  }
+}
