@@ -182,7 +182,7 @@ function suggest(model: Model, ops: ReadonlyMap<string, number>, file: string): 
   const shapeFlag = symbolic.length > 0 ? ` ${symbolic.map((d) => `--shape ${d}=${SUGGESTED_DIM}`).join(' ')}` : '';
   if (lstms + transformer > 0) {
     const what = [lstms ? `${lstms} LSTM(s)` : '', transformer ? 'transformer ops' : ''].filter(Boolean).join(' and ');
-    out.push(`${what}: model-opt quantize ${file} -o out.onnx --mode int8-dynamic${shapeFlag} (no data needed; usually faster than static INT8 here)`);
+    out.push(`${what}: model-opt quantize ${file} -o out.onnx --mode int8-dynamic${shapeFlag} (no data needed; add --measure-speed to time it against FP32)`);
   } else if (recurrent > 0) {
     // GRU and RNN have no integer kernel in onnxruntime (nor an LSTM with weights fed as inputs):
     // INT8 reaches only the MatMul/Gemm around them.
@@ -195,7 +195,7 @@ function suggest(model: Model, ops: ReadonlyMap<string, number>, file: string): 
     const hard = count('HardSwish', 'HardSigmoid');
     if (hard > 0) {
       out.push(
-        `CNN with ${hard} HardSwish/HardSigmoid: static INT8 is usually slower on onnxruntime's CPU (they have no int8 form; fused for free in FP32); check with model-opt quantize ... --measure-speed`,
+        `CNN with ${hard} HardSwish/HardSigmoid (no int8 form in onnxruntime, fused for free into FP32 convs): model-opt quantize ${file} -o out.onnx --calibration-data calib.npz --measure-speed (static INT8; times it against FP32)`,
       );
     } else {
       out.push(

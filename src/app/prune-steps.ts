@@ -100,13 +100,13 @@ export interface PruneResult {
 export const NOTES = {
   denseRuntime:
     'Zeros shrink the compressed file, but dense CPU runtimes (onnxruntime included) multiply zeros like any number: ' +
-    'this model is not faster. For a speed-up use --pattern channel, which removes whole channels.',
+    'this model does the same work as the input. To remove work, use --pattern channel, which removes whole channels (--measure-speed times the result).',
   nm: (n: number, m: number): string =>
     (n === 2 && m === 4
       ? '2:4 sparsity is the pattern sparse tensor cores accelerate (NVIDIA Ampere and newer, e.g. through TensorRT); '
       : `${n}:${m} sparsity has no sparse kernels in common runtimes (NVIDIA's sparse tensor cores take 2:4 only); `) +
-    'dense CPU runtimes do not run it faster.',
-  channel: 'Whole channels were removed: the result is a smaller dense model, faster on every runtime.',
+    'dense CPU runtimes do the same work as for the input.',
+  channel: 'Whole channels were removed: the result is a smaller dense model, with fewer multiply-adds on every runtime (--measure-speed times it).',
   recovery: 'Pruning without fine-tuning loses accuracy; recover it with `model-opt distill`, using the unpruned model as the teacher.',
 };
 

@@ -104,7 +104,7 @@ export interface FusionReport {
   quantizeLinear: number;
   dequantizeLinear: number;
   optimizedNodes: number;
-  /** One line for people. */
+  /** One line for people: what onnxruntime runs, no claim about speed (the speed check measures that). */
   verdict: string;
 }
 
@@ -240,16 +240,17 @@ export function analyzeOptimized(optimized: Model, reference?: Model, keptFloatN
   const count = Object.values(integerKernels).reduce((a, b) => a + b, 0);
   // Weight-only kernels (int4 / q4f16): activations stay float, so the gain is in loading weights.
   const weightOnly = Object.keys(integerKernels).every((k) => WEIGHT_ONLY_KERNELS.has(k));
+  // What onnxruntime made of the model, without a claim about its speed: --measure-speed measures it.
   const verdict =
     count > 0 && weightOnly && unfused.length === 0
-      ? `${count} weight-only kernel(s) (${Object.keys(integerKernels).join(', ')}; activations stay float): faster where loading the weights dominates, as in decoders at batch 1; at large batches float MatMul can win: confirm with --measure-speed or model-opt benchmark`
+      ? `${count} weight-only kernel(s) (${Object.keys(integerKernels).join(', ')}; activations stay float): fewer weight bytes to load, the same float arithmetic; --measure-speed or model-opt benchmark times it`
       : count === 0 && q + dq === 0
         ? 'no integer kernels and no (de)quantize steps: the model runs as FP32 (nothing was quantized)'
         : count === 0
-          ? 'no integer kernels: onnxruntime runs this model in float with extra (de)quantize steps; expect it to be SLOWER than FP32'
+          ? `no integer kernels: onnxruntime runs this model in float, with ${q + dq} (de)quantize step(s) on top of the FP32 work`
           : unfused.length === 0
-            ? `${count} integer kernel(s), no DequantizeLinear -> float op left${boundary}: INT8 should be faster here (small, narrow or SiLU-heavy models can still lose: confirm with --measure-speed or model-opt benchmark)`
-            : `${count} integer kernel(s), but ${unfused.length} op(s) run in float on dequantized data: they cost extra time`;
+            ? `${count} integer kernel(s), no DequantizeLinear -> float op left${boundary}: every quantized op runs as an integer kernel; --measure-speed or model-opt benchmark times it`
+            : `${count} integer kernel(s), but ${unfused.length} op(s) run in float on dequantized data, between (de)quantize steps`;
   return {
     integerKernels,
     integerKernelCount: count,

@@ -91,7 +91,7 @@ export async function quantizeInt8(model: Model, options: Int8Options): Promise<
       auto: calibrated.auto,
     },
     qdq,
-    notes: int8Notes(pre.model, qdq, qdqOptions),
+    ...int8Notes(pre.model, qdq, qdqOptions),
     highDynamicRange: calibrated.highDynamicRange,
     timings: { preprocess: preprocessSeconds, shapes: shapesSeconds, calibration: calibrationSeconds, qdq: 0 },
   };

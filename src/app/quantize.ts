@@ -9,7 +9,8 @@
  * A pass that quantized nothing is a UsageError (nothing written) unless `opTypes` was given. Modes
  * that need no data (int8-dynamic, fp16) still write their model when the check cannot make inputs
  * (a symbolic dim without `--shape` or data): the written file is then only loaded in onnxruntime,
- * `agreement` is null and `checks` says why (a warning names `--shape`).
+ * `agreement` is null and `checks` says why (a warning names `--shape`). What can cost speed (the
+ * report's speed causes) is a note only when the timing ran and found the model not faster.
  * May import: errors, calibration/defaults, app/*, types from below; onnx, data, runtime, evaluate,
  * passes (lazily).
  */
@@ -29,6 +30,7 @@ import { checkOutputPath } from './output-path.js';
 import type { QatReport } from './qat.js';
 import { contextFrom, prepareQuantize, type QuantizeContext, type QuantizeInputs } from './quantize-context.js';
 import { applyStep, checkInputsStep, fidelityStep, gateFailureOf, int8WorkflowsStep, planStep, writeStep } from './quantize-steps.js';
+import { speedAdvice } from './speed-advice.js';
 import { speedCheck, type SpeedCheck } from './speed-check.js';
 
 export type { QuantizeMode };
@@ -279,11 +281,13 @@ async function runQuantizeSteps(ctx: QuantizeContext, output: string, settings: 
     }
     const written = await writeStep(ctx, output, settings);
     const speed = await speedStep(ctx, output);
+    // Speed causes become notes only beside this run's measurement (./speed-advice.ts).
+    const advice = speedAdvice(ctx.report!.speedCauses, speed);
     return {
       ...common,
       output: { path: output, sizeBytes: await fileSize(output) },
       seconds: seconds(),
-      report: ctx.report!,
+      report: advice.length > 0 ? { ...ctx.report!, notes: [...ctx.report!.notes, ...advice] } : ctx.report!,
       ...written,
       speed,
       ...(gateFailure ? { gateFailure } : {}),

@@ -37,7 +37,7 @@ const SHARED_OPTIONS = {
   measureSpeed: () =>
     new Option(
       '--measure-speed [runs]',
-      `after writing and checking, time the input model against the written one (batch 1 or the model's fixed batch, --threads or 1 thread, random inputs, ${MEASURE_SPEED_RUNS} interleaved runs each by default): the measured answer to "will it be faster here?"`,
+      `after writing and checking, time the input model against the written one (batch 1 or the model's fixed batch, --threads or 1 thread, random inputs, ${MEASURE_SPEED_RUNS} interleaved runs each by default): the measured answer to "will it be faster here?"; quantize: when it is not faster, the notes name what in the model can cost speed`,
     ).argParser(parsePositiveInt),
   backend: () =>
     new Option(

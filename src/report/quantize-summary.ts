@@ -183,7 +183,7 @@ export function renderQuantizeSummary(result: QuantizeResult, options: SummaryOp
     ]);
     table.push(['DQ -> float op left', f.unfused.length === 0 ? 'none' : f.unfused.map(describeUnfused).join('\n')]);
     if (f.keptFloat.length > 0) table.push(['float by choice, reads int8', f.keptFloat.map((u) => `${u.node} (${u.opType})`).join(', ')]);
-    table.push(['will it be faster?', f.verdict]);
+    table.push(['fusion verdict', f.verdict]);
   }
   if (result.speed) table.push(['measured speed-up', formatSpeedCheck(result.speed)]);
   if (result.output)

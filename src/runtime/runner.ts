@@ -330,7 +330,7 @@ export async function crashGuard(
   const name = (n: { name: string; opType: string }): string => (n.name ? `'${n.name}'` : `(unnamed ${n.opType})`);
   const warning =
     `${label}: onnxruntime's ${CRASHING_OPTIMIZER} is disabled for this model: it crashes (segfault, onnxruntime 1.30) on the float16 ` +
-    `Transpose ${name(hit.transpose)} (perm [${hit.perm.join(',')}]) feeding MatMul ${name(hit.matmul)}; the model runs as it is, at most a little slower`;
+    `Transpose ${name(hit.transpose)} (perm [${hit.perm.join(',')}]) feeding MatMul ${name(hit.matmul)}; the model runs without that one rewrite`;
   if (entry !== undefined) {
     if (entry.warned || !warn) return { disable: [CRASHING_OPTIMIZER] };
     entry.warned = true;

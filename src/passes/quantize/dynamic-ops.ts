@@ -736,7 +736,7 @@ const HANDLERS: readonly DynamicHandler[] = [
   {
     opType: 'Conv',
     domain: '',
-    floatReason: 'Conv stays float in dynamic mode (ConvInteger is slower than float Conv in onnxruntime on CPU); use --mode int8',
+    floatReason: 'Conv stays float in dynamic mode (it quantizes MatMul-type ops; static INT8 runs convs as QLinearConv); use --mode int8',
   },
   { opType: 'GRU', domain: '', floatReason: 'GRU stays float (no integer kernel)' },
   { opType: 'RNN', domain: '', floatReason: 'RNN stays float (no integer kernel)' },

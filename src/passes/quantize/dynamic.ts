@@ -49,6 +49,7 @@ import {
 import type { WeightType } from './dynamic-weights.js';
 import { modelWeightBytes } from './fp16.js';
 import { refuseQuantized } from './registry.js';
+import type { SpeedCause } from './speed-causes.js';
 import { upgradeOpset, type UpgradeResult } from '../preprocess/opset-upgrade.js';
 
 export { quantizeGates, type DynamicQuantizedNode } from './dynamic-ops.js';
@@ -85,6 +86,8 @@ export interface DynamicReport {
   /** The opset upgrade, when the model was below DYNAMIC_MIN_OPSET (upgraded to 13, or why not). */
   opset?: UpgradeResult;
   notes: string[];
+  /** None found by this pass; kept so every mode's report has the field (./speed-causes.ts). */
+  speedCauses: SpeedCause[];
 }
 
 /** The lowest default-domain opset this mode writes (DynamicQuantizeLinear); older models are upgraded to 13. */
@@ -117,9 +120,8 @@ export function quantizeDynamic(model: Model, options: DynamicOptions = {}): { m
     keptFloat: [],
     weightBytesBefore: modelWeightBytes(out),
     weightBytesAfter: 0,
-    notes: [
-      'Dynamic INT8 pays off for MatMul/Gemm-heavy models (MLPs, transformers) at small batch on CPU; activations are quantized per batch at run time, so no calibration set is needed.',
-    ],
+    notes: ['Dynamic INT8 quantizes the activations per batch at run time, so no calibration set is needed.'],
+    speedCauses: [],
   };
   const keep = (node: Node, reason: string): void => {
     report.keptFloat.push({ node: label(node), opType: node.opType, reason });

@@ -19,6 +19,7 @@
  */
 import { nullPrototype } from '../../util/null-prototype.js';
 import { MODE } from './mode-names.js';
+import type { SpeedCause } from './speed-causes.js';
 import {
   DataType,
   FLOAT16_MAX,
@@ -79,6 +80,8 @@ export interface Fp16Report {
    */
   storedAsFloat16: string[];
   notes: string[];
+  /** Traits that can cost speed (float16 on a CPU): printed only beside a measured speed. */
+  speedCauses: SpeedCause[];
 }
 
 /** Fewest elements for a kept-float32 weight to be stored as float16 (below it a Cast is not worth it). */
@@ -169,8 +172,13 @@ const isDefaultDomain = (n: Node): boolean => n.domain === '' || n.domain === 'a
 const label = (n: Node): string => n.name || n.opType;
 
 export const FP16_NOTE =
-  'FP16 halves the model size everywhere. It speeds up inference on GPUs with float16 tensor cores (and ARM CPUs with native float16); ' +
-  'on x86 CPUs onnxruntime usually runs float16 models as float32 behind inserted Casts, so expect no speed-up there, sometimes a slow-down.';
+  'FP16 halves the size of the weights; float16 compute is native on GPUs with float16 tensor cores and on ARM CPUs with float16 arithmetic.';
+
+/** Why a float16 model may not run faster on a CPU; printed only beside a measured speed (./speed-causes.ts). */
+export const FP16_CPU_CAUSE: SpeedCause = {
+  cause: 'float16-on-cpu',
+  text: "float16 on a CPU: onnxruntime's CPU provider has float16 kernels for few ops, so on x86 it runs most of a float16 model in float32 behind inserted Casts.",
+};
 
 /** Bytes of all initializers (every graph) and Constant-node tensors of a model. */
 export function modelWeightBytes(model: Model): number {
@@ -273,6 +281,7 @@ function newFp16Report(model: Model, stats: ConvertStats): Fp16Report {
     castsInserted: 0,
     storedAsFloat16: [],
     notes: [FP16_NOTE],
+    speedCauses: [FP16_CPU_CAUSE],
   };
 }
 

@@ -20,3 +20,4 @@ export {
 export { MODE, QUANTIZE_MODES, type QuantizeMode } from './mode-names.js';
 export { activationParams, quantizeWeight, quantizeBias, fakeQuantize, type QuantParams } from './quant-math.js';
 export { quantizeInt4, int4StatisticRequests, INT4_METHODS, type Int4Options, type Int4Report } from './int4.js';
+export { SPEED_CAUSE_KINDS, type SpeedCause, type SpeedCauseKind } from './speed-causes.js';

@@ -34,6 +34,7 @@ import type { ChannelMoments, StatisticRequest } from '../../calibration/index.j
 import { blockParams, INT4_BLOCK_SIZES, quantizeInt4Blockwise, quantizeValue, type Int4Matrix } from './int4-pack.js';
 import { convertToFloat16, modelWeightBytes, type Fp16Options, type Fp16Report } from './fp16.js';
 import { refuseQuantized } from './registry.js';
+import type { SpeedCause } from './speed-causes.js';
 
 export const INT4_MS_DOMAIN = 'com.microsoft';
 export type Int4Method = 'rtn' | 'awq';
@@ -94,6 +95,8 @@ export interface Int4Report {
   /** q4f16: the FP16 pass's report (nodes converted, kept float32, Casts inserted). */
   float16?: Fp16Report;
   notes: string[];
+  /** Traits that can cost speed (q4f16: float16 on a CPU): printed only beside a measured speed (./speed-causes.ts). */
+  speedCauses: SpeedCause[];
 }
 
 interface Settings {
@@ -492,6 +495,7 @@ export function quantizeInt4(model: Model, options: Int4Options = {}): { model: 
     weightBytesBefore: modelWeightBytes(out),
     weightBytesAfter: 0,
     notes: [],
+    speedCauses: [],
   };
   const { plans, kept } = planInt4(out, settings, options);
   report.keptFloat.push(...kept);
@@ -565,6 +569,7 @@ function toFloat16(
       '.',
     ...fp16.notes,
   );
+  report.speedCauses.push(...fp16.speedCauses);
   report.weightBytesAfter = modelWeightBytes(half);
   return { model: half, report };
 }

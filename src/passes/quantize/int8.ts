@@ -20,6 +20,7 @@ import { refuseQuantized } from './registry.js';
 import type { AutoCalibrationReport } from './auto-calibration.js';
 import { highDynamicRangeCandidates, minmaxOnlyTensors } from './tensor-rules.js';
 import { DataType } from '../../ir/dtype.js';
+import type { SpeedCause } from './speed-causes.js';
 
 export interface QuantizeProgress {
   phase: 'preprocess' | 'calibrate' | 'quantize' | 'verify' | 'analyze' | 'guard';
@@ -76,8 +77,10 @@ export interface Int8Report {
   qdq: QdqReport;
   /** Agreement with FP32 on the calibration inputs, per output. */
   agreement?: Record<string, AgreementMetrics>;
-  /** Advice for the user (e.g. a transformer-style graph, where dynamic INT8 usually wins). */
+  /** Facts about what the pass did (e.g. a bias-scale adjustment). */
   notes: string[];
+  /** Traits that can cost speed (a transformer-style graph, HardSwish, ...): printed only beside a measured speed. */
+  speedCauses: SpeedCause[];
   /** High-dynamic-range tensors left in FP32 (with their nodes), and why. */
   highDynamicRange: { tensor: string; reason: string }[];
   /** Seconds spent in each part of the pass (they add up to its whole time). */
@@ -176,9 +179,13 @@ export function int8Context(
   };
 }
 
-/** Advice from what the model holds (the report's notes). */
-export function int8Notes(model: Model, qdq: QdqReport, qdqOptions: QdqOptions): string[] {
+/**
+ * What the model holds, for the report: plain notes (facts about what the pass did) and speed
+ * causes (traits that can cost speed, printed only beside a speed this run measured: ./speed-causes.ts).
+ */
+export function int8Notes(model: Model, qdq: QdqReport, qdqOptions: QdqOptions): { notes: string[]; speedCauses: SpeedCause[] } {
   const notes: string[] = [];
+  const speedCauses: SpeedCause[] = [];
   const adjusted = qdq.biasScaleAdjustments ?? [];
   if (adjusted.length > 0) {
     const channels = adjusted.reduce((a, b) => a + b.channels, 0);
@@ -192,29 +199,33 @@ export function int8Notes(model: Model, qdq: QdqReport, qdqOptions: QdqOptions):
     );
   }
   if (qdqOptions.activationType === 'int8') {
-    notes.push(
-      'int8 (symmetric) activations: onnxruntime on x86 has no fast kernel for int8 x int8 convolutions and falls back to a slow path (the example CNN ran at 0.3-0.6x FP32 this way, 1.5x with uint8); keep uint8 activations for x86 CPUs and use int8 for runtimes that require it (e.g. TensorRT).',
-    );
+    speedCauses.push({
+      cause: 'int8-activations',
+      text: 'int8 (symmetric) activations: onnxruntime on x86 has no fast kernel for int8 x int8 convolutions and takes a slow path; uint8 activations (the default) use the fast one. Keep int8 for runtimes that require it (e.g. TensorRT).',
+    });
   }
   const hardActivations = model.graph.allNodes().filter((n) => n.opType === 'HardSwish' || n.opType === 'HardSigmoid').length;
   if (hardActivations > 0) {
-    notes.push(
-      `${hardActivations} HardSwish/HardSigmoid node(s): onnxruntime folds them into float convolutions for free but has no int8 form, so after each int8 conv they run in float between a DequantizeLinear and a QuantizeLinear; expect little or no speed-up (a MobileNetV3-style model, bench/quantize-blocks.mjs mnv3, ran at 0.55-0.57x FP32). Measure with model-opt benchmark.`,
-    );
+    speedCauses.push({
+      cause: 'hard-activations',
+      text: `${hardActivations} HardSwish/HardSigmoid node(s): onnxruntime folds them into float convolutions for free but has no int8 form, so after each int8 conv they run in float between a DequantizeLinear and a QuantizeLinear.`,
+    });
   }
   const gated = sigmoidGatedDepthwise(model);
   if (gated) {
-    notes.push(
-      `${gated.gates} Sigmoid-gated Mul(s) (SiLU/Swish, squeeze-excitation) around ${gated.depthwise} depthwise conv(s): in FP32 onnxruntime fuses SiLU into one float pass, in INT8 each gate costs a QLinearSigmoid and a QLinearMul pass, which on depthwise-heavy models (EfficientNet-style: bench/quantize-blocks.mjs effnet, 0.89-1.01x) eats the int8 conv gains; models with regular convs still gain. Measure with model-opt benchmark.`,
-    );
+    speedCauses.push({
+      cause: 'gated-depthwise',
+      text: `${gated.gates} Sigmoid-gated Mul(s) (SiLU/Swish, squeeze-excitation) around ${gated.depthwise} depthwise conv(s): in FP32 onnxruntime fuses SiLU into one float pass, in INT8 each gate costs a QLinearSigmoid and a QLinearMul pass, against the little work of a depthwise conv.`,
+    });
   }
   const transformer = transformerSigns(model);
   if (transformer) {
-    notes.push(
-      `Transformer-style graph (${transformer}): with static INT8, onnxruntime on CPU keeps the normalizations, activations and residual Adds in float between the integer kernels, which often makes the model slower than FP32; --mode int8-dynamic is usually the faster choice for transformers (onnxruntime's own advice). Compare both with model-opt benchmark.`,
-    );
+    speedCauses.push({
+      cause: 'transformer',
+      text: `Transformer-style graph (${transformer}): with static INT8, onnxruntime on CPU keeps the normalizations, activations and residual Adds in float between the integer kernels; --mode int8-dynamic quantizes only the MatMuls (onnxruntime's advice for transformers): compare both with --measure-speed or model-opt benchmark.`,
+    });
   }
-  return notes;
+  return { notes, speedCauses };
 }
 
 /** Mul nodes gated by a Sigmoid, when the model also has depthwise convs (EfficientNet/MobileNet-style), or undefined. */

@@ -286,7 +286,7 @@ describe('"nothing was quantized" is an error unless --op-types asks for exactly
     expect(r.code).toBe(2);
     expect(r.stderr).toBe(
       `model-opt: error: ${paths.conv}: nothing was quantized: the model has no MatMul/Gemm with a constant 2-D float32 weight, LSTM, embedding Gather or com.microsoft Attention ` +
-        '(float in this mode: 1 x Conv: Conv stays float in dynamic mode (ConvInteger is slower than float Conv in onnxruntime on CPU); use --mode int8); ' +
+        '(float in this mode: 1 x Conv: Conv stays float in dynamic mode (it quantizes MatMul-type ops; static INT8 runs convs as QLinearConv); use --mode int8); ' +
         'convolutional models are quantized by --mode int8 (with --calibration-data). Nothing was written: an unchanged copy would help no one (a pipeline that must write one anyway can name the op types it accepts with --op-types)\n',
     );
     expect(existsSync(out)).toBe(false);

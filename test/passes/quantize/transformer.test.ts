@@ -1,6 +1,7 @@
 // Static INT8 on an attention block built in code: the Softmax output is quantized on the fixed
 // [0, 1] grid onnxruntime's QLinearSoftmax expects (a calibrated range wrecked the outputs), the
-// report advises dynamic INT8 for transformer-style graphs, and unnamed nodes (common in
+// report lists speed causes (a transformer-style graph, HardSwish, SiLU around depthwise convs:
+// printed only beside a measured speed, test/app/speed-advice.test.ts) apart from its notes, and unnamed nodes (common in
 // hand-built and some exported models) get stable names so reports, --exclude-nodes and the
 // per-node analysis can tell them apart.
 import { describe, expect, it } from 'vitest';
@@ -64,9 +65,12 @@ describe('static INT8 on an attention block', () => {
     const x = calib.inputs.x!.data as Float32Array;
     const sqnr = agreement(await logits(fp32, x, 32), await logits(model, x, 32)).sqnrDb;
     expect(sqnr).toBeGreaterThan(25); // a calibrated Softmax range gave single digits
-    expect(report.notes.join(' ')).toMatch(
+    expect(report.notes).toEqual([]);
+    expect(report.speedCauses.map((c) => c.cause)).toEqual(['transformer']);
+    expect(report.speedCauses[0]!.text).toMatch(
       /^Transformer-style graph \(LayerNormalization, 2 MatMul\(s\) with weights on 3-D activations\).*--mode int8-dynamic/,
     );
+    expect(report.speedCauses[0]!.text).not.toMatch(/usually|often|slower|faster/);
   });
 
   it('a bias Add after a 3-D MatMul stays float, so onnxruntime folds MatMul + bias into MatMulIntegerToFloat', async () => {
@@ -96,7 +100,7 @@ describe('static INT8 on an attention block', () => {
     expect(sqnr).toBeGreaterThan(30);
   });
 
-  it('HardSwish after a conv: a note says it has no int8 form and costs a float pass', async () => {
+  it('HardSwish after a conv: a speed cause says it has no int8 form and runs in float between DQ and Q', async () => {
     const b = new GraphBuilder({ opset: 17 });
     const x = b.input('x', DataType.FLOAT, ['N', 4, 8, 8]);
     const c = b.node('Conv', [x, b.initializer('w', DataType.FLOAT, [8, 4, 3, 3], randomFloats(288, 71, 0.3))], { pads: [1, 1, 1, 1] }, { name: 'conv' });
@@ -111,11 +115,15 @@ describe('static INT8 on an attention block', () => {
       ['N', 2, 8, 8],
     );
     const { report } = await quantizeInt8(b.build(), { calibration: dataset('x', [8, 4, 8, 8], 73) });
-    expect(report.notes).toHaveLength(1);
-    expect(report.notes[0]).toMatch(/^1 HardSwish\/HardSigmoid node\(s\): onnxruntime folds them into float convolutions for free but has no int8 form/);
+    expect(report.notes).toEqual([]);
+    expect(report.speedCauses).toHaveLength(1);
+    expect(report.speedCauses[0]!.cause).toBe('hard-activations');
+    expect(report.speedCauses[0]!.text).toMatch(
+      /^1 HardSwish\/HardSigmoid node\(s\): onnxruntime folds them into float convolutions for free but has no int8 form/,
+    );
   });
 
-  it('SiLU around a depthwise conv: a note that the Sigmoid/Mul passes eat the gain on depthwise-heavy models; none without depthwise', async () => {
+  it('SiLU around a depthwise conv: a speed cause naming the Sigmoid/Mul passes; none without depthwise', async () => {
     const build = (group: number) => {
       const b = new GraphBuilder({ opset: 17 });
       const x = b.input('x', DataType.FLOAT, ['N', 4, 8, 8]);
@@ -135,15 +143,18 @@ describe('static INT8 on an attention block', () => {
       return b.build();
     };
     const depthwise = await quantizeInt8(build(4), { calibration: dataset('x', [8, 4, 8, 8], 83) });
-    expect(depthwise.report.notes).toHaveLength(1);
-    expect(depthwise.report.notes[0]).toMatch(/^1 Sigmoid-gated Mul\(s\) \(SiLU\/Swish, squeeze-excitation\) around 1 depthwise conv\(s\)/);
+    expect(depthwise.report.notes).toEqual([]);
+    expect(depthwise.report.speedCauses).toHaveLength(1);
+    expect(depthwise.report.speedCauses[0]!.text).toMatch(/^1 Sigmoid-gated Mul\(s\) \(SiLU\/Swish, squeeze-excitation\) around 1 depthwise conv\(s\)/);
     const regular = await quantizeInt8(build(1), { calibration: dataset('x', [8, 4, 8, 8], 83) });
     expect(regular.report.notes).toEqual([]);
+    expect(regular.report.speedCauses).toEqual([]);
   });
 
-  it('no transformer note on a CNN', async () => {
+  it('no transformer speed cause on a CNN', async () => {
     const { report } = await quantizeInt8(residualCnn(), { calibration: dataset('input', [8, 2, 12, 12], 2) });
     expect(report.notes).toEqual([]);
+    expect(report.speedCauses).toEqual([]);
   });
 
   it('unnamed nodes get <opType>_<output> names: distinct report rows and per-node analysis', async () => {
