@@ -1,0 +1,157 @@
+/**
+ * Judging an output by what it means (issue 30): the embedding statistics against a float64
+ * reference computed here (cosine per vector, mask-pooled cosine, nearest neighbours), and each
+ * kind's verdict where the old one-size budget (SQNR + top-1 of the argmax) got it wrong.
+ */
+import { describe, expect, it } from 'vitest';
+import { AgreementAccumulator, DEFAULT_KIND_BUDGET, EmbeddingAccumulator, judgeOutput, nearestNeighbours, parseOutputKind } from '../../src/metrics/index.js';
+
+/** A seeded stream in [-1, 1). */
+function stream(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    return s / 2 ** 31 - 1;
+  };
+}
+
+const cos64 = (a: number[], b: number[]): number => {
+  let d = 0;
+  let x = 0;
+  let y = 0;
+  for (let i = 0; i < a.length; i++) {
+    d += a[i]! * b[i]!;
+    x += a[i]! * a[i]!;
+    y += b[i]! * b[i]!;
+  }
+  return d / Math.sqrt(x * y);
+};
+
+describe('embedding agreement', () => {
+  const r = stream(7);
+  const [N, S, D] = [12, 5, 8];
+  const ref = Float32Array.from({ length: N * S * D }, () => r());
+  const cand = ref.map((v) => v + 0.05 * r());
+  const mask = Float32Array.from({ length: N * S }, (_, i) => (i % S < 2 + (Math.floor(i / S) % 3) ? 1 : 0));
+
+  it('cosine per vector and of the mask-pooled vectors equal a float64 reference; masked vectors are skipped', () => {
+    const acc = new EmbeddingAccumulator(D, S);
+    acc.add(ref.subarray(0, 5 * S * D), cand.subarray(0, 5 * S * D), mask.subarray(0, 5 * S));
+    acc.add(ref.subarray(5 * S * D), cand.subarray(5 * S * D), mask.subarray(5 * S));
+    const got = acc.result();
+    const vectorCos: number[] = [];
+    const pooledCos: number[] = [];
+    for (let n = 0; n < N; n++) {
+      const pr = new Array<number>(D).fill(0);
+      const pc = new Array<number>(D).fill(0);
+      for (let s = 0; s < S; s++) {
+        if (mask[n * S + s] === 0) continue;
+        const at = (n * S + s) * D;
+        const a = Array.from(ref.subarray(at, at + D));
+        const b = Array.from(cand.subarray(at, at + D));
+        vectorCos.push(cos64(a, b));
+        for (let k = 0; k < D; k++) {
+          pr[k]! += a[k]!;
+          pc[k]! += b[k]!;
+        }
+      }
+      pooledCos.push(cos64(pr, pc));
+    }
+    const mean = (xs: number[]): number => xs.reduce((p, q) => p + q, 0) / xs.length;
+    expect(got.vectors).toBe(vectorCos.length);
+    expect(got.vectorCosine.mean).toBeCloseTo(mean(vectorCos), 12);
+    expect(got.vectorCosine.min).toBeCloseTo(Math.min(...vectorCos), 12);
+    expect(got.pooledCosine!.mean).toBeCloseTo(mean(pooledCos), 12);
+    expect(got.pooledCosine!.masked).toBe(true);
+    expect(got.samples).toBe(N);
+  });
+
+  it('nearest neighbours: the same under small noise; a swap of two samples moves exactly their neighbours', () => {
+    const rows = [
+      [1, 0, 0],
+      [0.9, 0.1, 0],
+      [0, 1, 0],
+      [0, 0.95, 0.1],
+      [0, 0, 1],
+    ].map((x) => Float64Array.from(x));
+    expect(Array.from(nearestNeighbours(rows))).toEqual([1, 0, 3, 2, 3]);
+    const acc = new EmbeddingAccumulator(3, 1);
+    const flat = (xs: Float64Array[]): Float32Array => Float32Array.from(xs.flatMap((x) => Array.from(x)));
+    // The candidate moves sample 4 next to sample 0: sample 0's and 4's nearest change, and 1 keeps 0.
+    const moved = rows.map((x, i) => (i === 4 ? Float64Array.from([1, 0, 0.05]) : x));
+    acc.add(flat(rows), flat(moved));
+    const res = acc.result();
+    const refNn = nearestNeighbours(rows);
+    const candNn = nearestNeighbours(moved);
+    const same = refNn.filter((v, i) => v === candNn[i]).length;
+    expect(res.neighbourAgreement).toBeCloseTo(same / rows.length, 12);
+    expect(res.neighbourAgreement).toBeLessThan(1);
+  });
+});
+
+describe('judging by kind', () => {
+  it('an embedding whose argmax flips often but whose vectors keep their direction: met as an embedding, missed as class scores', () => {
+    // 32 samples of 96 near-equal features (a pooled feature vector): small noise flips the argmax.
+    const r = stream(3);
+    const [N, D] = [32, 96];
+    const ref = Float32Array.from({ length: N * D }, (_, i) => 1 + 0.01 * r() + (i % D) * 1e-4 + Math.floor(i / D) * 0.02 * ((i % 7) - 3));
+    const cand = ref.map((v) => v + 0.004 * r());
+    const a = new AgreementAccumulator(D);
+    a.add(ref, cand);
+    const e = new EmbeddingAccumulator(D, 1);
+    e.add(ref, cand);
+    const metrics = { ...a.result(), embedding: e.result() };
+    expect(metrics.top1Agreement!).toBeLessThan(0.95);
+    const asScores = judgeOutput('emb', 'class-scores', metrics, DEFAULT_KIND_BUDGET);
+    const asEmbedding = judgeOutput('emb', 'embedding', metrics, DEFAULT_KIND_BUDGET);
+    expect(asScores.met).toBe(false);
+    expect(asScores.failures.join()).toMatch(/'emb': top-1 agreement/);
+    expect(asEmbedding.met).toBe(true);
+    expect(asEmbedding.judgedOn).toMatch(/^mean cosine (0\.99\d\d|1\.0000)/);
+    expect(asEmbedding.judgedOn).toMatch(/nearest-neighbour agreement 100\.0% of 32 samples/);
+  });
+
+  it('an embedding that lost its direction misses: cosine and nearest neighbours', () => {
+    const r = stream(5);
+    const [N, D] = [20, 16];
+    const ref = Float32Array.from({ length: N * D }, () => r());
+    const cand = ref.map((v) => v + 0.8 * r());
+    const a = new AgreementAccumulator(null);
+    a.add(ref, cand);
+    const e = new EmbeddingAccumulator(D, 1);
+    e.add(ref, cand);
+    const j = judgeOutput('emb', 'embedding', { ...a.result(), embedding: e.result() }, DEFAULT_KIND_BUDGET);
+    expect(j.met).toBe(false);
+    expect(j.failures[0]).toMatch(/'emb': mean cosine 0\.\d+ < 0\.99/);
+  });
+
+  it('a probability: decisions at 0.5 and the largest error; a state is not judged', () => {
+    const ref = Float32Array.from([0.1, 0.9, 0.45, 0.7, 0.2, 0.95, 0.3, 0.8, 0.05, 0.6]);
+    const close = ref.map((v) => v + 0.02);
+    const flipped = Float32Array.from(ref, (v, i) => (i < 2 ? 1 - v : v));
+    const measure = (c: Float32Array) => {
+      const a = new AgreementAccumulator(null);
+      a.add(ref, c);
+      return a.result();
+    };
+    const ok = judgeOutput('p', 'probability', measure(close), DEFAULT_KIND_BUDGET);
+    expect(ok.met).toBe(true);
+    expect(ok.judgedOn).toMatch(/decision agreement \(at 0\.5\) 100\.0%/);
+    const bad = judgeOutput('p', 'probability', measure(flipped), DEFAULT_KIND_BUDGET);
+    expect(bad.met).toBe(false);
+    expect(bad.failures.join(';')).toMatch(/decision agreement \(at 0\.5\) 80\.0% < 95\.0%.*largest error 0\.8 > 0\.1/);
+    expect(judgeOutput('h', 'state', measure(flipped), DEFAULT_KIND_BUDGET).met).toBe(true);
+  });
+
+  it('a dense map of probabilities is also judged thresholded; aliases parse', () => {
+    const ref = Float32Array.from({ length: 400 }, (_, i) => (i % 20) / 20);
+    const cand = ref.map((v, i) => (i % 25 === 0 ? 1 - v : v));
+    const a = new AgreementAccumulator(null);
+    a.add(ref, cand);
+    const j = judgeOutput('mask', 'dense-map', a.result(), DEFAULT_KIND_BUDGET);
+    expect(j.failures.some((f) => /thresholded agreement/.test(f))).toBe(true);
+    expect(parseOutputKind('hidden-state')).toBe('embedding');
+    expect(parseOutputKind('Class-Scores')).toBe('class-scores');
+    expect(parseOutputKind('boxes')).toBeUndefined();
+  });
+});
