@@ -142,9 +142,6 @@ function measuredOf(b: Built, result: BenchmarkResult, index: number, seconds: n
   const base = result.models[0]!;
   const m = result.models[index]!;
   const point = m.latency[0]!;
-  const outputs = Object.values(m.agreement ?? {});
-  const sqnr = outputs.length ? Math.min(...outputs.map((a) => a.sqnrDb)) : null;
-  const agreements = outputs.map((a) => a.top1Agreement).filter((a): a is number => a !== null);
   const acc = m.accuracy && base.accuracy ? m.accuracy : undefined;
   const sign = acc?.higherIsBetter === false ? 1 : -1;
   const q = b.quantize?.fidelity;
@@ -153,13 +150,24 @@ function measuredOf(b: Built, result: BenchmarkResult, index: number, seconds: n
     p50Ms: point.stats.p50,
     seconds,
     fidelity: {
-      sqnrDb: sqnr,
-      top1Agreement: agreements.length ? Math.min(...agreements) : null,
+      ...agreementFidelity(Object.values(m.agreement ?? {})),
       accuracy: acc ? acc.value : null,
       accuracyDropPoints: acc ? sign * (acc.value - base.accuracy!.value) * 100 : null,
       samples,
       ...(q && q.enabled ? { guard: { met: q.met, worstSqnrDb: q.final.worstSqnrDb, floatNodes: q.floatNodes.length, decidedBy: q.decidedBy } } : {}),
     },
+  };
+}
+
+/**
+ * A candidate's agreement with FP32 as the budget reads it, from its per-output agreement (the
+ * benchmark's, or a FidelityJudge's on the same data): the worst SQNR and the worst top-1 agreement.
+ */
+export function agreementFidelity(outputs: readonly { sqnrDb: number; top1Agreement: number | null }[]): Pick<CandidateFidelity, 'sqnrDb' | 'top1Agreement'> {
+  const agreements = outputs.map((a) => a.top1Agreement).filter((a): a is number => a !== null);
+  return {
+    sqnrDb: outputs.length ? Math.min(...outputs.map((a) => a.sqnrDb)) : null,
+    top1Agreement: agreements.length ? Math.min(...agreements) : null,
   };
 }
 
