@@ -111,7 +111,7 @@ export function renderOptimizeMarkdown(result: OptimizeResult): string {
       .join(' | ')} |`,
   );
   for (const r of [baselineRow(result), ...result.candidates.map(row)]) out.push(`| ${r.map(cell).join(' | ')} |`);
-  out.push('', `_${settingsLine(result)}_`, '', ...regionLines(result).map((l) => (l.startsWith('  ') ? `- ${l.trim()}` : l)));
+  out.push('', `_${settingsLine(result)}_`, '', ...[...repairLines(result), ...regionLines(result)].map((l) => (l.startsWith('  ') ? `- ${l.trim()}` : l)));
   if (result.gateFailure) out.push('', `**Gate failed:** ${result.gateFailure}`);
   return `${out.join('\n')}\n`;
 }

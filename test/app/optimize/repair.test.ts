@@ -12,7 +12,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { optimizeWorkflow, type OptimizeResult } from '../../../src/app/optimize.js';
 import { recipePathFor } from '../../../src/app/optimize-recipe.js';
-import { renderOptimizeSummary } from '../../../src/report/optimize-summary.js';
+import { renderOptimizeMarkdown, renderOptimizeSummary } from '../../../src/report/optimize-summary.js';
 import { DataType, type TensorData } from '../../../src/ir/dtype.js';
 import { GraphBuilder } from '../../../src/ir/builder.js';
 import type { Value } from '../../../src/ir/graph.js';
@@ -135,6 +135,7 @@ describe('optimize repairs a faster candidate that misses the budget on all the 
     expect(repaired.speedup!.low, table).toBeGreaterThan(1);
     expect(result.summary).toMatch(/^wrote int8-repaired: the fastest within the budget/);
     expect(table).toMatch(/repair: 1 candidate\(s\) faster but over the budget \(int8\); added int8-repaired \(judged on 256 samples/);
+    expect(renderOptimizeMarkdown(result)).toMatch(/\n- \+ int8 \(.*added int8-repaired/);
     expect(table).toMatch(/\+ int8 \(.*top-1 agreement .*% < 95%\): \d node\(s\) float \(.*fc.*\) meet the budget on 256 samples: added int8-repaired/);
   });
 
@@ -167,6 +168,21 @@ describe('optimize repairs a faster candidate that misses the budget on all the 
     // And the same numbers as the choice measured.
     expect(agree / evalX.dims[0]!).toBeCloseTo(result.candidates.find((c) => c.name === 'int8-repaired')!.fidelity!.top1Agreement!, 6);
   });
+
+  it('the search respects the time budget: spent before it starts, the candidate is not tried and the input is written unchanged', async () => {
+    const late = await optimizeWorkflow({
+      model: file('model.onnx'),
+      output: file('late.onnx'),
+      calibrationData: file('calib.npz'),
+      evalData: file('eval.npz'),
+      iterations: 20,
+      timeBudgetMs: 1,
+      candidates: [{ quantize: { mode: 'int8' } }],
+    });
+    expect(late.repair.attempts).toEqual([expect.objectContaining({ candidate: 'int8', met: false, runs: 0, result: 'not tried: the time budget was spent' })]);
+    expect(late.candidates.map((c) => c.name)).toEqual(['int8']);
+    expect(late.chosen).toBe('fp32');
+  }, 30_000);
 
   it('the recipe written beside it lists the float nodes and rebuilds the same bytes', async () => {
     const recipe = JSON.parse(readFileSync(recipePathFor(file('model.opt.onnx')), 'utf8'));
