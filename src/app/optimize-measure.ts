@@ -6,7 +6,7 @@
  */
 import { UsageError } from '../errors.js';
 import type { AccuracyBudget, BenchmarkOptions, BenchmarkResult } from '../benchmark/types.js';
-import type { Speedup } from '../metrics/index.js';
+import type { AgreementMetrics, Speedup } from '../metrics/index.js';
 import { guardLater, type Built, type Measured, type OptimizeRun } from './optimize-run.js';
 import type { CandidateFidelity, CandidateOutput } from './optimize.js';
 import { judgeOutput } from '../metrics/output-kinds.js';
@@ -153,17 +153,6 @@ function measuredOf(run: OptimizeRun, b: Built, result: BenchmarkResult, index: 
   const base = result.models[0]!;
   const m = result.models[index]!;
   const point = m.latency[0]!;
-  const kinds = run.inputs.judged.kindOf;
-  const judged = Object.entries(m.agreement ?? {}).filter(([name]) => Object.hasOwn(kinds, name) && kinds[name] !== 'state');
-  const outputs = judged.map(([, a]) => a);
-  const perOutput = Object.create(null) as Record<string, CandidateOutput>;
-  for (const [name, a] of judged) {
-    const j = judgeOutput(name, kinds[name]!, a, run.kindBudget);
-    const sqnrOnly = j.failures.length === 1 && j.failures[0]!.startsWith(`'${name}': SQNR `);
-    perOutput[name] = { kind: j.kind, judgedOn: j.judgedOn, short: j.short, met: j.met, failures: j.failures, sqnrOnly };
-  }
-  const sqnr = outputs.length ? Math.min(...outputs.map((a) => a.sqnrDb)) : null;
-  const agreements = outputs.map((a) => a.top1Agreement).filter((a): a is number => a !== null);
   const acc = m.accuracy && base.accuracy ? m.accuracy : undefined;
   const sign = acc?.higherIsBetter === false ? 1 : -1;
   const q = b.quantize?.fidelity;
@@ -172,14 +161,37 @@ function measuredOf(run: OptimizeRun, b: Built, result: BenchmarkResult, index: 
     p50Ms: point.stats.p50,
     seconds,
     fidelity: {
-      sqnrDb: sqnr,
-      top1Agreement: agreements.length ? Math.min(...agreements) : null,
+      ...agreementFidelity(run, m.agreement ?? {}),
       accuracy: acc ? acc.value : null,
       accuracyDropPoints: acc ? sign * (acc.value - base.accuracy!.value) * 100 : null,
       samples,
       ...(q && q.enabled ? { guard: { met: q.met, worstSqnrDb: q.final.worstSqnrDb, floatNodes: q.floatNodes.length, decidedBy: q.decidedBy } } : {}),
-      outputs: perOutput,
     },
+  };
+}
+
+/**
+ * A candidate's agreement with FP32 as the budget reads it, from the benchmark's per-output
+ * agreement: each judged output (not a state) by its kind, the worst SQNR and top-1 agreement.
+ */
+export function agreementFidelity(
+  run: OptimizeRun,
+  agreement: Readonly<Record<string, AgreementMetrics>>,
+): Pick<CandidateFidelity, 'sqnrDb' | 'top1Agreement' | 'outputs'> {
+  const kinds = run.inputs.judged.kindOf;
+  const judged = Object.entries(agreement).filter(([name]) => Object.hasOwn(kinds, name) && kinds[name] !== 'state');
+  const outputs = Object.create(null) as Record<string, CandidateOutput>;
+  for (const [name, a] of judged) {
+    const j = judgeOutput(name, kinds[name]!, a, run.kindBudget);
+    const sqnrOnly = j.failures.length === 1 && j.failures[0]!.startsWith(`'${name}': SQNR `);
+    outputs[name] = { kind: j.kind, judgedOn: j.judgedOn, short: j.short, met: j.met, failures: j.failures, sqnrOnly };
+  }
+  const values = judged.map(([, a]) => a);
+  const agreements = values.map((a) => a.top1Agreement).filter((a): a is number => a !== null);
+  return {
+    sqnrDb: values.length ? Math.min(...values.map((a) => a.sqnrDb)) : null,
+    top1Agreement: agreements.length ? Math.min(...agreements) : null,
+    outputs,
   };
 }
 

@@ -271,7 +271,7 @@ async function quantizeCandidate(
 ): Promise<QuantizeResult & { context: import('./quantize-context.js').QuantizeContext }> {
   const { options } = run;
   const { quantizeFromInputs } = await import('./quantize.js');
-  const { MODE, fromInt8Context } = await import('./quantize-modes.js');
+  const { MODE } = await import('./quantize-modes.js');
   const settings = {
     model: options.model,
     output: file,
@@ -301,19 +301,23 @@ async function quantizeCandidate(
   };
   const events = { onProgress: (m: string) => run.progress(`${name}: ${m}`), onWarning: (m: string) => run.warn(`${name}: ${m}`) };
   const regionOf = run.int8 && spec.mode === MODE.int8 && sameExceptExclusions(spec, run.int8.context) ? run.int8 : undefined;
-  let applied = steps.applied;
-  if (!applied && regionOf) {
-    const { requantize } = await import('./quantize-int8.js');
-    // The same statistics (Maps shared: what a new plan needs is calibrated once, for every later step).
-    const context: Int8Context = { ...regionOf.context, qdqOptions: { ...regionOf.context.qdqOptions, excludeNodes: spec.excludeNodes } };
-    const q = await requantize(context, {});
-    applied = fromInt8Context({ model: q.model, report: { ...regionOf.report, qdq: q.report }, context });
-  }
+  const applied = steps.applied ?? (regionOf ? await requantizedFrom(regionOf, spec.excludeNodes) : undefined);
   // Only static INT8's labelled guard can wait (it is the one that runs on --max-accuracy-drop).
   const labelledLater = steps.labelledLater && settings.maxAccuracyDrop !== undefined && !options.metric;
   const result = await quantizeFromInputs(settings, run.inputs, events, { fusion: false, applied, labelledLater });
   if (!run.int8 && result.context.applied?.int8) run.int8 = { context: result.context.applied.int8, report: result.context.applied.report as Int8Report };
   return result;
+}
+
+/**
+ * Static INT8 again from a kept calibration with these nodes float (a region step, a repair): the
+ * same statistics (Maps shared: what a new plan needs is calibrated once, for every later step).
+ */
+export async function requantizedFrom(kept: { context: Int8Context; report: Int8Report }, excludeNodes: string[] | undefined): Promise<ModeApplied> {
+  const [{ requantize }, { fromInt8Context }] = await Promise.all([import('./quantize-int8.js'), import('./quantize-modes.js')]);
+  const context: Int8Context = { ...kept.context, qdqOptions: { ...kept.context.qdqOptions, excludeNodes } };
+  const q = await requantize(context, {});
+  return fromInt8Context({ model: q.model, report: { ...kept.report, qdq: q.report }, context });
 }
 
 /**

@@ -5,7 +5,8 @@
  * them all against the input with the benchmark library (paired, interleaved, bootstrap interval,
  * at the batch size and threads the user will run) and on fidelity (SQNR and top-1 agreement with
  * FP32, or the labelled accuracy when the data has labels and a drop budget is given), search for
- * INT8 regions to keep float when static INT8 loses (./optimize-regions.ts), add pruned + distilled
+ * INT8 regions to keep float when static INT8 loses (./optimize-regions.ts), repair a faster
+ * candidate that missed the budget with the fewest float nodes (./optimize-repair.ts), add pruned + distilled
  * candidates under a time budget (./prune-candidates.ts), and write the fastest
  * candidate within the budget that measured significantly faster; else the input, unchanged (said
  * plainly). The chosen candidate is written back beside the model as a recipe that reproduces it.
@@ -31,6 +32,7 @@ import { candidateRows, choose, inputsFailedEveryBuild, speedGate, writeChosen }
 import { guardWhereNeeded, measure, measureInputOnly } from './optimize-measure.js';
 import { buildCandidate, startRun, type Built, type OptimizeRun } from './optimize-run.js';
 import { prunedStep, regionStep } from './optimize-search.js';
+import { repairStep, type RepairReport } from './optimize-repair.js';
 
 export type OptimizeObjective = 'latency' | 'throughput' | 'size';
 
@@ -178,6 +180,11 @@ export interface OptimizeResult {
   chosen: string;
   /** One plain sentence: what was written and why. */
   summary: string;
+  /**
+   * Candidates that measured faster than the best within the budget but missed it when scored on
+   * all the data: the fewest float nodes that bring each within, judged on that data (./optimize-repair.ts).
+   */
+  repair: RepairReport;
   regionSearch: { ran: boolean; reason: string; steps: RegionStep[]; seconds: number };
   pruning: { ran: boolean; reason: string; seconds: number };
   gateFailure?: string;
@@ -214,6 +221,7 @@ export async function optimizeWorkflow(options: OptimizeOptions, events: Workflo
     if (options.maxAccuracyDrop && !labels)
       throw new UsageError(`--max-accuracy-drop needs labels; ${options.evalData} has none (use --min-sqnr / --min-agreement)`);
     const extra: Built[] = [];
+    const repair = await repairStep(run, built, extra);
     const regionSearch = await regionStep(run, built, extra);
     const pruning = await prunedStep(run, extra);
     // One final comparison of every candidate, so speed-ups and p50s come from the same interleaved run.
@@ -225,7 +233,7 @@ export async function optimizeWorkflow(options: OptimizeOptions, events: Workflo
     const rows = await candidateRows(run, all);
     const { chosen, summary } = choose(run, rows);
     const written = await writeChosen(run, chosen ? all[rows.indexOf(chosen)]!.path! : options.model, chosen);
-    return resultOf(run, { rows, chosen, summary, written, regionSearch, pruning, labels: Boolean(labels) });
+    return resultOf(run, { rows, chosen, summary, written, repair, regionSearch, pruning, labels: Boolean(labels) });
   } finally {
     if (!options.workDir) await rm(run.dir, { recursive: true, force: true });
   }
@@ -239,6 +247,7 @@ async function resultOf(
     chosen: OptimizeCandidate | undefined;
     summary: string;
     written: { sizeBytes: number; sha256: string; recipe: string | null };
+    repair: OptimizeResult['repair'];
     regionSearch: OptimizeResult['regionSearch'];
     pruning: OptimizeResult['pruning'];
     labels: boolean;
@@ -278,6 +287,7 @@ async function resultOf(
     candidates: r.rows,
     chosen: r.chosen?.name ?? 'fp32',
     summary: r.summary,
+    repair: r.repair,
     regionSearch: r.regionSearch,
     pruning: r.pruning,
     ...(gateFailure ? { gateFailure } : {}),

@@ -88,14 +88,14 @@ export function kindBudgetOf(b: FidelityBudget): KindBudget {
 }
 
 /**
- * The budget in words: 'SQNR >= 20 dB, top-1 agreement >= 95%' (class scores), or per kind when
- * `kinds` (output -> kind) holds other kinds ('embedding: mean cosine >= 0.99, ...'), with the
+ * The budget in words: 'SQNR >= 20 dB, top-1 agreement >= 95%' (class scores and sequences, whose
+ * top-1 floor is their sequence agreement's), or per kind when `kinds` (output -> kind) holds other kinds ('embedding: mean cosine >= 0.99, ...'), with the
  * metric's bound when there is one.
  */
 export function describeBudget(b: FidelityBudget, kinds?: Readonly<Record<string, OutputKind>>): string {
   const parts: string[] = [];
   const present = new Set(Object.values(kinds ?? {}));
-  if (b.outputsDecide !== false && present.size > 0 && [...present].some((k) => k !== 'class-scores')) {
+  if (b.outputsDecide !== false && [...present].some((k) => k !== 'class-scores' && k !== 'class-sequence')) {
     const kb = kindBudgetOf(b);
     for (const kind of OUTPUT_KINDS) if (present.has(kind)) parts.push(`${kind}: ${describeKindBudget(kind, kb)}`);
   } else {
@@ -561,6 +561,8 @@ export interface FidelityGuardResult<T> {
   steps: FallbackStep[];
   /** Re-quantize + compare runs spent (sensitivity and attempts). */
   runs: number;
+  /** The search stopped at `options.deadline` (the result is the best attempt made by then). */
+  stoppedAtDeadline?: true;
   model: Model;
   extra: T;
 }
@@ -599,9 +601,12 @@ export async function guardFidelity<T>(
   first: { model: Model; extra: T },
   makeSpace: () => FallbackSpace<T> | Promise<FallbackSpace<T>>,
   judge: FidelityJudge,
-  options: { maxUnits?: number; onProgress?: (message: string) => void } = {},
+  options: { maxUnits?: number; onProgress?: (message: string) => void; deadline?: number } = {},
 ): Promise<FidelityGuardResult<T>> {
   const progress = options.onProgress ?? (() => undefined);
+  // A caller with a time budget (optimize's repair): no new measurement starts after `deadline` (performance.now()).
+  let stopped = false;
+  const late = (): boolean => (stopped ||= options.deadline !== undefined && performance.now() > options.deadline);
   progress(`fidelity check on ${judge.data.count} held-out samples`);
   const initial = await judge.measure(first.model);
   const steps: FallbackStep[] = [{ floatNodes: [], worstSqnrDb: initial.worstSqnrDb, met: initial.met, failures: initial.failures }];
@@ -615,6 +620,7 @@ export async function guardFidelity<T>(
     sensitivity,
     steps,
     runs: judge.runs,
+    ...(stopped ? { stoppedAtDeadline: true as const } : {}),
     model: best.model,
     extra: best.extra,
   });
@@ -626,6 +632,7 @@ export async function guardFidelity<T>(
   const units = groupUnits(space.candidates, options.maxUnits);
   const sensitivity: FallbackUnit[] = [];
   for (const [i, u] of units.entries()) {
+    if (late()) return result([]);
     progress(`fallback: sensitivity ${i + 1}/${units.length}: ${u.nodes.length === 1 ? u.nodes[0] : `${u.nodes[0]} .. ${u.nodes[u.nodes.length - 1]}`}`);
     const m = await judge.measure(await space.only(u.nodes));
     const top1 = Object.values(m.outputs).find((o) => o.judged && o.top1Agreement !== null)?.top1Agreement ?? null;
@@ -652,6 +659,7 @@ export async function guardFidelity<T>(
   let lo = 0;
   let hi: number | undefined;
   for (const k of growingCounts(maxK)) {
+    if (late()) return result(sensitivity);
     if (await attempt(k)) {
       hi = k;
       break;
@@ -659,7 +667,7 @@ export async function guardFidelity<T>(
     lo = k;
   }
   if (hi !== undefined) {
-    while (hi - lo > 1) {
+    while (hi - lo > 1 && !late()) {
       const mid = Math.floor((lo + hi) / 2);
       if (await attempt(mid)) hi = mid;
       else lo = mid;

@@ -73,6 +73,12 @@ export interface ModeApplied {
    * replaces `report` (int8: its QDQ part).
    */
   guard: (judge: FidelityJudge, onProgress: (message: string) => void) => Promise<FidelityGuardResult<unknown>>;
+  /**
+   * The guard's fallback space from this result (the models with some nodes kept float, made from
+   * the pass's own settings and statistics, nothing calibrated again): optimize's repair searches it
+   * with a judge of its own.
+   */
+  space: () => Promise<FallbackSpace<unknown>>;
 }
 
 /** A mode's row in docs/quantize.md's table ("Modes: which one helps where"). */
@@ -231,6 +237,7 @@ async function nothingQuantized(report: QuantizeReport, model: Model): Promise<{
 function remade<R extends QuantizeReport>(first: { model: Model; report: R }, space: () => FallbackSpace<R>): ModeApplied {
   const applied: ModeApplied = {
     ...first,
+    space: async () => space(),
     guard: async (judge, onProgress) => {
       const { guardFidelity } = await import('./quantize-fidelity.js');
       const g = await guardFidelity({ model: first.model, extra: first.report }, space, judge, { onProgress });
@@ -294,6 +301,7 @@ export function fromInt8Context(result: { model: Model; report: Int8Report; cont
     model: result.model,
     report,
     int8: context,
+    space: async () => (await import('./quantize-guard.js')).int8FallbackSpace(context),
     guard: async (judge, onProgress) => {
       const { guardFidelity } = await import('./quantize-fidelity.js');
       const { int8FallbackSpace } = await import('./quantize-guard.js');

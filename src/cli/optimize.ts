@@ -107,7 +107,7 @@ export function registerOptimize(program: Command): void {
     .option('--iterations <n>', 'timed runs per model in the comparison, exactly (default: until every speed-up is known to +-3%, 40 to 200)', parsePositiveInt)
     .option(
       '--time-budget <duration>',
-      'time for the search (region search, pruned candidates), e.g. 10m; default 3m for the region search, no pruning',
+      'time for the search (repair, region search, pruned candidates), e.g. 10m; default 3m for the repair and region search, no pruning',
       parseDuration,
     )
     .option('--no-region-search', 'do not look for INT8 regions to keep float when static INT8 loses')

@@ -84,9 +84,9 @@ export function describeKindBudget(kind: OutputKind, b: KindBudget): string {
   const p = (x: number): string => `${+(x * 100).toFixed(1)}%`;
   switch (kind) {
     case 'class-scores':
-      return `top-1 agreement >= ${p(b.minTop1Agreement)}, SQNR >= ${b.minSqnrDb} dB`;
+      return `SQNR >= ${b.minSqnrDb} dB, top-1 agreement >= ${p(b.minTop1Agreement)}`;
     case 'class-sequence':
-      return `sequence agreement >= ${p(b.minTop1Agreement)}, SQNR >= ${b.minSqnrDb} dB`;
+      return `SQNR >= ${b.minSqnrDb} dB, sequence agreement >= ${p(b.minTop1Agreement)}`;
     case 'embedding':
       return `mean cosine >= ${b.minCosine}, nearest-neighbour agreement >= ${p(b.minNeighbourAgreement)}`;
     case 'dense-map':

@@ -69,6 +69,17 @@ function settingsLine(result: OptimizeResult): string {
   return `objective ${result.objective}, batch ${s.batchSize ?? '-'}, ${s.threads} thread(s), ${s.providers.join(',')}; ${s.precision ? `up to ${s.iterations} paired interleaved runs per model (until every speed-up was known to +-${s.precision * 100}%)` : `${s.iterations} paired interleaved runs per model`}; fidelity on ${s.samples} ${s.measuredOn} samples; budget: ${budget}${through}`;
 }
 
+function repairLines(result: OptimizeResult): string[] {
+  const r = result.repair;
+  const lines = [`repair: ${r.ran ? `${r.reason} (judged on ${r.samples} samples, ${r.seconds.toFixed(1)} s)` : r.reason}`];
+  for (const a of r.attempts) {
+    lines.push(
+      `  ${a.added ? '+' : '-'} ${a.candidate} (${formatSpeedup(a.speedup)}; ${a.missed}): ${a.result} (${a.runs} model(s) measured, ${a.seconds.toFixed(1)} s)`,
+    );
+  }
+  return lines;
+}
+
 function regionLines(result: OptimizeResult): string[] {
   const r = result.regionSearch;
   const lines = [`region search: ${r.ran ? `${r.reason} (${r.seconds.toFixed(1)} s)` : r.reason}`];
@@ -85,7 +96,7 @@ export function renderOptimizeSummary(result: OptimizeResult, options: { color?:
   const table = new Table({ head: HEAD, style: tableStyle(options.color), wordWrap: true, colWidths: [24, 24, 9, 30, 10, 8, 44] });
   table.push(baselineRow(result));
   for (const c of result.candidates) table.push(row(c, result.settings.samples));
-  const lines = [table.toString(), settingsLine(result), ...regionLines(result)];
+  const lines = [table.toString(), settingsLine(result), ...repairLines(result), ...regionLines(result)];
   lines.push('', result.summary);
   if (result.output)
     lines.push(
@@ -107,7 +118,7 @@ export function renderOptimizeMarkdown(result: OptimizeResult): string {
       .join(' | ')} |`,
   );
   for (const r of [baselineRow(result), ...result.candidates.map(row)]) out.push(`| ${r.map(cell).join(' | ')} |`);
-  out.push('', `_${settingsLine(result)}_`, '', ...regionLines(result).map((l) => (l.startsWith('  ') ? `- ${l.trim()}` : l)));
+  out.push('', `_${settingsLine(result)}_`, '', ...[...repairLines(result), ...regionLines(result)].map((l) => (l.startsWith('  ') ? `- ${l.trim()}` : l)));
   if (result.gateFailure) out.push('', `**Gate failed:** ${result.gateFailure}`);
   return `${out.join('\n')}\n`;
 }

@@ -137,6 +137,20 @@ describe('guardFidelity on a deliberately broken INT8 range (no labels)', () => 
     expect(g.final.worstSqnrDb).toBe(Math.max(...g.steps.map((s) => s.worstSqnrDb)));
   });
 
+  it('a deadline: no measurement starts after it; the best attempt so far comes back, marked stoppedAtDeadline', async () => {
+    const { model, context, good, heldOut } = await setup();
+    const judge = new FidelityJudge(model, heldOut, { minSqnrDb: 200, minTop1Agreement: 0.95 });
+    const first = await requantize(context, {});
+    // Passed before the search: the first model is measured (the caller's own), nothing more.
+    const g = await guardFidelity({ model: good, extra: first.report }, () => int8FallbackSpace(context), judge, { deadline: performance.now() - 1 });
+    expect(g).toMatchObject({ met: false, stoppedAtDeadline: true, floatNodes: [], runs: 1 });
+    expect(g.steps).toHaveLength(1);
+    // One far off: the same search as without one.
+    const later = await guardFidelity({ model: good, extra: first.report }, () => int8FallbackSpace(context), judge, { deadline: performance.now() + 600_000 });
+    expect(later.stoppedAtDeadline).toBeUndefined();
+    expect(later.steps.map((s) => s.floatNodes.length)).toEqual([0, 1, 2, 3]);
+  });
+
   it('float outputs are judged (integer ones would be reported only)', async () => {
     const { model, good, heldOut } = await setup();
     const judge = new FidelityJudge(model, heldOut, { minSqnrDb: 20, minTop1Agreement: 0.95 });
