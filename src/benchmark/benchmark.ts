@@ -19,7 +19,7 @@
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { InputError, ModelOptError, UsageError } from '../errors.js';
-import { dtypeName, isIntegerDtype } from '../ir/dtype.js';
+import { DataType, dtypeName, isIntegerDtype } from '../ir/dtype.js';
 import {
   createRunner,
   describeSpec,
@@ -315,11 +315,11 @@ async function benchmarkData(run: BenchmarkRun, baseline: LoadedModel, io: Model
     source = 'file';
   } else {
     const count = fixedBatch ?? options.maxSamples ?? DEFAULTS.randomSamples;
-    // Integer inputs may be indices (token ids, token type ids): keep them inside their tables.
-    const integerBounds = inputs.some((s) => isIntegerDtype(s.dtype)) ? await tableRowsOfIntegerInputs(baseline.file.path) : undefined;
+    // Integer inputs may be indices (token ids, token type ids): keep them inside their tables; masks are 0/1.
+    const meaning = inputs.some((s) => isIntegerDtype(s.dtype) || s.dtype === DataType.BOOL) ? await integerInputMeaning(baseline.file.path) : undefined;
     dataset = run.randomData = randomDataset(dataInputs, count, settings.seed, {
       shapeOverrides: settings.overrides,
-      integerBounds,
+      ...(meaning ? { integerBounds: meaning.bounds, masks: meaning.masks } : {}),
       constants: options.constants,
     });
     source = 'random';
@@ -821,8 +821,9 @@ async function timeInterleaved(
 
 export { describeSpec };
 
-/** Rows of the tables the baseline's integer inputs index (decodes the graph; only for integer inputs). */
-async function tableRowsOfIntegerInputs(file: string): Promise<Record<string, number>> {
-  const [{ loadModel }, { integerInputBounds }] = await Promise.all([import('../onnx/index.js'), import('../runtime/index.js')]);
-  return integerInputBounds(await loadModel(file));
+/** What the baseline's integer inputs mean: rows of the tables they index, which are masks (decodes the graph; only for integer inputs). */
+async function integerInputMeaning(file: string): Promise<{ bounds: Record<string, number>; masks: Set<string> }> {
+  const [{ loadModel }, { integerInputBounds, maskInputs }] = await Promise.all([import('../onnx/index.js'), import('../runtime/index.js')]);
+  const model = await loadModel(file);
+  return { bounds: integerInputBounds(model), masks: maskInputs(model) };
 }
