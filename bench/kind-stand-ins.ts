@@ -7,8 +7,8 @@
  *     centroids of the FP32 embeddings, Softmax): its decisions have real margins on real images
  *     (Fashion-MNIST of fixtures/) although the extractor is untrained; also composed with the
  *     extractor into one graph;
- *   - a front end ([N,1,28,112] "signal" -> [N,1,28,28] features, MatMul/Relu/MatMul then a 3x3
- *     Conv) that inverts a seeded synthesis, so front end -> extractor -> classifier is a 3-model
+ *   - a front end ([N,1,28,112] "signal" -> [N,1,28,28] features, MatMul/Relu/MatMul then 3x3
+ *     Convs) that inverts a seeded synthesis, so front end -> extractor -> classifier is a 3-model
  *     pipeline whose decisions mean something;
  *   - a BERT-style encoder: int64 input_ids / attention_mask / token_type_ids [batch, seq], word,
  *     position and type tables, LayerNormalization, per layer Q/K/V projections into
@@ -192,8 +192,8 @@ function synthesis(seed: number): { forward: Float32Array; inverse: Float32Array
 /**
  * The front end: `signal` [N,1,28,112] -> `image` [N,1,28,28]. Per row: MatMul by [P, -P] (P the
  * synthesis' pseudo-inverse), Relu, MatMul by [I; -I] (so Relu(z) - Relu(-z) = z: the image comes
- * back exactly in FP32), then a 3x3 Conv 1 -> 8 -> 1 channel pair with Relu around an identity
- * path, a small learned-looking correction. Every op quantizes.
+ * back exactly in FP32), then 3x3 Convs 1 -> 32 -> 32 -> 1 with Relu beside an identity path, a
+ * small learned-looking correction (and the work that INT8 can speed up). Every op quantizes.
  */
 export function buildFrontEnd(seed = 23): Model {
   const { inverse } = synthesis(seed);
@@ -220,29 +220,22 @@ export function buildFrontEnd(seed = 23): Model {
   );
   const rows = b.node('MatMul', [halves, b.initializer('fe.merge', DataType.FLOAT, [2 * n, n], merge)], {}, { name: 'fe.merge' });
   const randn = normals(seed + 1);
-  const up = b.node(
-    'Relu',
-    [
-      b.node(
-        'Conv',
-        [
-          rows,
-          b.initializer('fe.conv1.weight', DataType.FLOAT, [8, 1, 3, 3], randn(72, 0.3)),
-          b.initializer('fe.conv1.bias', DataType.FLOAT, [8], randn(8, 0.05)),
-        ],
-        { kernel_shape: [3, 3], pads: [1, 1, 1, 1] },
-        { name: 'fe.conv1' },
-      ),
-    ],
-    {},
-    { name: 'fe.conv1.relu' },
-  );
-  const correction = b.node(
-    'Conv',
-    [up, b.initializer('fe.conv2.weight', DataType.FLOAT, [1, 8, 3, 3], randn(72, 0.02))],
-    { kernel_shape: [3, 3], pads: [1, 1, 1, 1] },
-    { name: 'fe.conv2' },
-  );
+  const conv = (x: Value, name: string, cin: number, cout: number, scale: number, relu: boolean): Value => {
+    const y = b.node(
+      'Conv',
+      [
+        x,
+        b.initializer(`${name}.weight`, DataType.FLOAT, [cout, cin, 3, 3], randn(cout * cin * 9, scale)),
+        b.initializer(`${name}.bias`, DataType.FLOAT, [cout], randn(cout, 0.05)),
+      ],
+      { kernel_shape: [3, 3], pads: [1, 1, 1, 1] },
+      { name },
+    );
+    return relu ? b.node('Relu', [y], {}, { name: `${name}.relu` }) : y;
+  };
+  const up = conv(rows, 'fe.conv1', 1, 32, 0.3, true);
+  const mid = conv(up, 'fe.conv2', 32, 32, Math.sqrt(2 / (32 * 9)), true);
+  const correction = conv(mid, 'fe.conv3', 32, 1, 0.01, false);
   const [image] = b.node('Add', [rows, correction], {}, { name: 'fe.add', outputs: ['image'] });
   b.output(image!, DataType.FLOAT, ['N', 1, n, n]);
   return b.build();
@@ -300,6 +293,14 @@ export interface EncoderTuning {
   outlierGain?: number;
   /** Std of the position and type tables (word table 0.5); default 0.1: larger ones add a shared component to every pooled vector. */
   positionScale?: number;
+  /**
+   * How position ids are made: 'slice' (default) slices a constant [1, positions] buffer to the
+   * sequence length, as transformers' BertEmbeddings exports its `position_ids` buffer; 'range'
+   * computes Range(0, length, 1). With 'range', onnxruntime 1.30 crashes (segfault, level 'all':
+   * its GatherToSliceFusion) on any session that also fetches the Range's output, which is what
+   * model-opt's shape and calibration runs do (every tensor as an output).
+   */
+  positionIds?: 'slice' | 'range';
 }
 
 /**
@@ -310,7 +311,7 @@ export interface EncoderTuning {
  */
 export function buildEncoder(size: Partial<EncoderSize> = {}, seed = 31, tuning: EncoderTuning = {}): Model {
   const { layers, hidden: H, heads, ffn: F, vocab: V, positions: P } = { ...DEFAULT_ENCODER, ...size };
-  const { update = 1, outlierGain = 1, qk = 1, positionScale = 0.1 } = tuning;
+  const { update = 1, outlierGain = 1, qk = 1, positionScale = 0.1, positionIds: positionOp = 'slice' } = tuning;
   const randn = normals(seed);
   const b = new GraphBuilder({ opset: 17, opsets: { 'com.microsoft': 1 } });
   const i64 = (name: string, values: number[], dims = [values.length]) => b.initializer(name, DataType.INT64, dims, BigInt64Array.from(values, BigInt));
@@ -341,7 +342,24 @@ export function buildEncoder(size: Partial<EncoderSize> = {}, seed = 31, tuning:
   const word = b.node('Gather', [b.initializer('embeddings.word', DataType.FLOAT, [V, H], randn(V * H, 0.5)), ids], { axis: 0 }, { name: 'embeddings.word' });
   const idsShape = b.node('Shape', [ids], {}, { name: 'embeddings.shape' });
   const length = b.node('Gather', [idsShape, i64('embeddings.seq_axis', [1], [])], { axis: 0 }, { name: 'embeddings.length' });
-  const positionIds = b.node('Range', [i64('embeddings.zero', [0], []), length, i64('embeddings.one', [1], [])], {}, { name: 'embeddings.range' });
+  const positionIds =
+    positionOp === 'range'
+      ? b.node('Range', [i64('embeddings.zero', [0], []), length, i64('embeddings.one', [1], [])], {}, { name: 'embeddings.range' })
+      : b.node(
+          'Slice',
+          [
+            i64(
+              'embeddings.position_ids_buffer',
+              Array.from({ length: P }, (_, i) => i),
+              [1, P],
+            ),
+            i64('embeddings.slice_start', [0]),
+            b.node('Unsqueeze', [length, i64('embeddings.slice_axis0', [0])], {}, { name: 'embeddings.slice_end' }),
+            i64('embeddings.slice_axes', [1]),
+          ],
+          {},
+          { name: 'embeddings.position_ids' },
+        );
   const position = b.node(
     'Gather',
     [b.initializer('embeddings.position', DataType.FLOAT, [P, H], randn(P * H, positionScale)), positionIds],
