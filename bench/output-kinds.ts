@@ -184,7 +184,7 @@ console.log(
 interface CliRow {
   name: string;
   command: string;
-  exit: number | null;
+  exit: number | string | null;
   chosen: string;
   speedup: string;
   judged: string;
@@ -192,7 +192,8 @@ interface CliRow {
   note: string;
 }
 
-function cli(command: string[]): { status: number | null; json: Record<string, unknown> | null; stderr: string } {
+/** The exit code, or the signal that ended the process (onnxruntime crashes end it with SIGSEGV). */
+function cli(command: string[]): { status: number | string | null; json: Record<string, unknown> | null; stderr: string } {
   const run = spawnSync(process.execPath, ['bin/model-opt.js', ...command, '--json', ...passThrough], {
     encoding: 'utf8',
     env: { ...process.env, CI: 'true' },
@@ -204,7 +205,7 @@ function cli(command: string[]): { status: number | null; json: Record<string, u
   } catch {
     json = null;
   }
-  return { status: run.status, json, stderr: run.stderr };
+  return { status: run.status ?? run.signal, json, stderr: run.stderr };
 }
 
 const hasFlag = (command: string, name: string): boolean =>
