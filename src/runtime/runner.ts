@@ -263,6 +263,9 @@ export async function modelLabel(model: Model | Uint8Array | string, label?: str
   return label === undefined || label.includes(file) ? (label ?? file) : `${file} (${label})`;
 }
 
+/** The onnxruntime optimizer that crashes (segfault, 1.30) when the Range feeding a Gather is fetched, as capture sessions do. */
+export const CAPTURE_CRASHING_OPTIMIZER = 'GatherToSliceFusion';
+
 /** The onnxruntime optimizer that crashes on ir/batch-transpose-matmul's pattern (lower-case m in Matmul). */
 export const CRASHING_OPTIMIZER = 'MatmulTransposeFusion';
 
@@ -647,6 +650,10 @@ async function openRunner(model: Model | Uint8Array | string, options: RunnerOpt
 
   const level = options.graphOptimizationLevel ?? 'all';
   const guard = await crashGuard(model, level, label, options.onWarning !== undefined);
+  // A capture session fetches inner values: onnxruntime 1.30's GatherToSliceFusion segfaults when
+  // the Range feeding a Gather (BERT-style position ids) is one of them. The rewrite only saves a
+  // copy; the values are the same without it.
+  if (extraOutputs.length > 0 && level !== 'disabled' && level !== 'basic') guard.disable = [...guard.disable, CAPTURE_CRASHING_OPTIMIZER];
 
   let started: { session: Ort.InferenceSession; providers: string[] };
   // Folder still to remove at release(), where the OS refused to delete a file onnxruntime holds.
