@@ -76,10 +76,14 @@ function summaryOf(run: OptimizeRun, rows: OptimizeCandidate[], chosen: Optimize
   const noneBuilt = changed.length > 0 && failed.length === changed.length;
   if (chosen) {
     const fid = chosen.fidelity!;
+    // Outputs of other kinds than class scores: the values they were judged on ('cos 0.9994, nn 90%').
+    const byKind = Object.values(fid.outputs ?? {}).filter((o) => o.kind !== 'class-scores' && o.kind !== 'class-sequence' && o.kind !== 'state');
     const fidText =
       fid.accuracyDropPoints !== null
         ? `accuracy drop ${fid.accuracyDropPoints.toFixed(2)}pt`
-        : `SQNR ${fid.sqnrDb === null ? 'n/a' : Number.isFinite(fid.sqnrDb) ? `${fid.sqnrDb.toFixed(1)} dB` : 'inf'}`;
+        : byKind.length > 0
+          ? byKind.map((o) => `${o.kind} ${o.short}`).join('; ')
+          : `SQNR ${fid.sqnrDb === null ? 'n/a' : Number.isFinite(fid.sqnrDb) ? `${fid.sqnrDb.toFixed(1)} dB` : 'inf'}`;
     chosen.reason =
       select === 'first'
         ? `the first listed candidate within the budget (select: first); ${x(chosen.speedup!)}`
