@@ -3,8 +3,8 @@
  * vector) with a reference: the cosine of each vector (along the last axis), the cosine of each
  * sample's pooled vector (the mean over its vectors, weighted by a mask when given: the
  * mean-pooling of a sentence encoder over its real tokens), and nearest-neighbour agreement across
- * the samples (does each sample's most similar other sample stay the same: what retrieval and
- * clustering depend on). Streaming, except the pooled vectors, kept for the neighbours (at most
+ * the samples (does each sample's nearest other sample, by distance, stay the same: what
+ * retrieval and clustering depend on). Streaming, except the pooled vectors, kept for the neighbours (at most
  * MAX_NEIGHBOUR_SAMPLES). Pure and deterministic.
  * Imports: nothing.
  */
@@ -45,30 +45,44 @@ function cosine(a: ArrayLike<number>, b: ArrayLike<number>, offsetA: number, off
   return dot / Math.sqrt(na * nb);
 }
 
-/** Index of each row's most similar other row (cosine; ties to the lower index); rows are unit-normalized here. */
+/**
+ * Index of each row's nearest other row by Euclidean distance (ties to the lower index). Not by
+ * cosine: features with a common offset (pooled ReLU maps, raw encoder states) all point almost the
+ * same way, so their cosine ranking turns on the 5th decimal, where any noise reorders it; the
+ * distance ignores the common part. For L2-normalized embeddings the two rankings are the same.
+ */
 export function nearestNeighbours(rows: readonly Float64Array[]): Int32Array {
-  const unit = rows.map((r) => {
-    let n = 0;
-    for (const x of r) n += x * x;
-    const s = n > 0 ? 1 / Math.sqrt(n) : 0;
-    return r.map((x) => x * s);
-  });
-  const out = new Int32Array(rows.length).fill(-1);
-  for (let i = 0; i < unit.length; i++) {
-    let best = -Infinity;
-    for (let j = 0; j < unit.length; j++) {
+  return Int32Array.from(nearestK(rows, 1), (r) => r[0] ?? -1);
+}
+
+/** Each row's `k` nearest other rows by Euclidean distance, nearest first (ties to the lower index). */
+export function nearestK(rows: readonly Float64Array[], k: number): number[][] {
+  return rows.map((a, i) => {
+    const d: [number, number][] = [];
+    for (let j = 0; j < rows.length; j++) {
       if (j === i) continue;
-      let dot = 0;
-      const a = unit[i]!;
-      const b = unit[j]!;
-      for (let k = 0; k < a.length; k++) dot += a[k]! * b[k]!;
-      if (dot > best) {
-        best = dot;
-        out[i] = j;
-      }
+      const b = rows[j]!;
+      let s = 0;
+      for (let x = 0; x < a.length; x++) s += (a[x]! - b[x]!) ** 2;
+      d.push([s, j]);
     }
-  }
-  return out;
+    d.sort((p, q) => p[0] - q[0] || p[1] - q[1]);
+    return d.slice(0, k).map((p) => p[1]);
+  });
+}
+
+/**
+ * Of each row's nearest other row in `reference`, whether it is among its `k` nearest in
+ * `candidate` (k = 1: the nearest neighbour kept exactly): the fraction that are.
+ */
+export function neighbourRecall(reference: readonly Float64Array[], candidate: readonly Float64Array[], k: number): number {
+  const r = nearestNeighbours(reference);
+  const c = nearestK(candidate, k);
+  let kept = 0;
+  r.forEach((j, i) => {
+    if (c[i]!.includes(j)) kept++;
+  });
+  return r.length > 0 ? kept / r.length : 1;
 }
 
 /**
