@@ -23,7 +23,7 @@ export interface EmbeddingAgreement {
   pooledCosine?: { mean: number; min: number; masked: boolean };
   samples: number;
   /**
-   * Fraction of samples whose nearest other sample (cosine of the pooled vectors) is the same for
+   * Fraction of samples whose nearest other sample (Euclidean distance of the pooled vectors) is the same for
    * the candidate as for the reference; null below 3 samples.
    */
   neighbourAgreement: number | null;

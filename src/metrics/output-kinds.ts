@@ -52,11 +52,11 @@ export interface KindBudget {
 /**
  * The defaults. Class scores: 20 dB and 95% top-1 agreement (measured on the issue-15 families,
  * DEFAULT_FIDELITY_BUDGET in app/quantize-fidelity.ts). Embeddings: a mean cosine of 0.99 and 80%
- * of the nearest neighbours kept (bench/output-kinds.ts: every INT8 variant of a conv embedding
- * kept cosine >= 0.9986 and 84.6-88.2% of the nearest neighbours among 500 samples with the
- * classifier's decisions at 96.4-97.9% of FP32's, while weight noise that cost 10 points of
- * decisions fell to 0.9944 and 73.4%; a sentence encoder's INT8 variants 0.9995+ and 94.5-97.7%,
- * its int4 0.977 and 60%). Probabilities: 95% of the decisions and no error over 0.1; probability
+ * of the nearest neighbours kept (bench/output-kinds.ts, on 64 held-out samples as the guard sees
+ * them: every INT8 variant of a conv embedding kept cosine >= 0.9986 and 85.9-90.6% of the
+ * neighbours with the classifier's decisions at 96.4-97.9% of FP32's, while weight noise that cost
+ * 10 points of decisions fell to 0.9944 and 79.7%; a sentence encoder's INT8 variants 0.9995+ and
+ * 95.3-98.4%, its int4 0.977 and 57.8%). Probabilities: 95% of the decisions and no error over 0.1; probability
  * maps: 99% of the thresholded elements. docs/quantize.md, "What each output is judged on".
  */
 export const DEFAULT_KIND_BUDGET: Readonly<KindBudget> = Object.freeze({

@@ -41,8 +41,14 @@ async function files(): Promise<{ model: string; data: string }> {
   await saveModel(b.build(), model);
   const data = path.join(dir, 'features.npz');
   const n = 164;
-  // Normal-ish values (a sum of uniforms), so each channel's mean over the 4x4 map varies by ~0.15.
-  const values = Float32Array.from({ length: n * 1024 }, () => 0.5 * (next() + next() + next() + next() - 2));
+  // Normal-ish values (a sum of uniforms), so each channel's mean over the 4x4 map varies by ~0.15;
+  // samples come in pairs (two views of one thing, as crops of one image or two utterances of one
+  // word): each one's nearest neighbour is its pair, as in real data with structure.
+  const values = new Float32Array(n * 1024);
+  for (let k = 0; k < n; k += 2) {
+    for (let i = 0; i < 1024; i++) values[k * 1024 + i] = 0.5 * (next() + next() + next() + next() - 2);
+    for (let i = 0; i < 1024; i++) values[(k + 1) * 1024 + i] = values[k * 1024 + i]! + 0.05 * (next() - 0.5);
+  }
   await writeNpz(data, { features: { dims: [n, 64, 4, 4], dtype: DataType.FLOAT, data: values } });
   return { model, data };
 }

@@ -108,7 +108,7 @@ describe('judging by kind', () => {
     expect(asScores.failures.join()).toMatch(/'emb': top-1 agreement/);
     expect(asEmbedding.met).toBe(true);
     expect(asEmbedding.judgedOn).toMatch(/^mean cosine (0\.99\d\d|1\.0000)/);
-    expect(asEmbedding.judgedOn).toMatch(/nearest-neighbour agreement 100\.0% of 32 samples/);
+    expect(asEmbedding.judgedOn).toMatch(/nearest-neighbour agreement (9\d|100)\.\d% of 32 samples/);
   });
 
   it('an embedding that lost its direction misses: cosine and nearest neighbours', () => {
