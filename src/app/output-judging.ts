@@ -12,7 +12,6 @@ import { modelInputSpecs, modelOutputSpecs } from '../ir/io-spec.js';
 import { detectOutputKinds, type DetectedKind } from '../analysis/output-kinds.js';
 import { OUTPUT_KINDS, parseOutputKind, type OutputKind } from '../metrics/output-kinds.js';
 import { matchStage } from '../runtime/pipeline.js';
-import type { IoSpec } from '../runtime/index.js';
 
 export interface JudgedOutputs {
   /** The downstream FP32 models, parsed once, in order. */
@@ -36,9 +35,6 @@ export function parseOutputKinds(entries: readonly string[]): Record<string, Out
   return out;
 }
 
-/** A stand-in Runner with only the specs, for matching a chain before any session exists. */
-const specsOf = (model: Model): { inputs: IoSpec[]; outputs: IoSpec[] } => ({ inputs: modelInputSpecs(model), outputs: modelOutputSpecs(model) });
-
 /**
  * Parse the downstream models (a file onnxruntime cannot read is an InputError naming it), check
  * the chain from `model`, and settle each judged output's kind.
@@ -54,10 +50,10 @@ export async function judgedOutputs(
     let previous = { outputs: modelOutputSpecs(model), label: modelLabel };
     for (const file of options.downstream) {
       const m = await loadModel(file);
-      const specs = specsOf(m);
-      matchStage(previous.outputs, previous.label, { ...specs, run: async () => ({}), release: async () => undefined }, file);
+      // The chain is checked on the declared inputs and outputs, before any session exists.
+      matchStage(previous.outputs, previous.label, { inputs: modelInputSpecs(m) }, file);
       downstream.push({ model: m, label: file });
-      previous = { outputs: specs.outputs, label: file };
+      previous = { outputs: modelOutputSpecs(m), label: file };
     }
   }
   const judged = downstream.length ? downstream[downstream.length - 1]!.model : model;

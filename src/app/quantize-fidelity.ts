@@ -1,7 +1,9 @@
 /**
  * The fidelity guard: after quantizing (any mode), compare the model with FP32 on held-out samples
- * (not used to set the ranges), per output: SQNR and cosine on every output, top-1 agreement on
- * class-score outputs, sequence agreement on per-step class scores [N, T, C], and optionally a task metric with its own budget. No labels needed. When
+ * (not used to set the ranges), each output by what it means (its kind: analysis/output-kinds.ts,
+ * judged by metrics/output-kinds.ts: class scores by top-1 agreement and SQNR, per-step scores by
+ * sequence agreement, embeddings by cosine and nearest neighbours, ...), after the `--downstream`
+ * FP32 models when given, and optionally a task metric with its own budget. No labels needed. When
  * the budget fails, the automatic float fallback ranks the candidate nodes (or blocks of them) by
  * the output SQNR with only that unit quantized, on the same held-out data, and keeps the fewest
  * of the most sensitive in float until the budget holds: k = 1, 2, 4, 8, ... units, then bisection

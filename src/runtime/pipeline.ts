@@ -18,7 +18,7 @@ export interface DownstreamStage {
 }
 
 /** For each input of `next`, the output of `outputs` that feeds it; a UsageError naming both models when one has none. */
-export function matchStage(outputs: readonly IoSpec[], previous: string, next: Runner, label: string): Record<string, string> {
+export function matchStage(outputs: readonly IoSpec[], previous: string, next: { readonly inputs: readonly IoSpec[] }, label: string): Record<string, string> {
   const names = new Set(outputs.map((o) => o.name));
   const feeds = Object.create(null) as Record<string, string>;
   const missing = next.inputs.filter((i) => !names.has(i.name));
