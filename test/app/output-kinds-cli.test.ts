@@ -34,7 +34,11 @@ async function files(): Promise<{ model: string; data: string }> {
   const b = new GraphBuilder({ opset: 17 });
   const x = b.input('features', DataType.FLOAT, ['batch', 64, 4, 4]);
   const w = Float32Array.from({ length: 64 * 64 }, (_, i) => (i % 65 === 0 ? 1 : 0) + 0.02 * (next() - 0.5));
-  const c = b.node('Conv', [x, b.initializer('w', DataType.FLOAT, [64, 64, 1, 1], w), b.initializer('bias', DataType.FLOAT, [64], new Float32Array(64).fill(10))]);
+  const c = b.node('Conv', [
+    x,
+    b.initializer('w', DataType.FLOAT, [64, 64, 1, 1], w),
+    b.initializer('bias', DataType.FLOAT, [64], new Float32Array(64).fill(10)),
+  ]);
   const e = b.node('Flatten', [b.node('GlobalAveragePool', [c])], { axis: 1 }, { outputs: ['embedding'] })[0]!;
   b.output(e, DataType.FLOAT, ['batch', 64]);
   const model = path.join(dir, 'extractor.onnx');
@@ -57,7 +61,17 @@ describe('an embedding output judged as an embedding (issue 30)', () => {
   it('met with 0 nodes float as an embedding; as class scores the argmax flips and the guard keeps nodes float', async () => {
     const { model, data } = await files();
     const quantize = async (extra: string[]): Promise<FidelityReport & { enabled: true }> => {
-      const r = await runInProcess(['quantize', model, '-o', path.join(dir, `q${extra.length}.onnx`), '--calibration-data', data, '--json', '--force', ...extra]);
+      const r = await runInProcess([
+        'quantize',
+        model,
+        '-o',
+        path.join(dir, `q${extra.length}.onnx`),
+        '--calibration-data',
+        data,
+        '--json',
+        '--force',
+        ...extra,
+      ]);
       expect([0, 1]).toContain(r.code);
       const f = (JSON.parse(r.stdout) as { fidelity: FidelityReport }).fidelity;
       if (!f.enabled) throw new Error('guard off');

@@ -1,5 +1,6 @@
-// Runner over onnxruntime-node on tiny ONNX node-test models from Debian's libonnx-testdata,
-// with outputs checked against hand-computed numbers.
+// Runner over onnxruntime-node on tiny ONNX node-test models from Debian's libonnx-testdata (the
+// same models built from code where the package is absent, said once: test/helpers/node-tests.ts), with outputs checked
+// against hand-computed numbers.
 import { existsSync, writeFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,12 +9,12 @@ import { InputError, UsageError } from '../../src/errors.js';
 import { DataType, float16ToFloat32, float32ToFloat16, type TensorData } from '../../src/ir/dtype.js';
 import { GraphBuilder, type Value } from '../../src/ir/index.js';
 import { createRunner } from '../../src/runtime/runner.js';
+import { nodeTestModelFile, type NodeTestName } from '../helpers/node-tests.js';
 
-const NODE = '/usr/share/libonnx-testdata/data/node';
-const model = (name: string) => join(NODE, name, 'model.onnx');
-const haveTestdata = existsSync(model('test_add'));
 const tmp = mkdtempSync(join(tmpdir(), 'model-opt-rt-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+const model = (name: NodeTestName): string => nodeTestModelFile(name, tmp);
 
 async function failure(p: Promise<unknown>): Promise<Error> {
   const e = await p.then(
@@ -25,7 +26,7 @@ async function failure(p: Promise<unknown>): Promise<Error> {
   return e as Error;
 }
 
-describe.skipIf(!haveTestdata)('createRunner', () => {
+describe('createRunner', () => {
   it('Add: specs from the session and x + y', async () => {
     const runner = await createRunner(model('test_add'), { intraOpThreads: 1, graphOptimizationLevel: 'basic' });
     expect(runner.inputs).toEqual([
