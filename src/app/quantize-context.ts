@@ -54,6 +54,8 @@ export interface QuantizeContext {
   onWarning: (message: string) => void;
   onProgress: (message: string) => void;
   timings: QuantizeTiming[];
+  /** When the run began (performance.now()): its load included, so the phases add up to its time. */
+  startedAt: number;
   /** Close the current phase: its time since the last lap. */
   lap: (phase: QuantizePhase) => void;
   /** Close several phases at once: `parts` as timed by a pass, `rest` the remainder since the last lap. */
@@ -158,11 +160,13 @@ export async function contextFrom(
   }
   const loaded = samplesToLoad(options, mode);
   const calibration = inputs.calibration && inputs.calibration.count > loaded ? take(inputs.calibration, loaded) : inputs.calibration;
-  let mark = from.startedAt ?? performance.now();
+  const startedAt = from.startedAt ?? performance.now();
+  let mark = startedAt;
   const timings: QuantizeTiming[] = [];
   return {
     options,
     mode,
+    startedAt,
     model: inputs.model,
     specs: inputs.specs,
     calibration,

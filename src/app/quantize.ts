@@ -258,7 +258,6 @@ export async function quantizeFromInputs(
 async function runQuantizeSteps(ctx: QuantizeContext, output: string, settings: QuantizeStepSettings): Promise<QuantizeResult> {
   const { options } = ctx;
   try {
-    const started = performance.now();
     await planStep(ctx);
     ctx.lap('load');
     await applyStep(ctx, settings.applied);
@@ -274,7 +273,7 @@ async function runQuantizeSteps(ctx: QuantizeContext, output: string, settings: 
       qat: ctx.qat,
       warnings: ctx.warnings,
     };
-    const seconds = (): number => (performance.now() - started) / 1000;
+    const seconds = (): number => (performance.now() - ctx.startedAt) / 1000;
     if (gateFailure && !options.force) {
       const checks = { ran: false, inputs: null, note: 'nothing written' };
       return { ...common, output: null, seconds: seconds(), report: ctx.report!, agreement: null, checks, gateFailure, timings: ctx.timings };

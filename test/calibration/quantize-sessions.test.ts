@@ -56,6 +56,9 @@ describe('quantizeWorkflow: the written file checked in one session, phases time
     const result = await quantizeWorkflow({ model: MODEL, output, mode: 'int8', calibrationData: CALIB });
     expect(result.timings.map((t) => t.phase)).toEqual(['load', 'preprocess', 'shapes', 'calibration', 'qdq', 'fidelity', 'write-and-check', 'fusion-check']);
     for (const t of result.timings) expect(t.seconds).toBeGreaterThanOrEqual(0);
+    // The phases partition the run: their sum is the run's time (to rounding), not a number each.
+    const total = result.timings.reduce((a, t) => a + t.seconds, 0);
+    expect(Math.abs(total - result.seconds)).toBeLessThan(0.05 + 0.02 * result.seconds);
     // The held-out samples 100-163 of the calibration file (fidelity.heldOut) against FP32, fresh sessions.
     const fp32 = await loadModel(MODEL);
     const all = await loadDataset(CALIB, modelInputSpecs(fp32));
