@@ -72,6 +72,12 @@ export interface OptimizeOptions {
   iterations?: number;
   /** Timed runs per model in each region-search step (default 100). */
   stepIterations?: number;
+  /**
+   * A work budget for the pruned candidates instead of the clock: each width distills exactly this
+   * many epochs, whatever the time budget (which still decides whether pruning runs). For
+   * reproducible runs and tests on loaded machines; library only.
+   */
+  pruneEpochs?: number;
   /** The search's time budget: region search and pruned candidates stop when it is spent (default DEFAULT_SEARCH_SECONDS for the region search; no pruning without it). */
   timeBudgetMs?: number;
   /** Search regions of static INT8 to keep float when it loses (default true; a recipe turns it off unless it says so). */

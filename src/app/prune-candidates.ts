@@ -58,6 +58,12 @@ export interface PruneDistillOptions extends WorkflowEvents {
   minTop1Agreement?: number;
   /** Most epochs per width however much time is left (default 30). */
   maxEpochs?: number;
+  /**
+   * A work budget instead of the wall clock: every width distills exactly this many epochs, and
+   * the time budget no longer cuts a width or its training (reproducible runs and tests, where a
+   * loaded machine must not change the outcome).
+   */
+  epochsPerWidth?: number;
   /** Skip the speed pre-check (distill every width). */
   skipSpeedCheck?: boolean;
   /** The output distillation matches (default: the model's first output). */
@@ -268,6 +274,11 @@ async function probeTrainingSpeed(s: PruneSearch, pruned: Model, label: string):
 /** How long width i may distill: its epochs (undefined, with a warning, when not even MIN_EPOCHS fit). */
 function planEpochs(s: PruneSearch, i: number, label: string): { epochs: number; steps: number; epochSeconds: number } | undefined {
   const { train, trainBatch, overheadSeconds } = s;
+  const fixed = s.options.epochsPerWidth;
+  if (fixed !== undefined) {
+    const steps = Math.max(1, Math.floor(train.count / trainBatch));
+    return { epochs: fixed, steps, epochSeconds: (steps * trainBatch) / s.samplesPerSecond! };
+  }
   // This width's share of what is left: an even split over the widths still to try.
   const share = secondsLeft(s) / (s.widths.length - i);
   const trainSeconds = share - overheadSeconds * 1.2 - 0.5;
@@ -430,7 +441,10 @@ export async function pruneDistillCandidates(
   events: WorkflowEvents = {},
 ): Promise<PruneDistillCandidate[]> {
   const started = performance.now();
-  const deadline = started + options.timeBudgetMs;
+  // A work budget (epochsPerWidth) replaces the deadline: the outcome must not depend on the machine.
+  const deadline = options.epochsPerWidth !== undefined ? Infinity : started + options.timeBudgetMs;
+  if (options.epochsPerWidth !== undefined && !(Number.isInteger(options.epochsPerWidth) && options.epochsPerWidth >= 1))
+    throw new UsageError(`epochs per width must be a positive integer, got ${options.epochsPerWidth}`);
   const progress = events.onProgress ?? options.onProgress ?? (() => undefined);
   const warn = events.onWarning ?? options.onWarning ?? (() => undefined);
   const widths = [...(options.widths ?? DEFAULT_PRUNE_WIDTHS)];

@@ -299,58 +299,57 @@ describe('optimize where static INT8 is slower (hard-swish / squeeze-excite stan
   });
 });
 
-// A search bounded by wall time: how many distillation epochs fit decides the outcome. Under V8
-// coverage instrumentation (.ci/run sets MODEL_OPT_COVERAGE=1) training runs markedly slower and a
-// CI run once ended with no candidate finished in the budget, so this runs in plain `npm test` only.
-describe.skipIf(process.env['MODEL_OPT_COVERAGE'] === '1')(
-  'optimize --time-budget: pruned + distilled where no INT8 mix is faster (hard-swish / squeeze-excite)',
-  () => {
-    let result: OptimizeResult;
-    const budgetSeconds = 60;
-    beforeAll(async () => {
-      const { model } = await fittedHardSwishClassifier();
-      await saveModel(model, out('hs-budget.onnx'));
-      await writeNpz(out('hs-budget-calib.npz'), { image: textureImages(48, 21).image });
-      // Unlabelled training inputs for distillation, and held-out inputs of another seed.
-      await writeNpz(out('hs-budget-train.npz'), { image: textureImages(256, 33).image });
-      await writeNpz(out('hs-budget-eval.npz'), { image: textureImages(200, 10).image });
-      result = await optimizeWorkflow({
-        model: out('hs-budget.onnx'),
-        output: out('hs-budget.opt.onnx'),
-        calibrationData: out('hs-budget-calib.npz'),
-        trainData: out('hs-budget-train.npz'),
-        evalData: out('hs-budget-eval.npz'),
-        iterations: 150,
-        stepIterations: 60,
-        timeBudgetMs: budgetSeconds * 1000,
-        // How many distillation epochs fit depends on the machine: a 90% agreement budget (the
-        // default is 95%) keeps this test about the choice, not about a loaded CI host's speed.
-        minTop1Agreement: 0.9,
-      });
-    }, 180_000);
-
-    it('writes a pruned + distilled model, significantly faster and within the fidelity budget, and says how long the search took', () => {
-      const int8 = result.candidates.find((c) => c.name === 'int8')!;
-      expect(int8.speedup!.verdict).not.toBe('faster');
-      const chosen = result.candidates.find((c) => c.status === 'chosen');
-      const table = JSON.stringify({
-        candidates: result.candidates.map((c) => [c.name, c.speedup?.estimate, c.fidelity?.top1Agreement, c.reason]),
-        pruning: result.pruning,
-        warnings: result.warnings,
-      });
-      expect(chosen, table).toBeDefined();
-      expect(chosen!.name, table).toMatch(/^pruned-/);
-      expect(chosen!.speedup!.low).toBeGreaterThan(1);
-      expect(chosen!.withinBudget).toBe(true);
-      expect(chosen!.fidelity!.top1Agreement).toBeGreaterThanOrEqual(result.budget.minTop1Agreement);
-      expect(chosen!.description).toMatch(/distilled from FP32 without labels/);
-      expect(result.chosen).toBe(chosen!.name);
-      expect(existsSync(out('hs-budget.opt.onnx'))).toBe(true);
-      // The search time is reported and kept within the budget (slack: the final comparison and the write).
-      expect(result.pruning.ran).toBe(true);
-      expect(result.pruning.reason).toMatch(/pruned \+ distilled candidate\(s\) in \d+ s/);
-      expect(result.pruning.seconds).toBeGreaterThan(0);
-      expect(result.seconds).toBeLessThan(budgetSeconds + 40);
+// A search bounded by work, not wall time (issue 36 item 4): with `pruneEpochs` every width
+// distills a fixed number of epochs, so a loaded machine or V8 coverage (.ci/run) changes how long
+// it takes, not what it finds. (Bounded by the clock, a CI run under coverage once finished no
+// candidate in the budget.)
+describe('optimize --time-budget: pruned + distilled where no INT8 mix is faster (hard-swish / squeeze-excite)', () => {
+  let result: OptimizeResult;
+  const budgetSeconds = 60;
+  beforeAll(async () => {
+    const { model } = await fittedHardSwishClassifier();
+    await saveModel(model, out('hs-budget.onnx'));
+    await writeNpz(out('hs-budget-calib.npz'), { image: textureImages(48, 21).image });
+    // Unlabelled training inputs for distillation, and held-out inputs of another seed.
+    await writeNpz(out('hs-budget-train.npz'), { image: textureImages(256, 33).image });
+    await writeNpz(out('hs-budget-eval.npz'), { image: textureImages(200, 10).image });
+    result = await optimizeWorkflow({
+      model: out('hs-budget.onnx'),
+      output: out('hs-budget.opt.onnx'),
+      calibrationData: out('hs-budget-calib.npz'),
+      trainData: out('hs-budget-train.npz'),
+      evalData: out('hs-budget-eval.npz'),
+      iterations: 150,
+      stepIterations: 60,
+      timeBudgetMs: budgetSeconds * 1000,
+      pruneEpochs: 8,
+      // Eight epochs of 256 samples: a 90% agreement budget (the default is 95%) keeps this test
+      // about the choice, not about how far a short distillation gets.
+      minTop1Agreement: 0.9,
     });
-  },
-);
+  }, 180_000);
+
+  it('writes a pruned + distilled model, significantly faster and within the fidelity budget, and says how long the search took', () => {
+    const int8 = result.candidates.find((c) => c.name === 'int8')!;
+    expect(int8.speedup!.verdict).not.toBe('faster');
+    const chosen = result.candidates.find((c) => c.status === 'chosen');
+    const table = JSON.stringify({
+      candidates: result.candidates.map((c) => [c.name, c.speedup?.estimate, c.fidelity?.top1Agreement, c.reason]),
+      pruning: result.pruning,
+      warnings: result.warnings,
+    });
+    expect(chosen, table).toBeDefined();
+    expect(chosen!.name, table).toMatch(/^pruned-/);
+    expect(chosen!.speedup!.low).toBeGreaterThan(1);
+    expect(chosen!.withinBudget).toBe(true);
+    expect(chosen!.fidelity!.top1Agreement).toBeGreaterThanOrEqual(result.budget.minTop1Agreement);
+    expect(chosen!.description).toMatch(/distilled from FP32 without labels/);
+    expect(result.chosen).toBe(chosen!.name);
+    expect(existsSync(out('hs-budget.opt.onnx'))).toBe(true);
+    // The search time is reported and kept within the budget (slack: the final comparison and the write).
+    expect(result.pruning.ran).toBe(true);
+    expect(result.pruning.reason).toMatch(/pruned \+ distilled candidate\(s\) in \d+ s/);
+    expect(result.pruning.seconds).toBeGreaterThan(0);
+    expect(chosen!.description).toMatch(/8 epochs of \d+ samples/);
+  });
+});
