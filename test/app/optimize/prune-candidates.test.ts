@@ -1,6 +1,6 @@
 /**
  * Pruned + distilled candidates (issue 16 item 2) on the hard-swish/squeeze-excite stand-in, where
- * every INT8 variant is slower than FP32: within a ~35 s budget at least one candidate is written,
+ * every INT8 variant is slower than FP32: with 10 epochs per width at least one candidate is written,
  * it loads in onnxruntime, has fewer output channels, is faster than FP32 at batch 1 / 1 thread
  * (paired benchmark) and agrees with FP32's top-1 on held-out images. Plus the budget rules: a
  * budget too short for one epoch writes nothing and says why.
@@ -55,18 +55,14 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 describe('pruneDistillCandidates', () => {
   let candidates: PruneDistillCandidate[];
   const warnings: string[] = [];
-  let seconds: number;
 
-  it('writes at least one candidate within a 35 s budget', async () => {
-    const t0 = performance.now();
-    candidates = await pruneDistillCandidates(model, train, { dir, timeBudgetMs: 35_000, evalData: held, onWarning: (w) => warnings.push(w) });
-    seconds = (performance.now() - t0) / 1000;
+  it('writes at least one candidate with a work budget of 10 epochs per width', async () => {
+    // Work, not wall time (issue 36): the outcome must not depend on how loaded the machine is.
+    candidates = await pruneDistillCandidates(model, train, { dir, timeBudgetMs: 35_000, epochsPerWidth: 10, evalData: held, onWarning: (w) => warnings.push(w) });
     expect(candidates.length, warnings.join('\n')).toBeGreaterThanOrEqual(1);
-    // The budget is kept (a little slack: the last write and agreement run after the last check).
-    expect(seconds).toBeLessThan(35 + 5);
     for (const c of candidates) {
       expect(path.dirname(c.path)).toBe(dir);
-      expect(c.distill.epochs).toBeGreaterThanOrEqual(1);
+      expect(c.distill.epochs).toBe(10);
       expect(c.distill.loss).toBe('kd'); // logits [N, 2]: soft targets
       expect(c.seconds).toBeGreaterThan(0);
     }
@@ -104,11 +100,11 @@ describe('pruneDistillCandidates', () => {
     const speedup = result.models[1]!.latency[0]!.speedup!;
     expect(speedup.estimate, JSON.stringify(speedup)).toBeGreaterThan(1);
     // Top-1 agreement with FP32 on 400 held-out images. FP32 is confident (97.3%, mean |logit
-    // margin| 5.2) and a constant prediction agrees 51%; pruning alone keeps ~48%, and 35 s of
-    // distillation on these 102 training images reached 76% (0.7) / 60% (0.5) with Adam 1e-3
-    // (docs/optimize.md). The floors sit above chance; test/app/optimize/optimize.test.ts checks the
-    // full budget with more training data.
-    expect(c.distill.agreement).toBeGreaterThanOrEqual(c.width >= 0.7 ? 0.7 : 0.65);
+    // margin| 5.2) and a constant prediction agrees 51%; pruning alone keeps ~48%, and 10 epochs of
+    // distillation on these 102 training images reached 90% at width 0.7 (2026-12-03; earlier, 35 s
+    // of the clock gave 76%). The floors sit above chance; test/app/optimize/optimize.test.ts checks
+    // the full search with more training data.
+    expect(c.distill.agreement).toBeGreaterThanOrEqual(c.width >= 0.7 ? 0.8 : 0.65);
   });
 
   it('a budget too short for one epoch writes nothing and says why', async () => {
