@@ -83,6 +83,35 @@ describe('benchmark --dynamic-batching (onnxruntime)', () => {
     expect(fs.readFileSync(plot, 'utf8')).toMatch(/^<svg[\s\S]*<polyline[\s\S]*<\/svg>\n$/);
   });
 
+  it('batching pays where compute dominates: an MLP 256-1024-10 at concurrency 8 gains at least 1.3x throughput (real onnxruntime)', async () => {
+    // docs/batching.md measured 6.12x for a 784-1024-1024-10 MLP at concurrency 64; this smaller
+    // run (concurrency 8, batches of up to 8, 3 windows of 150 ms) measured 1.98x, 2.63x and 3.10x
+    // in three runs on a loaded 2-core machine (2026-12-03). The floor is well below that and well
+    // above 1: a batcher that gains nothing fails it.
+    const model = path.join(dir, 'mlp-wide.onnx');
+    await saveModel(mlpModel(256, 1024, 10), model);
+    const r = await run([
+      'benchmark',
+      model,
+      '--dynamic-batching',
+      '--max-batch-size',
+      '8',
+      '--concurrency',
+      '8',
+      '--window-ms',
+      '150',
+      '--max-windows',
+      '3',
+      '--threads',
+      '1',
+      '--json',
+    ]);
+    expect(r.code, r.err).toBe(0);
+    const doc = JSON.parse(r.out) as BatchingSweepResult;
+    const row = doc.rows[0]!;
+    expect(row.throughputGain, JSON.stringify(row)).toBeGreaterThanOrEqual(1.3);
+  });
+
   it('rejects contradictory flags with exit code 2', async () => {
     const r = await run(['benchmark', 'x.onnx', '--dynamic-batching', '--concurrency', '1', '--request-rate', '100']);
     expect(r.code).toBe(2);

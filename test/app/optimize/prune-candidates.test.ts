@@ -58,7 +58,13 @@ describe('pruneDistillCandidates', () => {
 
   it('writes at least one candidate with a work budget of 10 epochs per width', async () => {
     // Work, not wall time (issue 36): the outcome must not depend on how loaded the machine is.
-    candidates = await pruneDistillCandidates(model, train, { dir, timeBudgetMs: 35_000, epochsPerWidth: 10, evalData: held, onWarning: (w) => warnings.push(w) });
+    candidates = await pruneDistillCandidates(model, train, {
+      dir,
+      timeBudgetMs: 35_000,
+      epochsPerWidth: 10,
+      evalData: held,
+      onWarning: (w) => warnings.push(w),
+    });
     expect(candidates.length, warnings.join('\n')).toBeGreaterThanOrEqual(1);
     for (const c of candidates) {
       expect(path.dirname(c.path)).toBe(dir);
