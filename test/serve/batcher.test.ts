@@ -199,11 +199,11 @@ describe('queue delay', () => {
       const r = await batcher.submit(sample([i]));
       waits.push(r.timing.dispatchMs - r.timing.arrivalMs);
     }
-    // Generous upper bound: a shared 2-core machine can delay timers by several ms.
-    for (const w of waits) {
-      expect(w).toBeGreaterThanOrEqual(3.9);
-      expect(w).toBeLessThan(4 + 25);
-    }
+    // Never dispatched early (a property of the batcher); held about the delay, judged on the
+    // median: a shared 2-core machine can delay any one timer by tens of ms (issue 36).
+    for (const w of waits) expect(w).toBeGreaterThanOrEqual(3.9);
+    const median = [...waits].sort((a, b) => a - b)[2]!;
+    expect(median, waits.join(', ')).toBeLessThan(4 + 25);
   });
 });
 
