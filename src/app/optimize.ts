@@ -195,7 +195,17 @@ export interface OptimizeResult {
   pruning: { ran: boolean; reason: string; seconds: number };
   gateFailure?: string;
   seconds: number;
+  /** Where the run's time went, phase by phase in order (seconds; they add up to `seconds`). */
+  timings: OptimizeTiming[];
   warnings: string[];
+}
+
+/** optimize's phases: parsing the model and data, building the candidates, timing and scoring them, the searches, the final comparison, writing. */
+export type OptimizePhase = 'parse' | 'build' | 'measure' | 'repair' | 'region-search' | 'pruning' | 'final-measure' | 'write';
+
+export interface OptimizeTiming {
+  phase: OptimizePhase;
+  seconds: number;
 }
 
 /** The default candidates: what a user would try by hand, in that order. */
@@ -209,10 +219,19 @@ export function defaultCandidates(objective: OptimizeObjective, hasCalibration: 
 
 export async function optimizeWorkflow(options: OptimizeOptions, events: WorkflowEvents = {}): Promise<OptimizeResult> {
   const run = await startRun(options, events);
+  const timings: OptimizeTiming[] = [];
+  let mark = run.started;
+  const lap = (phase: OptimizePhase): void => {
+    const now = performance.now();
+    timings.push({ phase, seconds: (now - mark) / 1000 });
+    mark = now;
+  };
+  lap('parse');
   try {
     const specs = options.candidates ?? defaultCandidates(run.objective, Boolean(options.calibrationData));
     const built: Built[] = [];
     for (const spec of specs) built.push(await buildCandidate(run, spec));
+    lap('build');
     if (!specs.some((s) => 'quantize' in s && s.quantize.mode === MODE.int8) && !options.candidates && !options.calibrationData) {
       run.warn('static INT8 was not tried: it needs --calibration-data (representative inputs)');
     }
@@ -223,23 +242,29 @@ export async function optimizeWorkflow(options: OptimizeOptions, events: Workflo
     await measure(run, built);
     if (!run.bench) await measureInputOnly(run);
     await guardWhereNeeded(run, built);
+    lap('measure');
     const labels = run.scored!.data.labels && run.scored!.models[0]!.accuracy !== undefined;
     if (options.maxAccuracyDrop && !labels)
       throw new UsageError(`--max-accuracy-drop needs labels; ${options.evalData} has none (use --min-sqnr / --min-agreement)`);
     const extra: Built[] = [];
     const repair = await repairStep(run, built, extra);
+    lap('repair');
     const regionSearch = await regionStep(run, built, extra);
+    lap('region-search');
     const pruning = await prunedStep(run, extra);
+    lap('pruning');
     // One final comparison of every candidate, so speed-ups and p50s come from the same interleaved run.
     const all = [...built, ...extra];
     if (extra.length > 0) {
       await measure(run, all);
       await guardWhereNeeded(run, all);
     }
+    lap('final-measure');
     const rows = await candidateRows(run, all);
     const { chosen, summary } = choose(run, rows);
     const written = await writeChosen(run, chosen ? all[rows.indexOf(chosen)]!.path! : options.model, chosen);
-    return resultOf(run, { rows, chosen, summary, written, repair, regionSearch, pruning, labels: Boolean(labels) });
+    lap('write');
+    return resultOf(run, { rows, chosen, summary, written, repair, regionSearch, pruning, labels: Boolean(labels), timings });
   } finally {
     if (!options.workDir) await rm(run.dir, { recursive: true, force: true });
   }
@@ -257,6 +282,7 @@ async function resultOf(
     regionSearch: OptimizeResult['regionSearch'];
     pruning: OptimizeResult['pruning'];
     labels: boolean;
+    timings: OptimizeTiming[];
   },
 ): Promise<OptimizeResult> {
   const { options } = run;
@@ -298,6 +324,7 @@ async function resultOf(
     pruning: r.pruning,
     ...(gateFailure ? { gateFailure } : {}),
     seconds: (performance.now() - run.started) / 1000,
+    timings: r.timings,
     warnings: run.warnings,
   };
 }

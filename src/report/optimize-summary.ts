@@ -102,7 +102,9 @@ export function renderOptimizeSummary(result: OptimizeResult, options: { color?:
     lines.push(
       `written: ${result.output.path} (${formatBytes(result.output.sizeBytes)}, sha256 ${result.output.sha256.slice(0, 16)})${result.recipe ? `; recipe: ${result.recipe}` : ''}`,
     );
-  lines.push(`took ${result.seconds.toFixed(1)} s`);
+  // Where the time went, the phases that took any (they add up to the total).
+  const phases = (result.timings ?? []).filter((t) => t.seconds >= 0.05).map((t) => `${t.phase} ${t.seconds.toFixed(1)} s`);
+  lines.push(`took ${result.seconds.toFixed(1)} s${phases.length > 0 ? ` (${phases.join(', ')})` : ''}`);
   if (result.gateFailure) lines.push(`gate failed: ${result.gateFailure}`);
   return `${lines.join('\n')}\n`;
 }
