@@ -28,6 +28,10 @@ export function exitCodeOf(program: Command): number {
   return exitCodes.get(program) ?? ExitCode.ok;
 }
 
+/** --verbose (or MODEL_OPT_DEBUG=1, its older spelling): internal errors come with their stack trace. */
+const stackWanted = (): boolean =>
+  currentSettings().verbose === true || Boolean(process.env['MODEL_OPT_DEBUG']) || process.argv.includes('--verbose') || process.argv.includes('-v');
+
 /** Print a one-line error for the user and return its exit code. */
 export function reportError(error: unknown): number {
   if (error instanceof ModelOptError) {
@@ -35,14 +39,14 @@ export function reportError(error: unknown): number {
     process.stderr.write(`model-opt: ${prefix}: ${error.message}\n`);
     if (error.kind === 'internal') {
       process.stderr.write('model-opt: this is a bug in model-opt; please report it with the command you ran.\n');
-      if (process.env['MODEL_OPT_DEBUG'] && error.stack) process.stderr.write(`${error.stack}\n`);
+      if (stackWanted() && error.stack) process.stderr.write(`${error.stack}\n`);
     }
     return error.exitCode;
   }
   const message = error instanceof Error ? error.message : String(error);
   process.stderr.write(`model-opt: internal error: ${message}\n`);
   process.stderr.write('model-opt: this is a bug in model-opt; please report it with the command you ran.\n');
-  if (process.env['MODEL_OPT_DEBUG'] && error instanceof Error && error.stack) process.stderr.write(`${error.stack}\n`);
+  if (stackWanted() && error instanceof Error && error.stack) process.stderr.write(`${error.stack}\n`);
   return ExitCode.internal;
 }
 

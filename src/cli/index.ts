@@ -42,6 +42,10 @@ export function buildProgram(): Command {
     .option('-q, --quiet', 'print nothing on stderr but errors (no progress, notes or warnings)')
     .option('--no-progress', 'no progress spinner (it shows only on a terminal, never under --json or CI=true)')
     .option('--no-color', 'no ANSI colour (also NO_COLOR=1; FORCE_COLOR=1 forces it; never into a pipe)')
+    .option(
+      '-v, --verbose',
+      'log every step on stderr with the seconds since the start (instead of a spinner; also under --json and CI), and the stack trace of an internal error',
+    )
     .showHelpAfterError('(run with --help for usage)')
     .configureOutput({ writeErr: (text) => process.stderr.write(text), outputError: (text, write) => write(commanderErrorText(text)) })
     .exitOverride();

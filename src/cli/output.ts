@@ -15,6 +15,8 @@ export interface OutputSettings {
   progress: boolean;
   /** --no-color turns colour off whatever the environment says. */
   color: boolean;
+  /** --verbose: every progress step as a line with the seconds since the start, and stack traces of internal errors. */
+  verbose?: boolean;
 }
 
 const DEFAULT_SETTINGS: OutputSettings = { quiet: false, progress: true, color: true };
@@ -33,10 +35,22 @@ export function currentSettings(): OutputSettings {
 /** Run `action` under the global flags parsed on `program` (commander: --no-x gives x: false). */
 export function runWithSettings<T>(program: Command, action: () => T): T {
   const o = program.opts<Partial<OutputSettings>>();
-  return actionSettings.run({ quiet: o.quiet === true, progress: o.progress !== false, color: o.color !== false }, action);
+  return actionSettings.run({ quiet: o.quiet === true, progress: o.progress !== false, color: o.color !== false, verbose: o.verbose === true }, action);
 }
 
 type Env = Record<string, string | undefined>;
+
+/** --verbose: each progress step as its own line on stderr, with the seconds since the run began (a log, not a spinner; under --json too). */
+function logLines(stream: NodeJS.WritableStream): Progress {
+  const started = performance.now();
+  let last = '';
+  const line = (text: string): void => {
+    if (text === last) return;
+    last = text;
+    stream.write(`[${((performance.now() - started) / 1000).toFixed(1).padStart(6)} s] ${text}\n`);
+  };
+  return { update: line, succeed: (text) => line(text ?? 'done'), fail: (text) => line(text ?? 'failed'), stop: () => undefined };
+}
 
 /**
  * Whether to write ANSI colour to `stream`: FORCE_COLOR set to anything but '', '0' or 'false'
@@ -75,6 +89,7 @@ const SILENT: Progress = { update() {}, succeed() {}, fail() {}, stop() {} };
 export async function createProgress(options: { json?: boolean; quiet?: boolean } = {}): Promise<Progress> {
   const settings = currentSettings();
   const stream = process.stderr;
+  if (settings.verbose && !settings.quiet) return logLines(stream);
   if (options.json || options.quiet || settings.quiet || !settings.progress || process.env['CI'] === 'true' || !canAnimate(stream)) {
     return SILENT;
   }

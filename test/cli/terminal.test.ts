@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { canAnimate, colorEnabled } from '../../src/cli/common.js';
-import { BIN, ROOT } from '../helpers/cli.js';
+import { BIN, ROOT, runCli } from '../helpers/cli.js';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'model-opt-terminal-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -213,4 +213,22 @@ describe('pipes', () => {
       /^model-opt: error: execution provider 'tensorrt' could not start \(.+\); execution provider 'cuda' could not start \(.+\); 'cpu' works\n$/,
     );
   }, 120_000);
+});
+
+describe('--verbose', () => {
+  it('logs every step on stderr with the seconds since the start, also under --json (stdout stays one JSON document)', () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'model-opt-verbose-'));
+    try {
+      const r = runCli(['quantize', CNN, '-o', path.join(dir, 'v.onnx'), '--mode', 'int8-dynamic', '--verbose', '--json']);
+      expect(r.status, r.stderr).toBe(0);
+      const lines = r.stderr.split('\n').filter((l) => /^\[ *\d+\.\d s\] /.test(l));
+      expect(lines.length).toBeGreaterThanOrEqual(3);
+      expect(lines[0]).toMatch(/^\[ +0\.\d s\] loading .*fashion-cnn\.onnx$/);
+      const times = lines.map((l) => Number(/^\[ *(\d+\.\d) s\]/.exec(l)![1]));
+      expect(times).toEqual([...times].sort((a, b) => a - b));
+      expect(JSON.parse(r.stdout).kind).toBe('quantize');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
