@@ -6,15 +6,15 @@
 import type { BenchmarkResult } from '../benchmark/types.js';
 
 /** Bump on any change that breaks a reader (renamed or removed field, changed unit). */
-export const BENCHMARK_SCHEMA_VERSION = 1;
+export const BENCHMARK_SCHEMA_VERSION = 2;
 
 export interface BenchmarkDocument extends BenchmarkResult {
   schemaVersion: number;
-  kind: 'model-opt.benchmark';
+  kind: 'benchmark';
 }
 
 export function benchmarkDocument(result: BenchmarkResult): BenchmarkDocument {
-  return { schemaVersion: BENCHMARK_SCHEMA_VERSION, kind: 'model-opt.benchmark', ...result };
+  return { schemaVersion: BENCHMARK_SCHEMA_VERSION, kind: 'benchmark', ...result };
 }
 
 /** JSON.stringify replacer shared by every JSON document model-opt prints: JSON has no Infinity, NaN or bigint. */

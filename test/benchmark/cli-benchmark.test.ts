@@ -79,7 +79,7 @@ describe('model-opt benchmark (CLI)', () => {
     const r = await cli(baseline, slowed, '--data', data, ...quick, '--batch-size', '16', '--min-speedup', '1.0', '--json', '--markdown', md);
     expect(r.code).toBe(1);
     const doc = JSON.parse(r.stdout) as { schemaVersion: number; passed: boolean; gates: { gate: string; passed: boolean }[] };
-    expect(doc.schemaVersion).toBe(1);
+    expect(doc.schemaVersion).toBe(2);
     expect(doc.passed).toBe(false);
     expect(r.stderr).toMatch(
       /^model-opt: gate failed: min-speedup: mlp-slowed\.onnx at batch 16 is 0\.\d{3}x \(95% CI 0\.\d{3} to 0\.\d{3}x\) \(slower\); limit 1x not reached\n$/,

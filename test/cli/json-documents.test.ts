@@ -17,7 +17,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const out = (name: string) => path.join(dir, name);
 const SCHEMA_DIR = path.join(ROOT, 'schema');
 
-/** kind -> schema file: 'model-opt.benchmark' -> benchmark.schema.json, 'quantize-analyze' -> quantize-analyze.schema.json. */
+/** kind -> schema file: 'benchmark' -> benchmark.schema.json, 'quantize-analyze' -> quantize-analyze.schema.json. */
 function schemaFor(kind: string): Record<string, unknown> {
   return JSON.parse(readFileSync(path.join(SCHEMA_DIR, `${kind.replace(/^model-opt\./, '')}.schema.json`), 'utf8')) as Record<string, unknown>;
 }
@@ -59,7 +59,7 @@ const COMMANDS: [kind: string, args: () => string[]][] = [
       '--no-benchmark',
     ],
   ],
-  ['model-opt.benchmark', () => ['benchmark', CNN, out('int8.onnx'), '--iterations', '20', '--no-memory', '--provider', 'tensorrt,cpu']],
+  ['benchmark', () => ['benchmark', CNN, out('int8.onnx'), '--iterations', '20', '--no-memory', '--provider', 'tensorrt,cpu']],
   ['batching-sweep', () => ['benchmark', CNN, '--dynamic-batching', '--concurrency', '1,4', '--window-ms', '100', '--max-windows', '3', '--no-baseline']],
   ['batchify', () => ['batchify', CNN, '-o', out('batchified.onnx')]],
   ['export-triton', () => ['export-triton', CNN, '--out', out('triton')]],
@@ -120,7 +120,7 @@ describe('--json documents: one kind key, valid against schema/<kind>.schema.jso
       expect(validate(schemaFor(kind), doc)).toEqual([]);
       if (['quantize', 'optimize', 'prune', 'distill', 'inspect', 'export-triton'].includes(kind)) expect(doc['command']).toBe(kind);
       if (kind === 'quantize-analyze') expect(doc['command']).toBe('quantize --analyze');
-      if (kind === 'model-opt.benchmark') {
+      if (kind === 'benchmark') {
         const settings = doc['settings'] as { providers: string[]; requestedProviders: string[] };
         expect(settings.providers).toEqual(['cpu']);
         expect(settings.requestedProviders).toEqual(['tensorrt', 'cpu']);
@@ -156,6 +156,6 @@ describe('--json documents: one kind key, valid against schema/<kind>.schema.jso
       },
     );
     expect(gate.status).toBe(1);
-    expect((JSON.parse(gate.stdout) as { kind: string }).kind).toBe('model-opt.benchmark');
+    expect((JSON.parse(gate.stdout) as { kind: string }).kind).toBe('benchmark');
   }, 120_000);
 });

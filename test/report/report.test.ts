@@ -10,7 +10,7 @@ describe('JSON report', () => {
     result.gates = evaluateGates(result.models, { minSpeedup: 1.5 });
     const doc = JSON.parse(renderJson(result)) as Record<string, unknown>;
     expect(doc['schemaVersion']).toBe(BENCHMARK_SCHEMA_VERSION);
-    expect(doc['kind']).toBe('model-opt.benchmark');
+    expect(doc['kind']).toBe('benchmark');
     expect(Object.keys(doc).sort()).toEqual(['data', 'gates', 'kind', 'manifest', 'models', 'passed', 'schemaVersion', 'settings']);
     const manifest = doc['manifest'] as Record<string, unknown>;
     expect(Object.keys(manifest).sort()).toEqual(
