@@ -3,7 +3,9 @@
  * weights share one heap, and freed pages are reused by the next model, so RSS deltas there would
  * blame or credit the wrong model. Instead a short-lived child Node process per model imports
  * onnxruntime-node, records its RSS, creates the session, runs the given feeds a few times and
- * reports its high-water RSS (getrusage maxrss). Peak memory = high-water RSS - RSS before load:
+ * reports its high-water RSS (on Linux VmHWM, reset just before the session is created, so a
+ * larger footprint while importing onnxruntime does not count; elsewhere getrusage maxrss). Peak
+ * memory = high-water RSS - RSS before load:
  * weights, session planning, the memory arena and activations at the given batch size.
  * The child is a plain ES module passed with -e, so it works from sources (vitest) and from dist.
  * Imports node built-ins and the dtype table.
@@ -20,10 +22,22 @@ process.once('message', async (msg) => {
     const feeds = Object.create(null);
     for (const f of msg.feeds) feeds[f.name] = new ort.Tensor(f.type, f.data, f.dims);
     if (global.gc) global.gc();
+    // Linux: reset the high-water mark (VmHWM) here, so the peak is this session's, not the
+    // import's; elsewhere the process's lifetime maxRSS (an overestimate when loading peaked higher).
+    const fs = await import('node:fs');
+    let reset = false;
+    try {
+      fs.writeFileSync('/proc/self/clear_refs', '5');
+      reset = true;
+    } catch {}
     const before = process.memoryUsage.rss();
     const session = await ort.InferenceSession.create(msg.model, msg.sessionOptions);
     for (let i = 0; i < msg.runs; i++) await session.run(feeds);
-    const peak = process.resourceUsage().maxRSS * 1024;
+    let peak = process.resourceUsage().maxRSS * 1024;
+    if (reset) {
+      const hwm = /VmHWM:\s*(\d+) kB/.exec(fs.readFileSync('/proc/self/status', 'utf8'));
+      if (hwm) peak = Number(hwm[1]) * 1024;
+    }
     process.send({ ok: true, before, peak }, () => process.exit(0));
   } catch (error) {
     process.send({ ok: false, message: String(error && error.message || error) }, () => process.exit(0));

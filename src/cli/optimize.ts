@@ -11,7 +11,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { ExitCode, GateError, UsageError } from '../errors.js';
 import { createProgress, printJson, reportError, runCommand, workflowEvents, writeTextAtomic } from './common.js';
 import { sharedOption, type InputValueFlags } from './options.js';
-import { parseAccuracyBudget, parseFraction, parseNumber, parsePositiveInt, parsePositiveNumber } from './parsers.js';
+import { parseAccuracyBudget, parsePositiveInt, parsePositiveNumber } from './parsers.js';
 import { helpExamples } from './examples.js';
 import type { OptimizeOptions } from '../app/optimize.js';
 import { parseOutputKinds } from '../app/output-judging.js';
@@ -81,14 +81,8 @@ export function registerOptimize(program: Command): void {
     .option('--calibration-count <n>', 'use the first n calibration samples', parsePositiveInt)
     .addOption(sharedOption('evalData', 'held-out inputs for fidelity; with labels, the accuracy of every candidate'))
     .option('--train-data <path>', 'unlabelled inputs for the pruned + distilled candidates (default: the calibration data; needs --time-budget)')
-    .option('--min-sqnr <dB>', 'fidelity budget: least SQNR vs FP32 of class-score, sequence and dense-map outputs (default 20)', (v: string) =>
-      parseNumber(v.replace(/\s*dB$/i, '')),
-    )
-    .option(
-      '--min-agreement <fraction>',
-      'fidelity budget: least top-1 agreement with FP32 on class-score outputs (sequence agreement on class sequences; default 0.95)',
-      parseFraction,
-    )
+    .addOption(sharedOption('minSqnr'))
+    .addOption(sharedOption('minAgreement'))
     .addOption(sharedOption('minCosine'))
     .addOption(sharedOption('outputKind'))
     .addOption(sharedOption('downstream'))

@@ -5,7 +5,7 @@
  */
 import { InvalidArgumentError, Option } from 'commander';
 import { MEASURE_SPEED_RUNS } from '../app/speed-check.js';
-import { collect, parseFraction, parsePositiveInt, parseStringList } from './parsers.js';
+import { collect, parseFraction, parseNumber, parsePositiveInt, parseStringList } from './parsers.js';
 
 const SHARED_OPTIONS = {
   json: () => new Option('--json', 'print one JSON document on stdout instead of the human report'),
@@ -56,6 +56,15 @@ const SHARED_OPTIONS = {
       '--downstream <models>',
       "FP32 models the outputs feed (comma-separated, in order; inputs matched by name, or by position when a model has one input): the budget is judged on the last model's outputs, e.g. the classifier behind an embedding model (repeatable)",
     ).argParser(parseStringList),
+  minSqnr: () =>
+    new Option('--min-sqnr <dB>', 'fidelity: least SQNR vs FP32 of class-score, sequence and dense-map outputs (default 20)').argParser((v: string) =>
+      parseNumber(v.replace(/\s*dB$/i, '')),
+    ),
+  minAgreement: () =>
+    new Option(
+      '--min-agreement <fraction>',
+      'fidelity: least top-1 agreement with FP32 on class-score outputs (sequence agreement on class sequences; default 0.95)',
+    ).argParser(parseFraction),
   minCosine: () =>
     new Option('--min-cosine <fraction>', 'least mean cosine with FP32 of embedding outputs (pooled per sample for sequences; default 0.99)').argParser(
       parseFraction,

@@ -12,7 +12,7 @@ import { ExitCode, GateError } from '../errors.js';
 import { DEFAULT_CALIBRATION_COUNT } from '../calibration/defaults.js';
 import { createProgress, printJson, reportError, runCommand, workflowEvents } from './common.js';
 import { measureSpeedRuns, sharedOption } from './options.js';
-import { parseAccuracyBudget, parseFraction, parseNonNegativeInt, parseNumber, parsePositiveInt, parsePositiveNumber, parseStringList } from './parsers.js';
+import { parseAccuracyBudget, parseNonNegativeInt, parseNumber, parsePositiveInt, parsePositiveNumber, parseStringList } from './parsers.js';
 import { helpExamples } from './examples.js';
 import type { QuantizeWorkflowOptions } from '../app/quantize.js';
 import { parseOutputKinds } from '../app/output-judging.js';
@@ -77,16 +77,8 @@ export function registerQuantize(program: Command): void {
       parseAccuracyBudget,
     )
     .addOption(sharedOption('evalData', 'the accuracy guard and --analyze; held-out inputs of the fidelity guard (labels not needed)'))
-    .option(
-      '--min-sqnr <dB>',
-      'fidelity guard: least SQNR vs FP32 of class-score, sequence and dense-map outputs on held-out samples (default 20)',
-      (v: string) => parseNumber(v.replace(/\s*dB$/i, '')),
-    )
-    .option(
-      '--min-agreement <fraction>',
-      'fidelity guard: least top-1 agreement with FP32 on class-score outputs (sequence agreement on class sequences; default 0.95)',
-      parseFraction,
-    )
+    .addOption(sharedOption('minSqnr'))
+    .addOption(sharedOption('minAgreement'))
     .addOption(sharedOption('minCosine'))
     .addOption(sharedOption('outputKind'))
     .addOption(sharedOption('downstream'))
