@@ -6,8 +6,7 @@
  * calibrating again.
  * May import: errors, app/*, types from below; onnx, data, runtime, passes (lazily).
  */
-import { mkdtemp, stat } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import { fileErrorReason, InputError, ModelOptError, NothingToDoError, UsageError } from '../errors.js';
 import type { BenchmarkResult } from '../benchmark/types.js';
@@ -20,6 +19,7 @@ import { checkOutputPath } from './output-path.js';
 import { describeSpec, recipePathFor, type CandidateSpec, type QuantizeCandidateSpec } from './optimize-recipe.js';
 import type { CandidateFidelity, OptimizeObjective, OptimizeOptions } from './optimize.js';
 import { maskInputs } from '../ir/input-bounds.js';
+import { makeTempFolder } from '../util/temp-folder.js';
 import type { KindBudget } from '../metrics/output-kinds.js';
 import { loadQuantizeInputs, samplesToLoad, type QuantizeInputs } from './quantize-context.js';
 import type { QuantizeResult } from './quantize.js';
@@ -157,7 +157,7 @@ export async function startRun(options: OptimizeOptions, events: WorkflowEvents)
   };
   const parsed = await parseOnce(options, warn, progress);
   const shapes = await shapesOf(options, parsed);
-  const dir = options.workDir ?? (await mkdtemp(path.join(tmpdir(), 'model-opt-optimize-')));
+  const dir = options.workDir ?? (await makeTempFolder('model-opt-optimize-'));
   const data = parsed.evalData ?? parsed.calibration;
   const maskInput = data ? [...maskInputs(parsed.model)].find((name) => Object.hasOwn(data.inputs, name)) : undefined;
   return { ...run, inputs: parsed, dir, shapes, ...(maskInput ? { maskInput } : {}) };

@@ -16,7 +16,7 @@
  * (./optimize-search.ts), choose and write (./optimize-choose.ts).
  * May import: errors, app/*, types from below.
  */
-import { rm, stat } from 'node:fs/promises';
+import { stat } from 'node:fs/promises';
 import { InputError, UsageError } from '../errors.js';
 import type { OutputKind } from '../metrics/output-kinds.js';
 import type { AccuracyBudget } from '../benchmark/types.js';
@@ -25,6 +25,7 @@ import type { InputValues } from '../data/index.js';
 import type { FeedbackPair } from '../calibration/index.js';
 import type { ShapeOverrides } from '../ir/io-spec.js';
 import { MODE } from '../passes/quantize/mode-names.js';
+import { removeTempFolder } from '../util/temp-folder.js';
 import type { WorkflowEvents } from './events.js';
 import type { CandidateSpec } from './optimize-recipe.js';
 import type { RegionStep } from './optimize-regions.js';
@@ -266,7 +267,7 @@ export async function optimizeWorkflow(options: OptimizeOptions, events: Workflo
     lap('write');
     return resultOf(run, { rows, chosen, summary, written, repair, regionSearch, pruning, labels: Boolean(labels), timings });
   } finally {
-    if (!options.workDir) await rm(run.dir, { recursive: true, force: true });
+    if (!options.workDir) await removeTempFolder(run.dir);
   }
 }
 

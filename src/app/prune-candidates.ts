@@ -13,13 +13,12 @@
  * The caller (./optimize.ts) measures speed and fidelity like every other candidate.
  * May import: errors, ir, data, app/*; passes/prune, onnx, evaluate, bench, train (lazily).
  */
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { UsageError } from '../errors.js';
 import { isTensorType, type Model } from '../ir/index.js';
 import type { Dataset } from '../data/index.js';
 import type { ShapeOverrides } from '../ir/io-spec.js';
+import { makeTempFolder, removeTempFolder } from '../util/temp-folder.js';
 import type { WorkflowEvents } from './events.js';
 
 /** Widths tried by default: 30% and 50% of the channels removed. */
@@ -462,7 +461,7 @@ export async function pruneDistillCandidates(
     import('../data/index.js'),
   ]);
   const candidates: PruneDistillCandidate[] = [];
-  const scratch = await mkdtemp(path.join(tmpdir(), 'model-opt-prune-'));
+  const scratch = await makeTempFolder('model-opt-prune-');
   try {
     progress('measuring channel means on the training inputs (for pruning)');
     const statistics = await collectChannelStatistics(model, statisticsRequests(model), split.train, { maxSamples: 256 });
@@ -495,7 +494,7 @@ export async function pruneDistillCandidates(
       if (candidate) candidates.push(candidate);
     }
   } finally {
-    await rm(scratch, { recursive: true, force: true });
+    await removeTempFolder(scratch);
   }
   return candidates;
 }

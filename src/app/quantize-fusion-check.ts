@@ -8,14 +8,14 @@
  * once, as the QDQ model's node.
  * Imports runtime, onnx (to read the optimized file), the IR, ./registry.
  */
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { DataType } from '../ir/dtype.js';
 import { isTensorType, type Model, type Node, type Value } from '../ir/index.js';
 import { decodeModel } from '../onnx/index.js';
 import { createRunner, type RunnerOptions } from '../runtime/index.js';
 import { ABSORBABLE_ACTIVATIONS, QDQ_HANDLERS } from '../passes/quantize/registry.js';
+import { makeTempFolder, removeTempFolder } from '../util/temp-folder.js';
 
 /** onnxruntime kernels that compute on 8-bit data. */
 export const INTEGER_KERNELS = new Set([
@@ -155,7 +155,7 @@ export async function fusionTarget(runner?: RunnerOptions): Promise<{
   read(model: Model | string, options?: Omit<FusionCheckOptions, 'runner'>): Promise<FusionReport>;
   remove(): Promise<void>;
 }> {
-  const dir = await mkdtemp(join(runner?.tempDir ?? tmpdir(), 'model-opt-fusion-'));
+  const dir = await makeTempFolder('model-opt-fusion-', runner?.tempDir);
   const optimizedPath = join(dir, 'optimized.onnx');
   return {
     // Weights go to a side file that is never read: decoding a graph with its weights inline took
@@ -167,7 +167,7 @@ export async function fusionTarget(runner?: RunnerOptions): Promise<{
       const reference = options.reference ?? (typeof model === 'string' ? decodeModel(await readFile(model), { sourceName: model }) : model);
       return analyzeOptimized(optimized, reference, options.keptFloat);
     },
-    remove: () => rm(dir, { recursive: true, force: true }),
+    remove: () => removeTempFolder(dir),
   };
 }
 

@@ -47,6 +47,7 @@ import {
   type TaskMetricResult,
 } from '../evaluate/index.js';
 import { bootstrapPercentileCI, mcnemar, pairedSpeedup, summarize } from '../metrics/index.js';
+import { checkBatchMemory } from './batch-memory.js';
 import { canBatch, latencyFeeds, shapesForBatch, type Feeds } from './feeds.js';
 import { conversionNote, convertFeeds, convertingRunner, floatTypesOnly, hasHalfOutputs, inputConversions, type InputConversion } from './float-io.js';
 import { hashTree, modelFileInfo } from './files.js';
@@ -468,6 +469,21 @@ function feedsForLatency(
   return feeds;
 }
 
+/** The input shapes of one timed batch. Data (and states made by --feedback) fix every non-batch dim: no --shape needed for them. */
+function batchShapes(run: BenchmarkRun, io: ModelIo, data: BenchmarkData, dataset: Dataset, batchSize: number): Record<string, number[]> {
+  const { overrides } = run.settings;
+  const known = data.source === 'file' || data.feedback.length > 0 ? { ...dataShapes(dataset, io.inputs), ...overrides } : overrides;
+  return shapesForBatch(io.inputs, batchSize, known);
+}
+
+/** The largest timed batch fits the memory budget (checked before the evaluation, so a refusal comes at once). */
+async function checkTimedBatchMemory(run: BenchmarkRun, baseline: LoadedModel, io: ModelIo, data: BenchmarkData, dataset: Dataset): Promise<void> {
+  const largest = Math.max(...(run.options.batchSizes ?? [defaultBatchSize(io.inputs, run.settings.overrides)]));
+  if (largest <= 1 || !canBatch(dataset)) return;
+  const shapes = batchShapes(run, io, data, dataset, largest);
+  await checkBatchMemory(baseline.file.path, io.inputs, dataset, { size: largest, shapes }, { intraOpThreads: run.options.threads });
+}
+
 /** The latency points of one batch size from the paired timed runs, with each candidate's paired speed-up. */
 function latencyPoints(settings: BenchmarkSettings, batchSize: number, times: readonly Float64Array[]): LatencyPoint[] {
   const { seed, resamples } = settings;
@@ -509,9 +525,7 @@ async function measureLatency(run: BenchmarkRun, models: LoadedModel[], io: Mode
   let largestFeeds: Feeds[] | null = null;
   let largestBatch = 0;
   for (const [index, batchSize] of batchSizes.entries()) {
-    // Data (and states made by --feedback) fix every non-batch dim: no --shape needed for them.
-    const known = data.source === 'file' || data.feedback.length > 0 ? { ...dataShapes(dataset, inputs), ...settings.overrides } : settings.overrides;
-    const shapes = shapesForBatch(inputs, batchSize, known);
+    const shapes = batchShapes(run, io, data, dataset, batchSize);
     const common = feedsForLatency(dataset, shapes, batchSize, data.source, run.warn);
     // Each model's own feeds, converted here, outside the timed region.
     const feeds = models.map((model, m) => (setup.conversions[m]!.length > 0 ? convertFeeds(common, model.runner.inputs) : common));
@@ -622,6 +636,7 @@ async function measureAll(run: BenchmarkRun, models: LoadedModel[]): Promise<Ben
   const data = await benchmarkData(run, models[0]!, io);
   checkGateUsage(run.options, models.length, data.hasLabels);
   const setup = await evaluationSetup(run, models, io, data);
+  await checkTimedBatchMemory(run, models[0]!, io, data, setup.dataset);
   const scored = await measureAccuracy(run, models, setup);
   const timed = await measureLatency(run, models, io, data, setup);
   const memory = await measureMemory(run, models, timed.largestFeeds);

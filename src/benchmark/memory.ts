@@ -8,12 +8,13 @@
  * memory = high-water RSS - RSS before load:
  * weights, session planning, the memory arena and activations at the given batch size.
  * The child is a plain ES module passed with -e, so it works from sources (vitest) and from dist.
- * Imports node built-ins and the dtype table.
+ * Imports node built-ins, the dtype table and runtime's onnxruntime environment (no telemetry files in $TMPDIR).
  */
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import { dtypeInfo, type TensorData } from '../ir/dtype.js';
+import { withOrtEnvironment } from '../runtime/index.js';
 
 const CHILD_SOURCE = `
 process.once('message', async (msg) => {
@@ -77,6 +78,7 @@ export async function measurePeakMemory(options: MemoryProbeOptions): Promise<nu
     const child = spawn(process.execPath, ['--expose-gc', '--input-type=module', '-e', CHILD_SOURCE], {
       stdio: ['ignore', 'ignore', 'ignore', 'ipc'],
       serialization: 'advanced',
+      env: withOrtEnvironment(),
     });
     let settled = false;
     const finish = (value: number | null): void => {

@@ -13,7 +13,9 @@ import { colorEnabled, createProgress, note, printJson, reportError, runCommand,
 import { sharedOption, type InputValueFlags } from './options.js';
 import {
   parseAccuracyBudget,
+  MAX_RUNS,
   parseBoundedInt,
+  parseIntInRange,
   parseMilliseconds,
   parseNonNegativeInt,
   parsePositiveInt,
@@ -98,8 +100,8 @@ export function registerBenchmark(program: Command): void {
     )
     .addOption(sharedOption('outputName'))
     .option('--max-samples <n>', 'evaluate at most n samples', parsePositiveInt)
-    .option('--warmup <n>', 'untimed runs per model and batch size before timing (default 10)', parseNonNegativeInt)
-    .option('--iterations <n>', 'timed runs per model and batch size (default 100, at most 10000000)', parseBoundedInt(10_000_000))
+    .option('--warmup <n>', `untimed runs per model and batch size before timing (default 10, 0 to ${MAX_RUNS.warmup})`, parseIntInRange(0, MAX_RUNS.warmup))
+    .option('--iterations <n>', `timed runs per model and batch size (default 100, at most ${MAX_RUNS.iterations})`, parseBoundedInt(MAX_RUNS.iterations))
     .addOption(
       new Option(
         '--interleave <mode>',
@@ -108,7 +110,7 @@ export function registerBenchmark(program: Command): void {
         .choices(['warm', 'cold'])
         .default('warm'),
     )
-    .option('--burst <n>', 'warm: timed runs of one model per switch (default iterations/20, 1 to 10)', parsePositiveInt)
+    .option('--burst <n>', `warm: timed runs of one model per switch (default iterations/20, 1 to ${MAX_RUNS.burst})`, parseIntInRange(1, MAX_RUNS.burst))
     .option('--duration <time>', 'time budget per batch size instead of --iterations, e.g. 10s or 500ms', parseDuration)
     .option('--batch-size <list>', 'batch sizes to sweep, e.g. 1,8,32 (needs a dynamic batch dim)', parsePositiveIntList)
     .addOption(sharedOption('threads', 'onnxruntime chooses unless given'))
@@ -125,7 +127,12 @@ export function registerBenchmark(program: Command): void {
     .option('--max-latency-p99 <ms>', 'gate: largest p99 latency in milliseconds', parseMilliseconds)
     .addOption(sharedOption('json'))
     .option('--markdown <file>', 'also write a Markdown report (for CI summaries and PR comments)')
-    .addOption(new Option('--bootstrap <n>', 'bootstrap resamples for intervals').argParser(parsePositiveInt).default(2000).hideHelp());
+    .addOption(
+      new Option('--bootstrap <n>', `bootstrap resamples for intervals (1 to ${MAX_RUNS.bootstrap})`)
+        .argParser(parseIntInRange(1, MAX_RUNS.bootstrap))
+        .default(2000)
+        .hideHelp(),
+    );
   registerBatchingOptions(command);
   command.action(
     runCommand(async (baseline: string, candidates: string[], flags: BenchmarkFlags & BatchingFlags & { bootstrap: number }, command: Command) => {

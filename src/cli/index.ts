@@ -2,9 +2,10 @@
  * The model-opt command-line program: builds the commander program from one register function per
  * subcommand and runs it. The only place that turns a run into an exit code (the action's code,
  * recorded on the program by runCommand), and the global output flags (--quiet, --no-progress,
- * --no-color) that cli/common applies to every action, and the SIGINT/SIGTERM handlers that remove
- * a write's live temp files before exiting (130 / 143); they are attached only while a write is in
- * flight, so Ctrl-C during a long computation keeps its default, immediate effect.
+ * --no-color) that cli/common applies to every action, and the cleanup of live temps (util/atomic-write's
+ * registry: a write's temp files, util/temp-folder's folders): removed when a command ends, however
+ * it ends, at process exit, and by SIGINT/SIGTERM handlers before exiting (130 / 143); those are
+ * attached only while a temp is live, so Ctrl-C at any other time keeps its default, immediate effect.
  * May import: cli/*, errors. Library code is imported lazily by each subcommand's action.
  */
 import { readFileSync } from 'node:fs';
@@ -61,6 +62,8 @@ export function buildProgram(): Command {
   return program;
 }
 
+let exitCleanup: (() => void) | undefined;
+
 const SIGNAL_EXIT: Readonly<Record<'SIGINT' | 'SIGTERM', number>> = { SIGINT: 130, SIGTERM: 143 };
 
 function onSignal(signal: 'SIGINT' | 'SIGTERM'): void {
@@ -75,6 +78,11 @@ function onSignal(signal: 'SIGINT' | 'SIGTERM'): void {
  * output as it was.
  */
 export function installSignalCleanup(): void {
+  if (!exitCleanup) {
+    // Whatever is still live when the process exits (process.exit anywhere, an uncaught error).
+    exitCleanup = () => removeLiveTemps();
+    process.on('exit', exitCleanup);
+  }
   onLiveTempsChange((live) => {
     for (const signal of ['SIGINT', 'SIGTERM'] as const) {
       process.removeListener(signal, onSignal);
@@ -98,6 +106,9 @@ export async function main(argv: string[]): Promise<number> {
       return ExitCode.badInput;
     }
     return reportError(error);
+  } finally {
+    // A command that failed (or a step that forgot) leaves no temp folder behind.
+    removeLiveTemps();
   }
   return exitCodeOf(program);
 }

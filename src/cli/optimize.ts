@@ -11,7 +11,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { ExitCode, GateError, UsageError } from '../errors.js';
 import { createProgress, printJson, reportError, runCommand, workflowEvents, writeTextAtomic } from './common.js';
 import { sharedOption, type InputValueFlags } from './options.js';
-import { parseAccuracyBudget, parsePositiveInt, parsePositiveNumber } from './parsers.js';
+import { MAX_RUNS, parseAccuracyBudget, parseBoundedInt, parsePositiveInt, parsePositiveNumber } from './parsers.js';
 import { helpExamples } from './examples.js';
 import type { OptimizeOptions } from '../app/optimize.js';
 import { parseOutputKinds } from '../app/output-judging.js';
@@ -98,7 +98,11 @@ export function registerOptimize(program: Command): void {
     .option('--batch-size <n>', 'batch size of the timing (default 1, or 8 for throughput)', parsePositiveInt)
     .addOption(sharedOption('threads', 'the timing and the builds (1 unless given)'))
     .addOption(sharedOption('provider'))
-    .option('--iterations <n>', 'timed runs per model in the comparison, exactly (default: until every speed-up is known to +-3%, 40 to 200)', parsePositiveInt)
+    .option(
+      '--iterations <n>',
+      `timed runs per model in the comparison, exactly (default: until every speed-up is known to +-3%, 40 to 200; at most ${MAX_RUNS.iterations})`,
+      parseBoundedInt(MAX_RUNS.iterations),
+    )
     .option(
       '--time-budget <duration>',
       'time for the search (repair, region search, pruned candidates), e.g. 10m; default 3m for the repair and region search, no pruning',

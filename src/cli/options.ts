@@ -5,7 +5,7 @@
  */
 import { InvalidArgumentError, Option } from 'commander';
 import { MEASURE_SPEED_RUNS } from '../app/speed-check.js';
-import { collect, parseFraction, parseNumber, parsePositiveInt, parseStringList } from './parsers.js';
+import { collect, MAX_RUNS, parseFraction, parseIntInRange, parseNumber, parsePositiveInt, parseStringList } from './parsers.js';
 
 const SHARED_OPTIONS = {
   json: () => new Option('--json', 'print one JSON document on stdout instead of the human report'),
@@ -37,8 +37,8 @@ const SHARED_OPTIONS = {
   measureSpeed: () =>
     new Option(
       '--measure-speed [runs]',
-      `after writing and checking, time the input model against the written one (batch 1 or the model's fixed batch, --threads or 1 thread, random inputs, ${MEASURE_SPEED_RUNS} interleaved runs each by default): the measured answer to "will it be faster here?"; quantize: when it is not faster, the notes name what in the model can cost speed`,
-    ).argParser(parsePositiveInt),
+      `after writing and checking, time the input model against the written one (batch 1 or the model's fixed batch, --threads or 1 thread, random inputs, ${MEASURE_SPEED_RUNS} interleaved runs each by default, 1 to ${MAX_RUNS.measureSpeed}): the measured answer to "will it be faster here?"; quantize: when it is not faster, the notes name what in the model can cost speed`,
+    ).argParser(parseIntInRange(1, MAX_RUNS.measureSpeed)),
   backend: () =>
     new Option(
       '--backend <name>',

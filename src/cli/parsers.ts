@@ -25,6 +25,23 @@ export function parseBoundedInt(max: number): (value: string) => number {
   };
 }
 
+/**
+ * An integer from `min` to `max` (a count that only costs time or memory past some size: runs,
+ * resamples, windows), naming the range: "expected an integer from 1 to 10, got '100'".
+ */
+export function parseIntInRange(min: number, max: number): (value: string) => number {
+  return (value) => {
+    const n = Number(value);
+    if (value.trim() === '' || !Number.isInteger(n) || n < min || n > max) {
+      throw new InvalidArgumentError(`expected an integer from ${min} to ${max}, got '${value}'`);
+    }
+    return n;
+  };
+}
+
+/** Upper bounds of counts of runs (each one an inference of every model): past them a command runs for days. */
+export const MAX_RUNS = { iterations: 10_000_000, warmup: 100_000, measureSpeed: 100_000, burst: 10, bootstrap: 1_000_000 } as const;
+
 export function parseNonNegativeInt(value: string): number {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError(`expected a non-negative integer, got '${value}'`);

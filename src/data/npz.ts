@@ -3,26 +3,31 @@
  * Reading is lazy and bounded (./zip.ts): the central directory is read first, a member only when
  * a command asks for it, and only the rows it asks for. Before any data is inflated, each member's
  * .npy header (shape x dtype) is checked against the size the zip declares and against a cap on
- * decoded bytes (MAX_NPZ_DECODED_BYTES by default: half the machine's memory, at most what one
- * buffer can hold), and inflating stops at the bytes the header needs, so a small archive that
+ * decoded bytes (by default the memory budget, ir/memory-budget: a quarter of the machine's memory
+ * or MODEL_OPT_MEMORY_BUDGET, at most what one buffer can hold), and inflating stops at the bytes
+ * the header needs, so a small archive that
  * inflates to gigabytes (a zip bomb) or that lies about its sizes costs no more than that.
  * Writing is fflate's zipSync (stored or deflated members, reproducible bytes).
- * Imports: ./npy.js, ./zip.js, ../util/atomic-write.js, ../ir/dtype.js, ../errors.js, fflate, node:os, node:buffer.
+ * Imports: ./npy.js, ./zip.js, ../util/atomic-write.js, ../ir/dtype.js, ../ir/memory-budget.js, ../errors.js, fflate, node:buffer.
  */
 import { constants as bufferConstants } from 'node:buffer';
-import { totalmem } from 'node:os';
 import { zipSync, type Zippable } from 'fflate';
 import { InputError } from '../errors.js';
 import { dtypeName, type TensorData } from '../ir/dtype.js';
+import { describeMemoryBudget, memoryBudget } from '../ir/memory-budget.js';
 import { writeBytesAtomic } from '../util/atomic-write.js';
 import { decodeNpy, encodeNpy, npyHeaderBytes, npyLayout, type NpyLayout } from './npy.js';
 import { bytesSource, fileSource, MemberReader, readZipDirectory, type ZipEntry, type ZipSource } from './zip.js';
 
-/** Default cap on the bytes decoded from one archive: half this machine's memory, at most one buffer. */
-export const MAX_NPZ_DECODED_BYTES = Math.min(Math.floor(totalmem() / 2), bufferConstants.MAX_LENGTH);
+/** Default cap on the bytes decoded from one archive, and why: the memory budget, at most one buffer. */
+function defaultLimit(): { bytes: number; text: string } {
+  const budget = memoryBudget();
+  if (budget.bytes <= bufferConstants.MAX_LENGTH) return { bytes: budget.bytes, text: describeMemoryBudget(budget) };
+  return { bytes: bufferConstants.MAX_LENGTH, text: `the ${formatSize(bufferConstants.MAX_LENGTH)} limit of one buffer` };
+}
 
 export interface NpzReadOptions {
-  /** Cap on the bytes decoded from the archive, all members read together; default MAX_NPZ_DECODED_BYTES. */
+  /** Cap on the bytes decoded from the archive, all members read together; default the memory budget (ir/memory-budget). */
   maxDecodedBytes?: number;
 }
 
@@ -45,7 +50,8 @@ export class NpzArchive {
   /** Headers read by layout(), with the reader positioned after them, for read() to go on from. */
   private readonly opened = new Map<string, { layout: NpyLayout; reader: MemberReader }>();
   private readonly limit: number;
-  private readonly limitWhy: string;
+  /** The cap in words: 'the 100.0 MiB limit for one data file', 'the 5.9 GiB memory budget (...)'. */
+  private readonly limitText: string;
   /** Bytes decoded so far (what reading cost; a zip bomb read for 8 rows stays small). */
   decodedBytes = 0;
 
@@ -54,8 +60,12 @@ export class NpzArchive {
     readonly source: string,
     options: NpzReadOptions = {},
   ) {
-    this.limit = options.maxDecodedBytes ?? MAX_NPZ_DECODED_BYTES;
-    this.limitWhy = options.maxDecodedBytes === undefined ? " (half this machine's memory)" : '';
+    const limit =
+      options.maxDecodedBytes === undefined
+        ? defaultLimit()
+        : { bytes: options.maxDecodedBytes, text: `the ${formatSize(options.maxDecodedBytes)} limit for one data file` };
+    this.limit = limit.bytes;
+    this.limitText = limit.text;
     try {
       for (const entry of readZipDirectory(zip, source)) {
         if (entry.name.endsWith('.npy')) this.members.set(entry.name.slice(0, -'.npy'.length), entry);
@@ -123,7 +133,7 @@ export class NpzArchive {
     if (!(this.decodedBytes + want <= this.limit)) {
       const rows = options.maxRows !== undefined && dims.length > 0 && dims[0]! > options.maxRows ? ` (its first ${options.maxRows} rows)` : '';
       throw new InputError(
-        `${this.source}: member '${entry.name}' would decode to ${formatSize(want)}${rows} as ${dtypeName(layout.dtype)}[${dims}], over the ${formatSize(this.limit)} limit for one data file${this.limitWhy}`,
+        `${this.source}: member '${entry.name}' would decode to ${formatSize(want)}${rows} as ${dtypeName(layout.dtype)}[${dims}], over ${this.limitText}`,
       );
     }
     const bytes = reader.need(want);

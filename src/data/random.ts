@@ -6,8 +6,9 @@
  * Imports: ./constants.js, ./dtype-convert.js, ../ir/dtype.js, ../ir/io-spec.js, ../util/random.js, ../errors.js.
  */
 import { InputError, UsageError } from '../errors.js';
-import { DataType, dtypeInfo, elementCount, float32ToBfloat16, float32ToFloat16, type TensorData } from '../ir/dtype.js';
+import { byteSize, DataType, dtypeInfo, elementCount, float32ToBfloat16, float32ToFloat16, type TensorData } from '../ir/dtype.js';
 import { batchAxes, MAX_ALLOCATED_ELEMENTS, resolveShape, type IoSpec, type ShapeOverrides } from '../ir/io-spec.js';
+import { checkMemoryBudget } from '../ir/memory-budget.js';
 import { seededRandom } from '../util/random.js';
 import { inputValueTensors, type InputValues } from './constants.js';
 import type { Dataset } from './dataset.js';
@@ -76,6 +77,10 @@ export function randomDataset(inputSpecs: readonly IoSpec[], count: number, seed
         `input '${spec.name}': ${count} random sample(s) of [${shape.join(', ')}] are ${n.toExponential(2)} elements, more than model-opt allocates (${MAX_RANDOM_ELEMENTS}); pass --shape with smaller dims or give data`,
       );
     }
+    checkMemoryBudget(byteSize(spec.dtype, n), `input '${spec.name}': ${count} random sample(s) of [${shape.join(', ')}]`, {
+      kind: 'input',
+      advice: 'pass --shape with smaller dims or give data',
+    });
     const info = dtypeInfo(spec.dtype);
     let data: TensorData['data'];
     if (spec.dtype === DataType.STRING) {

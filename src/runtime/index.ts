@@ -7,6 +7,8 @@ export {
   createRunner,
   listExecutionProviders,
   loadOrt,
+  ORT_ENVIRONMENT,
+  withOrtEnvironment,
   modelLabel,
   needsExternalData,
   DEFAULT_EXTERNAL_DATA_THRESHOLD,

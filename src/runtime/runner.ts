@@ -13,9 +13,9 @@
  * MatmulTransposeFusion at level 'all': for such a model only, that one optimizer is disabled, with
  * a warning naming the node (see crashGuard).
  * Imports: ./ort-tensor.js, ../ir/index.js, ../ir/dtype.js, ../ir/io-spec.js, ../ir/samples.js,
- * ../ir/batch-transpose-matmul.js, ../errors.js, node:fs/os/path; lazily onnxruntime-node and ../onnx/index.js.
+ * ../ir/batch-transpose-matmul.js, ../errors.js, ../util/temp-folder.js, node:fs/os/path; lazily onnxruntime-node and ../onnx/index.js.
  */
-import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import { availableParallelism, tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import type * as Ort from 'onnxruntime-node';
@@ -26,6 +26,7 @@ import { fromOrtTensor, toOrtTensor, type OrtModule } from './ort-tensor.js';
 import { batchAxes, formatShape, MAX_ALLOCATED_ELEMENTS, modelInputSpecs, modelOutputSpecs, type Dim, type IoSpec } from '../ir/io-spec.js';
 import { concatSamples, sliceSamples } from '../ir/samples.js';
 import { findFloat16BatchTransposeMatMul, type BatchTransposeMatMul } from '../ir/batch-transpose-matmul.js';
+import { makeTempFolder, removeTempFolder } from '../util/temp-folder.js';
 
 export type GraphOptimizationLevel = 'disabled' | 'basic' | 'extended' | 'all';
 
@@ -91,8 +92,22 @@ export interface Runner {
 
 let ortPromise: Promise<OrtModule> | undefined;
 
+/**
+ * Environment variables onnxruntime reads when it starts, unless the user set them. Its telemetry
+ * (on by default in 1.30's Linux build) writes an empty `$TMPDIR/mat-debug-<pid>.log` and a
+ * `$TMPDIR/.ses` on every start, left behind by every run: ORT_DISABLE_TELEMETRY=1 turns it off.
+ */
+export const ORT_ENVIRONMENT: Readonly<Record<string, string>> = { ORT_DISABLE_TELEMETRY: '1' };
+
+/** `env` with ORT_ENVIRONMENT's variables where it has none (for a child process that loads onnxruntime). */
+export function withOrtEnvironment(env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
+  return { ...ORT_ENVIRONMENT, ...env };
+}
+
 /** onnxruntime-node, loaded on first use. */
 export function loadOrt(): Promise<OrtModule> {
+  // Read by the native library (getenv) when it loads: set in this process's environment first.
+  for (const [name, value] of Object.entries(ORT_ENVIRONMENT)) process.env[name] ??= value;
   ortPromise ??= import('onnxruntime-node').then((m) => {
     const ort = ((m as unknown as { default?: OrtModule }).default ?? m) as OrtModule;
     // Native log lines go straight to stderr, bypassing the CLI's reporters; every failure that
@@ -226,13 +241,13 @@ async function serializeForSession(
     }
     const parent = options.tempDir ?? tmpdir();
     try {
-      tempFolder = await mkdtemp(join(parent, 'model-opt-session-'));
+      tempFolder = await makeTempFolder('model-opt-session-', parent);
       const file = join(tempFolder, 'model.onnx');
       await saveModel(model, file, { externalData: true });
       options.onTempModel?.(file);
       return { source: file, tempFolder, declared };
     } catch (error) {
-      if (tempFolder) await rm(tempFolder, { recursive: true, force: true });
+      if (tempFolder) await removeTempFolder(tempFolder);
       if (error instanceof UsageError) throw error;
       throw new InputError(`${label}: cannot write its temporary copy with external data under ${parent} (${firstLine(error)})`, { cause: error });
     }
@@ -241,10 +256,10 @@ async function serializeForSession(
   }
 }
 
-/** Removes a folder; false when the OS refuses (e.g. Windows, while onnxruntime maps a file in it). */
+/** Removes a temp folder; false when the OS refuses (e.g. Windows, while onnxruntime maps a file in it): the exit cleanup then gets it. */
 async function removeFolder(folder: string): Promise<boolean> {
   try {
-    await rm(folder, { recursive: true, force: true });
+    await removeTempFolder(folder);
     return true;
   } catch {
     return false;
