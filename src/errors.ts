@@ -1,8 +1,9 @@
 /**
  * Typed errors and the exit codes they map to. Every layer throws these; only the CLI entry turns
  * them into an exit code (0 ok, 1 gate failed, 2 bad usage or bad input, 70 internal error).
- * Imports nothing from the project.
+ * Imports nothing from the project (node:path only).
  */
+import { dirname, resolve } from 'node:path';
 
 export const ExitCode = { ok: 0, gateFailed: 1, badInput: 2, internal: 70 } as const;
 export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
@@ -75,11 +76,29 @@ export function withContext(context: string, error: unknown): ModelOptError {
   return new ModelOptError('internal', `${context}: ${message}`, { cause: error });
 }
 
+/**
+ * Why writing the output `output` failed, in words that name its folder, not the hidden temp file
+ * beside it that the atomic writer was making ('the folder out is not writable: permission
+ * denied'); other causes in fileErrorReason's words (a code, never a temp path).
+ */
+export function writeErrorReason(error: unknown, output: string): string {
+  const code = (error as NodeJS.ErrnoException | undefined)?.code;
+  const folder = dirname(resolve(output));
+  if (code === 'EACCES' || code === 'EPERM')
+    return `the folder ${folder} is not writable: ${code === 'EACCES' ? 'permission denied' : 'operation not permitted'}`;
+  if (code === 'EROFS') return `the folder ${folder} is on a read-only file system`;
+  if (code === 'ENOSPC') return `no space left on the device of ${folder}`;
+  if (code === 'EDQUOT') return `the disk quota of ${folder} is used up`;
+  return fileErrorReason(error);
+}
+
 /** Why a file operation failed, in words for a one-line message: 'no such file', 'is a directory', ... */
 export function fileErrorReason(error: unknown): string {
   const code = (error as NodeJS.ErrnoException | undefined)?.code;
   if (code === 'ENOENT') return 'no such file';
   if (code === 'EISDIR') return 'is a directory';
   if (code === 'EACCES') return 'permission denied';
+  if (code === 'EROFS') return 'read-only file system';
+  if (code === 'ERR_FS_FILE_TOO_LARGE') return 'larger than 2 GiB, more than can be read whole';
   return code ?? (error instanceof Error ? error.message : String(error));
 }

@@ -14,7 +14,7 @@ import { UsageError } from '../errors.js';
 import { sameFile } from '../util/atomic-write.js';
 import { formatShape, isTensorType, type Model } from '../ir/index.js';
 import type { Dataset } from '../data/index.js';
-import { modelInputSpecs } from '../ir/io-spec.js';
+import { chooseOutput, modelInputSpecs } from '../ir/io-spec.js';
 import { countParams, pruneChannels } from './prune-passes.js';
 import { TARGET_OPSET, upgradeOpset } from '../passes/preprocess/index.js';
 import type { DistillOptions, DistillProgress, DistillReport, DistillSettings } from '../train/distill.js';
@@ -195,6 +195,7 @@ export async function distillWorkflow(options: DistillWorkflowOptions, events: D
   if (options.student) student = await loadModel(options.student);
   else if (fromTeacher) student = studentFromTeacher(teacher!, options.studentFromTeacherWidth!);
   else student = teacher!.clone();
+  if (options.outputName !== undefined) chooseOutput(student.graph.outputs, options.outputName, options.student ?? `${options.teacher} (student)`);
   if (options.outputName === undefined && student.graph.outputs.length > 1) {
     // training on the wrong output would move every weight before it (a front end's features beside the scores)
     const list = student.graph.outputs.map((v) => (isTensorType(v.type) && v.type.shape ? `${v.name} ${formatShape(v.type.shape)}` : v.name)).join(', ');

@@ -15,7 +15,7 @@ import type { ShapeOverrides } from '../ir/io-spec.js';
 import type { Int8Context, Int8Report } from './quantize-passes.js';
 import type { ModeApplied } from './quantize-modes.js';
 import { keepWarnings, type WorkflowEvents } from './events.js';
-import { checkOutputPath } from './output-path.js';
+import { checkOutputPath, RECIPE_BESIDE_OUTPUT } from './output-path.js';
 import { describeSpec, recipePathFor, type CandidateSpec, type QuantizeCandidateSpec } from './optimize-recipe.js';
 import type { CandidateFidelity, OptimizeObjective, OptimizeOptions } from './optimize.js';
 import { maskInputs } from '../ir/input-bounds.js';
@@ -113,7 +113,7 @@ export async function startRun(options: OptimizeOptions, events: WorkflowEvents)
   const objective = options.objective ?? 'latency';
   const inputs = [options.model, options.calibrationData, options.evalData, options.trainData, options.recipePath].filter((f): f is string => Boolean(f));
   const output = checkOutputPath(options.output, inputs);
-  const recipeFile = options.writeRecipe === false ? null : checkOutputPath(recipePathFor(options.output), inputs, 'recipe path');
+  const recipeFile = options.writeRecipe === false ? null : checkOutputPath(recipePathFor(options.output), inputs, RECIPE_BESIDE_OUTPUT);
   if (options.maxAccuracyDrop && !options.evalData) throw new UsageError('--max-accuracy-drop needs --eval-data <labelled data>');
   // An unreadable model fails here, in loadModel's words, not later as every candidate's failure.
   await stat(options.model).catch((error: unknown) => {

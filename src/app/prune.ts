@@ -15,6 +15,7 @@ import type { Model } from '../ir/index.js';
 import type { FeedbackPair } from '../calibration/index.js';
 import type { TaskMetricFactory } from '../evaluate/index.js';
 import { UsageError } from '../errors.js';
+import { chooseOutput } from '../ir/io-spec.js';
 import { withinAccuracyBudget, type AccuracyBudget } from '../metrics/accuracy-budget.js';
 import type { WorkflowEvents } from './events.js';
 import { checkOutputPath } from './output-path.js';
@@ -100,6 +101,7 @@ export async function pruneWorkflow(options: PruneWorkflowOptions, events: Workf
   const progress = events.onProgress ?? (() => undefined);
   progress(`loading ${input}`);
   const model = await loadModel(input);
+  if (outputName !== undefined) chooseOutput(model.graph.outputs, outputName, input);
   const { loadModelData } = await import('./load-data.js');
   const calibrationData = calibrationPath ? await loadModelData(model, calibrationPath, { inputValues, feedback, onProgress: progress }) : undefined;
   const evalData = evalPath ? await loadModelData(model, evalPath, { inputValues, feedback, onProgress: progress }) : undefined;

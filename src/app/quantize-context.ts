@@ -11,7 +11,7 @@ import { UsageError } from '../errors.js';
 import { CHECK_SAMPLE_COUNT, DEFAULT_CALIBRATION_COUNT } from '../calibration/defaults.js';
 import type { JudgedOutputs } from './output-judging.js';
 import type { Model } from '../ir/index.js';
-import { checkShapeOverrides, type IoSpec } from '../ir/io-spec.js';
+import { checkShapeOverrides, chooseOutput, type IoSpec } from '../ir/io-spec.js';
 import type { Dataset } from '../data/index.js';
 import type { RunnerOptions } from '../runtime/index.js';
 import type { FidelityJudge, GuardResult, HeldOutPlan, MetricBudget } from './quantize-passes.js';
@@ -110,7 +110,7 @@ async function checkOpTypes(options: QuantizeWorkflowOptions, mode: QuantizeMode
 export async function loadQuantizeInputs(
   options: Pick<
     QuantizeWorkflowOptions,
-    'model' | 'calibrationData' | 'evalData' | 'threads' | 'inputValues' | 'feedback' | 'shapes' | 'downstream' | 'outputKinds'
+    'model' | 'calibrationData' | 'evalData' | 'threads' | 'inputValues' | 'feedback' | 'shapes' | 'downstream' | 'outputKinds' | 'outputName'
   >,
   maxSamples: number,
   onWarning: (message: string) => void,
@@ -122,6 +122,8 @@ export async function loadQuantizeInputs(
   onProgress(`loading ${options.model}`);
   const model = await loadModel(options.model, { onWarning });
   await hooks.beforeData?.(model);
+  // --output-name is checked whether or not anything is scored: a name that is not an output is a typo
+  if (options.outputName !== undefined) chooseOutput(model.graph.outputs, options.outputName, options.model);
   const specs = runtime.modelInputSpecs(model);
   checkShapeOverrides(options.shapes, specs);
   const { judgedOutputs } = await import('./output-judging.js');

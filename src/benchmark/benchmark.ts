@@ -31,7 +31,7 @@ import {
   type Runner,
   type RunnerOptions,
 } from '../runtime/index.js';
-import { batchAxes, checkShapeOverrides } from '../ir/io-spec.js';
+import { batchAxes, checkShapeOverrides, chooseOutput } from '../ir/io-spec.js';
 import { feedsOf, fixedBatchSize, loadDataset, randomDataset, take, withRandomInputsHint, type Dataset } from '../data/index.js';
 import { runWithFeedback, withFeedbackHint, type FeedbackPair } from '../calibration/index.js';
 import {
@@ -281,10 +281,7 @@ function checkModels(options: BenchmarkOptions, models: readonly LoadedModel[]):
   const inputs = baseline.runner.inputs;
   checkShapeOverrides(options.shapes, inputs);
   const outputs = baseline.runner.outputs;
-  const outputName = options.outputName ?? outputs[0]?.name ?? '';
-  if (!outputs.some((o) => o.name === outputName)) {
-    throw new UsageError(`--output-name '${outputName}': ${baseline.file.path} has outputs ${outputs.map((o) => o.name).join(', ')}`);
-  }
+  const outputName = chooseOutput(outputs, options.outputName, baseline.file.path);
   return { inputs, outputs, outputName };
 }
 

@@ -1,17 +1,19 @@
 /**
  * Facts about model and data files for the comparison and the reproducibility manifest: size on
  * disk, gzip-compressed size (a proxy for what pruning/quantization saves on the wire), sha256.
- * Reads files only. Imports ../util/gzip.js and errors.
+ * Reads files only. Imports ../util/gzip.js, ../onnx (the model file check) and errors.
  */
 import { createHash } from 'node:crypto';
 import { readFile, readdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { fileErrorReason, InputError } from '../errors.js';
 import { gzipSize } from '../util/gzip.js';
+import { checkModelFile } from '../onnx/index.js';
 import type { FileInfo } from './types.js';
 
 export async function modelFileInfo(file: string): Promise<FileInfo> {
   let bytes: Uint8Array;
+  checkModelFile(file);
   try {
     bytes = await readFile(file);
   } catch (error) {

@@ -123,7 +123,7 @@ export function registerOptimize(program: Command): void {
 }
 
 async function optimizeAction(modelPath: string, flags: OptimizeFlags, command: Command): Promise<number> {
-  const [{ checkOutputPlan }, { parseShapeOverrides }, { readRecipe, recipePathFor, withRecipe }, { parseFeedback }] = await Promise.all([
+  const [{ checkOutputPlan, RECIPE_BESIDE_OUTPUT }, { parseShapeOverrides }, { readRecipe, recipePathFor, withRecipe }, { parseFeedback }] = await Promise.all([
     import('../app/output-path.js'),
     import('../ir/io-spec.js'),
     import('../app/optimize-recipe.js'),
@@ -134,7 +134,7 @@ async function optimizeAction(modelPath: string, flags: OptimizeFlags, command: 
   checkOutputPlan(
     [
       [flags.output, '-o/--output'],
-      [flags.output ? recipePathFor(flags.output) : undefined, 'the recipe beside -o'],
+      [flags.output ? recipePathFor(flags.output) : undefined, RECIPE_BESIDE_OUTPUT],
       [flags.markdown, '--markdown'],
       [flags.plot, '--plot'],
     ],

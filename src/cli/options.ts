@@ -5,7 +5,7 @@
  */
 import { InvalidArgumentError, Option } from 'commander';
 import { MEASURE_SPEED_RUNS } from '../app/speed-check.js';
-import { collect, MAX_RUNS, parseFraction, parseIntInRange, parseNumber, parsePositiveInt, parseStringList } from './parsers.js';
+import { collect, MAX_RUNS, parseFraction, parseIntInRange, parseNonEmptyList, parseNumber, parsePositiveInt, parseStringList } from './parsers.js';
 
 const SHARED_OPTIONS = {
   json: () => new Option('--json', 'print one JSON document on stdout instead of the human report'),
@@ -19,7 +19,7 @@ const SHARED_OPTIONS = {
       collect,
     ),
   threads: () => new Option('--threads <n>', 'onnxruntime intra-op threads').argParser(parsePositiveInt),
-  provider: () => new Option('--provider <list>', 'onnxruntime execution providers in order of preference (default cpu)').argParser(parseStringList),
+  provider: () => new Option('--provider <list>', 'onnxruntime execution providers in order of preference (default cpu)').argParser(parseNonEmptyList),
   outputName: () => new Option('--output-name <name>', 'model output holding the class scores (default: the first output)'),
   metric: () =>
     new Option(

@@ -97,6 +97,13 @@ export function parseStringList(value: string, previous: string[] = []): string[
   ];
 }
 
+/** parseStringList that refuses a value naming nothing ('', ' , '): a flag given an empty name is a mistake, not "none". */
+export function parseNonEmptyList(value: string, previous: string[] = []): string[] {
+  const list = parseStringList(value, previous);
+  if (list.length === previous.length) throw new InvalidArgumentError('got an empty name; give one or more comma-separated names');
+  return list;
+}
+
 /** Collect a repeatable option. */
 export function collect(value: string, previous: string[] = []): string[] {
   return [...previous, value];

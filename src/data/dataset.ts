@@ -202,7 +202,7 @@ function readNpzData(archive: NpzArchive, inputSpecs: readonly IoSpec[], given: 
     const axes = batchAxes(inputSpecs);
     for (const spec of fileSpecs) {
       const key = members.get(spec.name)!;
-      const kind = fitKind(path, spec, spec.unknownRank ? 0 : (axes[spec.name] ?? null), archive.layout(key).dims);
+      const kind = fitKind(path, spec, spec.unknownRank ? 0 : (axes[spec.name] ?? null), archive.layout(key));
       if (kind === 'samples') perSample.add(key);
     }
     if (labelKey) perSample.add(labelKey);

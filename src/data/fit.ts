@@ -14,7 +14,7 @@
  * Imports: ./dtype-convert.js, ../ir/dtype.js, ../ir/io-spec.js, ../errors.js.
  */
 import { InputError } from '../errors.js';
-import { dtypeInfo, dtypeName, type TensorData } from '../ir/dtype.js';
+import { DataType, dtypeInfo, dtypeName, type TensorData } from '../ir/dtype.js';
 import { formatShape, sampleShape, type Dim, type IoSpec } from '../ir/io-spec.js';
 import { convertFloat, convertInteger, isConvertibleFloat, isInteger } from './dtype-convert.js';
 
@@ -29,6 +29,7 @@ export interface FitOptions {
 
 export function fitInput(source: string, spec: IoSpec, axis: number | null, t: TensorData, notes: string[], options: FitOptions = {}): FittedInput {
   const where = `${source}: input '${spec.name}'`;
+  checkNotText(where, spec, t.dtype);
   const fitted = fitShape(where, spec, axis, t, options);
   if (fitted.kind === 'constant' && !options.perLine && t.dims.length > 0 && spec.shape.some((d) => typeof d !== 'number')) {
     // The array's shape fixes symbolic dims of an input without a batch dim (a mask [T,T]): say so.
@@ -43,8 +44,21 @@ export function fitInput(source: string, spec: IoSpec, axis: number | null, t: T
  * Whether an array of shape `dims` would feed `spec` as samples along dim 0 or as one constant
  * (fitInput's rule, decided from the shape alone, before the data is read). Throws as fitInput.
  */
-export function fitKind(source: string, spec: IoSpec, axis: number | null, dims: readonly number[]): FittedInput['kind'] {
-  return fitShape(`${source}: input '${spec.name}'`, spec, axis, { dtype: spec.dtype, dims: [...dims], data: [] }, {}).kind;
+export function fitKind(source: string, spec: IoSpec, axis: number | null, layout: { dims: readonly number[]; dtype: DataType }): FittedInput['kind'] {
+  const where = `${source}: input '${spec.name}'`;
+  checkNotText(where, spec, layout.dtype);
+  return fitShape(where, spec, axis, { dtype: spec.dtype, dims: [...layout.dims], data: [] }, {}).kind;
+}
+
+/**
+ * Text (a NumPy string dtype, 'U' or 'S') never feeds a numeric input, whatever its shape: said
+ * first, so such an array is not reported as a shape that does not fit.
+ */
+function checkNotText(where: string, spec: IoSpec, dtype: DataType): void {
+  if (dtype !== DataType.STRING || spec.dtype === DataType.STRING) return;
+  throw new InputError(
+    `${where}: the array has a string dtype (text), not numbers; the model expects ${dtypeName(spec.dtype)}${spec.unknownRank ? '' : formatShape(spec.shape)}`,
+  );
 }
 
 function fitShape(where: string, spec: IoSpec, axis: number | null, t: TensorData, options: FitOptions): FittedInput {

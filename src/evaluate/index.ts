@@ -18,7 +18,7 @@ export {
   type ModelSource,
 } from './evaluate.js';
 export { agreementWithReference, topKAccuracy, type AgreementOptions, type TopKOptions, type TopKResult } from './metrics.js';
-export { labelRangeMessage, labelsLookOneBased, type LabelRange } from './label-range.js';
+export { checkLabelRange, labelRange, labelRangeMessage, labelsLookOneBased, type LabelRange } from './label-range.js';
 export { compareOutputs, top1Accuracy } from './compare.js';
 export {
   isModuleSpec,

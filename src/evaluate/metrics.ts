@@ -7,12 +7,13 @@
  * one-hot / probability rows ([N, C], argmax); an index label that is not a class index (negative,
  * fractional, NaN) is a UsageError naming the data file and the sample; a label beyond the class
  * count is a miss, counted (TopKResult.outOfRange) and reported, and when every label is beyond it
- * the score means nothing: an InputError naming the data file. The class-axis rule: the scored output must be [batch, ..., C] with one row of C
+ * the score means nothing: an InputError naming the data file (./label-range.ts, the one check
+ * training's data goes through too). The class-axis rule: the scored output must be [batch, ..., C] with one row of C
  * scores per sample (metrics/classification.ts's classAxis); anything else is a UsageError naming
  * the output and the model.
- * Imports: metrics (pure), ir (dtype, io specs), errors, ./evaluate (types).
+ * Imports: metrics (pure), ir (dtype, io specs), errors, ./label-range, ./evaluate (types).
  */
-import { InputError, UsageError } from '../errors.js';
+import { UsageError } from '../errors.js';
 import {
   AgreementAccumulator,
   channelLayout,
@@ -24,6 +25,7 @@ import {
   type AgreementMetrics,
 } from '../metrics/index.js';
 import { formatShape } from '../runtime/index.js';
+import { checkLabelRange, labelRange } from './label-range.js';
 import type { Metric, MetricBatch, MetricContext } from './evaluate.js';
 
 export interface TopKResult {
@@ -64,18 +66,11 @@ export function topKAccuracy(options: TopKOptions = {}): Metric<TopKResult> {
   let perSample = new Uint8Array(0);
   let source = '';
   let classCount = 0;
-  let outOfRange = 0;
-  let largest = -1;
-  let minLabel = Number.POSITIVE_INFINITY;
-  let maxLabel = Number.NEGATIVE_INFINITY;
   return {
     begin(context: MetricContext) {
       const { dataset } = context;
       source = dataset.source;
-      outOfRange = 0;
-      largest = -1;
-      minLabel = Number.POSITIVE_INFINITY;
-      maxLabel = Number.NEGATIVE_INFINITY;
+      classCount = 0;
       if (!dataset.labels) throw new UsageError(`${dataset.source}: the evaluation data has no labels`);
       labels = labelIndices(dataset.labels, dataset.source);
       output = options.output ?? context.outputs[0]?.name ?? '';
@@ -98,30 +93,28 @@ export function topKAccuracy(options: TopKOptions = {}): Metric<TopKResult> {
       if (k >= classes) throw new UsageError(`top-${k}: output '${output}' of ${model} has ${classes} classes; k must be below that`);
       const batchLabels = labels!.subarray(batch.start, batch.start + batch.size);
       classCount = classes;
-      for (const label of batchLabels) {
-        if (label < minLabel) minLabel = label;
-        if (label > maxLabel) maxLabel = label;
-        // NO_CLASS (-1) stands for a label beyond int32: out of range too.
-        if (label < 0 || label >= classes) {
-          outOfRange++;
-          largest = label < 0 ? Number.POSITIVE_INFINITY : Math.max(largest, label);
-        }
-      }
       const ok = topKCorrect(toNumbers(scores, `output '${output}'`), classes, batchLabels, k);
       perSample.set(ok, batch.start);
     },
     result() {
+      // labels beyond the class count are misses (topKCorrect), counted here; all of them: an error
       const total = perSample.length;
-      if (total > 0 && outOfRange === total) {
-        const max = Number.isFinite(largest) ? `the largest is ${largest}` : 'some beyond int32';
-        throw new InputError(
-          `${source}: all ${total} labels are out of range for the ${classCount} classes of output '${output}' of ${model} (${max}); labels must be class indices 0..${classCount - 1}`,
-        );
-      }
+      const range = classCount > 0 ? labelRange(labels!.subarray(0, total), classCount) : { outOfRange: 0, total, classes: 0 };
+      checkLabelRange(range, { source, output, model });
       let correct = 0;
       for (const v of perSample) correct += v;
-      const range = outOfRange > 0 ? { minLabel, maxLabel } : {};
-      return { k, output, correct, total, accuracy: total > 0 ? correct / total : 0, perSample, outOfRange, classes: classCount, ...range };
+      const { outOfRange, minLabel, maxLabel } = range;
+      return {
+        k,
+        output,
+        correct,
+        total,
+        accuracy: total > 0 ? correct / total : 0,
+        perSample,
+        outOfRange,
+        classes: classCount,
+        ...(outOfRange > 0 ? { minLabel, maxLabel } : {}),
+      };
     },
   };
 }

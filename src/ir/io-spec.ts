@@ -232,3 +232,19 @@ export function modelInputSpecs(model: Model): IoSpec[] {
 export function modelOutputSpecs(model: Model): IoSpec[] {
   return model.graph.outputs.map((v) => specOf(v, 'output'));
 }
+
+/**
+ * The output a command scores or trains: `requested` (--output-name) when it names one of
+ * `outputs`, else the first output. The one check of the flag, for every command that takes it,
+ * before any work: a name that is not an output is a UsageError naming it and the outputs (an
+ * intermediate tensor is not scored); a model without outputs is an InputError naming `model`.
+ */
+export function chooseOutput(outputs: readonly { name: string }[], requested: string | undefined, model: string): string {
+  if (outputs.length === 0) throw new InputError(`${model}: the model declares no outputs; there is nothing to score or run`);
+  if (requested === undefined) return outputs[0]!.name;
+  if (!outputs.some((o) => o.name === requested)) {
+    const list = outputs.map((o) => `'${o.name}'`).join(', ');
+    throw new UsageError(`--output-name '${requested}' is not an output of ${model} (outputs: ${list})`);
+  }
+  return requested;
+}

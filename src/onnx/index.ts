@@ -8,7 +8,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { Model, Tensor, ExternalDataInfo } from '../ir/index.js';
 import { DataType } from '../ir/dtype.js';
-import { fileErrorReason, InputError, UsageError } from '../errors.js';
+import { fileErrorReason, InputError, UsageError, writeErrorReason } from '../errors.js';
 import { onnxTypes, SCHEMA_IR_VERSION } from './schema.js';
 import { findUnknownFields, describeUnknownFields, type UnknownField } from './unknown-fields.js';
 import { checkRegularFile } from '../util/read-file.js';
@@ -89,6 +89,46 @@ function decodeError(source: string, e: unknown): InputError {
   return new InputError(`${source}: not a readable ONNX model (${msg})`, { cause: e });
 }
 
+/**
+ * What bytes that decode as a ModelProto without a graph are: a serialized GraphProto (the graph
+ * alone, as `graph.SerializeToString()` writes it: its nodes read as a ModelProto give no graph and
+ * an IR version of 0 or garbage), else a ModelProto with nothing to run, else not ONNX at all.
+ */
+function withoutGraph(bytes: Uint8Array, msg: Record<string, unknown>): string {
+  const { GraphProto } = onnxTypes();
+  try {
+    const g = GraphProto.decode(bytes) as unknown as { node?: unknown[]; input?: unknown[]; output?: unknown[] };
+    const nodes = g.node?.length ?? 0;
+    if (nodes > 0 && ((g.input?.length ?? 0) > 0 || (g.output?.length ?? 0) > 0) && findUnknownFields(GraphProto, bytes).length === 0) {
+      return (
+        `a serialized ONNX GraphProto (${nodes} node${nodes === 1 ? '' : 's'}), not a model: it lacks the ModelProto around the graph ` +
+        '(IR version, opsets); save the model, not its graph (in Python: onnx.save(onnx.helper.make_model(graph), path))'
+      );
+    }
+  } catch {
+    // not a GraphProto either
+  }
+  const irVersion = Number(msg.irVersion ?? 0);
+  return irVersion > 0 && irVersion <= SCHEMA_IR_VERSION
+    ? `an ONNX ModelProto with no graph (IR version ${irVersion}): there is nothing to run; re-export the model`
+    : 'not an ONNX model (no graph and no valid ir_version)';
+}
+
+/**
+ * What a file is when it holds no ModelProto with a graph (onnxruntime's "ModelProto does not have
+ * a graph", said in decodeModel's words: a serialized GraphProto, a graphless ModelProto); undefined
+ * when it has a graph or cannot be read.
+ */
+export async function graphlessModelReason(file: string | Uint8Array): Promise<string | undefined> {
+  try {
+    const bytes = typeof file === 'string' ? await fs.promises.readFile(file) : file;
+    const msg = onnxTypes().ModelProto.decode(bytes) as unknown as Record<string, unknown>;
+    return msg.graph ? undefined : withoutGraph(bytes, msg);
+  } catch {
+    return undefined;
+  }
+}
+
 /** Decode ModelProto bytes. Throws InputError for corrupt or truncated input. */
 export function decodeModel(bytes: Uint8Array, options: DecodeOptions = {}): Model {
   const source = options.sourceName ?? 'model';
@@ -99,10 +139,8 @@ export function decodeModel(bytes: Uint8Array, options: DecodeOptions = {}): Mod
   } catch (e) {
     throw decodeError(source, e);
   }
-  if (!msg.graph && !msg.irVersion && bytes.byteLength > 0) {
-    throw new InputError(`${source}: not an ONNX model (no graph and no ir_version)`);
-  }
   if (bytes.byteLength === 0) throw new InputError(`${source}: empty file, not an ONNX model`);
+  if (!msg.graph) throw new InputError(`${source}: ${withoutGraph(bytes, msg)}`);
   const unknown = findUnknownFields(ModelProto, bytes);
   const warn = options.onWarning ?? (() => undefined);
   if (unknown.length > 0) {
@@ -146,10 +184,29 @@ export function encodeModel(model: Model, options: EncodeOptions = {}): Uint8Arr
   return encodeProto(model, options, {});
 }
 
+/** The most bytes one protobuf message (a ModelProto) can hold: 2 GiB less one. */
+export const MAX_PROTO_BYTES = 2 ** 31 - 1;
+
+/**
+ * A model file as every reader opens it: a regular file (a FIFO or folder refused before it is
+ * opened) of at most MAX_PROTO_BYTES; a larger one is an InputError saying why (no ModelProto can
+ * be that large: its weights belong in external data), not Node's ERR_FS_FILE_TOO_LARGE.
+ */
+export function checkModelFile(file: string): void {
+  const size = checkRegularFile(file, 'model');
+  if (size !== undefined && size > MAX_PROTO_BYTES) {
+    throw new InputError(
+      `${file}: the model file is ${(size / 2 ** 30).toFixed(1)} GiB, larger than the 2 GiB a protobuf ModelProto can hold; ` +
+        'models that large keep their weights in external data (ONNX external data format: in Python, ' +
+        'onnx.save_model(model, path, save_as_external_data=True)), and model-opt reads those',
+    );
+  }
+}
+
 /** Load an .onnx file (and its external data). Missing/corrupt file -> InputError naming it. */
 export async function loadModel(file: string, options: Omit<DecodeOptions, 'baseDir' | 'sourceName'> = {}): Promise<Model> {
   let bytes: Uint8Array;
-  checkRegularFile(file, 'model');
+  checkModelFile(file);
   try {
     bytes = await fs.promises.readFile(file);
   } catch (e) {
@@ -364,7 +421,7 @@ export async function saveModel(model: Model, file: string, options: SaveModelOp
     commitRenames(commits, stage);
   } catch (e) {
     if (e instanceof InputError || e instanceof UsageError) throw e;
-    throw new InputError(`${file}: cannot write model (${(e as Error).message})`, { cause: e });
+    throw new InputError(`${file}: cannot write model (${writeErrorReason(e, file)})`, { cause: e });
   } finally {
     if (stage !== undefined) {
       fs.rmSync(stage, { recursive: true, force: true });

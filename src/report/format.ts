@@ -1,5 +1,6 @@
 /**
  * Number formatting shared by the reporters, so the table, Markdown and messages agree.
+ * Also printable(): text from files made safe for a terminal.
  * Pure; imports bench types, cli-table3's types and ../util/format.js only.
  */
 import type Table from 'cli-table3';
@@ -7,6 +8,30 @@ import type { AccuracyResult, LatencyPoint } from '../benchmark/types.js';
 import { formatP, formatPClause } from '../util/format.js';
 
 export { formatP, formatPClause };
+
+/** Escapes of the control characters that have a short one. */
+const SHORT_ESCAPES: Readonly<Record<number, string>> = { 9: '\\t', 10: '\\n', 13: '\\r' };
+
+/** The escape printable() writes for code point `c`, or undefined when it prints as itself. */
+function escapeOf(c: number): string | undefined {
+  if (c < 0x20 || (c >= 0x7f && c <= 0x9f)) return SHORT_ESCAPES[c] ?? `\\x${c.toString(16).padStart(2, '0')}`;
+  if (c === 0x2028 || c === 0x2029 || (c >= 0x202a && c <= 0x202e) || (c >= 0x2066 && c <= 0x2069)) return `\\u${c.toString(16)}`;
+  return undefined;
+}
+
+/**
+ * Text from a file (tensor, op, producer names) as a terminal report shows it: control characters
+ * (C0, DEL, C1: an ESC starts an ANSI sequence that recolours, moves or clears what is on screen),
+ * line and paragraph separators and bidirectional overrides are written as escapes (\x1b, \n,
+ * \u202e), so a name prints as what it is and nothing it holds acts on the terminal. In text that
+ * needs an escape a backslash is doubled too, so the escapes read unambiguously; other text is
+ * returned as it is. JSON output keeps names exact.
+ */
+export function printable(text: string): string {
+  const chars = [...text];
+  if (!chars.some((ch) => escapeOf(ch.codePointAt(0)!) !== undefined)) return text;
+  return chars.map((ch) => (ch === '\\' ? '\\\\' : (escapeOf(ch.codePointAt(0)!) ?? ch))).join('');
+}
 
 /**
  * Fits a table whose last column is free text to a terminal `width` (columns): when its widest

@@ -129,6 +129,9 @@ export async function listExecutionProviders(): Promise<{ name: string; bundled:
  * UsageError naming them when it knows none of them.
  */
 function knownProviders(requested: readonly string[], known: readonly string[]): { usable: string[]; skipped: { name: string; reason: string }[] } {
+  if (requested.length === 0 || requested.includes('')) {
+    throw new UsageError(`an execution provider was given an empty name; name one this onnxruntime-node has: ${known.join(', ')}`);
+  }
   const usable = requested.filter((p) => known.includes(p));
   const unknown = requested.filter((p) => !known.includes(p));
   if (usable.length === 0) {
@@ -430,6 +433,16 @@ async function startWithoutFailingProviders(
   }
 }
 
+/**
+ * onnxruntime's failure to load a model as an InputError naming it; a file without a graph (a
+ * serialized GraphProto saved as .onnx) is said as what it is, not in onnxruntime's words.
+ */
+async function cannotLoad(label: string, source: string | Uint8Array, error: unknown): Promise<InputError> {
+  const line = firstLine(error);
+  const graphless = /does not have a graph/.test(line) ? await (await import('../onnx/index.js')).graphlessModelReason(source) : undefined;
+  return new InputError(`${label}: ${graphless ?? `onnxruntime cannot load the model (${line})`}`, { cause: error });
+}
+
 /** Creates the session on `providers` (those of `sessionOptions`), less those that cannot start here; returns it with the providers it runs on. */
 async function startSession(
   ort: OrtModule,
@@ -443,7 +456,7 @@ async function startSession(
   try {
     return { session: await create(sessionOptions), providers };
   } catch (error) {
-    if (!providers.some((p) => p !== 'cpu')) throw new InputError(`${label}: onnxruntime cannot load the model (${firstLine(error)})`, { cause: error });
+    if (!providers.some((p) => p !== 'cpu')) throw await cannotLoad(label, source, error);
     return startWithoutFailingProviders(create, sessionOptions, providers, label, skipped, error);
   }
 }

@@ -8,7 +8,7 @@
  * eval-mode outputs, and evaluated there.
  * Students: any ONNX model that trains at any batch size; making one (the teacher narrowed by channel
  * pruning, a fixed-batch model batchified) is app/distill.ts's job.
- * Imports: ../ir, ../data, ../runtime, ../evaluate, ../errors, ./core (settings, loop types, batching,
+ * Imports: ../ir, ../data, ../runtime, ../evaluate, ../metrics (labels), ../errors, ./core (settings, loop types, batching,
  * non-finite, pruning types), ./tfjs/backend, ./tfjs/onnx-graph, ./tfjs/loop, ./onnxruntime/loop,
  * ./onnxruntime/build (coverage of feature tensors, the trainable set).
  */
@@ -17,8 +17,9 @@ import { InputError, UsageError } from '../errors.js';
 import { DataType, elementCount, type TensorData } from '../ir/dtype.js';
 import { formatShape, isTensorType, type Model } from '../ir/index.js';
 import { batches, type Dataset } from '../data/index.js';
-import { createCaptureRunner, createRunner, modelInputSpecs, type RunnerOptions } from '../runtime/index.js';
-import { top1Accuracy } from '../evaluate/index.js';
+import { createCaptureRunner, createRunner, modelInputSpecs, modelLabel, type RunnerOptions } from '../runtime/index.js';
+import { checkLabelRange, labelRange, labelRangeMessage, top1Accuracy } from '../evaluate/index.js';
+import { labelIndices } from '../metrics/index.js';
 import { initTrainingBackend, onnxruntimeBackendInfo, type BackendInfo, type TrainingBackend } from './tfjs/backend.js';
 import { createOrtTrainer, exportTrainedModel, ortTrainLoop, OrtEvaluator, studentValueNames, type OrtTrainerOptions } from './onnxruntime/loop.js';
 import { trainableParameters, trainingCoverage } from './onnxruntime/build.js';
@@ -368,7 +369,7 @@ export function teacherOutputName(teacher: Model, requested: string | undefined,
 }
 
 /** Per-sample dims of the student's output: from the training graph on onnxruntime, else one interpreter forward over 2 samples. */
-function studentOutputDims(trainer: OnnxTrainStep | undefined, graph: TrainableGraph | undefined, train: TrainData, outputName: string): number[] {
+export function studentOutputDims(trainer: OnnxTrainStep | undefined, graph: TrainableGraph | undefined, train: TrainData, outputName: string): number[] {
   if (trainer) {
     const t = trainer.graph.model.graph.value(trainer.graph.studentOutput)?.type;
     if (isTensorType(t) && t.shape) return t.shape.slice(1).map((d) => (typeof d === 'number' ? d : -1));
@@ -376,6 +377,36 @@ function studentOutputDims(trainer: OnnxTrainStep | undefined, graph: TrainableG
   if (!graph) return [];
   const idx = Array.from({ length: Math.min(train.count, 2) }, (_v, i) => i);
   return tf.tidy(() => graph.forward(batchFeeds(train.inputs, idx), { fetch: [outputName] }).outputs[outputName]!.shape.slice(1));
+}
+
+/**
+ * Class labels of the training and evaluation data against the class count of the output the loss
+ * reads (`outputDims`, per sample: one row of scores), through the check every command scores with
+ * (evaluate/label-range.ts): a label that is not a class index (negative, fractional) and labels
+ * all out of range are errors naming the data file, before the teacher runs or a step is taken;
+ * some out of range, a warning counting them.
+ */
+export async function checkTrainingLabels(
+  model: { model: Model; role: string },
+  output: string,
+  outputDims: readonly number[],
+  data: { train: Dataset; eval?: Dataset },
+  warn: (message: string) => void,
+): Promise<void> {
+  const classes = outputDims.length === 1 ? outputDims[0]! : -1;
+  // an output of several rows per sample (per-step scores) has per-step labels: not class rows
+  if (!(classes > 1)) return;
+  const name = await modelLabel(model.model, model.role);
+  for (const [set, consequence] of [
+    [data.train, 'they teach no class'],
+    [data.eval, 'scored as misses'],
+  ] as const) {
+    if (!set?.labels) continue;
+    const range = labelRange(labelIndices(set.labels, set.source), classes);
+    checkLabelRange(range, { source: set.source, output, model: name });
+    const message = labelRangeMessage(range, `output '${output}'`, consequence);
+    if (message) warn(`${set.source}: ${message}`);
+  }
 }
 
 /** Trains on onnxruntime: ./onnxruntime/loop.ts, evaluation and validation in onnxruntime. */
@@ -654,6 +685,10 @@ export async function distill(options: DistillOptions): Promise<{ model: Model; 
   try {
     // The tfjs interpreter checks its ops when it is built: before the teacher runs.
     graph = choice.trainer ? undefined : new TrainableGraph(student, { frozen });
+    if (settings.loss === 'kd') {
+      const dims = studentOutputDims(choice.trainer, graph, run.train, run.outputName);
+      await checkTrainingLabels({ model: student, role: 'student' }, run.outputName, dims, { train: options.train, eval: options.eval }, warn);
+    }
     const teacher = options.teacher && run.teacherOutput ? await teacherPass(run, options.teacher, run.teacherOutput, choice, graph) : {};
     const loop = distillLoopOptions(run);
     const trained = await trainStudent(run, choice, graph, loop);

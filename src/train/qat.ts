@@ -32,7 +32,7 @@ import { initTrainingBackend, onnxruntimeBackendInfo, type BackendInfo, type Tra
 import type { EpochRecord, LoopOptions, LoopResult, TrainData } from './core/loop.js';
 import { evaluate, trainLoop } from './tfjs/loop.js';
 import { TrainableGraph } from './tfjs/onnx-graph.js';
-import { teacherTargets, toTrainData } from './distill.js';
+import { checkTrainingLabels, studentOutputDims, teacherTargets, toTrainData } from './distill.js';
 import type { OptimizerKind } from './core/optimizer-options.js';
 import type { ScheduleKind } from './core/schedule.js';
 import type { ActivationQuantParams, FakeQuantModel, FakeQuantPlan } from './onnxruntime/fake-quant.js';
@@ -271,6 +271,7 @@ export async function trainFakeQuantized(model: Model, plan: FakeQuantPlan, opti
     const { activations, weights } = installFakeQuantHooks(graph, plan);
     const outputName = options.outputName ?? graph.outputNames()[0]!;
     const { train, evalData } = await qatData(model, options, graph.inputNames(), outputName, progress);
+    await checkTrainingLabels({ model, role: 'QAT model' }, outputName, studentOutputDims(undefined, graph, train, outputName), options, () => undefined);
     const scored = scoredData(train, evalData);
     const before = scored ? evaluate(graph, scored.data, { outputName, batchSize: 256, kind: 'kd' }).accuracy : undefined;
     const loop = qatLoopOptions(options, train, evalData, outputName, progress);
@@ -316,6 +317,12 @@ async function trainOnOnnxruntime(
     freezeNorm: loop.freezeNorm,
     threads,
   });
+  try {
+    await checkTrainingLabels({ model, role: 'QAT model' }, outputName, studentOutputDims(trainer, undefined, train, outputName), options, () => undefined);
+  } catch (error) {
+    await trainer.release();
+    throw error;
+  }
   let evaluator: Awaited<ReturnType<typeof OrtEvaluator.create>> | undefined;
   let trainerOwned = true; // until the loop takes it over (and releases it)
   try {

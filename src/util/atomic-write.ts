@@ -11,7 +11,7 @@
 import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { InputError, UsageError } from '../errors.js';
+import { InputError, UsageError, writeErrorReason } from '../errors.js';
 
 /** What kind of non-regular file a Stats describes, for messages. */
 function specialKind(st: fs.Stats): string {
@@ -155,7 +155,7 @@ export async function writeBytesAtomic(file: string, bytes: Uint8Array): Promise
     await fs.promises.rename(tmp, target);
   } catch (error) {
     await fs.promises.rm(tmp, { force: true });
-    throw new InputError(`${file}: cannot write file (${(error as Error).message})`, { cause: error });
+    throw new InputError(`${file}: cannot write file (${writeErrorReason(error, file)})`, { cause: error });
   } finally {
     untrackTemp(tmp);
   }

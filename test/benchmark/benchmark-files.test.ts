@@ -115,7 +115,7 @@ describe('benchmark on a fixed-batch Softmax model', () => {
       'metric top1 needs labels; random inputs has none (use --metric agreement)',
     );
     await expect(benchmark({ baseline: SOFTMAX, outputName: 'logits', ...quick })).rejects.toThrow(
-      new UsageError(`--output-name 'logits': ${SOFTMAX} has outputs 1`),
+      new UsageError(`--output-name 'logits' is not an output of ${SOFTMAX} (outputs: '1')`),
     );
   });
 });

@@ -1,7 +1,7 @@
 // Issue 17 item 8: labels beyond the output's class count are counted and reported (result and
 // summary) as misses; when every label is out of range the score means nothing: exit 2 naming the
 // data file.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -103,4 +103,70 @@ describe('out-of-range labels (item 8)', () => {
       expect(r.stderr).toContain(`${file}: all ${N} labels are out of range for the 10 classes`);
     }
   }, 60_000);
+});
+
+// Issue 35: training read the same labels without the check: every label out of range trained at
+// loss 0.0000 and accuracy 0%, exit 0. Training data and evaluation data go through the one check.
+describe('out-of-range labels in training (issue 35)', () => {
+  const distill = (data: string, extra: string[] = []) => [
+    ...['distill', '--student', FIXTURE, '--labels-only', '--data', data, '--max-samples', '32', '--epochs', '1', '--batch-size', '16'],
+    ...['--no-benchmark', '-o', join(dir, 'd.onnx'), ...extra],
+  ];
+
+  for (const [what, value] of [
+    ['beyond the class count', 10n],
+    ['int64 max', 0x7fffffffffffffffn],
+  ] as const) {
+    it(`distill --labels-only with every label ${what}: exit 2 naming the data file, nothing written`, async () => {
+      const file = await dataWith(`train-${value}.npz`, (l) => l.fill(value));
+      for (const backend of ['onnxruntime', 'wasm']) {
+        const r = await runInProcess(distill(file, ['--backend', backend]));
+        expect(r.code, `${backend}: ${r.stderr}`).toBe(2);
+        expect(r.stderr).toContain(`${file}: all 32 labels are out of range for the 10 classes of output 'logits' of ${FIXTURE} (student)`);
+        expect(r.stderr).toContain('labels must be class indices 0..9');
+        expect(existsSync(join(dir, 'd.onnx'))).toBe(false);
+      }
+    }, 60_000);
+  }
+
+  it('distill with a negative label: exit 2 naming the data file and the sample', async () => {
+    const file = await dataWith('train-neg.npz', (l) => l.fill(-1n));
+    const r = await runInProcess(distill(file));
+    expect(r.code, r.stderr).toBe(2);
+    expect(r.stderr).toContain(`${file}: label 0 is -1; class labels must be non-negative integers`);
+  }, 60_000);
+
+  it('distill --eval-data with every label out of range: exit 2 before any training', async () => {
+    const good = await dataWith('train-ok.npz', () => undefined);
+    const bad = await dataWith('eval-bad.npz', (l) => l.fill(12n));
+    const r = await runInProcess(distill(good, ['--eval-data', bad]));
+    expect(r.code, r.stderr).toBe(2);
+    expect(r.stderr).toContain(`${bad}: all ${N} labels are out of range for the 10 classes of output 'logits' of ${FIXTURE} (student) (the largest is 12)`);
+    expect(r.stderr).not.toMatch(/epoch/);
+  }, 60_000);
+
+  it('distill with some labels out of range trains, with a warning counting them', async () => {
+    const file = await dataWith('train-some.npz', (l) => {
+      for (const [i, v] of BAD) l[i] = BigInt(v);
+    });
+    const r = await runInProcess(distill(file));
+    expect(r.code, r.stderr).toBe(0);
+    // BAD's samples 3 and 17 are among the first 32
+    expect(r.stderr).toContain(`${file}: 2 of 32 labels are out of range for the 10 classes of output 'logits'`);
+  }, 60_000);
+});
+
+describe('out-of-range labels in QAT (issue 35)', () => {
+  it('quantize --qat with every label out of range: exit 2 naming the data file', async () => {
+    const file = await dataWith('qat-bad.npz', (l) => l.fill(10n));
+    for (const backend of ['onnxruntime', 'wasm']) {
+      const r = await runInProcess([
+        ...['quantize', FIXTURE, '--mode', 'int8', '--calibration-data', join(ROOT, 'fixtures/fashion-calib.npz'), '--qat', '--data', file],
+        ...['--qat-epochs', '1', '--backend', backend, '-o', join(dir, 'qat.onnx')],
+      ]);
+      expect(r.code, `${backend}: ${r.stderr}`).toBe(2);
+      expect(r.stderr).toContain(`${file}: all ${N} labels are out of range for the 10 classes of output 'logits'`);
+      expect(existsSync(join(dir, 'qat.onnx'))).toBe(false);
+    }
+  }, 120_000);
 });
