@@ -4,13 +4,14 @@
  * dims (`--shape`), run the simplify pass (folding, If inlining, dead code; passes/simplify), check
  * the result against the original in onnxruntime (simplify-verify), then save atomically and load
  * the written file in onnxruntime before returning. Progress goes through WorkflowEvents.
- * `specializeValues` turns `--input` numbers into the tensors the pass takes (quantize uses it too).
+ * `specializeModel` is the same as a step of other workflows (quantize runs it first when `--input`
+ * values are given).
  * May import: errors, ir, data (types and constants), app/output-path, app/events; lazily onnx,
  * passes/simplify, runtime, app/simplify-verify.
  */
 import { InputError, UsageError } from '../errors.js';
 import type { Model, TensorData } from '../ir/index.js';
-import { batchAxes, modelInputSpecs, type ShapeOverrides } from '../ir/io-spec.js';
+import { batchAxes, checkShapeOverrides, modelInputSpecs, type ShapeOverrides } from '../ir/io-spec.js';
 import type { InputValues } from '../data/index.js';
 import { inputValueTensors } from '../data/constants.js';
 import type { SimplifyReport } from '../passes/simplify/index.js';
@@ -43,19 +44,59 @@ export interface SimplifyWorkflowResult {
 }
 
 /**
- * `--input` values as the tensors simplify specializes with. Only inputs without a batch dim (a
- * scalar such as a sample rate, a 1-D list) can be specialized: UsageError for the others.
+ * `--input` values split into those simplify can specialize (inputs without a batch dim: a scalar
+ * such as a sample rate, a 1-D list), as tensors, and the rest (inputs with a batch dim whose one
+ * sample is a number), which stay values fed with every sample.
  */
-export function specializeValues(model: Model, values: InputValues): Record<string, TensorData> {
+export function splitSpecializable(model: Model, values: InputValues): { tensors: Record<string, TensorData>; rest: InputValues } {
   const specs = modelInputSpecs(model);
   const { constants, perSample } = inputValueTensors(values, specs, batchAxes(specs), 1);
-  const batched = Object.keys(perSample);
+  const rest: Record<string, number | readonly number[]> = Object.create(null);
+  for (const name of Object.keys(perSample)) rest[name] = values[name]!;
+  return { tensors: constants, rest };
+}
+
+/** `--input` values as the tensors simplify specializes with; UsageError for an input with a batch dim. */
+export function specializeValues(model: Model, values: InputValues): Record<string, TensorData> {
+  const { tensors, rest } = splitSpecializable(model, values);
+  const batched = Object.keys(rest);
   if (batched.length > 0) {
     throw new UsageError(
       `--input ${batched[0]}=...: input '${batched[0]}' has a batch dim; only inputs without one (a scalar such as sr, a 1-D list) can be specialized`,
     );
   }
-  return constants;
+  return tensors;
+}
+
+/** What `specializeModel` did: the specialized model, the pass's report, its check, and the `--input` values left to feed. */
+export interface Specialized {
+  model: Model;
+  report: SimplifyReport;
+  verification: VerifySimplifyResult;
+  /** The `--input` values as given (the original model takes them all). */
+  given: InputValues;
+  /** The values left to feed (inputs with a batch dim). */
+  rest: InputValues;
+}
+
+/**
+ * The step other workflows run first when `--input` values are given (quantize): the inputs
+ * without a batch dim are specialized by the simplify pass and the result checked against the
+ * original in onnxruntime; undefined when no given input can be specialized.
+ */
+export async function specializeModel(
+  model: Model,
+  file: string,
+  values: InputValues,
+  options: { shapes?: ShapeOverrides; onProgress?: (message: string) => void } = {},
+): Promise<Specialized | undefined> {
+  const { tensors, rest } = splitSpecializable(model, values);
+  if (Object.keys(tensors).length === 0) return undefined;
+  const [{ simplify }, { verifySimplify }] = await Promise.all([import('../passes/simplify/index.js'), import('./simplify-verify.js')]);
+  options.onProgress?.(`specializing ${Object.keys(tensors).join(', ')} and simplifying`);
+  const { model: simplified, report } = withFile(file, () => simplify(model, { inputValues: tensors }));
+  const verification = await verifySimplify(model, simplified, { inputValues: values, ...(options.shapes ? { shapes: options.shapes } : {}) });
+  return { model: simplified, report, verification, given: values, rest };
 }
 
 /** Simplify `options.model` into `options.output`, verified, written atomically and checked in onnxruntime. */
@@ -70,6 +111,7 @@ export async function simplifyWorkflow(options: SimplifyWorkflowOptions, events:
   ]);
   progress(`loading ${options.model}`);
   const original = await loadModel(options.model);
+  checkShapeOverrides(options.shapes, modelInputSpecs(original));
   const inputValues = options.inputValues ?? {};
   const { model: simplified, report } = withFile(options.model, () =>
     simplify(original, { inputValues: specializeValues(original, inputValues), ...(options.shapes ? { shapes: options.shapes } : {}) }),

@@ -8,6 +8,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { quantizeWorkflow } from '../../src/app/quantize.js';
 import { simplifyWorkflow } from '../../src/app/simplify.js';
 import { verifySimplify } from '../../src/app/simplify-verify.js';
 import { GateError } from '../../src/errors.js';
@@ -83,5 +84,19 @@ describe('simplifyWorkflow', () => {
     const refused = verifySimplify(original, eightK, { inputValues: { sr: 16000 } });
     await expect(refused).rejects.toBeInstanceOf(GateError);
     await expect(refused).rejects.toThrow(/output 'output' differs from the original's on random sample 0 .*nothing was written/);
+  });
+
+  it('quantize --mode int8-dynamic --input sr=16000 specializes first: the LSTM and Gemm inside the nested Ifs are quantized', async () => {
+    const output = path.join(dir, 'vad-16k-dynamic.onnx');
+    const result = await quantizeWorkflow({ model, output, mode: 'int8-dynamic', inputValues: { sr: 16000 } });
+    expect(result.simplify!.report.ifsInlined).toHaveLength(2);
+    expect(result.simplify!.verification.maxAbsDiff).toBe(0);
+    expect((result.report as { quantizedByOpType: Record<string, number> }).quantizedByOpType).toEqual({ Gemm: 1, LSTM: 1 });
+    const written = await loadModel(output);
+    expect(written.graph.inputs.map((v) => v.name)).toEqual(['input', 'state']);
+    expect(written.graph.nodes.map((n) => n.opType)).toContain('DynamicQuantizeLSTM');
+    const want = await streamOf(model, 16000);
+    const have = await streamOf(output);
+    want.forEach((w, i) => expect(maxAbsDiff(w, have[i]!)).toBeLessThan(0.01));
   });
 });

@@ -64,7 +64,15 @@ describe('--help examples', () => {
 
   it('always-required options are requiredOptions; conditionally required ones say so', () => {
     const mandatory = program.commands.flatMap((c) => c.options.filter((o) => o.mandatory).map((o) => `${c.name()} ${o.long}`));
-    expect(mandatory.sort()).toEqual(['batchify --output', 'distill --data', 'distill --output', 'export-triton --out', 'optimize --output', 'prune --output', 'simplify --output']);
+    expect(mandatory.sort()).toEqual([
+      'batchify --output',
+      'distill --data',
+      'distill --output',
+      'export-triton --out',
+      'optimize --output',
+      'prune --output',
+      'simplify --output',
+    ]);
     const described = (command: string, flag: string) => program.commands.find((c) => c.name() === command)!.options.find((o) => o.long === flag)!.description;
     expect(described('quantize', '--output')).toContain('required unless --analyze');
     expect(described('quantize', '--calibration-data')).toContain('required for --mode int8');
