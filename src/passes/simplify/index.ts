@@ -206,7 +206,7 @@ function constantsToUniqueInitializers(root: Graph): number {
 
 /**
  * Rename every initializer whose name a graph visited earlier (root first, depth first) already
- * defines, to a name no graph uses. Returns the count renamed.
+ * defines, to a name no graph uses (`<sub-graph name>/<name>`). Returns the count renamed.
  */
 function uniqueInitializerNames(root: Graph): number {
   const all = new Set<string>();
@@ -217,8 +217,11 @@ function uniqueInitializerNames(root: Graph): number {
     const initializers = new Set<Value>(g.initializerValues);
     for (const v of [...g.values()]) {
       if (seen.has(v.name) && initializers.has(v) && !v.isGraphInput() && !v.isGraphOutput()) {
-        let name = v.name;
-        for (let i = 1; all.has(name); i++) name = `${v.name}_${i}`;
+        // Prefixed with the sub-graph's name: a '_1' suffix is what onnxruntime's optimizers append
+        // to names they make, and a collision there breaks reading its optimized model back.
+        const base = `${g.name || 'subgraph'}/${v.name}`;
+        let name = base;
+        for (let i = 2; all.has(name); i++) name = `${base}_${i}`;
         all.add(name);
         v.rename(name);
         renamed++;
