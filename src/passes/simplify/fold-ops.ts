@@ -222,22 +222,45 @@ export const EXACT_FOLDERS: Record<string, ExactFolder> = nullPrototype<ExactFol
     a && a.dtype === DataType.BOOL ? { dtype: DataType.BOOL, dims: [...a.dims], data: (a.data as Uint8Array).map((v) => (v ? 0 : 1)) } : undefined,
 });
 
-/** Static dims of a value: from its constant tensor, else its declared type when every dim is a number. */
-export function staticDims(value: Value, constant: Tensor | undefined): number[] | undefined {
+/** Dims of a value: from its constant tensor, else its declared type (numbers, or names/null for symbolic dims). */
+export function declaredDims(value: Value, constant: Tensor | undefined): (number | string | null)[] | undefined {
   if (constant) return [...constant.dims];
   const type = value.type;
   if (!type || !isTensorType(type) || !type.shape) return undefined;
-  return type.shape.every((d): d is number => typeof d === 'number') ? [...type.shape] : undefined;
+  return [...type.shape];
 }
 
-/** Shape (with opset-15 start/end) or Size of a value whose dims are known; undefined otherwise. */
-export function foldShapeOf(node: Node, dims: readonly number[] | undefined): TensorData | undefined {
-  if (!dims) return undefined;
-  if (node.opType === 'Size') return { dtype: DataType.INT64, dims: [], data: BigInt64Array.of(BigInt(elementCount(dims))) };
+/** The dims a Shape node (opset-15 start/end) reports of `dims`. */
+function shapeSlice(node: Node, dims: readonly (number | string | null)[]): (number | string | null)[] {
   const rank = dims.length;
   const clamp = (v: number): number => Math.min(Math.max(v < 0 ? v + rank : v, 0), rank);
   const start = clamp(node.getInt('start', 0));
-  const end = clamp(node.getInt('end', rank));
-  const picked = dims.slice(start, Math.max(start, end));
-  return { dtype: DataType.INT64, dims: [picked.length], data: BigInt64Array.from(picked, BigInt) };
+  return dims.slice(start, Math.max(start, clamp(node.getInt('end', rank))));
+}
+
+const allNumbers = (dims: readonly (number | string | null)[]): dims is number[] => dims.every((d) => typeof d === 'number');
+
+/** Shape (with opset-15 start/end) or Size of a value whose dims are known; undefined otherwise. */
+export function foldShapeOf(node: Node, dims: readonly (number | string | null)[] | undefined): TensorData | undefined {
+  if (!dims) return undefined;
+  if (node.opType === 'Size') return allNumbers(dims) ? { dtype: DataType.INT64, dims: [], data: BigInt64Array.of(BigInt(elementCount(dims))) } : undefined;
+  const picked = shapeSlice(node, dims);
+  return allNumbers(picked) ? { dtype: DataType.INT64, dims: [picked.length], data: BigInt64Array.from(picked, BigInt) } : undefined;
+}
+
+/**
+ * Gather of some entries of a Shape whose other dims are symbolic (`Gather(Shape(x), 1)` with only
+ * the batch dim unknown, as exporters write it): the picked dims, when they are all known.
+ */
+export function foldGatherOfShape(
+  gather: Node,
+  shape: Node,
+  dims: readonly (number | string | null)[] | undefined,
+  indices: Tensor | undefined,
+): TensorData | undefined {
+  if (!dims || !indices || gather.getInt('axis', 0) !== 0) return undefined;
+  const entries = shapeSlice(shape, dims);
+  const picked = ints(indices)!.map((i) => entries[i < 0 ? i + entries.length : i]);
+  if (picked.some((d) => typeof d !== 'number')) return undefined;
+  return { dtype: DataType.INT64, dims: [...indices.dims], data: BigInt64Array.from(picked as number[], BigInt) };
 }

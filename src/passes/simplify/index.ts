@@ -18,7 +18,7 @@ import type { ShapeOverrides } from '../../ir/io-spec.js';
 import { Tensor } from '../../ir/tensor.js';
 import { formatShape, isTensorType } from '../../ir/types.js';
 import { foldConstants, removeIdentities, removeUnusedInitializers, replaceWithInitializer } from '../preprocess/constants.js';
-import { EXACT_FOLDERS, foldShapeOf, isMovableDtype, staticDims } from './fold-ops.js';
+import { declaredDims, EXACT_FOLDERS, foldGatherOfShape, foldShapeOf, isMovableDtype } from './fold-ops.js';
 import { inlineConstantIfs, type InlinedIf } from './inline-if.js';
 
 export { inlineConstantIfs, constantBranch, type InlinedIf } from './inline-if.js';
@@ -175,7 +175,13 @@ const MAX_FOLD_ELEMENTS = 1 << 24;
 function foldNode(g: Graph, node: Node, opset: number): TensorData | undefined {
   if (node.opType === 'Shape' || node.opType === 'Size') {
     const input = node.inputs[0];
-    return input ? foldShapeOf(node, staticDims(input, g.constantTensor(input))) : undefined;
+    return input ? foldShapeOf(node, declaredDims(input, g.constantTensor(input))) : undefined;
+  }
+  const shape = node.opType === 'Gather' ? node.inputs[0]?.producer : undefined;
+  if (shape && shape.opType === 'Shape' && (shape.domain === '' || shape.domain === 'ai.onnx') && shape.inputs[0] && node.inputs[1]) {
+    const source = shape.inputs[0];
+    const indices = g.constantTensor(node.inputs[1]);
+    return foldGatherOfShape(node, shape, declaredDims(source, source.graph.constantTensor(source)), indices);
   }
   const folder = EXACT_FOLDERS[node.opType];
   if (!folder || node.inputs.length === 0) return undefined;

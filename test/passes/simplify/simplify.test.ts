@@ -107,6 +107,39 @@ describe('exact folding of shape, index and condition chains', () => {
   });
 });
 
+describe('shape computations with --shape', () => {
+  /** y = Reshape(x, [-1, Gather(Shape(x), 1), Gather(Shape(x), [2])]): the reshape exporters write around a batch dim. */
+  function reshapeModel() {
+    const b = new GraphBuilder({ opset: 17 });
+    const x = b.input('x', DataType.FLOAT, ['batch', 'seq', 4]);
+    const shape = b.node('Shape', [x]);
+    const seq = b.node('Unsqueeze', [b.node('Gather', [shape, b.constant('one', i64([1], []))]), b.constant('ax', i64([0]))]);
+    const features = b.node('Gather', [shape, b.constant('two', i64([2]))]);
+    const target = b.node('Concat', [b.constant('minus1', i64([-1])), seq, features], { axis: 0 });
+    const [y] = b.node('Reshape', [x, target], {}, { name: 'reshape', outputs: ['y'] });
+    b.output(y!, DataType.FLOAT, ['batch', 'seq', 4]);
+    return b.build();
+  }
+
+  it('Gather of a Shape folds the dims that are known; --shape seq=8 fixes the rest, leaving only the Reshape', async () => {
+    const model = reshapeModel();
+    const open = simplify(model);
+    expect(open.report.nodesFolded).toBe(1); // Gather(Shape(x), [2]) = [4]; seq is still symbolic
+    const { model: fixed, report } = simplify(model, { shapes: { seq: [8] } });
+    expect(report.shapesFixed).toEqual([{ name: 'x', shape: [-1, 8, 4] }]);
+    expect(fixed.graph.nodes.map((n) => n.opType)).toEqual(['Reshape']);
+    const target = fixed.graph.nodes[0]!.inputs[1]!.initializer!;
+    expect(Array.from(target.data as BigInt64Array, Number)).toEqual([-1, 8, 4]);
+    const x = f32(
+      Array.from({ length: 3 * 8 * 4 }, (_, i) => i),
+      [3, 8, 4],
+    );
+    const want = await runOnce(model, { x });
+    const have = await runOnce(fixed, { x });
+    expect(plain(have['y']!)).toEqual(plain(want['y']!));
+  });
+});
+
 /** A branch graph: `build` adds nodes (reading outer values freely) and returns the branch outputs. */
 function branch(
   name: string,
