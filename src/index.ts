@@ -40,6 +40,7 @@ export { convertToFloat16 } from './passes/quantize/fp16.js';
 export { quantizeDynamic } from './passes/quantize/dynamic.js';
 export { prune, pruneChannels, pruneMagnitude } from './app/prune-passes.js';
 export { batchify } from './passes/batchify.js';
+export { simplify, type SimplifyOptions, type SimplifyReport } from './passes/simplify/index.js';
 // Workflows: what each CLI command does, start to end (load, run, write, check), as functions.
 export { quantizeWorkflow, sensitivityWorkflow, type QuantizeWorkflowOptions, type QuantizeResult, type SensitivityResult } from './app/quantize.js';
 export { pruneWorkflow, type PruneWorkflowOptions, type PruneWorkflowResult } from './app/prune.js';
@@ -48,6 +49,7 @@ export { quantizeAwareTraining, type QatOptions, type QatReport } from './app/qa
 export { speedCheck, type SpeedCheck } from './app/speed-check.js';
 export { optimizeWorkflow, type OptimizeOptions, type OptimizeResult, type OptimizeCandidate } from './app/optimize.js';
 export { batchifyWorkflow, type BatchifyWorkflowOptions, type BatchifyWorkflowResult } from './app/batchify.js';
+export { simplifyWorkflow, type SimplifyWorkflowOptions, type SimplifyWorkflowResult } from './app/simplify.js';
 export {
   dynamicBatchingWorkflow,
   batchingSweepOptions,

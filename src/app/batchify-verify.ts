@@ -2,10 +2,11 @@
  * The check after batchify (passes/batchify.ts): run the original model at its own batch size and
  * the batchified one at other sizes on the same seeded random samples in onnxruntime, and compare
  * every sample's outputs, so a graph the rewrite cannot make batchable is caught.
- * May import: errors, ir, runtime, data.
+ * May import: errors, ir, runtime, data, app/compare-outputs.
  */
 import { InputError } from '../errors.js';
 import type { Model, TensorData } from '../ir/index.js';
+import { compareTensors, numbersOf } from './compare-outputs.js';
 import type { RunnerOptions, ShapeOverrides } from '../runtime/index.js';
 
 export interface VerifyBatchifyOptions {
@@ -21,13 +22,6 @@ export interface VerifyBatchifyResult {
   /** Batch sizes the batchified model was run at. */
   batchSizes: number[];
   maxAbsDiff: number;
-}
-
-function asNumbers(t: TensorData): ArrayLike<number> {
-  const d = t.data;
-  if (Array.isArray(d)) throw new InputError('string outputs cannot be compared numerically');
-  if (d instanceof BigInt64Array || d instanceof BigUint64Array) return Array.from(d, Number);
-  return d as ArrayLike<number>;
 }
 
 /**
@@ -81,18 +75,15 @@ export async function verifyBatchify(original: Model, batchified: Model, options
         if (!have || have.dims[0] !== n) {
           throw new InputError(`batchify: output '${k}' has shape [${have?.dims ?? '?'}] at batch ${n}; its dim 0 does not follow the batch`);
         }
-        const w = asNumbers(sliceSamples(want, 0, n));
-        const h = asNumbers(have);
-        const per = w.length / n;
-        for (let i = 0; i < w.length; i++) {
-          const diff = Math.abs(h[i]! - w[i]!);
-          if (!(diff <= atol + rtol * Math.abs(w[i]!))) {
-            throw new InputError(
-              `batchify: output '${k}' differs at batch ${n}, sample ${Math.floor(i / per)} (${h[i]} vs ${w[i]}); the graph mixes samples or has batch-sized constants`,
-            );
-          }
-          if (diff > maxAbsDiff) maxAbsDiff = diff;
+        const w = numbersOf(sliceSamples(want, 0, n));
+        const compared = compareTensors(w, numbersOf(have), { atol, rtol });
+        const bad = compared.mismatch;
+        if (bad) {
+          throw new InputError(
+            `batchify: output '${k}' differs at batch ${n}, sample ${Math.floor(bad.index / (w.length / n))} (${bad.have} vs ${bad.want}); the graph mixes samples or has batch-sized constants`,
+          );
         }
+        maxAbsDiff = Math.max(maxAbsDiff, compared.maxAbsDiff);
       }
     }
   } finally {

@@ -18,6 +18,7 @@ import type { FidelityJudge, GuardResult, HeldOutPlan, MetricBudget } from './qu
 import { quantizeMode, type ModeApplied, type QuantizeModeDescriptor, type QuantizeReport } from './quantize-modes.js';
 import { keepWarnings, type WorkflowEvents } from './events.js';
 import type { QatReport } from './qat.js';
+import type { Specialized } from './simplify.js';
 import type { FidelityReport, QuantizeChecks, QuantizePhase, QuantizeTiming, QuantizeWorkflowOptions } from './quantize.js';
 
 /** The inputs the checks run on: held-out samples, the first calibration samples, or random ones (and why none). */
@@ -37,6 +38,8 @@ export interface QuantizeInputs {
   runner: RunnerOptions;
   /** What the guard judges: each output's kind, the downstream models (app/output-judging.ts). */
   judged: JudgedOutputs;
+  /** `--input` values specialized first (simplify): the pass's report, its check, the values left to feed. */
+  specialized?: Omit<Specialized, 'model'>;
 }
 
 export interface QuantizeContext {
@@ -50,6 +53,8 @@ export interface QuantizeContext {
   calibrationCount: number;
   runner: RunnerOptions;
   judged: JudgedOutputs;
+  /** `--input` values specialized before the steps (QuantizeInputs.specialized). */
+  specialized?: QuantizeInputs['specialized'];
   warnings: string[];
   onWarning: (message: string) => void;
   onProgress: (message: string) => void;
@@ -115,12 +120,21 @@ export async function loadQuantizeInputs(
   maxSamples: number,
   onWarning: (message: string) => void,
   onProgress: (message: string) => void,
-  hooks: { beforeData?: (model: Model) => Promise<void> } = {},
+  hooks: { beforeData?: (model: Model) => Promise<void>; specialize?: boolean } = {},
 ): Promise<QuantizeInputs> {
   const [{ loadModel }, runtime, { loadModelData }] = await Promise.all([import('../onnx/index.js'), import('../runtime/index.js'), import('./load-data.js')]);
   const runner: RunnerOptions = options.threads ? { intraOpThreads: options.threads } : {};
   onProgress(`loading ${options.model}`);
-  const model = await loadModel(options.model, { onWarning });
+  let model = await loadModel(options.model, { onWarning });
+  let specialized: QuantizeInputs['specialized'];
+  if (hooks.specialize && options.inputValues && Object.keys(options.inputValues).length > 0) {
+    const { specializeModel } = await import('./simplify.js');
+    const done = await specializeModel(model, options.model, options.inputValues, { shapes: options.shapes, onProgress });
+    if (done) {
+      ({ model, ...specialized } = done);
+      options = { ...options, inputValues: done.rest };
+    }
+  }
   await hooks.beforeData?.(model);
   // --output-name is checked whether or not anything is scored: a name that is not an output is a typo
   if (options.outputName !== undefined) chooseOutput(model.graph.outputs, options.outputName, options.model);
@@ -131,7 +145,7 @@ export async function loadQuantizeInputs(
   const dataOptions = { inputValues: options.inputValues, feedback: options.feedback, runner, onProgress };
   const calibration = options.calibrationData ? await loadModelData(model, options.calibrationData, { ...dataOptions, maxSamples }) : undefined;
   const evalData = options.evalData ? await loadModelData(model, options.evalData, dataOptions) : undefined;
-  return { model, specs, calibration, evalData, runner, judged };
+  return { model, specs, calibration, evalData, runner, judged, ...(specialized ? { specialized } : {}) };
 }
 
 /** Refuse an already quantized model (modes that quantize); warn about `--exclude-nodes` names the pass does not check itself. */
@@ -154,6 +168,8 @@ export async function contextFrom(
   from: { checked?: boolean; startedAt?: number } = {},
 ): Promise<QuantizeContext> {
   const mode = quantizeMode(options.mode);
+  // Specialized inputs are constants of the model now: the steps feed only the values left.
+  if (inputs.specialized) options = { ...options, inputValues: inputs.specialized.rest };
   const { take } = await import('../data/index.js');
   const onWarning = keepWarnings(events, warnings);
   if (!from.checked) {
@@ -176,6 +192,7 @@ export async function contextFrom(
     calibrationCount: options.calibrationCount ?? DEFAULT_CALIBRATION_COUNT,
     runner: inputs.runner,
     judged: inputs.judged,
+    ...(inputs.specialized ? { specialized: inputs.specialized } : {}),
     warnings,
     onWarning,
     onProgress: (message) => events.onProgress?.(message),
@@ -205,6 +222,7 @@ export async function prepareQuantize(options: QuantizeWorkflowOptions, events: 
   const onProgress = (message: string): void => events.onProgress?.(message);
   const inputs = await loadQuantizeInputs(options, samplesToLoad(options, mode), onWarning, onProgress, {
     beforeData: (model) => checkModel(options, mode, model, onWarning),
+    specialize: true,
   });
   return contextFrom(options, inputs, events, warnings, { checked: true, startedAt });
 }

@@ -163,7 +163,8 @@ export async function fusionTarget(runner?: RunnerOptions): Promise<{
     runnerOptions: { ...runner, graphOptimizationLevel: 'all', optimizedModelFilePath: optimizedPath, optimizedModelExternalData: true },
     async read(model, options = {}) {
       // No baseDir: tensors in a side file stay unloaded (the analysis reads only the graph).
-      const optimized = decodeModel(await readFile(optimizedPath), { sourceName: 'optimized model' });
+      // onnxruntime writes sub-graph initializers twice in this file (with external data): keep one.
+      const optimized = decodeModel(await readFile(optimizedPath), { sourceName: 'optimized model', keepFirstInitializer: true });
       const reference = options.reference ?? (typeof model === 'string' ? decodeModel(await readFile(model), { sourceName: model }) : model);
       return analyzeOptimized(optimized, reference, options.keptFloat);
     },

@@ -28,6 +28,8 @@ import type { TrainingBackend } from '../train/tfjs/backend.js';
 import type { WorkflowEvents } from './events.js';
 import { checkOutputPath } from './output-path.js';
 import type { QatReport } from './qat.js';
+import type { SimplifyReport } from '../passes/simplify/index.js';
+import type { VerifySimplifyResult } from './simplify-verify.js';
 import { contextFrom, prepareQuantize, type QuantizeContext, type QuantizeInputs } from './quantize-context.js';
 import { applyStep, checkInputsStep, fidelityStep, gateFailureOf, int8WorkflowsStep, planStep, writeStep } from './quantize-steps.js';
 import { speedAdvice } from './speed-advice.js';
@@ -136,6 +138,8 @@ export interface QuantizeResult {
   /** Why the command must fail (a budget missed), when it must; the model was written only with `force`. */
   gateFailure?: string;
   qat?: QatReport;
+  /** `--input` values specialized first (the simplify pass: inputs made constants, Ifs inlined), and its check against the original. */
+  simplify?: { report: SimplifyReport; verification: VerifySimplifyResult };
   /** Where the run's time went, phase by phase in order (seconds; see QuantizePhase). */
   timings: QuantizeTiming[];
   warnings: string[];
@@ -271,6 +275,7 @@ async function runQuantizeSteps(ctx: QuantizeContext, output: string, settings: 
       guard: guardSummary(ctx.labelled),
       fidelity: ctx.fidelity!,
       qat: ctx.qat,
+      ...(ctx.specialized ? { simplify: { report: ctx.specialized.report, verification: ctx.specialized.verification } } : {}),
       warnings: ctx.warnings,
     };
     const seconds = (): number => (performance.now() - ctx.startedAt) / 1000;
@@ -302,12 +307,33 @@ async function runQuantizeSteps(ctx: QuantizeContext, output: string, settings: 
   }
 }
 
-/** `--measure-speed`: the input against the written file, paired timing. */
+/**
+ * `--measure-speed`: the input against the written file, paired timing. A model specialized first
+ * takes fewer inputs than the input file, so it is timed against the FP32 model specialized the
+ * same way (a temp file), and a warning says so.
+ */
 async function speedStep(ctx: QuantizeContext, target: string): Promise<SpeedCheck | undefined> {
   const { options } = ctx;
   if (!options.measureSpeedRuns) return undefined;
+  let baseline = options.model;
+  if (ctx.specialized) {
+    const [{ mkdtemp, rm }, { tmpdir }, path, { saveModel }] = await Promise.all([
+      import('node:fs/promises'),
+      import('node:os'),
+      import('node:path'),
+      import('../onnx/index.js'),
+    ]);
+    const dir = await mkdtemp(path.join(tmpdir(), 'model-opt-specialized-'));
+    ctx.cleanups.push(() => rm(dir, { recursive: true, force: true }));
+    baseline = path.join(dir, 'fp32-specialized.onnx');
+    await saveModel(ctx.model, baseline);
+    const given = ctx.specialized.report.specializedInputs.map((s) => `${s.name}=${s.values.join(',')}`).join(', ');
+    ctx.onWarning(
+      `--measure-speed: timed against the FP32 model specialized for ${given} (the input file still takes those inputs; model-opt simplify writes that model)`,
+    );
+  }
   const speed = await speedCheck(
-    options.model,
+    baseline,
     target,
     {
       runs: options.measureSpeedRuns,

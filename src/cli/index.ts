@@ -21,6 +21,7 @@ import { registerDistill } from './distill.js';
 import { registerBatchify } from './batchify.js';
 import { registerExportTriton } from './export-triton.js';
 import { registerOptimize } from './optimize.js';
+import { registerSimplify } from './simplify.js';
 
 function packageVersion(): string {
   const url = new URL('../../package.json', import.meta.url);
@@ -58,6 +59,7 @@ export function buildProgram(): Command {
   registerBatchify(program);
   registerExportTriton(program);
   registerOptimize(program);
+  registerSimplify(program);
   for (const command of program.commands) command.exitOverride();
   return program;
 }

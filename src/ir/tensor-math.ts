@@ -64,7 +64,7 @@ export function broadcastShape(a: readonly number[], b: readonly number[]): numb
 }
 
 /** Index into a broadcast operand for each output element. */
-function broadcastIndex(src: readonly number[], out: readonly number[]): Int32Array {
+export function broadcastIndex(src: readonly number[], out: readonly number[]): Int32Array {
   const n = out.reduce((x, y) => x * y, 1);
   const rank = out.length;
   const padded = [...Array(rank - src.length).fill(1), ...src] as number[];

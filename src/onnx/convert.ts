@@ -452,6 +452,8 @@ function sparseToProto(s: SparseTensor, opts: TensorEncodeOptions): Msg {
 export interface DecodeContext {
   readExternal?: ExternalReader;
   warn: (message: string) => void;
+  /** A graph's second initializer of one name is dropped (same dtype and dims) instead of refused. */
+  keepFirstInitializer?: boolean;
 }
 
 const ATTR_FIELDS: Record<number, string> = {
@@ -694,7 +696,11 @@ export function graphFromProto(p: Msg, ctx: DecodeContext, parentNode: Node | nu
   for (const t of (p.initializer ?? []) as Msg[]) {
     const tensor = tensorFromProto(t, ctx);
     const existing = g.localValue(tensor.name);
-    if (existing && !existing.isGraphInput()) throw new InputError(`${here}: initializer '${tensor.name}' is defined twice`);
+    if (existing && !existing.isGraphInput()) {
+      const first = existing.initializer;
+      if (ctx.keepFirstInitializer && first && first.dtype === tensor.dtype && first.dims.join() === tensor.dims.join()) continue;
+      throw new InputError(`${here}: initializer '${tensor.name}' is defined twice`);
+    }
     g.addInitializer(tensor);
   }
   for (const s of (p.sparseInitializer ?? []) as Msg[]) g.addSparseInitializer(sparseFromProto(s, ctx));

@@ -45,6 +45,12 @@ export interface DecodeOptions {
   onWarning?: (message: string) => void;
   /** Name used in error messages (defaults to 'model'). */
   sourceName?: string;
+  /**
+   * Keep the first of two initializers of one name in a graph (same dtype and dims) instead of
+   * refusing the file: onnxruntime 1.30 writes every sub-graph initializer twice when it saves an
+   * optimized model with external data. For reading onnxruntime's own output only.
+   */
+  keepFirstInitializer?: boolean;
 }
 
 export interface EncodeOptions {
@@ -151,7 +157,11 @@ export function decodeModel(bytes: Uint8Array, options: DecodeOptions = {}): Mod
     );
   }
   const sources: NonNullable<ModelIoState['sources']> = { externals: new Set(), names: new Map() };
-  const ctx: DecodeContext = { warn, readExternal: options.baseDir ? externalReader(options.baseDir, source, sources) : undefined };
+  const ctx: DecodeContext = {
+    warn,
+    readExternal: options.baseDir ? externalReader(options.baseDir, source, sources) : undefined,
+    ...(options.keepFirstInitializer ? { keepFirstInitializer: true } : {}),
+  };
   let model: Model;
   try {
     model = modelFromProto(msg, ctx);

@@ -168,8 +168,15 @@ export interface SummaryOptions {
   width?: number;
 }
 
+/** The specialization quantize ran first: inputs made constants, Ifs inlined, the size of the graph, the check. */
+function describeSimplified({ report: r, verification: v }: NonNullable<QuantizeResult['simplify']>): string {
+  const specialized = r.specializedInputs.map((s) => `${s.name}=${s.values.join(',')}`).join(', ');
+  return `${specialized} specialized (no longer inputs); ${r.ifsInlined.length} If node(s) inlined; nodes ${r.nodesBefore} -> ${r.nodesAfter}, initializers ${r.initializersBefore} -> ${r.initializersAfter}; same outputs as the original on ${v.samples} random samples (max |diff| ${v.maxAbsDiff.toExponential(2)})`;
+}
+
 export function renderQuantizeSummary(result: QuantizeResult, options: SummaryOptions = {}): string {
   const table = new Table({ head: ['', result.mode], style: tableStyle() });
+  if (result.simplify) table.push(['simplified first', describeSimplified(result.simplify)]);
   table.push(...passRows(result.report));
   if (result.fusion) {
     const f = result.fusion;

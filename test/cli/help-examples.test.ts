@@ -12,7 +12,7 @@ import { describe, expect, it } from 'vitest';
 import { buildProgram } from '../../src/cli/index.js';
 import { ROOT, runInProcess } from '../helpers/cli.js';
 
-const COMMANDS = ['inspect', 'benchmark', 'quantize', 'prune', 'distill', 'batchify', 'export-triton'];
+const COMMANDS = ['inspect', 'benchmark', 'quantize', 'prune', 'distill', 'batchify', 'export-triton', 'simplify'];
 const files = (JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { files: string[] }).files;
 
 /** Whether a package-relative path is matched by one of package.json's "files" entries. */
@@ -64,7 +64,15 @@ describe('--help examples', () => {
 
   it('always-required options are requiredOptions; conditionally required ones say so', () => {
     const mandatory = program.commands.flatMap((c) => c.options.filter((o) => o.mandatory).map((o) => `${c.name()} ${o.long}`));
-    expect(mandatory.sort()).toEqual(['batchify --output', 'distill --data', 'distill --output', 'export-triton --out', 'optimize --output', 'prune --output']);
+    expect(mandatory.sort()).toEqual([
+      'batchify --output',
+      'distill --data',
+      'distill --output',
+      'export-triton --out',
+      'optimize --output',
+      'prune --output',
+      'simplify --output',
+    ]);
     const described = (command: string, flag: string) => program.commands.find((c) => c.name() === command)!.options.find((o) => o.long === flag)!.description;
     expect(described('quantize', '--output')).toContain('required unless --analyze');
     expect(described('quantize', '--calibration-data')).toContain('required for --mode int8');

@@ -62,6 +62,7 @@ const COMMANDS: [kind: string, args: () => string[]][] = [
   ['benchmark', () => ['benchmark', CNN, out('int8.onnx'), '--iterations', '20', '--no-memory', '--provider', 'tensorrt,cpu']],
   ['batching-sweep', () => ['benchmark', CNN, '--dynamic-batching', '--concurrency', '1,4', '--window-ms', '100', '--max-windows', '3', '--no-baseline']],
   ['batchify', () => ['batchify', CNN, '-o', out('batchified.onnx')]],
+  ['simplify', () => ['simplify', CNN, '-o', out('simplified.onnx')]],
   ['export-triton', () => ['export-triton', CNN, '--out', out('triton')]],
   [
     'optimize',

@@ -41,8 +41,18 @@ describe('shared CLI flags', () => {
         expect(text === shared.description || text.startsWith(`${shared.description}: `), `${shared.long}: ${texts.join(' | ')}`).toBe(true);
     }
     expect(byFlag.get('--eval-data')!.get('prune')).toMatch(/: top-1 accuracy before and after$/);
-    expect([...byFlag.get('--json')!.keys()].sort()).toEqual(['batchify', 'benchmark', 'distill', 'export-triton', 'inspect', 'optimize', 'prune', 'quantize']);
-    expect([...byFlag.get('--shape')!.keys()].sort()).toEqual(['batchify', 'benchmark', 'export-triton', 'optimize', 'prune', 'quantize']);
+    expect([...byFlag.get('--json')!.keys()].sort()).toEqual([
+      'batchify',
+      'benchmark',
+      'distill',
+      'export-triton',
+      'inspect',
+      'optimize',
+      'prune',
+      'quantize',
+      'simplify',
+    ]);
+    expect([...byFlag.get('--shape')!.keys()].sort()).toEqual(['batchify', 'benchmark', 'export-triton', 'optimize', 'prune', 'quantize', 'simplify']);
   });
 
   it('keeps the exit code on the program that ran (two programs do not share it)', async () => {
