@@ -492,7 +492,7 @@ export class FidelityJudge {
       const e = a.embedding;
       outputs[name] = {
         ...(detected ? { kind: detected.kind, kindWhy: detected.why } : {}),
-        judgedOn: judged ? j.judgedOn : 'not judged (an integer output)',
+        judgedOn: judged || detected?.kind === 'state' ? j.judgedOn : 'not judged (an integer output)',
         ...(e ? { meanCosine: e.pooledCosine?.mean ?? e.vectorCosine.mean, neighbourAgreement: e.neighbourAgreement } : {}),
         ...(detected?.kind === 'probability' || (detected?.kind === 'dense-map' && a.unitInterval) ? { thresholdAgreement: a.thresholdAgreement } : {}),
         sqnrDb: a.sqnrDb,
