@@ -282,7 +282,10 @@ export function fidelityRows(f: FidelityReport, written?: QuantizeResult['agreem
       o.judgedOn && o.kind && o.kind !== 'class-scores' && o.kind !== 'class-sequence'
         ? `${o.judgedOn}${changed}`
         : `SQNR ${formatDb(o.sqnrDb)}${changed}${written?.[name] ? formatWorstChannel(written[name]) : ''}, cosine ${o.cosineSimilarity.toFixed(4)}${o.top1Agreement !== null ? `, top-1 agreement ${(o.top1Agreement * 100).toFixed(2)}%` : ''}${sequenceText(o)}`;
-    rows.push([`fidelity '${name}'`, `${kind}${measured}${o.judged ? (o.met ? '' : belowBudget(f.final.failures, name)) : o.kind === 'state' ? '' : ' (not judged)'}`]);
+    rows.push([
+      `fidelity '${name}'`,
+      `${kind}${measured}${o.judged ? (o.met ? '' : belowBudget(f.final.failures, name)) : o.kind === 'state' ? '' : ' (not judged)'}`,
+    ]);
   }
   if (f.final.metric) {
     const m = f.final.metric;
