@@ -187,7 +187,7 @@ export async function distillWorkflow(options: DistillWorkflowOptions, events: D
       throw new UsageError(`--checkpoint and -o/--output name the same file ${output}; give the checkpoint its own path`);
   }
 
-  const [{ loadModel, saveModel }, { loadDataset, take }] = await Promise.all([import('../onnx/index.js'), import('../data/index.js')]);
+  const [{ loadModel }, { loadDataset, take }] = await Promise.all([import('../onnx/index.js'), import('../data/index.js')]);
   const progress = events.onProgress ?? (() => undefined);
   progress('loading models and data');
   const teacher = options.teacher ? await loadModel(options.teacher) : undefined;
@@ -235,7 +235,7 @@ export async function distillWorkflow(options: DistillWorkflowOptions, events: D
   });
   const report = result.report;
   progress(`writing ${output}`);
-  await saveModel(result.model, output);
+  await (await import('../runtime/index.js')).saveModelChecked(result.model, output);
   let latency: DistillLatency | null = null;
   if (runBenchmark !== false && options.teacher && !report.interrupted) {
     progress('benchmarking student against teacher (batch 1)');

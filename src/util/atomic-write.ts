@@ -141,22 +141,31 @@ export function writeFileFlushed(file: string, bytes: Uint8Array): void {
 }
 
 /**
- * Writes `bytes` to `file` atomically (temp file, flush, rename); a symlink is written through,
- * a folder or special file refused (resolveWriteTarget). InputError naming the file when it
- * cannot be written; no temp file is left behind.
+ * Writes `bytes` to `file` atomically (temp file, flush, `verify`, rename); a symlink is written
+ * through, a folder or special file refused (resolveWriteTarget). `verify` gets the staged temp
+ * file: when it throws, its error is passed on and a previous file at `file` is kept as it was.
+ * InputError naming the file when it cannot be written; no temp file is left behind.
  */
-export async function writeBytesAtomic(file: string, bytes: Uint8Array): Promise<void> {
+export async function writeBytesAtomic(file: string, bytes: Uint8Array, options: { verify?: (staged: string) => Promise<void> } = {}): Promise<void> {
   const target = resolveWriteTarget(file);
   const tmp = tempPathBeside(target);
   trackTemp(tmp);
   try {
-    writeFileFlushed(tmp, bytes);
+    try {
+      writeFileFlushed(tmp, bytes);
+    } catch (error) {
+      throw new InputError(`${file}: cannot write file (${(error as Error).message})`, { cause: error });
+    }
     await yieldToSignals();
-    await fs.promises.rename(tmp, target);
-  } catch (error) {
-    await fs.promises.rm(tmp, { force: true });
-    throw new InputError(`${file}: cannot write file (${(error as Error).message})`, { cause: error });
+    if (options.verify) await options.verify(tmp);
+    await yieldToSignals();
+    try {
+      await fs.promises.rename(tmp, target);
+    } catch (error) {
+      throw new InputError(`${file}: cannot write file (${(error as Error).message})`, { cause: error });
+    }
   } finally {
+    await fs.promises.rm(tmp, { force: true });
     untrackTemp(tmp);
   }
 }
