@@ -8,7 +8,6 @@
  * May import: errors, ir, onnx, data, metrics (types), passes/prune, passes/preprocess, app/*; train and bench lazily
  * (tfjs, onnxruntime).
  */
-import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { UsageError } from '../errors.js';
 import { sameFile } from '../util/atomic-write.js';
@@ -174,13 +173,14 @@ export function worseThanStart(report: Pick<DistillReport, 'accuracy' | 'evalSam
 
 export async function distillWorkflow(options: DistillWorkflowOptions, events: DistillEvents = {}): Promise<DistillWorkflowResult> {
   const inputs = [options.teacher, options.student, options.data, options.evalData].filter((x): x is string => !!x);
-  const output = checkOutputPath(options.output, inputs);
+  // The checkpoint resumed from is an input of -o too (--checkpoint may name it: it is rewritten as training goes on).
+  const output = checkOutputPath(options.output, options.resumeFrom ? [...inputs, options.resumeFrom] : inputs);
   const fromTeacher = options.studentFromTeacherWidth !== undefined;
   if (!options.teacher && !options.student) throw new UsageError('give --teacher (and optionally --student), or --student with --labels-only');
   if (fromTeacher && !options.teacher) throw new UsageError('--student-from-teacher needs --teacher');
   if (fromTeacher && options.student) throw new UsageError('give either --student or --student-from-teacher, not both');
   if (!options.teacher && !options.labelsOnly) throw new UsageError('without --teacher there are no soft targets: add --labels-only to train on labels alone');
-  if (options.resumeFrom && !existsSync(options.resumeFrom)) throw new UsageError(`--resume: no checkpoint at ${options.resumeFrom}`);
+  if (options.resumeFrom) await (await import('../train/core/checkpoint.js')).checkCheckpointFile(options.resumeFrom);
   if (options.checkpoint) {
     checkOutputPath(options.checkpoint, inputs, '--checkpoint');
     if (path.resolve(options.checkpoint) === output || sameFile(options.checkpoint, output))

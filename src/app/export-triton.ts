@@ -57,7 +57,7 @@ export async function exportTritonWorkflow(options: ExportTritonOptions, events:
   const configPath = path.resolve(options.out, name, 'config.pbtxt');
   // An existing config (given, or already in the repository) is edited: its other fields stay.
   const baseFile = options.tritonConfig ?? (fs.existsSync(configPath) ? configPath : undefined);
-  const base = baseFile ? serve.parseTritonConfig(readText(baseFile), baseFile) : undefined;
+  const base = baseFile ? serve.parseTritonConfig(readText(baseFile, options.tritonConfig ? '--triton-config' : undefined), baseFile) : undefined;
   ensureDistinctOutput(options.model, path.resolve(options.out, name, '1', tritonModelFileName(base)));
   const noBatching = options.maxBatchSize === 0;
   const asked = [...BATCHING_SETTINGS].filter(([k]) => options[k] !== undefined).map(([, flag]) => flag);
