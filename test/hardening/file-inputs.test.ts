@@ -90,6 +90,19 @@ describe('FIFO inputs are refused at once, naming the flag and the path', () => 
     HANG_MS,
   );
 
+  fifoIt('benchmark --data <image folder> with a FIFO beside the images: refused, no hang (the manifest hashes the folder)', () => {
+    const images = file('bench-images');
+    mkdirSync(join(images, 'a'), { recursive: true });
+    const png = new PNG({ width: 28, height: 28 });
+    png.data = Buffer.alloc(28 * 28 * 4, 200);
+    writeFileSync(join(images, 'a', 'x.png'), PNG.sync.write(png));
+    const notes = join(images, 'a', 'notes');
+    execFileSync('mkfifo', [notes]);
+    const r = runCli(['benchmark', FIXTURE, '--data', images, '--iterations', '2', '--warmup', '0'], { timeoutMs: HANG_MS });
+    expect(r.status).toBe(2);
+    expect(oneLine(r.stderr)).toEqual([`model-opt: error: ${notes}: the data file is a FIFO (named pipe); model-opt reads only regular files`]);
+  });
+
   fifoIt('--metric fifo.mjs: named a FIFO, not "a directory"', async () => {
     const metric = fifo('metric.mjs');
     const r = await runInProcess(['benchmark', FIXTURE, '--data', CALIB, '--metric', metric, '--iterations', '2', '--warmup', '0']);
