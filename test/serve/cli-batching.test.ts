@@ -85,31 +85,21 @@ describe('benchmark --dynamic-batching (onnxruntime)', () => {
 
   it('batching pays where compute dominates: an MLP 256-1024-10 at concurrency 8 gains at least 1.3x throughput (real onnxruntime)', async () => {
     // docs/batching.md measured 6.12x for a 784-1024-1024-10 MLP at concurrency 64; this smaller
-    // run (concurrency 8, batches of up to 8, 3 windows of 150 ms) measured 1.98x, 2.63x and 3.10x
+    // run (concurrency 8, batches of up to 8, windows of 150 ms) measured 1.98x, 2.63x and 3.10x
     // in three runs on a loaded 2-core machine (2026-12-03). The floor is well below that and well
     // above 1: a batcher that gains nothing fails it.
     const model = path.join(dir, 'mlp-wide.onnx');
     await saveModel(mlpModel(256, 1024, 10), model);
-    const r = await run([
-      'benchmark',
-      model,
-      '--dynamic-batching',
-      '--max-batch-size',
-      '8',
-      '--concurrency',
-      '8',
-      '--window-ms',
-      '150',
-      '--max-windows',
-      '3',
-      '--threads',
-      '1',
-      '--json',
-    ]);
-    expect(r.code, r.err).toBe(0);
-    const doc = JSON.parse(r.out) as BatchingSweepResult;
-    const row = doc.rows[0]!;
-    expect(row.throughputGain, JSON.stringify(row)).toBeGreaterThanOrEqual(1.3);
+    // A window the sweep itself marks unstable (a loaded machine) gives no gain: up to three sweeps
+    // for one it calls valid; the gain of that one is held to the floor.
+    let row: BatchingSweepResult['rows'][number] | undefined;
+    for (let attempt = 0; attempt < 3 && row?.throughputGain === undefined; attempt++) {
+      const args = ['--max-batch-size', '8', '--concurrency', '8', '--window-ms', '150', '--max-windows', '5', '--threads', '1', '--json'];
+      const r = await run(['benchmark', model, '--dynamic-batching', ...args]);
+      expect(r.code, r.err).toBe(0);
+      row = (JSON.parse(r.out) as BatchingSweepResult).rows[0]!;
+    }
+    expect(row!.throughputGain, JSON.stringify(row)).toBeGreaterThanOrEqual(1.3);
   });
 
   it('rejects contradictory flags with exit code 2', async () => {
