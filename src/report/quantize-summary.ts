@@ -171,7 +171,11 @@ export interface SummaryOptions {
 /** The specialization quantize ran first: inputs made constants, Ifs inlined, the size of the graph, the check. */
 function describeSimplified({ report: r, verification: v }: NonNullable<QuantizeResult['simplify']>): string {
   const specialized = r.specializedInputs.map((s) => `${s.name}=${s.values.join(',')}`).join(', ');
-  return `${specialized} specialized (no longer inputs); ${r.ifsInlined.length} If node(s) inlined; nodes ${r.nodesBefore} -> ${r.nodesAfter}, initializers ${r.initializersBefore} -> ${r.initializersAfter}; same outputs as the original on ${v.samples} random samples (max |diff| ${v.maxAbsDiff.toExponential(2)})`;
+  const inputs =
+    specialized === ''
+      ? 'no input specialized (the model has sub-graphs: names made unique, constants folded)'
+      : `${specialized} specialized (no longer inputs)`;
+  return `${inputs}; ${r.ifsInlined.length} If node(s) inlined; nodes ${r.nodesBefore} -> ${r.nodesAfter}, initializers ${r.initializersBefore} -> ${r.initializersAfter}; same outputs as the original on ${v.samples} random samples (max |diff| ${v.maxAbsDiff.toExponential(2)})`;
 }
 
 export function renderQuantizeSummary(result: QuantizeResult, options: SummaryOptions = {}): string {
@@ -282,7 +286,10 @@ export function fidelityRows(f: FidelityReport, written?: QuantizeResult['agreem
       o.judgedOn && o.kind && o.kind !== 'class-scores' && o.kind !== 'class-sequence'
         ? `${o.judgedOn}${changed}`
         : `SQNR ${formatDb(o.sqnrDb)}${changed}${written?.[name] ? formatWorstChannel(written[name]) : ''}, cosine ${o.cosineSimilarity.toFixed(4)}${o.top1Agreement !== null ? `, top-1 agreement ${(o.top1Agreement * 100).toFixed(2)}%` : ''}${sequenceText(o)}`;
-    rows.push([`fidelity '${name}'`, `${kind}${measured}${o.judged ? (o.met ? '' : belowBudget(f.final.failures, name)) : o.kind === 'state' ? '' : ' (not judged)'}`]);
+    rows.push([
+      `fidelity '${name}'`,
+      `${kind}${measured}${o.judged ? (o.met ? '' : belowBudget(f.final.failures, name)) : o.kind === 'state' ? '' : ' (not judged)'}`,
+    ]);
   }
   if (f.final.metric) {
     const m = f.final.metric;
