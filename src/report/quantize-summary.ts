@@ -169,7 +169,7 @@ export interface SummaryOptions {
 }
 
 /** The specialization quantize ran first: inputs made constants, Ifs inlined, the size of the graph, the check. */
-function describeSimplified({ report: r, verification: v }: NonNullable<QuantizeResult['simplify']>): string {
+export function describeSimplified({ report: r, verification: v }: NonNullable<QuantizeResult['simplify']>): string {
   const specialized = r.specializedInputs.map((s) => `${s.name}=${s.values.join(',')}`).join(', ');
   const inputs =
     specialized === ''
