@@ -1,8 +1,8 @@
 /**
  * The batchify workflow (`model-opt batchify`): make a model's batch dim dynamic (symbolic input
  * and output dim 0, Reshape targets with the batch size baked in rewritten to 0/-1), check in
- * onnxruntime that every sample's outputs match the original at several batch sizes, then save
- * atomically and load the written file in onnxruntime before returning. Progress and the pass's
+ * onnxruntime that every sample's outputs match the original at several batch sizes, then write it
+ * (staged, loaded in onnxruntime, and only then renamed over the output). Progress and the pass's
  * warnings go through WorkflowEvents; nothing is printed.
  * May import: errors, app/output-path, app/events; lazily onnx, passes/batchify, runtime.
  */
@@ -39,12 +39,12 @@ export interface BatchifyWorkflowResult {
   verification?: VerifyBatchifyResult;
 }
 
-/** Batchify `options.model` into `options.output`, verified, written atomically and checked in onnxruntime. */
+/** Batchify `options.model` into `options.output`, verified, and written after its staged copy loaded in onnxruntime. */
 export async function batchifyWorkflow(options: BatchifyWorkflowOptions, events: WorkflowEvents = {}): Promise<BatchifyWorkflowResult> {
   const progress = events.onProgress ?? (() => undefined);
   const dimName = options.dimName ?? 'N';
   const output = checkOutputPath(options.output, [options.model]);
-  const [{ loadModel, saveModel }, { batchify }, { verifyBatchify }, { createRunner }] = await Promise.all([
+  const [{ loadModel }, { batchify }, { verifyBatchify }, { saveModelChecked }] = await Promise.all([
     import('../onnx/index.js'),
     import('../passes/batchify.js'),
     import('./batchify-verify.js'),
@@ -58,11 +58,9 @@ export async function batchifyWorkflow(options: BatchifyWorkflowOptions, events:
     progress('comparing both models in onnxruntime');
     verification = await verifyBatchify(original, batchable, { shapeOverrides: options.shapes ?? {} });
   }
+  // Staged, loaded in onnxruntime, then renamed: an unloadable model never replaces a previous output.
   progress(`writing ${output}`);
-  await saveModel(batchable, output);
-  progress('checking the written model in onnxruntime');
-  const runner = await createRunner(output, { label: output });
-  await runner.release();
+  await saveModelChecked(batchable, output, { onCheck: () => progress('checking the written model in onnxruntime') });
   for (const warning of report.warnings) events.onWarning?.(warning);
   return { input: options.model, output: options.output, dimName, report, ...(verification ? { verification } : {}) };
 }

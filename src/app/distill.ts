@@ -8,7 +8,6 @@
  * May import: errors, ir, onnx, data, metrics (types), passes/prune, passes/preprocess, app/*; train and bench lazily
  * (tfjs, onnxruntime).
  */
-import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { UsageError } from '../errors.js';
 import { sameFile } from '../util/atomic-write.js';
@@ -174,20 +173,21 @@ export function worseThanStart(report: Pick<DistillReport, 'accuracy' | 'evalSam
 
 export async function distillWorkflow(options: DistillWorkflowOptions, events: DistillEvents = {}): Promise<DistillWorkflowResult> {
   const inputs = [options.teacher, options.student, options.data, options.evalData].filter((x): x is string => !!x);
-  const output = checkOutputPath(options.output, inputs);
+  // The checkpoint resumed from is an input of -o too (--checkpoint may name it: it is rewritten as training goes on).
+  const output = checkOutputPath(options.output, options.resumeFrom ? [...inputs, options.resumeFrom] : inputs);
   const fromTeacher = options.studentFromTeacherWidth !== undefined;
   if (!options.teacher && !options.student) throw new UsageError('give --teacher (and optionally --student), or --student with --labels-only');
   if (fromTeacher && !options.teacher) throw new UsageError('--student-from-teacher needs --teacher');
   if (fromTeacher && options.student) throw new UsageError('give either --student or --student-from-teacher, not both');
   if (!options.teacher && !options.labelsOnly) throw new UsageError('without --teacher there are no soft targets: add --labels-only to train on labels alone');
-  if (options.resumeFrom && !existsSync(options.resumeFrom)) throw new UsageError(`--resume: no checkpoint at ${options.resumeFrom}`);
+  if (options.resumeFrom) await (await import('../train/core/checkpoint.js')).checkCheckpointFile(options.resumeFrom);
   if (options.checkpoint) {
     checkOutputPath(options.checkpoint, inputs, '--checkpoint');
     if (path.resolve(options.checkpoint) === output || sameFile(options.checkpoint, output))
       throw new UsageError(`--checkpoint and -o/--output name the same file ${output}; give the checkpoint its own path`);
   }
 
-  const [{ loadModel, saveModel }, { loadDataset, take }] = await Promise.all([import('../onnx/index.js'), import('../data/index.js')]);
+  const [{ loadModel }, { loadDataset, take }] = await Promise.all([import('../onnx/index.js'), import('../data/index.js')]);
   const progress = events.onProgress ?? (() => undefined);
   progress('loading models and data');
   const teacher = options.teacher ? await loadModel(options.teacher) : undefined;
@@ -236,7 +236,7 @@ export async function distillWorkflow(options: DistillWorkflowOptions, events: D
   });
   const report = result.report;
   progress(`writing ${output}`);
-  await saveModel(result.model, output);
+  await (await import('../runtime/index.js')).saveModelChecked(result.model, output);
   let latency: DistillLatency | null = null;
   if (runBenchmark !== false && options.teacher && !report.interrupted) {
     progress('benchmarking student against teacher (batch 1)');

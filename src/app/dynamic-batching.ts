@@ -5,11 +5,11 @@
  * `sloP99`, the search for the settings with the highest throughput under that p99). Also the
  * settings step that `app/export-triton` shares. Progress, and notes on what the simulation does
  * not model, go through events; nothing is printed.
- * May import: errors, app/events, node:fs, node:os, types of serve, ir and data; lazily serve, onnx, ir, data.
+ * May import: errors, util/read-file, app/events, node:os, types of serve, ir and data; lazily serve, onnx, ir, data.
  */
-import fs from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { UsageError } from '../errors.js';
+import { readRegularTextSync } from '../util/read-file.js';
 import type { InputValues } from '../data/index.js';
 import type { ShapeOverrides } from '../ir/io-spec.js';
 import type { BatchingSweepOptions, BatchingSweepResult } from '../serve/sweep.js';
@@ -94,7 +94,7 @@ export async function batchingSweepOptions(
   let simulationNotes: string[] = [];
   if (options.tritonConfig) {
     const { parseTritonConfig, batcherSettingsFromTriton } = await import('../serve/index.js');
-    const text = readText(options.tritonConfig);
+    const text = readText(options.tritonConfig, '--triton-config');
     const { batcher, instances, notes } = batcherSettingsFromTriton(parseTritonConfig(text, options.tritonConfig));
     if (instances > MAX_INSTANCES && options.instances === undefined) {
       throw new UsageError(
@@ -166,12 +166,8 @@ export async function dynamicBatchingWorkflow(options: DynamicBatchingOptions, e
   return runSweep(await batchingSweepOptions(options, events), events);
 }
 
-/** A config file's text; UsageError naming it when it cannot be read. */
-export function readText(file: string): string {
-  try {
-    return fs.readFileSync(file, 'utf8');
-  } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    throw new UsageError(`${file}: cannot read (${code === 'ENOENT' ? 'no such file' : (code ?? String(e))})`);
-  }
+/** A Triton config's text; InputError naming it (and `flag`) when it is missing, not a regular file or unreadable. */
+export function readText(file: string, flag?: string): string {
+  // A FIFO, folder or device is refused before it is opened (a FIFO blocked here forever).
+  return readRegularTextSync(file, 'Triton config', { flag });
 }

@@ -4,11 +4,12 @@
  * (`sloP99`), editing an existing config (given, or already in the repository) so that its other
  * fields stay. Progress and notes (the recommendation, a batcher without queue delay) go through
  * events; nothing is printed.
- * May import: errors, app/dynamic-batching, app/events, node:fs, node:path, serve types; lazily serve, onnx.
+ * May import: errors, util/atomic-write, app/dynamic-batching, app/events, node:fs, node:path, serve types; lazily serve, onnx.
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import { GateError, UsageError } from '../errors.js';
+import { sameFile } from '../util/atomic-write.js';
 import type { BatchingSetting } from '../serve/slo-search.js';
 import type { BatchingSweepResult } from '../serve/sweep.js';
 import { batchingSweepOptions, readText, runSweep, type BatcherSettingOptions, type BatchingEvents, type BatchingRunOptions } from './dynamic-batching.js';
@@ -55,9 +56,17 @@ export async function exportTritonWorkflow(options: ExportTritonOptions, events:
   const name = options.name ?? tritonModelName(options.model);
   if (!/^[A-Za-z0-9_.-]+$/.test(name) || name === '.' || name === '..') throw new UsageError(`--name '${name}': use letters, digits, '_', '-' and '.'`);
   const configPath = path.resolve(options.out, name, 'config.pbtxt');
+  // A file given as an input is never written, and Triton reads only <out>/<name>/config.pbtxt, so
+  // writing elsewhere would export nothing Triton uses: the way to update it in place is to leave
+  // out --triton-config (the repository's config is then found and edited, as below).
+  if (options.tritonConfig !== undefined && sameFile(options.tritonConfig, configPath)) {
+    throw new UsageError(
+      `--triton-config ${options.tritonConfig}: is the config this export writes (${configPath}), and an input file is never overwritten; to update it in place leave out --triton-config (the repository's config is edited, its other fields kept), or export to another --out or --name`,
+    );
+  }
   // An existing config (given, or already in the repository) is edited: its other fields stay.
   const baseFile = options.tritonConfig ?? (fs.existsSync(configPath) ? configPath : undefined);
-  const base = baseFile ? serve.parseTritonConfig(readText(baseFile), baseFile) : undefined;
+  const base = baseFile ? serve.parseTritonConfig(readText(baseFile, options.tritonConfig ? '--triton-config' : undefined), baseFile) : undefined;
   ensureDistinctOutput(options.model, path.resolve(options.out, name, '1', tritonModelFileName(base)));
   const noBatching = options.maxBatchSize === 0;
   const asked = [...BATCHING_SETTINGS].filter(([k]) => options[k] !== undefined).map(([, flag]) => flag);

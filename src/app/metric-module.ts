@@ -12,12 +12,13 @@
  *                 { model: int8, metrics: { task: form.create() } }], data)  // -> TaskMetricResult each
  * Errors (exit 2): a module that is missing, fails to load, has no default export or a wrong one
  * names the file; one that throws while scoring names the file, the metric and the samples.
- * May import: evaluate, errors.
+ * May import: evaluate, errors, util/read-file.
  */
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { fileErrorReason, InputError } from '../errors.js';
+import { checkRegularFile } from '../util/read-file.js';
 import { builtinMetric, isModuleSpec, metricFromModule, type TaskMetricFactory, type TaskMetricOptions } from '../evaluate/index.js';
 
 export { isModuleSpec };
@@ -37,11 +38,14 @@ export async function resolveMetric(spec: string, options: ResolveMetricOptions 
 /** Imports a metric module and checks its default export (see evaluate/module-metric.ts for the shapes). */
 export async function loadMetricModule(file: string, cwd = process.cwd()): Promise<TaskMetricFactory> {
   const resolved = file.startsWith('file:') ? new URL(file) : pathToFileURL(path.resolve(cwd, file));
-  try {
-    const info = await stat(resolved);
-    if (!info.isFile()) throw Object.assign(new Error('not a file'), { code: 'EISDIR' });
-  } catch (error) {
-    throw new InputError(`${file}: cannot read the metric module (${fileErrorReason(error)})`, { cause: error });
+  // A FIFO, folder or device is named as such (a FIFO was reported as "is a directory").
+  const size = checkRegularFile(fileURLToPath(resolved), 'metric module', { flag: '--metric', given: file });
+  if (size === undefined) {
+    try {
+      await stat(resolved);
+    } catch (error) {
+      throw new InputError(`--metric ${file}: cannot read the metric module (${fileErrorReason(error)})`, { cause: error });
+    }
   }
   let loaded: { default?: unknown };
   try {

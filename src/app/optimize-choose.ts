@@ -6,7 +6,7 @@
  * May import: app/*, util, types from below; runtime (lazily).
  */
 import { createHash } from 'node:crypto';
-import { readFile, rm, stat } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import type { Speedup } from '../metrics/index.js';
 import type { CandidateSpec, Recipe } from './optimize-recipe.js';
 import { within } from './optimize-measure.js';
@@ -128,17 +128,10 @@ export async function writeChosen(
 ): Promise<{ sizeBytes: number; sha256: string; recipe: string | null }> {
   const { output, recipeFile, options, objective, threads, iterations } = run;
   const bytes = new Uint8Array(await readFile(source));
-  const { writeBytesAtomic } = await import('../util/atomic-write.js');
+  const [{ writeBytesAtomic }, { writeModelBytesChecked }] = await Promise.all([import('../util/atomic-write.js'), import('../runtime/index.js')]);
   run.progress(`writing ${output}`);
-  await writeBytesAtomic(output, bytes);
-  const runtime = await import('../runtime/index.js');
-  try {
-    const check = await runtime.createRunner(output, { intraOpThreads: threads, label: output });
-    await check.release();
-  } catch (error) {
-    await rm(output, { force: true });
-    throw error;
-  }
+  // Loaded in onnxruntime from the staged copy: a model that does not load never replaces a previous output.
+  await writeModelBytesChecked(output, bytes, { runner: { intraOpThreads: threads } });
   const chosenSpec: CandidateSpec | null = chosen ? chosen.spec : { fp32: { graphOptimized: false } };
   let recipe: string | null = null;
   if (recipeFile && chosenSpec) {

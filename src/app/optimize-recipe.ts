@@ -9,6 +9,7 @@
  * May import: errors, util, node:fs, calibration/feedback, metrics/accuracy-budget, types of app/quantize, app/optimize and bench.
  */
 import { readFileSync } from 'node:fs';
+import { readRegularTextSync } from '../util/read-file.js';
 import { UsageError } from '../errors.js';
 import { parseFeedback } from '../calibration/feedback.js';
 import { OUTPUT_KINDS, parseOutputKind, type OutputKind } from '../metrics/output-kinds.js';
@@ -97,12 +98,8 @@ export function checkRecipe(value: unknown, file: string): Recipe {
 
 /** Read and check a recipe file (UsageError naming the file when it cannot be read or parsed). */
 export function readRecipe(file: string): Recipe {
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch (error) {
-    throw new UsageError(`--recipe ${file}: cannot read it (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
-  }
+  // A FIFO, folder or device is refused before it is opened (a FIFO blocked here forever).
+  const text = readRegularTextSync(file, 'recipe', { flag: '--recipe' });
   let value: unknown;
   try {
     value = JSON.parse(text);

@@ -97,7 +97,7 @@ export async function pruneWorkflow(options: PruneWorkflowOptions, events: Workf
   if (maxAccuracyDrop && metric !== undefined && !isTop1(metric))
     throw new UsageError(`--max-accuracy-drop holds top-1 accuracy; --metric ${metric} is reported only`);
   const output = checkOutputPath(requested, [input, ...(evalPath ? [evalPath] : []), ...(calibrationPath ? [calibrationPath] : [])]);
-  const [{ prune }, { loadModel, saveModel }] = await Promise.all([import('./prune-passes.js'), import('../onnx/index.js')]);
+  const [{ prune }, { loadModel }] = await Promise.all([import('./prune-passes.js'), import('../onnx/index.js')]);
   const progress = events.onProgress ?? (() => undefined);
   progress(`loading ${input}`);
   const model = await loadModel(input);
@@ -141,7 +141,7 @@ export async function pruneWorkflow(options: PruneWorkflowOptions, events: Workf
   }
   for (const warning of result.warnings) events.onWarning?.(warning);
   progress(`writing ${output}`);
-  await saveModel(result.model, output);
+  await (await import('../runtime/index.js')).saveModelChecked(result.model, output);
   const speed = measureSpeedRuns
     ? await speedCheck(input, output, { runs: measureSpeedRuns, threads: 1, shapes, data: calibrationData ?? evalData, inputValues }, events)
     : undefined;

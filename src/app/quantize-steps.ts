@@ -273,26 +273,22 @@ export async function writeStep(
 ): Promise<Pick<QuantizeResult, 'agreement' | 'checks' | 'fusion'>> {
   const { runner, check } = ctx;
   ctx.onProgress(`writing ${target}`);
-  const [{ saveModel }, runtime, q] = await Promise.all([import('../onnx/index.js'), import('../runtime/index.js'), import('./quantize-passes.js')]);
+  const [runtime, q] = await Promise.all([import('../runtime/index.js'), import('./quantize-passes.js')]);
   let agreement: Record<string, AgreementMetrics> | null = null;
   let checks: QuantizeChecks = { ran: false, inputs: null };
   const fusionFile = settings.fusion && ctx.mode.fusionCheck ? await q.fusionTarget(runner) : undefined;
   if (fusionFile) ctx.cleanups.push(() => fusionFile.remove());
-  await saveModel(ctx.written!, target, {
-    verify: async (staged) => {
-      ctx.onProgress('checking the written model in onnxruntime');
-      const session = await runtime.createRunner(staged, { ...runner, ...fusionFile?.runnerOptions, label: target });
-      try {
-        if (check?.data) {
-          agreement = await compareWithFp32(ctx, session, check.data);
-          checks = { ran: true, inputs: check.inputs };
-        } else {
-          const note = `the comparison with FP32 in onnxruntime was skipped (the written model was only loaded): ${check?.skipped}, or give --calibration-data`;
-          checks = { ran: false, inputs: null, note };
-          ctx.onWarning(note);
-        }
-      } finally {
-        await session.release();
+  await runtime.saveModelChecked(ctx.written!, target, {
+    runner: { ...runner, ...fusionFile?.runnerOptions },
+    onCheck: () => ctx.onProgress('checking the written model in onnxruntime'),
+    check: async (session) => {
+      if (check?.data) {
+        agreement = await compareWithFp32(ctx, session, check.data);
+        checks = { ran: true, inputs: check.inputs };
+      } else {
+        const note = `the comparison with FP32 in onnxruntime was skipped (the written model was only loaded): ${check?.skipped}, or give --calibration-data`;
+        checks = { ran: false, inputs: null, note };
+        ctx.onWarning(note);
       }
     },
   });

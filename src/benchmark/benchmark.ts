@@ -185,6 +185,16 @@ async function loadModel(
   return { role, label, file: info, runner, loadMs: performance.now() - start };
 }
 
+/** `runner` fed without the inputs it does not take (a model specialized for their values). */
+function withoutFeeds(runner: Runner, dropped: ReadonlySet<string>): Runner {
+  return {
+    ...runner,
+    run: (feeds, names) =>
+      runner.run(Object.assign(Object.create(null) as Feeds, Object.fromEntries(Object.entries(feeds).filter(([name]) => !dropped.has(name)))), names),
+    release: () => runner.release(),
+  };
+}
+
 function runModel(model: LoadedModel, feeds: Feeds): Promise<Feeds> {
   return runBatch({ runner: model.runner, label: model.file.path }, feeds);
 }
@@ -273,10 +283,21 @@ interface ModelIo {
 }
 
 /** Checks the candidates against the baseline, the --shape overrides and --output-name. */
-function checkModels(options: BenchmarkOptions, models: readonly LoadedModel[]): ModelIo {
+function checkModels(options: BenchmarkOptions, models: readonly LoadedModel[], warn: (message: string) => void): ModelIo {
   const baseline = models[0]!;
   for (const candidate of models.slice(1)) {
-    checkCompatible({ path: baseline.file.path, runner: baseline.runner }, { path: candidate.file.path, runner: candidate.runner });
+    // A candidate specialized for an `--input` value (simplify, quantize --input) no longer takes
+    // that input: the baseline is fed the value, the candidate runs without it.
+    const names = new Set(candidate.runner.inputs.map((s) => s.name));
+    const specialized = baseline.runner.inputs.filter((s) => !names.has(s.name) && options.constants !== undefined && Object.hasOwn(options.constants, s.name));
+    if (specialized.length > 0) {
+      candidate.runner = withoutFeeds(candidate.runner, new Set(specialized.map((s) => s.name)));
+      warn(
+        `${candidate.file.path} takes no ${specialized.map((s) => `'${s.name}'`).join(', ')} (specialized for the value given with --input): the baseline is fed it, the candidate runs without it`,
+      );
+    }
+    const baselineIo = { inputs: baseline.runner.inputs.filter((s) => !specialized.includes(s)), outputs: baseline.runner.outputs };
+    checkCompatible({ path: baseline.file.path, runner: baselineIo }, { path: candidate.file.path, runner: candidate.runner });
   }
   const inputs = baseline.runner.inputs;
   checkShapeOverrides(options.shapes, inputs);
@@ -556,9 +577,11 @@ async function measureMemory(run: BenchmarkRun, models: readonly LoadedModel[], 
       continue;
     }
     run.progress({ phase: 'memory', message: `measuring peak memory of ${model.label}` });
+    const takes = new Set(model.runner.inputs.map((i) => i.name));
     const bytes = await measurePeakMemory({
       modelPath: model.file.path,
-      feeds: largestFeeds[m]!,
+      // Only the inputs the model takes (a specialized candidate takes fewer than the baseline).
+      feeds: Object.assign(Object.create(null) as Feeds, Object.fromEntries(Object.entries(largestFeeds[m]!).filter(([name]) => takes.has(name)))),
       intraOpThreads: run.options.threads,
       executionProviders: run.providers,
     });
@@ -629,7 +652,7 @@ async function benchmarkResult(
 
 /** Every measurement of the loaded models: checks, data, evaluation, latency, memory, then the result. */
 async function measureAll(run: BenchmarkRun, models: LoadedModel[]): Promise<BenchmarkResult> {
-  const io = checkModels(run.options, models);
+  const io = checkModels(run.options, models, run.warn);
   const data = await benchmarkData(run, models[0]!, io);
   checkGateUsage(run.options, models.length, data.hasLabels);
   const setup = await evaluationSetup(run, models, io, data);

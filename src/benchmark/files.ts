@@ -1,7 +1,7 @@
 /**
  * Facts about model and data files for the comparison and the reproducibility manifest: size on
  * disk, gzip-compressed size (a proxy for what pruning/quantization saves on the wire), sha256.
- * Reads files only. Imports ../util/gzip.js, ../onnx (the model file check) and errors.
+ * Reads files only (regular files: util/read-file, through onnx's model file check). Imports ../util/gzip.js, ../onnx (the model file check) and errors.
  */
 import { createHash } from 'node:crypto';
 import { readFile, readdir, stat } from 'node:fs/promises';
@@ -9,6 +9,7 @@ import path from 'node:path';
 import { fileErrorReason, InputError } from '../errors.js';
 import { gzipSize } from '../util/gzip.js';
 import { checkModelFile } from '../onnx/index.js';
+import { checkRegularFile } from '../util/read-file.js';
 import type { FileInfo } from './types.js';
 
 export async function modelFileInfo(file: string): Promise<FileInfo> {
@@ -28,6 +29,8 @@ export async function modelFileInfo(file: string): Promise<FileInfo> {
 }
 
 export async function sha256File(file: string): Promise<string> {
+  // A FIFO in a data folder would block the manifest forever: refused, like every file input.
+  checkRegularFile(file, 'data file');
   return createHash('sha256')
     .update(await readFile(file))
     .digest('hex');

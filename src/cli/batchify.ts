@@ -9,6 +9,7 @@ import { ExitCode, UsageError } from '../errors.js';
 import { note, printJson, runCommand } from './common.js';
 import { sharedOption } from './options.js';
 import { helpExamples } from './examples.js';
+import { givenOnce } from './parsers.js';
 
 interface BatchifyFlags {
   output: string;
@@ -31,7 +32,7 @@ export function registerBatchify(program: Command): void {
     )
     .description('make the batch dimension of a model dynamic, so requests can be batched (verified in onnxruntime)')
     .argument('<model>', 'the ONNX model with a fixed batch size')
-    .requiredOption('-o, --output <file>', 'where to write the batchable model (required)')
+    .requiredOption('-o, --output <file>', 'where to write the batchable model (required)', givenOnce('-o/--output'))
     .option('--dim-name <name>', 'name of the symbolic batch dim', 'N')
     .option('--no-verify', 'skip running both models in onnxruntime to compare outputs')
     .addOption(sharedOption('shape'))

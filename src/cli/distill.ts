@@ -10,7 +10,7 @@ import { Command, InvalidArgumentError } from 'commander';
 import { ExitCode, GateError, UsageError } from '../errors.js';
 import { createProgress, note, printJson, reportError, runCommand, type Progress } from './common.js';
 import { sharedOption } from './options.js';
-import { collect, oneOf, parseFraction, parseNonNegativeInt, parseNumber, parsePositiveInt, parsePositiveNumber } from './parsers.js';
+import { collect, givenOnce, oneOf, parseFraction, parseNonNegativeInt, parseNumber, parsePositiveInt, parsePositiveNumber } from './parsers.js';
 import { helpExamples } from './examples.js';
 import { DEFAULT_DISTILL_SETTINGS as D } from '../train/core/defaults.js';
 import type { DistillProgress } from '../train/distill.js';
@@ -91,7 +91,7 @@ export function registerDistill(program: Command): void {
     .option('--labels-only', 'train the student on the labels alone (baseline without soft targets)')
     .requiredOption('--data <file>', 'training data (.npz keyed by input name, with labels)')
     .addOption(sharedOption('evalData', 'accuracy after each epoch; the best epoch is kept'))
-    .requiredOption('-o, --output <file>', 'where to write the trained student (required)')
+    .requiredOption('-o, --output <file>', 'where to write the trained student (required)', givenOnce('-o/--output'))
     .option('--temperature <t>', 'softmax temperature of the soft targets', parsePositiveNumber, D.temperature)
     .option('--alpha <a>', 'weight of the label loss; 1 - alpha weighs the teacher (KL) loss', parseFraction, D.alpha)
     .option('--epochs <n>', 'passes over the training data', parsePositiveInt, D.epochs)

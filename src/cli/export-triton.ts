@@ -8,7 +8,7 @@ import type { Command } from 'commander';
 import { ExitCode } from '../errors.js';
 import { printJson, runCommand } from './common.js';
 import { sharedOption } from './options.js';
-import { parseNonNegativeInt } from './parsers.js';
+import { givenOnce, parseNonNegativeInt } from './parsers.js';
 import { helpExamples } from './examples.js';
 import {
   batcherSettingsFromFlags,
@@ -38,7 +38,7 @@ export function registerExportTriton(program: Command): void {
     )
     .description('write a Triton model repository (<out>/<name>/config.pbtxt and <out>/<name>/1/model.onnx) with dynamic batching settings')
     .argument('<model>', 'the ONNX model to deploy')
-    .requiredOption('--out <dir>', 'the model repository folder (created if missing)')
+    .requiredOption('--out <dir>', 'the model repository folder (created if missing)', givenOnce('--out'))
     .option('--name <name>', 'model name in the repository (default: the model file name)');
   registerBatcherSettingOptions(command, { allowNoBatching: true, defaultQueueDelayUs: 0 });
   command

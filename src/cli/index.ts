@@ -107,7 +107,10 @@ export async function main(argv: string[]): Promise<number> {
       if (argv.includes('--json')) printJson(errorDocument(argv[2] ?? '', new UsageError(error.message.replace(/^error: /, '')), ExitCode.badInput));
       return ExitCode.badInput;
     }
-    return reportError(error);
+    // An argParser's own error (a flag given twice, an unknown op type) ends the parse before any action: --json still gets its document.
+    const code = reportError(error);
+    if (argv.includes('--json')) printJson(errorDocument(argv[2] ?? '', error, code));
+    return code;
   } finally {
     // A command that failed (or a step that forgot) leaves no temp folder behind.
     removeLiveTemps();

@@ -11,7 +11,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { ExitCode, GateError, UsageError } from '../errors.js';
 import { createProgress, printJson, reportError, runCommand, workflowEvents, writeTextAtomic } from './common.js';
 import { sharedOption, type InputValueFlags } from './options.js';
-import { MAX_RUNS, parseAccuracyBudget, parseBoundedInt, parsePositiveInt, parsePositiveNumber } from './parsers.js';
+import { givenOnce, MAX_RUNS, parseAccuracyBudget, parseBoundedInt, parsePositiveInt, parsePositiveNumber } from './parsers.js';
 import { helpExamples } from './examples.js';
 import type { OptimizeOptions } from '../app/optimize.js';
 import { parseOutputKinds } from '../app/output-judging.js';
@@ -76,7 +76,7 @@ export function registerOptimize(program: Command): void {
       'try FP32 graph optimizations, static and dynamic INT8 (and FP16 for size), measure each against FP32 here, write the fastest within the accuracy budget, never a slower one',
     )
     .argument('<model>', 'the FP32 ONNX model (never modified)')
-    .requiredOption('-o, --output <path>', 'where to write the chosen model (required); <out>.recipe.json beside it reproduces it')
+    .requiredOption('-o, --output <path>', 'where to write the chosen model (required); <out>.recipe.json beside it reproduces it', givenOnce('-o/--output'))
     .addOption(sharedOption('calibrationData', 'the ranges of static INT8 (without it static INT8 is not tried)'))
     .option('--calibration-count <n>', 'use the first n calibration samples', parsePositiveInt)
     .addOption(sharedOption('evalData', 'held-out inputs for fidelity; with labels, the accuracy of every candidate'))

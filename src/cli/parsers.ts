@@ -104,6 +104,18 @@ export function parseNonEmptyList(value: string, previous: string[] = []): strin
   return list;
 }
 
+/**
+ * The argParser of a flag that takes one value, such as `-o`: commander keeps the last of two
+ * silently (`-o a.onnx -o b.onnx` wrote b.onnx), so a second one is a UsageError (exit 2) naming
+ * both. Only for flags without a default (commander passes the default as `previous`).
+ */
+export function givenOnce(flag: string): (value: string, previous: string | undefined) => string {
+  return (value, previous) => {
+    if (previous !== undefined) throw new UsageError(`${flag} given twice: ${previous} and ${value}; give it once`);
+    return value;
+  };
+}
+
 /** Collect a repeatable option. */
 export function collect(value: string, previous: string[] = []): string[] {
   return [...previous, value];

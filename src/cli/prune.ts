@@ -9,7 +9,7 @@ import { Command, InvalidArgumentError } from 'commander';
 import { ExitCode, GateError, UsageError } from '../errors.js';
 import { createProgress, printJson, reportError, runCommand, workflowEvents } from './common.js';
 import { measureSpeedRuns, sharedOption, type InputValueFlags } from './options.js';
-import { oneOf, parseAccuracyBudget, parseFraction, parsePositiveInt, refuseUnknownNames } from './parsers.js';
+import { givenOnce, oneOf, parseAccuracyBudget, parseFraction, parsePositiveInt, refuseUnknownNames } from './parsers.js';
 import { helpExamples } from './examples.js';
 import type { PrunePattern } from '../app/prune-passes.js';
 import type { AccuracyBudget } from '../metrics/accuracy-budget.js';
@@ -83,7 +83,7 @@ export function registerPrune(program: Command): void {
     )
     .description('remove weights (unstructured, N:M) or whole channels (smaller, faster dense model)')
     .argument('<model>', 'the ONNX model to prune')
-    .requiredOption('-o, --output <file>', 'where to write the pruned model (required)')
+    .requiredOption('-o, --output <file>', 'where to write the pruned model (required)', givenOnce('-o/--output'))
     .option(
       '--sparsity <x>',
       'fraction to remove, 0..1: weights, or channels per group with --pattern channel (required unless --pattern is N:M)',

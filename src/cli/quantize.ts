@@ -12,7 +12,7 @@ import { ExitCode, GateError } from '../errors.js';
 import { DEFAULT_CALIBRATION_COUNT } from '../calibration/defaults.js';
 import { createProgress, printJson, reportError, runCommand, workflowEvents } from './common.js';
 import { measureSpeedRuns, sharedOption } from './options.js';
-import { parseAccuracyBudget, parseNonNegativeInt, parseNumber, parsePositiveInt, parsePositiveNumber, parseStringList } from './parsers.js';
+import { givenOnce, parseAccuracyBudget, parseNonNegativeInt, parseNumber, parsePositiveInt, parsePositiveNumber, parseStringList } from './parsers.js';
 import { helpExamples } from './examples.js';
 import type { QuantizeWorkflowOptions } from '../app/quantize.js';
 import { parseOutputKinds } from '../app/output-judging.js';
@@ -51,7 +51,7 @@ export function registerQuantize(program: Command): void {
     )
     .description('quantize a model to INT8 (static QDQ or dynamic) or weight-only INT4, or convert it to FP16')
     .argument('<model>', 'the FP32 ONNX model (never modified)')
-    .option('-o, --output <path>', 'where to write the quantized model (required unless --analyze)')
+    .option('-o, --output <path>', 'where to write the quantized model (required unless --analyze)', givenOnce('-o/--output'))
     .addOption(new Option('--mode <mode>', modeHelp()).choices(QUANTIZE_MODES).default(QUANTIZE_MODES[0]))
     .addOption(modeOption('--block-size'))
     .addOption(modeOption('--symmetric'))

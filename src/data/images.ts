@@ -18,10 +18,10 @@
  * Images are checked before decoding: regular files only, header sizes capped against the model's.
  * Imports: ir/dtype, ir/io-spec (types), util/read-file, errors, pngjs, jpeg-js.
  */
-import { readdir, readFile, stat } from 'node:fs/promises';
+import { readdir } from 'node:fs/promises';
 import { extname, join } from 'node:path';
 import { InputError } from '../errors.js';
-import { readRegularFile } from '../util/read-file.js';
+import { checkRegularFile, readRegularFile } from '../util/read-file.js';
 import { DataType, dtypeName, type TensorData } from '../ir/dtype.js';
 import type { IoSpec } from '../ir/io-spec.js';
 
@@ -85,10 +85,14 @@ async function readPreprocess(dir: string, channels: number): Promise<ImagePrepr
   const path = join(dir, 'preprocess.json');
   let raw: Record<string, unknown> = Object.create(null);
   let parsed: unknown = raw;
-  try {
-    if ((await stat(path)).isFile()) parsed = JSON.parse(await readFile(path, 'utf8'));
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw new InputError(`${path}: ${(error as Error).message}`);
+  // Absent: the defaults. Present, it must be a regular file: a FIFO (or folder) there was ignored.
+  if (checkRegularFile(path, 'preprocessing settings (preprocess.json)') !== undefined) {
+    const text = (await readRegularFile(path, 'preprocessing settings (preprocess.json)')).toString('utf8');
+    try {
+      parsed = JSON.parse(text);
+    } catch (error) {
+      throw new InputError(`${path}: not JSON (${(error as Error).message})`, { cause: error });
+    }
   }
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
     throw new InputError(`${path}: expected a JSON object of settings, found ${parsed === null ? 'null' : Array.isArray(parsed) ? 'a list' : typeof parsed}`);

@@ -46,3 +46,4 @@ export {
 } from '../ir/io-spec.js';
 export { fromOrtTensor, toOrtTensor } from './ort-tensor.js';
 export { matchStage, pipelineRunner, type DownstreamStage } from './pipeline.js';
+export { loadsInOnnxruntime, saveModelChecked, writeModelBytesChecked, type CheckedWriteOptions } from './written-model.js';

@@ -174,11 +174,10 @@ export function buildTritonConfig(specs: { inputs: IoSpec[]; outputs: IoSpec[] }
 
 /**
  * Write the repository entry. The model is saved (not copied) so external data is handled by
- * saveModel; then loaded in onnxruntime, whose view of its inputs/outputs also fills the config.
+ * saveModel, and loaded in onnxruntime from its staged copy before it replaces anything.
  */
 export async function writeTritonRepository(model: Model, outDir: string, options: TritonExportOptions): Promise<TritonExportResult> {
-  const { saveModel } = await import('../onnx/index.js');
-  const { createRunner, modelInputSpecs, modelOutputSpecs } = await import('../runtime/index.js');
+  const { modelInputSpecs, modelOutputSpecs, saveModelChecked } = await import('../runtime/index.js');
   const modelDir = path.resolve(outDir, options.name);
   const versionDir = path.join(modelDir, String(options.version ?? 1));
   const specs = { inputs: modelInputSpecs(model), outputs: modelOutputSpecs(model) };
@@ -186,9 +185,7 @@ export async function writeTritonRepository(model: Model, outDir: string, option
   // --out (or <out>/<name>) being an existing file, or not writable, is bad input (InputError), not a bug.
   makeFolder(versionDir, outDir);
   const modelPath = path.join(versionDir, tritonModelFileName(config));
-  await saveModel(model, modelPath);
-  const runner = await createRunner(modelPath, { label: modelPath });
-  await runner.release();
+  await saveModelChecked(model, modelPath);
   const configText = formatTritonConfig(config);
   // What is written must be a config Triton accepts: checked against its ModelConfig schema.
   parseTritonConfig(configText, `${options.name}/config.pbtxt (as written)`);

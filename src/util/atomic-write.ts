@@ -23,13 +23,55 @@ function specialKind(st: fs.Stats): string {
 }
 
 /**
+ * The first path on the way from `resolved` through its symbolic links that lies in /proc, e.g.
+ * /dev/stdout -> /proc/self/fd/1: a file descriptor of this process. Following such a link reaches
+ * whatever the shell redirected to (`-o /dev/stdout >> log.txt` reached log.txt and replaced it).
+ */
+function throughProcessFd(resolved: string): string | undefined {
+  let p = resolved;
+  for (let hop = 0; hop < 40; hop++) {
+    let folder: string;
+    try {
+      folder = fs.realpathSync(path.dirname(p));
+    } catch {
+      return undefined;
+    }
+    if (folder === '/proc' || folder.startsWith('/proc/')) return p;
+    try {
+      if (!fs.lstatSync(p).isSymbolicLink()) return undefined;
+      p = path.resolve(path.dirname(p), fs.readlinkSync(p));
+    } catch {
+      return undefined;
+    }
+  }
+  return undefined;
+}
+
+/**
  * Where a write of `file` lands (file-safety rules, docs/design.md): a new name or a regular file is
  * itself (resolved); a symbolic link is written through to its target (the link stays a link); a
  * folder, device, FIFO or socket, or a link to one or to nothing, is refused with a UsageError (exit
- * 2) before anything is written, since renaming a temp file over it would replace it.
+ * 2) before anything is written, since renaming a temp file over it would replace it. So are the
+ * paths that only look like files: '-' (standard output to most tools), a path ending in '/' (or
+ * '.', '..': a folder, which path.resolve would silently make a file of), and a process's file
+ * descriptors (/dev/stdout, /dev/fd/N, /proc/self/fd/N): a model is written, checked and renamed
+ * into place, never streamed.
  */
 export function resolveWriteTarget(file: string, flag = 'output'): string {
+  if (file === '-') {
+    throw new UsageError(`${flag} -: model-opt writes only to files, never to standard output; give a file path (./- for a file named '-')`);
+  }
+  const last = path.basename(file);
+  if (file.endsWith('/') || file.endsWith(path.sep) || last === '.' || last === '..') {
+    throw new UsageError(`${file}: the ${flag} names a folder (${last === '.' || last === '..' ? `'${last}'` : "a trailing '/'"}); give a file path`);
+  }
   const resolved = path.resolve(file);
+  const fd = throughProcessFd(resolved);
+  if (fd !== undefined) {
+    throw new UsageError(
+      `${file}: the ${flag} is a file descriptor of this process${fd === resolved ? '' : ` (${fd})`}, not a file; model-opt writes only regular files, never to a stream`,
+    );
+  }
   let st: fs.Stats;
   try {
     st = fs.lstatSync(resolved);
@@ -141,22 +183,31 @@ export function writeFileFlushed(file: string, bytes: Uint8Array): void {
 }
 
 /**
- * Writes `bytes` to `file` atomically (temp file, flush, rename); a symlink is written through,
- * a folder or special file refused (resolveWriteTarget). InputError naming the file when it
- * cannot be written; no temp file is left behind.
+ * Writes `bytes` to `file` atomically (temp file, flush, `verify`, rename); a symlink is written
+ * through, a folder or special file refused (resolveWriteTarget). `verify` gets the staged temp
+ * file: when it throws, its error is passed on and a previous file at `file` is kept as it was.
+ * InputError naming the file when it cannot be written; no temp file is left behind.
  */
-export async function writeBytesAtomic(file: string, bytes: Uint8Array): Promise<void> {
+export async function writeBytesAtomic(file: string, bytes: Uint8Array, options: { verify?: (staged: string) => Promise<void> } = {}): Promise<void> {
   const target = resolveWriteTarget(file);
   const tmp = tempPathBeside(target);
   trackTemp(tmp);
   try {
-    writeFileFlushed(tmp, bytes);
+    try {
+      writeFileFlushed(tmp, bytes);
+    } catch (error) {
+      throw new InputError(`${file}: cannot write file (${writeErrorReason(error, file)})`, { cause: error });
+    }
     await yieldToSignals();
-    await fs.promises.rename(tmp, target);
-  } catch (error) {
-    await fs.promises.rm(tmp, { force: true });
-    throw new InputError(`${file}: cannot write file (${writeErrorReason(error, file)})`, { cause: error });
+    if (options.verify) await options.verify(tmp);
+    await yieldToSignals();
+    try {
+      await fs.promises.rename(tmp, target);
+    } catch (error) {
+      throw new InputError(`${file}: cannot write file (${writeErrorReason(error, file)})`, { cause: error });
+    }
   } finally {
+    await fs.promises.rm(tmp, { force: true });
     untrackTemp(tmp);
   }
 }

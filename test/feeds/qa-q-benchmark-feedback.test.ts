@@ -43,11 +43,13 @@ async function outputs(file: string, states: Float32Array | null): Promise<Float
     for (let i = 0; i < count; i++) {
       if (i === 0 || data.sequence[i] !== data.sequence[i - 1]) state = new Float32Array(2 * hidden);
       const fed = states ? states.slice(i * 2 * hidden, (i + 1) * 2 * hidden) : state;
-      const r = await runner.run({
+      const feeds: Record<string, TensorData> = {
         input: { dtype: DataType.FLOAT, dims: [1, samples], data: (data.input.data as Float32Array).slice(i * samples, (i + 1) * samples) },
         state: { dtype: DataType.FLOAT, dims: [2, 1, hidden], data: fed },
-        sr: { dtype: DataType.INT64, dims: [], data: BigInt64Array.of(BigInt(VAD.sampleRate)) },
-      });
+      };
+      // quantize --input sr=16000 specializes the model for it: the written one takes no 'sr'.
+      if (runner.inputs.some((s) => s.name === 'sr')) feeds['sr'] = { dtype: DataType.INT64, dims: [], data: BigInt64Array.of(BigInt(VAD.sampleRate)) };
+      const r = await runner.run(feeds);
       out.set(r['output']!.data as Float32Array, i * 2);
       state = Float32Array.from(r['stateN']!.data as Float32Array);
     }

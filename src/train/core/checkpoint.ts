@@ -4,9 +4,11 @@
  * best snapshot so far, loop counters and history) in one .npz file, written atomically. Float
  * arrays are members `a0`, `a1`, ...; a `meta` member holds JSON (names, counters, a fingerprint
  * of the settings that must match on resume).
- * Imports: ../../data (npz, atomic write), ../../errors.
+ * Imports: ../../data (npz, atomic write), ../../errors, ../../util/read-file, node:fs; lazily ../../onnx.
  */
-import { InputError } from '../../errors.js';
+import { closeSync, openSync, readSync } from 'node:fs';
+import { InputError, UsageError } from '../../errors.js';
+import { checkRegularFile } from '../../util/read-file.js';
 import { DataType, type TensorData } from '../../ir/dtype.js';
 import { readNpz, writeNpz } from '../../data/index.js';
 
@@ -39,6 +41,42 @@ export async function writeCheckpoint<Meta>(path: string, checkpoint: Checkpoint
   const json = new TextEncoder().encode(JSON.stringify({ format: CHECKPOINT_FORMAT, index, meta: checkpoint.meta }));
   arrays['meta'] = { dtype: DataType.UINT8, dims: [json.length], data: json };
   await writeNpz(path, arrays);
+}
+
+/** Only a file this small is decoded to tell whether it is an ONNX model (a message, not worth gigabytes). */
+const IDENTIFY_MAX_BYTES = 64 * 1024 ** 2;
+
+/**
+ * Refuses a file given to resume from that cannot be a checkpoint, before any training: missing, a
+ * FIFO, folder or device (checkRegularFile), or not a zip archive, saying what it is when that is
+ * known ("--resume model.onnx: not a checkpoint (.npz written by distill): it is an ONNX model").
+ */
+export async function checkCheckpointFile(file: string, flag = '--resume'): Promise<void> {
+  const size = checkRegularFile(file, 'checkpoint', { flag });
+  if (size === undefined) throw new UsageError(`${flag} ${file}: no such file (a checkpoint is the .npz that distill --checkpoint writes)`);
+  const head = new Uint8Array(Math.min(4, size));
+  const fd = openSync(file, 'r');
+  try {
+    readSync(fd, head, 0, head.length, 0);
+  } finally {
+    closeSync(fd);
+  }
+  // A zip (an .npz) starts with a local file header, or an end record when it is empty.
+  if (head[0] === 0x50 && head[1] === 0x4b && (head[2] === 3 || head[2] === 5)) return;
+  let what = size === 0 ? 'the file is empty' : 'it is not a zip archive';
+  if (head[0] === 0x08 && size <= IDENTIFY_MAX_BYTES && (await isOnnxModel(file))) what = 'it is an ONNX model';
+  throw new InputError(`${flag} ${file}: not a checkpoint (.npz written by distill): ${what}`);
+}
+
+/** Whether `file` decodes as an ONNX model (field 1, ir_version, is its first byte 0x08). */
+async function isOnnxModel(file: string): Promise<boolean> {
+  const [{ decodeModel }, { readFile }] = await Promise.all([import('../../onnx/index.js'), import('node:fs/promises')]);
+  try {
+    decodeModel(await readFile(file));
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 export async function readCheckpoint<Meta>(path: string): Promise<Checkpoint<Meta>> {
