@@ -95,12 +95,19 @@ function summaryOf(run: OptimizeRun, rows: OptimizeCandidate[], chosen: Optimize
     return failed.length > 0 ? `${summary} (not built: ${notBuilt})` : summary;
   }
   if (noneBuilt)
-    return `no quantized candidate could be built (${notBuilt}): wrote the input model unchanged (FP32); nothing but FP32${rows.length > changed.length ? ' and its graph-optimized copy' : ''} was measured`;
+    return `no quantized candidate could be built (${notBuilt}): wrote ${fp32Written(run)}; nothing but FP32${rows.length > changed.length ? ' and its graph-optimized copy' : ''} was measured`;
   const summary =
     select === 'first'
-      ? 'no listed candidate met the budget: wrote the input model unchanged (FP32)'
-      : `no candidate was significantly faster than FP32 within the budget${objective === 'size' ? ' and not slower' : ''}: wrote the input model unchanged (FP32), which is the fastest measured here`;
+      ? `no listed candidate met the budget: wrote ${fp32Written(run)}`
+      : `no candidate was significantly faster than FP32 within the budget${objective === 'size' ? ' and not slower' : ''}: wrote ${fp32Written(run)}, which is the fastest measured here`;
   return failed.length > 0 ? `${summary} (not built: ${notBuilt})` : summary;
+}
+
+/** The FP32 model written when no candidate wins: the input, or the model `--input` specialized (the reference the candidates were compared with). */
+function fp32Written(run: OptimizeRun): string {
+  const given = run.inputs.specialized?.report.specializedInputs ?? [];
+  if (given.length === 0) return 'the input model unchanged (FP32)';
+  return `the FP32 model specialized for ${given.map((i) => `${i.name}=${i.values.join(',')}`).join(', ')} (simplified, not quantized: the reference every candidate was compared with)`;
 }
 
 /** The no-candidate-built failure of the inputs (exit 2), when every quantized candidate failed and the inputs are among the causes. */

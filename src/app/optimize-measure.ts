@@ -20,7 +20,7 @@ export function timingOf(run: OptimizeRun): Omit<BenchmarkOptions, 'baseline'> {
     providers: options.providers,
     batchSizes: run.batchSizes,
     shapes: run.shapes,
-    constants: options.inputValues,
+    constants: run.feedValues,
     feedback: options.feedback,
     measureMemory: false,
   };
@@ -68,9 +68,9 @@ export async function measure(run: OptimizeRun, list: Built[]): Promise<void> {
   const ready = list.filter((b) => b.path);
   if (ready.length === 0) return;
   const runs = run.precision === null ? `${run.iterations}` : `up to ${run.iterations} (until +-${run.precision * 100}%)`;
-  run.progress(`timing ${ready.length} candidate(s) against ${run.options.model} (${runs} interleaved runs each, ${run.threads} thread(s))`);
+  run.progress(`timing ${ready.length} candidate(s) against ${run.reference} (${runs} interleaved runs each, ${run.threads} thread(s))`);
   const t0 = performance.now();
-  const base = { ...timingOf(run), ...scoringOf(run), baseline: run.options.model, outputName: run.options.outputName };
+  const base = { ...timingOf(run), ...scoringOf(run), baseline: run.reference, outputName: run.options.outputName };
   const timed = await benchmarkWithFallback(run, {
     ...base,
     candidates: ready.map((b) => b.path!),
@@ -200,7 +200,7 @@ export async function measureInputOnly(run: OptimizeRun): Promise<void> {
   run.bench = run.scored = await benchmarkWithFallback(run, {
     ...timingOf(run),
     ...scoringOf(run),
-    baseline: run.options.model,
+    baseline: run.reference,
     iterations: 20,
     outputName: run.options.outputName,
   });

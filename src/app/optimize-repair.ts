@@ -85,7 +85,7 @@ async function scoringData(run: OptimizeRun): Promise<Dataset> {
   if (options.evalData && run.inputs.evalData) return run.inputs.evalData;
   const { loadModelData } = await import('./load-data.js');
   // The calibration file was parsed only as far as calibration reads it; the scoring reads all of it.
-  return loadModelData(run.inputs.model, run.measureData!, { inputValues: options.inputValues, onProgress: run.events.onProgress });
+  return loadModelData(run.inputs.model, run.measureData!, { inputValues: run.feedValues, onProgress: run.events.onProgress });
 }
 
 /**

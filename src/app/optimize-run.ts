@@ -12,6 +12,7 @@ import { fileErrorReason, InputError, ModelOptError, NothingToDoError, UsageErro
 import type { BenchmarkResult } from '../benchmark/types.js';
 import type { Speedup } from '../metrics/index.js';
 import type { ShapeOverrides } from '../ir/io-spec.js';
+import type { InputValues } from '../data/index.js';
 import type { Int8Context, Int8Report } from './quantize-passes.js';
 import type { ModeApplied } from './quantize-modes.js';
 import { keepWarnings, type WorkflowEvents } from './events.js';
@@ -88,8 +89,17 @@ export interface OptimizeRun {
   regionDeadline: number;
   dir: string;
   batchSizes?: number[];
-  /** The model and data, parsed once. */
+  /** The model and data, parsed once (specialized by `--input`, or simplified when it has sub-graphs: `inputs.specialized`). */
   inputs: QuantizeInputs;
+  /**
+   * The FP32 model every candidate is compared with and written when none wins: the input file, or
+   * with `--input` values specialized, that model specialized (a file in `dir`: it takes fewer inputs).
+   */
+  reference: string;
+  /** The simplified FP32 model (a file in `dir`) that fp32-optimized is made from, when the model was simplified first. */
+  simplified?: string;
+  /** The `--input` values still fed (those specialized are constants of the models now). */
+  feedValues?: InputValues;
   /** Symbolic dims sized by --shape, else by the data's first sample. */
   shapes?: ShapeOverrides;
   /** Candidate names given so far (a second 'int8' is 'int8-2'). */
@@ -126,7 +136,7 @@ export async function startRun(options: OptimizeOptions, events: WorkflowEvents)
   const searchDeadline = started + (options.timeBudgetMs ?? DEFAULT_SEARCH_SECONDS * 1000);
   // With pruned candidates to come, the region search gets REGION_SHARE of the budget: distillation needs the rest.
   const pruneWillRun = options.timeBudgetMs !== undefined && Boolean(options.trainData ?? options.calibrationData);
-  const run: Omit<OptimizeRun, 'inputs' | 'dir'> = {
+  const run: Omit<OptimizeRun, 'inputs' | 'dir' | 'reference' | 'simplified' | 'feedValues'> = {
     options,
     events,
     started,
@@ -160,7 +170,33 @@ export async function startRun(options: OptimizeOptions, events: WorkflowEvents)
   const dir = options.workDir ?? (await makeTempFolder('model-opt-optimize-'));
   const data = parsed.evalData ?? parsed.calibration;
   const maskInput = data ? [...maskInputs(parsed.model)].find((name) => Object.hasOwn(data.inputs, name)) : undefined;
-  return { ...run, inputs: parsed, dir, shapes, ...(maskInput ? { maskInput } : {}) };
+  const reference = await referenceOf(options, parsed, dir, warn);
+  return { ...run, inputs: parsed, dir, shapes, ...reference, ...(maskInput ? { maskInput } : {}) };
+}
+
+/**
+ * The FP32 reference: a model specialized by `--input` values no longer takes them, so the
+ * candidates (built from it) are compared with it, saved in `dir`, and a warning says so; a model
+ * simplified without values (it has sub-graphs) takes the input's inputs: the input stays the
+ * reference and the simplified copy is what fp32-optimized is made from.
+ */
+async function referenceOf(
+  options: OptimizeOptions,
+  parsed: QuantizeInputs,
+  dir: string,
+  warn: (m: string) => void,
+): Promise<Pick<OptimizeRun, 'reference' | 'simplified' | 'feedValues'>> {
+  const specialized = parsed.specialized;
+  if (!specialized) return { reference: options.model, ...(options.inputValues ? { feedValues: options.inputValues } : {}) };
+  const { saveModel } = await import('../onnx/index.js');
+  const simplified = path.join(dir, 'fp32-simplified.onnx');
+  await saveModel(parsed.model, simplified);
+  const given = specialized.report.specializedInputs.map((i) => `${i.name}=${i.values.join(',')}`).join(', ');
+  if (given === '') return { reference: options.model, simplified, feedValues: specialized.rest };
+  warn(
+    `every candidate is compared with the FP32 model specialized for ${given} (the input file still takes those inputs; model-opt simplify writes that model), and that model is written when no candidate wins`,
+  );
+  return { reference: simplified, simplified, feedValues: specialized.rest };
 }
 
 /**
@@ -175,7 +211,8 @@ async function parseOnce(options: OptimizeOptions, warn: (m: string) => void, pr
     quantizeMode(MODE.int8),
   );
   try {
-    return await loadQuantizeInputs({ ...options, threads: options.threads ?? 1 }, most, warn, progress);
+    // --input values are specialized first (a model with sub-graphs is simplified), as quantize does.
+    return await loadQuantizeInputs({ ...options, threads: options.threads ?? 1 }, most, warn, progress, { specialize: true });
   } catch (error) {
     if (!(error instanceof InputError)) throw error;
     throw new InputError(`${options.model}: no candidate could be built on the given inputs (check the data and --shape): ${error.message}`, { cause: error });
@@ -230,9 +267,9 @@ export async function buildCandidate(
   });
   try {
     if ('fp32' in spec) {
-      if (!spec.fp32.graphOptimized) return done({ path: run.options.model });
+      if (!spec.fp32.graphOptimized) return done({ path: run.reference });
       run.progress(`${name}: saving onnxruntime's graph optimizations offline`);
-      await graphOptimize(run.options.model, file, run.threads);
+      await graphOptimize(run.simplified ?? run.reference, file, run.threads);
       return done({ path: file });
     }
     run.progress(`${name}: quantizing`);
@@ -244,8 +281,17 @@ export async function buildCandidate(
     if (!(error instanceof ModelOptError)) throw error;
     // quantize's own advice on what it did not write is no candidate's reason: its first part is.
     const reason = error instanceof NothingToDoError ? `${run.options.model}: ${error.reason}` : error.message;
-    return done({ path: null, error: reason, inputError: error instanceof InputError });
+    return done({ path: null, error: reason, inputError: failedOnInputs(error) });
   }
+}
+
+/**
+ * Whether a candidate's failure came from the inputs (data or shapes the model cannot run on): an
+ * InputError, unless it is about a model this run made (a quantized model onnxruntime refuses,
+ * onnxruntime's optimized copy of it): that is the candidate's failure, not the data's.
+ */
+export function failedOnInputs(error: ModelOptError): boolean {
+  return error instanceof InputError && !/\((quantized|optimized|written) model\)|^optimized model: |onnxruntime cannot load the model/.test(error.message);
 }
 
 /** The input with onnxruntime's portable graph optimizations ('extended': no hardware-specific layouts) saved to `file`, then loaded to check it. */

@@ -112,7 +112,7 @@ export async function prunedStep(run: OptimizeRun, extra: Built[]): Promise<Opti
   const [{ loadModelData }, { take }] = await Promise.all([import('./load-data.js'), import('../data/index.js')]);
   const { model, evalData: loadedEval } = run.inputs;
   // Every training sample (the calibration set was parsed only as far as calibration reads it).
-  const data = await loadModelData(model, dataPath, { inputValues: options.inputValues, feedback: options.feedback, onProgress: run.events.onProgress });
+  const data = await loadModelData(model, dataPath, { inputValues: run.feedValues, feedback: options.feedback, onProgress: run.events.onProgress });
   const evalData = loadedEval ? { ...take(loadedEval, 256), labels: undefined } : undefined;
   let candidates: PruneDistillCandidate[];
   try {

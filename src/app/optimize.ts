@@ -24,6 +24,8 @@ import type { Speedup } from '../metrics/index.js';
 import type { InputValues } from '../data/index.js';
 import type { FeedbackPair } from '../calibration/index.js';
 import type { ShapeOverrides } from '../ir/io-spec.js';
+import type { SimplifyReport } from '../passes/simplify/index.js';
+import type { VerifySimplifyResult } from './simplify-verify.js';
 import { MODE } from '../passes/quantize/mode-names.js';
 import { removeTempFolder } from '../util/temp-folder.js';
 import type { WorkflowEvents } from './events.js';
@@ -182,6 +184,12 @@ export interface OptimizeResult {
     decidedBy: 'accuracy' | 'fidelity';
   };
   baseline: { p50Ms: number | null; accuracy: number | null };
+  /**
+   * The model simplified first (`--input` values specialized, or a model with sub-graphs): the
+   * simplify pass's report and its check; `reference` is the FP32 model every candidate was
+   * compared with ('specialized': the input specialized for the values, which it no longer takes).
+   */
+  simplify?: { report: SimplifyReport; verification: VerifySimplifyResult; reference: 'input' | 'specialized'; referenceSizeBytes: number };
   candidates: OptimizeCandidate[];
   /** The candidate written ('fp32' when the input was written unchanged). */
   chosen: string;
@@ -263,7 +271,7 @@ export async function optimizeWorkflow(options: OptimizeOptions, events: Workflo
     lap('final-measure');
     const rows = await candidateRows(run, all);
     const { chosen, summary } = choose(run, rows);
-    const written = await writeChosen(run, chosen ? all[rows.indexOf(chosen)]!.path! : options.model, chosen);
+    const written = await writeChosen(run, chosen ? all[rows.indexOf(chosen)]!.path! : run.reference, chosen);
     lap('write');
     return resultOf(run, { rows, chosen, summary, written, repair, regionSearch, pruning, labels: Boolean(labels), timings });
   } finally {
@@ -317,6 +325,16 @@ async function resultOf(
       decidedBy: options.maxAccuracyDrop ? 'accuracy' : 'fidelity',
     },
     baseline: { p50Ms: base.latency[0]?.stats.p50 ?? null, accuracy: run.scored!.models[0]!.accuracy?.value ?? null },
+    ...(run.inputs.specialized
+      ? {
+          simplify: {
+            report: run.inputs.specialized.report,
+            verification: run.inputs.specialized.verification,
+            reference: run.reference === options.model ? 'input' : 'specialized',
+            referenceSizeBytes: (await stat(run.reference)).size,
+          },
+        }
+      : {}),
     candidates: r.rows,
     chosen: r.chosen?.name ?? 'fp32',
     summary: r.summary,

@@ -127,9 +127,10 @@ export async function loadQuantizeInputs(
   onProgress(`loading ${options.model}`);
   let model = await loadModel(options.model, { onWarning });
   let specialized: QuantizeInputs['specialized'];
-  if (hooks.specialize && options.inputValues && Object.keys(options.inputValues).length > 0) {
+  if (hooks.specialize) {
+    // Specialize --input values; a model with sub-graphs is simplified even without (names made unique).
     const { specializeModel } = await import('./simplify.js');
-    const done = await specializeModel(model, options.model, options.inputValues, { shapes: options.shapes, onProgress });
+    const done = await specializeModel(model, options.model, options.inputValues ?? {}, { shapes: options.shapes, onProgress, onWarning });
     if (done) {
       ({ model, ...specialized } = done);
       options = { ...options, inputValues: done.rest };

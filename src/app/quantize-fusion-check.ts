@@ -1,7 +1,8 @@
 /**
  * "Will INT8 be faster here?": load a QDQ model in onnxruntime with every graph optimization,
  * write out what onnxruntime made of it (optimizedModelFilePath, a temp file), and count the
- * integer kernels it formed (QLinearConv, QGemm, QLinearMatMul, ...) and the DequantizeLinear ->
+ * integer kernels it formed (QLinearConv, QGemm, QLinearMatMul, ...; in every graph, If/Loop/Scan
+ * bodies included) and the DequantizeLinear ->
  * float op pairs it left, each with the most likely reason (read from the QDQ model itself).
  * A DQ -> float op left behind means that op runs in float on dequantized data: slower than FP32.
  * Ops onnxruntime decomposes into unnamed pieces (HardSwish -> HardSigmoid + Mul) are reported
@@ -103,6 +104,7 @@ export interface FusionReport {
   keptFloat: UnfusedNode[];
   quantizeLinear: number;
   dequantizeLinear: number;
+  /** Nodes of the optimized model, sub-graphs included. */
   optimizedNodes: number;
   /** One line for people: what onnxruntime runs, no claim about speed (the speed check measures that). */
   verdict: string;
@@ -176,13 +178,15 @@ export async function fusionTarget(runner?: RunnerOptions): Promise<{
 export function analyzeOptimized(optimized: Model, reference?: Model, keptFloatNodes: readonly KeptFloatNode[] = []): FusionReport {
   const chosen = new Map(keptFloatNodes.map((k) => [k.node, k]));
   const g = optimized.graph;
+  // Every graph: kernels inside If/Loop/Scan bodies count as much as the main graph's (issue 31).
+  const nodes = g.allNodes();
   // Keyed by op types from the model file: null-prototype records.
   const integerKernels: Record<string, number> = Object.create(null);
   const eightBit: Record<string, number> = Object.create(null);
   const quantizedValues = new Set<string>();
   let q = 0;
   let dq = 0;
-  for (const node of g.nodes) {
+  for (const node of nodes) {
     if (node.opType === 'QuantizeLinear') {
       q++;
       node.outputs.forEach((o) => quantizedValues.add(o.name));
@@ -198,13 +202,13 @@ export function analyzeOptimized(optimized: Model, reference?: Model, keptFloatN
     }
   }
   // QGemm with float output: no y_scale input.
-  for (const node of g.nodes) {
+  for (const node of nodes) {
     if (node.opType === 'QGemm' && !node.inputs[7]) node.outputs.forEach((o) => quantizedValues.delete(o.name));
   }
   const unfused: UnfusedNode[] = [];
   const keptFloat: UnfusedNode[] = [];
   const decomposed = new Map<Node, UnfusedNode>();
-  for (const node of g.nodes) {
+  for (const node of nodes) {
     if (node.opType === 'QuantizeLinear' || node.opType === 'DequantizeLinear' || INTEGER_KERNELS.has(node.opType)) continue;
     const dqInputs = node.inputs.filter((v) => v?.producer?.opType === 'DequantizeLinear').map((v) => v!.name);
     if (dqInputs.length === 0) continue;
@@ -215,7 +219,7 @@ export function analyzeOptimized(optimized: Model, reference?: Model, keptFloatN
     const name = source?.name ?? whole?.name ?? node.name;
     // Kept float by choice, and only activations dequantized (a DQ of a weight costs every run).
     const choice = chosen.get(name);
-    const activationsOnly = node.inputs.every((v) => v?.producer?.opType !== 'DequantizeLinear' || !g.constantTensor(v.producer.inputs[0]!));
+    const activationsOnly = node.inputs.every((v) => v?.producer?.opType !== 'DequantizeLinear' || !v.producer.graph.constantTensor(v.producer.inputs[0]!));
     const list = choice !== undefined && (activationsOnly || choice.weightsDequantized) ? keptFloat : unfused;
     if (whole !== undefined) {
       // One row per decomposed node of the QDQ model, however many pieces read dequantized data.
@@ -260,7 +264,7 @@ export function analyzeOptimized(optimized: Model, reference?: Model, keptFloatN
     keptFloat,
     quantizeLinear: q,
     dequantizeLinear: dq,
-    optimizedNodes: g.nodes.length,
+    optimizedNodes: nodes.length,
     verdict,
   };
 }
@@ -268,7 +272,7 @@ export function analyzeOptimized(optimized: Model, reference?: Model, keptFloatN
 /** The QDQ-model node an optimized node came from (onnxruntime keeps names, adding suffixes). */
 function sourceOf(name: string, reference?: Model): Node | undefined {
   if (!reference) return undefined;
-  return reference.graph.nodes.find((n) => n.name !== '' && (n.name === name || name.startsWith(`${n.name}_token`) || name.startsWith(`${n.name}/`)));
+  return reference.graph.allNodes().find((n) => n.name !== '' && (n.name === name || name.startsWith(`${n.name}_token`) || name.startsWith(`${n.name}/`)));
 }
 
 /**
@@ -287,7 +291,7 @@ function decomposedSource(node: Node, reference?: Model): Node | undefined {
     const same = reference.graph.value(v.name);
     if (same) dequantized.push(same);
     // onnxruntime renames values after the nodes making them: the DQ node keeps its name.
-    const sameNode = dq.name === '' ? undefined : reference.graph.nodes.find((r) => r.name === dq.name && r.opType === 'DequantizeLinear');
+    const sameNode = dq.name === '' ? undefined : reference.graph.allNodes().find((r) => r.name === dq.name && r.opType === 'DequantizeLinear');
     if (sameNode?.outputs[0]) dequantized.push(sameNode.outputs[0]);
     const quantized = dq.inputs[0] ? reference.graph.value(dq.inputs[0].name) : undefined;
     for (const r of quantized?.consumers ?? []) if (r.opType === 'DequantizeLinear' && r.outputs[0]) dequantized.push(r.outputs[0]);

@@ -316,7 +316,8 @@ async function speedStep(ctx: QuantizeContext, target: string): Promise<SpeedChe
   const { options } = ctx;
   if (!options.measureSpeedRuns) return undefined;
   let baseline = options.model;
-  if (ctx.specialized) {
+  // Simplified without values (a model with sub-graphs): it takes the input file's inputs, timed against it.
+  if (ctx.specialized && ctx.specialized.report.specializedInputs.length > 0) {
     const [{ mkdtemp, rm }, { tmpdir }, path, { saveModel }] = await Promise.all([
       import('node:fs/promises'),
       import('node:os'),

@@ -9,7 +9,7 @@
  * May import: errors, ir, data (types and constants), app/output-path, app/events; lazily onnx,
  * passes/simplify, runtime, app/simplify-verify.
  */
-import { InputError, UsageError } from '../errors.js';
+import { GateError, InputError, UsageError } from '../errors.js';
 import type { Model, TensorData } from '../ir/index.js';
 import { batchAxes, checkShapeOverrides, modelInputSpecs, type ShapeOverrides } from '../ir/io-spec.js';
 import type { InputValues } from '../data/index.js';
@@ -79,23 +79,42 @@ export interface Specialized {
   rest: InputValues;
 }
 
+/** Whether a node of the model holds a sub-graph (an If, Loop or Scan body). */
+export function hasSubgraphs(model: Model): boolean {
+  return model.graph.allNodes().some((n) => n.subgraphs().length > 0);
+}
+
 /**
- * The step other workflows run first when `--input` values are given (quantize): the inputs
- * without a batch dim are specialized by the simplify pass and the result checked against the
- * original in onnxruntime; undefined when no given input can be specialized.
+ * The step other workflows run first (quantize, optimize): the `--input` values without a batch
+ * dim are specialized by the simplify pass and the result checked against the original in
+ * onnxruntime. A model with sub-graphs is simplified even without values (every initializer
+ * then has a name no other graph defines, constants reaching an LSTM through Identity/Slice are
+ * folded), so the quantizers see one weight per name inside If/Loop/Scan bodies; when that
+ * unrequested simplification cannot be checked (the original does not run on random inputs) or
+ * differs, the original is kept and `onWarning` says why. Undefined when nothing was done.
  */
 export async function specializeModel(
   model: Model,
   file: string,
   values: InputValues,
-  options: { shapes?: ShapeOverrides; onProgress?: (message: string) => void } = {},
+  options: { shapes?: ShapeOverrides; onProgress?: (message: string) => void; onWarning?: (message: string) => void } = {},
 ): Promise<Specialized | undefined> {
   const { tensors, rest } = splitSpecializable(model, values);
-  if (Object.keys(tensors).length === 0) return undefined;
+  const specializing = Object.keys(tensors).length > 0;
+  if (!specializing && !hasSubgraphs(model)) return undefined;
   const [{ simplify }, { verifySimplify }] = await Promise.all([import('../passes/simplify/index.js'), import('./simplify-verify.js')]);
-  options.onProgress?.(`specializing ${Object.keys(tensors).join(', ')} and simplifying`);
+  options.onProgress?.(
+    specializing ? `specializing ${Object.keys(tensors).join(', ')} and simplifying` : 'simplifying first (the model has If/Loop/Scan sub-graphs)',
+  );
   const { model: simplified, report } = withFile(file, () => simplify(model, { inputValues: tensors }));
-  const verification = await verifySimplify(model, simplified, { inputValues: values, ...(options.shapes ? { shapes: options.shapes } : {}) });
+  let verification: VerifySimplifyResult;
+  try {
+    verification = await verifySimplify(model, simplified, { inputValues: values, ...(options.shapes ? { shapes: options.shapes } : {}) });
+  } catch (error) {
+    if (specializing || !(error instanceof GateError || error instanceof InputError)) throw error;
+    options.onWarning?.(`${file}: not simplified first (the model has sub-graphs, but the simplified copy could not be checked: ${error.message})`);
+    return undefined;
+  }
   return { model: simplified, report, verification, given: values, rest };
 }
 

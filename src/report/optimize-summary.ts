@@ -2,12 +2,13 @@
  * The human and Markdown reports of `model-opt optimize`: one row per candidate (speed-up against
  * FP32 with its 95% interval, fidelity, size, time spent, chosen or why rejected), the region
  * search's steps, and the plain sentence saying what was written. Pure functions of the result.
- * May import: cli-table3, report/format, app result types.
+ * May import: cli-table3, report/format, report/quantize-summary (the simplify line), app result types.
  */
 import Table from 'cli-table3';
 import type { CandidateFidelity, OptimizeCandidate, OptimizeResult } from '../app/optimize.js';
 import { formatBytes, formatMs, formatSpeedup, tableStyle } from './format.js';
 import { describeBudget } from '../app/quantize-fidelity.js';
+import { describeSimplified } from './quantize-summary.js';
 
 const HEAD = ['candidate', 'speed-up vs FP32', 'p50 ms', 'fidelity', 'size', 'time s', 'result'];
 
@@ -48,14 +49,15 @@ function row(c: OptimizeCandidate, allSamples: number): string[] {
 
 function baselineRow(result: OptimizeResult): string[] {
   const acc = result.baseline.accuracy === null ? '-' : `acc ${(result.baseline.accuracy * 100).toFixed(2)}%`;
+  const specialized = result.simplify?.reference === 'specialized' ? result.simplify : undefined;
   return [
-    'fp32 (input)',
+    specialized ? `fp32 (${specialized.report.specializedInputs.map((i) => `${i.name}=${i.values.join(',')}`).join(', ')})` : 'fp32 (input)',
     'baseline',
     result.baseline.p50Ms === null ? '-' : formatMs(result.baseline.p50Ms),
     acc,
-    formatBytes(result.input.sizeBytes),
+    formatBytes(specialized ? specialized.referenceSizeBytes : result.input.sizeBytes),
     '-',
-    result.chosen === 'fp32' ? 'CHOSEN: written unchanged' : '',
+    result.chosen === 'fp32' ? (specialized ? 'CHOSEN: written (specialized FP32)' : 'CHOSEN: written unchanged') : '',
   ];
 }
 
@@ -67,6 +69,16 @@ function settingsLine(result: OptimizeResult): string {
       : describeBudget(result.budget, result.budget.outputKinds);
   const through = result.budget.downstream.length > 0 ? ` (judged on the outputs of ${result.budget.downstream.join(' -> ')})` : '';
   return `objective ${result.objective}, batch ${s.batchSize ?? '-'}, ${s.threads} thread(s), ${s.providers.join(',')}; ${s.precision ? `up to ${s.iterations} paired interleaved runs per model (until every speed-up was known to +-${s.precision * 100}%)` : `${s.iterations} paired interleaved runs per model`}; fidelity on ${s.samples} ${s.measuredOn} samples; budget: ${budget}${through}`;
+}
+
+/** The simplification run first, and which FP32 model the candidates were compared with. */
+function simplifyLines(result: OptimizeResult): string[] {
+  if (!result.simplify) return [];
+  const reference =
+    result.simplify.reference === 'specialized'
+      ? 'every candidate compared with the specialized FP32 model (the FP32 row)'
+      : 'the FP32 row is the input; fp32-optimized is made from the simplified model';
+  return [`simplified first: ${describeSimplified(result.simplify)}; ${reference}`];
 }
 
 function repairLines(result: OptimizeResult): string[] {
@@ -96,7 +108,7 @@ export function renderOptimizeSummary(result: OptimizeResult, options: { color?:
   const table = new Table({ head: HEAD, style: tableStyle(options.color), wordWrap: true, colWidths: [24, 24, 9, 30, 10, 8, 44] });
   table.push(baselineRow(result));
   for (const c of result.candidates) table.push(row(c, result.settings.samples));
-  const lines = [table.toString(), settingsLine(result), ...repairLines(result), ...regionLines(result)];
+  const lines = [table.toString(), ...simplifyLines(result), settingsLine(result), ...repairLines(result), ...regionLines(result)];
   lines.push('', result.summary);
   if (result.output)
     lines.push(
@@ -120,7 +132,7 @@ export function renderOptimizeMarkdown(result: OptimizeResult): string {
       .join(' | ')} |`,
   );
   for (const r of [baselineRow(result), ...result.candidates.map(row)]) out.push(`| ${r.map(cell).join(' | ')} |`);
-  out.push('', `_${settingsLine(result)}_`, '', ...[...repairLines(result), ...regionLines(result)].map((l) => (l.startsWith('  ') ? `- ${l.trim()}` : l)));
+  out.push('', ...simplifyLines(result), `_${settingsLine(result)}_`, '', ...[...repairLines(result), ...regionLines(result)].map((l) => (l.startsWith('  ') ? `- ${l.trim()}` : l)));
   if (result.gateFailure) out.push('', `**Gate failed:** ${result.gateFailure}`);
   return `${out.join('\n')}\n`;
 }

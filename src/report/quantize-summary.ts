@@ -169,9 +169,13 @@ export interface SummaryOptions {
 }
 
 /** The specialization quantize ran first: inputs made constants, Ifs inlined, the size of the graph, the check. */
-function describeSimplified({ report: r, verification: v }: NonNullable<QuantizeResult['simplify']>): string {
+export function describeSimplified({ report: r, verification: v }: NonNullable<QuantizeResult['simplify']>): string {
   const specialized = r.specializedInputs.map((s) => `${s.name}=${s.values.join(',')}`).join(', ');
-  return `${specialized} specialized (no longer inputs); ${r.ifsInlined.length} If node(s) inlined; nodes ${r.nodesBefore} -> ${r.nodesAfter}, initializers ${r.initializersBefore} -> ${r.initializersAfter}; same outputs as the original on ${v.samples} random samples (max |diff| ${v.maxAbsDiff.toExponential(2)})`;
+  const inputs =
+    specialized === ''
+      ? 'no input specialized (the model has sub-graphs: names made unique, constants folded)'
+      : `${specialized} specialized (no longer inputs)`;
+  return `${inputs}; ${r.ifsInlined.length} If node(s) inlined; nodes ${r.nodesBefore} -> ${r.nodesAfter}, initializers ${r.initializersBefore} -> ${r.initializersAfter}; same outputs as the original on ${v.samples} random samples (max |diff| ${v.maxAbsDiff.toExponential(2)})`;
 }
 
 export function renderQuantizeSummary(result: QuantizeResult, options: SummaryOptions = {}): string {

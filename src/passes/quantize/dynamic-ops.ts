@@ -48,8 +48,11 @@ export interface ApplyContext extends DynamicSettings {
   valueName(base: string): string;
   /** A node name unique in the model tree. */
   nodeName(base: string): string;
-  /** Quantized weights by weight key (a weight read by several nodes is quantized once). */
-  weights: Map<string, { q: Value; scale: Value; zp?: Value }>;
+  /**
+   * Quantized weights by float weight and weight key (a weight read by several nodes is quantized
+   * once). Keyed by the value, not its name: sibling sub-graphs may each define a weight of the same name.
+   */
+  weights: Map<Value, Map<string, { q: Value; scale: Value; zp?: Value }>>;
   /** One DynamicQuantizeLinear per activation and graph: its three outputs. */
   dynamicQuantized: Map<Value, Map<Graph, Value[]>>;
   /** Float weights replaced; dropped at the end when nothing reads them. */
@@ -152,7 +155,9 @@ interface GemmPlan {
 
 /** The weight of a plan quantized (once per weight key), in the scope of the float weight. */
 function quantizedWeight(p: GemmPlan, ctx: ApplyContext): { q: Value; scale: Value; zp?: Value } {
-  let w = ctx.weights.get(p.weightKey);
+  let byKey = ctx.weights.get(p.weight);
+  if (!byKey) ctx.weights.set(p.weight, (byKey = new Map()));
+  let w = byKey.get(p.weightKey);
   if (!w) {
     const { weightType, perChannel } = ctx;
     const q = quantizeWeight(p.matrix, p.k, p.n, weightType, perChannel, ctx.reduceRange);
@@ -170,7 +175,7 @@ function quantizedWeight(p: GemmPlan, ctx: ApplyContext): { q: Value; scale: Val
           )
         : undefined;
     w = { q: qv, scale: sv, zp: zv };
-    ctx.weights.set(p.weightKey, w);
+    byKey.set(p.weightKey, w);
   }
   ctx.oldWeights.add(p.weight);
   return w;

@@ -122,7 +122,8 @@ interface ApplyContext extends Settings {
   stats?: ReadonlyMap<string, ChannelMoments>;
   /** awq: activation -> [inserted scaled activation, exponent], one per activation and graph. */
   scaledActivations: Map<Value, Map<Graph, { value: Value; exponent: number; scales: Float64Array }>>;
-  weights: Map<string, { q: Value; scales: Value; zeroPoints?: Value }>;
+  /** Quantized weights by float weight (a value: sibling sub-graphs may reuse names), then by the scaled activation (awq) or undefined. */
+  weights: Map<Value, Map<Value | undefined, { q: Value; scales: Value; zeroPoints?: Value }>>;
   oldWeights: Set<Value>;
   report: Int4Report;
   /** Plans per activation (awq searches one scale over all readers of an activation). */
@@ -172,7 +173,6 @@ function applyMatMul(p: MatMulPlan, ctx: ApplyContext): void {
   let exponent: number | undefined;
   let matrix: ArrayLike<number> = p.matrix;
   let clip: Float64Array | undefined;
-  const key = p.weight.name;
   if (ctx.method === 'awq') {
     const ex2 = secondMoments(ctx, p.activation, p.k);
     if (ex2) {
@@ -185,13 +185,15 @@ function applyMatMul(p: MatMulPlan, ctx: ApplyContext): void {
       clip = searchClip(matrix, p.k, p.n, ctx.blockSize, ctx.symmetric, weights);
     }
   }
-  const cacheKey = exponent === undefined ? key : `${key}|${activation.name}`;
-  let w = ctx.weights.get(cacheKey);
+  const cacheKey = exponent === undefined ? undefined : activation;
+  let byActivation = ctx.weights.get(p.weight);
+  if (!byActivation) ctx.weights.set(p.weight, (byActivation = new Map()));
+  let w = byActivation.get(cacheKey);
   const blocks = Math.ceil(p.k / ctx.blockSize);
   if (!w) {
     const q = quantizeInt4Blockwise(matrix, p.k, p.n, ctx.blockSize, ctx.symmetric, clip);
     w = addQuantizedWeight(p.weight, q, ctx);
-    ctx.weights.set(cacheKey, w);
+    byActivation.set(cacheKey, w);
   }
   ctx.oldWeights.add(p.weight);
   node.opType = 'MatMulNBits';
