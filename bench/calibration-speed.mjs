@@ -131,7 +131,9 @@ async function main() {
   const models = (positional[2] ?? MODELS.join(',')).split(',');
   const samples = { example: 4 * count, 'text-recognizer': count, fpn: Math.max(2, Math.round(count / 4)) };
   const self = fileURLToPath(import.meta.url);
-  const command = commandLine(import.meta.url);
+  // The settings read from the environment belong to the command.
+  const env = ['CALIBRATION_BUDGET_MIB', 'CALIBRATION_BINNING_THREAD', 'CALIBRATION_PRESTART'].filter((k) => process.env[k] !== undefined);
+  const command = [...env.map((k) => `${k}=${process.env[k]}`), commandLine(import.meta.url)].join(' ');
   const loadStart = loadavg()[0];
   const rows = [];
   const folder = mkdtempSync(join(tmpdir(), 'calibration-speed-'));
@@ -150,7 +152,7 @@ async function main() {
           const b = r.batching;
           console.log(
             `${which.padEnd(16)} ${method.padEnd(10)} batch ${batch.padEnd(7)} ${String(samples[which]).padStart(3)} samples ${String(r.tensors).padStart(3)} tensors  ` +
-              `calibration ${r.calibrationSeconds.toFixed(3)} s (ranges ${r.rangeSeconds.toFixed(3)} s of it) / inference ${r.inferenceSeconds.toFixed(3)} s (session ${r.sessionSeconds.toFixed(3)} s) = ${formatInterval(r.ratio)} (${r.rounds} pairs)  ` +
+              `calibration ${r.calibrationSeconds.toFixed(3)} s (ranges ${(1000 * r.rangeSeconds).toFixed(1)} ms of it) / inference ${r.inferenceSeconds.toFixed(3)} s (session ${r.sessionSeconds.toFixed(3)} s) = ${formatInterval(r.ratio)} (${r.rounds} pairs)  ` +
               `peak RSS ${(r.peakRss / 2 ** 20).toFixed(0)} MiB (inference alone ${(r.inferenceRss / 2 ** 20).toFixed(0)})  (batch ${b.batchSize}, capture batch ${b.captureBatchSize ?? '-'}, groups ${b.captureGroups}, counted in onnxruntime ${b.countedInRuntime ?? '-'}, passes ${b.passes}, progress passes ${r.progressPasses}, binning thread ${b.binningThread ? 'yes' : 'no'}; load ${r.load.map((x) => x.toFixed(1)).join(' -> ')})`,
           );
           for (const line of r.report) console.log(`    ${line}`);
