@@ -132,7 +132,13 @@ export function renderOptimizeMarkdown(result: OptimizeResult): string {
       .join(' | ')} |`,
   );
   for (const r of [baselineRow(result), ...result.candidates.map(row)]) out.push(`| ${r.map(cell).join(' | ')} |`);
-  out.push('', ...simplifyLines(result), `_${settingsLine(result)}_`, '', ...[...repairLines(result), ...regionLines(result)].map((l) => (l.startsWith('  ') ? `- ${l.trim()}` : l)));
+  out.push(
+    '',
+    ...simplifyLines(result),
+    `_${settingsLine(result)}_`,
+    '',
+    ...[...repairLines(result), ...regionLines(result)].map((l) => (l.startsWith('  ') ? `- ${l.trim()}` : l)),
+  );
   if (result.gateFailure) out.push('', `**Gate failed:** ${result.gateFailure}`);
   return `${out.join('\n')}\n`;
 }

@@ -135,7 +135,9 @@ describe('nothing quantizable: the faster FP32 is written, exit 0, and "check th
   }, 60_000);
 
   it('a quantized model onnxruntime refuses is the candidate failing, not the inputs; data the model cannot run on is', () => {
-    const refused = new InputError("/x/vad.onnx (quantized model): onnxruntime cannot load the model (This is an invalid model. In Node, ('/If_3', If, '', -1) ...)");
+    const refused = new InputError(
+      "/x/vad.onnx (quantized model): onnxruntime cannot load the model (This is an invalid model. In Node, ('/If_3', If, '', -1) ...)",
+    );
     const readBack = new InputError("optimized model: graph 'false_graph_0': initializer 'w' is defined twice");
     const data = new InputError("calib.npz: member 'input': sample 3 has 12 NaN values");
     expect([failedOnInputs(refused), failedOnInputs(readBack), failedOnInputs(data), failedOnInputs(new UsageError('x'))]).toEqual([false, false, true, false]);
@@ -149,6 +151,8 @@ describe('nothing quantizable: the faster FP32 is written, exit 0, and "check th
       inputError: failedOnInputs(error),
     });
     expect(inputsFailedEveryBuild([built('int8-dynamic', refused)])).toBeUndefined();
-    expect(inputsFailedEveryBuild([built('int8-dynamic', refused), built('int8', data)])).toMatch(/^no candidate could be built on the given inputs \(check the data and --shape\): .*int8: calib.npz/);
+    expect(inputsFailedEveryBuild([built('int8-dynamic', refused), built('int8', data)])).toMatch(
+      /^no candidate could be built on the given inputs \(check the data and --shape\): .*int8: calib.npz/,
+    );
   });
 });
