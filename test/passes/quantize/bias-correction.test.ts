@@ -29,7 +29,8 @@ function writtenBias(model: Model, node: string): { bias: Float64Array; scale: F
 }
 
 /** Float64 NCHW conv of `x` [N, C, H, W] with `w` [Cout, C/group, kh, kw], pads symmetric `p`, stride 1: the mean of each output channel. */
-function meanConvOutput(x: Float32Array, [n, c, h, wd]: number[], w: Float64Array, [cout, per, kh, kw]: number[], group: number, p: number): Float64Array {
+type Dims4 = [number, number, number, number];
+function meanConvOutput(x: Float32Array, [n, c, h, wd]: Dims4, w: Float64Array, [cout, per, kh, kw]: Dims4, group: number, p: number): Float64Array {
   const [oh, ow] = [h + 2 * p - kh + 1, wd + 2 * p - kw + 1];
   const sums = new Float64Array(cout);
   for (let s = 0; s < n; s++)
@@ -68,7 +69,7 @@ describe('bias correction against a float64 reference', () => {
   it('padded depthwise conv: bias - mean of conv(x; W_q - W) over samples and positions', async () => {
     const r = rng(11);
     const [n, c, h, wd] = [12, 4, 5, 5];
-    const wDims = [c, 1, 3, 3];
+    const wDims: Dims4 = [c, 1, 3, 3];
     const w = Float32Array.from({ length: 36 }, () => r() * 2 - 1);
     const b = Float32Array.from({ length: c }, () => r() - 0.5);
     const g = new GraphBuilder({ opset: 13 });
@@ -190,8 +191,8 @@ describe('bias correction on onnxruntime', () => {
     const calibration = dataset([32, 16, 8, 8], make(32));
     const held = dataset([16, 16, 8, 8], make(16));
     const fp32 = depthwiseOnMean();
-    const plain = await quantizeInt8(fp32, { calibration });
-    const corrected = await quantizeInt8(fp32, { calibration, biasCorrection: true });
+    const plain = await quantizeInt8(fp32, { calibration, biasCorrection: false });
+    const corrected = await quantizeInt8(fp32, { calibration });
     expect(corrected.report.qdq.biasCorrection?.map((b) => b.node)).toEqual(['dw', 'pw']);
     const before = await errorAgainst(fp32, plain.model, held);
     const after = await errorAgainst(fp32, corrected.model, held);
@@ -200,14 +201,18 @@ describe('bias correction on onnxruntime', () => {
     expect(after.channelBias).toBeLessThan(before.channelBias / 4);
   });
 
-  it('is off by default: no channel means, no report entry', async () => {
+  it('is on by default; biasCorrection false collects no channel means and reports nothing', async () => {
     const r = rng(23);
     const calibration = dataset(
       [8, 16, 8, 8],
       Float32Array.from({ length: 8 * 16 * 64 }, () => r()),
     );
-    const { report, context } = await quantizeInt8(depthwiseOnMean(), { calibration });
+    const { report, context } = await quantizeInt8(depthwiseOnMean(), { calibration, biasCorrection: false });
     expect(report.qdq.biasCorrection).toBeUndefined();
     expect(context.channelMeans).toBeUndefined();
+    const on = await quantizeInt8(depthwiseOnMean(), { calibration });
+    // The means of both convs' inputs: the model input and the depthwise conv's output.
+    expect(on.context.channelMeans!.get('x')).toHaveLength(16);
+    expect(on.context.channelMeans!.size).toBe(2);
   });
 });
