@@ -8,7 +8,7 @@
  * Models: the families of fixtures/families.ts (ctc, mel, hswish), the example, and the random-weight
  * stand-ins of bench/quantize-blocks.mjs (exported with EXPORT_FP32; 32 random calibration
  * samples, 16 held-out).
- *   npm run build && npx vite-node bench/ptq-repair.ts [model ...] [--guard] [--json FILE]
+ *   npm run build && npx vite-node bench/ptq-repair.ts [model ...] [--guard] [--held-out N] [--json FILE]
  * Numbers go to docs/quantize.md ("PTQ repair"). Imports: fixtures, src (app, data, onnx, runtime, evaluate).
  */
 import { execFileSync } from 'node:child_process';
@@ -26,11 +26,14 @@ import type { Model } from '../src/ir/model.js';
 import { ctcLines, fittedCtcRecognizer, fittedHardSwishClassifier, fittedMelFrontEnd, melUtterances, textureImages } from '../fixtures/families.js';
 
 const FAMILIES = ['example', 'hswish', 'ctc', 'mel'];
-const BLOCKS = ['resnet18', 'mobilenetv2', 'mobilenetv2-relu', 'mnv3', 'effnet', 'keras', 'resnet20', 'densenet'];
+const BLOCKS = ['resnet18', 'mobilenetv2', 'mobilenetv2-relu', 'mnv3', 'effnet', 'keras', 'resnet20', 'densenet', 'encoder'];
 const args = process.argv.slice(2);
 const jsonAt = args.indexOf('--json');
 const jsonFile = jsonAt >= 0 ? args[jsonAt + 1] : undefined;
-const named = args.filter((a, i) => !a.startsWith('--') && args[i - 1] !== '--json');
+const heldAt = args.indexOf('--held-out');
+/** Held-out random samples of the block stand-ins (default 16). */
+const blockHeldOut = heldAt >= 0 ? Number(args[heldAt + 1]) : 16;
+const named = args.filter((a, i) => !a.startsWith('--') && args[i - 1] !== '--json' && args[i - 1] !== '--held-out');
 const which = named.length > 0 ? named : [...FAMILIES, ...BLOCKS];
 const guard = args.includes('--guard');
 const dir = mkdtempSync(join(tmpdir(), 'ptq-repair-'));
@@ -89,7 +92,7 @@ function block(name: string): Promise<StandIn> {
   execFileSync('node', ['bench/quantize-blocks.mjs', name], { env: { ...process.env, EXPORT_FP32: path }, stdio: 'inherit' });
   return loadModel(path).then((model) => {
     const specs = modelInputSpecs(model);
-    return { name, model: path, calibration: randomDataset(specs, 32, 7), heldOut: randomDataset(specs, 16, 8) };
+    return { name, model: path, calibration: randomDataset(specs, 32, 7), heldOut: randomDataset(specs, blockHeldOut, 8) };
   });
 }
 

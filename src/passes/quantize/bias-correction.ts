@@ -7,22 +7,44 @@
  * For a Conv the mean is taken over the output positions: a tap that reads padding on some of
  * them contributes the fraction of positions where it reads the input (exact when each input
  * channel's mean is the same at every position). Conv and Gemm are corrected (a Conv or Gemm
- * without a bias gets one); a MatMul has no bias slot and is left as is. This file is the
+ * without a bias gets one); a MatMul with a 2-D weight through the float bias Add after it (the
+ * Add a transformer or a Dense export writes; it stays float, onnxruntime runs the pair as
+ * MatMulIntegerToFloat), and a MatMul without one is left as is. This file is the
  * arithmetic and the statistic requests; qdq.ts applies it while it writes the int8 weights, so
  * the shift is measured against exactly the weights it writes.
  * Imports: the IR, the calibration request type, files beside it.
  */
+import { DataType } from '../../ir/dtype.js';
 import { isTensorType, type Node, type Tensor } from '../../ir/index.js';
 import type { StatisticRequest } from '../../calibration/index.js';
 
-/** Ops whose bias absorbs the shift. */
-export const BIAS_CORRECTED_OP_TYPES: ReadonlySet<string> = new Set(['Conv', 'Gemm']);
+/** Ops whose bias absorbs the shift (a MatMul only through a bias Add: matMulBiasAdd). */
+export const BIAS_CORRECTED_OP_TYPES: ReadonlySet<string> = new Set(['Conv', 'Gemm', 'MatMul']);
+
+/**
+ * The float bias Add right after a MatMul with a constant 2-D weight [K, N]: the Add, the index of
+ * its constant input and that constant ([N] values), or undefined.
+ */
+export function matMulBiasAdd(node: Node): { add: Node; index: number; bias: Tensor } | undefined {
+  const w = node.inputs[1] ? node.graph.constantTensor(node.inputs[1]) : undefined;
+  const y = node.outputs[0];
+  if (node.opType !== 'MatMul' || !w || w.dims.length !== 2 || !y || y.isGraphOutput() || y.uses().length !== 1) return undefined;
+  const add = y.uses()[0]!.node;
+  if (add.opType !== 'Add' || (add.domain !== '' && add.domain !== 'ai.onnx')) return undefined;
+  const index = add.inputs[0] === y ? 1 : 0;
+  const c = add.inputs[index];
+  const bias = c ? add.graph.constantTensor(c) : undefined;
+  return bias && bias.dtype === DataType.FLOAT && bias.elementCount === w.dims[1] && bias.dims.every((d, i) => i === bias.dims.length - 1 || d === 1)
+    ? { add, index, bias }
+    : undefined;
+}
 
 /** The tensor whose per-channel mean a node's correction needs, and its channel axis counted from the end; undefined when it cannot be corrected. */
 export function biasCorrectionInput(node: Node): { tensor: string; axis: number } | undefined {
   const x = node.inputs[0];
   if (!x || x.name === '' || !BIAS_CORRECTED_OP_TYPES.has(node.opType)) return undefined;
   if (node.opType === 'Gemm') return { tensor: x.name, axis: node.getInt('transA', 0) === 1 ? -2 : -1 };
+  if (node.opType === 'MatMul') return matMulBiasAdd(node) ? { tensor: x.name, axis: -1 } : undefined;
   const rank = isTensorType(x.type) ? x.type.shape?.length : undefined;
   return rank !== undefined && rank >= 3 ? { tensor: x.name, axis: -(rank - 1) } : undefined;
 }
@@ -173,9 +195,10 @@ export function outputShift(
     if (w.dims.length < 3 || means.length !== w.dims[1]! * node.getInt('group', 1)) return undefined;
     return convOutputShift(node, w.dims, weight, dequantized, means);
   }
-  if (node.opType === 'Gemm') {
+  if (node.opType === 'Gemm' || node.opType === 'MatMul') {
     const k = node.getInt('transB', 0) === 1 ? w.dims[1] : w.dims[0];
     if (w.dims.length !== 2 || means.length !== k) return undefined;
+    // A MatMul reads like a Gemm without transB and alpha (their defaults).
     return gemmOutputShift(node, w.dims, weight, dequantized, means);
   }
   return undefined;

@@ -21,7 +21,7 @@ import type { Range } from './calibrate.js';
 import { activationParams, biasWeightScaleFloor, quantizeBias, quantizeValues, quantizeWeight, type QuantParams, type QuantType } from './quant-math.js';
 import { padConvInputChannels, type PaddedConv } from './channel-pad.js';
 import { ABSORBABLE_ACTIVATIONS, QDQ_HANDLERS, type InputRole, type OpHandler } from './registry.js';
-import { biasCorrectionInput, outputShift } from './bias-correction.js';
+import { biasCorrectionInput, matMulBiasAdd, outputShift } from './bias-correction.js';
 
 export interface QdqOptions {
   /** Per-channel weight scales (needs opset 13); default true. */
@@ -1051,11 +1051,11 @@ function writeWeights(
  * undefined when it is not corrected: no means for its input, not a Conv/Gemm, or a Gemm whose C
  * is not a per-output bias.
  */
-function biasShift(w: QdqWriter, np: NodePlan, weight: QuantizedWeight | undefined): Float64Array | undefined {
+function biasShift(w: QdqWriter, np: NodePlan, weight: QuantizedWeight | undefined, correctable: boolean): Float64Array | undefined {
   const x = w.input0.get(np.node);
   const means = x && w.channelMeans?.get(x.name);
-  if (!means || !weight || !biasCorrectionInput(np.node)) return undefined;
-  const hasBias = np.roles.some((r) => r.role === 'bias');
+  if (!means || !weight || !correctable) return undefined;
+  const hasBias = np.roles.some((r) => r.role === 'bias') || np.node.opType === 'MatMul';
   if (np.node.opType === 'Gemm' && !hasBias && np.node.inputs[2]) return undefined;
   const shift = outputShift(np.node, weight.float, weight, means);
   if (!shift) return undefined;
@@ -1063,6 +1063,13 @@ function biasShift(w: QdqWriter, np: NodePlan, weight: QuantizedWeight | undefin
   for (const s of shift) maxShift = Math.max(maxShift, Math.abs(s));
   (w.report.biasCorrection ??= []).push({ node: np.node.name, maxShift, biasAdded: !hasBias });
   return shift;
+}
+
+/** A MatMul's shift goes into the float bias Add after it (a new constant: the old one may be shared). */
+function correctBiasAdd(w: QdqWriter, found: NonNullable<ReturnType<typeof matMulBiasAdd>>, shift: Float64Array): void {
+  const values = found.bias.toFloat64().map((b, j) => b - shift[j]!);
+  const old = found.add.inputs[found.index]!;
+  found.add.setInput(found.index, w.init(`${old.name}_corrected`, DataType.FLOAT, [...found.bias.dims], Float32Array.from(values)));
 }
 
 /** Put a node's bias behind a DequantizeLinear of an int32 initializer on input scale x weight scale (less `shift`, when bias correction gives one). */
@@ -1105,8 +1112,13 @@ function writeWeightsAndBiases(w: QdqWriter, weightFloors: ReadonlyMap<string, F
   const cache = new Map<string, QuantizedWeight>();
   for (const np of w.plan.nodes) {
     const { node } = np;
+    // Before the weights are rewired: what the correction reads off the float graph.
+    const correctable = !!w.channelMeans && !!biasCorrectionInput(node);
+    const biasAdd = correctable && node.opType === 'MatMul' ? matMulBiasAdd(node) : undefined;
     const weight = writeWeights(w, np, cache, weightFloors);
-    writeBias(w, np, weight?.scales, biasShift(w, np, weight));
+    const shift = biasShift(w, np, weight, correctable);
+    if (shift && biasAdd) correctBiasAdd(w, biasAdd, shift);
+    else writeBias(w, np, weight?.scales, node.opType === 'MatMul' ? undefined : shift);
     report.quantized.push({
       node: node.name,
       opType: node.opType,

@@ -141,6 +141,35 @@ describe('bias correction against a float64 reference', () => {
   });
 });
 
+describe('bias correction of a MatMul through its float bias Add', () => {
+  it('3-D MatMul [N, T, K] x [K, N] + bias: the Add constant absorbs (W_q - W) . E[x] over every row', async () => {
+    const r = rng(13);
+    const [n, t, k, m] = [6, 5, 8, 4];
+    const w = Float32Array.from({ length: k * m }, () => r() * 2 - 1);
+    const b = Float32Array.from({ length: m }, () => r() - 0.5);
+    const g = new GraphBuilder({ opset: 13 });
+    const x = g.input('x', DataType.FLOAT, ['N', t, k]);
+    const mm = g.node('MatMul', [x, g.initializer('w', DataType.FLOAT, [k, m], w)], {}, { name: 'proj' });
+    const y = g.node('Add', [mm, g.initializer('bias', DataType.FLOAT, [m], b)], {}, { name: 'proj_bias' });
+    g.output(y, DataType.FLOAT, ['N', t, m]);
+    const data = Float32Array.from({ length: n * t * k }, () => 1 + r() * 2);
+    const { model, report } = await quantizeInt8(g.build(), { calibration: dataset([n, t, k], data) });
+    expect(report.qdq.biasCorrection?.map((c) => [c.node, c.biasAdded])).toEqual([['proj', false]]);
+    const dW = dequantized(w, [k, m], 1).map((v, i) => v - w[i]!);
+    const mean = new Float64Array(k);
+    for (let row = 0; row < n * t; row++) for (let i = 0; i < k; i++) mean[i]! += data[row * k + i]! / (n * t);
+    const add = model.graph.nodes.find((v) => v.name === 'proj_bias')!;
+    expect(add.opType).toBe('Add');
+    const written = model.graph.constantTensor(add.inputs[1]!)!.toFloat64();
+    for (let j = 0; j < m; j++) {
+      let shift = 0;
+      for (let i = 0; i < k; i++) shift += dW[i * m + j]! * mean[i]!;
+      expect(Math.abs(shift)).toBeGreaterThan(1e-5);
+      expect(written[j]).toBeCloseTo(b[j]! - shift, 6);
+    }
+  });
+});
+
 /** Depthwise 1x3 conv on 16 channels of mean 10 (+-0.5), bias cancelling the mean (a folded BatchNorm), then a 1x1 conv. */
 function depthwiseOnMean(): Model {
   const r = rng(21);
