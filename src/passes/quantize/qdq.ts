@@ -1048,8 +1048,9 @@ function writeWeights(
 
 /**
  * The mean output shift of a node's int8 weight (bias correction), recorded in the report, or
- * undefined when it is not corrected: no means for its input, not a Conv/Gemm, or a Gemm whose C
- * is not a per-output bias.
+ * undefined when it is not corrected: no means for its input, not a Conv/Gemm (or a MatMul with a
+ * bias Add: `correctable`, found before the weights were rewired), or a Gemm whose C is not a
+ * per-output bias.
  */
 function biasShift(w: QdqWriter, np: NodePlan, weight: QuantizedWeight | undefined, correctable: boolean): Float64Array | undefined {
   const x = w.input0.get(np.node);
