@@ -141,6 +141,8 @@ export interface Int8Context {
   batchSizeGiven?: boolean;
   /** Bias correction: the mean of each channel of the quantized Conv/Gemm inputs, by tensor (present only when it is on). */
   channelMeans?: Map<string, Float64Array>;
+  /** `preprocessed` was equalized (cross-layer equalization). */
+  crossLayerEqualization?: boolean;
 }
 
 /** Refuse a quantized model, pre-process (constants, BatchNorm folding, opset upgrade), and the QDQ options (per-tensor when the opset stays old). */
@@ -200,6 +202,7 @@ export function int8Context(
     runner: { ...options.runner },
     batchSizeGiven: options.batchSize !== undefined,
     channelMeans: (options.biasCorrection ?? DEFAULT_BIAS_CORRECTION) ? new Map() : undefined,
+    crossLayerEqualization: options.crossLayerEqualization ?? false,
   };
 }
 
