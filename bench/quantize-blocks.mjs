@@ -53,6 +53,7 @@
 //                as Clip), 1x1 to 1280, GAP, FC 1000. He-initialised weights and BN statistics; the
 //                default INT8 pipeline on 32 random images, the report's decisions and fusion verdict,
 //                FP32 vs INT8 at batch 1 and 4.   [iterations=40] [--min-conv-reduction n]
+//                mobilenetv2-relu: the same with ReLU for ReLU6 (bench/ptq-repair.ts: equalization).
 //   stems        (was quantize-stems.mjs) stem Conv -> Relu -> Conv 32->32 3x3 -> GAP -> Gemm with
 //                1- or 3-channel inputs and 1x1..7x7 stems, each quantized plain / channel-padded /
 //                stem float, and what the defaults pick.   [iterations=400]
@@ -70,7 +71,8 @@
 //   npm run build && node bench/quantize-blocks.mjs <model> [iterations] [args]
 //     <model>: unet|encoder|c2f|mnv3|effnet|keras|densenet|resnext|detector|stem16|grouped|resnet20|yolo
 //              (iterations=200) | resnet18|mobilenetv2|stems|mlp|lstm|attention (as above)
-// KEEP_MODELS=<dir> keeps the written variants (compareVariants in common.mjs).
+// KEEP_MODELS=<dir> keeps the written variants (compareVariants in common.mjs). EXPORT_FP32=<file>
+// writes the block/classifier stand-in's FP32 model there and stops (bench/ptq-repair.ts reads them).
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -575,6 +577,7 @@ async function block() {
     process.exit(2);
   }
   const { model, dims } = builders[arch]();
+  if (process.env.EXPORT_FP32) return (await load()).onnx.saveModel(model, process.env.EXPORT_FP32);
   const count = 16;
   const sample = dims.reduce((a, c) => a * c, 1);
   const calibration = {
@@ -699,9 +702,10 @@ async function classifier() {
       return [x, cin];
     });
 
-  const mobilenetv2 = () =>
+  // act 'relu': the same network with ReLU for ReLU6 (cross-layer equalization needs a positively homogeneous activation).
+  const mobilenetv2 = (act = 'relu6') =>
     classifier(1, (b, x, convBn) => {
-      x = convBn(x, 3, 32, 3, 2, 'relu6');
+      x = convBn(x, 3, 32, 3, 2, act);
       let cin = 32;
       // expansion t, channels c, repeats, first stride s (the MobileNetV2 paper's table 2)
       for (const [t, c, reps, s] of [
@@ -716,22 +720,23 @@ async function classifier() {
         for (let i = 0; i < reps; i++) {
           const stride = i === 0 ? s : 1;
           const hidden = cin * t;
-          let h = t === 1 ? x : convBn(x, cin, hidden, 1, 1, 'relu6');
-          h = convBn(h, hidden, hidden, 3, stride, 'relu6', hidden);
+          let h = t === 1 ? x : convBn(x, cin, hidden, 1, 1, act);
+          h = convBn(h, hidden, hidden, 3, stride, act, hidden);
           h = convBn(h, hidden, c, 1, 1, null);
           x = stride === 1 && cin === c ? b.node('Add', [h, x]) : h;
           cin = c;
         }
       }
-      return [convBn(x, cin, 1280, 1, 1, 'relu6'), 1280];
+      return [convBn(x, cin, 1280, 1, 1, act), 1280];
     });
 
-  const builders = { resnet18, mobilenetv2 };
+  const builders = { resnet18, mobilenetv2, 'mobilenetv2-relu': () => mobilenetv2('relu') };
   if (!builders[arch]) {
     console.error(`unknown architecture '${arch}' (${Object.keys(builders).join(', ')})`);
     process.exit(2);
   }
 
+  if (process.env.EXPORT_FP32) return mods.onnx.saveModel(builders[arch](), process.env.EXPORT_FP32);
   const dir = mkdtempSync(join(tmpdir(), 'quantize-archs-'));
   try {
     const model = builders[arch]();
@@ -1090,5 +1095,5 @@ async function attention() {
   });
 }
 
-const scripts = { resnet18: classifier, mobilenetv2: classifier, stems, mlp, lstm, attention };
+const scripts = { resnet18: classifier, mobilenetv2: classifier, 'mobilenetv2-relu': classifier, stems, mlp, lstm, attention };
 await (scripts[arch] ?? block)();

@@ -26,6 +26,10 @@ export interface QuantizeCandidateSpec {
   perChannel?: boolean;
   activationType?: 'uint8' | 'int8';
   reduceRange?: boolean;
+  /** int8: bias correction (default on). */
+  biasCorrection?: boolean;
+  /** int8: cross-layer equalization (default off). */
+  crossLayerEqualization?: boolean;
   opTypes?: string[];
   excludeOpTypes?: string[];
   excludeNodes?: string[];
@@ -118,6 +122,8 @@ export function describeSpec(spec: CandidateSpec): string {
   if (q.opTypes?.length) extras.push(`only ${q.opTypes.join(',')}`);
   if (q.excludeOpTypes?.length) extras.push(`float ${q.excludeOpTypes.join(',')}`);
   if (q.excludeNodes?.length) extras.push(`${q.excludeNodes.length} node(s) float`);
+  if (q.biasCorrection === false) extras.push('no bias correction');
+  if (q.crossLayerEqualization) extras.push('cle');
   return extras.length ? `${q.mode} (${extras.join('; ')})` : q.mode;
 }
 

@@ -14,6 +14,7 @@ import type { Speedup } from '../metrics/index.js';
 import type { ShapeOverrides } from '../ir/io-spec.js';
 import type { InputValues } from '../data/index.js';
 import type { Int8Context, Int8Report } from './quantize-passes.js';
+import { DEFAULT_BIAS_CORRECTION } from '../passes/quantize/int8.js';
 import type { ModeApplied } from './quantize-modes.js';
 import { keepWarnings, type WorkflowEvents } from './events.js';
 import { checkOutputPath, RECIPE_BESIDE_OUTPUT } from './output-path.js';
@@ -330,6 +331,8 @@ async function quantizeCandidate(
     perChannel: spec.perChannel,
     activationType: spec.activationType,
     reduceRange: spec.reduceRange,
+    biasCorrection: spec.biasCorrection,
+    crossLayerEqualization: spec.crossLayerEqualization,
     opTypes: spec.opTypes,
     excludeOpTypes: spec.excludeOpTypes,
     excludeNodes: spec.excludeNodes,
@@ -377,7 +380,7 @@ export async function guardLater(run: OptimizeRun, b: Built): Promise<Built> {
 
 /** The kept calibration serves `spec` when only the float nodes differ (the region search's steps). */
 function sameExceptExclusions(spec: QuantizeCandidateSpec, context: Int8Context): boolean {
-  const { calibrate, percentile, perChannel, activationType, opTypes, excludeOpTypes } = spec;
+  const { calibrate, percentile, perChannel, activationType, opTypes, excludeOpTypes, biasCorrection, crossLayerEqualization } = spec;
   const q = context.qdqOptions;
   const same = (a: readonly string[] | undefined, b: readonly string[] | undefined): boolean => (a ?? []).join('\n') === (b ?? []).join('\n');
   return (
@@ -385,6 +388,8 @@ function sameExceptExclusions(spec: QuantizeCandidateSpec, context: Int8Context)
     percentile === context.rangeOptions.percentile &&
     (perChannel ?? true) === (q.perChannel ?? true) &&
     (activationType ?? 'uint8') === (q.activationType ?? 'uint8') &&
+    (biasCorrection ?? DEFAULT_BIAS_CORRECTION) === (context.channelMeans !== undefined) &&
+    (crossLayerEqualization ?? false) === (context.crossLayerEqualization ?? false) &&
     same(opTypes, q.opTypes) &&
     same(excludeOpTypes, q.excludeOpTypes)
   );

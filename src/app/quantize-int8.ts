@@ -25,6 +25,8 @@ import { shapeRewrites, type preprocess } from '../passes/preprocess/index.js';
 import { computeRange } from '../passes/quantize/calibrate.js';
 import { concatsWithMismatchedRanges, planQdq, quantizeQdq, type QdqOptions, type QdqPlan, type QdqReport } from '../passes/quantize/qdq.js';
 import { highDynamicRangeCandidates, highDynamicRangeNodes } from '../passes/quantize/tensor-rules.js';
+import { biasCorrectionRequests } from '../passes/quantize/bias-correction.js';
+import { equalizeCrossLayer } from '../passes/quantize/cross-layer-equalization.js';
 import { MODE } from '../passes/quantize/mode-names.js';
 import {
   int8Context,
@@ -64,6 +66,9 @@ export async function quantizeInt8(model: Model, options: Int8Options): Promise<
   if ((options.method ?? 'minmax') !== 'minmax') prestartBinningThread();
   const preprocessSeconds = lap();
   const batchSize = await probeValueTypes(pre, calibration, options, progress);
+  // Equalization changes the float weights (not the outputs): before anything is calibrated.
+  const equalized = options.crossLayerEqualization ? equalizeCrossLayer(pre.model) : undefined;
+  if (equalized) pre.model = equalized.model;
   // Calibrate exactly what this plan declares; other variants (guard, analysis) add theirs lazily.
   const plan = planQdq(pre.model, qdqOptions);
   const shapesSeconds = lap();
@@ -71,7 +76,7 @@ export async function quantizeInt8(model: Model, options: Int8Options): Promise<
   const calibrated = await calibrateInt8(context, plan, options, progress);
   const calibrationSeconds = lap();
   progress({ phase: 'quantize', message: 'inserting QuantizeLinear/DequantizeLinear' });
-  const { model: quantized, report: qdq } = quantizeQdq(pre.model, { ...qdqOptions, ranges: context.ranges });
+  const { model: quantized, report: qdq } = quantizeQdq(pre.model, { ...qdqOptions, ranges: context.ranges, channelMeans: context.channelMeans });
   if (qdq.biasSaturated > 0) warn(`${qdq.biasSaturated} bias value(s) did not fit int32 and were clamped`);
   const method = context.rangeOptions.method;
   const report: Int8Report = {
@@ -91,6 +96,7 @@ export async function quantizeInt8(model: Model, options: Int8Options): Promise<
       auto: calibrated.auto,
     },
     qdq,
+    ...(equalized ? { crossLayerEqualization: equalized.report } : {}),
     ...int8Notes(pre.model, qdq, qdqOptions),
     highDynamicRange: calibrated.highDynamicRange,
     timings: { preprocess: preprocessSeconds, shapes: shapesSeconds, calibration: calibrationSeconds, qdq: 0 },
@@ -141,7 +147,7 @@ async function calibrateInt8(context: Int8Context, plan: QdqPlan, options: Int8O
   const wanted = plan.statistics;
   progress({ phase: 'calibrate', message: `calibrating ${wanted.length} tensors on ${calibration.count} samples`, fraction: 0 });
   const started = performance.now();
-  const batching = await calibrateMore(context, wanted, (p) => {
+  const batching = await calibrateMore(context, plan, (p) => {
     // Histograms over large activations take a ranges pass, then one pass per capture group.
     const pass = p.pass === 1 && p.passes === 1 ? '' : p.stage === 'ranges' ? ' (pass 1: ranges)' : ` (pass ${p.pass} of ${p.passes}: histograms)`;
     const fraction = p.passes ? (p.pass - 1 + p.samples / calibration.count) / p.passes : undefined;
@@ -158,11 +164,11 @@ async function calibrateInt8(context: Int8Context, plan: QdqPlan, options: Int8O
     qdqOptions.floatNodes = { ...qdqOptions.floatNodes, ...hdr.nodes };
     current = planQdq(context.preprocessed, qdqOptions);
     for (const n of highDynamicRangeCandidates(current)) context.histogramTensors!.add(n);
-    await calibrateMore(context, current.statistics);
+    await calibrateMore(context, current);
   }
   if (Object.keys(mismatched).length > 0) {
     qdqOptions.floatNodes = { ...qdqOptions.floatNodes, ...mismatched };
-    await calibrateMore(context, planQdq(context.preprocessed, qdqOptions).statistics);
+    await calibrateMore(context, planQdq(context.preprocessed, qdqOptions));
   }
   let auto: AutoCalibrationReport | undefined;
   if (context.rangeOptions.method === 'auto') {
@@ -182,19 +188,29 @@ async function calibrateInt8(context: Int8Context, plan: QdqPlan, options: Int8O
   return { batching, highDynamicRange: hdr.tensors, auto, seconds: (performance.now() - started) / 1000 };
 }
 
-/** One streaming calibration pass for the tensors of `names` not calibrated yet. */
+/**
+ * One streaming calibration pass for what `plan` needs that is not collected yet: the ranges of its
+ * tensors and, with bias correction, the channel means of its Conv/Gemm inputs.
+ */
 async function calibrateMore(
   context: Int8Context,
-  names: readonly string[],
+  plan: QdqPlan,
   onProgress?: (progress: CalibrationProgress) => void,
 ): Promise<CalibrationBatching | undefined> {
-  const missing = names.filter((n) => !context.ranges.has(n));
-  if (missing.length === 0) return undefined;
+  const missing = plan.statistics.filter((n) => !context.ranges.has(n));
+  const means = context.channelMeans;
+  const moments = means ? biasCorrectionRequests(plan.nodes.map((n) => n.node)).filter((r) => !means.has(r.tensor)) : [];
+  if (missing.length === 0 && moments.length === 0) return undefined;
   const { calibration, batchSize } = context;
   const requests: StatisticRequest[] = missing.map((tensor) =>
     context.histograms || context.histogramTensors?.has(tensor) ? { tensor, kind: 'histogram', bins: context.bins } : { tensor, kind: 'range' },
   );
-  const { ranges: stats, batching } = await collectStatistics(context.preprocessed, requests, calibration, {
+  requests.push(...moments);
+  const {
+    ranges: stats,
+    channels,
+    batching,
+  } = await collectStatistics(context.preprocessed, requests, calibration, {
     // Without --batch-size the service picks the batch (the same budgeted one for ranges; a smaller
     // one when that keeps whole captures for histograms to one pass).
     batchSize: context.batchSizeGiven ? batchSize : undefined,
@@ -205,6 +221,7 @@ async function calibrateMore(
     context.statistics.set(name, s);
     context.ranges.set(name, computeRange(s, context.minmaxTensors?.has(name) ? { ...context.rangeOptions, method: 'minmax' } : context.rangeOptions));
   }
+  for (const [name, m] of channels) means?.set(name, m.mean);
   return batching;
 }
 
@@ -214,8 +231,8 @@ async function calibrateMore(
  */
 export async function requantize(context: Int8Context, overrides: Partial<QdqOptions>): Promise<{ model: Model; report: QdqReport }> {
   const options = { ...context.qdqOptions, ...overrides };
-  await calibrateMore(context, planQdq(context.preprocessed, options).statistics);
-  return quantizeQdq(context.preprocessed, { ...options, ranges: context.ranges });
+  await calibrateMore(context, planQdq(context.preprocessed, options));
+  return quantizeQdq(context.preprocessed, { ...options, ranges: context.ranges, channelMeans: context.channelMeans });
 }
 
 export type { Int8Context, Int8Options, Int8Report, QuantizeProgress };

@@ -44,6 +44,10 @@ export interface ModeSettings {
   layoutAnchors?: boolean;
   /** int8: uint8 (default, asymmetric) or int8 (symmetric) activations. */
   activationType?: 'uint8' | 'int8';
+  /** int8: the biases of int8 Conv/Gemm absorb the mean output shift of their int8 weights (measured on the calibration data). */
+  biasCorrection?: boolean;
+  /** int8: cross-layer equalization of Conv -> Relu/none -> Conv pairs before calibration. */
+  crossLayerEqualization?: boolean;
   /** Quantize only these op types. */
   opTypes?: string[];
   /** Leave these op types float. */
@@ -193,6 +197,18 @@ const MODE_FLAG_LIST: readonly ModeFlag[] = [
     parse: 'list',
     isSet: nonEmpty,
   },
+  {
+    flags: '--no-bias-correction',
+    description:
+      'keep the biases as they are: by default each int8 Conv/Gemm bias absorbs the mean output shift its int8 weights cause, measured on the calibration data',
+    isSet: isFalse,
+  },
+  {
+    flags: '--cle',
+    description:
+      'cross-layer equalization: rescale Conv -> Relu/LeakyRelu/PRelu/none -> Conv pairs (depthwise-separable blocks) so their per-channel weight ranges match, before calibration (exact in float; not through ReLU6/HardSwish)',
+    isSet: isTrue,
+  },
   { flags: '--no-keep-io-types', description: 'fp16: make model inputs/outputs float16 too', isSet: isFalse },
   { flags: '--op-block-list <list>', description: 'fp16: extra op types kept in float32', parse: 'list', isSet: nonEmpty },
 ];
@@ -261,7 +277,17 @@ const int8: QuantizeModeDescriptor = {
   refusesQuantized: true,
   int8Workflows: true,
   excludeNodeNames: 'pass',
-  flags: ['--calibrate', '--per-tensor', '--min-conv-reduction', '--no-pad-channels', '--no-layout-anchors', '--activation-type', '--exclude-op-types'],
+  flags: [
+    '--calibrate',
+    '--per-tensor',
+    '--min-conv-reduction',
+    '--no-pad-channels',
+    '--no-layout-anchors',
+    '--activation-type',
+    '--no-bias-correction',
+    '--cle',
+    '--exclude-op-types',
+  ],
   opTypes: async () => (await import('../passes/quantize/registry.js')).QUANTIZABLE_OP_TYPES,
   async apply(model, s) {
     if (!s.calibration) throw new UsageError('--mode int8 needs --calibration-data (representative inputs); without data use --mode int8-dynamic');
@@ -277,6 +303,8 @@ const int8: QuantizeModeDescriptor = {
       padChannels: s.padChannels,
       layoutAnchors: s.layoutAnchors,
       activationType: s.activationType,
+      biasCorrection: s.biasCorrection,
+      crossLayerEqualization: s.crossLayerEqualization,
       opTypes: s.opTypes,
       excludeOpTypes: s.excludeOpTypes,
       excludeNodes: s.excludeNodes,

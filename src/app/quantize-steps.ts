@@ -53,6 +53,8 @@ function modeSettings(ctx: QuantizeContext): ModeSettings {
     padChannels: options.padChannels,
     layoutAnchors: options.layoutAnchors,
     activationType: options.activationType,
+    biasCorrection: options.biasCorrection,
+    crossLayerEqualization: options.crossLayerEqualization,
     opTypes: options.opTypes,
     excludeOpTypes: options.excludeOpTypes,
     excludeNodes: options.excludeNodes,

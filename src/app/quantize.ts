@@ -48,6 +48,8 @@ type PassOptions = Pick<
   | 'padChannels'
   | 'layoutAnchors'
   | 'activationType'
+  | 'biasCorrection'
+  | 'crossLayerEqualization'
   | 'opTypes'
   | 'excludeOpTypes'
   | 'excludeNodes'

@@ -37,6 +37,8 @@ export interface QuantizeFlags extends Pick<QuantizeWorkflowOptions, SameAsOptio
   perTensor?: boolean;
   padChannels: boolean;
   layoutAnchors: boolean;
+  biasCorrection: boolean;
+  cle?: boolean;
   measureSpeed?: boolean | number;
   analyze?: boolean;
   keepIoTypes: boolean;

@@ -68,6 +68,8 @@ export function registerQuantize(program: Command): void {
     .addOption(modeOption('--no-pad-channels'))
     .addOption(modeOption('--no-layout-anchors'))
     .addOption(modeOption('--activation-type'))
+    .addOption(modeOption('--no-bias-correction'))
+    .addOption(modeOption('--cle'))
     .option('--op-types <list>', 'quantize only these op types, e.g. Conv,Gemm', parseStringList)
     .addOption(modeOption('--exclude-op-types'))
     .addOption(sharedOption('excludeNodes'))
@@ -134,6 +136,8 @@ async function quantizeAction(modelPath: string, flags: QuantizeFlags): Promise<
     padChannels: flags.padChannels,
     layoutAnchors: flags.layoutAnchors,
     activationType: flags.activationType,
+    biasCorrection: flags.biasCorrection,
+    crossLayerEqualization: flags.cle,
     opTypes: flags.opTypes,
     excludeOpTypes: flags.excludeOpTypes,
     excludeNodes: flags.excludeNodes,

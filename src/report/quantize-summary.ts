@@ -83,6 +83,20 @@ function int8Rows(rep: Int8Report): Row[] {
         .join('\n'),
     ]);
   }
+  if (rep.qdq.biasCorrection?.length) {
+    const added = rep.qdq.biasCorrection.filter((c) => c.biasAdded).length;
+    const largest = Math.max(...rep.qdq.biasCorrection.map((c) => c.maxShift));
+    rows.push([
+      'bias correction',
+      `${rep.qdq.biasCorrection.length} node(s): each bias absorbs the mean output shift of its int8 weights (largest ${largest.toPrecision(3)})${added ? `; ${added} node(s) got a bias` : ''}`,
+    ]);
+  }
+  if (rep.crossLayerEqualization) {
+    rows.push([
+      'cross-layer equalization',
+      `${rep.crossLayerEqualization.pairs.length} Conv pair(s) equalized in ${rep.crossLayerEqualization.sweeps} sweep(s)`,
+    ]);
+  }
   if (rep.highDynamicRange?.length) rows.push(['high dynamic range (FP32)', rep.highDynamicRange.map((h) => `'${h.tensor}': ${h.reason}`).join('\n')]);
   // High-dynamic-range nodes are listed in their own row (with the tensor's numbers), not again here.
   const skipped = rep.highDynamicRange?.length ? rep.qdq.skipped.filter((x) => !x.reason.includes('high dynamic range')) : rep.qdq.skipped;

@@ -7,8 +7,10 @@
  * statistics: select nodes, drop the unprofitable ones, place outputs, plan tensors), `applyQdq`
  * edits a clone once (activations, bias scale floors, weights and biases, channel padding). Only
  * the main graph is quantized; nodes inside If/Loop bodies are left in float and read quantized
- * outer values through a DequantizeLinear. Imports the IR, ../preprocess/constants
- * (removeUnusedInitializers), ./registry, ./quant-math, ./channel-pad, ./calibrate (types).
+ * outer values through a DequantizeLinear. With channel means (ApplyOptions.channelMeans) the
+ * biases of Conv/Gemm absorb the mean shift of weight rounding (./bias-correction.ts). Imports the
+ * IR, ../preprocess/constants (removeUnusedInitializers), ./registry, ./quant-math, ./channel-pad,
+ * ./bias-correction, ./calibrate (types).
  */
 import { InputError, UsageError } from '../../errors.js';
 import { DataType, isIntegerDtype } from '../../ir/dtype.js';
@@ -19,6 +21,7 @@ import type { Range } from './calibrate.js';
 import { activationParams, biasWeightScaleFloor, quantizeBias, quantizeValues, quantizeWeight, type QuantParams, type QuantType } from './quant-math.js';
 import { padConvInputChannels, type PaddedConv } from './channel-pad.js';
 import { ABSORBABLE_ACTIVATIONS, QDQ_HANDLERS, type InputRole, type OpHandler } from './registry.js';
+import { biasCorrectionInput, matMulBiasAdd, outputShift } from './bias-correction.js';
 
 export interface QdqOptions {
   /** Per-channel weight scales (needs opset 13); default true. */
@@ -247,6 +250,16 @@ export interface QdqReport {
   layoutAnchors: LayoutAnchor[];
   /** Quantized at their boundaries but computing in float (no integer kernel), with the reason. */
   floatCompute: SkippedNode[];
+  /** Bias correction (ApplyOptions.channelMeans): the nodes whose bias absorbed their weights' mean output shift. */
+  biasCorrection?: BiasCorrection[];
+}
+
+export interface BiasCorrection {
+  node: string;
+  /** Largest |shift| subtracted from one output channel's bias. */
+  maxShift: number;
+  /** The node had no bias and got one. */
+  biasAdded: boolean;
 }
 
 const isDefaultDomain = (n: Node): boolean => n.domain === '' || n.domain === 'ai.onnx';
@@ -666,6 +679,12 @@ export function requiredStatistics(model: Model, options: QdqOptions = {}): stri
 export interface ApplyOptions extends QdqOptions {
   /** Calibrated ranges by tensor name (every name in plan.statistics). */
   ranges: ReadonlyMap<string, Range>;
+  /**
+   * Bias correction (./bias-correction.ts): the mean of each channel of the activation inputs of
+   * the quantized Conv/Gemm nodes, by tensor name (biasCorrectionRequests). Given, each such node's
+   * bias absorbs the mean output shift of its int8 weights (a node without a bias gets one).
+   */
+  channelMeans?: ReadonlyMap<string, ArrayLike<number>>;
 }
 
 /** Quantize a copy of `model` (QDQ). The input model is not modified. */
@@ -784,6 +803,7 @@ interface QdqWriter {
   activation(tp: TensorPlan): ActivationQuant;
   /** Original activation input 0 of each node, before rewiring (bias scale needs its params). */
   input0: ReadonlyMap<Node, Value | null>;
+  channelMeans?: ReadonlyMap<string, ArrayLike<number>>;
 }
 
 function qdqWriter(model: Model, plan: QdqPlan, options: ApplyOptions, report: QdqReport, actType: QuantType, symmetric: boolean): QdqWriter {
@@ -812,7 +832,7 @@ function qdqWriter(model: Model, plan: QdqPlan, options: ApplyOptions, report: Q
     return { p, ...made };
   };
   const input0 = new Map(plan.nodes.map((n) => [n.node, n.node.inputs[0] ?? null]));
-  return { model, graph, plan, report, actType, nodeName, init, addNode, activation, input0 };
+  return { model, graph, plan, report, actType, nodeName, init, addNode, activation, input0, channelMeans: options.channelMeans };
 }
 
 /**
@@ -980,19 +1000,23 @@ interface QuantizedWeight {
   q: Value;
   scale: Value;
   zeroPoint: Value;
+  /** The int8 values (for bias correction). */
+  data: Int8Array;
   scales: Float32Array;
   axis: number | null;
+  /** The float weight they replace. */
+  float: Tensor;
 }
 
-/** Put a node's weights behind DequantizeLinears of int8 initializers; returns the weight scales (for its bias). */
+/** Put a node's weights behind DequantizeLinears of int8 initializers; returns the quantized weight (its scales set the bias's). */
 function writeWeights(
   w: QdqWriter,
   np: NodePlan,
   cache: Map<string, QuantizedWeight>,
   weightFloors: ReadonlyMap<string, Float64Array>,
-): Float32Array | undefined {
+): QuantizedWeight | undefined {
   const { node } = np;
-  let weightScales: Float32Array | undefined;
+  let written: QuantizedWeight | undefined;
   np.roles.forEach((role, i) => {
     const v = node.inputs[i];
     if (!v || role.role !== 'weight') return;
@@ -1007,23 +1031,58 @@ function writeWeights(
         q: w.init(`${v.name}_quantized`, DataType.INT8, [...t.dims], made.data),
         scale: w.init(`${v.name}_scale`, DataType.FLOAT, shape, made.scales),
         zeroPoint: w.init(`${v.name}_zero_point`, DataType.INT8, shape, new Int8Array(made.scales.length)),
+        data: made.data,
         scales: made.scales,
         axis,
+        float: t,
       };
       cache.set(key, qw);
       w.report.weights++;
     }
     const d = w.addNode('DequantizeLinear', [qw.q, qw.scale, qw.zeroPoint], `${v.name}_dequantized`, axis === null ? {} : { axis });
     node.setInput(i, d);
-    weightScales = qw.scales;
+    written = qw;
   });
-  return weightScales;
+  return written;
 }
 
-/** Put a node's bias behind a DequantizeLinear of an int32 initializer on input scale x weight scale. */
-function writeBias(w: QdqWriter, np: NodePlan, weightScales: Float32Array | undefined): void {
+/**
+ * The mean output shift of a node's int8 weight (bias correction), recorded in the report, or
+ * undefined when it is not corrected: no means for its input, not a Conv/Gemm (or a MatMul with a
+ * bias Add: `correctable`, found before the weights were rewired), or a Gemm whose C is not a
+ * per-output bias.
+ */
+function biasShift(w: QdqWriter, np: NodePlan, weight: QuantizedWeight | undefined, correctable: boolean): Float64Array | undefined {
+  const x = w.input0.get(np.node);
+  const means = x && w.channelMeans?.get(x.name);
+  if (!means || !weight || !correctable) return undefined;
+  const hasBias = np.roles.some((r) => r.role === 'bias') || np.node.opType === 'MatMul';
+  if (np.node.opType === 'Gemm' && !hasBias && np.node.inputs[2]) return undefined;
+  const shift = outputShift(np.node, weight.float, weight, means);
+  if (!shift) return undefined;
+  let maxShift = 0;
+  for (const s of shift) maxShift = Math.max(maxShift, Math.abs(s));
+  (w.report.biasCorrection ??= []).push({ node: np.node.name, maxShift, biasAdded: !hasBias });
+  return shift;
+}
+
+/** A MatMul's shift goes into the float bias Add after it (a new constant: the old one may be shared). */
+function correctBiasAdd(w: QdqWriter, found: NonNullable<ReturnType<typeof matMulBiasAdd>>, shift: Float64Array): void {
+  const values = found.bias.toFloat64().map((b, j) => b - shift[j]!);
+  const old = found.add.inputs[found.index]!;
+  found.add.setInput(found.index, w.init(`${old.name}_corrected`, DataType.FLOAT, [...found.bias.dims], Float32Array.from(values)));
+}
+
+/** Put a node's bias behind a DequantizeLinear of an int32 initializer on input scale x weight scale (less `shift`, when bias correction gives one). */
+function writeBias(w: QdqWriter, np: NodePlan, weightScales: Float32Array | undefined, shift?: Float64Array): void {
   const { node } = np;
-  np.roles.forEach((role, i) => {
+  const roles = [...np.roles];
+  if (shift && !roles.some((r) => r.role === 'bias')) {
+    // Bias correction on a node without a bias: a zero one, corrected below.
+    node.setInput(2, w.init(`${node.name || node.opType}_bias`, DataType.FLOAT, [shift.length], new Float32Array(shift.length)));
+    roles[2] = { role: 'bias' };
+  }
+  roles.forEach((role, i) => {
     const v = node.inputs[i];
     if (!v || role.role !== 'bias') return;
     const x = w.input0.get(node);
@@ -1033,6 +1092,7 @@ function writeBias(w: QdqWriter, np: NodePlan, weightScales: Float32Array | unde
     const t = w.graph.constantTensor(v)!;
     // QGemm needs beta = 1 with an int32 bias: fold beta into the bias.
     const values = biasValues(w.graph, node, v);
+    if (shift) for (let c = 0; c < values.length; c++) values[c] = values[c]! - shift[c]!;
     if (node.opType === 'Gemm') node.setAttr('beta', 1.0, 1);
     const qb = quantizeBias(values, inputScale, weightScales);
     w.report.biasSaturated += qb.saturated;
@@ -1053,7 +1113,13 @@ function writeWeightsAndBiases(w: QdqWriter, weightFloors: ReadonlyMap<string, F
   const cache = new Map<string, QuantizedWeight>();
   for (const np of w.plan.nodes) {
     const { node } = np;
-    writeBias(w, np, writeWeights(w, np, cache, weightFloors));
+    // Before the weights are rewired: what the correction reads off the float graph.
+    const correctable = !!w.channelMeans && !!biasCorrectionInput(node);
+    const biasAdd = correctable && node.opType === 'MatMul' ? matMulBiasAdd(node) : undefined;
+    const weight = writeWeights(w, np, cache, weightFloors);
+    const shift = biasShift(w, np, weight, correctable);
+    if (shift && biasAdd) correctBiasAdd(w, biasAdd, shift);
+    else writeBias(w, np, weight?.scales, node.opType === 'MatMul' ? undefined : shift);
     report.quantized.push({
       node: node.name,
       opType: node.opType,

@@ -86,7 +86,10 @@ describe('guardFidelity on a deliberately broken INT8 range (no labels)', () => 
   const setup = async () => {
     const model = residualCnn(17, 32);
     const all = dataset('input', [64, 2, 12, 12], 21);
-    const { context, model: good } = await quantizeInt8(model, { calibration: all, calibrationCount: 48 });
+    // Bias correction off: the broken tensor's producer and consumer tie in the ranking (7.9 dB
+    // each) and the tie decides the steps (keeping conv1 float also keeps conv2, its direct
+    // reader, float: with bias correction on conv1 ranks first and one step meets the budget).
+    const { context, model: good } = await quantizeInt8(model, { calibration: all, calibrationCount: 48, biasCorrection: false });
     const heldOut = sliceDataset(all, 48, 64);
     return { model, context, good, heldOut };
   };
