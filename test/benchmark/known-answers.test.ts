@@ -72,7 +72,16 @@ describe('speed and memory against known answers', () => {
     await saveModel(weights(32 * 1024), small); // 8 x 32768 floats = 1 MiB
     await saveModel(weights(2 * 1024 * 1024), large); // 8 x 2 Mi floats = 64 MiB
     const feeds = { x: { dtype: DataType.FLOAT, dims: [1, 8], data: new Float32Array(8).fill(1) } };
-    const [a, b] = [await measurePeakMemory({ modelPath: small, feeds }), await measurePeakMemory({ modelPath: large, feeds })];
+    // A probe's noise only adds (another allocation in the child, a heap that grew): the least of three.
+    const least = async (modelPath: string): Promise<number | null> => {
+      const runs = [
+        await measurePeakMemory({ modelPath, feeds }),
+        await measurePeakMemory({ modelPath, feeds }),
+        await measurePeakMemory({ modelPath, feeds }),
+      ];
+      return runs.some((r) => r === null) ? null : Math.min(...(runs as number[]));
+    };
+    const [a, b] = [await least(small), await least(large)];
     expect(a).not.toBeNull();
     expect(b).not.toBeNull();
     const MiB = 1024 ** 2;
