@@ -114,7 +114,7 @@ export function registerOptimize(program: Command): void {
     )
     .option('--recipe <file>', 'candidates, budget and gates from a JSON recipe (schema/recipe.schema.json); flags override it')
     .addOption(sharedOption('shape'))
-    .addOption(sharedOption('input'))
+    .addOption(sharedOption('input', 'the model is specialized for it first: the input becomes a constant and leaves the written model (docs/simplify.md)'))
     .addOption(sharedOption('feedback', 'here for the quantize candidates, and the measurement scores each candidate on its own recurrence'))
     .addOption(sharedOption('json'))
     .option('--markdown <file>', 'also write the report as Markdown')

@@ -102,7 +102,7 @@ export function registerQuantize(program: Command): void {
     .addOption(sharedOption('threads', 'calibration and checks (onnxruntime chooses unless given); --measure-speed times with 1 unless given'))
     .addOption(sharedOption('measureSpeed'))
     .addOption(sharedOption('shape'))
-    .addOption(sharedOption('input'))
+    .addOption(sharedOption('input', 'the model is specialized for it first: the input becomes a constant and leaves the written model (docs/simplify.md)'))
     .option('--qat', 'int8: quantization-aware training after calibration (fake-quantized fine-tuning, straight-through estimator; needs --data)')
     .option('--data <path>', 'qat: labelled training data (.npz with labels)')
     .option('--qat-epochs <n>', 'qat: fine-tuning epochs', parsePositiveInt, 2)

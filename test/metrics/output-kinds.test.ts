@@ -4,7 +4,16 @@
  * kind's verdict where the old one-size budget (SQNR + top-1 of the argmax) got it wrong.
  */
 import { describe, expect, it } from 'vitest';
-import { AgreementAccumulator, DEFAULT_KIND_BUDGET, EmbeddingAccumulator, judgeOutput, nearestNeighbours, parseOutputKind } from '../../src/metrics/index.js';
+import {
+  AgreementAccumulator,
+  DEFAULT_KIND_BUDGET,
+  describeKindBudget,
+  EmbeddingAccumulator,
+  judgeOutput,
+  nearestNeighbours,
+  parseOutputKind,
+} from '../../src/metrics/index.js';
+import { nearestK, neighbourRecall } from '../../src/metrics/embedding.js';
 
 /** A seeded stream in [-1, 1). */
 function stream(seed: number): () => number {
@@ -153,5 +162,119 @@ describe('judging by kind', () => {
     expect(parseOutputKind('hidden-state')).toBe('embedding');
     expect(parseOutputKind('Class-Scores')).toBe('class-scores');
     expect(parseOutputKind('boxes')).toBeUndefined();
+  });
+});
+
+describe('every kind in words, and the rest of the verdicts', () => {
+  const base = {
+    count: 8,
+    rows: 0,
+    top1Agreement: null,
+    maxAbsError: 0.01,
+    relativeL2: 0.01,
+    cosineSimilarity: 0.9999,
+    sqnrDb: 40,
+    thresholdAgreement: 1,
+    unitInterval: false,
+  };
+
+  it("describeKindBudget names each kind's floors", () => {
+    const b = DEFAULT_KIND_BUDGET;
+    expect(describeKindBudget('class-scores', b)).toBe('SQNR >= 20 dB, top-1 agreement >= 95%');
+    expect(describeKindBudget('class-sequence', b)).toBe('SQNR >= 20 dB, sequence agreement >= 95%');
+    expect(describeKindBudget('embedding', b)).toBe('mean cosine >= 0.99, nearest-neighbour agreement >= 80%');
+    expect(describeKindBudget('dense-map', b)).toBe('SQNR >= 20 dB (probabilities: >= 99% thresholded agreement)');
+    expect(describeKindBudget('probability', b)).toBe('decision agreement >= 95%, largest error <= 0.1');
+    expect(describeKindBudget('state', b)).toBe('not judged');
+  });
+
+  it('a class sequence misses on its argmax paths and says per-step agreement; a dense map outside [0, 1] is SQNR alone', () => {
+    const seq = judgeOutput('log_probs', 'class-sequence', { ...base, sequenceAgreement: 0.5, stepAgreement: 0.9, steps: 80 }, DEFAULT_KIND_BUDGET);
+    expect(seq.met).toBe(false);
+    expect(seq.failures).toEqual([
+      "'log_probs': sequence agreement 50.0% < 95.0% (samples whose argmax over the last axis matches at every step; per-step 90.00% of 80)",
+    ]);
+    expect(seq.short).toBe('SQNR 40.0 dB, seq 50.0%');
+    const map = judgeOutput('depth', 'dense-map', { ...base, sqnrDb: 12 }, DEFAULT_KIND_BUDGET);
+    expect(map.failures).toEqual(["'depth': SQNR 12.0 dB < 20 dB"]);
+    expect(map.judgedOn).toBe('SQNR 12.0 dB');
+  });
+
+  it('a sequence embedding is judged on its pooled vectors; nearest neighbours of few samples are reported, not judged', () => {
+    const embedding = {
+      dim: 4,
+      vectors: 40,
+      vectorCosine: { mean: 0.985, min: 0.9 },
+      pooledCosine: { mean: 0.995, min: 0.99, masked: true },
+      samples: 8,
+      neighbourAgreement: 0.5,
+    };
+    const j = judgeOutput('last_hidden_state', 'embedding', { ...base, embedding }, DEFAULT_KIND_BUDGET);
+    expect(j.met).toBe(true);
+    expect(j.judgedOn).toBe(
+      'mean cosine of the mask-pooled vectors 0.9950, per vector 0.9850, nearest-neighbour agreement 50.0% of 8 samples (not judged below 16 samples), SQNR 40.0 dB (not judged)',
+    );
+  });
+
+  it('neighbourRecall: the reference neighbour kept exactly (k = 1) or among the k nearest, as nearestK ranks them', () => {
+    const rows = [
+      [0, 0],
+      [1, 0],
+      [3, 0],
+      [3.5, 0],
+      [10, 0],
+    ].map((r) => Float64Array.from(r));
+    expect(nearestK(rows, 2)).toEqual([
+      [1, 2],
+      [0, 2],
+      [3, 1],
+      [2, 1],
+      [3, 2],
+    ]);
+    // The candidate moves sample 1 to 2.6: 1's nearest becomes 2 (0 is its third), 2's becomes 1 (3 its second).
+    const moved = rows.map((r, i) => (i === 1 ? Float64Array.from([2.6, 0]) : r));
+    expect(neighbourRecall(rows, rows, 1)).toBe(1);
+    expect(neighbourRecall(rows, moved, 1)).toBe(3 / 5);
+    expect(neighbourRecall(rows, moved, 2)).toBe(4 / 5);
+    expect(neighbourRecall(rows, moved, 3)).toBe(1);
+  });
+});
+
+describe('verdicts on the edges', () => {
+  const base = {
+    count: 8,
+    rows: 0,
+    top1Agreement: null,
+    maxAbsError: 0.01,
+    relativeL2: 0.01,
+    cosineSimilarity: 0.995,
+    sqnrDb: Infinity,
+    thresholdAgreement: 1,
+    unitInterval: true,
+  };
+
+  it('class scores without a class axis: SQNR alone (identical: inf dB); an embedding measured without its vectors falls back to the overall cosine', () => {
+    const scores = judgeOutput('y', 'class-scores', base, DEFAULT_KIND_BUDGET);
+    expect([scores.met, scores.judgedOn, scores.short]).toEqual([true, 'SQNR inf dB', 'SQNR inf dB']);
+    const e = judgeOutput('e', 'embedding', { ...base, cosineSimilarity: 0.98 }, DEFAULT_KIND_BUDGET);
+    expect(e.failures).toEqual(["'e': mean cosine 0.9800 < 0.99"]);
+    expect(e.short).toBe('cos 0.9800');
+  });
+
+  it('a probability map in [0, 1] within 99% is met; a probability off by more than 0.1 misses on its error alone', () => {
+    const map = judgeOutput('mask', 'dense-map', { ...base, sqnrDb: 30, thresholdAgreement: 0.995 }, DEFAULT_KIND_BUDGET);
+    expect([map.met, map.short]).toEqual([true, 'SQNR 30.0 dB, thr 99.5%']);
+    const p = judgeOutput('p', 'probability', { ...base, maxAbsError: 0.25 }, DEFAULT_KIND_BUDGET);
+    expect(p.failures).toEqual(["'p': largest error 0.25 > 0.1"]);
+    expect(['map', 'values', 'logits', 'features', 'recurrent-state', 'sequence', 'classes', 'probabilities'].map(parseOutputKind)).toEqual([
+      'dense-map',
+      'dense-map',
+      'class-scores',
+      'embedding',
+      'state',
+      'class-sequence',
+      'class-scores',
+      'class-scores',
+    ]);
   });
 });
