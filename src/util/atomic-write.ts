@@ -12,6 +12,7 @@ import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { InputError, UsageError, writeErrorReason } from '../errors.js';
+import { makeFolder } from './make-folder.js';
 
 /** What kind of non-regular file a Stats describes, for messages. */
 function specialKind(st: fs.Stats): string {
@@ -190,6 +191,8 @@ export function writeFileFlushed(file: string, bytes: Uint8Array): void {
  */
 export async function writeBytesAtomic(file: string, bytes: Uint8Array, options: { verify?: (staged: string) => Promise<void> } = {}): Promise<void> {
   const target = resolveWriteTarget(file);
+  // A missing output folder is made, as for every model written (onnx saveModel does the same).
+  makeFolder(path.dirname(target), file);
   const tmp = tempPathBeside(target);
   trackTemp(tmp);
   try {

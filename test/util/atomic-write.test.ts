@@ -18,11 +18,20 @@ describe('writeBytesAtomic', () => {
     expect(fs.readdirSync(dir)).toEqual(['a.bin']);
   });
 
-  it('throws an InputError naming the file when the folder does not exist, and writes nothing', async () => {
-    const file = path.join(dir, 'missing', 'b.bin');
+  it('makes a missing output folder, as every model write does (optimize -o out/m.onnx failed after its whole search)', async () => {
+    const file = path.join(dir, 'missing', 'deeper', 'b.bin');
+    await writeBytesAtomic(file, Uint8Array.of(1));
+    expect([...fs.readFileSync(file)]).toEqual([1]);
+    expect(fs.readdirSync(path.dirname(file))).toEqual(['b.bin']);
+  });
+
+  it('throws an InputError naming the output when the folder cannot be made (a file is in the way), and writes nothing', async () => {
+    const blocker = path.join(dir, 'blocker');
+    fs.writeFileSync(blocker, 'a file, not a folder');
+    const file = path.join(blocker, 'b.bin');
     await expect(writeBytesAtomic(file, Uint8Array.of(1))).rejects.toThrow(InputError);
-    await expect(writeBytesAtomic(file, Uint8Array.of(1))).rejects.toThrow(`${file}: cannot write file`);
-    expect(fs.existsSync(path.dirname(file))).toBe(false);
+    await expect(writeBytesAtomic(file, Uint8Array.of(1))).rejects.toThrow(`for output '${file}'`);
+    expect(fs.readFileSync(blocker, 'utf8')).toBe('a file, not a folder');
   });
 
   it('puts the temp file hidden in the target folder (same file system, so the rename is atomic)', () => {
