@@ -76,6 +76,16 @@ export function withContext(context: string, error: unknown): ModelOptError {
   return new ModelOptError('internal', `${context}: ${message}`, { cause: error });
 }
 
+/** `run()`, an InputError it throws prefixed with `file` (passes name only inputs, dims and nodes). */
+export function withInputFile<T>(file: string, run: () => T): T {
+  try {
+    return run();
+  } catch (error) {
+    if (error instanceof InputError) throw new InputError(`${file}: ${error.message}`, { cause: error });
+    throw error;
+  }
+}
+
 /**
  * Why writing the output `output` failed, in words that name its folder, not the hidden temp file
  * beside it that the atomic writer was making ('the folder out is not writable: permission

@@ -6,7 +6,7 @@
  * warnings go through WorkflowEvents; nothing is printed.
  * May import: errors, app/output-path, app/events; lazily onnx, passes/batchify, runtime.
  */
-import { InputError } from '../errors.js';
+import { withInputFile } from '../errors.js';
 import type { ShapeOverrides } from '../ir/io-spec.js';
 import type { BatchifyReport } from '../passes/batchify.js';
 import type { VerifyBatchifyResult } from './batchify-verify.js';
@@ -52,7 +52,7 @@ export async function batchifyWorkflow(options: BatchifyWorkflowOptions, events:
   ]);
   progress(`loading ${options.model}`);
   const original = await loadModel(options.model);
-  const { model: batchable, report } = withFile(options.model, () => batchify(original, { batchDimName: dimName }));
+  const { model: batchable, report } = withInputFile(options.model, () => batchify(original, { batchDimName: dimName }));
   let verification: VerifyBatchifyResult | undefined;
   if (options.verify !== false && !report.alreadyDynamic) {
     progress('comparing both models in onnxruntime');
@@ -63,14 +63,4 @@ export async function batchifyWorkflow(options: BatchifyWorkflowOptions, events:
   await saveModelChecked(batchable, output, { onCheck: () => progress('checking the written model in onnxruntime') });
   for (const warning of report.warnings) events.onWarning?.(warning);
   return { input: options.model, output: options.output, dimName, report, ...(verification ? { verification } : {}) };
-}
-
-/** `run()`, its input errors naming `file` (the pass names only inputs and dims). */
-function withFile<T>(file: string, run: () => T): T {
-  try {
-    return run();
-  } catch (error) {
-    if (error instanceof InputError) throw new InputError(`${file}: ${error.message}`, { cause: error });
-    throw error;
-  }
 }

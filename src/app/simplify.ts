@@ -9,7 +9,7 @@
  * May import: errors, ir, data (types and constants), app/output-path, app/events; lazily onnx,
  * passes/simplify, runtime, app/simplify-verify.
  */
-import { GateError, InputError, UsageError } from '../errors.js';
+import { GateError, InputError, UsageError, withInputFile } from '../errors.js';
 import type { Model, TensorData } from '../ir/index.js';
 import { batchAxes, checkShapeOverrides, modelInputSpecs, type ShapeOverrides } from '../ir/io-spec.js';
 import type { InputValues } from '../data/index.js';
@@ -106,7 +106,7 @@ export async function specializeModel(
   options.onProgress?.(
     specializing ? `specializing ${Object.keys(tensors).join(', ')} and simplifying` : 'simplifying first (the model has If/Loop/Scan sub-graphs)',
   );
-  const { model: simplified, report } = withFile(file, () => simplify(model, { inputValues: tensors }));
+  const { model: simplified, report } = withInputFile(file, () => simplify(model, { inputValues: tensors }));
   let verification: VerifySimplifyResult;
   try {
     verification = await verifySimplify(model, simplified, { inputValues: values, ...(options.shapes ? { shapes: options.shapes } : {}) });
@@ -122,17 +122,17 @@ export async function specializeModel(
 export async function simplifyWorkflow(options: SimplifyWorkflowOptions, events: WorkflowEvents = {}): Promise<SimplifyWorkflowResult> {
   const progress = events.onProgress ?? (() => undefined);
   const output = checkOutputPath(options.output, [options.model]);
-  const [{ loadModel, saveModel }, { simplify }, { verifySimplify }, { createRunner }] = await Promise.all([
+  const [{ loadModel }, { simplify }, { verifySimplify }, { saveModelChecked }] = await Promise.all([
     import('../onnx/index.js'),
     import('../passes/simplify/index.js'),
     import('./simplify-verify.js'),
-    import('../runtime/index.js'),
+    import('../runtime/written-model.js'),
   ]);
   progress(`loading ${options.model}`);
   const original = await loadModel(options.model);
   checkShapeOverrides(options.shapes, modelInputSpecs(original));
   const inputValues = options.inputValues ?? {};
-  const { model: simplified, report } = withFile(options.model, () =>
+  const { model: simplified, report } = withInputFile(options.model, () =>
     simplify(original, { inputValues: specializeValues(original, inputValues), ...(options.shapes ? { shapes: options.shapes } : {}) }),
   );
   let verification: VerifySimplifyResult | undefined;
@@ -140,20 +140,8 @@ export async function simplifyWorkflow(options: SimplifyWorkflowOptions, events:
     progress('comparing both models in onnxruntime');
     verification = await verifySimplify(original, simplified, { inputValues, ...(options.shapes ? { shapes: options.shapes } : {}) });
   }
+  // Staged, loaded in onnxruntime, then renamed: an unloadable model never replaces a previous output.
   progress(`writing ${output}`);
-  await saveModel(simplified, output);
-  progress('checking the written model in onnxruntime');
-  const runner = await createRunner(output, { label: output });
-  await runner.release();
+  await saveModelChecked(simplified, output, { onCheck: () => progress('checking the written model in onnxruntime') });
   return { input: options.model, output: options.output, report, ...(verification ? { verification } : {}) };
-}
-
-/** `run()`, its input errors naming `file`. */
-function withFile<T>(file: string, run: () => T): T {
-  try {
-    return run();
-  } catch (error) {
-    if (error instanceof InputError) throw new InputError(`${file}: ${error.message}`, { cause: error });
-    throw error;
-  }
 }
