@@ -20,7 +20,7 @@ import { keepWarnings, type WorkflowEvents } from './events.js';
 import { checkOutputPath, RECIPE_BESIDE_OUTPUT } from './output-path.js';
 import { describeSpec, recipePathFor, type CandidateSpec, type QuantizeCandidateSpec } from './optimize-recipe.js';
 import type { CandidateFidelity, OptimizeObjective, OptimizeOptions } from './optimize.js';
-import { maskInputs } from '../ir/input-bounds.js';
+import { maskInputIn } from '../ir/input-bounds.js';
 import { makeTempFolder } from '../util/temp-folder.js';
 import type { KindBudget } from '../metrics/output-kinds.js';
 import { loadQuantizeInputs, samplesToLoad, type QuantizeInputs } from './quantize-context.js';
@@ -170,7 +170,7 @@ export async function startRun(options: OptimizeOptions, events: WorkflowEvents)
   const shapes = await shapesOf(options, parsed);
   const dir = options.workDir ?? (await makeTempFolder('model-opt-optimize-'));
   const data = parsed.evalData ?? parsed.calibration;
-  const maskInput = data ? [...maskInputs(parsed.model)].find((name) => Object.hasOwn(data.inputs, name)) : undefined;
+  const maskInput = data ? maskInputIn(parsed.model, data) : undefined;
   const reference = await referenceOf(options, parsed, dir, warn);
   return { ...run, inputs: parsed, dir, shapes, ...reference, ...(maskInput ? { maskInput } : {}) };
 }

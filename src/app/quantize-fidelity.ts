@@ -38,7 +38,7 @@ import {
   type OutputKind,
 } from '../metrics/index.js';
 import { detectOutputKinds, type DetectedKind } from '../analysis/output-kinds.js';
-import { maskInputs } from '../ir/input-bounds.js';
+import { maskInputIn } from '../ir/input-bounds.js';
 import { pipelineRunner, type DownstreamStage } from '../runtime/index.js';
 
 /**
@@ -313,6 +313,8 @@ export class FidelityJudge {
   private downstreamStages: DownstreamStage[] | undefined;
   /** The data's mask input, weighting the pooling of a sequence embedding. */
   private readonly mask: string | undefined;
+  /** The judged outputs that are embeddings (their vectors, pooling and neighbours are measured). */
+  private readonly embeddings: ReadonlySet<string>;
   runs = 0;
 
   constructor(
@@ -328,7 +330,12 @@ export class FidelityJudge {
         .map((s) => s.name),
     );
     this.kinds = options.kinds ?? detectOutputKinds(judged);
-    this.mask = [...maskInputs(reference)].find((name) => Object.hasOwn(data.inputs, name));
+    this.mask = maskInputIn(reference, data);
+    this.embeddings = new Set(
+      Object.entries(this.kinds)
+        .filter(([, k]) => k.kind === 'embedding')
+        .map(([name]) => name),
+    );
     const m = budget.metric;
     if (m && m.maxDrop === undefined && m.min === undefined) throw new UsageError(`metric '${m.name}': give a budget (largest drop or least value)`);
   }
@@ -357,12 +364,7 @@ export class FidelityJudge {
 
   /** The agreement metric over the judged outputs (embedding statistics where the kind asks for them). */
   private agreementMetric(): Metric {
-    const embeddings = new Set(
-      Object.entries(this.kinds)
-        .filter(([, k]) => k.kind === 'embedding')
-        .map(([name]) => name),
-    );
-    return agreementWithReference({ embeddings, ...(this.mask ? { mask: this.mask } : {}) });
+    return agreementWithReference({ embeddings: this.embeddings, ...(this.mask ? { mask: this.mask } : {}) });
   }
 
   /**

@@ -185,12 +185,20 @@ async function loadModel(
   return { role, label, file: info, runner, loadMs: performance.now() - start };
 }
 
+/** The feeds whose names `keep` accepts (a null-prototype record, keyed by input names). */
+function feedsOnly(feeds: Feeds, keep: (name: string) => boolean): Feeds {
+  return Object.assign(Object.create(null) as Feeds, Object.fromEntries(Object.entries(feeds).filter(([name]) => keep(name))));
+}
+
 /** `runner` fed without the inputs it does not take (a model specialized for their values). */
 function withoutFeeds(runner: Runner, dropped: ReadonlySet<string>): Runner {
   return {
     ...runner,
     run: (feeds, names) =>
-      runner.run(Object.assign(Object.create(null) as Feeds, Object.fromEntries(Object.entries(feeds).filter(([name]) => !dropped.has(name)))), names),
+      runner.run(
+        feedsOnly(feeds, (name) => !dropped.has(name)),
+        names,
+      ),
     release: () => runner.release(),
   };
 }
@@ -581,7 +589,7 @@ async function measureMemory(run: BenchmarkRun, models: readonly LoadedModel[], 
     const bytes = await measurePeakMemory({
       modelPath: model.file.path,
       // Only the inputs the model takes (a specialized candidate takes fewer than the baseline).
-      feeds: Object.assign(Object.create(null) as Feeds, Object.fromEntries(Object.entries(largestFeeds[m]!).filter(([name]) => takes.has(name)))),
+      feeds: feedsOnly(largestFeeds[m]!, (name) => takes.has(name)),
       intraOpThreads: run.options.threads,
       executionProviders: run.providers,
     });

@@ -28,12 +28,13 @@ export function exitCodeOf(program: Command): number {
   return exitCodes.get(program) ?? ExitCode.ok;
 }
 
-/** --verbose (or MODEL_OPT_DEBUG=1, its older spelling): internal errors come with their stack trace. */
-const stackWanted = (): boolean =>
-  currentSettings().verbose === true || Boolean(process.env['MODEL_OPT_DEBUG']) || process.argv.includes('--verbose') || process.argv.includes('-v');
-
-/** Print a one-line error for the user and return its exit code. */
-export function reportError(error: unknown): number {
+/**
+ * Print a one-line error for the user and return its exit code. `verbose` (--verbose, or
+ * MODEL_OPT_DEBUG=1, its older spelling; default: the running action's settings): an internal
+ * error comes with its stack trace.
+ */
+export function reportError(error: unknown, verbose = currentSettings().verbose === true): number {
+  const stackWanted = (): boolean => verbose || Boolean(process.env['MODEL_OPT_DEBUG']);
   if (error instanceof ModelOptError) {
     const prefix = error.kind === 'gate' ? 'gate failed' : 'error';
     process.stderr.write(`model-opt: ${prefix}: ${error.message}\n`);
@@ -68,7 +69,8 @@ export function runCommand<A extends unknown[]>(action: (...args: A) => Promise<
           return action(...args);
         })) ?? ExitCode.ok;
     } catch (error) {
-      code = reportError(error);
+      // Reported outside the action's settings: its --verbose read from the program.
+      code = reportError(error, root.opts<{ verbose?: boolean }>().verbose === true);
       // Under --json a pipeline reads stdout: it gets one document whichever way the run ended.
       if (command.opts<{ json?: unknown }>().json === true && !jsonPrinted) printJson(errorDocument(command.name(), error, code));
     }

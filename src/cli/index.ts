@@ -108,7 +108,8 @@ export async function main(argv: string[]): Promise<number> {
       return ExitCode.badInput;
     }
     // An argParser's own error (a flag given twice, an unknown op type) ends the parse before any action: --json still gets its document.
-    const code = reportError(error);
+    // Before or outside any action (no settings yet): --verbose as typed.
+    const code = reportError(error, argv.includes('--verbose') || argv.includes('-v'));
     if (argv.includes('--json')) printJson(errorDocument(argv[2] ?? '', error, code));
     return code;
   } finally {

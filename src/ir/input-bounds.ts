@@ -100,3 +100,8 @@ export function maskInputs(model: Model): Set<string> {
   }
   return masks;
 }
+
+/** The first mask input of `model` that the data holds (it weights the pooling of a sequence embedding), or undefined. */
+export function maskInputIn(model: Model, data: { inputs: Readonly<Record<string, unknown>> }): string | undefined {
+  return [...maskInputs(model)].find((name) => Object.hasOwn(data.inputs, name));
+}

@@ -165,18 +165,21 @@ describe('judging by kind', () => {
   });
 });
 
+/** Agreement of 8 values with no class axis, close to FP32 (each test changes what it is about). */
+const measured = {
+  count: 8,
+  rows: 0,
+  top1Agreement: null,
+  maxAbsError: 0.01,
+  relativeL2: 0.01,
+  cosineSimilarity: 0.9999,
+  sqnrDb: 40,
+  thresholdAgreement: 1,
+  unitInterval: false,
+};
+
 describe('every kind in words, and the rest of the verdicts', () => {
-  const base = {
-    count: 8,
-    rows: 0,
-    top1Agreement: null,
-    maxAbsError: 0.01,
-    relativeL2: 0.01,
-    cosineSimilarity: 0.9999,
-    sqnrDb: 40,
-    thresholdAgreement: 1,
-    unitInterval: false,
-  };
+  const base = measured;
 
   it("describeKindBudget names each kind's floors", () => {
     const b = DEFAULT_KIND_BUDGET;
@@ -241,17 +244,7 @@ describe('every kind in words, and the rest of the verdicts', () => {
 });
 
 describe('verdicts on the edges', () => {
-  const base = {
-    count: 8,
-    rows: 0,
-    top1Agreement: null,
-    maxAbsError: 0.01,
-    relativeL2: 0.01,
-    cosineSimilarity: 0.995,
-    sqnrDb: Infinity,
-    thresholdAgreement: 1,
-    unitInterval: true,
-  };
+  const base = { ...measured, cosineSimilarity: 0.995, sqnrDb: Infinity, unitInterval: true };
 
   it('class scores without a class axis: SQNR alone (identical: inf dB); an embedding measured without its vectors falls back to the overall cosine', () => {
     const scores = judgeOutput('y', 'class-scores', base, DEFAULT_KIND_BUDGET);
