@@ -6,10 +6,10 @@
  * May import: cli/*, errors, app/output-path; lazily bench, report, ir/io-spec.
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { ExitCode, GateError, UsageError } from '../errors.js';
+import { UsageError } from '../errors.js';
 import { registerBatchingOptions, runBatchingBenchmark, type BatchingFlags } from './dynamic-batching.js';
 import { checkOutputPath } from '../app/output-path.js';
-import { colorEnabled, createProgress, note, printJson, reportError, runCommand, workflowEvents, writeTextAtomic } from './common.js';
+import { colorEnabled, createProgress, note, printJson, runCommand, workflowEvents, writeTextAtomic } from './common.js';
 import { sharedOption, type InputValueFlags } from './options.js';
 import {
   parseAccuracyBudget,
@@ -23,6 +23,8 @@ import {
   parsePositiveIntList,
 } from './parsers.js';
 import { helpExamples } from './examples.js';
+import { addJunitOption, reportGates } from './ci.js';
+import { benchmarkGateCases } from '../report/junit.js';
 import type { AccuracyBudget } from '../benchmark/types.js';
 
 interface BenchmarkFlags {
@@ -48,6 +50,7 @@ interface BenchmarkFlags {
   maxLatencyP99?: number;
   json?: boolean;
   markdown?: string;
+  junit?: string;
 }
 
 /** '10' or '10s' = seconds, '500ms' = milliseconds, '2m' = minutes; returns milliseconds. */
@@ -134,6 +137,7 @@ export function registerBenchmark(program: Command): void {
         .hideHelp(),
     );
   registerBatchingOptions(command);
+  addJunitOption(command);
   command.action(
     runCommand(async (baseline: string, candidates: string[], flags: BenchmarkFlags & BatchingFlags & { bootstrap: number }, command: Command) => {
       // Flags the other mode would ignore are refused: a gate that is not applied must not pass.
@@ -141,9 +145,10 @@ export function registerBenchmark(program: Command): void {
         const key = keys.find((k) => command.getOptionValueSource(k) === 'cli');
         return key && command.options.find((o) => o.attributeName() === key)?.long;
       };
+      const started = new Date();
       if (flags.dynamicBatching) {
         if (candidates.length) throw new UsageError('--dynamic-batching measures one model at a time; drop the candidate models');
-        const gate = given(['maxAccuracyDrop', 'minSpeedup', 'maxLatencyP99']);
+        const gate = given(['maxAccuracyDrop', 'minSpeedup', 'maxLatencyP99', 'junit']);
         if (gate)
           throw new UsageError(`${gate} gates benchmark's timed runs, not the --dynamic-batching sweep (there --slo-p99 searches for settings under a p99)`);
         return runBatchingBenchmark(baseline, flags);
@@ -206,11 +211,7 @@ export function registerBenchmark(program: Command): void {
       else process.stdout.write(report.renderTable(result, { color: colorEnabled(process.stdout) }));
       for (const warning of report.labelRangeWarnings(result)) note(`model-opt: warning: ${warning}`, flags);
       if (markdownPath) await writeTextAtomic(markdownPath, report.renderMarkdown(result));
-      let code: number = ExitCode.ok;
-      for (const gate of result.gates) {
-        if (!gate.passed) code = reportError(new GateError(gate.message));
-      }
-      return code;
+      return reportGates('benchmark', benchmarkGateCases(result), flags, started);
     }),
   );
 }

@@ -4,11 +4,12 @@
  * program's global output flags (cli/output), notes and JSON output; re-exports the progress
  * spinner and the colour decision. Subcommand files import library code lazily
  * (`await import(...)`) inside their action so `model-opt --help` never loads onnxruntime or tfjs.
- * May import: commander, errors, cli/output, cli/parsers, report/json (the JSON replacer), util/atomic-write (lazily).
+ * May import: commander, errors, cli/output, cli/parsers, report/json (the JSON replacer), report/junit (annotations), util/atomic-write (lazily).
  */
 import type { Command } from 'commander';
 import { ExitCode, ModelOptError } from '../errors.js';
 import { jsonReplacer } from '../report/json.js';
+import { annotation } from '../report/junit.js';
 import { currentSettings, runWithSettings, type Progress } from './output.js';
 import { bareBudgetWarning } from './parsers.js';
 
@@ -38,6 +39,7 @@ export function reportError(error: unknown, verbose = currentSettings().verbose 
   if (error instanceof ModelOptError) {
     const prefix = error.kind === 'gate' ? 'gate failed' : 'error';
     process.stderr.write(`model-opt: ${prefix}: ${error.message}\n`);
+    annotate('error', error.message, { title: `model-opt ${prefix}` });
     if (error.kind === 'internal') {
       process.stderr.write('model-opt: this is a bug in model-opt; please report it with the command you ran.\n');
       if (stackWanted() && error.stack) process.stderr.write(`${error.stack}\n`);
@@ -46,6 +48,7 @@ export function reportError(error: unknown, verbose = currentSettings().verbose 
   }
   const message = error instanceof Error ? error.message : String(error);
   process.stderr.write(`model-opt: internal error: ${message}\n`);
+  annotate('error', message, { title: 'model-opt internal error' });
   process.stderr.write('model-opt: this is a bug in model-opt; please report it with the command you ran.\n');
   if (stackWanted() && error instanceof Error && error.stack) process.stderr.write(`${error.stack}\n`);
   return ExitCode.internal;
@@ -130,9 +133,21 @@ export async function writeTextAtomic(file: string, text: string): Promise<void>
   await writeBytesAtomic(file, new TextEncoder().encode(text));
 }
 
-/** Log a note for humans on stderr (silent under --json and --quiet). */
+/** Log a note for humans on stderr (silent under --json and --quiet); a warning gets its GitHub Actions annotation too. */
 export function note(text: string, options: { json?: boolean } = {}): void {
-  if (!options.json && !currentSettings().quiet) process.stderr.write(`${text}\n`);
+  if (options.json || currentSettings().quiet) return;
+  process.stderr.write(`${text}\n`);
+  const warning = /^model-opt: warning: ([\s\S]*)$/.exec(text);
+  if (warning) annotate('warning', warning[1]!, { title: 'model-opt warning' });
+}
+
+/**
+ * Under GitHub Actions (GITHUB_ACTIONS=true, set in every step) a workflow command that makes the
+ * line an annotation of the run (`::error file=...::message`), on stderr after the line people read
+ * (the runner reads commands there too; stdout stays the report or the one JSON document).
+ */
+export function annotate(level: 'error' | 'warning', message: string, properties: { file?: string; title?: string } = {}): void {
+  if (process.env['GITHUB_ACTIONS'] === 'true') process.stderr.write(`${annotation(level, message, properties)}\n`);
 }
 
 /** Workflow events shown the CLI way: progress on the spinner, warnings as notes (the spinner stopped first). */

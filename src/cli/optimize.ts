@@ -8,11 +8,13 @@
  * May import: cli/*, errors; lazily app, report, ir/io-spec.
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { ExitCode, GateError, UsageError } from '../errors.js';
-import { createProgress, printJson, reportError, runCommand, workflowEvents, writeTextAtomic } from './common.js';
+import { UsageError } from '../errors.js';
+import { createProgress, printJson, runCommand, workflowEvents, writeTextAtomic } from './common.js';
 import { sharedOption, type InputValueFlags } from './options.js';
 import { givenOnce, MAX_RUNS, parseAccuracyBudget, parseBoundedInt, parsePositiveInt, parsePositiveNumber } from './parsers.js';
 import { helpExamples } from './examples.js';
+import { addJunitOption, reportGates } from './ci.js';
+import { optimizeGateCases } from '../report/junit.js';
 import type { OptimizeOptions } from '../app/optimize.js';
 import { parseOutputKinds } from '../app/output-judging.js';
 
@@ -62,7 +64,7 @@ export function parseDuration(value: string): number {
 }
 
 export function registerOptimize(program: Command): void {
-  program
+  const command = program
     .command('optimize')
     .addHelpText(
       'after',
@@ -118,11 +120,12 @@ export function registerOptimize(program: Command): void {
     .addOption(sharedOption('feedback', 'here for the quantize candidates, and the measurement scores each candidate on its own recurrence'))
     .addOption(sharedOption('json'))
     .option('--markdown <file>', 'also write the report as Markdown')
-    .option('--plot <file>', 'also write an SVG of speed-up vs fidelity with the Pareto front')
-    .action(runCommand(async (modelPath: string, flags: OptimizeFlags, command: Command) => optimizeAction(modelPath, flags, command)));
+    .option('--plot <file>', 'also write an SVG of speed-up vs fidelity with the Pareto front');
+  addJunitOption(command).action(runCommand(async (modelPath: string, flags: OptimizeFlags, command: Command) => optimizeAction(modelPath, flags, command)));
 }
 
-async function optimizeAction(modelPath: string, flags: OptimizeFlags, command: Command): Promise<number> {
+async function optimizeAction(modelPath: string, flags: OptimizeFlags & { junit?: string }, command: Command): Promise<number> {
+  const started = new Date();
   const [{ checkOutputPlan, RECIPE_BESIDE_OUTPUT }, { parseShapeOverrides }, { readRecipe, recipePathFor, withRecipe }, { parseFeedback }] = await Promise.all([
     import('../app/output-path.js'),
     import('../ir/io-spec.js'),
@@ -186,7 +189,7 @@ async function optimizeAction(modelPath: string, flags: OptimizeFlags, command: 
     }
     if (flags.json) printJson({ schemaVersion: OPTIMIZE_JSON_SCHEMA_VERSION, kind: 'optimize', command: 'optimize', ...result });
     else process.stdout.write(summary.renderOptimizeSummary(result));
-    return result.gateFailure ? reportError(new GateError(result.gateFailure)) : ExitCode.ok;
+    return await reportGates('optimize', optimizeGateCases(result, options.minSpeedup), flags, started);
   } finally {
     progress.stop();
   }

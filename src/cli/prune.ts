@@ -6,11 +6,13 @@
  * May import: cli/*, errors; lazily app, report, ir/io-spec.
  */
 import { Command, InvalidArgumentError } from 'commander';
-import { ExitCode, GateError, UsageError } from '../errors.js';
-import { createProgress, printJson, reportError, runCommand, workflowEvents } from './common.js';
+import { UsageError } from '../errors.js';
+import { createProgress, printJson, runCommand, workflowEvents } from './common.js';
 import { measureSpeedRuns, sharedOption, type InputValueFlags } from './options.js';
 import { givenOnce, oneOf, parseAccuracyBudget, parseFraction, parsePositiveInt, refuseUnknownNames } from './parsers.js';
 import { helpExamples } from './examples.js';
+import { addJunitOption, reportGates } from './ci.js';
+import { pruneGateCases } from '../report/junit.js';
 import type { PrunePattern } from '../app/prune-passes.js';
 import type { AccuracyBudget } from '../metrics/accuracy-budget.js';
 
@@ -70,7 +72,7 @@ function sparsityOf(pattern: PrunePattern, sparsity: number | undefined): number
 }
 
 export function registerPrune(program: Command): void {
-  program
+  const command = program
     .command('prune')
     .addHelpText(
       'after',
@@ -134,11 +136,12 @@ export function registerPrune(program: Command): void {
     .addOption(sharedOption('shape'))
     .addOption(sharedOption('input'))
     .addOption(sharedOption('measureSpeed'))
-    .addOption(sharedOption('json'))
-    .action(runCommand(async (input: string, flags: PruneFlags, command: Command) => pruneAction(input, flags, command)));
+    .addOption(sharedOption('json'));
+  addJunitOption(command).action(runCommand(async (input: string, flags: PruneFlags, command: Command) => pruneAction(input, flags, command)));
 }
 
-async function pruneAction(input: string, flags: PruneFlags, command: Command): Promise<number> {
+async function pruneAction(input: string, flags: PruneFlags & { junit?: string }, command: Command): Promise<number> {
+  const started = new Date();
   const [{ checkOutputPath }, { parseShapeOverrides }, { parseFeedback }, { PRUNED_OP_TYPES }] = await Promise.all([
     import('../app/output-path.js'),
     import('../ir/io-spec.js'),
@@ -189,5 +192,5 @@ async function pruneAction(input: string, flags: PruneFlags, command: Command): 
   }
   if (flags.json) printJson({ schemaVersion: PRUNE_JSON_SCHEMA_VERSION, command: 'prune', ...result });
   else process.stdout.write(renderPruneSummary(result, { width: process.stdout.isTTY ? process.stdout.columns : undefined }));
-  return result.gateFailure ? reportError(new GateError(result.gateFailure)) : ExitCode.ok;
+  return reportGates('prune', pruneGateCases(result, flags.maxAccuracyDrop), flags, started);
 }

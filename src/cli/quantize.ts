@@ -8,12 +8,14 @@
  * May import: cli/*, errors, calibration/defaults, app/quantize-modes (light: its passes load lazily); lazily app, report, ir/io-spec.
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { ExitCode, GateError } from '../errors.js';
+import { ExitCode } from '../errors.js';
 import { DEFAULT_CALIBRATION_COUNT } from '../calibration/defaults.js';
-import { createProgress, printJson, reportError, runCommand, workflowEvents } from './common.js';
+import { createProgress, printJson, runCommand, workflowEvents } from './common.js';
 import { measureSpeedRuns, sharedOption } from './options.js';
 import { givenOnce, parseAccuracyBudget, parseNonNegativeInt, parseNumber, parsePositiveInt, parsePositiveNumber, parseStringList } from './parsers.js';
 import { helpExamples } from './examples.js';
+import { addJunitOption, reportGates } from './ci.js';
+import { quantizeGateCases } from '../report/junit.js';
 import type { QuantizeWorkflowOptions } from '../app/quantize.js';
 import { parseOutputKinds } from '../app/output-judging.js';
 import { checkExcludeOpTypes, checkFlags, type QuantizeFlags } from './quantize-flags.js';
@@ -39,7 +41,7 @@ function modeOption(name: string): Option {
 }
 
 export function registerQuantize(program: Command): void {
-  program
+  const command = program
     .command('quantize')
     .addHelpText(
       'after',
@@ -109,11 +111,13 @@ export function registerQuantize(program: Command): void {
     .option('--qat-lr <x>', 'qat: learning rate', parsePositiveNumber, 1e-4)
     .option('--qat-teacher', 'qat: also distil from the FP32 model (soft targets)')
     .addOption(sharedOption('backend'))
-    .addOption(sharedOption('json'))
-    .action(runCommand(async (modelPath: string, flags: QuantizeFlags) => quantizeAction(modelPath, flags)));
+    .addOption(sharedOption('json'));
+  addJunitOption(command);
+  command.action(runCommand(async (modelPath: string, flags: QuantizeFlags) => quantizeAction(modelPath, flags)));
 }
 
-async function quantizeAction(modelPath: string, flags: QuantizeFlags): Promise<number> {
+async function quantizeAction(modelPath: string, flags: QuantizeFlags & { junit?: string }): Promise<number> {
+  const started = new Date();
   const [{ checkOutputPath }, { parseShapeOverrides }, { parseFeedback }] = await Promise.all([
     import('../app/output-path.js'),
     import('../ir/io-spec.js'),
@@ -178,7 +182,7 @@ async function quantizeAction(modelPath: string, flags: QuantizeFlags): Promise<
     progress.stop();
     if (flags.json) printJson({ schemaVersion: QUANTIZE_JSON_SCHEMA_VERSION, command: 'quantize', ...result });
     else process.stdout.write(summary.renderQuantizeSummary(result, { width: process.stdout.isTTY ? process.stdout.columns : undefined }));
-    return result.gateFailure ? reportError(new GateError(result.gateFailure)) : ExitCode.ok;
+    return await reportGates('quantize', quantizeGateCases(result), flags, started);
   } finally {
     progress.stop();
   }
