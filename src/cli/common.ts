@@ -10,7 +10,7 @@ import type { Command } from 'commander';
 import { ExitCode, ModelOptError } from '../errors.js';
 import { jsonReplacer } from '../report/json.js';
 import { annotation } from '../report/junit.js';
-import { currentSettings, runWithSettings, type Progress } from './output.js';
+import { currentSettings, logLevelOf, runWithSettings, type LogLevel, type Progress } from './output.js';
 import { bareBudgetWarning } from './parsers.js';
 
 export { canAnimate, colorEnabled, createProgress, type OutputSettings, type Progress } from './output.js';
@@ -30,12 +30,12 @@ export function exitCodeOf(program: Command): number {
 }
 
 /**
- * Print a one-line error for the user and return its exit code. `verbose` (--verbose, or
- * MODEL_OPT_DEBUG=1, its older spelling; default: the running action's settings): an internal
- * error comes with its stack trace.
+ * Print a one-line error for the user and return its exit code. `verbose` (--verbose or
+ * --log-level debug, or MODEL_OPT_DEBUG=1, its deprecated spelling; default: the running action's
+ * settings): an internal error comes with its stack trace.
  */
 export function reportError(error: unknown, verbose = currentSettings().verbose === true): number {
-  const stackWanted = (): boolean => verbose || Boolean(process.env['MODEL_OPT_DEBUG']);
+  const stackWanted = (): boolean => verbose || logLevelOf({}) === 'debug';
   if (error instanceof ModelOptError) {
     const prefix = error.kind === 'gate' ? 'gate failed' : 'error';
     process.stderr.write(`model-opt: ${prefix}: ${error.message}\n`);
@@ -73,7 +73,7 @@ export function runCommand<A extends unknown[]>(action: (...args: A) => Promise<
         })) ?? ExitCode.ok;
     } catch (error) {
       // Reported outside the action's settings: its --verbose read from the program.
-      code = reportError(error, root.opts<{ verbose?: boolean }>().verbose === true);
+      code = reportError(error, logLevelOf(root.opts<{ verbose?: boolean; logLevel?: LogLevel }>()) === 'debug');
       // Under --json a pipeline reads stdout: it gets one document whichever way the run ended.
       if (command.opts<{ json?: unknown }>().json === true && !jsonPrinted) printJson(errorDocument(command.name(), error, code));
     }
@@ -133,11 +133,13 @@ export async function writeTextAtomic(file: string, text: string): Promise<void>
   await writeBytesAtomic(file, new TextEncoder().encode(text));
 }
 
-/** Log a note for humans on stderr (silent under --json and --quiet); a warning gets its GitHub Actions annotation too. */
+/** Log a note for humans on stderr (silent under --json, --quiet and --log-level error; only warnings at --log-level warn); a warning gets its GitHub Actions annotation too. */
 export function note(text: string, options: { json?: boolean } = {}): void {
-  if (options.json || currentSettings().quiet) return;
-  process.stderr.write(`${text}\n`);
+  const settings = currentSettings();
   const warning = /^model-opt: warning: ([\s\S]*)$/.exec(text);
+  // --log-level warn keeps the warnings and drops the other notes.
+  if (options.json || settings.quiet || (settings.logLevel === 'warn' && !warning)) return;
+  process.stderr.write(`${text}\n`);
   if (warning) annotate('warning', warning[1]!, { title: 'model-opt warning' });
 }
 

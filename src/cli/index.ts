@@ -2,17 +2,18 @@
  * The model-opt command-line program: builds the commander program from one register function per
  * subcommand and runs it. The only place that turns a run into an exit code (the action's code,
  * recorded on the program by runCommand), and the global output flags (--quiet, --no-progress,
- * --no-color) that cli/common applies to every action, and the cleanup of live temps (util/atomic-write's
+ * --no-color, --verbose, --log-level) that cli/common applies to every action, and the cleanup of live temps (util/atomic-write's
  * registry: a write's temp files, util/temp-folder's folders): removed when a command ends, however
  * it ends, at process exit, and by SIGINT/SIGTERM handlers before exiting (130 / 143); those are
  * attached only while a temp is live, so Ctrl-C at any other time keeps its default, immediate effect.
  * May import: cli/*, errors. Library code is imported lazily by each subcommand's action.
  */
 import { readFileSync } from 'node:fs';
-import { Command, CommanderError } from 'commander';
+import { Command, CommanderError, Option } from 'commander';
 import { ExitCode, UsageError } from '../errors.js';
 import { onLiveTempsChange, removeLiveTemps } from '../util/atomic-write.js';
 import { errorDocument, exitCodeOf, printJson, reportError } from './common.js';
+import { LOG_LEVELS, logLevelOf, type LogLevel } from './output.js';
 import { registerInspect } from './inspect.js';
 import { registerBenchmark } from './benchmark.js';
 import { registerQuantize } from './quantize.js';
@@ -46,7 +47,13 @@ export function buildProgram(): Command {
     .option('--no-color', 'no ANSI colour (also NO_COLOR=1; FORCE_COLOR=1 forces it; never into a pipe)')
     .option(
       '-v, --verbose',
-      'log every step on stderr with the seconds since the start (instead of a spinner; also under --json and CI), and the stack trace of an internal error',
+      'log every step on stderr with the seconds since the start (instead of a spinner; also under --json and CI), and the stack trace of an internal error (= --log-level debug)',
+    )
+    .addOption(
+      new Option(
+        '--log-level <level>',
+        'what reaches stderr: error (errors only, = --quiet), warn (and warnings), info (and progress and notes: the default), debug (= --verbose)',
+      ).choices(LOG_LEVELS),
     )
     .showHelpAfterError('(run with --help for usage)')
     .configureOutput({ writeErr: (text) => process.stderr.write(text), outputError: (text, write) => write(commanderErrorText(text)) })
@@ -93,6 +100,13 @@ export function installSignalCleanup(): void {
   });
 }
 
+/** `--log-level x` or `--log-level=x` as typed (before commander has parsed it), when valid. */
+function logLevelInArgv(argv: readonly string[]): LogLevel | undefined {
+  const at = argv.findIndex((a) => a === '--log-level' || a.startsWith('--log-level='));
+  const value = at < 0 ? undefined : argv[at]!.includes('=') ? argv[at]!.slice('--log-level='.length) : argv[at + 1];
+  return (LOG_LEVELS as readonly string[]).includes(value ?? '') ? (value as LogLevel) : undefined;
+}
+
 /** Run the CLI with the given argv; returns the exit code. */
 export async function main(argv: string[]): Promise<number> {
   installSignalCleanup();
@@ -109,7 +123,7 @@ export async function main(argv: string[]): Promise<number> {
     }
     // An argParser's own error (a flag given twice, an unknown op type) ends the parse before any action: --json still gets its document.
     // Before or outside any action (no settings yet): --verbose as typed.
-    const code = reportError(error, argv.includes('--verbose') || argv.includes('-v'));
+    const code = reportError(error, logLevelOf({ verbose: argv.includes('--verbose') || argv.includes('-v'), logLevel: logLevelInArgv(argv) }) === 'debug');
     if (argv.includes('--json')) printJson(errorDocument(argv[2] ?? '', error, code));
     return code;
   } finally {

@@ -1,6 +1,6 @@
 /**
  * How the CLI writes for humans, decided in one place: the global output flags (--quiet,
- * --no-progress, --no-color) of the action running now, the colour decision (NO_COLOR,
+ * --no-progress, --no-color, --verbose, --log-level) of the action running now, the colour decision (NO_COLOR,
  * FORCE_COLOR, terminals) and the progress spinner on stderr (only on a terminal with a width).
  * May import: commander (types), node:async_hooks, ora (lazily).
  */
@@ -17,6 +17,29 @@ export interface OutputSettings {
   color: boolean;
   /** --verbose: every progress step as a line with the seconds since the start, and stack traces of internal errors. */
   verbose?: boolean;
+  /** --log-level: what reaches stderr (see LOG_LEVELS); --quiet is 'error', --verbose 'debug'. */
+  logLevel?: LogLevel;
+}
+
+/**
+ * `--log-level`, least to most: error (errors only, as --quiet), warn (and warnings: no progress,
+ * no notes), info (the default: progress and notes), debug (as --verbose: every step as a timed
+ * line, stack traces of internal errors).
+ */
+export const LOG_LEVELS = ['error', 'warn', 'info', 'debug'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+/**
+ * The level the program's flags ask for: --log-level when given, else --verbose (debug) or --quiet
+ * (error), else MODEL_OPT_DEBUG set to anything but '' or '0' (debug: the variable's deprecated
+ * spelling of --log-level debug), else info.
+ */
+export function logLevelOf(flags: { logLevel?: LogLevel; verbose?: boolean; quiet?: boolean }, env: Env = process.env): LogLevel {
+  if (flags.logLevel) return flags.logLevel;
+  if (flags.verbose) return 'debug';
+  if (flags.quiet) return 'error';
+  const debug = env['MODEL_OPT_DEBUG'];
+  return debug !== undefined && debug !== '' && debug !== '0' ? 'debug' : 'info';
 }
 
 const DEFAULT_SETTINGS: OutputSettings = { quiet: false, progress: true, color: true };
@@ -35,7 +58,14 @@ export function currentSettings(): OutputSettings {
 /** Run `action` under the global flags parsed on `program` (commander: --no-x gives x: false). */
 export function runWithSettings<T>(program: Command, action: () => T): T {
   const o = program.opts<Partial<OutputSettings>>();
-  return actionSettings.run({ quiet: o.quiet === true, progress: o.progress !== false, color: o.color !== false, verbose: o.verbose === true }, action);
+  const logLevel = logLevelOf(o);
+  const settings = {
+    quiet: logLevel === 'error',
+    progress: o.progress !== false && logLevel !== 'warn',
+    color: o.color !== false,
+    verbose: logLevel === 'debug',
+  };
+  return actionSettings.run({ ...settings, logLevel }, action);
 }
 
 type Env = Record<string, string | undefined>;
