@@ -1,7 +1,7 @@
 // Execution providers in order of preference: names this onnxruntime-node build lacks and
 // providers that cannot start here are skipped with a warning; a list of which none starts is a
 // UsageError naming them; a corrupt model stays a model error. This machine has no CUDA/TensorRT
-// libraries (.npmrc skips their download), so 'cuda' and 'tensorrt' are known but cannot start.
+// libraries (package.json's allowScripts skips their download), so 'cuda' and 'tensorrt' are known but cannot start.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

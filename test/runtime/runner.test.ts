@@ -142,7 +142,7 @@ describe('createRunner', () => {
     });
 
     it('a provider that cannot start here is a UsageError, not a model error', async () => {
-      // CUDA libraries are not installed (.npmrc skips their download), so 'cuda' cannot start
+      // CUDA libraries are not installed (package.json's allowScripts skips their download), so 'cuda' cannot start
       // (a list that goes on to cpu falls back to it: test/runtime/providers.test.ts).
       const e = await failure(createRunner(model('test_add'), { executionProviders: ['CUDAExecutionProvider'] }));
       expect(e).toBeInstanceOf(UsageError);
