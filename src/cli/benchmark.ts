@@ -150,7 +150,9 @@ export function registerBenchmark(program: Command): void {
         if (candidates.length) throw new UsageError('--dynamic-batching measures one model at a time; drop the candidate models');
         const gate = given(['maxAccuracyDrop', 'minSpeedup', 'maxLatencyP99', 'junit']);
         if (gate)
-          throw new UsageError(`${gate} gates benchmark's timed runs, not the --dynamic-batching sweep (there --slo-p99 searches for settings under a p99)`);
+          throw new UsageError(
+            `${gate} ${gate === '--junit' ? 'reports the gates of' : 'gates'} benchmark's timed runs, not the --dynamic-batching sweep (there --slo-p99 searches for settings under a p99)`,
+          );
         return runBatchingBenchmark(baseline, flags);
       }
       const batchingOnly = given(BATCHING_ONLY);

@@ -8,7 +8,7 @@
  * May import: cli/*, errors, calibration/defaults, app/quantize-modes (light: its passes load lazily); lazily app, report, ir/io-spec.
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { ExitCode } from '../errors.js';
+import { ExitCode, UsageError } from '../errors.js';
 import { DEFAULT_CALIBRATION_COUNT } from '../calibration/defaults.js';
 import { createProgress, printJson, runCommand, workflowEvents } from './common.js';
 import { measureSpeedRuns, sharedOption } from './options.js';
@@ -118,6 +118,7 @@ export function registerQuantize(program: Command): void {
 
 async function quantizeAction(modelPath: string, flags: QuantizeFlags & { junit?: string }): Promise<number> {
   const started = new Date();
+  if (flags.analyze && flags.junit) throw new UsageError('--junit writes the gates of a quantize run; --analyze writes no model and has none');
   const [{ checkOutputPath }, { parseShapeOverrides }, { parseFeedback }] = await Promise.all([
     import('../app/output-path.js'),
     import('../ir/io-spec.js'),

@@ -82,6 +82,18 @@ describe('benchmark --junit and annotations', () => {
     expect(r.stderr.split('\n')[0]).toBe(`model-opt: error: refusing to overwrite the input file ${CNN}; choose another --junit path`);
     expect(r.stderr).toContain('::error title=model-opt error::refusing to overwrite the input file');
     expect(statSync(path.join(ROOT, CNN)).mtimeMs).toBe(before);
+    // Where there are no gates to write, --junit is refused rather than silently ignored.
+    const sweep = run(['benchmark', CNN, '--dynamic-batching', '--junit', path.join(dir, 'sweep.xml')], false);
+    expect([sweep.status, sweep.stderr.split('\n')[0]]).toEqual([
+      2,
+      "model-opt: error: --junit reports the gates of benchmark's timed runs, not the --dynamic-batching sweep (there --slo-p99 searches for settings under a p99)",
+    ]);
+    const analyze = run(['quantize', CNN, '--analyze', '--junit', path.join(dir, 'analyze.xml')], false);
+    expect([analyze.status, analyze.stderr.split('\n')[0]]).toEqual([
+      2,
+      'model-opt: error: --junit writes the gates of a quantize run; --analyze writes no model and has none',
+    ]);
+    expect(existsSync(path.join(dir, 'sweep.xml')) || existsSync(path.join(dir, 'analyze.xml'))).toBe(false);
   }, 60_000);
 });
 
