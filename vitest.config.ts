@@ -6,6 +6,9 @@ export default defineConfig({
   test: {
     include: ['test/**/*.test.ts', 'src/**/*.test.ts'],
     testTimeout: 120_000,
+    // The suites compare stderr line by line: GitHub Actions' annotations (GITHUB_ACTIONS=true, added
+    // after each error and warning line) are off unless a test turns them on (test/cli/junit.test.ts).
+    env: { GITHUB_ACTIONS: '' },
     hookTimeout: 300_000,
     pool: 'forks',
     // Vitest's default is one worker fewer than the cores, which on a 2-core machine is one: every
