@@ -9,7 +9,7 @@ import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync }
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { BIN, ROOT } from '../helpers/cli.js';
+import { BIN, ROOT, runInProcess } from '../helpers/cli.js';
 import { findAll, parseXml } from '../helpers/xml.js';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'model-opt-junit-'));
@@ -95,6 +95,29 @@ describe('benchmark --junit and annotations', () => {
     ]);
     expect(existsSync(path.join(dir, 'sweep.xml')) || existsSync(path.join(dir, 'analyze.xml'))).toBe(false);
   }, 60_000);
+});
+
+describe('in process (the same program, for coverage of src/)', () => {
+  it('a failed gate: JUnit failure, the gate line and its ::error annotation; --junit over an input refused', async () => {
+    const file = path.join(dir, 'in-process.xml');
+    const saved = process.env['GITHUB_ACTIONS'];
+    process.env['GITHUB_ACTIONS'] = 'true';
+    try {
+      const r = await runInProcess(['benchmark', CNN, CANDIDATE, ...QUICK, '--min-speedup', '50', '--max-latency-p99', '10000', '--junit', file]);
+      expect(r.code, r.stderr).toBe(1);
+      const doc = parseXml(readFileSync(file, 'utf8'));
+      expect(doc.attributes).toMatchObject({ tests: '2', failures: '1' });
+      expect(r.stderr).toMatch(
+        /^model-opt: gate failed: min-speedup: candidate\.onnx at batch 1 is .*\n::error file=.*candidate\.onnx,title=model-opt benchmark%3A min-speedup failed::/m,
+      );
+      const refused = await runInProcess(['benchmark', CNN, '--junit', path.join(ROOT, CNN)]);
+      expect(refused.code).toBe(2);
+      expect(refused.stderr).toContain('::error title=model-opt error::refusing to overwrite the input file');
+    } finally {
+      if (saved === undefined) delete process.env['GITHUB_ACTIONS'];
+      else process.env['GITHUB_ACTIONS'] = saved;
+    }
+  }, 120_000);
 });
 
 describe('quantize --junit', () => {

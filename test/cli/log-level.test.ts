@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { logLevelOf } from '../../src/cli/output.js';
-import { BIN, ROOT } from '../helpers/cli.js';
+import { BIN, ROOT, runInProcess } from '../helpers/cli.js';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'model-opt-log-level-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -74,6 +74,19 @@ describe('--log-level', () => {
     expect(bare.stderr).toMatch(/^model-opt: warning: --max-accuracy-drop 0\.5 is read as 0\.5pt/m);
     expect(run(['--log-level', 'error', ...warned]).stderr).toBe('');
     expect(run(warned, { MODEL_OPT_DEBUG: '1' }).stderr).toMatch(TIMED_LINE);
+  }, 120_000);
+
+  it('in process: warn keeps the warning, debug logs timed steps, an error before any action reads the level from argv', async () => {
+    const args = ['benchmark', 'fixtures/fashion-cnn.onnx', '--iterations', '3', '--warmup', '0', '--no-memory', '--max-latency-p99', '10000'];
+    const warn = await runInProcess(['--log-level', 'warn', ...args, '--max-accuracy-drop', '0.5', '--max-samples', '8']);
+    expect(warn.stderr).toMatch(/^model-opt: warning: --max-accuracy-drop 0\.5 is read as 0\.5pt/m);
+    expect(warn.stderr).not.toMatch(TIMED_LINE);
+    const debug = await runInProcess(['--log-level=debug', ...args]);
+    expect(debug.code, debug.stderr).toBe(0);
+    expect(debug.stderr).toMatch(TIMED_LINE);
+    // A flag's own parser fails before any action: the level still comes from the argv.
+    const early = await runInProcess(['--log-level', 'debug', 'quantize', 'fixtures/fashion-cnn.onnx', '-o', path.join(dir, 'x.onnx'), '--min-sqnr', 'lots']);
+    expect(early.code).toBe(2);
   }, 120_000);
 
   it('an unknown level is bad usage (exit 2)', () => {
