@@ -17,7 +17,7 @@
  * is checked here). Without dist/ the test is skipped with a message, except under CI=true, where
  * it fails.
  */
-import { spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -124,21 +124,30 @@ describe.runIf(built || process.env['CI'] === 'true')('docs: the runnable blocks
     );
   }
 
-  function runBlock(script: string): { status: number | null; stdout: string; stderr: string } {
+  /** Runs without blocking the worker (a block can take tens of seconds under load; spawnSync starved Vitest's RPC). */
+  function runBlock(script: string): Promise<{ status: number | null; stdout: string; stderr: string }> {
     const env = { ...process.env, PATH: `${shims}${path.delimiter}${process.env['PATH']}`, CI: 'true', NO_COLOR: '1' };
-    return spawnSync('bash', ['-eo', 'pipefail', '-c', quick(script)], { cwd: work, encoding: 'utf8', env, timeout: 120_000 });
+    return new Promise((resolve, reject) => {
+      const child = spawn('bash', ['-eo', 'pipefail', '-c', quick(script)], { cwd: work, env, timeout: 120_000 });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+      child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+      child.on('error', reject);
+      child.on('close', (status) => resolve({ status, stdout, stderr }));
+    });
   }
 
-  it('the folder: fixtures, bin and the installed package linked, the commands shimmed', () => {
+  it('the folder: fixtures, bin and the installed package linked, the commands shimmed', async () => {
     setUp();
-    expect(runBlock('model-opt --version && npx model-opt --version').stdout.trim().split('\n')).toHaveLength(2);
-    expect(runBlock('npm install').status).toBe(97);
+    expect((await runBlock('model-opt --version && npx model-opt --version')).stdout.trim().split('\n')).toHaveLength(2);
+    expect((await runBlock('npm install')).status).toBe(97);
   });
 
   // README.md first: its `npm run example` writes out/fashion-cnn.int8.onnx, which docs/ use.
   for (const block of allBlocks.filter((b) => b.info === 'sh')) {
-    it(`${block.file}:${block.line}`, () => {
-      const r = runBlock(block.body);
+    it(`${block.file}:${block.line}`, async () => {
+      const r = await runBlock(block.body);
       expect(r.status, `${block.file}:${block.line}\n${block.body}\n--- stderr ---\n${r.stderr.slice(-3000)}`).toBe(0);
       if (block.body.trim() === 'npm run example') expect(existsSync(path.join(work, 'out', 'fashion-cnn.int8.onnx'))).toBe(true);
     }, 120_000);
