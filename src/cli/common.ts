@@ -4,15 +4,16 @@
  * program's global output flags (cli/output), notes and JSON output; re-exports the progress
  * spinner and the colour decision. Subcommand files import library code lazily
  * (`await import(...)`) inside their action so `model-opt --help` never loads onnxruntime or tfjs.
- * May import: commander, errors, cli/output, cli/parsers, report/json (the JSON replacer), util/atomic-write (lazily).
+ * May import: commander, errors, cli/output, cli/parsers, report/json (the JSON replacer), report/wrap, util/atomic-write (lazily).
  */
 import type { Command } from 'commander';
 import { ExitCode, ModelOptError } from '../errors.js';
 import { jsonReplacer } from '../report/json.js';
-import { currentSettings, runWithSettings, type Progress } from './output.js';
+import { fitText } from '../report/wrap.js';
+import { currentSettings, outputWidth, runWithSettings, type Progress } from './output.js';
 import { bareBudgetWarning } from './parsers.js';
 
-export { canAnimate, colorEnabled, createProgress, type OutputSettings, type Progress } from './output.js';
+export { canAnimate, colorEnabled, createProgress, outputWidth, type OutputSettings, type Progress } from './output.js';
 
 /** The exit code each program's last action finished with, for its entry point (see exitCodeOf). */
 const exitCodes = new WeakMap<Command, number>();
@@ -130,9 +131,10 @@ export async function writeTextAtomic(file: string, text: string): Promise<void>
   await writeBytesAtomic(file, new TextEncoder().encode(text));
 }
 
-/** Log a note for humans on stderr (silent under --json and --quiet). */
+/** Log a note for humans on stderr (silent under --json and --quiet), wrapped to a terminal's width. */
 export function note(text: string, options: { json?: boolean } = {}): void {
-  if (!options.json && !currentSettings().quiet) process.stderr.write(`${text}\n`);
+  const width = process.stderr.isTTY ? outputWidth(process.stderr) : undefined;
+  if (!options.json && !currentSettings().quiet) process.stderr.write(`${fitText(text, width)}\n`);
 }
 
 /** Workflow events shown the CLI way: progress on the spinner, warnings as notes (the spinner stopped first). */

@@ -7,7 +7,7 @@
  */
 import { Command, InvalidArgumentError } from 'commander';
 import { ExitCode, GateError, UsageError } from '../errors.js';
-import { createProgress, printJson, reportError, runCommand, workflowEvents } from './common.js';
+import { createProgress, outputWidth, printJson, reportError, runCommand, workflowEvents } from './common.js';
 import { measureSpeedRuns, sharedOption, type InputValueFlags } from './options.js';
 import { givenOnce, oneOf, parseAccuracyBudget, parseFraction, parsePositiveInt, refuseUnknownNames } from './parsers.js';
 import { helpExamples } from './examples.js';
@@ -188,6 +188,6 @@ async function pruneAction(input: string, flags: PruneFlags, command: Command): 
     progress.stop();
   }
   if (flags.json) printJson({ schemaVersion: PRUNE_JSON_SCHEMA_VERSION, command: 'prune', ...result });
-  else process.stdout.write(renderPruneSummary(result, { width: process.stdout.isTTY ? process.stdout.columns : undefined }));
+  else process.stdout.write(renderPruneSummary(result, { width: outputWidth(process.stdout) }));
   return result.gateFailure ? reportError(new GateError(result.gateFailure)) : ExitCode.ok;
 }

@@ -10,7 +10,7 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { ExitCode, GateError } from '../errors.js';
 import { DEFAULT_CALIBRATION_COUNT } from '../calibration/defaults.js';
-import { createProgress, printJson, reportError, runCommand, workflowEvents } from './common.js';
+import { createProgress, outputWidth, printJson, reportError, runCommand, workflowEvents } from './common.js';
 import { measureSpeedRuns, sharedOption } from './options.js';
 import { givenOnce, parseAccuracyBudget, parseNonNegativeInt, parseNumber, parsePositiveInt, parsePositiveNumber, parseStringList } from './parsers.js';
 import { helpExamples } from './examples.js';
@@ -171,13 +171,13 @@ async function quantizeAction(modelPath: string, flags: QuantizeFlags): Promise<
       const result = await app.sensitivityWorkflow(options, events);
       progress.stop();
       if (flags.json) printJson({ schemaVersion: QUANTIZE_JSON_SCHEMA_VERSION, command: 'quantize --analyze', ...result });
-      else process.stdout.write(summary.renderSensitivity(result.sensitivity, result.metric));
+      else process.stdout.write(summary.renderSensitivity(result.sensitivity, result.metric, { width: outputWidth(process.stdout) }));
       return ExitCode.ok;
     }
     const result = await app.quantizeWorkflow(options, events);
     progress.stop();
     if (flags.json) printJson({ schemaVersion: QUANTIZE_JSON_SCHEMA_VERSION, command: 'quantize', ...result });
-    else process.stdout.write(summary.renderQuantizeSummary(result, { width: process.stdout.isTTY ? process.stdout.columns : undefined }));
+    else process.stdout.write(summary.renderQuantizeSummary(result, { width: outputWidth(process.stdout) }));
     return result.gateFailure ? reportError(new GateError(result.gateFailure)) : ExitCode.ok;
   } finally {
     progress.stop();
