@@ -100,6 +100,9 @@ export interface Progress {
 
 const SILENT: Progress = { update() {}, succeed() {}, fail() {}, stop() {} };
 
+/** The most often an update draws the status line itself (the spinner's own timer draws every 80 ms). */
+const REDRAW_MS = 250;
+
 /** 'm:ss' (or 'h:mm:ss') for a number of seconds. */
 export function clock(seconds: number): string {
   const s = Math.max(0, Math.round(seconds));
@@ -186,6 +189,7 @@ export async function createProgress(options: { json?: boolean; quiet?: boolean;
   const budget = options.budgetMs !== undefined && options.budgetMs > 0 ? { startedAt, ms: options.budgetMs } : undefined;
   // The step the time left is measured over: the text with its numbers blanked, and where it began.
   let step: { key: string; time: number; fraction: number } | undefined;
+  let lastDrawn = 0;
   return {
     update(text, given) {
       if (!canAnimate(stream)) return end(() => spinner.stop());
@@ -199,6 +203,12 @@ export async function createProgress(options: { json?: boolean; quiet?: boolean;
         stream.on('resize', onResize);
         spinner.start();
         started = true;
+        lastDrawn = now;
+      } else if (now - lastDrawn >= REDRAW_MS) {
+        // Work that holds the event loop (a training step, a synchronous pass) starves the
+        // spinner's timer: draw on the update itself, at most every REDRAW_MS.
+        spinner.render();
+        lastDrawn = now;
       }
     },
     succeed: (text) => persist('✔', () => spinner.succeed(text), text),

@@ -70,12 +70,20 @@ function layout(
   let left = width - borders - keep.reduce((sum, c) => sum + min(c) + PADDING, 0);
   if (left < 0) return null;
   const byPriority = [...keep].sort((a, b) => columns[a]!.priority - columns[b]!.priority || a - b);
-  for (const target of [(c: number) => Math.min(natural[c]!, words[c]!), (c: number) => natural[c]!]) {
-    for (const c of byPriority) {
-      const more = Math.max(0, Math.min(left, target(c) - widths.get(c)!));
-      widths.set(c, widths.get(c)! + more);
-      left -= more;
-    }
+  const grow = (c: number, more: number): void => {
+    widths.set(c, widths.get(c)! + more);
+    left -= more;
+  };
+  for (const c of byPriority) grow(c, Math.max(0, Math.min(left, Math.min(natural[c]!, words[c]!) - widths.get(c)!)));
+  // Then towards their natural widths, in proportion to what each still lacks (the odd columns
+  // left over to the most important), so one long column does not take all the room.
+  const lacking = byPriority.map((c) => natural[c]! - widths.get(c)!);
+  const total = lacking.reduce((a, b) => a + b, 0);
+  if (total <= left) byPriority.forEach((c, i) => grow(c, lacking[i]!));
+  else {
+    const room = left;
+    byPriority.forEach((c, i) => grow(c, Math.floor((room * lacking[i]!) / total)));
+    for (const c of byPriority) if (left > 0 && widths.get(c)! < natural[c]!) grow(c, 1);
   }
   return widths;
 }

@@ -65,8 +65,10 @@ describe('fitTable', () => {
 
   it('leaves out the least important columns when narrowing is not enough, and names them', () => {
     // Minimum: 9 + 12 + 6 + 6 + 10 + 7 + 12 padding + 7 borders = 69 > 56: p90 (priority 5) goes (60),
-    // then load ms (4): 9 + 12 + 6 + 10 + 8 + 5 = 50; the 6 columns left widen speed-up (priority 0) to 16.
+    // then load ms (4): 9 + 12 + 6 + 10 + 8 + 5 = 50. The 6 columns left go in proportion to what the
+    // wrapping columns lack (accuracy 28, speed-up 8): 4 and 1, the odd one to speed-up (priority 0).
     const t = fitTable(GRID, GRID_ROWS, { width: 56 });
+    expect(t.text.split('\n')[0]).toBe(`┌${'─'.repeat(11)}┬${'─'.repeat(18)}┬${'─'.repeat(8)}┬${'─'.repeat(14)}┐`);
     expect(t.hidden).toEqual(['p90 ms', 'load ms']);
     expect(new Set(widths(t.text))).toEqual(new Set([56]));
     expect(
@@ -75,7 +77,7 @@ describe('fitTable', () => {
         .split('│')
         .map((c) => c.trim()),
     ).toEqual(['', 'model', 'accuracy', 'p50 ms', 'speed-up', '']);
-    expect(t.text).toContain('│ 1.62x [1.52,     │');
+    expect(t.text).toContain('│ 1.62x [1.52, │');
     expect(words(t.text, 3).join(' ')).toBe('speed-up baseline 1.62x [1.52, 1.68]');
     expect(hiddenLine(t.hidden, 56)).toEqual(['not shown at 56 columns: p90 ms, load ms (see --json and --markdown, or a wider terminal)']);
     expect(hiddenLine([], 56)).toEqual([]);
