@@ -55,18 +55,24 @@ export function wrapLine(line: string, width: number, hang = 2): string[] {
   if (!(width > 0) || displayWidth(line) <= width) return [line];
   const indent = /^ */.exec(line)![0];
   const next = indent + ' '.repeat(Math.min(hang, Math.max(0, width - indent.length - 8)));
-  const words = line.slice(indent.length).split(/ +/).filter(Boolean);
+  // Each word with the spaces after it: the spacing inside a line (aligned labels) is kept.
+  const tokens = line.slice(indent.length).match(/\S+ */g) ?? [];
   const out: string[] = [];
   let current = indent;
   let empty = true;
+  let gap = '';
   const room = (prefix: string): number => Math.max(1, width - displayWidth(prefix));
-  for (const word of words) {
-    const candidate = empty ? current + word : `${current} ${word}`;
+  for (const token of tokens) {
+    const word = token.trimEnd();
+    const candidate = empty ? current + word : current + gap + word;
+    const after = token.slice(word.length);
     if (displayWidth(candidate) <= width) {
       current = candidate;
       empty = false;
+      gap = after;
       continue;
     }
+    gap = after;
     if (!empty) {
       out.push(current);
       current = next;

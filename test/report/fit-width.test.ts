@@ -114,6 +114,8 @@ describe('wrapLine and fitText', () => {
   it('wraps at words with a hanging indent under the line own indentation', () => {
     expect(wrapLine('  + a region of nodes kept float', 16)).toEqual(['  + a region of', '    nodes kept', '    float']);
     expect(wrapLine('short', 16)).toEqual(['short']);
+    // Spacing inside a line (aligned labels) stays where the line is not broken.
+    expect(wrapLine('model      fixtures/m.onnx  (445 KiB on disk)', 32)).toEqual(['model      fixtures/m.onnx  (445', '  KiB on disk)']);
   });
   it('breaks a word longer than a line (a path) rather than overflow', () => {
     const lines = wrapLine('written: /a/very/long/path/to/the/model.int8.onnx', 20);
