@@ -13,13 +13,15 @@ import type { SpeedCheck } from '../app/speed-check.js';
 import { formatDb, formatPercent, formatPoints } from './format.js';
 
 /**
- * Timing too noisy to trust, in any of three ways (docs/benchmark.md, "When the timing is noisy"):
- * the run times of a model vary by more than NOISE_CV_LIMIT (std / mean), a speed-up's 95%
- * interval is wider than +-NOISE_INTERVAL_LIMIT of its estimate, or a model called faster has a
- * p99 latency above the baseline's.
+ * Timing too noisy to trust, in any of four ways (docs/benchmark.md, "On a terminal"): the run
+ * times of a model vary by more than NOISE_CV_LIMIT (std / mean); a speed-up's 95% interval is
+ * wider than +-NOISE_INTERVAL_LIMIT of its estimate; or it crosses 1.0 although its estimate is
+ * NOISE_CROSSING_MARGIN or more away from 1 (a difference the noise hides); or a model called
+ * faster has a p99 latency above the baseline's.
  */
 export const NOISE_CV_LIMIT = 0.2;
 export const NOISE_INTERVAL_LIMIT = 0.1;
+export const NOISE_CROSSING_MARGIN = 0.03;
 
 type Speedup = NonNullable<LatencyPoint['speedup']>;
 
@@ -84,11 +86,19 @@ function noiseLine(problems: string[], more: string): string[] {
   ];
 }
 
-/** An interval wider than +-NOISE_INTERVAL_LIMIT of its estimate: '±14%'; else undefined. */
-function wideInterval(s: Speedup): string | undefined {
+/**
+ * What is wrong with a speed-up's interval, or undefined: wider than +-NOISE_INTERVAL_LIMIT of its
+ * estimate ('is ±14% wide'), or across 1.0 with an estimate NOISE_CROSSING_MARGIN or more away from
+ * it ('crosses 1.0 around 1.06x').
+ */
+function intervalProblem(s: Speedup): string | undefined {
   const half = (s.high - s.low) / 2 / s.estimate;
+  const interval = `speed-up interval [${s.low.toFixed(2)}, ${s.high.toFixed(2)}]`;
   // (A hair over the limit from rounding, e.g. [1.8, 2.2] around 2.0, is at it, not over.)
-  return half > NOISE_INTERVAL_LIMIT + 1e-9 ? `±${(half * 100).toFixed(0)}%` : undefined;
+  if (half > NOISE_INTERVAL_LIMIT + 1e-9) return `${interval} is ±${(half * 100).toFixed(0)}% wide`;
+  if (s.low < 1 && s.high > 1 && Math.abs(s.estimate - 1) >= NOISE_CROSSING_MARGIN - 1e-9)
+    return `${interval} crosses 1.0 around ${s.estimate.toFixed(2)}x: faster or not cannot be told`;
+  return undefined;
 }
 
 /** The benchmark's noise warning (empty when the timing looks trustworthy). */
@@ -104,8 +114,8 @@ export function benchmarkNoise(result: BenchmarkResult): string[] {
   for (const m of result.models.filter((c) => c.role === 'candidate')) {
     for (const p of m.latency) {
       if (!p.speedup) continue;
-      const wide = wideInterval(p.speedup);
-      if (wide) problems.push(`${m.label}${at(p)}: speed-up interval [${p.speedup.low.toFixed(2)}, ${p.speedup.high.toFixed(2)}] is ${wide} wide`);
+      const problem = intervalProblem(p.speedup);
+      if (problem) problems.push(`${m.label}${at(p)}: ${problem}`);
       const base = baseline?.latency.find((b) => b.batchSize === p.batchSize);
       if (p.speedup.verdict === 'faster' && base && p.stats.p99 > base.stats.p99)
         problems.push(
@@ -128,20 +138,20 @@ export function speedCheckNoise(sp: SpeedCheck | undefined): string[] {
     problems.push(
       `run-to-run variation (cv) ${cvs.map(([w, cv]) => `${w} ${formatPercent(cv, 0)}`).join(', ')}, over the ${formatPercent(NOISE_CV_LIMIT, 0)} limit`,
     );
-  const wide = wideInterval(sp.speedup);
-  if (wide) problems.push(`speed-up interval [${sp.speedup.low.toFixed(2)}, ${sp.speedup.high.toFixed(2)}] is ${wide} wide`);
+  const problem = intervalProblem(sp.speedup);
+  if (problem) problems.push(problem);
   if (sp.speedup.verdict === 'faster' && sp.p99Ms !== undefined && sp.baselineP99Ms !== undefined && sp.p99Ms > sp.baselineP99Ms)
     problems.push(`called faster but its p99 (${sp.p99Ms.toFixed(3)} ms) is above the input's (${sp.baselineP99Ms.toFixed(3)} ms)`);
   return noiseLine(problems, REMEDY.speedCheck);
 }
 
-/** Optimize's noise warning: the candidates whose speed-up intervals stayed wide. */
+/** Optimize's noise warning: the candidates whose speed-up intervals stayed too wide, or cross 1.0 away from it. */
 export function optimizeNoise(result: OptimizeResult): string[] {
-  const wide = result.candidates.flatMap((c) => {
-    const w = c.speedup ? wideInterval(c.speedup) : undefined;
-    return w ? [`${c.name} ${w}`] : [];
+  const problems = result.candidates.flatMap((c) => {
+    const problem = c.speedup ? intervalProblem(c.speedup) : undefined;
+    return problem ? [`${c.name}: ${problem}`] : [];
   });
-  return noiseLine(wide.length > 0 ? [`speed-up intervals wider than ±${NOISE_INTERVAL_LIMIT * 100}%: ${wide.join(', ')}`] : [], REMEDY.optimize);
+  return noiseLine(problems, REMEDY.optimize);
 }
 
 /** 'int8-static: 1.62x faster [1.52, 1.68], acc -0.05 pt, 3.50x smaller' (the chosen candidate), or what was written instead. */

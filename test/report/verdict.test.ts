@@ -60,6 +60,13 @@ describe('benchmark', () => {
     const wide = sampleResult();
     wide.models[1]!.latency[0]!.speedup = { estimate: 2, low: 1.5, high: 2.5, verdict: 'faster' };
     expect(benchmarkNoise(wide)[0]).toContain('model-int8.onnx: speed-up interval [1.50, 2.50] is ±25% wide');
+    // Across 1.0 with the estimate 6% above it: narrow (±6.5%), but a difference the noise hides.
+    const crossing = sampleResult();
+    crossing.models[1]!.latency[0]!.speedup = { estimate: 1.06, low: 0.99, high: 1.13, verdict: 'no significant difference' };
+    expect(benchmarkNoise(crossing)[0]).toContain('model-int8.onnx: speed-up interval [0.99, 1.13] crosses 1.0 around 1.06x: faster or not cannot be told');
+    // Across 1.0 around 1.0 itself: no difference, and the interval says so; no warning.
+    crossing.models[1]!.latency[0]!.speedup = { estimate: 1.0, low: 0.97, high: 1.03, verdict: 'no significant difference' };
+    expect(benchmarkNoise(crossing)).toEqual([]);
     // Faster at the median, slower in the tail: candidate p99 above the baseline's 1.2 ms.
     const tail = sampleResult();
     tail.models[1]!.latency[0] = latencyPoint([0.5, 0.5, 0.5, 0.5, 1.5], 1, { estimate: 2, low: 1.9, high: 2.1, verdict: 'faster' });
@@ -114,7 +121,7 @@ describe('speed checks (quantize, prune --measure-speed) and optimize', () => {
     } as OptimizeResult;
     expect(optimizeVerdict(result)).toBe('int8: 1.62x faster [1.52, 1.68], accuracy -0.05 pt, 3.48x smaller');
     expect(optimizeNoise(result)).toEqual([
-      'warning: the timing is too noisy to trust: speed-up intervals wider than ±10%: int8-dynamic ±25%. Re-run with more --iterations (up to 200 by default), fewer background jobs, and threads pinned (--threads 1; on Linux taskset -c 2)',
+      'warning: the timing is too noisy to trust: int8-dynamic: speed-up interval [0.80, 1.30] is ±25% wide. Re-run with more --iterations (up to 200 by default), fewer background jobs, and threads pinned (--threads 1; on Linux taskset -c 2)',
     ]);
     result.candidates[0]!.status = 'rejected';
     expect(optimizeVerdict(result)).toBe('no candidate beat FP32 within the budget: wrote FP32');
