@@ -3,6 +3,8 @@
 // of the three noise rules (cv over 20%, an interval wider than ±10%, "faster" with a worse p99).
 import { describe, expect, it } from 'vitest';
 import type { OptimizeResult } from '../../src/app/optimize.js';
+import type { PruneWorkflowResult } from '../../src/app/prune.js';
+import type { QuantizeResult } from '../../src/app/quantize.js';
 import type { SpeedCheck } from '../../src/app/speed-check.js';
 import {
   NOISE_CV_LIMIT,
@@ -10,6 +12,8 @@ import {
   benchmarkVerdicts,
   optimizeNoise,
   optimizeVerdict,
+  pruneVerdict,
+  quantizeVerdict,
   sizePhrase,
   speedCheckNoise,
   speedPhrase,
@@ -125,5 +129,49 @@ describe('speed checks (quantize, prune --measure-speed) and optimize', () => {
     ]);
     result.candidates[0]!.status = 'rejected';
     expect(optimizeVerdict(result)).toBe('no candidate beat FP32 within the budget: wrote FP32');
+  });
+});
+
+describe('quantize and prune', () => {
+  it('quantize: the measured speed-up, the fidelity against its budget (or the labelled guard), the size', () => {
+    const outputs = { logits: { sqnrDb: 39.6, top1Agreement: 1, cosineSimilarity: 0.9999 } };
+    const result = {
+      mode: 'int8',
+      input: { path: 'm.onnx', sizeBytes: 445 * 1024 },
+      output: { path: 'q.onnx', sizeBytes: 128 * 1024 },
+      speed: speed(),
+      fidelity: { enabled: true, met: true, final: { outputs } },
+    } as unknown as QuantizeResult;
+    expect(quantizeVerdict(result)).toBe('int8: 1.62x faster [1.58, 1.66], top-1 agreement 100.00% (budget met), 3.48x smaller');
+    // No --measure-speed, an output without classes, nothing written.
+    const unmeasured = {
+      ...result,
+      speed: undefined,
+      output: null,
+      fidelity: { enabled: true, met: false, final: { outputs: { y: { sqnrDb: 12.3, top1Agreement: null } } } },
+    };
+    expect(quantizeVerdict(unmeasured as unknown as QuantizeResult)).toBe('int8: SQNR 12.3 dB (budget MISSED), nothing written');
+    // The labelled guard decides: its accuracy drop (0.25 pt) against its budget.
+    const guarded = { ...result, guard: { met: true, chosen: { dropPoints: 0.25 } } };
+    expect(quantizeVerdict(guarded as unknown as QuantizeResult)).toBe('int8: 1.62x faster [1.58, 1.66], accuracy -0.25 pt (budget met), 3.48x smaller');
+  });
+
+  it('prune: speed, top-1 change and the gzip size for zeros, the raw size for removed channels', () => {
+    const size = (raw: number, gzip: number) => ({ rawBytes: raw, gzipBytes: gzip });
+    const result = {
+      report: { pattern: '2:4' },
+      size: { before: size(445, 412), after: size(445, 246) },
+      accuracy: { before: { top1: 0.895 }, after: { top1: 0.83 } },
+    } as unknown as PruneWorkflowResult;
+    expect(pruneVerdict(result)).toBe('2:4: top-1 -6.50 pt, 1.67x smaller (gzip)');
+    const channel = {
+      ...result,
+      report: { pattern: 'channel' },
+      size: { before: size(400, 370), after: size(200, 185) },
+      accuracy: null,
+      score: { metric: 'ctc', before: 0.7, after: 0.68 },
+      speed: speed({ speedup: { estimate: 1.3, low: 1.25, high: 1.35, verdict: 'faster' } }),
+    };
+    expect(pruneVerdict(channel as unknown as PruneWorkflowResult)).toBe('channel: 1.30x faster [1.25, 1.35], ctc -2.00 pt, 2.00x smaller');
   });
 });
