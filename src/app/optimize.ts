@@ -239,7 +239,16 @@ export async function optimizeWorkflow(options: OptimizeOptions, events: Workflo
   try {
     const specs = options.candidates ?? defaultCandidates(run.objective, Boolean(options.calibrationData));
     const built: Built[] = [];
-    for (const spec of specs) built.push(await buildCandidate(run, spec));
+    // Each build's status says how many are built ('[1/3 built] int8: calibrating ...'): the CLI's bar counts them.
+    const progress = run.progress;
+    for (const [i, spec] of specs.entries()) {
+      run.progress = (message) => progress(`[${i}/${specs.length} built] ${message}`);
+      try {
+        built.push(await buildCandidate(run, spec));
+      } finally {
+        run.progress = progress;
+      }
+    }
     lap('build');
     if (!specs.some((s) => 'quantize' in s && s.quantize.mode === MODE.int8) && !options.candidates && !options.calibrationData) {
       run.warn('static INT8 was not tried: it needs --calibration-data (representative inputs)');

@@ -26,6 +26,11 @@ export interface SpeedCheck {
   baselineP50Ms: number;
   p50Ms: number;
   speedup: NonNullable<LatencyPoint['speedup']>;
+  /** p99 latencies and run-to-run variation (std / mean), for the report's noise warning. */
+  baselineP99Ms?: number;
+  p99Ms?: number;
+  baselineCv?: number;
+  cv?: number;
 }
 
 export interface SpeedCheckOptions {
@@ -70,10 +75,22 @@ export async function speedCheck(
         measureMemory: false,
         ...(Object.keys(constants).length > 0 ? { constants } : {}),
       },
-      { onWarning: events.onWarning },
+      // The benchmark's counts ('timing: 40/300 runs per model') draw the CLI's progress bar.
+      { onWarning: events.onWarning, onProgress: (e) => events.onProgress?.(`--measure-speed: ${e.message}`) },
     );
     const [base, written] = result.models.map((m) => m.latency[0]!);
-    return { batchSize: base!.batchSize, threads, runs, baselineP50Ms: base!.stats.p50, p50Ms: written!.stats.p50, speedup: written!.speedup! };
+    return {
+      batchSize: base!.batchSize,
+      threads,
+      runs,
+      baselineP50Ms: base!.stats.p50,
+      p50Ms: written!.stats.p50,
+      speedup: written!.speedup!,
+      baselineP99Ms: base!.stats.p99,
+      p99Ms: written!.stats.p99,
+      baselineCv: base!.stats.cv,
+      cv: written!.stats.cv,
+    };
   } catch (error) {
     if (!(error instanceof ModelOptError)) throw error;
     events.onWarning?.(`--measure-speed: not measured: ${error.message}${options.data || options.shapes ? '' : ', or give --calibration-data'}`);

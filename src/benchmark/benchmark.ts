@@ -564,11 +564,13 @@ async function measureLatency(run: BenchmarkRun, models: LoadedModel[], io: Mode
     for (const [m, model] of models.entries()) for (let i = 0; i < settings.warmup; i++) await runModel(model, feeds[m]!);
     const { iterations, durationMs, burst } = settings;
     const plan = { iterations, durationMs, burst, rewarm: settings.interleave === 'warm', stop: preciseEnough(settings, models.length) };
+    // With --duration the share of the time budget spent is the fraction done.
+    const timingStarted = performance.now();
     const times = await timeInterleaved(models, feeds, plan, (done, total) =>
       progress({
         phase: 'latency',
         message: `timing${stepLabel}: ${done}${total ? `/${total}` : ''} runs per model`,
-        fraction: total ? done / total : undefined,
+        fraction: total ? done / total : durationMs ? Math.min(1, (performance.now() - timingStarted) / durationMs) : undefined,
       }),
     );
     latencyPoints(settings, batchSize, times).forEach((point, m) => latency[m]!.push(point));

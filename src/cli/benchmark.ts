@@ -9,7 +9,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { UsageError } from '../errors.js';
 import { registerBatchingOptions, runBatchingBenchmark, type BatchingFlags } from './dynamic-batching.js';
 import { checkOutputPath } from '../app/output-path.js';
-import { colorEnabled, createProgress, note, printJson, runCommand, workflowEvents, writeTextAtomic } from './common.js';
+import { colorEnabled, createProgress, note, outputWidth, printJson, runCommand, workflowEvents, writeTextAtomic } from './common.js';
 import { sharedOption, type InputValueFlags } from './options.js';
 import {
   parseAccuracyBudget,
@@ -204,13 +204,13 @@ export function registerBenchmark(program: Command): void {
             // callers get their own command rather than the host process's argv.
             command: commandLine((command.parent as unknown as { rawArgs?: string[] } | null)?.rawArgs ?? process.argv),
           },
-          { ...workflowEvents(progress, flags), onProgress: (event) => progress.update(event.message) },
+          { ...workflowEvents(progress, flags), onProgress: (event) => progress.update(event.message, event.fraction) },
         );
       } finally {
         progress.stop();
       }
       if (flags.json) printJson(report.benchmarkDocument(result));
-      else process.stdout.write(report.renderTable(result, { color: colorEnabled(process.stdout) }));
+      else process.stdout.write(report.renderTable(result, { color: colorEnabled(process.stdout), width: outputWidth(process.stdout) }));
       for (const warning of report.labelRangeWarnings(result)) note(`model-opt: warning: ${warning}`, flags);
       if (markdownPath) await writeTextAtomic(markdownPath, report.renderMarkdown(result));
       return reportGates('benchmark', benchmarkGateCases(result), flags, started);

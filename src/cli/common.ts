@@ -4,16 +4,17 @@
  * program's global output flags (cli/output), notes and JSON output; re-exports the progress
  * spinner and the colour decision. Subcommand files import library code lazily
  * (`await import(...)`) inside their action so `model-opt --help` never loads onnxruntime or tfjs.
- * May import: commander, errors, cli/output, cli/parsers, report/json (the JSON replacer), report/junit (annotations), util/atomic-write (lazily).
+ * May import: commander, errors, cli/output, cli/parsers, report/json (the JSON replacer), report/junit (annotations), report/wrap, util/atomic-write (lazily).
  */
 import type { Command } from 'commander';
 import { ExitCode, ModelOptError } from '../errors.js';
 import { jsonReplacer } from '../report/json.js';
 import { annotation } from '../report/junit.js';
-import { currentSettings, logLevelOf, runWithSettings, type LogLevel, type Progress } from './output.js';
+import { fitText } from '../report/wrap.js';
+import { currentSettings, logLevelOf, outputWidth, runWithSettings, type LogLevel, type Progress } from './output.js';
 import { bareBudgetWarning } from './parsers.js';
 
-export { canAnimate, colorEnabled, createProgress, type OutputSettings, type Progress } from './output.js';
+export { canAnimate, colorEnabled, createProgress, outputWidth, type OutputSettings, type Progress } from './output.js';
 
 /** The exit code each program's last action finished with, for its entry point (see exitCodeOf). */
 const exitCodes = new WeakMap<Command, number>();
@@ -133,13 +134,14 @@ export async function writeTextAtomic(file: string, text: string): Promise<void>
   await writeBytesAtomic(file, new TextEncoder().encode(text));
 }
 
-/** Log a note for humans on stderr (silent under --json, --quiet and --log-level error; only warnings at --log-level warn); a warning gets its GitHub Actions annotation too. */
+/** Log a note for humans on stderr, wrapped to a terminal's width (silent under --json, --quiet and --log-level error; only warnings at --log-level warn); a warning gets its GitHub Actions annotation too. */
 export function note(text: string, options: { json?: boolean } = {}): void {
   const settings = currentSettings();
   const warning = /^model-opt: warning: ([\s\S]*)$/.exec(text);
   // --log-level warn keeps the warnings and drops the other notes.
   if (options.json || settings.quiet || (settings.logLevel === 'warn' && !warning)) return;
-  process.stderr.write(`${text}\n`);
+  const width = process.stderr.isTTY ? outputWidth(process.stderr) : undefined;
+  process.stderr.write(`${fitText(text, width)}\n`);
   if (warning) annotate('warning', warning[1]!, { title: 'model-opt warning' });
 }
 

@@ -8,7 +8,7 @@
  */
 import { Command, InvalidArgumentError } from 'commander';
 import { ExitCode, GateError, UsageError } from '../errors.js';
-import { createProgress, note, printJson, reportError, runCommand, type Progress } from './common.js';
+import { createProgress, note, outputWidth, printJson, reportError, runCommand, type Progress } from './common.js';
 import { sharedOption } from './options.js';
 import { collect, givenOnce, oneOf, parseFraction, parseNonNegativeInt, parseNumber, parsePositiveInt, parsePositiveNumber } from './parsers.js';
 import { helpExamples } from './examples.js';
@@ -128,8 +128,10 @@ function showTraining(progress: Progress, json: boolean | undefined): (e: Distil
   return (e) => {
     if (e.phase === 'backend') note(e.message, { json });
     if (e.phase === 'train' && e.epoch !== undefined) {
-      const eta = e.etaSeconds !== undefined ? `, ETA ${Math.round(e.etaSeconds)}s` : '';
-      progress.update(`${e.message}, ${e.samplesPerSecond?.toFixed(0)} samples/s${eta}`);
+      // The share of all epochs' steps done draws the bar, with its time left (the spinner's ETA).
+      const fraction = e.epochs && e.steps && e.step !== undefined ? (e.epoch - 1 + e.step / e.steps) / e.epochs : undefined;
+      const eta = fraction === undefined && e.etaSeconds !== undefined ? `, ETA ${Math.round(e.etaSeconds)}s` : '';
+      progress.update(`${e.message}, ${e.samplesPerSecond?.toFixed(0)} samples/s${eta}`, fraction);
     } else if (e.phase === 'eval' && e.accuracy !== undefined) {
       progress.stop();
       note(`${e.message} (loss ${e.loss?.toFixed(4)})`, { json });
@@ -192,6 +194,6 @@ async function distillAction(flags: DistillFlags): Promise<number> {
     progress.stop();
   }
   if (flags.json) printJson({ schemaVersion: DISTILL_JSON_SCHEMA_VERSION, command: 'distill', ...result });
-  else process.stdout.write(renderDistillSummary(result));
+  else process.stdout.write(renderDistillSummary(result, { width: outputWidth(process.stdout) }));
   return result.gateFailure ? reportError(new GateError(result.gateFailure)) : ExitCode.ok;
 }

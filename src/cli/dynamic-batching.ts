@@ -16,7 +16,7 @@ import {
   type BatchingRunOptions,
   type DynamicBatchingOptions,
 } from '../app/dynamic-batching.js';
-import { colorEnabled, createProgress, note, writeTextAtomic } from './common.js';
+import { colorEnabled, createProgress, note, outputWidth, writeTextAtomic } from './common.js';
 import { sharedOption, type InputValueFlags } from './options.js';
 import { parseBoundedInt, parseNonNegativeInt, parseNumber, parseMilliseconds, parsePositiveInt, parsePositiveIntList } from './parsers.js';
 
@@ -161,7 +161,7 @@ export async function runBatchingBenchmark(model: string, flags: BatchingFlags &
   ]);
   const result = await withBatchingEvents(flags, (events) => dynamicBatchingWorkflow(options, events));
   if (flags.json) process.stdout.write(renderBatchingJson(result));
-  else process.stdout.write(renderBatchingTable(result, { color: colorEnabled(process.stdout) }));
+  else process.stdout.write(renderBatchingTable(result, { color: colorEnabled(process.stdout), width: outputWidth(process.stdout) }));
   if (plotPath) {
     await writeTextAtomic(plotPath, renderBatchingPlot(result));
     note(`model-opt: plot written to ${flags.plot}`, { json: flags.json });

@@ -4,7 +4,7 @@
  */
 import type { Command } from 'commander';
 import { ExitCode } from '../errors.js';
-import { printJson, runCommand } from './common.js';
+import { outputWidth, printJson, runCommand } from './common.js';
 import { sharedOption } from './options.js';
 import { helpExamples } from './examples.js';
 
@@ -38,7 +38,7 @@ export function registerInspect(program: Command): void {
           printJson({ schemaVersion: INSPECT_SCHEMA_VERSION, command: 'inspect', ...report });
         } else {
           const { renderInspect } = await import('../report/inspect.js');
-          process.stdout.write(renderInspect(report));
+          process.stdout.write(renderInspect(report, { width: outputWidth(process.stdout) }));
         }
         return ExitCode.ok;
       }),

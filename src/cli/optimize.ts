@@ -9,7 +9,7 @@
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { UsageError } from '../errors.js';
-import { createProgress, printJson, runCommand, workflowEvents, writeTextAtomic } from './common.js';
+import { createProgress, outputWidth, printJson, runCommand, workflowEvents, writeTextAtomic } from './common.js';
 import { sharedOption, type InputValueFlags } from './options.js';
 import { givenOnce, MAX_RUNS, parseAccuracyBudget, parseBoundedInt, parsePositiveInt, parsePositiveNumber } from './parsers.js';
 import { helpExamples } from './examples.js';
@@ -178,7 +178,7 @@ async function optimizeAction(modelPath: string, flags: OptimizeFlags & { junit?
   );
   if (options.maxAccuracyDrop && !options.evalData) throw new UsageError('--max-accuracy-drop needs --eval-data <labelled data>');
   const [app, summary] = await Promise.all([import('../app/optimize.js'), import('../report/optimize-summary.js')]);
-  const progress = await createProgress({ json: flags.json });
+  const progress = await createProgress({ json: flags.json, budgetMs: options.timeBudgetMs });
   try {
     const result = await app.optimizeWorkflow(options, workflowEvents(progress, flags));
     progress.stop();
@@ -188,7 +188,7 @@ async function optimizeAction(modelPath: string, flags: OptimizeFlags & { junit?
       await writeTextAtomic(flags.plot, renderOptimizePlot(result));
     }
     if (flags.json) printJson({ schemaVersion: OPTIMIZE_JSON_SCHEMA_VERSION, kind: 'optimize', command: 'optimize', ...result });
-    else process.stdout.write(summary.renderOptimizeSummary(result));
+    else process.stdout.write(summary.renderOptimizeSummary(result, { width: outputWidth(process.stdout) }));
     return await reportGates('optimize', optimizeGateCases(result, options.minSpeedup), flags, started);
   } finally {
     progress.stop();

@@ -95,14 +95,33 @@ export function colorEnabled(stream: { isTTY?: boolean }, env: Env = process.env
   return stream.isTTY === true;
 }
 
+/** The width tables assume on a terminal that does not report one (a pty with no size set). */
+export const DEFAULT_TERMINAL_COLUMNS = 80;
+
+/**
+ * The columns a report on `stream` is fitted to (report/fit.ts): COLUMNS when set to a positive
+ * integer (the user's explicit choice, on a terminal or not: `COLUMNS=100 model-opt ... | less`);
+ * else a terminal's own width, or 80 when it reports none; else (a pipe, a file) undefined: full
+ * tables, one line per row, as before, so logs and grep see every column.
+ */
+export function outputWidth(stream: { isTTY?: boolean; columns?: number }, env: Env = process.env): number | undefined {
+  const fromEnv = /^\s*\d+\s*$/.test(env['COLUMNS'] ?? '') ? Number(env['COLUMNS']) : 0;
+  if (fromEnv > 0) return fromEnv;
+  if (stream.isTTY !== true) return undefined;
+  return typeof stream.columns === 'number' && stream.columns > 0 ? stream.columns : DEFAULT_TERMINAL_COLUMNS;
+}
+
 /** Whether a spinner may draw on `stream`: a terminal that reports a positive width (0 columns made ora loop forever). */
 export function canAnimate(stream: { isTTY?: boolean; columns?: number }): boolean {
   return stream.isTTY === true && typeof stream.columns === 'number' && stream.columns > 0;
 }
 
 export interface Progress {
-  /** Show or update the status line. */
-  update(text: string): void;
+  /**
+   * Show or update the status line; `fraction` (0..1) of the step done, when known, draws a bar
+   * with the percentage and the time left (else a count 'n/m' in the text does).
+   */
+  update(text: string, fraction?: number): void;
   /** Finish the status line with a success mark (or clear it). */
   succeed(text?: string): void;
   fail(text?: string): void;
@@ -111,12 +130,70 @@ export interface Progress {
 
 const SILENT: Progress = { update() {}, succeed() {}, fail() {}, stop() {} };
 
+/** The most often an update draws the status line itself (the spinner's own timer draws every 80 ms). */
+const REDRAW_MS = 250;
+
+/** 'm:ss' (or 'h:mm:ss') for a number of seconds. */
+export function clock(seconds: number): string {
+  const s = Math.max(0, Math.round(seconds));
+  const h = Math.floor(s / 3600);
+  const m = Math.floor((s % 3600) / 60);
+  const ss = String(s % 60).padStart(2, '0');
+  return h > 0 ? `${h}:${String(m).padStart(2, '0')}:${ss}` : `${m}:${ss}`;
+}
+
+/** The fraction a status text's last count 'n/m' stands for ('evaluating 160/2000 samples' -> 0.08), or undefined. */
+export function countFraction(text: string): number | undefined {
+  const counts = [...text.matchAll(/(\d+)\/(\d+)/g)];
+  const last = counts[counts.length - 1];
+  if (!last) return undefined;
+  const done = Number(last[1]);
+  const total = Number(last[2]);
+  return total > 0 && done <= total ? done / total : undefined;
+}
+
+/**
+ * The status line of a progress bar: the text (cut to fit), a bar, the percentage and the time
+ * left, all within `columns` less the spinner's two. The time left is the time the step took so
+ * far scaled by what is left of it (from `since`, the step's start: its time and fraction then).
+ */
+export function statusLine(
+  text: string,
+  columns: number,
+  state: { fraction?: number; now: number; since?: { time: number; fraction: number }; budget?: { startedAt: number; ms: number } },
+): string {
+  const parts: string[] = [];
+  const { fraction, now, since, budget } = state;
+  const bar = (f: number): string => {
+    const cells = Math.max(8, Math.min(20, Math.floor(columns / 6)));
+    const full = Math.round(Math.min(1, Math.max(0, f)) * cells);
+    return `${'█'.repeat(full)}${'░'.repeat(cells - full)} ${String(Math.floor(Math.min(1, Math.max(0, f)) * 100)).padStart(3)}%`;
+  };
+  if (fraction !== undefined) {
+    parts.push(bar(fraction));
+    const elapsed = since ? (now - since.time) / 1000 : 0;
+    const doneSince = since ? fraction - since.fraction : 0;
+    if (since && elapsed >= 1 && doneSince > 0 && fraction < 1) parts.push(`${clock((elapsed / doneSince) * (1 - fraction))} left`);
+  } else if (budget) {
+    const used = now - budget.startedAt;
+    parts.push(bar(used / budget.ms), `${clock(Math.max(0, budget.ms - used) / 1000)} of the ${clock(budget.ms / 1000)} budget left`);
+  }
+  const suffix = parts.length > 0 ? ` ${parts.join(' ')}` : '';
+  // The spinner and a space take two columns; one more keeps the cursor off the last one.
+  const room = columns - 3 - suffix.length;
+  if (room < 8) return text.length + 3 <= columns ? text : `${text.slice(0, Math.max(1, columns - 4))}…`;
+  return `${text.length > room ? `${text.slice(0, room - 1)}…` : text}${suffix}`;
+}
+
 /**
  * A spinner on stderr, only when stderr is a terminal with a positive width, the output is not
- * JSON, and neither --quiet, --no-progress nor CI=true is in force; otherwise silent. Should the
- * terminal shrink to no width while it spins, it stops rather than redraw. Colour as colorEnabled.
+ * JSON, and neither --quiet, --no-progress nor CI=true is in force; otherwise silent. A step with a
+ * known fraction (or a count 'n/m' in its text) gets a bar with its percentage and the time left;
+ * with `budgetMs` (optimize's --time-budget) other steps show the budget used. The line is cut to
+ * the terminal's width. Should the terminal shrink to no width while it spins, it stops rather
+ * than redraw. Colour as colorEnabled.
  */
-export async function createProgress(options: { json?: boolean; quiet?: boolean } = {}): Promise<Progress> {
+export async function createProgress(options: { json?: boolean; quiet?: boolean; budgetMs?: number } = {}): Promise<Progress> {
   const settings = currentSettings();
   const stream = process.stderr;
   if (settings.verbose && !settings.quiet) return logLines(stream);
@@ -138,14 +215,30 @@ export async function createProgress(options: { json?: boolean; quiet?: boolean 
   };
   const persist = (symbol: string, colored: () => void, text?: string) =>
     end(() => (color ? colored() : spinner.stopAndPersist({ symbol, ...(text !== undefined ? { text } : {}) })));
+  const startedAt = performance.now();
+  const budget = options.budgetMs !== undefined && options.budgetMs > 0 ? { startedAt, ms: options.budgetMs } : undefined;
+  // The step the time left is measured over: the text with its numbers blanked, and where it began.
+  let step: { key: string; time: number; fraction: number } | undefined;
+  let lastDrawn = 0;
   return {
-    update(text) {
+    update(text, given) {
       if (!canAnimate(stream)) return end(() => spinner.stop());
-      spinner.text = text;
+      const fraction = given ?? countFraction(text);
+      const now = performance.now();
+      const key = text.replace(/\d+/g, '#');
+      if (fraction === undefined) step = undefined;
+      else if (!step || step.key !== key || fraction < step.fraction) step = { key, time: now, fraction };
+      spinner.text = statusLine(text, stream.columns ?? DEFAULT_TERMINAL_COLUMNS, { fraction, now, since: step, budget });
       if (!started) {
         stream.on('resize', onResize);
         spinner.start();
         started = true;
+        lastDrawn = now;
+      } else if (now - lastDrawn >= REDRAW_MS) {
+        // Work that holds the event loop (a training step, a synchronous pass) starves the
+        // spinner's timer: draw on the update itself, at most every REDRAW_MS.
+        spinner.render();
+        lastDrawn = now;
       }
     },
     succeed: (text) => persist('✔', () => spinner.succeed(text), text),

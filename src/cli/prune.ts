@@ -7,7 +7,7 @@
  */
 import { Command, InvalidArgumentError } from 'commander';
 import { UsageError } from '../errors.js';
-import { createProgress, printJson, runCommand, workflowEvents } from './common.js';
+import { createProgress, outputWidth, printJson, runCommand, workflowEvents } from './common.js';
 import { measureSpeedRuns, sharedOption, type InputValueFlags } from './options.js';
 import { givenOnce, oneOf, parseAccuracyBudget, parseFraction, parsePositiveInt, refuseUnknownNames } from './parsers.js';
 import { helpExamples } from './examples.js';
@@ -191,6 +191,6 @@ async function pruneAction(input: string, flags: PruneFlags & { junit?: string }
     progress.stop();
   }
   if (flags.json) printJson({ schemaVersion: PRUNE_JSON_SCHEMA_VERSION, command: 'prune', ...result });
-  else process.stdout.write(renderPruneSummary(result, { width: process.stdout.isTTY ? process.stdout.columns : undefined }));
+  else process.stdout.write(renderPruneSummary(result, { width: outputWidth(process.stdout) }));
   return reportGates('prune', pruneGateCases(result, flags.maxAccuracyDrop), flags, started);
 }

@@ -10,7 +10,7 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { ExitCode, UsageError } from '../errors.js';
 import { DEFAULT_CALIBRATION_COUNT } from '../calibration/defaults.js';
-import { createProgress, printJson, runCommand, workflowEvents } from './common.js';
+import { createProgress, outputWidth, printJson, runCommand, workflowEvents } from './common.js';
 import { measureSpeedRuns, sharedOption } from './options.js';
 import { givenOnce, parseAccuracyBudget, parseNonNegativeInt, parseNumber, parsePositiveInt, parsePositiveNumber, parseStringList } from './parsers.js';
 import { helpExamples } from './examples.js';
@@ -176,13 +176,13 @@ async function quantizeAction(modelPath: string, flags: QuantizeFlags & { junit?
       const result = await app.sensitivityWorkflow(options, events);
       progress.stop();
       if (flags.json) printJson({ schemaVersion: QUANTIZE_JSON_SCHEMA_VERSION, command: 'quantize --analyze', ...result });
-      else process.stdout.write(summary.renderSensitivity(result.sensitivity, result.metric));
+      else process.stdout.write(summary.renderSensitivity(result.sensitivity, result.metric, { width: outputWidth(process.stdout) }));
       return ExitCode.ok;
     }
     const result = await app.quantizeWorkflow(options, events);
     progress.stop();
     if (flags.json) printJson({ schemaVersion: QUANTIZE_JSON_SCHEMA_VERSION, command: 'quantize', ...result });
-    else process.stdout.write(summary.renderQuantizeSummary(result, { width: process.stdout.isTTY ? process.stdout.columns : undefined }));
+    else process.stdout.write(summary.renderQuantizeSummary(result, { width: outputWidth(process.stdout) }));
     return await reportGates('quantize', quantizeGateCases(result), flags, started);
   } finally {
     progress.stop();

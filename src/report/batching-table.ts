@@ -1,19 +1,38 @@
 /**
  * Reporters for a batching sweep (src/serve runBatchingSweep): the human comparison table with
  * the SLO recommendation and its Triton dynamic_batching block, and the JSON document.
- * Pure functions of the result. Imports cli-table3, report/format, report/json, serve (types, pbtxt writer).
+ * Pure functions of the result; tables fitted to a terminal's width when given one.
+ * Imports report/fit, report/format, report/json, serve (types, pbtxt writer).
  */
-import Table from 'cli-table3';
 import { describeLoad, type LoadMeasurement } from '../serve/load-generator.js';
 import { describeSetting, type BatchingSetting } from '../serve/slo-search.js';
 import type { BatchingSweepResult } from '../serve/sweep.js';
 import { formatTritonConfig } from '../serve/triton-config.js';
-import { formatMs, formatThroughput, tableStyle } from './format.js';
+import { type FitColumn, fitTable, fitText, hiddenLine } from './fit.js';
+import { formatMs, formatThroughput } from './format.js';
 import { jsonReplacer } from './json.js';
 
 export interface BatchingTableOptions {
   color?: boolean;
+  /** Terminal columns to fit (report/fit.ts); undefined: full tables. */
+  width?: number;
 }
+
+/** The sweep table's columns: what leaves first on a narrow terminal (0: never). */
+const SWEEP_COLUMNS: FitColumn[] = [
+  { head: 'load', priority: 0, wrap: true, minWidth: 10 },
+  { head: 'batching', priority: 0 },
+  { head: 'throughput', priority: 0 },
+  { head: 'p50 ms', priority: 2 },
+  { head: 'p90 ms', priority: 6 },
+  { head: 'p99 ms', priority: 1 },
+  { head: 'queue p99', priority: 5 },
+  { head: 'compute p50', priority: 7 },
+  { head: 'mean batch (sizes)', priority: 4, wrap: true, minWidth: 10 },
+  { head: 'rejected', priority: 8 },
+  { head: 'stable', priority: 3, wrap: true, minWidth: 8 },
+  { head: 'gain', priority: 0 },
+];
 
 function batchHistogram(m: LoadMeasurement): string {
   const total = m.batchSizes.reduce((n, [, c]) => n + c, 0);
@@ -69,10 +88,7 @@ export function renderBatchingTable(result: BatchingSweepResult, options: Batchi
       `${b.preferredBatchSizes?.length ? `, preferred ${b.preferredBatchSizes.join('/')}` : ''}, delay ${b.maxQueueDelayUs ?? 0} us, ${b.instances} instance(s); ${result.environment.cpus} CPUs`,
   );
   if (result.rows.length) {
-    const table = new Table({
-      head: ['load', 'batching', 'throughput', 'p50 ms', 'p90 ms', 'p99 ms', 'queue p99', 'compute p50', 'mean batch (sizes)', 'rejected', 'stable', 'gain'],
-      style: tableStyle(options.color),
-    });
+    const table: string[][] = [];
     const invalid: string[] = [];
     for (const r of result.rows) {
       table.push(row(describeLoad(r.load), 'dynamic', r.batched, r.throughputGain !== undefined ? `${r.throughputGain.toFixed(2)}x` : ''));
@@ -84,15 +100,20 @@ export function renderBatchingTable(result: BatchingSweepResult, options: Batchi
         if (m?.valid === false) invalid.push(`  ${describeLoad(r.load)}, ${mode}: ${m.invalidReason ?? 'invalid'}`);
       }
     }
-    parts.push(table.toString());
+    const fitted = fitTable(SWEEP_COLUMNS, table, { width: options.width, color: options.color });
+    parts.push(fitted.text, ...hiddenLine(fitted.hidden, options.width, '--json'));
     if (invalid.length) parts.push(`* not a measurement of the model:\n${invalid.join('\n')}`);
   }
   const slo = result.slo;
   if (slo) {
-    const table = new Table({
-      head: ['setting', `best throughput (p99 <= ${slo.sloP99Ms} ms)`, 'p99 ms', 'at load', 'points'],
-      style: tableStyle(options.color),
-    });
+    const columns: FitColumn[] = [
+      { head: 'setting', priority: 0, wrap: true, minWidth: 16 },
+      { head: `best throughput (p99 <= ${slo.sloP99Ms} ms)`, priority: 0, wrap: true, minWidth: 12 },
+      { head: 'p99 ms', priority: 1 },
+      { head: 'at load', priority: 2, wrap: true, minWidth: 10 },
+      { head: 'points', priority: 3 },
+    ];
+    const table: string[][] = [];
     const sorted = [...slo.candidates].sort((x, y) => (y.best?.throughput ?? -1) - (x.best?.throughput ?? -1));
     for (const c of sorted) {
       table.push([
@@ -104,7 +125,8 @@ export function renderBatchingTable(result: BatchingSweepResult, options: Batchi
       ]);
     }
     parts.push(`SLO search, p99 <= ${slo.sloP99Ms} ms:`);
-    parts.push(table.toString());
+    const fitted = fitTable(columns, table, { width: options.width, color: options.color });
+    parts.push(fitted.text, ...hiddenLine(fitted.hidden, options.width, '--json'));
     if (slo.best) {
       const unbatched = slo.candidates.filter((c) => c.setting.maxBatchSize <= 1 && c.best).map((c) => c.best!.throughput);
       const base = unbatched.length ? Math.max(...unbatched) : undefined;
@@ -115,7 +137,7 @@ export function renderBatchingTable(result: BatchingSweepResult, options: Batchi
       parts.push(`Triton config.pbtxt:\n${tritonSnippet(slo.best.setting).replace(/^/gm, '  ')}`);
     } else parts.push(`no setting met p99 <= ${slo.sloP99Ms} ms; try a larger target, fewer instances or a faster model`);
   }
-  return `${parts.join('\n')}\n`;
+  return `${fitText(parts.join('\n'), options.width)}\n`;
 }
 
 export function renderBatchingJson(result: BatchingSweepResult): string {

@@ -1,10 +1,11 @@
 /**
  * The human report of `model-opt distill`: the epoch table, teacher against student (parameters,
- * accuracy in onnxruntime, latency), and the training facts. Pure function of the typed result.
- * May import: cli-table3, report/format, app result types.
+ * accuracy in onnxruntime, latency), and the training facts, fitted to a terminal's width when
+ * given one. Pure function of the typed result.
+ * May import: report/format, report/fit, app result types.
  */
-import Table from 'cli-table3';
-import { formatSpeedup, tableStyle } from './format.js';
+import { formatSpeedup } from './format.js';
+import { type FitColumn, fitTable, fitText, hiddenLine } from './fit.js';
 import type { DistillWorkflowResult } from '../app/distill.js';
 
 const pct = (x: number | undefined): string => (x === undefined ? '-' : `${(100 * x).toFixed(2)}%`);
@@ -12,25 +13,36 @@ const fixed = (x: number | undefined, d = 4): string => (x === undefined ? '-' :
 /** 47,506: parameter counts as inspect prints them. */
 const count = (n: number | undefined): string => (n === undefined ? '-' : n.toLocaleString('en-US'));
 
-export function renderDistillSummary(result: DistillWorkflowResult): string {
+/** The epoch table's columns, the least telling going first on a narrow terminal. */
+const EPOCH_COLUMNS: FitColumn[] = [
+  { head: 'epoch', priority: 0 },
+  { head: 'loss', priority: 0 },
+  { head: 'hard', priority: 4 },
+  { head: 'soft', priority: 5 },
+  { head: 'train acc', priority: 2 },
+  { head: 'eval acc', priority: 1 },
+  { head: 'lr', priority: 6 },
+  { head: 'samples/s', priority: 3 },
+  { head: 's', priority: 7 },
+];
+
+export function renderDistillSummary(result: DistillWorkflowResult, options: { width?: number } = {}): string {
   const { report, latency: speed, parameters } = result;
   const lines: string[] = [];
-  const epochs = new Table({ head: ['epoch', 'loss', 'hard', 'soft', 'train acc', 'eval acc', 'lr', 'samples/s', 's'], style: tableStyle() });
-  for (const e of report.history) {
-    epochs.push([
-      String(e.epoch) + (e.epoch === report.bestEpoch ? ' *' : ''),
-      fixed(e.loss),
-      fixed(e.hardLoss),
-      fixed(e.softLoss),
-      pct(e.trainAccuracy),
-      pct(e.evalAccuracy),
-      e.learningRate.toExponential(2),
-      e.samplesPerSecond.toFixed(0),
-      e.seconds.toFixed(1),
-    ]);
-  }
-  lines.push(epochs.toString());
-  const summary = new Table({ head: ['', 'teacher', 'student'], style: tableStyle() });
+  const epochs = report.history.map((e) => [
+    String(e.epoch) + (e.epoch === report.bestEpoch ? ' *' : ''),
+    fixed(e.loss),
+    fixed(e.hardLoss),
+    fixed(e.softLoss),
+    pct(e.trainAccuracy),
+    pct(e.evalAccuracy),
+    e.learningRate.toExponential(2),
+    e.samplesPerSecond.toFixed(0),
+    e.seconds.toFixed(1),
+  ]);
+  const epochTable = fitTable(EPOCH_COLUMNS, epochs, { width: options.width });
+  lines.push(epochTable.text, ...hiddenLine(epochTable.hidden, options.width, '--json'));
+  const summary: string[][] = [];
   summary.push(['parameters', count(parameters.teacher), count(parameters.student)]);
   const { teacher, studentBefore, student } = report.accuracy;
   // Accuracy needs labelled --eval-data: without it the row would be dashes only.
@@ -50,7 +62,12 @@ export function renderDistillSummary(result: DistillWorkflowResult): string {
       ]);
     }
   }
-  lines.push(summary.toString());
+  const summaryColumns: FitColumn[] = [
+    { head: '', priority: 0, wrap: true, minWidth: 16 },
+    { head: 'teacher', priority: 0 },
+    { head: 'student', priority: 0, wrap: true, minWidth: 10 },
+  ];
+  lines.push(fitTable(summaryColumns, summary, { width: options.width }).text);
   if (teacher === undefined && student === undefined && report.evalSamples === undefined) lines.push('accuracy: not measured (no --eval-data)');
   lines.push(`backend: ${report.backend.description}; ${report.samplesPerSecond.toFixed(0)} samples/s over ${report.steps} steps`);
   if (report.resumedAfterEpoch !== undefined) {
@@ -64,5 +81,5 @@ export function renderDistillSummary(result: DistillWorkflowResult): string {
   if (report.bestEpoch !== undefined) lines.push(`kept the best epoch by eval accuracy: ${report.bestEpoch}${report.stoppedEarly ? ' (stopped early)' : ''}`);
   if (report.sparsity) lines.push(`weight sparsity: ${pct(report.sparsity.overall)} (target ${pct(report.sparsity.target)})`);
   lines.push(`validated in onnxruntime (max relative difference to the trainer ${report.validationError.toExponential(1)}); wrote ${result.output}`);
-  return `${lines.join('\n')}\n`;
+  return `${fitText(lines.join('\n'), options.width)}\n`;
 }

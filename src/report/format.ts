@@ -1,9 +1,8 @@
 /**
  * Number formatting shared by the reporters, so the table, Markdown and messages agree.
  * Also printable(): text from files made safe for a terminal.
- * Pure; imports bench types, cli-table3's types and ../util/format.js only.
+ * Pure; imports bench types and ../util/format.js only.
  */
-import type Table from 'cli-table3';
 import type { AccuracyResult, LatencyPoint } from '../benchmark/types.js';
 import { formatP, formatPClause } from '../util/format.js';
 
@@ -31,31 +30,6 @@ export function printable(text: string): string {
   const chars = [...text];
   if (!chars.some((ch) => escapeOf(ch.codePointAt(0)!) !== undefined)) return text;
   return chars.map((ch) => (ch === '\\' ? '\\\\' : (escapeOf(ch.codePointAt(0)!) ?? ch))).join('');
-}
-
-/**
- * Fits a table whose last column is free text to a terminal `width` (columns): when its widest
- * line would be wider, the last column wraps at word boundaries into what the other columns leave
- * (at least 24 columns); they keep their natural widths. Without a width (a pipe, a file) the table
- * stays as it is, one line per row, for grep.
- */
-export function fitLastColumn(table: Table.Table, width: number | undefined): void {
-  if (width === undefined || !(width > 0)) return;
-  const rows = [table.options.head, ...(table as unknown as unknown[][])].filter((r): r is unknown[] => Array.isArray(r) && r.length > 0);
-  const columns = Math.max(...rows.map((r) => r.length));
-  // Each column: its widest line plus cli-table3's one-space padding on each side.
-  const natural = Array.from({ length: columns }, (_, c) => Math.max(0, ...rows.map((r) => cellWidth(r[c]))) + 2);
-  const borders = columns + 1;
-  if (natural.reduce((a, b) => a + b, 0) + borders <= width) return;
-  const others = natural.slice(0, -1);
-  table.options.colWidths = [...others, Math.max(24, width - borders - others.reduce((a, b) => a + b, 0))];
-  table.options.wordWrap = true;
-}
-
-/** Columns of a cell's widest line (cells are plain strings here: no colour codes, no wide characters). */
-function cellWidth(cell: unknown): number {
-  const text = typeof cell === 'string' ? cell : cell && typeof cell === 'object' && 'content' in cell ? String(cell.content) : String(cell ?? '');
-  return Math.max(...text.split('\n').map((line) => [...line].length));
 }
 
 /**

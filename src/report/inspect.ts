@@ -1,14 +1,21 @@
 /**
  * Human report for `inspect`: a few small tables over the InspectReport. Pure function. Every name
  * from the model file goes through printable() (escape sequences in a tensor name are shown, not
- * obeyed); the JSON document keeps them exact.
- * Imports cli-table3 and report/format.
+ * obeyed); the JSON document keeps them exact. Fitted to a terminal's width when given one.
+ * Imports report/fit and report/format.
  */
-import Table from 'cli-table3';
 import type { InspectReport } from '../analysis/inspect.js';
-import { formatBytes, printable as p, tableStyle } from './format.js';
+import { fitTable, fitText } from './fit.js';
+import { formatBytes, printable as p } from './format.js';
 
-const plain = tableStyle();
+/** A small table at its natural width, or its long names and shapes wrapped to `width`. */
+function table(head: string[], rows: string[][], width: number | undefined): string {
+  return fitTable(
+    head.map((h) => ({ head: h, priority: 0, wrap: true, minWidth: 8 })),
+    rows,
+    { width },
+  ).text;
+}
 
 function shapeText(shape: (number | string | null)[] | null): string {
   if (!shape) return '(unknown rank)';
@@ -19,7 +26,8 @@ function count(n: number): string {
   return n.toLocaleString('en-US');
 }
 
-export function renderInspect(report: InspectReport): string {
+export function renderInspect(report: InspectReport, options: { width?: number } = {}): string {
+  const { width } = options;
   const lines: string[] = [];
   const producer = p([report.producer.name, report.producer.version].filter(Boolean).join(' ')) || '(not set)';
   const opsets = report.opsetImports.map((o) => `${p(o.domain)} ${o.version}`).join(', ');
@@ -37,24 +45,28 @@ export function renderInspect(report: InspectReport): string {
     );
   }
 
-  const io = new Table({ head: ['', 'name', 'dtype', 'shape'], style: plain });
-  for (const v of report.inputs) io.push(['input', p(v.name), v.dtype, shapeText(v.shape)]);
-  for (const v of report.outputs) io.push(['output', p(v.name), v.dtype, shapeText(v.shape)]);
-  lines.push('', io.toString());
+  const io = [
+    ...report.inputs.map((v) => ['input', p(v.name), v.dtype, shapeText(v.shape)]),
+    ...report.outputs.map((v) => ['output', p(v.name), v.dtype, shapeText(v.shape)]),
+  ];
+  lines.push('', table(['', 'name', 'dtype', 'shape'], io, width));
 
   const graphNote = [report.subgraphs ? `${report.subgraphs} subgraph(s)` : '', report.functions ? `${report.functions} local function(s)` : ''].filter(
     Boolean,
   );
   lines.push('', `${count(report.nodes)} node${report.nodes === 1 ? '' : 's'}${graphNote.length ? `, including ${graphNote.join(' and ')}` : ''}`);
-  const ops = new Table({ head: ['op type', 'count'], style: plain });
-  for (const { opType, count: n } of report.opTypes) ops.push([p(opType), String(n)]);
-  lines.push(ops.toString());
+  lines.push(
+    table(
+      ['op type', 'count'],
+      report.opTypes.map(({ opType, count: n }) => [p(opType), String(n)]),
+      width,
+    ),
+  );
 
   lines.push('', `parameters: ${count(report.parameters.elements)} (${formatBytes(report.parameters.bytes)})`);
   if (report.parameters.byDtype.length) {
-    const params = new Table({ head: ['dtype', 'tensors', 'elements', 'bytes'], style: plain });
-    for (const g of report.parameters.byDtype) params.push([g.dtype, String(g.tensors), count(g.elements), formatBytes(g.bytes)]);
-    lines.push(params.toString());
+    const rows = report.parameters.byDtype.map((g) => [g.dtype, String(g.tensors), count(g.elements), formatBytes(g.bytes)]);
+    lines.push(table(['dtype', 'tensors', 'elements', 'bytes'], rows, width));
   }
   const s = report.sparsity;
   lines.push(`weight sparsity: ${(100 * s.fraction).toFixed(2)}% zeros (${count(s.zeros)} of ${count(s.elements)} float weight elements)`);
@@ -63,5 +75,5 @@ export function renderInspect(report: InspectReport): string {
   }
   for (const w of report.warnings) lines.push(`warning: ${p(w)}`);
   for (const s of report.suggestions) lines.push(`next: ${p(s)}`);
-  return `${lines.join('\n')}\n`;
+  return `${fitText(lines.join('\n'), width)}\n`;
 }

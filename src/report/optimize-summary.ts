@@ -2,15 +2,31 @@
  * The human and Markdown reports of `model-opt optimize`: one row per candidate (speed-up against
  * FP32 with its 95% interval, fidelity, size, time spent, chosen or why rejected), the region
  * search's steps, and the plain sentence saying what was written. Pure functions of the result.
- * May import: cli-table3, report/format, report/quantize-summary (the simplify line), app result types.
+ * The terminal report opens with the verdict (the chosen candidate's speed-up, fidelity and size)
+ * and fits the terminal's width when given one.
+ * May import: report/format, report/fit, report/verdict, report/quantize-summary (the simplify line), app result types.
  */
-import Table from 'cli-table3';
 import type { CandidateFidelity, OptimizeCandidate, OptimizeResult } from '../app/optimize.js';
-import { formatBytes, formatMs, formatSpeedup, tableStyle } from './format.js';
+import { formatBytes, formatMs, formatSpeedup } from './format.js';
+import { type FitColumn, fitTable, fitText, hiddenLine } from './fit.js';
+import { optimizeNoise, optimizeVerdict } from './verdict.js';
 import { describeBudget } from '../app/quantize-fidelity.js';
 import { describeSimplified } from './quantize-summary.js';
 
 const HEAD = ['candidate', 'speed-up vs FP32', 'p50 ms', 'fidelity', 'size', 'time s', 'result'];
+
+/** The table's columns on a terminal: what goes first when it is narrow (0: never), what wraps. */
+const COLUMNS: FitColumn[] = [
+  { head: 'candidate', priority: 0, wrap: true, minWidth: 14 },
+  { head: 'speed-up vs FP32', priority: 0, wrap: true, minWidth: 18 },
+  { head: 'p50 ms', priority: 3 },
+  { head: 'fidelity', priority: 1, wrap: true, minWidth: 14 },
+  { head: 'size', priority: 2 },
+  { head: 'time s', priority: 4 },
+  { head: 'result', priority: 1, wrap: true, minWidth: 16 },
+];
+/** Without a terminal width: the widths the table always had (text wraps in them). */
+const PIPE_WIDTHS = [22, 22, 7, 28, 8, 6, 42];
 
 /** 'SQNR 34.2 dB, agree 99.5%' or with labels 'acc -0.15pt (SQNR 34.2 dB)'. */
 export function formatFidelity(f: CandidateFidelity | null, allSamples?: number): string {
@@ -104,11 +120,19 @@ function regionLines(result: OptimizeResult): string[] {
   return lines;
 }
 
-export function renderOptimizeSummary(result: OptimizeResult, options: { color?: boolean } = {}): string {
-  const table = new Table({ head: HEAD, style: tableStyle(options.color), wordWrap: true, colWidths: [24, 24, 9, 30, 10, 8, 44] });
-  table.push(baselineRow(result));
-  for (const c of result.candidates) table.push(row(c, result.settings.samples));
-  const lines = [table.toString(), ...simplifyLines(result), settingsLine(result), ...repairLines(result), ...regionLines(result)];
+export function renderOptimizeSummary(result: OptimizeResult, options: { color?: boolean; width?: number } = {}): string {
+  const rows = [baselineRow(result), ...result.candidates.map((c) => row(c, result.settings.samples))];
+  const table = fitTable(COLUMNS, rows, { width: options.width, color: options.color, fixedWidths: PIPE_WIDTHS });
+  const lines = [
+    optimizeVerdict(result),
+    ...optimizeNoise(result),
+    table.text,
+    ...hiddenLine(table.hidden, options.width),
+    ...simplifyLines(result),
+    settingsLine(result),
+    ...repairLines(result),
+    ...regionLines(result),
+  ];
   lines.push('', result.summary);
   if (result.output)
     lines.push(
@@ -118,7 +142,7 @@ export function renderOptimizeSummary(result: OptimizeResult, options: { color?:
   const phases = (result.timings ?? []).filter((t) => t.seconds >= 0.05).map((t) => `${t.phase} ${t.seconds.toFixed(1)} s`);
   lines.push(`took ${result.seconds.toFixed(1)} s${phases.length > 0 ? ` (${phases.join(', ')})` : ''}`);
   if (result.gateFailure) lines.push(`gate failed: ${result.gateFailure}`);
-  return `${lines.join('\n')}\n`;
+  return `${fitText(lines.join('\n'), options.width)}\n`;
 }
 
 const cell = (text: string): string => text.replace(/\|/g, '\\|').replace(/\n/g, ' ');
@@ -131,7 +155,7 @@ export function renderOptimizeMarkdown(result: OptimizeResult): string {
       .map(() => '---:')
       .join(' | ')} |`,
   );
-  for (const r of [baselineRow(result), ...result.candidates.map(row)]) out.push(`| ${r.map(cell).join(' | ')} |`);
+  for (const r of [baselineRow(result), ...result.candidates.map((c) => row(c, result.settings.samples))]) out.push(`| ${r.map(cell).join(' | ')} |`);
   out.push(
     '',
     ...simplifyLines(result),

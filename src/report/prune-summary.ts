@@ -1,14 +1,14 @@
 /**
  * The human report of `model-opt prune`: the per-layer table (channels, params and FLOPs, or
  * sparsity and gzip size), then sizes, accuracy, the onnxruntime check and the speed check. Pure
- * function of the typed result.
- * May import: cli-table3, report/format, report/speed-check, result types of app and passes.
+ * function of the typed result. It opens with the verdict line and fits the terminal's width when given one.
+ * May import: report/fit, report/verdict, report/speed-check, result types of app and passes.
  */
-import Table from 'cli-table3';
 import type { PruneWorkflowResult } from '../app/prune.js';
 import type { ChannelPruneReport, MagnitudePruneReport } from '../app/prune-passes.js';
-import { fitLastColumn, tableStyle } from './format.js';
+import { type FitColumn, fitTable, fitText, hiddenLine } from './fit.js';
 import { formatSpeedCheck } from './speed-check.js';
+import { pruneVerdict, speedCheckNoise } from './verdict.js';
 
 const pct = (x: number): string => `${(100 * x).toFixed(1)}%`;
 const kib = (n: number): string => (n >= 1024 * 1024 ? `${(n / 1024 / 1024).toFixed(2)} MiB` : `${(n / 1024).toFixed(1)} KiB`);
@@ -17,19 +17,36 @@ const count = (n: number | undefined): string =>
 const change = (a: number | undefined, b: number | undefined, fmt: (x: number | undefined) => string = count): string =>
   a === b ? fmt(a) : `${fmt(a)} -> ${fmt(b)}`;
 
-function channelLines(r: ChannelPruneReport): string[] {
-  const table = new Table({ head: ['layer', 'op', 'in channels', 'out channels', 'params', 'FLOPs'], style: tableStyle() });
-  for (const l of r.layers) {
-    table.push([
-      l.node,
-      l.opType,
-      change(l.inChannelsBefore, l.inChannelsAfter),
-      change(l.outChannelsBefore, l.outChannelsAfter),
-      change(l.paramsBefore, l.paramsAfter),
-      change(l.flopsBefore, l.flopsAfter),
-    ]);
-  }
-  const lines = [table.toString()];
+const CHANNEL_COLUMNS: FitColumn[] = [
+  { head: 'layer', priority: 0, wrap: true, minWidth: 16 },
+  { head: 'op', priority: 3 },
+  { head: 'in channels', priority: 2, wrap: true, minWidth: 8 },
+  { head: 'out channels', priority: 0, wrap: true, minWidth: 8 },
+  { head: 'params', priority: 1, wrap: true, minWidth: 8 },
+  { head: 'FLOPs', priority: 1, wrap: true, minWidth: 8 },
+];
+
+const MAGNITUDE_COLUMNS: FitColumn[] = [
+  { head: 'layer', priority: 0, wrap: true, minWidth: 20 },
+  { head: 'op', priority: 5 },
+  { head: 'shape', priority: 4 },
+  { head: 'params', priority: 3 },
+  { head: 'sparsity', priority: 0 },
+  { head: 'gzip size', priority: 1 },
+  { head: 'note', priority: 2, wrap: true, minWidth: 12 },
+];
+
+function channelLines(r: ChannelPruneReport, width?: number): string[] {
+  const rows = r.layers.map((l) => [
+    l.node,
+    l.opType,
+    change(l.inChannelsBefore, l.inChannelsAfter),
+    change(l.outChannelsBefore, l.outChannelsAfter),
+    change(l.paramsBefore, l.paramsAfter),
+    change(l.flopsBefore, l.flopsAfter),
+  ]);
+  const table = fitTable(CHANNEL_COLUMNS, rows, { width });
+  const lines = [table.text, ...hiddenLine(table.hidden, width, '--json')];
   lines.push(
     `channels removed: ${r.channelsRemoved} of ${r.channelsPrunable} prunable (criterion ${r.criterion}, scope ${r.scope}, sparsity ${r.sparsity}, counts rounded to multiples of ${r.roundTo})`,
   );
@@ -45,21 +62,17 @@ function channelLines(r: ChannelPruneReport): string[] {
 }
 
 function magnitudeLines(r: MagnitudePruneReport, width?: number): string[] {
-  const table = new Table({ head: ['layer', 'op', 'shape', 'params', 'sparsity', 'gzip size', 'note'], style: tableStyle() });
-  for (const l of r.layers) {
-    table.push([
-      l.node,
-      l.opType,
-      l.shape.join('x'),
-      count(l.params),
-      change(l.sparsityBefore, l.sparsityAfter, (x) => pct(x ?? 0)),
-      change(l.gzipBytesBefore, l.gzipBytesAfter, (x) => kib(x ?? 0)),
-      l.skipped ?? '',
-    ]);
-  }
-  // The note (why a layer was skipped) is free text: it wraps on a narrow terminal.
-  fitLastColumn(table, width);
-  const lines = [table.toString()];
+  const rows = r.layers.map((l) => [
+    l.node,
+    l.opType,
+    l.shape.join('x'),
+    count(l.params),
+    change(l.sparsityBefore, l.sparsityAfter, (x) => pct(x ?? 0)),
+    change(l.gzipBytesBefore, l.gzipBytesAfter, (x) => kib(x ?? 0)),
+    l.skipped ?? '',
+  ]);
+  const table = fitTable(MAGNITUDE_COLUMNS, rows, { width });
+  const lines = [table.text, ...hiddenLine(table.hidden, width, '--json')];
   lines.push(`weight sparsity: ${pct(r.sparsityBefore)} -> ${pct(r.sparsityAfter)} (${r.pattern}, scope ${r.scope}, criterion ${r.criterion})`);
   if (r.biasCorrection) {
     const failed = r.layers.filter((l) => typeof l.biasCorrected === 'string');
@@ -74,7 +87,13 @@ function magnitudeLines(r: MagnitudePruneReport, width?: number): string[] {
 
 export function renderPruneSummary(result: PruneWorkflowResult, options: { width?: number } = {}): string {
   const report = result.report;
-  const lines = report.pattern === 'channel' ? channelLines(report as ChannelPruneReport) : magnitudeLines(report as MagnitudePruneReport, options.width);
+  const lines = [
+    pruneVerdict(result),
+    ...speedCheckNoise(result.speed),
+    ...(report.pattern === 'channel'
+      ? channelLines(report as ChannelPruneReport, options.width)
+      : magnitudeLines(report as MagnitudePruneReport, options.width)),
+  ];
   lines.push(
     `file: ${kib(result.size.before.rawBytes)} -> ${kib(result.size.after.rawBytes)} raw, ${kib(result.size.before.gzipBytes)} -> ${kib(result.size.after.gzipBytes)} gzip`,
   );
@@ -92,7 +111,7 @@ export function renderPruneSummary(result: PruneWorkflowResult, options: { width
   if (result.speed) lines.push(`measured speed-up: ${formatSpeedCheck(result.speed)}`);
   for (const n of result.notes) lines.push(`note: ${n}`);
   lines.push(`wrote ${result.output} (from ${result.input})`);
-  return `${lines.join('\n')}\n`;
+  return `${fitText(lines.join('\n'), options.width)}\n`;
 }
 
 /** `--metric`: "ctc on 64 samples ('y'): 73.4% -> 56.3% (-17.19 pt, without fine-tuning)". */

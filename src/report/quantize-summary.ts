@@ -4,17 +4,20 @@
  * samples, per-output values against the budget, nodes the fallback kept float), the labelled
  * accuracy guard, QAT, speed), the pass
  * notes under it, and the `--analyze` sensitivity table. Pure functions of the typed results.
- * May import: cli-table3, report/format, report/speed-check, result types of app and passes,
+ * The report opens with the verdict line (and a noise warning on a noisy --measure-speed) and fits
+ * the terminal's width when given one.
+ * May import: report/format, report/fit, report/verdict, report/speed-check, result types of app and passes,
  * app/quantize-fidelity (describeBudget, pure).
  */
-import Table from 'cli-table3';
 import type { FidelityReport, QuantizeResult, SensitivityMetric } from '../app/quantize.js';
 import type { Int8Report, SensitivityRow } from '../app/quantize-passes.js';
 import { describeBudget, kindsOf } from '../app/quantize-fidelity.js';
 import { MODE } from '../passes/quantize/mode-names.js';
 import type { UnfusedNode } from '../app/quantize-fusion-check.js';
-import { fitLastColumn, formatBytes, formatDb, formatWorstChannel, tableStyle } from './format.js';
+import { formatBytes, formatDb, formatWorstChannel } from './format.js';
+import { fitTable, fitText, hiddenLine } from './fit.js';
 import { formatSpeedCheck } from './speed-check.js';
+import { quantizeVerdict, speedCheckNoise } from './verdict.js';
 
 type Row = [string, string];
 
@@ -178,7 +181,7 @@ function describeUnfused(u: UnfusedNode): string {
 }
 
 export interface SummaryOptions {
-  /** Terminal columns: long cells wrap to fit (report/format's fitLastColumn); none, one line per row. */
+  /** Terminal columns: long cells wrap to fit (report/fit.ts); none, one line per row. */
   width?: number;
 }
 
@@ -193,7 +196,7 @@ export function describeSimplified({ report: r, verification: v }: NonNullable<Q
 }
 
 export function renderQuantizeSummary(result: QuantizeResult, options: SummaryOptions = {}): string {
-  const table = new Table({ head: ['', result.mode], style: tableStyle() });
+  const table: Row[] = [];
   if (result.simplify) table.push(['simplified first', describeSimplified(result.simplify)]);
   table.push(...passRows(result.report));
   if (result.fusion) {
@@ -247,8 +250,17 @@ export function renderQuantizeSummary(result: QuantizeResult, options: SummaryOp
       : 'nothing: no setting met the budget (--force writes the best attempt)',
   ]);
   const notes = result.report.notes.map((n) => `note: ${n}\n`).join('');
-  fitLastColumn(table, options.width);
-  return `${table.toString()}\n${notes}`;
+  // The key column keeps its width; the text wraps into what is left.
+  const fitted = fitTable(
+    [
+      { head: '', priority: 0 },
+      { head: result.mode, priority: 0, wrap: true, minWidth: 24 },
+    ],
+    table,
+    { width: options.width },
+  );
+  const head = [quantizeVerdict(result), ...speedCheckNoise(result.speed)].join('\n');
+  return fitText(`${head}\n${fitted.text}\n${notes}`, options.width);
 }
 
 const HELD_OUT_SOURCES: Record<string, string> = {
@@ -349,24 +361,35 @@ const formatMetric = (x: number): string => String(+x.toPrecision(4));
  * `--analyze`: nodes ranked by the SQNR of the model's output with only that node quantized; with
  * `--metric`, a column with the task metric of the same models (the ranking stays SQNR-based).
  */
-export function renderSensitivity(rows: readonly SensitivityRow[], metric?: SensitivityMetric): string {
-  const head = ['rank', 'node', 'op', 'output SQNR (dB)', 'top-1 agreement', ...(metric ? [metric.name] : [])];
-  const table = new Table({ head, style: tableStyle() });
-  rows.forEach((r, i) =>
-    table.push([
-      String(i + 1),
-      r.node,
-      r.opType,
-      Number.isFinite(r.sqnrDb) ? r.sqnrDb.toFixed(1) : 'inf',
-      r.top1Agreement === null ? '-' : `${(r.top1Agreement * 100).toFixed(2)}%`,
-      ...(metric ? [metric.perNode[r.node] === undefined ? '-' : formatMetric(metric.perNode[r.node]!)] : []),
-    ]),
-  );
+export function renderSensitivity(rows: readonly SensitivityRow[], metric?: SensitivityMetric, options: SummaryOptions = {}): string {
+  const columns = [
+    { head: 'rank', priority: 0 },
+    { head: 'node', priority: 0, wrap: true, minWidth: 16 },
+    { head: 'op', priority: 3 },
+    { head: 'output SQNR (dB)', priority: 0, wrap: true, minWidth: 6 },
+    { head: 'top-1 agreement', priority: 2, wrap: true, minWidth: 9 },
+    ...(metric ? [{ head: metric.name, priority: 1, wrap: true, minWidth: 8 }] : []),
+  ];
+  const table = rows.map((r, i) => [
+    String(i + 1),
+    r.node,
+    r.opType,
+    Number.isFinite(r.sqnrDb) ? r.sqnrDb.toFixed(1) : 'inf',
+    r.top1Agreement === null ? '-' : `${(r.top1Agreement * 100).toFixed(2)}%`,
+    ...(metric ? [metric.perNode[r.node] === undefined ? '-' : formatMetric(metric.perNode[r.node]!)] : []),
+  ]);
+  const fitted = fitTable(columns, table, { width: options.width });
   const against = metric?.target === 'labels' ? 'against the labels' : 'against FP32 (label-free)';
   const line = metric
     ? `${metric.name} ${against} on ${metric.samples} samples: FP32 ${metric.fp32 === null ? '-' : formatMetric(metric.fp32)}, all nodes quantized ${formatMetric(metric.int8)} (${metric.higherIsBetter ? 'higher' : 'lower'} is better)\n`
     : '';
-  return `Per-node sensitivity (only that node quantized; ranked by output SQNR, lowest = most sensitive):\n${table.toString()}\n${line}`;
+  const hidden = hiddenLine(fitted.hidden, options.width, '--json')
+    .map((l) => `${l}\n`)
+    .join('');
+  return fitText(
+    `Per-node sensitivity (only that node quantized; ranked by output SQNR, lowest = most sensitive):\n${fitted.text}\n${hidden}${line}`,
+    options.width,
+  );
 }
 
 /** The QAT row's accuracy clause: left out when nothing was scored (no labels), else which data scored it. */

@@ -1,16 +1,20 @@
 /**
  * The human report: one comparison table (a row per model and batch size), then agreement with
- * the baseline, gate outcomes and a one-line note on method. Pure function of the result.
- * Imports cli-table3, report/format and evaluate/label-range (pure).
+ * the baseline, gate outcomes and a one-line note on method, after a verdict line per candidate;
+ * sized to the terminal when given its width. Pure function of the result.
+ * Imports report/format, report/fit, report/verdict and evaluate/label-range (pure).
  */
-import Table from 'cli-table3';
 import type { BenchmarkResult, ModelResult } from '../benchmark/types.js';
 import { labelRangeMessage } from '../evaluate/label-range.js';
-import { formatAccuracy, formatBytes, formatDb, formatWorstChannel, formatMs, formatPercent, formatSpeedup, formatThroughput, tableStyle } from './format.js';
+import { formatAccuracy, formatBytes, formatDb, formatWorstChannel, formatMs, formatPercent, formatSpeedup, formatThroughput } from './format.js';
+import { type FitColumn, fitTable, fitText, hiddenLine } from './fit.js';
+import { benchmarkNoise, benchmarkVerdicts } from './verdict.js';
 
 export interface TableOptions {
   /** ANSI colours for the header and borders (only on a terminal). */
   color?: boolean;
+  /** Terminal columns to fit (report/fit.ts); undefined: the full table, one line per row. */
+  width?: number;
 }
 
 /** The task metric's column when any model has one (McNemar only for per-sample right/wrong metrics), else top-1 agreement. */
@@ -68,20 +72,40 @@ export function comparisonGrid(result: BenchmarkResult, label: (model: ModelResu
   return { head, rows };
 }
 
+/**
+ * How readily each column of the comparison grid goes on a narrow terminal (0: never); the
+ * accuracy and the mean ± std texts may wrap.
+ */
+const COLUMN_FIT: Readonly<Record<string, Omit<FitColumn, 'head'>>> = {
+  model: { priority: 0 },
+  batch: { priority: 0 },
+  'p50 ms': { priority: 2 },
+  'p90 ms': { priority: 8 },
+  'p99 ms': { priority: 4 },
+  'mean ± std (cv)': { priority: 6, wrap: true, minWidth: 14 },
+  throughput: { priority: 5 },
+  'speed-up [95% CI]': { priority: 0, wrap: true, minWidth: 18 },
+  'size (gzip)': { priority: 3 },
+  'peak mem': { priority: 7 },
+  'load ms': { priority: 9 },
+};
+
+/**
+ * The human report: the verdict per candidate and any noise warning first, then the comparison
+ * table fitted to `options.width` (columns left out by priority on a narrow terminal, and named),
+ * agreement, method, data notes and gates; every line wrapped to the width. No width: full table.
+ */
 export function renderTable(result: BenchmarkResult, options: TableOptions = {}): string {
   const { head, rows } = comparisonGrid(result);
-  const table = new Table({
-    head,
-    style: tableStyle(options.color),
-  });
-  for (const row of rows) table.push(row);
-  const lines = [table.toString()];
+  const columns = head.map((h) => ({ head: h, ...(COLUMN_FIT[h] ?? { priority: 1, wrap: true, minWidth: 20 }) }));
+  const table = fitTable(columns, rows, { width: options.width, color: options.color });
+  const lines = [...benchmarkVerdicts(result), ...benchmarkNoise(result), table.text, ...hiddenLine(table.hidden, options.width)];
   lines.push(...agreementLines(result));
   lines.push(methodLine(result));
   for (const n of result.data.notes) lines.push(`data: ${n}`);
   lines.push(...labelRangeLines(result));
   for (const gate of result.gates) lines.push(`${gate.passed ? 'PASS' : 'FAIL'} ${gate.message}`);
-  return `${lines.join('\n')}\n`;
+  return `${fitText(lines.join('\n'), options.width)}\n`;
 }
 
 /**

@@ -19,7 +19,7 @@ export function runCli(args: string[], options: { cwd?: string; timeoutMs?: numb
     cwd: options.cwd ?? ROOT,
     encoding: 'utf8',
     timeout: options.timeoutMs ?? 120_000,
-    env: { ...process.env, CI: 'true', FORCE_COLOR: '0' },
+    env: { ...process.env, CI: 'true', FORCE_COLOR: '0', COLUMNS: '' },
   });
   return { status: result.status ?? -1, stdout: result.stdout, stderr: result.stderr };
 }

@@ -52,7 +52,9 @@ describe('human and Markdown reports', () => {
     result.gates = evaluateGates(result.models, { minSpeedup: 2.5 });
     const text = renderTable(result);
     const lines = text.split('\n');
-    const row = lines.find((l) => l.includes('model-int8.onnx'))!;
+    // The answer first: speed-up with its interval, the paired accuracy difference (McNemar p = 0.18), size ratio.
+    expect(lines[0]).toBe('model-int8.onnx: 2.00x faster [1.80, 2.20], accuracy -1.20 pt (n.s.), 3.64x smaller');
+    const row = lines.find((l) => l.startsWith('│') && l.includes('model-int8.onnx'))!;
     expect(row).toContain('88.80% (-1.20 pt');
     expect(row).toContain('2.00x [1.80, 2.20]');
     expect(row).toContain('107 KiB (87.9 KiB)');

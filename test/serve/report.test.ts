@@ -74,4 +74,22 @@ describe('batching reports', () => {
     expect(doc).toMatchObject({ schemaVersion: 1, kind: 'batching-sweep' });
     expect(doc.rows).toHaveLength(3);
   });
+
+  it('fits an 80-column terminal: load, batching, throughput, p99 and gain stay, the rest is named', async () => {
+    const result = await simulatedSweep();
+    const text = renderBatchingTable(result, { width: 80 });
+    expect(Math.max(...text.split('\n').map((l) => [...l].length))).toBeLessThanOrEqual(80);
+    const header = text.split('\n').find((l) => l.startsWith('│ load'))!;
+    expect(
+      header
+        .split('│')
+        .map((c) => c.trim())
+        .filter(Boolean),
+    ).toEqual(expect.arrayContaining(['load', 'batching', 'throughput', 'p99 ms', 'gain']));
+    expect(text).toMatch(/concurrency 16 .*dynamic .*3200\/s/);
+    expect(text).toMatch(/not shown at 80 columns: p90 ms, queue p99, compute p50,/);
+    // Without a width (a pipe): every column, as before.
+    expect(renderBatchingTable(result)).toContain('│ load ');
+    expect(renderBatchingTable(result)).toMatch(/compute p50 .* mean batch \(sizes\) .* rejected/);
+  });
 });
