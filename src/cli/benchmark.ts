@@ -23,6 +23,7 @@ import {
   parsePositiveIntList,
 } from './parsers.js';
 import { helpExamples } from './examples.js';
+import { checkHtmlPath, commandLine, htmlOption, writeHtmlReport } from './html-report.js';
 import type { AccuracyBudget } from '../benchmark/types.js';
 
 interface BenchmarkFlags {
@@ -48,6 +49,7 @@ interface BenchmarkFlags {
   maxLatencyP99?: number;
   json?: boolean;
   markdown?: string;
+  html?: string;
 }
 
 /** '10' or '10s' = seconds, '500ms' = milliseconds, '2m' = minutes; returns milliseconds. */
@@ -62,12 +64,6 @@ export function parseDuration(value: string): number {
 /** '1.2' or '1.2x' -> 1.2. */
 function parseFactor(value: string): number {
   return parsePositiveNumber(value.trim().replace(/x$/i, ''));
-}
-
-/** The command line as the user typed it (quoted where needed), for the manifest. */
-function commandLine(argv: readonly string[]): string {
-  const quote = (s: string): string => (/^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`);
-  return ['model-opt', ...argv.slice(2)].map(quote).join(' ');
 }
 
 /** Options of the --dynamic-batching sweep only (BatchingFlags less the switch itself). */
@@ -127,6 +123,7 @@ export function registerBenchmark(program: Command): void {
     .option('--max-latency-p99 <ms>', 'gate: largest p99 latency in milliseconds', parseMilliseconds)
     .addOption(sharedOption('json'))
     .option('--markdown <file>', 'also write a Markdown report (for CI summaries and PR comments)')
+    .addOption(htmlOption())
     .addOption(
       new Option('--bootstrap <n>', `bootstrap resamples for intervals (1 to ${MAX_RUNS.bootstrap})`)
         .argParser(parseIntInRange(1, MAX_RUNS.bootstrap))
@@ -146,7 +143,7 @@ export function registerBenchmark(program: Command): void {
         const gate = given(['maxAccuracyDrop', 'minSpeedup', 'maxLatencyP99']);
         if (gate)
           throw new UsageError(`${gate} gates benchmark's timed runs, not the --dynamic-batching sweep (there --slo-p99 searches for settings under a p99)`);
-        return runBatchingBenchmark(baseline, flags);
+        return runBatchingBenchmark(baseline, flags, command);
       }
       const batchingOnly = given(BATCHING_ONLY);
       if (batchingOnly) throw new UsageError(`${batchingOnly} needs --dynamic-batching`);
@@ -156,6 +153,7 @@ export function registerBenchmark(program: Command): void {
       const markdownPath = flags.markdown
         ? checkOutputPath(flags.markdown, [baseline, ...candidates, ...(flags.data ? [flags.data] : [])], '--markdown')
         : undefined;
+      const htmlPath = checkHtmlPath(flags.html, [baseline, ...candidates, flags.data], [[flags.markdown, '--markdown']]);
       const [{ benchmark }, report, metrics] = await Promise.all([
         import('../benchmark/index.js'),
         import('../report/index.js'),
@@ -206,6 +204,7 @@ export function registerBenchmark(program: Command): void {
       else process.stdout.write(report.renderTable(result, { color: colorEnabled(process.stdout) }));
       for (const warning of report.labelRangeWarnings(result)) note(`model-opt: warning: ${warning}`, flags);
       if (markdownPath) await writeTextAtomic(markdownPath, report.renderMarkdown(result));
+      if (htmlPath) await writeHtmlReport(htmlPath, (await import('../report/html-benchmark.js')).renderBenchmarkHtml(result), flags);
       let code: number = ExitCode.ok;
       for (const gate of result.gates) {
         if (!gate.passed) code = reportError(new GateError(gate.message));

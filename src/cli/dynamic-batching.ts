@@ -2,7 +2,7 @@
  * The dynamic-batching flags shared by `model-opt benchmark --dynamic-batching` and
  * `model-opt export-triton` (registerBatcherSettingOptions, registerBatchingOptions,
  * batchingOptionsFromFlags), so both commands parse them the same way, and the batching benchmark
- * itself: flags -> app/dynamic-batching -> report/batching-table (or its JSON) and -plot.
+ * itself: flags -> app/dynamic-batching -> report/batching-table (or its JSON), -plot and --html (report/html-batching).
  * May import: cli/*, errors, commander, app/output-path, app/dynamic-batching (its limits); lazily app, report/batching-*, ir.
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
@@ -17,6 +17,7 @@ import {
   type DynamicBatchingOptions,
 } from '../app/dynamic-batching.js';
 import { colorEnabled, createProgress, note, writeTextAtomic } from './common.js';
+import { argvOf, checkHtmlPath, runManifest, writeHtmlReport } from './html-report.js';
 import { sharedOption, type InputValueFlags } from './options.js';
 import { parseBoundedInt, parseNonNegativeInt, parseNumber, parseMilliseconds, parsePositiveInt, parsePositiveIntList } from './parsers.js';
 
@@ -28,6 +29,8 @@ export interface BatchingFlags
     Pick<DynamicBatchingOptions, 'requestRate' | 'arrivals' | 'concurrency' | 'windowMs' | 'maxWindows' | 'baseline'> {
   dynamicBatching?: boolean;
   plot?: string;
+  /** --html (benchmark's option): the sweep's HTML report. */
+  html?: string;
 }
 
 /** Flags of the wider command the batching run also uses (benchmark or export-triton). */
@@ -151,8 +154,9 @@ export async function withBatchingEvents<T>(flags: { json?: boolean }, run: (eve
  * `benchmark <model> --dynamic-batching ...`: run the sweep, print the table (or --json), write
  * --plot. Returns the exit code (1 when --slo-p99 was given and no setting met it).
  */
-export async function runBatchingBenchmark(model: string, flags: BatchingFlags & CommonRunFlags): Promise<number> {
+export async function runBatchingBenchmark(model: string, flags: BatchingFlags & CommonRunFlags, command?: Command): Promise<number> {
   const plotPath = flags.plot ? checkOutputPath(flags.plot, [model, ...(flags.data ? [flags.data] : [])], '--plot') : undefined;
+  const htmlPath = checkHtmlPath(flags.html, [model, flags.data, flags.tritonConfig], [[flags.plot, '--plot']]);
   const options = await batchingOptionsFromFlags(model, flags);
   const [{ dynamicBatchingWorkflow }, { renderBatchingTable, renderBatchingJson }, { renderBatchingPlot }] = await Promise.all([
     import('../app/dynamic-batching.js'),
@@ -165,6 +169,11 @@ export async function runBatchingBenchmark(model: string, flags: BatchingFlags &
   if (plotPath) {
     await writeTextAtomic(plotPath, renderBatchingPlot(result));
     note(`model-opt: plot written to ${flags.plot}`, { json: flags.json });
+  }
+  if (htmlPath) {
+    const { renderBatchingHtml } = await import('../report/html-batching.js');
+    const manifest = await runManifest(command ? argvOf(command) : process.argv, { threads: flags.threads ?? null, providers: flags.provider, files: [model] });
+    await writeHtmlReport(htmlPath, renderBatchingHtml(result, manifest), flags);
   }
   if (result.slo && !result.slo.best) throw new GateError(`no batching setting kept p99 under ${result.slo.sloP99Ms} ms`);
   return ExitCode.ok;

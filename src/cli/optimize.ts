@@ -2,7 +2,7 @@
  * `model-opt optimize <model> -o <out>`: flags (and a `--recipe` file, which flags override) ->
  * typed workflow options, run app/optimize (build candidates, measure them against FP32, write the
  * fastest within the budget, or the input unchanged), print report/optimize-summary's table or one
- * JSON document, and optionally a Markdown report and an SVG plot. Exit 0 when a model was
+ * JSON document, and optionally a Markdown report, an SVG plot and an HTML report (--html). Exit 0 when a model was
  * written (it is never slower than FP32), 1 when a gate the user set fails (--min-speedup), 2 for
  * bad usage or a recipe that breaks schema/recipe.schema.json.
  * May import: cli/*, errors; lazily app, report, ir/io-spec.
@@ -13,6 +13,7 @@ import { createProgress, printJson, reportError, runCommand, workflowEvents, wri
 import { sharedOption, type InputValueFlags } from './options.js';
 import { givenOnce, MAX_RUNS, parseAccuracyBudget, parseBoundedInt, parsePositiveInt, parsePositiveNumber } from './parsers.js';
 import { helpExamples } from './examples.js';
+import { argvOf, htmlOption, runManifest, writeHtmlReport } from './html-report.js';
 import type { OptimizeOptions } from '../app/optimize.js';
 import { parseOutputKinds } from '../app/output-judging.js';
 
@@ -50,6 +51,7 @@ interface OptimizeFlags extends Pick<OptimizeOptions, SameAsOptions> {
   json?: boolean;
   markdown?: string;
   plot?: string;
+  html?: string;
 }
 
 /** '10m', '90s', '1h', '600' (seconds) -> milliseconds. */
@@ -119,6 +121,7 @@ export function registerOptimize(program: Command): void {
     .addOption(sharedOption('json'))
     .option('--markdown <file>', 'also write the report as Markdown')
     .option('--plot <file>', 'also write an SVG of speed-up vs fidelity with the Pareto front')
+    .addOption(htmlOption())
     .action(runCommand(async (modelPath: string, flags: OptimizeFlags, command: Command) => optimizeAction(modelPath, flags, command)));
 }
 
@@ -137,6 +140,7 @@ async function optimizeAction(modelPath: string, flags: OptimizeFlags, command: 
       [flags.output ? recipePathFor(flags.output) : undefined, RECIPE_BESIDE_OUTPUT],
       [flags.markdown, '--markdown'],
       [flags.plot, '--plot'],
+      [flags.html, '--html'],
     ],
     inputs,
   );
@@ -183,6 +187,13 @@ async function optimizeAction(modelPath: string, flags: OptimizeFlags, command: 
     if (flags.plot) {
       const { renderOptimizePlot } = await import('../report/optimize-plot.js');
       await writeTextAtomic(flags.plot, renderOptimizePlot(result));
+    }
+    if (flags.html) {
+      const [{ renderOptimizeHtml }, manifest] = await Promise.all([
+        import('../report/html-optimize.js'),
+        runManifest(argvOf(command), { threads: result.settings.threads, providers: result.settings.providers, files: [modelPath, result.output?.path] }),
+      ]);
+      await writeHtmlReport(flags.html, renderOptimizeHtml(result, manifest), flags);
     }
     if (flags.json) printJson({ schemaVersion: OPTIMIZE_JSON_SCHEMA_VERSION, kind: 'optimize', command: 'optimize', ...result });
     else process.stdout.write(summary.renderOptimizeSummary(result));

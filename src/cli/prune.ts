@@ -1,7 +1,7 @@
 /**
  * `model-opt prune <model> -o out.onnx`: flags -> typed prune options (validated here, once), run
  * app/prune (prune, check in onnxruntime, write atomically, optional timing), print
- * report/prune-summary's per-layer table or one JSON document. Library code loads lazily so
+ * report/prune-summary's per-layer table or one JSON document (and --html, report/html-prune). Library code loads lazily so
  * `--help` stays light.
  * May import: cli/*, errors; lazily app, report, ir/io-spec.
  */
@@ -11,6 +11,7 @@ import { createProgress, printJson, reportError, runCommand, workflowEvents } fr
 import { measureSpeedRuns, sharedOption, type InputValueFlags } from './options.js';
 import { givenOnce, oneOf, parseAccuracyBudget, parseFraction, parsePositiveInt, refuseUnknownNames } from './parsers.js';
 import { helpExamples } from './examples.js';
+import { argvOf, checkHtmlPath, htmlOption, runManifest, writeHtmlReport } from './html-report.js';
 import type { PrunePattern } from '../app/prune-passes.js';
 import type { AccuracyBudget } from '../metrics/accuracy-budget.js';
 
@@ -37,6 +38,7 @@ interface PruneFlags {
   feedback?: string[];
   measureSpeed?: boolean | number;
   json?: boolean;
+  html?: string;
 }
 
 export const PRUNE_JSON_SCHEMA_VERSION = 1;
@@ -135,6 +137,7 @@ export function registerPrune(program: Command): void {
     .addOption(sharedOption('input'))
     .addOption(sharedOption('measureSpeed'))
     .addOption(sharedOption('json'))
+    .addOption(htmlOption())
     .action(runCommand(async (input: string, flags: PruneFlags, command: Command) => pruneAction(input, flags, command)));
 }
 
@@ -147,6 +150,7 @@ async function pruneAction(input: string, flags: PruneFlags, command: Command): 
   ]);
   refuseUnknownNames('--exclude-op-types', flags.excludeOpTypes, PRUNED_OP_TYPES, 'prune acts on', 'prunes');
   checkOutputPath(flags.output, [input, ...(flags.evalData ? [flags.evalData] : []), ...(flags.calibrationData ? [flags.calibrationData] : [])]);
+  checkHtmlPath(flags.html, [input, flags.evalData, flags.calibrationData], [[flags.output, '-o/--output']]);
   if ((flags.metric !== undefined || flags.outputName !== undefined) && !flags.evalData) {
     throw new UsageError(`${flags.metric !== undefined ? '--metric' : '--output-name'} scores --eval-data, which is not given`);
   }
@@ -189,5 +193,12 @@ async function pruneAction(input: string, flags: PruneFlags, command: Command): 
   }
   if (flags.json) printJson({ schemaVersion: PRUNE_JSON_SCHEMA_VERSION, command: 'prune', ...result });
   else process.stdout.write(renderPruneSummary(result, { width: process.stdout.isTTY ? process.stdout.columns : undefined }));
+  if (flags.html) {
+    const [{ renderPruneHtml }, manifest] = await Promise.all([
+      import('../report/html-prune.js'),
+      runManifest(argvOf(command), { files: [input, result.output] }),
+    ]);
+    await writeHtmlReport(flags.html, renderPruneHtml(result, manifest), flags);
+  }
   return result.gateFailure ? reportError(new GateError(result.gateFailure)) : ExitCode.ok;
 }

@@ -3,7 +3,8 @@
  * options (cross-flag checks here, once), run app/quantize (quantize, guard or QAT, write, check in
  * onnxruntime, fusion check, timing), print report/quantize-summary's table or one JSON document.
  * A budget that no setting meets (the fidelity guard, on unless --no-guard; --max-accuracy-drop)
- * exits 1 with nothing written (--force writes the best attempt); `--analyze` prints the sensitivity table.
+ * exits 1 with nothing written (--force writes the best attempt); `--analyze` prints the sensitivity table;
+ * `--html` also writes either as a page (report/html-quantize).
  * The modes, their help and which flags belong to which come from app/quantize-modes.ts.
  * May import: cli/*, errors, calibration/defaults, app/quantize-modes (light: its passes load lazily); lazily app, report, ir/io-spec.
  */
@@ -14,6 +15,7 @@ import { createProgress, printJson, reportError, runCommand, workflowEvents } fr
 import { measureSpeedRuns, sharedOption } from './options.js';
 import { givenOnce, parseAccuracyBudget, parseNonNegativeInt, parseNumber, parsePositiveInt, parsePositiveNumber, parseStringList } from './parsers.js';
 import { helpExamples } from './examples.js';
+import { argvOf, checkHtmlPath, htmlOption, runManifest, writeHtmlReport } from './html-report.js';
 import type { QuantizeWorkflowOptions } from '../app/quantize.js';
 import { parseOutputKinds } from '../app/output-judging.js';
 import { checkExcludeOpTypes, checkFlags, type QuantizeFlags } from './quantize-flags.js';
@@ -110,16 +112,18 @@ export function registerQuantize(program: Command): void {
     .option('--qat-teacher', 'qat: also distil from the FP32 model (soft targets)')
     .addOption(sharedOption('backend'))
     .addOption(sharedOption('json'))
-    .action(runCommand(async (modelPath: string, flags: QuantizeFlags) => quantizeAction(modelPath, flags)));
+    .addOption(htmlOption())
+    .action(runCommand(async (modelPath: string, flags: QuantizeFlags, command: Command) => quantizeAction(modelPath, flags, command)));
 }
 
-async function quantizeAction(modelPath: string, flags: QuantizeFlags): Promise<number> {
+async function quantizeAction(modelPath: string, flags: QuantizeFlags, command: Command): Promise<number> {
   const [{ checkOutputPath }, { parseShapeOverrides }, { parseFeedback }] = await Promise.all([
     import('../app/output-path.js'),
     import('../ir/io-spec.js'),
     import('../calibration/feedback.js'),
   ]);
   checkFlags(modelPath, flags, checkOutputPath);
+  checkHtmlPath(flags.html, [modelPath, flags.calibrationData, flags.evalData, flags.data], [[flags.output, '-o/--output']]);
   await checkExcludeOpTypes(flags);
   const options: QuantizeWorkflowOptions = {
     model: modelPath,
@@ -172,14 +176,33 @@ async function quantizeAction(modelPath: string, flags: QuantizeFlags): Promise<
       progress.stop();
       if (flags.json) printJson({ schemaVersion: QUANTIZE_JSON_SCHEMA_VERSION, command: 'quantize --analyze', ...result });
       else process.stdout.write(summary.renderSensitivity(result.sensitivity, result.metric));
+      if (flags.html) {
+        const [{ renderSensitivityHtml }, manifest] = await Promise.all([
+          import('../report/html-quantize.js'),
+          quantizeManifest(command, flags, modelPath, undefined),
+        ]);
+        await writeHtmlReport(flags.html, renderSensitivityHtml(result, manifest), flags);
+      }
       return ExitCode.ok;
     }
     const result = await app.quantizeWorkflow(options, events);
     progress.stop();
     if (flags.json) printJson({ schemaVersion: QUANTIZE_JSON_SCHEMA_VERSION, command: 'quantize', ...result });
     else process.stdout.write(summary.renderQuantizeSummary(result, { width: process.stdout.isTTY ? process.stdout.columns : undefined }));
+    if (flags.html) {
+      const [{ renderQuantizeHtml }, manifest] = await Promise.all([
+        import('../report/html-quantize.js'),
+        quantizeManifest(command, flags, modelPath, result.output?.path),
+      ]);
+      await writeHtmlReport(flags.html, renderQuantizeHtml(result, manifest), flags);
+    }
     return result.gateFailure ? reportError(new GateError(result.gateFailure)) : ExitCode.ok;
   } finally {
     progress.stop();
   }
+}
+
+/** The HTML report's manifest: the model read and the one written, with the run's threads. */
+function quantizeManifest(command: Command, flags: QuantizeFlags, modelPath: string, output: string | undefined) {
+  return runManifest(argvOf(command), { threads: flags.threads ?? null, files: [modelPath, output] });
 }

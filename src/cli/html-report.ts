@@ -1,0 +1,67 @@
+/**
+ * `--html <file>` for every command that has one (benchmark, its --dynamic-batching sweep,
+ * optimize, quantize with or without --analyze, prune): the option, its path check (never over an
+ * input, never the file another output of the run writes: exit 2 before any work), the run
+ * manifest for commands whose result carries none (versions, CPU and flags, threads, providers,
+ * the command line, sha256 of the models read and written), and the atomic write. The page itself
+ * is report/html-*'s.
+ * May import: commander, cli/common, app/output-path; lazily benchmark/manifest and benchmark/files.
+ */
+import { Option, type Command } from 'commander';
+import { existsSync } from 'node:fs';
+import { checkOutputPlan } from '../app/output-path.js';
+import type { Manifest } from '../benchmark/types.js';
+import { note, writeTextAtomic } from './common.js';
+
+/** The --html option, described once for every command. */
+export function htmlOption(): Option {
+  return new Option('--html <file>', 'also write a self-contained HTML report: verdict, tables, plots and the run manifest (opens offline)');
+}
+
+/**
+ * Checks the --html path before any work: not an input, not a folder or special file, and not the
+ * path another output of this run writes (`others`: [path, flag]). Returns it, or undefined when
+ * --html was not given. UsageError (exit 2) otherwise.
+ */
+export function checkHtmlPath(
+  html: string | undefined,
+  inputs: readonly (string | undefined)[],
+  others: readonly (readonly [string | undefined, string])[] = [],
+): string | undefined {
+  if (html === undefined) return undefined;
+  checkOutputPlan(
+    [...others, [html, '--html']],
+    inputs.filter((i): i is string => Boolean(i)),
+  );
+  return html;
+}
+
+/** The command line as the user typed it (quoted where needed), for the manifest. */
+export function commandLine(argv: readonly string[]): string {
+  const quote = (s: string): string => (/^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`);
+  return ['model-opt', ...argv.slice(2)].map(quote).join(' ');
+}
+
+/** The argv of the running program: commander keeps what parseAsync got as rawArgs, so in-process callers get their own command. */
+export function argvOf(command: Command): readonly string[] {
+  let root: Command = command;
+  while (root.parent) root = root.parent;
+  return (root as unknown as { rawArgs?: string[] }).rawArgs ?? process.argv;
+}
+
+/** The manifest of a run whose result has none: versions, CPU, the command line and the model files (read and written) with their hashes. */
+export async function runManifest(
+  argv: readonly string[],
+  run: { threads?: number | null; providers?: readonly string[]; files: readonly (string | null | undefined)[] },
+): Promise<Manifest> {
+  const [{ buildManifest }, { hashTree }] = await Promise.all([import('../benchmark/manifest.js'), import('../benchmark/files.js')]);
+  const files = [];
+  for (const file of new Set(run.files.filter((f): f is string => Boolean(f) && existsSync(f!)))) files.push(...(await hashTree(file)));
+  return buildManifest({ threads: run.threads ?? null, providers: [...(run.providers ?? ['cpu'])], files, command: commandLine(argv) });
+}
+
+/** Writes the page atomically (a failed write leaves nothing) and says where on stderr (silent under --json and --quiet). */
+export async function writeHtmlReport(file: string, html: string, options: { json?: boolean } = {}): Promise<void> {
+  await writeTextAtomic(file, html);
+  note(`model-opt: HTML report written to ${file}`, options);
+}
