@@ -1,0 +1,105 @@
+/**
+ * `--html` of quantize, quantize --analyze, prune and the --dynamic-batching sweep (issue 34): each
+ * runs once in process on the example CNN with --json beside it, and its page shows the JSON's
+ * numbers (sizes, per-node SQNR, per-layer sparsity, throughput and p99 per load) and references
+ * nothing on a network. An --html path that is an input or another output of the run is refused
+ * with exit 2 before any work, and nothing is written.
+ */
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { formatBytes } from '../../src/report/format.js';
+import { runInProcess } from '../helpers/cli.js';
+
+const dir = mkdtempSync(path.join(tmpdir(), 'model-opt-html-commands-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const out = (name: string) => path.join(dir, name);
+const CNN = 'fixtures/fashion-cnn.onnx';
+const CALIB = 'fixtures/fashion-calib.npz';
+
+/** A JSON document as the CLI printed it. */
+type Doc = any;
+
+/** Runs the command with --json and --html <name>.html; the JSON document and the page. */
+async function run(name: string, args: string[]): Promise<{ doc: Doc; html: string }> {
+  const r = await runInProcess([...args, '--json', '--html', out(`${name}.html`)]);
+  expect(r.code, `${args.join(' ')}\n${r.stderr}`).toBe(0);
+  const html = readFileSync(out(`${name}.html`), 'utf8');
+  expect(html).not.toMatch(/https?:\/\/|\s(src|href)\s*=/i);
+  return { doc: JSON.parse(r.stdout), html };
+}
+
+const attrs = (html: string, attr: string): Record<string, string>[] =>
+  [...html.matchAll(new RegExp(`<[a-z]+ [^>]*${attr}="[^>]*>`, 'g'))].map((m) =>
+    Object.fromEntries([...m[0].matchAll(/([\w-]+)="([^"]*)"/g)].map((a) => [a[1]!, a[2]!])),
+  );
+
+describe('--html on quantize, prune and the batching sweep', () => {
+  it('quantize: the verdict says the sizes the JSON has, and the fidelity guard', async () => {
+    const { doc, html } = await run('quantize', ['quantize', CNN, '-o', out('int8.onnx'), '--calibration-data', CALIB, '--calibration-count', '32']);
+    expect(html).toContain(
+      `${formatBytes(doc.input.sizeBytes)} -&gt; ${formatBytes(doc.output.sizeBytes)} (${(doc.input.sizeBytes / doc.output.sizeBytes).toFixed(1)}x smaller)`,
+    );
+    expect(html).toContain(`fidelity guard ${doc.fidelity.met ? 'met' : 'missed'}: worst output SQNR ${doc.fidelity.final.worstSqnrDb.toFixed(1)} dB`);
+  });
+
+  it('quantize --analyze: one table row and (up to 30) one bar per node, with the JSON SQNR', async () => {
+    const { doc, html } = await run('analyze', ['quantize', CNN, '--analyze', '--calibration-data', CALIB, '--calibration-count', '16']);
+    const bars = attrs(html, 'data-value');
+    expect(doc.sensitivity.length).toBeGreaterThan(3);
+    expect(bars.map((b) => [b['data-label'], Number(b['data-value'])])).toEqual(
+      doc.sensitivity.slice(0, 30).map((r: Doc) => [`${r.node} (${r.opType})`, r.sqnrDb]),
+    );
+    const rows = [...html.matchAll(/<tr><td class="num">(\d+)<\/td><td>([^<]*)<\/td><td>[^<]*<\/td><td class="num">([^<]*)<\/td>/g)].map((m) => [m[2], m[3]]);
+    expect(rows).toEqual(doc.sensitivity.map((r: Doc) => [r.node, r.sqnrDb.toFixed(1)]));
+    expect(html).toContain(`most sensitive: ${doc.sensitivity[0].node} (${doc.sensitivity[0].opType})`);
+  });
+
+  it('prune: per-layer sparsity bars are the JSON report’s', async () => {
+    const { doc, html } = await run('prune', ['prune', CNN, '-o', out('24.onnx'), '--pattern', '2:4']);
+    const bars = attrs(html, 'data-value');
+    expect(bars.map((b) => [b['data-label'], Number(b['data-value'])])).toEqual(doc.report.layers.map((l: Doc) => [l.node, l.sparsityAfter * 100]));
+    expect(html).toContain(`weight sparsity ${(doc.report.sparsityBefore * 100).toFixed(1)}% -&gt; ${(doc.report.sparsityAfter * 100).toFixed(1)}% (2:4)`);
+  });
+
+  it('benchmark --dynamic-batching: the curve’s points are the JSON’s throughput and p99 per load', async () => {
+    const { doc, html } = await run('batching', [
+      'benchmark',
+      CNN,
+      '--dynamic-batching',
+      '--concurrency',
+      '1,4',
+      '--window-ms',
+      '100',
+      '--max-windows',
+      '3',
+      '--threads',
+      '1',
+    ]);
+    const points = attrs(html, 'data-throughput');
+    const expected = [
+      ...doc.rows.map((r: Doc) => ['dynamic batching', r.batched.throughput, r.batched.latencyMs.p99]),
+      ...doc.rows.map((r: Doc) => ['no batching', r.unbatched.throughput, r.unbatched.latencyMs.p99]),
+    ];
+    expect(points.map((p) => [p['data-series'], Number(p['data-throughput']), Number(p['data-p99'])])).toEqual(expected);
+  });
+
+  it('refuses an --html path that is an input or another output, before any work (exit 2, nothing written)', async () => {
+    const cases: [string[], RegExp][] = [
+      [['prune', CNN, '-o', out('same.onnx'), '--pattern', '2:4', '--html', out('same.onnx')], /--html .*same\.onnx is the file -o\/--output writes too/],
+      [
+        ['quantize', CNN, '-o', out('q.onnx'), '--calibration-data', CALIB, '--html', CALIB],
+        /refusing to overwrite the input file fixtures\/fashion-calib\.npz; choose another --html path/,
+      ],
+      [['benchmark', CNN, '--markdown', out('r.md'), '--html', out('r.md')], /--html .*r\.md is the file --markdown writes too/],
+      [['optimize', CNN, '-o', out('o.onnx'), '--html', out('o.recipe.json')], /--html .*o\.recipe\.json is the file the recipe beside -o writes too/],
+    ];
+    for (const [args, message] of cases) {
+      const r = await runInProcess(args);
+      expect(r.code, args.join(' ')).toBe(2);
+      expect(r.stderr).toMatch(message);
+    }
+    for (const file of ['same.onnx', 'q.onnx', 'r.md', 'o.onnx', 'o.recipe.json']) expect(existsSync(out(file)), file).toBe(false);
+  });
+});
