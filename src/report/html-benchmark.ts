@@ -156,6 +156,7 @@ export function renderBenchmarkHtml(result: BenchmarkResult): string {
           `${g.measured.estimate.toFixed(2)} ${g.unit} [${g.measured.low.toFixed(2)}, ${g.measured.high.toFixed(2)}]`,
           g.passed ? 'PASS' : `FAIL: ${g.message}`,
         ]),
+        { id: 'gates' },
       ),
     });
   }

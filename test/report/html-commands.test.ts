@@ -9,6 +9,8 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { readNpz, writeNpz } from '../../src/data/index.js';
+import type { TensorData } from '../../src/ir/index.js';
 import { formatBytes } from '../../src/report/format.js';
 import { runInProcess } from '../helpers/cli.js';
 
@@ -17,6 +19,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const out = (name: string) => path.join(dir, name);
 const CNN = 'fixtures/fashion-cnn.onnx';
 const CALIB = 'fixtures/fashion-calib.npz';
+const EVAL = 'fixtures/fashion-eval.npz';
 
 /** A JSON document as the CLI printed it. */
 type Doc = any;
@@ -36,24 +39,67 @@ const attrs = (html: string, attr: string): Record<string, string>[] =>
   );
 
 describe('--html on quantize, prune and the batching sweep', () => {
-  it('quantize: the verdict says the sizes the JSON has, and the fidelity guard', async () => {
-    const { doc, html } = await run('quantize', ['quantize', CNN, '-o', out('int8.onnx'), '--calibration-data', CALIB, '--calibration-count', '32']);
+  it('quantize: the verdict says the sizes the JSON has and the fidelity guard; the fallback ranking is a bar per node, red where kept float', async () => {
+    // 45 dB: above what full INT8 reaches on this CNN (about 40 dB), so the fallback ranks nodes and keeps some float.
+    const { doc, html } = await run('quantize', [
+      'quantize',
+      CNN,
+      '-o',
+      out('int8.onnx'),
+      '--calibration-data',
+      CALIB,
+      '--calibration-count',
+      '32',
+      '--min-sqnr',
+      '45',
+    ]);
     expect(html).toContain(
       `${formatBytes(doc.input.sizeBytes)} -&gt; ${formatBytes(doc.output.sizeBytes)} (${(doc.input.sizeBytes / doc.output.sizeBytes).toFixed(1)}x smaller)`,
     );
     expect(html).toContain(`fidelity guard ${doc.fidelity.met ? 'met' : 'missed'}: worst output SQNR ${doc.fidelity.final.worstSqnrDb.toFixed(1)} dB`);
+    expect(doc.fidelity.floatNodes.length).toBeGreaterThan(0);
+    const units = [...doc.fidelity.sensitivity].sort((a: Doc, b: Doc) => a.sqnrDb - b.sqnrDb);
+    const bars = attrs(html, 'data-value');
+    expect(bars.map((b) => [b['data-label'], Number(b['data-value']), b['fill']])).toEqual(
+      units.map((u: Doc) => [u.nodes[0], u.sqnrDb, doc.fidelity.floatNodes.includes(u.nodes[0]) ? '#d62728' : '#1f77b4']),
+    );
   });
 
-  it('quantize --analyze: one table row and (up to 30) one bar per node, with the JSON SQNR', async () => {
-    const { doc, html } = await run('analyze', ['quantize', CNN, '--analyze', '--calibration-data', CALIB, '--calibration-count', '16']);
+  it('quantize --analyze --metric: one table row and (up to 30) one bar per node, with the JSON SQNR and top-1', async () => {
+    // The first 100 labelled evaluation samples: the metric per node on all 2000 takes seconds more.
+    const all = await readNpz(EVAL);
+    const first = (t: TensorData, n: number): TensorData => ({
+      ...t,
+      dims: [n, ...t.dims.slice(1)],
+      data: (t.data as Float32Array).slice(0, (t.data.length / t.dims[0]!) * n),
+    });
+    await writeNpz(out('eval-100.npz'), { input: first(all['input']!, 100), labels: first(all['labels']!, 100) });
+    const { doc, html } = await run('analyze', [
+      'quantize',
+      CNN,
+      '--analyze',
+      '--calibration-data',
+      CALIB,
+      '--calibration-count',
+      '16',
+      '--eval-data',
+      out('eval-100.npz'),
+      '--metric',
+      'top1',
+    ]);
     const bars = attrs(html, 'data-value');
     expect(doc.sensitivity.length).toBeGreaterThan(3);
     expect(bars.map((b) => [b['data-label'], Number(b['data-value'])])).toEqual(
       doc.sensitivity.slice(0, 30).map((r: Doc) => [`${r.node} (${r.opType})`, r.sqnrDb]),
     );
-    const rows = [...html.matchAll(/<tr><td class="num">(\d+)<\/td><td>([^<]*)<\/td><td>[^<]*<\/td><td class="num">([^<]*)<\/td>/g)].map((m) => [m[2], m[3]]);
-    expect(rows).toEqual(doc.sensitivity.map((r: Doc) => [r.node, r.sqnrDb.toFixed(1)]));
+    const rows = [
+      ...html.matchAll(
+        /<tr><td class="num">(\d+)<\/td><td>([^<]*)<\/td><td>[^<]*<\/td><td class="num">([^<]*)<\/td><td class="num">[^<]*<\/td><td class="num">([^<]*)<\/td>/g,
+      ),
+    ].map((m) => [m[2], m[3], m[4]]);
+    expect(rows).toEqual(doc.sensitivity.map((r: Doc) => [r.node, r.sqnrDb.toFixed(1), String(+doc.metric.perNode[r.node].toPrecision(4))]));
     expect(html).toContain(`most sensitive: ${doc.sensitivity[0].node} (${doc.sensitivity[0].opType})`);
+    expect(html).toContain(`top1 on 100 samples: FP32 ${+doc.metric.fp32.toPrecision(4)}, every node quantized ${+doc.metric.int8.toPrecision(4)}`);
   });
 
   it('prune: per-layer sparsity bars are the JSON report’s', async () => {
@@ -61,6 +107,16 @@ describe('--html on quantize, prune and the batching sweep', () => {
     const bars = attrs(html, 'data-value');
     expect(bars.map((b) => [b['data-label'], Number(b['data-value'])])).toEqual(doc.report.layers.map((l: Doc) => [l.node, l.sparsityAfter * 100]));
     expect(html).toContain(`weight sparsity ${(doc.report.sparsityBefore * 100).toFixed(1)}% -&gt; ${(doc.report.sparsityAfter * 100).toFixed(1)}% (2:4)`);
+  });
+
+  it('prune --pattern channel: a bar per layer with the share of output channels kept', async () => {
+    const { doc, html } = await run('prune-channel', ['prune', CNN, '-o', out('slim.onnx'), '--pattern', 'channel', '--sparsity', '0.3']);
+    const bars = attrs(html, 'data-value');
+    const layers = doc.report.layers.filter((l: Doc) => l.outChannelsBefore);
+    expect(bars.map((b) => [b['data-label'], Number(b['data-value'])])).toEqual(
+      layers.map((l: Doc) => [l.node, ((l.outChannelsAfter ?? l.outChannelsBefore) / l.outChannelsBefore) * 100]),
+    );
+    expect(html).toContain(`${doc.report.channelsRemoved} of ${doc.report.channelsPrunable} prunable channels removed`);
   });
 
   it('benchmark --dynamic-batching: the curve’s points are the JSON’s throughput and p99 per load', async () => {

@@ -38,11 +38,22 @@ const pages: Record<'benchmark' | 'optimize', { html: string; doc: Doc }> = {} a
 
 beforeAll(async () => {
   await runJson(['quantize', CNN, '-o', out('int8.onnx'), '--calibration-data', CALIB, '--calibration-count', '32']);
-  const benchmark = await runJson(
-    ['benchmark', CNN, out('int8.onnx'), '--data', EVAL, '--max-samples', '200', '--iterations', '30', '--warmup', '2', '--no-memory', '--threads', '1'].concat(
-      ['--html', out('benchmark.html')],
-    ),
-  );
+  const timing = ['--iterations', '30', '--warmup', '2', '--no-memory', '--threads', '1'];
+  // A latency gate of 10 s: it passes, and the page shows it.
+  const benchmark = await runJson([
+    'benchmark',
+    CNN,
+    out('int8.onnx'),
+    '--data',
+    EVAL,
+    '--max-samples',
+    '200',
+    ...timing,
+    '--max-latency-p99',
+    '10000',
+    '--html',
+    out('benchmark.html'),
+  ]);
   pages.benchmark = { html: readFileSync(out('benchmark.html'), 'utf8'), doc: benchmark };
   const optimize = await runJson([
     'optimize',
@@ -122,6 +133,18 @@ describe('the HTML report (no browser)', () => {
     expect(verdict).toContain(`${candidate.label}: ${speedup.estimate.toFixed(2)}x `);
     expect(verdict).toContain(`[${speedup.low.toFixed(2)}, ${speedup.high.toFixed(2)}]`);
     expect(verdict).toContain(`${ratio.toFixed(1)}x smaller`);
+    // The gate (10 s: it passes) with its interval, and in the verdict.
+    expect(tableRows(html, 'gates')).toEqual(
+      doc.gates.map((g: Doc) => [
+        g.gate,
+        g.model,
+        g.limit,
+        `${g.measured.estimate.toFixed(2)} ${g.unit} [${g.measured.low.toFixed(2)}, ${g.measured.high.toFixed(2)}]`,
+        'PASS',
+      ]),
+    );
+    expect(doc.gates.length).toBeGreaterThan(0);
+    expect(verdict).toContain(`all ${doc.gates.length} gate(s) passed`);
     // The manifest is the benchmark's own: version, CPU and the command.
     expect(html).toContain(`<td>${doc.manifest.modelOptVersion}</td>`);
     expect(html).toContain(doc.manifest.cpu.model.replace(/&/g, '&amp;'));
