@@ -172,6 +172,7 @@ export function renderBenchmarkHtml(result: BenchmarkResult): string {
         formatBytes(m.peakMemoryBytes),
         formatMs(m.loadMs),
       ]),
+      { id: 'files' },
     ),
   });
   return renderHtmlPage({

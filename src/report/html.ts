@@ -103,10 +103,12 @@ footer { color: var(--muted); font-size: 12px; margin-top: 32px; }
 const SCRIPT = `
 (function () {
   'use strict';
+  var units = { b: 1, kib: 1024, mib: 1048576, gib: 1073741824 };
+  // A cell's leading number (sizes in bytes: 1.22 MiB after 445 KiB), else its text.
   var value = function (cell) {
     var t = cell.textContent.trim();
-    var n = parseFloat(t.replace(/[^0-9.eE+-]/g, ''));
-    return /^[+-]?[0-9.]/.test(t) && !isNaN(n) ? n : t.toLowerCase();
+    var m = /^([+-]?(?:[0-9]+[.]?[0-9]*|[.][0-9]+)(?:e[+-]?[0-9]+)?)[ ]*(B|KiB|MiB|GiB)?/i.exec(t);
+    return m ? parseFloat(m[1]) * (units[(m[2] || 'b').toLowerCase()] || 1) : t.toLowerCase();
   };
   document.querySelectorAll('table.sortable').forEach(function (table) {
     var heads = table.querySelectorAll('thead th');
@@ -163,7 +165,7 @@ export function renderHtmlPage(page: HtmlPage): string {
   const verdict = page.verdict.map((v) => `<p class="${v.level}">${text(v.text)}</p>`).join('\n');
   const sections = [...page.sections, ...(page.manifest ? [manifestSection(page.manifest, page.settings)] : [])];
   const id = (s: string): string => s.toLowerCase().replace(/[^a-z0-9]+/g, '-');
-  const body = sections.map((s) => `<section id="${id(s.title)}"><h2>${text(s.title)}</h2>\n${s.body}\n</section>`).join('\n');
+  const body = sections.map((s) => `<section id="section-${id(s.title)}"><h2>${text(s.title)}</h2>\n${s.body}\n</section>`).join('\n');
   return `<!doctype html>
 <html lang="en">
 <head>

@@ -207,12 +207,25 @@ describe.skipIf(lacksChromium('HTML reports in headless Chromium'))('the HTML re
         expect(p.marks, p.name).toBeGreaterThan(0);
         expect(p.overlaps, p.name).toEqual([]);
       }
-      // The sortable table's script ran: a click on a head sorts (and marks) its column.
-      const sorted = await browser.evaluate<string>(
+      // The sortable tables' script ran: clicks on the size column sort the sizes as bytes, up then down.
+      const table = name === 'benchmark' ? '#files' : '#candidates';
+      const sizes = await browser.evaluate<string[][]>(
         session,
-        `(() => { const th = document.querySelector('table.sortable thead th'); th.click(); return th.getAttribute('aria-sort'); })()`,
+        `(() => {
+          const table = document.querySelector('${table}');
+          const column = [...table.tHead.rows[0].cells].findIndex((th) => th.textContent.startsWith('size'));
+          const read = () => [...table.tBodies[0].rows].map((r) => r.cells[column].textContent);
+          const th = table.tHead.rows[0].cells[column];
+          th.click();
+          const up = read();
+          th.click();
+          return [up, read(), [th.getAttribute('aria-sort')]];
+        })()`,
       );
-      expect(sorted).toBe('ascending');
+      const bytes = (s: string) => Number.parseFloat(s) * ({ B: 1, KiB: 1024, MiB: 1024 ** 2 } as Record<string, number>)[s.split(' ')[1]!]!;
+      expect(sizes[0]!.map(bytes)).toEqual([...sizes[0]!.map(bytes)].sort((a, b) => a - b));
+      expect(sizes[1]).toEqual([...sizes[0]!].reverse());
+      expect(sizes[2]).toEqual(['descending']);
       const widths = await browser.evaluate<{ scroll: number; client: number }>(
         session,
         '({ scroll: document.documentElement.scrollWidth, client: document.documentElement.clientWidth })',
