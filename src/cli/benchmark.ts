@@ -23,7 +23,7 @@ import {
   parsePositiveIntList,
 } from './parsers.js';
 import { helpExamples } from './examples.js';
-import { checkHtmlPath, commandLine, htmlOption, writeHtmlReport } from './html-report.js';
+import { checkHtmlPath, commandLine, writeHtmlReport } from './html-report.js';
 import type { AccuracyBudget } from '../benchmark/types.js';
 
 interface BenchmarkFlags {
@@ -123,7 +123,7 @@ export function registerBenchmark(program: Command): void {
     .option('--max-latency-p99 <ms>', 'gate: largest p99 latency in milliseconds', parseMilliseconds)
     .addOption(sharedOption('json'))
     .option('--markdown <file>', 'also write a Markdown report (for CI summaries and PR comments)')
-    .addOption(htmlOption())
+    .addOption(sharedOption('html'))
     .addOption(
       new Option('--bootstrap <n>', `bootstrap resamples for intervals (1 to ${MAX_RUNS.bootstrap})`)
         .argParser(parseIntInRange(1, MAX_RUNS.bootstrap))

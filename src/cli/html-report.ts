@@ -1,22 +1,17 @@
 /**
- * `--html <file>` for every command that has one (benchmark, its --dynamic-batching sweep,
- * optimize, quantize with or without --analyze, prune): the option, its path check (never over an
- * input, never the file another output of the run writes: exit 2 before any work), the run
- * manifest for commands whose result carries none (versions, CPU and flags, threads, providers,
- * the command line, sha256 of the models read and written), and the atomic write. The page itself
- * is report/html-*'s.
+ * `--html <file>` (the flag is cli/options' sharedOption('html')) on benchmark, its
+ * --dynamic-batching sweep, optimize, quantize (with or without --analyze) and prune: the path
+ * check (never over an input, never the file another output of the run writes: exit 2 before any
+ * work), the run manifest for commands whose result carries none (versions, CPU and flags,
+ * threads, providers, the command line, sha256 of the models read and written), and the atomic
+ * write. The page itself is report/html-*'s.
  * May import: commander, cli/common, app/output-path; lazily benchmark/manifest and benchmark/files.
  */
-import { Option, type Command } from 'commander';
+import type { Command } from 'commander';
 import { existsSync } from 'node:fs';
 import { checkOutputPlan } from '../app/output-path.js';
 import type { Manifest } from '../benchmark/types.js';
 import { note, writeTextAtomic } from './common.js';
-
-/** The --html option, described once for every command. */
-export function htmlOption(): Option {
-  return new Option('--html <file>', 'also write a self-contained HTML report: verdict, tables, plots and the run manifest (opens offline)');
-}
 
 /**
  * Checks the --html path before any work: not an input, not a folder or special file, and not the

@@ -13,7 +13,7 @@ import { createProgress, printJson, reportError, runCommand, workflowEvents, wri
 import { sharedOption, type InputValueFlags } from './options.js';
 import { givenOnce, MAX_RUNS, parseAccuracyBudget, parseBoundedInt, parsePositiveInt, parsePositiveNumber } from './parsers.js';
 import { helpExamples } from './examples.js';
-import { argvOf, htmlOption, runManifest, writeHtmlReport } from './html-report.js';
+import { argvOf, runManifest, writeHtmlReport } from './html-report.js';
 import type { OptimizeOptions } from '../app/optimize.js';
 import { parseOutputKinds } from '../app/output-judging.js';
 
@@ -121,7 +121,7 @@ export function registerOptimize(program: Command): void {
     .addOption(sharedOption('json'))
     .option('--markdown <file>', 'also write the report as Markdown')
     .option('--plot <file>', 'also write an SVG of speed-up vs fidelity with the Pareto front')
-    .addOption(htmlOption())
+    .addOption(sharedOption('html'))
     .action(runCommand(async (modelPath: string, flags: OptimizeFlags, command: Command) => optimizeAction(modelPath, flags, command)));
 }
 

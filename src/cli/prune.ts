@@ -11,7 +11,7 @@ import { createProgress, printJson, reportError, runCommand, workflowEvents } fr
 import { measureSpeedRuns, sharedOption, type InputValueFlags } from './options.js';
 import { givenOnce, oneOf, parseAccuracyBudget, parseFraction, parsePositiveInt, refuseUnknownNames } from './parsers.js';
 import { helpExamples } from './examples.js';
-import { argvOf, checkHtmlPath, htmlOption, runManifest, writeHtmlReport } from './html-report.js';
+import { argvOf, checkHtmlPath, runManifest, writeHtmlReport } from './html-report.js';
 import type { PrunePattern } from '../app/prune-passes.js';
 import type { AccuracyBudget } from '../metrics/accuracy-budget.js';
 
@@ -137,7 +137,7 @@ export function registerPrune(program: Command): void {
     .addOption(sharedOption('input'))
     .addOption(sharedOption('measureSpeed'))
     .addOption(sharedOption('json'))
-    .addOption(htmlOption())
+    .addOption(sharedOption('html'))
     .action(runCommand(async (input: string, flags: PruneFlags, command: Command) => pruneAction(input, flags, command)));
 }
 

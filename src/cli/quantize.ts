@@ -15,7 +15,7 @@ import { createProgress, printJson, reportError, runCommand, workflowEvents } fr
 import { measureSpeedRuns, sharedOption } from './options.js';
 import { givenOnce, parseAccuracyBudget, parseNonNegativeInt, parseNumber, parsePositiveInt, parsePositiveNumber, parseStringList } from './parsers.js';
 import { helpExamples } from './examples.js';
-import { argvOf, checkHtmlPath, htmlOption, runManifest, writeHtmlReport } from './html-report.js';
+import { argvOf, checkHtmlPath, runManifest, writeHtmlReport } from './html-report.js';
 import type { QuantizeWorkflowOptions } from '../app/quantize.js';
 import { parseOutputKinds } from '../app/output-judging.js';
 import { checkExcludeOpTypes, checkFlags, type QuantizeFlags } from './quantize-flags.js';
@@ -112,7 +112,7 @@ export function registerQuantize(program: Command): void {
     .option('--qat-teacher', 'qat: also distil from the FP32 model (soft targets)')
     .addOption(sharedOption('backend'))
     .addOption(sharedOption('json'))
-    .addOption(htmlOption())
+    .addOption(sharedOption('html'))
     .action(runCommand(async (modelPath: string, flags: QuantizeFlags, command: Command) => quantizeAction(modelPath, flags, command)));
 }
 
