@@ -13,6 +13,8 @@ import {
   escapeXml as esc,
   legend,
   legendHeight,
+  logScale,
+  logTickText,
   niceScale,
   plotArea,
   svgEnd,
@@ -53,21 +55,23 @@ function frame(
   labels: readonly string[],
   lo: number,
   hi: number,
-  options: { title: string; xTitle: string; unit: string; width?: number; legend?: readonly { label: string }[]; rightMargin?: number },
+  options: { title: string; xTitle: string; unit: string; width?: number; legend?: readonly { label: string }[]; rightMargin?: number; log?: boolean },
 ): Frame {
   const width = options.width ?? 720;
   const left = Math.min(280, Math.max(60, ...labels.map((l) => textWidth(shortLabel(l), 12) + 16)));
   const bottom = 52 + (options.legend?.length ? legendHeight(width, left, options.legend) + 10 : 0);
   const height = 40 + labels.length * ROW + bottom;
   const area = plotArea(width, height, { left, right: options.rightMargin ?? 24, top: 40, bottom });
-  const scale = niceScale(lo, hi, Math.max(3, Math.min(8, Math.floor(area.w / 90))));
-  const X = (v: number): number => left + ((Math.min(Math.max(v, scale.min), scale.max) - scale.min) / (scale.max - scale.min)) * area.w;
+  const count = Math.max(3, Math.min(8, Math.floor(area.w / 90)));
+  const scale = options.log ? logScale(lo, hi, count) : niceScale(lo, hi, count);
+  const at = options.log ? Math.log10 : (v: number) => v;
+  const X = (v: number): number => left + ((at(Math.min(Math.max(v, scale.min), scale.max)) - at(scale.min)) / (at(scale.max) - at(scale.min))) * area.w;
   const { margin: m, w, h } = area;
   const out = svgStart(area, options.title);
   out.push(
     ...verticalGridLines(
       area,
-      scale.ticks.map((v) => ({ x: X(v), label: tickText(v, scale.step, options.unit) })),
+      scale.ticks.map((v) => ({ x: X(v), label: options.log ? logTickText(v, options.unit) : tickText(v, scale.step, options.unit) })),
     ),
   );
   out.push(`<line x1="${m.left}" y1="${m.top + h}" x2="${m.left + w}" y2="${m.top + h}" stroke="black"/>`);
@@ -162,20 +166,25 @@ export interface BoxRow {
   max: number;
 }
 
+/** Tails longer than this (largest p99 over the smallest median) put the box plot on a log axis: on a linear one the boxes would be a pixel wide. */
+export const LOG_AXIS_RATIO = 20;
+
 /**
  * A box per row: the box from p25 to p75 with the median as a line, whiskers from min to p99, the
  * max as a hollow dot (a triangle at the right edge when beyond the axis, which ends a little past
- * the largest p99 so one slow run does not squash every box).
+ * the largest p99 so one slow run does not squash every box). A log axis when the tail is long
+ * (LOG_AXIS_RATIO), as on a loaded machine; the x title says so.
  */
 export function renderBoxPlot(rows: readonly BoxRow[], options: { title: string; xTitle: string; unit: string; width?: number }): string {
   const hi = Math.max(...rows.map((r) => Math.min(r.max, r.p99 * 1.15)));
   const lo = Math.min(...rows.map((r) => r.min));
+  const log = lo > 0 && Math.max(...rows.map((r) => r.p99)) / Math.min(...rows.map((r) => r.p50)) > LOG_AXIS_RATIO;
   const entries = [{ label: 'box p25-p75, line p50, whiskers min-p99, dot max' }];
   const fr = frame(
     rows.map((r) => r.label),
-    Math.max(0, lo - (hi - lo) * 0.05),
+    log ? lo : Math.max(0, lo - (hi - lo) * 0.05),
     hi,
-    { ...options, legend: entries },
+    { ...options, xTitle: log ? `${options.xTitle}, log scale` : options.xTitle, legend: entries, log },
   );
   rows.forEach((r, i) => {
     const y = fr.rowY(i);

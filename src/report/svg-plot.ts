@@ -75,6 +75,34 @@ export function niceScale(lo: number, hi: number, count = 5): NiceScale {
 }
 
 /**
+ * A logarithmic axis over [lo, hi] (both above 0): from the 1-2-5 value at or below lo to the one
+ * at or above hi, ticks at 1, 2 and 5 x 10^k (only 1 x 10^k when that would be more than `count`
+ * + 3 ticks). `step` is 0: tick texts take their decimals from each tick (logTickText).
+ */
+export function logScale(lo: number, hi: number, count = 5): NiceScale {
+  const first = Math.floor(Math.log10(lo));
+  const last = Math.ceil(Math.log10(hi));
+  const all = (mantissas: number[]) => {
+    const out: number[] = [];
+    for (let k = first; k <= last; k++) for (const m of mantissas) out.push(Number((m * 10 ** k).toPrecision(12)));
+    return out;
+  };
+  const cover = (ticks: number[]) => {
+    const below = ticks.filter((t) => t <= lo * (1 + 1e-9));
+    const above = ticks.filter((t) => t >= hi * (1 - 1e-9));
+    const min = below[below.length - 1] ?? ticks[0]!;
+    const max = above[0] ?? ticks[ticks.length - 1]!;
+    return ticks.filter((t) => t >= min && t <= max);
+  };
+  let ticks = cover(all([1, 2, 5]));
+  if (ticks.length > count + 3) ticks = cover(all([1]));
+  return { min: ticks[0]!, max: ticks[ticks.length - 1]!, step: 0, ticks };
+}
+
+/** A tick of a log axis: the decimals its own size needs (0.05, 0.1, 2, 50, 1k). */
+export const logTickText = (v: number, unit = ''): string => tickText(v, 10 ** Math.floor(Math.log10(v) + 1e-9), unit);
+
+/**
  * A tick's text with as many decimals as its step needs (step 0.05: '0.05', '-0.10'; step 200:
  * '400'; 1000 and up: '2k', '1.5k'), an optional unit, and never '-0'.
  */

@@ -4,7 +4,7 @@
  * where they overlap nothing, and the row plots' marks at the values given.
  */
 import { describe, expect, it } from 'vitest';
-import { niceScale, placeLabels, tickText, textWidth } from '../../src/report/svg-plot.js';
+import { logScale, logTickText, niceScale, placeLabels, tickText, textWidth } from '../../src/report/svg-plot.js';
 import { renderBarPlot, renderBoxPlot, renderIntervalPlot } from '../../src/report/row-plots.js';
 
 describe('rounded scales and tick texts', () => {
@@ -29,6 +29,32 @@ describe('rounded scales and tick texts', () => {
     expect(tickText(400, 200)).toBe('400');
     expect(tickText(2000, 1000)).toBe('2k');
     expect(tickText(1500, 5000)).toBe('1.5k');
+  });
+});
+
+describe('log axes (latency with a long tail)', () => {
+  it('ticks at 1-2-5 x 10^k covering the range, only decades when those are too many; texts with their own decimals', () => {
+    expect(logScale(0.062, 8.3).ticks).toEqual([0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10]);
+    expect(logScale(0.3, 4000).ticks).toEqual([0.1, 1, 10, 100, 1000, 10000]);
+    expect(logScale(0.062, 8.3).ticks.map((v) => logTickText(v, ' ms'))).toEqual(['0.05 ms', '0.1 ms', '0.2 ms', '0.5 ms', '1 ms', '2 ms', '5 ms', '10 ms']);
+    expect(logTickText(2000)).toBe('2k');
+  });
+
+  it('the box plot goes logarithmic when the largest p99 is over 20x the smallest median, and says so', () => {
+    const quiet = renderBoxPlot([{ label: 'a', min: 1, p25: 1.1, p50: 1.2, p75: 1.3, p99: 2, max: 3 }], { title: 't', xTitle: 'latency (ms)', unit: ' ms' });
+    expect(quiet).toContain('>latency (ms)</text>');
+    const loaded = renderBoxPlot([{ label: 'a', min: 0.06, p25: 0.07, p50: 0.08, p75: 0.1, p99: 6, max: 9 }], {
+      title: 't',
+      xTitle: 'latency (ms)',
+      unit: ' ms',
+    });
+    expect(loaded).toContain('>latency (ms), log scale</text>');
+    // The median at 0.08 on a 0.05..10 ms log axis: log(0.08/0.05) / log(10/0.05) of the width from the left.
+    const ticks = [...loaded.matchAll(/<text x="([\d.]+)" y="[\d.]+" text-anchor="middle">([\d.]+) ms</g)].map((m) => [Number(m[1]), Number(m[2])] as const);
+    expect([ticks[0]![1], ticks[ticks.length - 1]![1]]).toEqual([0.05, 10]);
+    const median = Number(/<line x1="([\d.]+)" [^>]*stroke="#d62728"/.exec(loaded)![1]);
+    const [x0, x1] = [ticks[0]![0], ticks[ticks.length - 1]![0]];
+    expect(median).toBeCloseTo(x0 + (Math.log10(0.08 / 0.05) / Math.log10(10 / 0.05)) * (x1 - x0), 0);
   });
 });
 
