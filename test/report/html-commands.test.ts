@@ -8,10 +8,19 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readNpz, writeNpz } from '../../src/data/index.js';
 import type { TensorData } from '../../src/ir/index.js';
+import { DataType } from '../../src/ir/index.js';
 import { formatBytes } from '../../src/report/format.js';
+import { escapeHtml } from '../../src/report/html.js';
+import { renderBatchingHtml } from '../../src/report/html-batching.js';
+import { renderPruneHtml } from '../../src/report/html-prune.js';
+import { renderQuantizeHtml } from '../../src/report/html-quantize.js';
+import { formatSpeedCheck } from '../../src/report/speed-check.js';
+import { VirtualClock } from '../../src/serve/clock.js';
+import { createSimulatedExecutor, linearCost } from '../../src/serve/executor.js';
+import { runBatchingSweep } from '../../src/serve/sweep.js';
 import { runInProcess } from '../helpers/cli.js';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'model-opt-html-commands-'));
@@ -33,10 +42,47 @@ async function run(name: string, args: string[]): Promise<{ doc: Doc; html: stri
   return { doc: JSON.parse(r.stdout), html };
 }
 
+/** The verdict's lines as [level, text]. */
+const verdictOf = (html: string): [string, string][] =>
+  [.../<div class="verdict" id="verdict">([\s\S]*?)<\/div>/.exec(html)![1]!.matchAll(/<p class="(\w+)">([^<]*)<\/p>/g)].map((m) => [
+    m[1]!,
+    m[2]!.replace(/&gt;/g, '>'),
+  ]);
+
+async function simulatedSweep() {
+  const clock = new VirtualClock();
+  return runBatchingSweep({
+    label: 'sim.onnx',
+    batching: { maxBatchSize: 16, maxQueueDelayUs: 0, instances: 1 },
+    loads: [1, 4, 16].map((concurrency) => ({ kind: 'concurrency' as const, concurrency })),
+    sloP99Ms: 6,
+    searchSpace: { maxBatchSizes: [16], preferredBatchSizes: [[]], maxQueueDelaysUs: [0], instances: [1] },
+    measurement: { windowMs: 100 },
+    searchMeasurement: { windowMs: 100 },
+    executors: async (n) => Array.from({ length: n }, () => createSimulatedExecutor(clock, linearCost(1, 0.25))),
+    inputSpecs: [{ name: 'x', dtype: DataType.FLOAT, shape: ['N', 1] }],
+    clock,
+  });
+}
+
 const attrs = (html: string, attr: string): Record<string, string>[] =>
   [...html.matchAll(new RegExp(`<[a-z]+ [^>]*${attr}="[^>]*>`, 'g'))].map((m) =>
     Object.fromEntries([...m[0].matchAll(/([\w-]+)="([^"]*)"/g)].map((a) => [a[1]!, a[2]!])),
   );
+
+/** Each command's JSON document, for the renderers' other branches. */
+const docs: Record<string, Doc> = {};
+
+beforeAll(async () => {
+  // The first 100 labelled evaluation samples: scoring all 2000 per node or per model takes seconds more.
+  const all = await readNpz(EVAL);
+  const first = (t: TensorData, n: number): TensorData => ({
+    ...t,
+    dims: [n, ...t.dims.slice(1)],
+    data: (t.data as Float32Array).slice(0, (t.data.length / t.dims[0]!) * n),
+  });
+  await writeNpz(out('eval-100.npz'), { input: first(all['input']!, 100), labels: first(all['labels']!, 100) });
+});
 
 describe('--html on quantize, prune and the batching sweep', () => {
   it('quantize: the verdict says the sizes the JSON has and the fidelity guard; the fallback ranking is a bar per node, red where kept float', async () => {
@@ -52,7 +98,11 @@ describe('--html on quantize, prune and the batching sweep', () => {
       '32',
       '--min-sqnr',
       '45',
+      '--measure-speed',
+      '20',
     ]);
+    docs['quantize'] = doc;
+    expect(html).toContain(`measured speed-up: ${escapeHtml(formatSpeedCheck(doc.speed))}`);
     expect(html).toContain(
       `${formatBytes(doc.input.sizeBytes)} -&gt; ${formatBytes(doc.output.sizeBytes)} (${(doc.input.sizeBytes / doc.output.sizeBytes).toFixed(1)}x smaller)`,
     );
@@ -66,14 +116,6 @@ describe('--html on quantize, prune and the batching sweep', () => {
   });
 
   it('quantize --analyze --metric: one table row and (up to 30) one bar per node, with the JSON SQNR and top-1', async () => {
-    // The first 100 labelled evaluation samples: the metric per node on all 2000 takes seconds more.
-    const all = await readNpz(EVAL);
-    const first = (t: TensorData, n: number): TensorData => ({
-      ...t,
-      dims: [n, ...t.dims.slice(1)],
-      data: (t.data as Float32Array).slice(0, (t.data.length / t.dims[0]!) * n),
-    });
-    await writeNpz(out('eval-100.npz'), { input: first(all['input']!, 100), labels: first(all['labels']!, 100) });
     const { doc, html } = await run('analyze', [
       'quantize',
       CNN,
@@ -103,10 +145,25 @@ describe('--html on quantize, prune and the batching sweep', () => {
   });
 
   it('prune: per-layer sparsity bars are the JSON report’s', async () => {
-    const { doc, html } = await run('prune', ['prune', CNN, '-o', out('24.onnx'), '--pattern', '2:4']);
+    const { doc, html } = await run('prune', [
+      'prune',
+      CNN,
+      '-o',
+      out('24.onnx'),
+      '--pattern',
+      '2:4',
+      '--eval-data',
+      out('eval-100.npz'),
+      '--measure-speed',
+      '20',
+    ]);
+    docs['prune'] = doc;
     const bars = attrs(html, 'data-value');
     expect(bars.map((b) => [b['data-label'], Number(b['data-value'])])).toEqual(doc.report.layers.map((l: Doc) => [l.node, l.sparsityAfter * 100]));
     expect(html).toContain(`weight sparsity ${(doc.report.sparsityBefore * 100).toFixed(1)}% -&gt; ${(doc.report.sparsityAfter * 100).toFixed(1)}% (2:4)`);
+    const { before, after } = doc.accuracy;
+    expect(html).toContain(`top-1 accuracy ${(before.top1 * 100).toFixed(2)}% -&gt; ${(after.top1 * 100).toFixed(2)}%`);
+    expect(html).toContain(`measured speed-up: ${escapeHtml(formatSpeedCheck(doc.speed))}`);
   });
 
   it('prune --pattern channel: a bar per layer with the share of output channels kept', async () => {
@@ -139,6 +196,31 @@ describe('--html on quantize, prune and the batching sweep', () => {
       ...doc.rows.map((r: Doc) => ['no batching', r.unbatched.throughput, r.unbatched.latencyMs.p99]),
     ];
     expect(points.map((p) => [p['data-series'], Number(p['data-throughput']), Number(p['data-p99'])])).toEqual(expected);
+  });
+
+  it('the branches these runs do not take: nothing written, a failed gate, warnings, an SLO met or missed, no manifest', async () => {
+    const quantize = renderQuantizeHtml({ ...docs['quantize'], output: null, gateFailure: 'no setting met the budget', warnings: ['w1'] }, null);
+    expect(verdictOf(quantize)).toEqual([
+      ['bad', `nothing written (int8): no setting met the budget`],
+      ['good', expect.stringMatching(/^fidelity guard met: /)],
+      [expect.any(String), expect.stringMatching(/^measured speed-up: /)],
+      ['bad', 'gate failed: no setting met the budget'],
+      ['warn', 'warning: w1'],
+    ]);
+    expect(quantize).not.toContain('Run manifest');
+    const prune = renderPruneHtml({ ...docs['prune'], gateFailure: 'top-1 dropped 3.00 pt, over the budget of 2pt' }, null);
+    expect(verdictOf(prune)[0]![0]).toBe('warn');
+    expect(verdictOf(prune)).toContainEqual(['bad', 'gate failed: top-1 dropped 3.00 pt, over the budget of 2pt']);
+    // The batching reports' simulated sweep (a virtual clock, a linear cost model) with an SLO search.
+    const sweep = await simulatedSweep();
+    const met = renderBatchingHtml(sweep, null);
+    expect(verdictOf(met)[0]).toEqual(['good', expect.stringMatching(/^recommended under p99 6 ms: max batch 16, delay 0 us, 1 instance: /)]);
+    const missed = renderBatchingHtml(
+      { ...sweep, slo: { ...sweep.slo!, best: undefined }, rows: sweep.rows.map((r, i) => (i === 0 ? { ...r, batched: { ...r.batched, valid: false } } : r)) },
+      null,
+    );
+    expect(verdictOf(missed).map((v) => v[0])).toEqual(['bad', 'plain', 'warn']);
+    expect(verdictOf(missed)[0]![1]).toBe('no batching setting kept p99 under 6 ms');
   });
 
   it('refuses an --html path that is an input or another output, before any work (exit 2, nothing written)', async () => {

@@ -15,6 +15,8 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { formatMs, formatSpeedup } from '../../src/report/format.js';
+import { renderBenchmarkHtml } from '../../src/report/html-benchmark.js';
+import { renderOptimizeHtml } from '../../src/report/html-optimize.js';
 import { Browser, lacksChromium } from '../helpers/chromium.js';
 import { runInProcess } from '../helpers/cli.js';
 
@@ -86,6 +88,13 @@ function tableRows(html: string, id: string): string[][] {
     ),
   );
 }
+
+/** The verdict's lines as [level, text]. */
+const verdictOf = (html: string): [string, string][] =>
+  [.../<div class="verdict" id="verdict">([\s\S]*?)<\/div>/.exec(html)![1]!.matchAll(/<p class="(\w+)">([^<]*)<\/p>/g)].map((m) => [
+    m[1]!,
+    m[2]!.replace(/&gt;/g, '>'),
+  ]);
 
 /** Every element carrying `attr` (data-*), as its attributes. */
 function marks(html: string, attr: string): Record<string, string>[] {
@@ -168,6 +177,30 @@ describe('the HTML report (no browser)', () => {
     expect(html).toMatch(/<th scope="row">command<\/th><td>model-opt optimize fixtures\/fashion-cnn\.onnx -o /);
     // The written model's hash is in the manifest.
     expect(html).toContain(doc.output.sha256);
+  });
+
+  it('the branches these runs do not take: a failed gate, a slower candidate, noisy timing, fp32 written unchanged, no manifest', () => {
+    const doc = structuredClone(pages.benchmark.doc);
+    const point = doc.models[1].latency[0];
+    point.speedup = { ...point.speedup, estimate: 0.8, low: 0.75, high: 0.85, verdict: 'slower' };
+    point.stats.cv = 0.5;
+    doc.models[0].latency[0].stats.cv = 0.05;
+    doc.gates = [{ ...doc.gates[0], passed: false, message: 'max-latency-p99 failed' }];
+    const verdict = verdictOf(renderBenchmarkHtml(doc));
+    expect(verdict).toEqual([
+      ['bad', expect.stringMatching(/: 0\.80x slower \[0\.75, 0\.85\]/)],
+      [
+        'warn',
+        `timing too noisy to trust (cv above 20%): ${doc.models[1].label} (batch 1): cv 50%; rerun on a quiet machine with --threads 1 and more --iterations`,
+      ],
+      ['bad', '1 of 1 gate(s) failed: max-latency-p99 failed'],
+    ]);
+    const optimize = { ...pages.optimize.doc, output: null, chosen: 'fp32', gateFailure: 'below --min-speedup 3', warnings: ['w1'] };
+    optimize.candidates = optimize.candidates.map((c: Doc) => ({ ...c, status: c.status === 'chosen' ? 'rejected' : c.status }));
+    const html = renderOptimizeHtml(optimize, null);
+    expect(verdictOf(html).map((v) => v[0])).toEqual(['bad', 'bad', 'warn']);
+    expect(tableRows(html, 'candidates')[0]!.at(-1)).toBe('CHOSEN: written unchanged');
+    expect(html).not.toContain('Run manifest');
   });
 });
 
