@@ -29,16 +29,9 @@ export function escapeXml(s: string): string {
   return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
 }
 
-/** Round tick steps: 1, 2, 5 x 10^k, about `count` ticks over [0, max]. */
+/** Round tick steps: 1, 2, 5 x 10^k, about `count` ticks over [0, max] (niceScale from 0). */
 export function niceTicks(max: number, count = 5): number[] {
-  if (!(max > 0)) return [0, 1];
-  const raw = max / count;
-  const mag = 10 ** Math.floor(Math.log10(raw));
-  const step = [1, 2, 5, 10].map((m) => m * mag).find((s) => s >= raw)!;
-  const ticks: number[] = [];
-  for (let v = 0; v <= max + step * 1e-9; v += step) ticks.push(Number(v.toPrecision(12)));
-  if (ticks[ticks.length - 1]! < max) ticks.push(Number((ticks[ticks.length - 1]! + step).toPrecision(12)));
-  return ticks;
+  return max > 0 ? niceScale(0, max, count).ticks : [0, 1];
 }
 
 /** A rounded axis: ticks every `step` (1, 2 or 5 x 10^k) from `min` to `max`, both ticks, covering the data. */
