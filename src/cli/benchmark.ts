@@ -23,8 +23,8 @@ import {
   parsePositiveIntList,
 } from './parsers.js';
 import { helpExamples } from './examples.js';
-import { checkHtmlPath, commandLine, writeHtmlReport } from './html-report.js';
 import type { AccuracyBudget } from '../benchmark/types.js';
+import { checkHtmlPath, commandLine, writeHtmlReport } from './html-report.js';
 
 interface BenchmarkFlags {
   data?: string;
@@ -48,8 +48,8 @@ interface BenchmarkFlags {
   minSpeedup?: number;
   maxLatencyP99?: number;
   json?: boolean;
-  markdown?: string;
   html?: string;
+  markdown?: string;
 }
 
 /** '10' or '10s' = seconds, '500ms' = milliseconds, '2m' = minutes; returns milliseconds. */
@@ -203,8 +203,8 @@ export function registerBenchmark(program: Command): void {
       if (flags.json) printJson(report.benchmarkDocument(result));
       else process.stdout.write(report.renderTable(result, { color: colorEnabled(process.stdout) }));
       for (const warning of report.labelRangeWarnings(result)) note(`model-opt: warning: ${warning}`, flags);
+      await writeHtmlReport(htmlPath, { kind: 'benchmark', result }, { argv: [], json: flags.json });
       if (markdownPath) await writeTextAtomic(markdownPath, report.renderMarkdown(result));
-      if (htmlPath) await writeHtmlReport(htmlPath, (await import('../report/html-benchmark.js')).renderBenchmarkHtml(result), flags);
       let code: number = ExitCode.ok;
       for (const gate of result.gates) {
         if (!gate.passed) code = reportError(new GateError(gate.message));

@@ -17,9 +17,9 @@ import {
   type DynamicBatchingOptions,
 } from '../app/dynamic-batching.js';
 import { colorEnabled, createProgress, note, writeTextAtomic } from './common.js';
-import { argvOf, checkHtmlPath, runManifest, writeHtmlReport } from './html-report.js';
 import { sharedOption, type InputValueFlags } from './options.js';
 import { parseBoundedInt, parseNonNegativeInt, parseNumber, parseMilliseconds, parsePositiveInt, parsePositiveIntList } from './parsers.js';
+import { argvOf, checkHtmlPath, writeHtmlReport } from './html-report.js';
 
 // ---- shared dynamic-batching flags --------------------------------------------------------------
 
@@ -170,11 +170,12 @@ export async function runBatchingBenchmark(model: string, flags: BatchingFlags &
     await writeTextAtomic(plotPath, renderBatchingPlot(result));
     note(`model-opt: plot written to ${flags.plot}`, { json: flags.json });
   }
-  if (htmlPath) {
-    const { renderBatchingHtml } = await import('../report/html-batching.js');
-    const manifest = await runManifest(command ? argvOf(command) : process.argv, { threads: flags.threads ?? null, providers: flags.provider, files: [model] });
-    await writeHtmlReport(htmlPath, renderBatchingHtml(result, manifest), flags);
-  }
+  const argv = command ? argvOf(command) : process.argv;
+  await writeHtmlReport(
+    htmlPath,
+    { kind: 'batching', result },
+    { argv, threads: flags.threads ?? null, providers: flags.provider, files: [model], json: flags.json },
+  );
   if (result.slo && !result.slo.best) throw new GateError(`no batching setting kept p99 under ${result.slo.sloP99Ms} ms`);
   return ExitCode.ok;
 }

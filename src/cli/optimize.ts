@@ -13,9 +13,9 @@ import { createProgress, printJson, reportError, runCommand, workflowEvents, wri
 import { sharedOption, type InputValueFlags } from './options.js';
 import { givenOnce, MAX_RUNS, parseAccuracyBudget, parseBoundedInt, parsePositiveInt, parsePositiveNumber } from './parsers.js';
 import { helpExamples } from './examples.js';
-import { argvOf, runManifest, writeHtmlReport } from './html-report.js';
 import type { OptimizeOptions } from '../app/optimize.js';
 import { parseOutputKinds } from '../app/output-judging.js';
+import { argvOf, writeHtmlReport } from './html-report.js';
 
 export const OPTIMIZE_JSON_SCHEMA_VERSION = 1;
 
@@ -118,10 +118,10 @@ export function registerOptimize(program: Command): void {
     .addOption(sharedOption('shape'))
     .addOption(sharedOption('input', 'the model is specialized for it first: the input becomes a constant and leaves the written model (docs/simplify.md)'))
     .addOption(sharedOption('feedback', 'here for the quantize candidates, and the measurement scores each candidate on its own recurrence'))
+    .addOption(sharedOption('html'))
     .addOption(sharedOption('json'))
     .option('--markdown <file>', 'also write the report as Markdown')
     .option('--plot <file>', 'also write an SVG of speed-up vs fidelity with the Pareto front')
-    .addOption(sharedOption('html'))
     .action(runCommand(async (modelPath: string, flags: OptimizeFlags, command: Command) => optimizeAction(modelPath, flags, command)));
 }
 
@@ -188,13 +188,8 @@ async function optimizeAction(modelPath: string, flags: OptimizeFlags, command: 
       const { renderOptimizePlot } = await import('../report/optimize-plot.js');
       await writeTextAtomic(flags.plot, renderOptimizePlot(result));
     }
-    if (flags.html) {
-      const [{ renderOptimizeHtml }, manifest] = await Promise.all([
-        import('../report/html-optimize.js'),
-        runManifest(argvOf(command), { threads: result.settings.threads, providers: result.settings.providers, files: [modelPath, result.output?.path] }),
-      ]);
-      await writeHtmlReport(flags.html, renderOptimizeHtml(result, manifest), flags);
-    }
+    const run = { argv: argvOf(command), threads: result.settings.threads, providers: result.settings.providers, json: flags.json };
+    await writeHtmlReport(flags.html, { kind: 'optimize', result }, { ...run, files: [modelPath, result.output?.path] });
     if (flags.json) printJson({ schemaVersion: OPTIMIZE_JSON_SCHEMA_VERSION, kind: 'optimize', command: 'optimize', ...result });
     else process.stdout.write(summary.renderOptimizeSummary(result));
     return result.gateFailure ? reportError(new GateError(result.gateFailure)) : ExitCode.ok;

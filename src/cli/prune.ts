@@ -11,9 +11,9 @@ import { createProgress, printJson, reportError, runCommand, workflowEvents } fr
 import { measureSpeedRuns, sharedOption, type InputValueFlags } from './options.js';
 import { givenOnce, oneOf, parseAccuracyBudget, parseFraction, parsePositiveInt, refuseUnknownNames } from './parsers.js';
 import { helpExamples } from './examples.js';
-import { argvOf, checkHtmlPath, runManifest, writeHtmlReport } from './html-report.js';
 import type { PrunePattern } from '../app/prune-passes.js';
 import type { AccuracyBudget } from '../metrics/accuracy-budget.js';
+import { argvOf, checkHtmlPath, writeHtmlReport } from './html-report.js';
 
 interface PruneFlags {
   output: string;
@@ -135,9 +135,9 @@ export function registerPrune(program: Command): void {
     .option('--max-samples <n>', 'evaluate at most n samples of --eval-data', parsePositiveInt)
     .addOption(sharedOption('shape'))
     .addOption(sharedOption('input'))
+    .addOption(sharedOption('html'))
     .addOption(sharedOption('measureSpeed'))
     .addOption(sharedOption('json'))
-    .addOption(sharedOption('html'))
     .action(runCommand(async (input: string, flags: PruneFlags, command: Command) => pruneAction(input, flags, command)));
 }
 
@@ -191,14 +191,8 @@ async function pruneAction(input: string, flags: PruneFlags, command: Command): 
   } finally {
     progress.stop();
   }
+  await writeHtmlReport(flags.html, { kind: 'prune', result }, { argv: argvOf(command), files: [input, result.output], json: flags.json });
   if (flags.json) printJson({ schemaVersion: PRUNE_JSON_SCHEMA_VERSION, command: 'prune', ...result });
   else process.stdout.write(renderPruneSummary(result, { width: process.stdout.isTTY ? process.stdout.columns : undefined }));
-  if (flags.html) {
-    const [{ renderPruneHtml }, manifest] = await Promise.all([
-      import('../report/html-prune.js'),
-      runManifest(argvOf(command), { files: [input, result.output] }),
-    ]);
-    await writeHtmlReport(flags.html, renderPruneHtml(result, manifest), flags);
-  }
   return result.gateFailure ? reportError(new GateError(result.gateFailure)) : ExitCode.ok;
 }

@@ -15,11 +15,11 @@ import { createProgress, printJson, reportError, runCommand, workflowEvents } fr
 import { measureSpeedRuns, sharedOption } from './options.js';
 import { givenOnce, parseAccuracyBudget, parseNonNegativeInt, parseNumber, parsePositiveInt, parsePositiveNumber, parseStringList } from './parsers.js';
 import { helpExamples } from './examples.js';
-import { argvOf, checkHtmlPath, runManifest, writeHtmlReport } from './html-report.js';
 import type { QuantizeWorkflowOptions } from '../app/quantize.js';
 import { parseOutputKinds } from '../app/output-judging.js';
 import { checkExcludeOpTypes, checkFlags, type QuantizeFlags } from './quantize-flags.js';
 import { modeFlag, modeHelp, QUANTIZE_MODES } from '../app/quantize-modes.js';
+import { argvOf, checkHtmlPath, writeHtmlReport } from './html-report.js';
 
 export const QUANTIZE_JSON_SCHEMA_VERSION = 1;
 
@@ -103,6 +103,7 @@ export function registerQuantize(program: Command): void {
     .addOption(modeOption('--op-block-list'))
     .addOption(sharedOption('threads', 'calibration and checks (onnxruntime chooses unless given); --measure-speed times with 1 unless given'))
     .addOption(sharedOption('measureSpeed'))
+    .addOption(sharedOption('html'))
     .addOption(sharedOption('shape'))
     .addOption(sharedOption('input', 'the model is specialized for it first: the input becomes a constant and leaves the written model (docs/simplify.md)'))
     .option('--qat', 'int8: quantization-aware training after calibration (fake-quantized fine-tuning, straight-through estimator; needs --data)')
@@ -112,7 +113,6 @@ export function registerQuantize(program: Command): void {
     .option('--qat-teacher', 'qat: also distil from the FP32 model (soft targets)')
     .addOption(sharedOption('backend'))
     .addOption(sharedOption('json'))
-    .addOption(sharedOption('html'))
     .action(runCommand(async (modelPath: string, flags: QuantizeFlags, command: Command) => quantizeAction(modelPath, flags, command)));
 }
 
@@ -174,35 +174,23 @@ async function quantizeAction(modelPath: string, flags: QuantizeFlags, command: 
     if (flags.analyze) {
       const result = await app.sensitivityWorkflow(options, events);
       progress.stop();
+      await writeHtmlReport(
+        flags.html,
+        { kind: 'quantize-analyze', result },
+        { argv: argvOf(command), threads: flags.threads, files: [modelPath], json: flags.json },
+      );
       if (flags.json) printJson({ schemaVersion: QUANTIZE_JSON_SCHEMA_VERSION, command: 'quantize --analyze', ...result });
       else process.stdout.write(summary.renderSensitivity(result.sensitivity, result.metric));
-      if (flags.html) {
-        const [{ renderSensitivityHtml }, manifest] = await Promise.all([
-          import('../report/html-quantize.js'),
-          quantizeManifest(command, flags, modelPath, undefined),
-        ]);
-        await writeHtmlReport(flags.html, renderSensitivityHtml(result, manifest), flags);
-      }
       return ExitCode.ok;
     }
     const result = await app.quantizeWorkflow(options, events);
     progress.stop();
+    const run = { argv: argvOf(command), threads: flags.threads, json: flags.json };
+    await writeHtmlReport(flags.html, { kind: 'quantize', result }, { ...run, files: [modelPath, result.output?.path] });
     if (flags.json) printJson({ schemaVersion: QUANTIZE_JSON_SCHEMA_VERSION, command: 'quantize', ...result });
     else process.stdout.write(summary.renderQuantizeSummary(result, { width: process.stdout.isTTY ? process.stdout.columns : undefined }));
-    if (flags.html) {
-      const [{ renderQuantizeHtml }, manifest] = await Promise.all([
-        import('../report/html-quantize.js'),
-        quantizeManifest(command, flags, modelPath, result.output?.path),
-      ]);
-      await writeHtmlReport(flags.html, renderQuantizeHtml(result, manifest), flags);
-    }
     return result.gateFailure ? reportError(new GateError(result.gateFailure)) : ExitCode.ok;
   } finally {
     progress.stop();
   }
-}
-
-/** The HTML report's manifest: the model read and the one written, with the run's threads. */
-function quantizeManifest(command: Command, flags: QuantizeFlags, modelPath: string, output: string | undefined) {
-  return runManifest(argvOf(command), { threads: flags.threads ?? null, files: [modelPath, output] });
 }
