@@ -26,6 +26,7 @@ import { helpExamples } from './examples.js';
 import { addJunitOption, reportGates } from './ci.js';
 import { benchmarkGateCases } from '../report/junit.js';
 import type { AccuracyBudget } from '../benchmark/types.js';
+import { checkHtmlPath, commandLine, writeHtmlReport } from './html-report.js';
 
 interface BenchmarkFlags {
   data?: string;
@@ -49,6 +50,7 @@ interface BenchmarkFlags {
   minSpeedup?: number;
   maxLatencyP99?: number;
   json?: boolean;
+  html?: string;
   markdown?: string;
   junit?: string;
 }
@@ -65,12 +67,6 @@ export function parseDuration(value: string): number {
 /** '1.2' or '1.2x' -> 1.2. */
 function parseFactor(value: string): number {
   return parsePositiveNumber(value.trim().replace(/x$/i, ''));
-}
-
-/** The command line as the user typed it (quoted where needed), for the manifest. */
-function commandLine(argv: readonly string[]): string {
-  const quote = (s: string): string => (/^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`);
-  return ['model-opt', ...argv.slice(2)].map(quote).join(' ');
 }
 
 /** Options of the --dynamic-batching sweep only (BatchingFlags less the switch itself). */
@@ -130,6 +126,7 @@ export function registerBenchmark(program: Command): void {
     .option('--max-latency-p99 <ms>', 'gate: largest p99 latency in milliseconds', parseMilliseconds)
     .addOption(sharedOption('json'))
     .option('--markdown <file>', 'also write a Markdown report (for CI summaries and PR comments)')
+    .addOption(sharedOption('html'))
     .addOption(
       new Option('--bootstrap <n>', `bootstrap resamples for intervals (1 to ${MAX_RUNS.bootstrap})`)
         .argParser(parseIntInRange(1, MAX_RUNS.bootstrap))
@@ -153,7 +150,7 @@ export function registerBenchmark(program: Command): void {
           throw new UsageError(
             `${gate} ${gate === '--junit' ? 'reports the gates of' : 'gates'} benchmark's timed runs, not the --dynamic-batching sweep (there --slo-p99 searches for settings under a p99)`,
           );
-        return runBatchingBenchmark(baseline, flags);
+        return runBatchingBenchmark(baseline, flags, command);
       }
       const batchingOnly = given(BATCHING_ONLY);
       if (batchingOnly) throw new UsageError(`${batchingOnly} needs --dynamic-batching`);
@@ -163,6 +160,7 @@ export function registerBenchmark(program: Command): void {
       const markdownPath = flags.markdown
         ? checkOutputPath(flags.markdown, [baseline, ...candidates, ...(flags.data ? [flags.data] : [])], '--markdown')
         : undefined;
+      const htmlPath = checkHtmlPath(flags.html, [baseline, ...candidates, flags.data], [[flags.markdown, '--markdown']]);
       const [{ benchmark }, report, metrics] = await Promise.all([
         import('../benchmark/index.js'),
         import('../report/index.js'),
@@ -212,6 +210,7 @@ export function registerBenchmark(program: Command): void {
       if (flags.json) printJson(report.benchmarkDocument(result));
       else process.stdout.write(report.renderTable(result, { color: colorEnabled(process.stdout), width: outputWidth(process.stdout) }));
       for (const warning of report.labelRangeWarnings(result)) note(`model-opt: warning: ${warning}`, flags);
+      await writeHtmlReport(htmlPath, { kind: 'benchmark', result }, { argv: [], json: flags.json });
       if (markdownPath) await writeTextAtomic(markdownPath, report.renderMarkdown(result));
       return reportGates('benchmark', benchmarkGateCases(result), flags, started);
     }),

@@ -2,7 +2,7 @@
  * The dynamic-batching flags shared by `model-opt benchmark --dynamic-batching` and
  * `model-opt export-triton` (registerBatcherSettingOptions, registerBatchingOptions,
  * batchingOptionsFromFlags), so both commands parse them the same way, and the batching benchmark
- * itself: flags -> app/dynamic-batching -> report/batching-table (or its JSON) and -plot.
+ * itself: flags -> app/dynamic-batching -> report/batching-table (or its JSON), -plot and --html (report/html-batching).
  * May import: cli/*, errors, commander, app/output-path, app/dynamic-batching (its limits); lazily app, report/batching-*, ir.
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
@@ -19,6 +19,7 @@ import {
 import { colorEnabled, createProgress, note, outputWidth, writeTextAtomic } from './common.js';
 import { sharedOption, type InputValueFlags } from './options.js';
 import { parseBoundedInt, parseNonNegativeInt, parseNumber, parseMilliseconds, parsePositiveInt, parsePositiveIntList } from './parsers.js';
+import { argvOf, checkHtmlPath, writeHtmlReport } from './html-report.js';
 
 // ---- shared dynamic-batching flags --------------------------------------------------------------
 
@@ -28,6 +29,8 @@ export interface BatchingFlags
     Pick<DynamicBatchingOptions, 'requestRate' | 'arrivals' | 'concurrency' | 'windowMs' | 'maxWindows' | 'baseline'> {
   dynamicBatching?: boolean;
   plot?: string;
+  /** --html (benchmark's option): the sweep's HTML report. */
+  html?: string;
 }
 
 /** Flags of the wider command the batching run also uses (benchmark or export-triton). */
@@ -151,8 +154,9 @@ export async function withBatchingEvents<T>(flags: { json?: boolean }, run: (eve
  * `benchmark <model> --dynamic-batching ...`: run the sweep, print the table (or --json), write
  * --plot. Returns the exit code (1 when --slo-p99 was given and no setting met it).
  */
-export async function runBatchingBenchmark(model: string, flags: BatchingFlags & CommonRunFlags): Promise<number> {
+export async function runBatchingBenchmark(model: string, flags: BatchingFlags & CommonRunFlags, command?: Command): Promise<number> {
   const plotPath = flags.plot ? checkOutputPath(flags.plot, [model, ...(flags.data ? [flags.data] : [])], '--plot') : undefined;
+  const htmlPath = checkHtmlPath(flags.html, [model, flags.data, flags.tritonConfig], [[flags.plot, '--plot']]);
   const options = await batchingOptionsFromFlags(model, flags);
   const [{ dynamicBatchingWorkflow }, { renderBatchingTable, renderBatchingJson }, { renderBatchingPlot }] = await Promise.all([
     import('../app/dynamic-batching.js'),
@@ -166,6 +170,12 @@ export async function runBatchingBenchmark(model: string, flags: BatchingFlags &
     await writeTextAtomic(plotPath, renderBatchingPlot(result));
     note(`model-opt: plot written to ${flags.plot}`, { json: flags.json });
   }
+  const argv = command ? argvOf(command) : process.argv;
+  await writeHtmlReport(
+    htmlPath,
+    { kind: 'batching', result },
+    { argv, threads: flags.threads ?? null, providers: flags.provider, files: [model], json: flags.json },
+  );
   if (result.slo && !result.slo.best) throw new GateError(`no batching setting kept p99 under ${result.slo.sloP99Ms} ms`);
   return ExitCode.ok;
 }

@@ -2,7 +2,7 @@
  * `model-opt optimize <model> -o <out>`: flags (and a `--recipe` file, which flags override) ->
  * typed workflow options, run app/optimize (build candidates, measure them against FP32, write the
  * fastest within the budget, or the input unchanged), print report/optimize-summary's table or one
- * JSON document, and optionally a Markdown report and an SVG plot. Exit 0 when a model was
+ * JSON document, and optionally a Markdown report, an SVG plot and an HTML report (--html). Exit 0 when a model was
  * written (it is never slower than FP32), 1 when a gate the user set fails (--min-speedup), 2 for
  * bad usage or a recipe that breaks schema/recipe.schema.json.
  * May import: cli/*, errors; lazily app, report, ir/io-spec.
@@ -17,6 +17,7 @@ import { addJunitOption, reportGates } from './ci.js';
 import { optimizeGateCases } from '../report/junit.js';
 import type { OptimizeOptions } from '../app/optimize.js';
 import { parseOutputKinds } from '../app/output-judging.js';
+import { argvOf, writeHtmlReport } from './html-report.js';
 
 export const OPTIMIZE_JSON_SCHEMA_VERSION = 1;
 
@@ -52,6 +53,7 @@ interface OptimizeFlags extends Pick<OptimizeOptions, SameAsOptions> {
   json?: boolean;
   markdown?: string;
   plot?: string;
+  html?: string;
 }
 
 /** '10m', '90s', '1h', '600' (seconds) -> milliseconds. */
@@ -118,6 +120,7 @@ export function registerOptimize(program: Command): void {
     .addOption(sharedOption('shape'))
     .addOption(sharedOption('input', 'the model is specialized for it first: the input becomes a constant and leaves the written model (docs/simplify.md)'))
     .addOption(sharedOption('feedback', 'here for the quantize candidates, and the measurement scores each candidate on its own recurrence'))
+    .addOption(sharedOption('html'))
     .addOption(sharedOption('json'))
     .option('--markdown <file>', 'also write the report as Markdown')
     .option('--plot <file>', 'also write an SVG of speed-up vs fidelity with the Pareto front');
@@ -140,6 +143,7 @@ async function optimizeAction(modelPath: string, flags: OptimizeFlags & { junit?
       [flags.output ? recipePathFor(flags.output) : undefined, RECIPE_BESIDE_OUTPUT],
       [flags.markdown, '--markdown'],
       [flags.plot, '--plot'],
+      [flags.html, '--html'],
     ],
     inputs,
   );
@@ -187,6 +191,8 @@ async function optimizeAction(modelPath: string, flags: OptimizeFlags & { junit?
       const { renderOptimizePlot } = await import('../report/optimize-plot.js');
       await writeTextAtomic(flags.plot, renderOptimizePlot(result));
     }
+    const run = { argv: argvOf(command), threads: result.settings.threads, providers: result.settings.providers, json: flags.json };
+    await writeHtmlReport(flags.html, { kind: 'optimize', result }, { ...run, files: [modelPath, result.output?.path] });
     if (flags.json) printJson({ schemaVersion: OPTIMIZE_JSON_SCHEMA_VERSION, kind: 'optimize', command: 'optimize', ...result });
     else process.stdout.write(summary.renderOptimizeSummary(result, { width: outputWidth(process.stdout) }));
     return await reportGates('optimize', optimizeGateCases(result, options.minSpeedup), flags, started);

@@ -9,6 +9,7 @@ import { collect, MAX_RUNS, parseFraction, parseIntInRange, parseNonEmptyList, p
 
 const SHARED_OPTIONS = {
   json: () => new Option('--json', 'print one JSON document on stdout instead of the human report'),
+  html: () => new Option('--html <file>', 'also write a self-contained HTML report: verdict, tables, plots and the run manifest (opens offline)'),
   input: () =>
     new Option(
       '--input <name=value>',

@@ -1,7 +1,7 @@
 /**
  * `model-opt prune <model> -o out.onnx`: flags -> typed prune options (validated here, once), run
  * app/prune (prune, check in onnxruntime, write atomically, optional timing), print
- * report/prune-summary's per-layer table or one JSON document. Library code loads lazily so
+ * report/prune-summary's per-layer table or one JSON document (and --html, report/html-prune). Library code loads lazily so
  * `--help` stays light.
  * May import: cli/*, errors; lazily app, report, ir/io-spec.
  */
@@ -15,6 +15,7 @@ import { addJunitOption, reportGates } from './ci.js';
 import { pruneGateCases } from '../report/junit.js';
 import type { PrunePattern } from '../app/prune-passes.js';
 import type { AccuracyBudget } from '../metrics/accuracy-budget.js';
+import { argvOf, checkHtmlPath, writeHtmlReport } from './html-report.js';
 
 interface PruneFlags {
   output: string;
@@ -39,6 +40,7 @@ interface PruneFlags {
   feedback?: string[];
   measureSpeed?: boolean | number;
   json?: boolean;
+  html?: string;
 }
 
 export const PRUNE_JSON_SCHEMA_VERSION = 1;
@@ -135,6 +137,7 @@ export function registerPrune(program: Command): void {
     .option('--max-samples <n>', 'evaluate at most n samples of --eval-data', parsePositiveInt)
     .addOption(sharedOption('shape'))
     .addOption(sharedOption('input'))
+    .addOption(sharedOption('html'))
     .addOption(sharedOption('measureSpeed'))
     .addOption(sharedOption('json'));
   addJunitOption(command).action(runCommand(async (input: string, flags: PruneFlags, command: Command) => pruneAction(input, flags, command)));
@@ -150,6 +153,7 @@ async function pruneAction(input: string, flags: PruneFlags & { junit?: string }
   ]);
   refuseUnknownNames('--exclude-op-types', flags.excludeOpTypes, PRUNED_OP_TYPES, 'prune acts on', 'prunes');
   checkOutputPath(flags.output, [input, ...(flags.evalData ? [flags.evalData] : []), ...(flags.calibrationData ? [flags.calibrationData] : [])]);
+  checkHtmlPath(flags.html, [input, flags.evalData, flags.calibrationData], [[flags.output, '-o/--output']]);
   if ((flags.metric !== undefined || flags.outputName !== undefined) && !flags.evalData) {
     throw new UsageError(`${flags.metric !== undefined ? '--metric' : '--output-name'} scores --eval-data, which is not given`);
   }
@@ -190,6 +194,7 @@ async function pruneAction(input: string, flags: PruneFlags & { junit?: string }
   } finally {
     progress.stop();
   }
+  await writeHtmlReport(flags.html, { kind: 'prune', result }, { argv: argvOf(command), files: [input, result.output], json: flags.json });
   if (flags.json) printJson({ schemaVersion: PRUNE_JSON_SCHEMA_VERSION, command: 'prune', ...result });
   else process.stdout.write(renderPruneSummary(result, { width: outputWidth(process.stdout) }));
   return reportGates('prune', pruneGateCases(result, flags.maxAccuracyDrop), flags, started);

@@ -46,6 +46,7 @@ export interface QuantizeFlags extends Pick<QuantizeWorkflowOptions, SameAsOptio
   input?: InputValueFlags;
   feedback?: string[];
   json?: boolean;
+  html?: string;
   qat?: boolean;
   data?: string;
   qatEpochs: number;

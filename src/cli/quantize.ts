@@ -3,7 +3,8 @@
  * options (cross-flag checks here, once), run app/quantize (quantize, guard or QAT, write, check in
  * onnxruntime, fusion check, timing), print report/quantize-summary's table or one JSON document.
  * A budget that no setting meets (the fidelity guard, on unless --no-guard; --max-accuracy-drop)
- * exits 1 with nothing written (--force writes the best attempt); `--analyze` prints the sensitivity table.
+ * exits 1 with nothing written (--force writes the best attempt); `--analyze` prints the sensitivity table;
+ * `--html` also writes either as a page (report/html-quantize).
  * The modes, their help and which flags belong to which come from app/quantize-modes.ts.
  * May import: cli/*, errors, calibration/defaults, app/quantize-modes (light: its passes load lazily); lazily app, report, ir/io-spec.
  */
@@ -20,6 +21,7 @@ import type { QuantizeWorkflowOptions } from '../app/quantize.js';
 import { parseOutputKinds } from '../app/output-judging.js';
 import { checkExcludeOpTypes, checkFlags, type QuantizeFlags } from './quantize-flags.js';
 import { modeFlag, modeHelp, QUANTIZE_MODES } from '../app/quantize-modes.js';
+import { argvOf, checkHtmlPath, writeHtmlReport } from './html-report.js';
 
 export const QUANTIZE_JSON_SCHEMA_VERSION = 1;
 
@@ -103,6 +105,7 @@ export function registerQuantize(program: Command): void {
     .addOption(modeOption('--op-block-list'))
     .addOption(sharedOption('threads', 'calibration and checks (onnxruntime chooses unless given); --measure-speed times with 1 unless given'))
     .addOption(sharedOption('measureSpeed'))
+    .addOption(sharedOption('html'))
     .addOption(sharedOption('shape'))
     .addOption(sharedOption('input', 'the model is specialized for it first: the input becomes a constant and leaves the written model (docs/simplify.md)'))
     .option('--qat', 'int8: quantization-aware training after calibration (fake-quantized fine-tuning, straight-through estimator; needs --data)')
@@ -113,10 +116,10 @@ export function registerQuantize(program: Command): void {
     .addOption(sharedOption('backend'))
     .addOption(sharedOption('json'));
   addJunitOption(command);
-  command.action(runCommand(async (modelPath: string, flags: QuantizeFlags) => quantizeAction(modelPath, flags)));
+  command.action(runCommand(async (modelPath: string, flags: QuantizeFlags, command: Command) => quantizeAction(modelPath, flags, command)));
 }
 
-async function quantizeAction(modelPath: string, flags: QuantizeFlags & { junit?: string }): Promise<number> {
+async function quantizeAction(modelPath: string, flags: QuantizeFlags & { junit?: string }, command: Command): Promise<number> {
   const started = new Date();
   if (flags.analyze && flags.junit) throw new UsageError('--junit writes the gates of a quantize run; --analyze writes no model and has none');
   const [{ checkOutputPath }, { parseShapeOverrides }, { parseFeedback }] = await Promise.all([
@@ -125,6 +128,7 @@ async function quantizeAction(modelPath: string, flags: QuantizeFlags & { junit?
     import('../calibration/feedback.js'),
   ]);
   checkFlags(modelPath, flags, checkOutputPath);
+  checkHtmlPath(flags.html, [modelPath, flags.calibrationData, flags.evalData, flags.data], [[flags.output, '-o/--output']]);
   await checkExcludeOpTypes(flags);
   const options: QuantizeWorkflowOptions = {
     model: modelPath,
@@ -175,12 +179,19 @@ async function quantizeAction(modelPath: string, flags: QuantizeFlags & { junit?
     if (flags.analyze) {
       const result = await app.sensitivityWorkflow(options, events);
       progress.stop();
+      await writeHtmlReport(
+        flags.html,
+        { kind: 'quantize-analyze', result },
+        { argv: argvOf(command), threads: flags.threads, files: [modelPath], json: flags.json },
+      );
       if (flags.json) printJson({ schemaVersion: QUANTIZE_JSON_SCHEMA_VERSION, command: 'quantize --analyze', ...result });
       else process.stdout.write(summary.renderSensitivity(result.sensitivity, result.metric, { width: outputWidth(process.stdout) }));
       return ExitCode.ok;
     }
     const result = await app.quantizeWorkflow(options, events);
     progress.stop();
+    const run = { argv: argvOf(command), threads: flags.threads, json: flags.json };
+    await writeHtmlReport(flags.html, { kind: 'quantize', result }, { ...run, files: [modelPath, result.output?.path] });
     if (flags.json) printJson({ schemaVersion: QUANTIZE_JSON_SCHEMA_VERSION, command: 'quantize', ...result });
     else process.stdout.write(summary.renderQuantizeSummary(result, { width: outputWidth(process.stdout) }));
     return await reportGates('quantize', quantizeGateCases(result), flags, started);

@@ -69,7 +69,10 @@ export interface SummaryStats {
   std: number;
   min: number;
   max: number;
+  /** Quartiles (the box of a box plot); absent in results written before they were recorded. */
+  p25?: number;
   p50: number;
+  p75?: number;
   p90: number;
   p95: number;
   p99: number;
@@ -87,7 +90,9 @@ export function summarize(xs: ArrayLike<number>): SummaryStats {
     std: s,
     min: sorted.length ? sorted[0]! : NaN,
     max: sorted.length ? sorted[sorted.length - 1]! : NaN,
+    p25: percentileSorted(sorted, 25),
     p50: percentileSorted(sorted, 50),
+    p75: percentileSorted(sorted, 75),
     p90: percentileSorted(sorted, 90),
     p95: percentileSorted(sorted, 95),
     p99: percentileSorted(sorted, 99),

@@ -8,7 +8,24 @@
 import type { LoadMeasurement } from '../serve/load-generator.js';
 import { describeSetting } from '../serve/slo-search.js';
 import type { BatchingSweepResult } from '../serve/sweep.js';
-import { axes, coordinate as f, escapeXml, horizontalGridLine, niceTicks, plotArea, referenceLine, svgEnd, svgStart } from './svg-plot.js';
+import {
+  axes,
+  coordinate as f,
+  escapeXml,
+  horizontalGridLine,
+  legend,
+  legendHeight,
+  niceScale,
+  placeLabels,
+  plotArea,
+  referenceLabelBox,
+  referenceLine,
+  svgEnd,
+  svgStart,
+  tickText,
+  verticalGridLines,
+  type PointLabel,
+} from './svg-plot.js';
 
 export { niceTicks } from './svg-plot.js';
 
@@ -19,12 +36,6 @@ export interface PlotSeries {
 }
 
 const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b'];
-
-function tickLabel(v: number): string {
-  if (v === 0) return '0';
-  if (Math.abs(v) >= 1000) return `${Number((v / 1000).toPrecision(3))}k`;
-  return String(Number(v.toPrecision(3)));
-}
 
 const pointsOf = (ms: LoadMeasurement[]): PlotSeries['points'] =>
   ms
@@ -57,27 +68,30 @@ export function sweepSeries(result: BatchingSweepResult): PlotSeries[] {
 }
 
 export function renderLatencyThroughputSvg(series: PlotSeries[], options: { title?: string; sloP99Ms?: number; width?: number; height?: number } = {}): string {
-  const area = plotArea(options.width ?? 720, options.height ?? 460, { left: 70, right: 20, top: 40, bottom: 60 });
+  const width = options.width ?? 720;
+  const entries = series.map((s, i) => ({ label: s.label, color: COLORS[i % COLORS.length]! }));
+  const area = plotArea(width, options.height ?? 460, { left: 70, right: 20, top: 40, bottom: 66 + legendHeight(width, 70, entries) });
   const { margin: m, w, h } = area;
   const all = series.flatMap((s) => s.points);
   const maxX = Math.max(1, ...all.map((p) => p.throughput));
   // Keep the plot readable when an overloaded point's latency explodes: cap at 4x the target.
   const cap = options.sloP99Ms ? options.sloP99Ms * 4 : Infinity;
   const maxY = Math.max(options.sloP99Ms ?? 0, ...all.map((p) => Math.min(p.p99, cap)), 1e-3);
-  const xt = niceTicks(maxX);
-  const yt = niceTicks(maxY);
-  const xMax = xt[xt.length - 1]!;
-  const yMax = yt[yt.length - 1]!;
-  const X = (v: number): number => m.left + (v / xMax) * w;
-  const Y = (v: number): number => m.top + h - (Math.min(v, yMax) / yMax) * h;
+  const xs = niceScale(0, maxX);
+  const ys = niceScale(0, maxY);
+  const X = (v: number): number => m.left + (v / xs.max) * w;
+  const Y = (v: number): number => m.top + h - (Math.min(v, ys.max) / ys.max) * h;
   const out = svgStart(area, options.title);
-  for (const v of xt) {
-    out.push(`<line x1="${f(X(v))}" y1="${m.top}" x2="${f(X(v))}" y2="${m.top + h}" stroke="#eee"/>`);
-    out.push(`<text x="${f(X(v))}" y="${m.top + h + 18}" text-anchor="middle">${tickLabel(v)}</text>`);
-  }
-  for (const v of yt) out.push(...horizontalGridLine(area, Y(v), tickLabel(v)));
+  out.push(
+    ...verticalGridLines(
+      area,
+      xs.ticks.map((v) => ({ x: X(v), label: tickText(v, xs.step) })),
+    ),
+  );
+  for (const v of ys.ticks) out.push(...horizontalGridLine(area, Y(v), tickText(v, ys.step)));
   out.push(...axes(area, 'throughput (requests/s)', 'p99 latency (ms)'));
   if (options.sloP99Ms !== undefined) out.push(...referenceLine(area, Y(options.sloP99Ms), `p99 target ${options.sloP99Ms} ms`));
+  const labels: PointLabel[] = [];
   series.forEach((s, i) => {
     const color = COLORS[i % COLORS.length]!;
     // Load order, not throughput order: past saturation throughput can fall as load rises, and the
@@ -86,14 +100,15 @@ export function renderLatencyThroughputSvg(series: PlotSeries[], options: { titl
     out.push(`<polyline fill="none" stroke="${color}" stroke-width="2" points="${pts.map((p) => `${f(X(p.throughput))},${f(Y(p.p99))}`).join(' ')}"/>`);
     for (const p of pts) {
       out.push(
-        `<circle cx="${f(X(p.throughput))}" cy="${f(Y(p.p99))}" r="3.5" fill="${color}"><title>${escapeXml(`${s.label}${p.load ? ` at ${p.load}` : ''}: ${p.throughput.toFixed(1)} req/s, p99 ${p.p99.toFixed(3)} ms`)}</title></circle>`,
+        `<circle cx="${f(X(p.throughput))}" cy="${f(Y(p.p99))}" r="3.5" fill="${color}" data-series="${escapeXml(s.label)}" data-throughput="${p.throughput}" data-p99="${p.p99}"><title>${escapeXml(`${s.label}${p.load ? ` at ${p.load}` : ''}: ${p.throughput.toFixed(1)} req/s, p99 ${p.p99.toFixed(3)} ms`)}</title></circle>`,
       );
-      if (p.load) out.push(`<text x="${f(X(p.throughput) + 6)}" y="${f(Y(p.p99) - 6)}" font-size="11" fill="${color}">${escapeXml(p.load)}</text>`);
+      if (p.load) labels.push({ x: X(p.throughput), y: Y(p.p99), text: p.load, color });
     }
-    const ly = m.top + 8 + i * 18;
-    out.push(`<rect x="${m.left + 12}" y="${ly - 8}" width="14" height="4" fill="${color}"/>`);
-    out.push(`<text x="${m.left + 32}" y="${ly}">${escapeXml(s.label)}</text>`);
   });
+  const avoid = options.sloP99Ms !== undefined ? [referenceLabelBox(area, Y(options.sloP99Ms), `p99 target ${options.sloP99Ms} ms`)] : [];
+  const placed = placeLabels(labels, { x0: m.left + 2, y0: m.top + 2, x1: m.left + w - 2, y1: m.top + h - 2 }, { pointRadius: 3.5, avoid });
+  out.push(...placed.svg);
+  out.push(...legend(area, placed.hidden > 0 ? [...entries, { label: `${placed.hidden} load label(s) hidden: hover a point`, color: 'none' }] : entries));
   return svgEnd(out);
 }
 

@@ -27,7 +27,9 @@ describe('summary statistics', () => {
     expect(s.std).toBeCloseTo(4.459309861900656, 12); // x.std(ddof=1)
     expect(s.min).toBe(10.4);
     expect(s.max).toBe(25.3);
+    expect(s.p25).toBeCloseTo(10.925, 12); // np.percentile(x, 25)
     expect(s.p50).toBeCloseTo(11.35, 12); // np.percentile(x, 50)
+    expect(s.p75).toBeCloseTo(12.075, 12); // np.percentile(x, 75)
     expect(s.p90).toBeCloseTo(14.86, 12); // np.percentile(x, 90)
     expect(s.p95).toBeCloseTo(20.08, 12); // np.percentile(x, 95)
     expect(s.p99).toBeCloseTo(24.256, 12); // np.percentile(x, 99)

@@ -19,7 +19,20 @@ describe('JSON report', () => {
     const models = doc['models'] as Record<string, any>[];
     expect(Object.keys(models[1]!).sort()).toEqual(['accuracy', 'agreement', 'file', 'label', 'latency', 'loadMs', 'peakMemoryBytes', 'role']);
     expect(Object.keys(models[1]!['latency'][0]).sort()).toEqual(['batchSize', 'p99Interval', 'speedup', 'stats', 'throughput']);
-    expect(Object.keys(models[1]!['latency'][0]['stats']).sort()).toEqual(['count', 'cv', 'max', 'mean', 'min', 'p50', 'p90', 'p95', 'p99', 'std']);
+    expect(Object.keys(models[1]!['latency'][0]['stats']).sort()).toEqual([
+      'count',
+      'cv',
+      'max',
+      'mean',
+      'min',
+      'p25',
+      'p50',
+      'p75',
+      'p90',
+      'p95',
+      'p99',
+      'std',
+    ]);
     expect(models[1]!['accuracy']['comparison']['method']).toBe('exact-binomial');
     expect((doc['gates'] as unknown[]).length).toBe(1);
     expect(doc['passed']).toBe(true);

@@ -58,8 +58,8 @@ describe('batching reports', () => {
       ],
       { width: 720, height: 460 },
     );
-    // x: 70 + v / 1000 * 630; y: 40 + 360 - v / 10 * 360
-    expect(svg).toContain('points="385.0,220.0 700.0,40.0"');
+    // x: 70 + v / 1000 * 630; the plot area is 460 - 40 - 84 (axis title and one legend row below it) = 336 high: y = 40 + 336 - v / 10 * 336
+    expect(svg).toContain('points="385.0,208.0 700.0,40.0"');
   });
 
   it('prints the comparison table, the recommendation and a Triton block that parses', async () => {
