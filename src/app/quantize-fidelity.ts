@@ -577,6 +577,8 @@ export interface FidelityGuardResult<T> {
   steps: FallbackStep[];
   /** Re-quantize + compare runs spent (sensitivity and attempts). */
   runs: number;
+  /** Where the guard's time went: the first measurement, the fallback's ranking and its search (seconds). */
+  seconds: { check: number; ranking: number; search: number };
   /** The search stopped at `options.deadline` (the result is the best attempt made by then). */
   stoppedAtDeadline?: true;
   model: Model;
@@ -631,7 +633,9 @@ export async function guardFidelity<T>(
   let stopped = false;
   const late = (): boolean => (stopped ||= options.deadline !== undefined && performance.now() > options.deadline);
   progress(`fidelity check on ${judge.data.count} held-out samples`);
+  const started = performance.now();
   const initial = await judge.measure(first.model);
+  const seconds = { check: (performance.now() - started) / 1000, ranking: 0, search: 0 };
   const steps: FallbackStep[] = [{ floatNodes: [], worstSqnrDb: initial.worstSqnrDb, met: initial.met, failures: initial.failures }];
   let best = { ...first, measure: initial, floatNodes: [] as string[] };
   let ranking: FidelityGuardResult<T>['ranking'];
@@ -645,6 +649,7 @@ export async function guardFidelity<T>(
     ...(ranking && sensitivity.length > 0 ? { ranking } : {}),
     steps,
     runs: judge.runs,
+    seconds: { ...seconds },
     ...(stopped ? { stoppedAtDeadline: true as const } : {}),
     model: best.model,
     extra: best.extra,
@@ -666,6 +671,7 @@ export async function guardFidelity<T>(
   // At most half of the candidate nodes float (a model with all of them float is not quantized).
   const nodeLimit = Math.floor(space.candidates.length / 2);
 
+  const ranked = performance.now();
   const units = groupUnits(space.candidates, options.maxUnits);
   const batched =
     space.rank && !late()
@@ -683,8 +689,11 @@ export async function guardFidelity<T>(
     ranking = 'separate';
     sensitivity = await separateRanking(units, space, judge, late, progress);
   }
+  const searched = performance.now();
+  seconds.ranking = (searched - ranked) / 1000;
   if (!sensitivity) return result([]);
   await searchRanking(sensitivity, nodeLimit, attempt, late);
+  seconds.search = (performance.now() - searched) / 1000;
   return result(sensitivity);
 }
 

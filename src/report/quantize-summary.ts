@@ -248,7 +248,10 @@ export function renderQuantizeSummary(result: QuantizeResult, options: SummaryOp
   ]);
   const notes = result.report.notes.map((n) => `note: ${n}\n`).join('');
   fitLastColumn(table, options.width);
-  return `${table.toString()}\n${notes}`;
+  // Where the time went, the phases that took any (they add up to the total).
+  const phases = (result.timings ?? []).filter((t) => t.seconds >= 0.05).map((t) => `${t.phase} ${t.seconds.toFixed(1)} s`);
+  const took = `took ${result.seconds.toFixed(1)} s${phases.length > 0 ? ` (${phases.join(', ')})` : ''}\n`;
+  return `${table.toString()}\n${notes}${took}`;
 }
 
 const HELD_OUT_SOURCES: Record<string, string> = {
