@@ -4,7 +4,8 @@
  * in one onnxruntime session instead of one re-quantized model and session per unit. The
  * measuring model is the FP32 graph with, beside each candidate node, a copy of that node as the
  * quantized model runs it (the node and the QuantizeLinear/DequantizeLinear chains in front of it,
- * with whatever else the quantizer put there: channel padding, layout anchors, int8 data movement),
+ * with whatever else the quantizer put there: channel padding, layout anchors, int8 data movement;
+ * for int8-dynamic, the nodes that replaced it: DynamicQuantizeLinear, MatMulInteger, Cast, Mul),
  * fed the tensors the chains start from, and a Where that takes the copy's output instead of the
  * FP32 one on the batch rows that select the node's unit (one bool input per unit and rank). A
  * batch of rows (sample j, unit u) then runs every "only unit u quantized" model at once; rows
@@ -19,7 +20,7 @@
 import { DataType, isFloatDtype, type TensorData } from '../ir/dtype.js';
 import { Tensor, type Graph, type Model, type Node, type Value } from '../ir/index.js';
 import { batches, concatSamples, fixedBatchSize, sliceSamples, take, type Dataset } from '../data/index.js';
-import { createRunner, modelInputSpecs, type RunnerOptions } from '../runtime/index.js';
+import { createRunner, inferShapesByRunning, modelInputSpecs, type RunnerOptions } from '../runtime/index.js';
 import { ABSORBABLE_ACTIVATIONS } from '../passes/quantize/registry.js';
 
 /** Rows (sample x unit) the ranking runs in all, when that gives each unit at least 2 samples. */
@@ -73,12 +74,13 @@ function island(q: Node, reference: ReadonlyMap<string, Node>): Node[] | undefin
  */
 function outputChain(
   q: Node,
+  start: Value,
   reference: ReadonlyMap<string, Node>,
   candidates: { has(name: string): boolean },
 ): { nodes: Node[]; last: Value; replaces: Value } | undefined {
   const nodes: Node[] = [];
   let last = q.outputs[0]!;
-  let replaces = reference.get(q.name)?.outputs[0];
+  let replaces: Value | undefined = start;
   for (;;) {
     if (!replaces) return undefined;
     const readers = last.consumers;
@@ -94,6 +96,18 @@ function outputChain(
     last = activation.outputs[0]!;
     replaces = own.outputs[0];
   }
+}
+
+/**
+ * The node of the quantized model that stands for FP32 node `f`: the one of the same name and op
+ * type (QDQ keeps both), else the producer of the value named like f's output when the pass
+ * replaced `f` by nodes of its own (int8-dynamic: MatMulInteger, Cast, Mul writing f's output).
+ */
+function counterpart(f: Node, quantizedNodes: ReadonlyMap<string, Node>, quantized: Graph, reference: ReadonlyMap<string, Node>): Node | undefined {
+  const same = quantizedNodes.get(f.name);
+  if (same) return same.opType === f.opType ? same : undefined;
+  const producer = quantized.localValue(f.outputs[0]!.name)?.producer;
+  return producer && !reference.has(producer.name) ? producer : undefined;
 }
 
 /** Rank of a value from its type, or undefined. */
@@ -114,6 +128,9 @@ function elemTypeOf(v: Value): number {
  */
 export function buildSensitivityModel(reference: Model, quantized: Model, units: readonly (readonly string[])[]): SensitivityModel | undefined {
   const model = reference.clone();
+  // The quantized model's opsets (a pass may raise them, int8-dynamic to 11): its nodes are copied.
+  model.opsetImports = quantized.opsetImports.map((o) => ({ ...o }));
+  model.irVersion = Math.max(model.irVersion, quantized.irVersion);
   const graph = model.graph;
   const fp32 = byName(graph);
   const quantizedNodes = byName(quantized.graph);
@@ -142,9 +159,10 @@ export function buildSensitivityModel(reference: Model, quantized: Model, units:
   for (const f of [...graph.nodes]) {
     const unit = unitOf.get(f.name);
     if (unit === undefined) continue;
-    const q = quantizedNodes.get(f.name);
-    if (!q || q.opType !== f.opType || !q.outputs[0] || !f.outputs[0]) return undefined;
-    const chain = outputChain(q, fp32, unitOf);
+    if (!f.outputs[0]) return undefined;
+    const q = counterpart(f, quantizedNodes, quantized.graph, fp32);
+    if (!q?.outputs[0]) return undefined;
+    const chain = outputChain(q, f.outputs[0], fp32, unitOf);
     const out = chain?.replaces;
     const rank = out ? rankOf(out) : undefined;
     const inputsSide = island(q, fp32);
@@ -200,6 +218,27 @@ export function buildSensitivityModel(reference: Model, quantized: Model, units:
   return { model, selectors, outputs: outputNames.map((name, i) => ({ name, measured: graph.outputs[i]!.name })), ...(fixedBatch ? { fixedBatch } : {}) };
 }
 
+/**
+ * `reference`, or a copy with its value types filled in by a run on the first 2 samples when a
+ * candidate's output has none (a model as the user gave it: int8-dynamic's; int8's pre-processed
+ * model is typed already). The Where of a unit needs its output's rank.
+ */
+async function withValueTypes(
+  reference: Model,
+  units: readonly (readonly string[])[],
+  feeds: Record<string, TensorData>,
+  runner: RunnerOptions | undefined,
+): Promise<Model> {
+  const names = new Set(units.flat());
+  const untyped = reference.graph.nodes.some((n) => names.has(n.name) && n.outputs[0] && rankOf(n.outputs[0]) === undefined);
+  if (!untyped) return reference;
+  const typed = reference.clone();
+  const two: Record<string, TensorData> = Object.create(null) as Record<string, TensorData>;
+  for (const [name, t] of Object.entries(feeds)) two[name] = sliceSamples(t, 0, Math.min(2, t.dims[0] ?? 1));
+  await inferShapesByRunning(typed, two, { ...runner });
+  return typed;
+}
+
 /** Per-unit noise and signal energy of one output over its rows. */
 interface Energy {
   noise: number;
@@ -244,10 +283,10 @@ export async function batchedSensitivity(
   const axes = data.batchAxes;
   const plain = Object.keys(data.constants ?? {}).length === 0 && Object.keys(data.inputs).every((n) => !axes || !Object.hasOwn(axes, n) || axes[n] === 0);
   if (!plain || data.count === 0 || units.length === 0) return undefined;
-  const built = buildSensitivityModel(reference, quantized, units);
-  if (!built) return undefined;
   const samples = Math.min(data.count, Math.max(2, Math.ceil(SENSITIVITY_ROWS / units.length)));
   const feeds = batches(take(data, samples), samples).next().value!.feeds;
+  const built = buildSensitivityModel(await withValueTypes(reference, units, feeds, options.runner), quantized, units);
+  if (!built) return undefined;
   // Rows: the reference (unit -1) for each sample, then each unit for each sample.
   const rows: { unit: number; sample: number }[] = [];
   for (let unit = -1; unit < units.length; unit++) for (let sample = 0; sample < samples; sample++) rows.push({ unit, sample });
@@ -255,7 +294,9 @@ export async function batchedSensitivity(
   const judged = built.outputs.filter((o) => !options.outputs || options.outputs.includes(o.name));
   const referenceOut = new Map<string, TensorData[]>();
   const energies = units.map(() => new Map<string, Energy>());
-  const runner = await createRunner(built.model, { label: 'sensitivity model', ...options.runner });
+  // A measuring model onnxruntime refuses only costs the cheap ranking: the caller measures each unit instead.
+  const runner = await createRunner(built.model, { label: 'sensitivity model', ...options.runner }).catch(() => undefined);
+  if (!runner) return undefined;
   try {
     for (let start = 0; start < rows.length; start += chunk) {
       const part = rows.slice(start, start + chunk);

@@ -240,11 +240,27 @@ function excludedNodesSpace<R extends { quantized: readonly { node: string; opTy
   return namedSpace(candidates, (exclude) => make([...base, ...exclude]));
 }
 
-/** INT8 dynamic: the candidates are its quantized nodes; others excluded by name. */
-export function dynamicFallbackSpace(model: Model, options: DynamicOptions, first: DynamicReport): FallbackSpace<DynamicReport> {
-  return excludedNodesSpace(model, first, options.excludeNodes ?? [], (excludeNodes) =>
+/**
+ * INT8 dynamic: the candidates are its quantized nodes; others excluded by name. With `batched`
+ * (the first model) its ranking is the batched one.
+ */
+export function dynamicFallbackSpace(
+  model: Model,
+  options: DynamicOptions,
+  first: DynamicReport,
+  batched?: { quantized: Model; runner?: RunnerOptions },
+): FallbackSpace<DynamicReport> {
+  const space = excludedNodesSpace(model, first, options.excludeNodes ?? [], (excludeNodes) =>
     quantizeDynamic(model, { ...options, excludeNodes, onWarning: undefined }),
   );
+  if (!batched) return space;
+  return {
+    ...space,
+    rank: async (units, data) => {
+      const { batchedSensitivity } = await import('./quantize-batched-sensitivity.js');
+      return batchedSensitivity(model, batched.quantized, units, data, { runner: batched.runner });
+    },
+  };
 }
 
 /** INT4 weight-only: the candidates are the named MatMuls/Gathers it quantized. */

@@ -15,6 +15,10 @@ import {
   DEFAULT_FIDELITY_BUDGET,
 } from '../../../src/app/quantize-passes.js';
 import { compareOutputs } from '../../../src/evaluate/index.js';
+import { dynamicFallbackSpace } from '../../../src/app/quantize-guard.js';
+import { quantizeDynamic } from '../../../src/passes/quantize/dynamic.js';
+import type { Dataset } from '../../../src/data/index.js';
+import { ctcLines, fittedCtcRecognizer } from '../../../fixtures/families.js';
 import { dataset, residualCnn } from './models.js';
 
 const setup = async () => {
@@ -56,6 +60,31 @@ describe('batched sensitivity: every unit quantized alone, in one session', () =
     // The nodes differ: 48.3 dB (gap) to 61.9 dB (block.conv1.conv).
     expect(Math.min(...batched!)).toBeCloseTo(48.25, 1);
     expect(Math.max(...batched!)).toBeCloseTo(61.91, 1);
+  });
+});
+
+describe('batched sensitivity for int8-dynamic (nodes replaced by MatMulInteger chains)', () => {
+  it("each MatMul's SQNR equals its separate measurement on the CTC recognizer (opset 9, Constant weights)", async () => {
+    const { model } = await fittedCtcRecognizer(64);
+    const lines = ctcLines(24, 5, 3);
+    const data: Dataset = { count: 24, inputs: { x: lines.x }, source: 'test', notes: [] };
+    const first = quantizeDynamic(model, {});
+    const space = dynamicFallbackSpace(model, {}, first.report, { quantized: first.model });
+    const units = space.candidates.map((c) => [c.node]);
+    expect(units.flat()).toEqual(['query', 'key', 'value', 'classifier']);
+    const batched = await space.rank!(units, data);
+    expect(batched).toBeDefined();
+    // DynamicQuantizeLinear takes its range from the whole batch it sees (here rows of other units
+    // and samples too): within 1 dB of the separate runs (batches of 16), in the same order.
+    const separate: number[] = [];
+    for (const [i, unit] of units.entries()) {
+      separate.push((await compareOutputs(model, await space.only(unit), data)).y!.sqnrDb);
+      expect(Math.abs(batched![i]! - separate[i]!)).toBeLessThan(1);
+    }
+    const order = (v: readonly number[]) => units.map((_, i) => i).sort((a, b) => v[a]! - v[b]!);
+    expect(order(batched!)).toEqual(order(separate));
+    // The classifier (the logits themselves) is the most sensitive.
+    expect(order(batched!)[0]).toBe(3);
   });
 });
 
