@@ -214,6 +214,8 @@ export function buildSensitivityModel(reference: Model, quantized: Model, units:
     graph.outputs = graph.outputs.map((o) => (o === out ? switchedOut : o));
     switched.set(out, switchedOut);
   }
+  // A unit node not in the main graph (inside a sub-graph, or unknown) would measure as FP32.
+  if (selectors.some((list) => list.length === 0)) return undefined;
   graph.topologicalSort();
   return { model, selectors, outputs: outputNames.map((name, i) => ({ name, measured: graph.outputs[i]!.name })), ...(fixedBatch ? { fixedBatch } : {}) };
 }

@@ -6,6 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   batchedSensitivity,
+  buildSensitivityModel,
   FidelityJudge,
   guardFidelity,
   int8FallbackSpace,
@@ -57,6 +58,8 @@ describe('batched sensitivity: every unit quantized alone, in one session', () =
       const alone = await compareOutputs(model, await space.only(unit), heldOut);
       expect(batched![i]!).toBeCloseTo(alone.logits!.sqnrDb, 2);
     }
+    // A unit it cannot find in the main graph: no ranking (the guard measures units separately).
+    expect(buildSensitivityModel(context.preprocessed, full.model, [...units, ['no such node']])).toBeUndefined();
     // The nodes differ: 48.3 dB (gap) to 61.9 dB (block.conv1.conv).
     expect(Math.min(...batched!)).toBeCloseTo(48.25, 1);
     expect(Math.max(...batched!)).toBeCloseTo(61.91, 1);
