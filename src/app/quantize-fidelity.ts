@@ -532,6 +532,12 @@ export interface FallbackSpace<T> {
   build(floatNodes: readonly string[]): Promise<{ model: Model; extra: T }>;
   /** The model with only these candidates quantized (the sensitivity analysis). */
   only(nodes: readonly string[]): Promise<Model>;
+  /**
+   * The cheap ranking, when the mode has one: each unit's worst output SQNR with only it quantized,
+   * for all units in one session on a few samples of `data` (app/quantize-batched-sensitivity.ts);
+   * undefined when it cannot copy a node (the guard then measures each unit on its own).
+   */
+  rank?(units: readonly (readonly string[])[], data: Dataset): Promise<readonly number[] | undefined>;
 }
 
 /** One unit of the ranking: a node, or a block of consecutive nodes when there are many. */
@@ -562,9 +568,17 @@ export interface FidelityGuardResult<T> {
   floatNodes: string[];
   /** The ranking the fallback used (empty when the first model met the budget). */
   sensitivity: FallbackUnit[];
+  /**
+   * How `sensitivity` was measured: 'batched', all units in one session on a few samples (int8);
+   * 'separate', one re-made model and measurement per unit (other modes, or a node the batched
+   * model cannot copy). Absent when there was no fallback.
+   */
+  ranking?: 'batched' | 'separate';
   steps: FallbackStep[];
   /** Re-quantize + compare runs spent (sensitivity and attempts). */
   runs: number;
+  /** Where the guard's time went: the first measurement, the fallback's ranking and its search (seconds). */
+  seconds: { check: number; ranking: number; search: number };
   /** The search stopped at `options.deadline` (the result is the best attempt made by then). */
   stoppedAtDeadline?: true;
   model: Model;
@@ -596,10 +610,17 @@ export function growingCounts(max: number): number[] {
 
 const better = (a: FidelityMeasure, b: FidelityMeasure): boolean => (a.met !== b.met ? a.met : a.worstSqnrDb > b.worstSqnrDb);
 
+/** Most float units the fallback tries to drop one by one from the float set it found (each try a full measurement). */
+export const REFINE_UNITS = 3;
+
 /**
- * The guard: measure `first`; when it misses the budget, rank the candidates on the judge's data
- * and keep the fewest of the most sensitive float until the budget holds. Returns the first
- * attempt that meets it, else the best one (met = false).
+ * The guard: measure `first`; when it misses the budget, rank the candidates and keep the fewest
+ * of the most sensitive float until the budget holds. The ranking is the space's batched one when
+ * it has one (every unit quantized alone, all in one session on a few samples), else one full
+ * measurement per unit. Over the ranking, the float sets are its prefixes: k = 1, 2, 4, ... units,
+ * then bisection between the last k that failed and the first that met; then, when that set has at
+ * most REFINE_UNITS + 1 units, each unit but the last is dropped in turn if the budget still holds
+ * without it. Returns the smallest float set that met the budget, else the best attempt (met = false).
  */
 export async function guardFidelity<T>(
   first: { model: Model; extra: T },
@@ -612,9 +633,12 @@ export async function guardFidelity<T>(
   let stopped = false;
   const late = (): boolean => (stopped ||= options.deadline !== undefined && performance.now() > options.deadline);
   progress(`fidelity check on ${judge.data.count} held-out samples`);
+  const started = performance.now();
   const initial = await judge.measure(first.model);
+  const seconds = { check: (performance.now() - started) / 1000, ranking: 0, search: 0 };
   const steps: FallbackStep[] = [{ floatNodes: [], worstSqnrDb: initial.worstSqnrDb, met: initial.met, failures: initial.failures }];
   let best = { ...first, measure: initial, floatNodes: [] as string[] };
+  let ranking: FidelityGuardResult<T>['ranking'];
   const result = (sensitivity: FallbackUnit[]): FidelityGuardResult<T> => ({
     budget: judge.budget,
     initial,
@@ -622,8 +646,10 @@ export async function guardFidelity<T>(
     met: best.measure.met,
     floatNodes: best.floatNodes,
     sensitivity,
+    ...(ranking && sensitivity.length > 0 ? { ranking } : {}),
     steps,
     runs: judge.runs,
+    seconds: { ...seconds },
     ...(stopped ? { stoppedAtDeadline: true as const } : {}),
     model: best.model,
     extra: best.extra,
@@ -632,25 +658,7 @@ export async function guardFidelity<T>(
   const space = await makeSpace();
   if (space.candidates.length < 2) return result([]);
 
-  // Rank: only one unit quantized at a time, worst output SQNR on the held-out data.
-  const units = groupUnits(space.candidates, options.maxUnits);
-  const sensitivity: FallbackUnit[] = [];
-  for (const [i, u] of units.entries()) {
-    if (late()) return result([]);
-    progress(`fallback: sensitivity ${i + 1}/${units.length}: ${u.nodes.length === 1 ? u.nodes[0] : `${u.nodes[0]} .. ${u.nodes[u.nodes.length - 1]}`}`);
-    const m = await judge.measure(await space.only(u.nodes));
-    const top1 = Object.values(m.outputs).find((o) => o.judged && o.top1Agreement !== null)?.top1Agreement ?? null;
-    sensitivity.push({ ...u, sqnrDb: m.worstSqnrDb, top1Agreement: top1 });
-  }
-  sensitivity.sort((a, b) => a.sqnrDb - b.sqnrDb);
-
-  // At most half of the candidate nodes float (a model with all of them float is not quantized):
-  // with one candidate, no fallback.
-  const nodeLimit = Math.floor(space.candidates.length / 2);
-  let maxK = 0;
-  for (let n = 0; maxK < sensitivity.length && n + sensitivity[maxK]!.nodes.length <= nodeLimit; maxK++) n += sensitivity[maxK]!.nodes.length;
-  const attempt = async (k: number): Promise<boolean> => {
-    const floatNodes = sensitivity.slice(0, k).flatMap((u) => u.nodes);
+  const attempt = async (floatNodes: string[]): Promise<boolean> => {
     progress(`fallback: ${floatNodes.length} node(s) in float`);
     const built = await space.build(floatNodes);
     const measure = await judge.measure(built.model);
@@ -660,22 +668,92 @@ export async function guardFidelity<T>(
     if (measure.met ? !best.measure.met || floatNodes.length < best.floatNodes.length : better(measure, best.measure)) best = candidate;
     return measure.met;
   };
+  // At most half of the candidate nodes float (a model with all of them float is not quantized).
+  const nodeLimit = Math.floor(space.candidates.length / 2);
+
+  const ranked = performance.now();
+  const units = groupUnits(space.candidates, options.maxUnits);
+  const batched =
+    space.rank && !late()
+      ? await space.rank(
+          units.map((u) => u.nodes),
+          judge.data,
+        )
+      : undefined;
+  let sensitivity: FallbackUnit[] | undefined;
+  if (batched) {
+    ranking = 'batched';
+    progress(`fallback: ${units.length} units ranked in one batched pass`);
+    sensitivity = units.map((u, i) => ({ ...u, sqnrDb: batched[i]!, top1Agreement: null })).sort((a, b) => a.sqnrDb - b.sqnrDb);
+  } else {
+    ranking = 'separate';
+    sensitivity = await separateRanking(units, space, judge, late, progress);
+  }
+  const searched = performance.now();
+  seconds.ranking = (searched - ranked) / 1000;
+  if (!sensitivity) return result([]);
+  await searchRanking(sensitivity, nodeLimit, attempt, late);
+  seconds.search = (performance.now() - searched) / 1000;
+  return result(sensitivity);
+}
+
+/** Rank by separate measurements: only one unit quantized at a time, worst output SQNR on the judge's data. Undefined when stopped. */
+async function separateRanking<T>(
+  units: readonly { nodes: string[]; opType: string }[],
+  space: FallbackSpace<T>,
+  judge: FidelityJudge,
+  late: () => boolean,
+  progress: (message: string) => void,
+): Promise<FallbackUnit[] | undefined> {
+  const sensitivity: FallbackUnit[] = [];
+  for (const [i, u] of units.entries()) {
+    if (late()) return undefined;
+    progress(`fallback: sensitivity ${i + 1}/${units.length}: ${u.nodes.length === 1 ? u.nodes[0] : `${u.nodes[0]} .. ${u.nodes[u.nodes.length - 1]}`}`);
+    const m = await judge.measure(await space.only(u.nodes));
+    const top1 = Object.values(m.outputs).find((o) => o.judged && o.top1Agreement !== null)?.top1Agreement ?? null;
+    sensitivity.push({ ...u, sqnrDb: m.worstSqnrDb, top1Agreement: top1 });
+  }
+  sensitivity.sort((a, b) => a.sqnrDb - b.sqnrDb);
+  return sensitivity;
+}
+
+/**
+ * The search over one ranking: the smallest prefix (in units, at most `nodeLimit` nodes) that
+ * meets the budget, by growing then bisecting, then the refinement (units of a small float set
+ * dropped one at a time while the budget holds). Returns whether a float set met the budget.
+ */
+export async function searchRanking(
+  sensitivity: readonly FallbackUnit[],
+  nodeLimit: number,
+  attempt: (floatNodes: string[]) => Promise<boolean>,
+  late: () => boolean = () => false,
+): Promise<boolean> {
+  let maxK = 0;
+  for (let n = 0; maxK < sensitivity.length && n + sensitivity[maxK]!.nodes.length <= nodeLimit; maxK++) n += sensitivity[maxK]!.nodes.length;
+  const prefix = (k: number): string[] => sensitivity.slice(0, k).flatMap((u) => u.nodes);
   let lo = 0;
   let hi: number | undefined;
   for (const k of growingCounts(maxK)) {
-    if (late()) return result(sensitivity);
-    if (await attempt(k)) {
+    if (late()) return false;
+    if (await attempt(prefix(k))) {
       hi = k;
       break;
     }
     lo = k;
   }
-  if (hi !== undefined) {
-    while (hi - lo > 1 && !late()) {
-      const mid = Math.floor((lo + hi) / 2);
-      if (await attempt(mid)) hi = mid;
-      else lo = mid;
+  if (hi === undefined) return false;
+  while (hi - lo > 1 && !late()) {
+    const mid = Math.floor((lo + hi) / 2);
+    if (await attempt(prefix(mid))) hi = mid;
+    else lo = mid;
+  }
+  // Prefix hi - 1 failed, so the last unit stays; each earlier one may be needless.
+  if (hi - 1 <= REFINE_UNITS) {
+    let kept = sensitivity.slice(0, hi);
+    for (let i = hi - 2; i >= 0 && !late(); i--) {
+      const without = kept.filter((u) => u !== sensitivity[i]);
+      if (await attempt(without.flatMap((u) => u.nodes))) kept = without;
     }
   }
-  return result(sensitivity);
+  return true;
 }

@@ -1,10 +1,13 @@
 /**
  * The accuracy guard and sensitivity analysis for INT8. Sensitivity of a node = SQNR (dB) of the
  * model output against FP32 when only that node (with the data-movement ops behind it) is
- * quantized, on calibration inputs: the lower, the more the node hurts. The guard measures top-1
- * on the evaluation set; while the drop exceeds the budget it keeps the most sensitive nodes in
- * FP32 (1, 2, 3, ... of them; fewer FP32 nodes = faster model) and returns the first model within
- * budget, or the best one found when none is. Both measurements are src/evaluate's (top-1 with its
+ * quantized, on calibration inputs: the lower, the more the node hurts. `--analyze` measures it
+ * with one re-quantized model per node (analyzeSensitivity); the guards rank by the batched
+ * measurement (./quantize-batched-sensitivity.ts: every node quantized alone, all in one session).
+ * The labelled guard measures top-1 on the evaluation set; while the drop exceeds the budget it
+ * keeps float the smallest prefix of the ranking that meets it (searchRanking in ./quantize-fidelity.ts:
+ * growing, then bisection, not one node at a time; fewer FP32 nodes = faster model) and returns it,
+ * or the best model found when none is. Both measurements are src/evaluate's (top-1 with its
  * label policy, agreement against FP32); the analysis uses the first CHECK_SAMPLE_COUNT calibration
  * samples. The label-free fidelity guard (on by default) is ./fidelity.ts; the spaces it searches
  * for each mode (which nodes may stay float, how the model is re-made) are defined here.
@@ -100,20 +103,26 @@ export async function analyzeSensitivity(
   return rows;
 }
 
+/** Most nodes the labelled guard keeps float. */
+export const MAX_GUARD_FLOAT_NODES = 16;
+
 function dropPoints(baseline: number, candidate: number): number {
   return (baseline - candidate) * 100;
 }
 
 /**
  * Find the fastest INT8 model within `budget` of FP32 top-1 on `evalData`: full INT8 first, then
- * the k most sensitive nodes in FP32 for growing k.
+ * float sets over the sensitivity ranking (quantize-fidelity.ts's searchRanking: prefixes of 1, 2,
+ * 4, ... nodes, bisection, refinement), at most MAX_GUARD_FLOAT_NODES nodes float (and never all). The ranking is the batched
+ * one (every node quantized alone, all in one session, on the first CHECK_SAMPLE_COUNT calibration
+ * samples), else analyzeSensitivity's one run per node.
  */
 export async function guardAccuracy(
   original: Model,
   context: Int8Context,
   evalData: Dataset,
   budget: AccuracyBudget,
-  options: { outputName?: string; runner?: RunnerOptions; maxAttempts?: number; onProgress?: (e: QuantizeProgress) => void } = {},
+  options: { outputName?: string; runner?: RunnerOptions; maxFloatNodes?: number; onProgress?: (e: QuantizeProgress) => void } = {},
 ): Promise<GuardResult> {
   const progress = options.onProgress ?? (() => undefined);
   const evalOptions = { outputName: options.outputName, runner: options.runner, batchSize: 32 };
@@ -133,16 +142,16 @@ export async function guardAccuracy(
   let best = await tryExcluding([]);
   let sensitivity: SensitivityRow[] = [];
   if (!best.attempt.withinBudget) {
-    sensitivity = await analyzeSensitivity(context, { runner: options.runner, onProgress: options.onProgress });
-    const limit = Math.min(sensitivity.length - 1, options.maxAttempts ?? 16);
-    for (let k = 1; k <= limit; k++) {
-      const r = await tryExcluding(sensitivity.slice(0, k).map((s) => s.node));
-      if (r.attempt.withinBudget) {
-        best = r;
-        break;
-      }
-      if (r.attempt.accuracy > best.attempt.accuracy) best = r;
-    }
+    sensitivity = await rankForGuard(context, options);
+    const { searchRanking } = await import('./quantize-fidelity.js');
+    const units = sensitivity.map((r) => ({ nodes: [r.node], opType: r.opType, sqnrDb: r.sqnrDb, top1Agreement: r.top1Agreement }));
+    const limit = Math.min(sensitivity.length - 1, options.maxFloatNodes ?? MAX_GUARD_FLOAT_NODES);
+    await searchRanking(units, limit, async (fp32Nodes) => {
+      const r = await tryExcluding(fp32Nodes);
+      const fewer = r.attempt.withinBudget && (!best.attempt.withinBudget || fp32Nodes.length < best.attempt.fp32Nodes.length);
+      if (fewer || (!best.attempt.withinBudget && r.attempt.accuracy > best.attempt.accuracy)) best = r;
+      return r.attempt.withinBudget;
+    });
   }
   return {
     baselineAccuracy: baseline,
@@ -156,6 +165,20 @@ export async function guardAccuracy(
     qdq: best.qdq,
     sensitivity,
   };
+}
+
+/** The labelled guard's ranking: batched on the first CHECK_SAMPLE_COUNT calibration samples, else one run per node. */
+async function rankForGuard(context: Int8Context, options: { runner?: RunnerOptions; onProgress?: (e: QuantizeProgress) => void }): Promise<SensitivityRow[]> {
+  const space = await int8FallbackSpace(context);
+  const data = take(context.calibration, CHECK_SAMPLE_COUNT);
+  options.onProgress?.({ phase: 'analyze', message: `sensitivity of ${space.candidates.length} nodes in one batched pass` });
+  const sqnr = await space.rank!(
+    space.candidates.map((c) => [c.node]),
+    data,
+  );
+  if (!sqnr) return analyzeSensitivity(context, { runner: options.runner, onProgress: options.onProgress });
+  const rows = space.candidates.map((c, i) => ({ node: c.node, opType: c.opType, sqnrDb: sqnr[i]!, top1Agreement: null }));
+  return rows.sort((a, b) => a.sqnrDb - b.sqnrDb);
 }
 
 /**
@@ -175,6 +198,10 @@ export async function int8FallbackSpace(context: Int8Context): Promise<FallbackS
       return { model: q.model, extra: q.report };
     },
     only: async (nodes) => (await requantize(context, { onlyNodes: withAbsorbed(context.preprocessed, [...nodes, ...passthroughs]) })).model,
+    rank: async (units, data) => {
+      const { batchedSensitivity } = await import('./quantize-batched-sensitivity.js');
+      return batchedSensitivity(context.preprocessed, full.model, units, data, { batchSize: context.batchSize, runner: context.runner });
+    },
   };
 }
 
@@ -213,11 +240,27 @@ function excludedNodesSpace<R extends { quantized: readonly { node: string; opTy
   return namedSpace(candidates, (exclude) => make([...base, ...exclude]));
 }
 
-/** INT8 dynamic: the candidates are its quantized nodes; others excluded by name. */
-export function dynamicFallbackSpace(model: Model, options: DynamicOptions, first: DynamicReport): FallbackSpace<DynamicReport> {
-  return excludedNodesSpace(model, first, options.excludeNodes ?? [], (excludeNodes) =>
+/**
+ * INT8 dynamic: the candidates are its quantized nodes; others excluded by name. With `batched`
+ * (the first model) its ranking is the batched one.
+ */
+export function dynamicFallbackSpace(
+  model: Model,
+  options: DynamicOptions,
+  first: DynamicReport,
+  batched?: { quantized: Model; runner?: RunnerOptions },
+): FallbackSpace<DynamicReport> {
+  const space = excludedNodesSpace(model, first, options.excludeNodes ?? [], (excludeNodes) =>
     quantizeDynamic(model, { ...options, excludeNodes, onWarning: undefined }),
   );
+  if (!batched) return space;
+  return {
+    ...space,
+    rank: async (units, data) => {
+      const { batchedSensitivity } = await import('./quantize-batched-sensitivity.js');
+      return batchedSensitivity(model, batched.quantized, units, data, { runner: batched.runner });
+    },
+  };
 }
 
 /** INT4 weight-only: the candidates are the named MatMuls/Gathers it quantized. */

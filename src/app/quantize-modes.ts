@@ -368,7 +368,7 @@ const int8Dynamic: QuantizeModeDescriptor = {
       reduceRange: s.reduceRange,
     };
     const first = quantizeDynamic(model, { ...options, onWarning: s.onWarning });
-    return remade(first, () => dynamicFallbackSpace(model, options, first.report));
+    return remade(first, () => dynamicFallbackSpace(model, options, first.report, { quantized: first.model, runner: s.runner }));
   },
   nothingReason: nothingQuantized,
   nothingIsAlwaysAnError: false,

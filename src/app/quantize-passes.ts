@@ -35,6 +35,8 @@ export {
   guardFidelity,
   MAX_SENSITIVITY_UNITS,
   planHeldOut,
+  REFINE_UNITS,
+  searchRanking,
   sliceDataset,
   type FallbackSpace,
   type FallbackStep,
@@ -47,3 +49,4 @@ export {
   type MetricBudget,
   type OutputFidelity,
 } from './quantize-fidelity.js';
+export { batchedSensitivity, buildSensitivityModel, SENSITIVITY_ROWS } from './quantize-batched-sensitivity.js';

@@ -185,7 +185,22 @@ export async function fidelityStep(ctx: QuantizeContext): Promise<void> {
       end: plan.check.start + check.data.count,
       ...(plan.note ? { note: plan.note } : {}),
     };
-    ctx.fidelity = ctx.fallback ? await withFallback(ctx, budget, heldOut) : await measuredOnly(ctx, budget, heldOut);
+    if (ctx.fallback) {
+      const g = await withFallback(ctx, budget, heldOut);
+      ctx.fidelity = g.report;
+      // The fallback's ranking and search as their own phases (when it ran), the rest the check's.
+      if (g.seconds.ranking + g.seconds.search > 0)
+        ctx.lapParts(
+          [
+            ['fidelity', g.seconds.check],
+            ['fallback-ranking', g.seconds.ranking],
+          ],
+          'fallback-search',
+        );
+      else ctx.lap('fidelity');
+      return;
+    }
+    ctx.fidelity = await measuredOnly(ctx, budget, heldOut);
   }
   ctx.lap('fidelity');
 }
@@ -193,7 +208,11 @@ export async function fidelityStep(ctx: QuantizeContext): Promise<void> {
 type HeldOut = Extract<FidelityReport, { enabled: true }>['heldOut'];
 
 /** The guard decides: the pass's result, then nodes kept float until the budget is met (or it cannot be). */
-async function withFallback(ctx: QuantizeContext, budget: FidelityBudget, heldOut: HeldOut): Promise<FidelityReport> {
+async function withFallback(
+  ctx: QuantizeContext,
+  budget: FidelityBudget,
+  heldOut: HeldOut,
+): Promise<{ report: FidelityReport; seconds: FidelityGuardResult<unknown>['seconds'] }> {
   const g: FidelityGuardResult<unknown> = await ctx.applied!.guard(ctx.judge!, ctx.onProgress);
   ctx.written = g.model;
   ctx.report = ctx.applied!.report;
@@ -203,8 +222,24 @@ async function withFallback(ctx: QuantizeContext, budget: FidelityBudget, heldOu
         ? `fidelity guard: ${g.floatNodes.length} node(s) kept float to meet the budget: ${g.floatNodes.join(', ')}`
         : `fidelity guard: ${g.floatNodes.length} node(s) tried in float, and the budget is still missed: ${g.floatNodes.join(', ')}`,
     );
-  const { initial, final, met, floatNodes, sensitivity, steps, runs } = g;
-  return { enabled: true, decidedBy: 'fidelity', heldOut, budget, initial, final, met, floatNodes, sensitivity, steps, runs };
+  const { initial, final, met, floatNodes, sensitivity, ranking, steps, runs } = g;
+  return {
+    report: {
+      enabled: true,
+      decidedBy: 'fidelity',
+      heldOut,
+      budget,
+      initial,
+      final,
+      met,
+      floatNodes,
+      sensitivity,
+      ...(ranking ? { ranking } : {}),
+      steps,
+      runs,
+    },
+    seconds: g.seconds,
+  };
 }
 
 /** The labelled guard or QAT decided: the distance to FP32 is measured and reported, not enforced. */

@@ -150,7 +150,8 @@ export interface QuantizeResult {
 /**
  * The phases of a quantize run: reading the model and data files; the pass (for int8 its parts:
  * pre-processing, shape inference by running, calibration, QDQ insertion; other modes one
- * 'quantize'); the fidelity guard (with its fallback) or the labelled guard / QAT; writing the file
+ * 'quantize'); the fidelity guard's first measurement and, when it missed, its fallback's ranking
+ * and search (or the labelled guard / QAT); writing the file
  * with its onnxruntime check against FP32; the fusion check; the optional speed check.
  */
 export type QuantizePhase =
@@ -163,6 +164,8 @@ export type QuantizePhase =
   | 'accuracy-guard'
   | 'qat'
   | 'fidelity'
+  | 'fallback-ranking'
+  | 'fallback-search'
   | 'write-and-check'
   | 'fusion-check'
   | 'speed-check';
@@ -180,7 +183,7 @@ export type FidelityReport =
       /** Who decides: the fidelity budget, the labelled `maxAccuracyDrop` guard, or nobody (QAT: reported only). */
       decidedBy: 'fidelity' | 'labels' | 'reported';
       heldOut: { source: HeldOutPlan['source']; samples: number; start: number; end: number; note?: string };
-    } & Omit<FidelityGuardResult<unknown>, 'model' | 'extra'>);
+    } & Omit<FidelityGuardResult<unknown>, 'model' | 'extra' | 'seconds'>);
 
 export interface QuantizeChecks {
   /** True: the written model ran in onnxruntime and was compared with FP32; false: it was only loaded (a session created). */

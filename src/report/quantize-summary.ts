@@ -260,7 +260,10 @@ export function renderQuantizeSummary(result: QuantizeResult, options: SummaryOp
     { width: options.width },
   );
   const head = [quantizeVerdict(result), ...speedCheckNoise(result.speed)].join('\n');
-  return fitText(`${head}\n${fitted.text}\n${notes}`, options.width);
+  // Where the time went, the phases that took any (they add up to the total).
+  const phases = (result.timings ?? []).filter((t) => t.seconds >= 0.05).map((t) => `${t.phase} ${t.seconds.toFixed(1)} s`);
+  const took = `took ${result.seconds.toFixed(1)} s${phases.length > 0 ? ` (${phases.join(', ')})` : ''}\n`;
+  return fitText(`${head}\n${fitted.text}\n${notes}${took}`, options.width);
 }
 
 const HELD_OUT_SOURCES: Record<string, string> = {

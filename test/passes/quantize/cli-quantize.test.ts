@@ -198,10 +198,16 @@ describe('model-opt quantize', () => {
     expect(doc.guard.attempts[0].fp32Nodes).toEqual([]);
     expect(doc.guard.attempts[0].dropPoints).toBeGreaterThan(0.5);
     expect(doc.guard.sensitivity.length).toBeGreaterThan(0);
-    // Each later attempt keeps the k most sensitive nodes in FP32.
-    doc.guard.attempts.slice(1).forEach((a: { fp32Nodes: string[] }, k: number) => {
-      expect(a.fp32Nodes).toEqual(doc.guard.sensitivity.slice(0, k + 1).map((s: { node: string }) => s.node));
+    // The attempts keep prefixes of the ranking in FP32, 1, 2, 4, ... nodes until one meets the
+    // budget (then bisection and refinement); the chosen one is the smallest that met.
+    const ranked = doc.guard.sensitivity.map((s: { node: string }) => s.node);
+    const attempts: { fp32Nodes: string[]; withinBudget: boolean }[] = doc.guard.attempts;
+    const firstMet = attempts.findIndex((a) => a.withinBudget);
+    attempts.slice(1, firstMet < 0 ? undefined : firstMet + 1).forEach((a, i) => {
+      expect(a.fp32Nodes).toEqual(ranked.slice(0, a.fp32Nodes.length));
+      expect(a.fp32Nodes.length).toBe(Math.min(2 ** i, Math.min(ranked.length - 1, 16)));
     });
+    if (doc.guard.met) expect(doc.guard.chosen.fp32Nodes.length).toBe(Math.min(...attempts.filter((a) => a.withinBudget).map((a) => a.fp32Nodes.length)));
     if (doc.guard.met) {
       expect(code).toBe(0);
       expect(doc.output.path).toBe(out);
