@@ -38,6 +38,7 @@ import {
   type QuantizeProgress,
 } from '../passes/quantize/int8.js';
 import { autoRanges } from './quantize-auto-ranges.js';
+import { bodiesReached, subgraphCoverage, unreachedFloatNodes } from '../passes/quantize/subgraph-coverage.js';
 import type { AutoCalibrationReport } from '../passes/quantize/auto-calibration.js';
 
 /** Samples of the run that fills in value types (inferShapesByRunning captures every untyped value whole). */
@@ -99,6 +100,7 @@ export async function quantizeInt8(model: Model, options: Int8Options): Promise<
     ...(equalized ? { crossLayerEqualization: equalized.report } : {}),
     ...int8Notes(pre.model, qdq, qdqOptions),
     highDynamicRange: calibrated.highDynamicRange,
+    ...(calibrated.reached.size > 0 ? { subgraphs: subgraphCoverage(calibrated.reached, qdq) } : {}),
     timings: { preprocess: preprocessSeconds, shapes: shapesSeconds, calibration: calibrationSeconds, qdq: 0 },
   };
   report.timings.qdq = lap();
@@ -153,6 +155,10 @@ async function calibrateInt8(context: Int8Context, plan: QdqPlan, options: Int8O
     const fraction = p.passes ? (p.pass - 1 + p.samples / calibration.count) / p.passes : undefined;
     progress({ phase: 'calibrate', message: `calibrating: ${p.samples}/${calibration.count} samples${pass}`, fraction });
   });
+  // Bodies the calibration data never ran have no ranges: their nodes stay float (said in the report).
+  const reached = bodiesReached(context.preprocessed, plan, context.statistics);
+  const unreached = unreachedFloatNodes(reached);
+  if (Object.keys(unreached).length > 0) qdqOptions.floatNodes = { ...qdqOptions.floatNodes, ...unreached };
   const mismatched = concatsWithMismatchedRanges(plan, context.ranges);
   const hdr = { nodes: Object.create(null) as Record<string, string>, tensors: [] as { tensor: string; reason: string }[] };
   for (let round = 0, current = plan; round < 4 && options.highDynamicRange !== 'int8'; round++) {
@@ -185,7 +191,7 @@ async function calibrateInt8(context: Int8Context, plan: QdqPlan, options: Int8O
       context.minmaxTensors ?? new Set(),
     );
   }
-  return { batching, highDynamicRange: hdr.tensors, auto, seconds: (performance.now() - started) / 1000 };
+  return { batching, highDynamicRange: hdr.tensors, auto, reached, seconds: (performance.now() - started) / 1000 };
 }
 
 /**

@@ -52,6 +52,7 @@ import {
 } from '../runtime/index.js';
 import { type BinningJob, binningThreadPays, createBinner } from './binning.js';
 import { DEFAULT_BINS, StreamingHistogram } from './histogram.js';
+import { exposeSubgraphValues } from './subgraph-capture.js';
 
 /** One statistic a pass needs: of which tensor, and what. */
 export type StatisticRequest =
@@ -827,8 +828,24 @@ export async function collectStatistics(
   };
   const result: CollectedStatistics = { ranges: new Map([...ranges].map(([name, s]) => [name, s.stats])), channels: new Map(), batching };
   if (names.length === 0) return result;
-  for (const name of names) {
-    if (!model.graph.localValue(name)) throw new UsageError(`cannot capture tensor '${name}': no such tensor in the main graph of the model`);
+  const nested = names.filter((name) => !model.graph.localValue(name));
+  if (nested.length > 0) {
+    // Values inside If/Loop/Scan bodies: collected on a copy that carries them out (subgraph-capture.ts).
+    const exposed = exposeSubgraphValues(model, nested);
+    const alias = (name: string): string => exposed.aliases.get(name) ?? name;
+    const inner = await collectStatistics(
+      exposed.model,
+      requests.map((r) => ({ ...r, tensor: alias(r.tensor) })),
+      data,
+      options,
+    );
+    for (const name of names) {
+      const s = inner.ranges.get(alias(name));
+      if (s) result.ranges.set(name, { ...s, name });
+      const m = inner.channels.get(alias(name));
+      if (m) result.channels.set(name, m);
+    }
+    return { ...result, batching: inner.batching };
   }
   let totalSamples = options.totalSamples;
   const axes = batchAxes(modelInputSpecs(model));
@@ -909,6 +926,8 @@ function addRange(s: TensorStatistics, values: ArrayLike<number>): void {
 
 /** Per-index sums along the axis: each (outer, index) row is summed first, then added, in sample order. */
 function addMoments(state: MomentState, t: TensorData, name: string): void {
+  // An empty tensor (a branch this batch did not take: subgraph-capture.ts) adds nothing.
+  if (elementCount(t.dims) === 0) return;
   const pos = t.dims.length + state.axis;
   if (pos < 0 || pos >= t.dims.length) {
     throw new UsageError(`calibration: tensor '${name}' has shape [${t.dims}], no axis ${state.axis}`);

@@ -97,6 +97,18 @@ function int8Rows(rep: Int8Report): Row[] {
       `${rep.crossLayerEqualization.pairs.length} Conv pair(s) equalized in ${rep.crossLayerEqualization.sweeps} sweep(s)`,
     ]);
   }
+  if (rep.subgraphs?.length) {
+    rows.push([
+      'control-flow bodies',
+      rep.subgraphs
+        .map((b) =>
+          b.reached
+            ? `${b.opType} '${b.node}' ${b.attribute}: ran during calibration, ${b.quantized} node(s) quantized`
+            : `${b.opType} '${b.node}' ${b.attribute}: never ran during calibration, left float (no ranges)`,
+        )
+        .join('\n'),
+    ]);
+  }
   if (rep.highDynamicRange?.length) rows.push(['high dynamic range (FP32)', rep.highDynamicRange.map((h) => `'${h.tensor}': ${h.reason}`).join('\n')]);
   // High-dynamic-range nodes are listed in their own row (with the tensor's numbers), not again here.
   const skipped = rep.highDynamicRange?.length ? rep.qdq.skipped.filter((x) => !x.reason.includes('high dynamic range')) : rep.qdq.skipped;

@@ -1,0 +1,126 @@
+/**
+ * Values inside Loop and Scan bodies carried out for calibration (src/calibration/subgraph-capture.ts:
+ * one more scan output per value, stacked over the iterations), and static INT8 inside a Loop body
+ * (app/quantize-int8): the body's Gemm quantized when the loop ran, left float when it ran no
+ * iteration. Built from code, run in onnxruntime, against the model's own outputs and FP32.
+ */
+import { describe, expect, it } from 'vitest';
+import { quantizeInt8 } from '../../src/app/quantize-int8.js';
+import { exposeSubgraphValues } from '../../src/calibration/index.js';
+import type { Dataset } from '../../src/data/index.js';
+import { DataType, type TensorData } from '../../src/ir/dtype.js';
+import { Graph, type Value } from '../../src/ir/graph.js';
+import { Model } from '../../src/ir/model.js';
+import { Tensor } from '../../src/ir/tensor.js';
+import { createRunner } from '../../src/runtime/index.js';
+import { seededRandom } from '../../src/util/random.js';
+
+const F = 8;
+const floatType = (shape: (number | string)[]) => ({ kind: 'tensor' as const, elemType: DataType.FLOAT, shape });
+
+function weights(seed: number, count: number, scale: number): Float32Array {
+  const r = seededRandom(seed);
+  return Float32Array.from({ length: count }, () => (2 * r() - 1) * scale);
+}
+
+/** h' = Relu(Gemm(h, W, B)) in a body, W/B initializers of the body; `r` is the named body value. */
+function gemmRelu(body: Graph, h: Value, seed: number): Value {
+  const w = body.addInitializer(Tensor.fromData('body_w', { dtype: DataType.FLOAT, dims: [F, F], data: weights(seed, F * F, 0.6) }));
+  const b = body.addInitializer(Tensor.fromData('body_b', { dtype: DataType.FLOAT, dims: [F], data: weights(seed + 1, F, 0.1) }));
+  const g = body.addNode({ opType: 'Gemm', name: 'body_gemm', inputs: [h, w, b], outputs: ['body_g'] }).outputs[0]!;
+  return body.addNode({ opType: 'Relu', name: 'body_relu', inputs: [g], outputs: ['body_r'] }).outputs[0]!;
+}
+
+/** y = h after `steps` iterations of h = Relu(Gemm(h)) from h = x (a Loop; `steps` a scalar input). */
+function loopModel(): Model {
+  const g = new Graph('loop_model');
+  const x = g.addInput('x', floatType(['batch', F]));
+  const steps = g.addInput('steps', { kind: 'tensor', elemType: DataType.INT64, shape: [] });
+  const cond = g.addInitializer(Tensor.fromData('always', { dtype: DataType.BOOL, dims: [], data: Uint8Array.of(1) }));
+  const body = new Graph('loop_body');
+  body.addInput('iteration', { kind: 'tensor', elemType: DataType.INT64, shape: [] });
+  const condIn = body.addInput('cond_in', { kind: 'tensor', elemType: DataType.BOOL, shape: [] });
+  const h = body.addInput('h', floatType(['batch', F]));
+  const condOut = body.addNode({ opType: 'Identity', name: 'cond_copy', inputs: [condIn], outputs: ['cond_out'] }).outputs[0]!;
+  body.addOutput(condOut, { kind: 'tensor', elemType: DataType.BOOL, shape: [] });
+  body.addOutput(gemmRelu(body, h, 3), floatType(['batch', F]));
+  const [y] = g.addNode({ opType: 'Loop', name: 'loop', inputs: [steps, cond, x], outputs: ['y'], attributes: { body } }).outputs;
+  g.addOutput(y!, floatType(['batch', F]));
+  return new Model(g, [{ domain: '', version: 17 }], 8);
+}
+
+/** A Scan over x [seq, batch, F]: state h (from zeros) = Relu(Gemm(x_t) + h), scan output ys = each h. */
+function scanModel(): Model {
+  const g = new Graph('scan_model');
+  const x = g.addInput('x', floatType([4, 2, F]));
+  const h0 = g.addInitializer(Tensor.fromData('h0', { dtype: DataType.FLOAT, dims: [2, F], data: new Float32Array(2 * F) }));
+  const body = new Graph('scan_body');
+  const h = body.addInput('h', floatType([2, F]));
+  const xt = body.addInput('x_t', floatType([2, F]));
+  const r = gemmRelu(body, xt, 5);
+  const next = body.addNode({ opType: 'Add', name: 'body_add', inputs: [r, h], outputs: ['body_next'] }).outputs[0]!;
+  const y = body.addNode({ opType: 'Identity', name: 'body_y', inputs: [next], outputs: ['body_y_out'] }).outputs[0]!;
+  body.addOutput(next, floatType([2, F]));
+  body.addOutput(y, floatType([2, F]));
+  const outs = g.addNode({ opType: 'Scan', name: 'scan', inputs: [h0, x], outputs: ['h_last', 'ys'], attributes: { body, num_scan_inputs: 1 } }).outputs;
+  g.addOutput(outs[0]!, floatType([2, F]));
+  g.addOutput(outs[1]!, floatType([4, 2, F]));
+  return new Model(g, [{ domain: '', version: 17 }], 8);
+}
+
+const xs = (count: number, seed: number): TensorData => ({ dtype: DataType.FLOAT, dims: [count, F], data: weights(seed, count * F, 1) });
+const stepsOf = (n: number): TensorData => ({ dtype: DataType.INT64, dims: [], data: BigInt64Array.of(BigInt(n)) });
+
+describe('values inside Loop and Scan bodies carried out for calibration', () => {
+  it('Scan: the body value stacked over the iterations equals the Scan output made of it; the outputs are unchanged', async () => {
+    const model = scanModel();
+    const { model: exposed, aliases } = exposeSubgraphValues(model, ['body_next']);
+    const feeds = { x: { dtype: DataType.FLOAT, dims: [4, 2, F], data: weights(9, 4 * 2 * F, 1) } as TensorData };
+    const runner = await createRunner(exposed);
+    const plain = await createRunner(model);
+    try {
+      const out = await runner.run(feeds);
+      const want = await plain.run(feeds);
+      const captured = out[aliases.get('body_next')!]!;
+      expect(captured.dims).toEqual([4, 2, F]);
+      expect(Array.from(captured.data as Float32Array)).toEqual(Array.from(want['ys']!.data as Float32Array));
+      expect(Array.from(out['h_last']!.data as Float32Array)).toEqual(Array.from(want['h_last']!.data as Float32Array));
+    } finally {
+      await runner.release();
+      await plain.release();
+    }
+  });
+
+  it('Loop: static INT8 quantizes the Gemm inside the body when the loop ran (within 2% of FP32), leaves it float when it ran no iteration', async () => {
+    const model = loopModel();
+    const calibration = (steps: number): Dataset => ({
+      count: 16,
+      inputs: { x: xs(16, 1) },
+      constants: { steps: stepsOf(steps) },
+      batchAxes: { x: 0 },
+      source: 'loop calibration',
+      notes: [],
+    });
+    const ran = await quantizeInt8(model, { calibration: calibration(3) });
+    expect(ran.report.subgraphs).toEqual([{ node: 'loop', opType: 'Loop', attribute: 'body', graph: 'loop_body', reached: true, quantized: 1 }]);
+    const body = ran.model.graph.nodes.find((n) => n.opType === 'Loop')!.subgraphs()[0]!;
+    expect(body.nodes.map((n) => n.opType)).toContain('QuantizeLinear');
+    const feeds = { x: xs(4, 2), steps: stepsOf(3) };
+    const [fp32, int8] = await Promise.all([createRunner(model), createRunner(ran.model)]);
+    try {
+      const want = (await fp32.run(feeds))['y']!.data as Float32Array;
+      const have = (await int8.run(feeds))['y']!.data as Float32Array;
+      const scale = Math.max(...want.map(Math.abs));
+      const diff = Math.max(...want.map((w, i) => Math.abs(w - have[i]!)));
+      expect(scale).toBeGreaterThan(0.1);
+      expect(diff).toBeGreaterThan(0);
+      expect(diff).toBeLessThan(0.02 * scale);
+    } finally {
+      await fp32.release();
+      await int8.release();
+    }
+    const idle = await quantizeInt8(model, { calibration: calibration(0) });
+    expect(idle.report.subgraphs).toEqual([{ node: 'loop', opType: 'Loop', attribute: 'body', graph: 'loop_body', reached: false, quantized: 0 }]);
+    expect(idle.report.qdq.skipped.find((s) => s.node === 'body_gemm')?.reason).toMatch(/inside the body of Loop 'loop', which the calibration data never ran/);
+  });
+});
