@@ -24,14 +24,19 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const single = path.join(dir, 'if-vad.onnx');
 const nested = path.join(dir, 'nested-vad.onnx');
 
-/** Calibration data: 32 chunks of the stream and the sample rate (a scalar, fed with every batch). */
-async function calibration(file: string, sr: number): Promise<string> {
+/**
+ * Calibration data: 32 chunks of the stream and the sample rate: one scalar fed with every batch,
+ * or one rate per chunk (batches then split where the rate changes).
+ */
+async function calibration(file: string, sr: number | number[]): Promise<string> {
   const audio = ifVadAudio(32, 11);
   const data = new Float32Array(audio.length * IF_VAD.samples);
   audio.forEach((a, i) => data.set(a, i * IF_VAD.samples));
   await writeNpz(file, {
     input: { dtype: DataType.FLOAT, dims: [audio.length, IF_VAD.samples], data },
-    sr: { dtype: DataType.INT64, dims: [], data: BigInt64Array.of(BigInt(sr)) },
+    sr: Array.isArray(sr)
+      ? { dtype: DataType.INT64, dims: [sr.length], data: BigInt64Array.from(sr, BigInt) }
+      : { dtype: DataType.INT64, dims: [], data: BigInt64Array.of(BigInt(sr)) },
   });
   return file;
 }
@@ -107,6 +112,27 @@ describe('quantize --mode int8 on a model whose body sits in an If, no --input',
     expect(at16k).toBeGreaterThan(0);
     expect(at16k).toBeLessThan(5e-3);
     expect(at8k).toBeLessThan(1e-5);
+  });
+});
+
+describe('calibration data holding both sample rates', () => {
+  it('one rate per chunk: both branches ran during calibration and both are quantized; streams within budget at 16 and 8 kHz', async () => {
+    const output = path.join(dir, 'if-int8-both.onnx');
+    const rates = Array.from({ length: 32 }, (_, i) => (i % 16 < 8 ? 16000 : 8000));
+    const data = await calibration(path.join(dir, 'calib-both.npz'), rates);
+    const cli = await runInProcess(['quantize', single, '-o', output, '--mode', 'int8', '--calibration-data', data, '--feedback', 'stateN=state', '--json']);
+    expect(cli.code, cli.stderr).toBe(0);
+    const doc = JSON.parse(cli.stdout);
+    expect(doc.report.subgraphs.map((b: { graph: string; reached: boolean; quantized: number }) => [b.graph, b.reached, b.quantized])).toEqual([
+      ['then', true, 6],
+      ['else', true, 6],
+    ]);
+    expect(doc.fusion.integerKernels).toMatchObject({ QLinearConv: 2, QGemm: 6 });
+    for (const sr of [16000, 8000]) {
+      const diff = await streamDiff(single, output, sr);
+      expect(diff).toBeGreaterThan(0);
+      expect(diff).toBeLessThan(5e-3);
+    }
   });
 });
 
