@@ -55,6 +55,8 @@ export interface SimplifyReport {
   valuesRenamed: number;
   deadNodesRemoved: number;
   initializersRemoved: number;
+  /** Nodes on constants that onnxruntime evaluated ahead (the workflow's step after this pass: app/simplify-runtime-fold). */
+  nodesFoldedInRuntime?: number;
   /** If/Loop/Scan nodes left (their bodies stay as they are, folded inside). */
   controlFlowLeft: number;
 }
