@@ -38,6 +38,9 @@ const NEVER_FOLDED = new Set([
   'Scan',
 ]);
 
+/** Largest inputs (bytes, together) a node may have to be evaluated ahead (bounds the memory of a fold). */
+const MAX_INPUT_BYTES = 64 * 1024 * 1024;
+
 /** Rounds of evaluate-then-simplify before giving up (each must fold something to go on). */
 const MAX_ROUNDS = 8;
 
@@ -80,6 +83,7 @@ export async function foldInRuntime(model: Model): Promise<number> {
   let folded = 0;
   for (const node of nodes) {
     const inputBytes = node.inputs.reduce((s, v) => s + (v ? bytesOf(v.graph.constantTensor(v)!) : 0), 0);
+    if (inputBytes > MAX_INPUT_BYTES) continue;
     let result: TensorData | undefined;
     try {
       const runner = await createRunner(alone(model, node), { label: `constant node '${node.name || node.opType}'` });
