@@ -156,7 +156,7 @@ async function calibrateInt8(context: Int8Context, plan: QdqPlan, options: Int8O
     progress({ phase: 'calibrate', message: `calibrating: ${p.samples}/${calibration.count} samples${pass}`, fraction });
   });
   // Bodies the calibration data never ran have no ranges: their nodes stay float (said in the report).
-  const reached = bodiesReached(context.preprocessed, plan, context.statistics);
+  const reached = bodiesReached(context.preprocessed, plan, context.statistics, context.uncaptured);
   const unreached = unreachedFloatNodes(reached);
   if (Object.keys(unreached).length > 0) qdqOptions.floatNodes = { ...qdqOptions.floatNodes, ...unreached };
   const mismatched = concatsWithMismatchedRanges(plan, context.ranges);
@@ -216,6 +216,7 @@ async function calibrateMore(
     ranges: stats,
     channels,
     batching,
+    uncaptured,
   } = await collectStatistics(context.preprocessed, requests, calibration, {
     // Without --batch-size the service picks the batch (the same budgeted one for ranges; a smaller
     // one when that keeps whole captures for histograms to one pass).
@@ -228,6 +229,7 @@ async function calibrateMore(
     context.ranges.set(name, computeRange(s, context.minmaxTensors?.has(name) ? { ...context.rangeOptions, method: 'minmax' } : context.rangeOptions));
   }
   for (const [name, m] of channels) means?.set(name, m.mean);
+  for (const u of uncaptured ?? []) (context.uncaptured ??= new Map()).set(u.tensor, u.reason);
   return batching;
 }
 

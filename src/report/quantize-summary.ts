@@ -104,7 +104,9 @@ function int8Rows(rep: Int8Report): Row[] {
         .map((b) =>
           b.reached
             ? `${b.opType} '${b.node}' ${b.attribute}: ran during calibration, ${b.quantized} node(s) quantized`
-            : `${b.opType} '${b.node}' ${b.attribute}: never ran during calibration, left float (no ranges)`,
+            : b.uncaptured !== undefined
+              ? `${b.opType} '${b.node}' ${b.attribute}: left float, ${b.uncaptured}`
+              : `${b.opType} '${b.node}' ${b.attribute}: never ran during calibration, left float (no ranges)`,
         )
         .join('\n'),
     ]);

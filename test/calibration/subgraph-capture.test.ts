@@ -123,4 +123,47 @@ describe('values inside Loop and Scan bodies carried out for calibration', () =>
     expect(idle.report.subgraphs).toEqual([{ node: 'loop', opType: 'Loop', attribute: 'body', graph: 'loop_body', reached: false, quantized: 0 }]);
     expect(idle.report.qdq.skipped.find((s) => s.node === 'body_gemm')?.reason).toMatch(/inside the body of Loop 'loop', which the calibration data never ran/);
   });
+
+  it('a Loop whose body value grows every iteration cannot be stacked: calibration runs again without it, and the body stays float with that reason', async () => {
+    const g = new Graph('grow');
+    const x = g.addInput('x', floatType([1, F]));
+    const steps = g.addInitializer(Tensor.fromData('steps', { dtype: DataType.INT64, dims: [], data: BigInt64Array.of(3n) }));
+    const go = g.addInitializer(Tensor.fromData('go', { dtype: DataType.BOOL, dims: [], data: Uint8Array.of(1) }));
+    const body = new Graph('grow_body');
+    body.addInput('i', { kind: 'tensor', elemType: DataType.INT64, shape: [] });
+    const c = body.addInput('c', { kind: 'tensor', elemType: DataType.BOOL, shape: [] });
+    const seq = body.addInput('seq', floatType(['t', F]));
+    // seq grows by a row each iteration: [1, F], [2, F], ... so its values cannot be one scan output.
+    const grown = body.addNode({ opType: 'Concat', name: 'grow', inputs: [seq, x], outputs: ['grown'], attributes: { axis: 0 } }).outputs[0]!;
+    const r = gemmRelu(body, grown, 7);
+    body.addOutput(body.addNode({ opType: 'Identity', name: 'c_copy', inputs: [c], outputs: ['c_out'] }).outputs[0]!, {
+      kind: 'tensor',
+      elemType: DataType.BOOL,
+      shape: [],
+    });
+    body.addOutput(r, floatType(['t2', F]));
+    const out = g.addNode({ opType: 'Loop', name: 'loop', inputs: [steps, go, x], outputs: ['out'], attributes: { body } }).outputs[0]!;
+    g.addOutput(out, floatType(['n', F]));
+    const model = new Model(g, [{ domain: '', version: 17 }], 8);
+    const calibration: Dataset = {
+      count: 4,
+      inputs: { x: { dtype: DataType.FLOAT, dims: [4, 1, F], data: weights(8, 4 * F, 1) } },
+      batchAxes: { x: null },
+      source: 'grow',
+      notes: [],
+    };
+    const { report } = await quantizeInt8(model, { calibration, batchSize: 1 });
+    expect(report.subgraphs).toEqual([
+      {
+        node: 'loop',
+        opType: 'Loop',
+        attribute: 'body',
+        graph: 'grow_body',
+        reached: false,
+        quantized: 0,
+        uncaptured: expect.stringMatching(/^onnxruntime could not stack its values over the iterations for calibration \(.*Inconsistent shape/),
+      },
+    ]);
+    expect(report.qdq.skipped.find((s) => s.node === 'body_gemm')?.reason).toMatch(/^inside the body of Loop 'loop': onnxruntime could not stack/);
+  });
 });

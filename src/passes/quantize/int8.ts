@@ -149,6 +149,8 @@ export interface Int8Context {
   channelMeans?: Map<string, Float64Array>;
   /** `preprocessed` was equalized (cross-layer equalization). */
   crossLayerEqualization?: boolean;
+  /** Body tensors calibration could not capture (a Loop value changing shape per iteration), with the reason. */
+  uncaptured?: Map<string, string>;
 }
 
 /** Refuse a quantized model, pre-process (constants, BatchNorm folding, opset upgrade), and the QDQ options (per-tensor when the opset stays old). */
