@@ -166,4 +166,47 @@ describe('values inside Loop and Scan bodies carried out for calibration', () =>
     ]);
     expect(report.qdq.skipped.find((s) => s.node === 'body_gemm')?.reason).toMatch(/^inside the body of Loop 'loop': onnxruntime could not stack/);
   });
+
+  it('sibling branches that reuse an activation name: left float unless simplified first, which renames and then quantizes the branch that ran', async () => {
+    const g = new Graph('shared_names');
+    const x = g.addInput('x', floatType(['batch', F]));
+    const flag = g.addInput('flag', { kind: 'tensor', elemType: DataType.BOOL, shape: [] });
+    const branch = (name: string, seed: number): Graph => {
+      const b = new Graph(name);
+      // Both branches name their values alike ('body_g', 'body_r'), as exporters do.
+      b.addOutput(gemmRelu(b, x, seed), floatType(['batch', F]));
+      return b;
+    };
+    const y = g.addNode({
+      opType: 'If',
+      name: 'switch',
+      inputs: [flag],
+      outputs: ['y'],
+      attributes: { then_branch: branch('on', 11), else_branch: branch('off', 12) },
+    }).outputs[0]!;
+    g.addOutput(y, floatType(['batch', F]));
+    const model = new Model(g, [{ domain: '', version: 17 }], 8);
+    const calibration: Dataset = {
+      count: 16,
+      inputs: { x: xs(16, 5) },
+      constants: { flag: { dtype: DataType.BOOL, dims: [], data: Uint8Array.of(1) } },
+      batchAxes: { x: 0 },
+      source: 'shared',
+      notes: [],
+    };
+    const raw = await quantizeInt8(model, { calibration });
+    expect(raw.report.qdq.quantized).toEqual([]);
+    expect(raw.report.qdq.skipped.filter((s) => s.opType === 'Gemm').map((s) => s.reason)).toEqual([
+      expect.stringMatching(/^tensor 'body_g' has the name of a value of another graph/),
+      expect.stringMatching(/^tensor 'body_g' has the name of a value of another graph/),
+    ]);
+    const { simplify } = await import('../../src/passes/simplify/index.js');
+    const { model: renamed, report } = simplify(model);
+    expect(report.valuesRenamed).toBeGreaterThanOrEqual(2);
+    const done = await quantizeInt8(renamed, { calibration });
+    expect(done.report.subgraphs!.map((b) => [b.graph, b.reached, b.quantized])).toEqual([
+      ['on', true, 1],
+      ['off', false, 0],
+    ]);
+  });
 });

@@ -318,10 +318,30 @@ interface NodeFilter {
   /** Nodes kept float by a rule, with the reason for the report. */
   floatNodes: ReadonlyMap<string, string>;
   minReduction: number;
+  /** Names of values defined in more than one graph (sibling sub-graphs may reuse names; see sharedValueNames). */
+  sharedNames: ReadonlySet<string>;
 }
 
-function nodeFilter(options: QdqOptions): NodeFilter {
+/**
+ * Names defined by values of more than one graph of the model. Statistics and ranges are keyed by
+ * name, so a tensor with such a name cannot be calibrated on its own (simplify makes every name
+ * unique first: passes/simplify uniqueValueNames).
+ */
+function sharedValueNames(model: Model): Set<string> {
+  const seen = new Set<string>();
+  const shared = new Set<string>();
+  for (const g of model.graph.allGraphs()) {
+    for (const v of g.values()) {
+      if (v.name !== '' && seen.has(v.name)) shared.add(v.name);
+      seen.add(v.name);
+    }
+  }
+  return shared;
+}
+
+function nodeFilter(options: QdqOptions, model: Model): NodeFilter {
   return {
+    sharedNames: model.graph.allGraphs().length > 1 ? sharedValueNames(model) : new Set(),
     excludedNodes: new Set(options.excludeNodes ?? []),
     excludedTypes: new Set(options.excludeOpTypes ?? []),
     onlyTypes: options.opTypes ? new Set(options.opTypes) : undefined,
@@ -500,6 +520,11 @@ function selectNodes(graph: Graph, options: QdqOptions, filter: NodeFilter): Nod
       continue;
     }
     const roles = handler.inputs(node, graph);
+    const shared = [...node.inputs, ...node.outputs].find((v) => v && filter.sharedNames.has(v.name) && !graph.constantTensor(v));
+    if (shared) {
+      leaveFloat(`tensor '${shared.name}' has the name of a value of another graph: its statistics cannot be told apart (simplify the model first)`);
+      continue;
+    }
     const byInputs = inputsLeaveFloat(graph, filter, fp32Outputs, node, roles);
     if (byInputs) {
       leaveFloat(byInputs.reason);
@@ -632,7 +657,7 @@ export function planQdq(model: Model, options: QdqOptions = {}): QdqPlan {
   const opset = model.opsetVersion('') ?? 0;
   if (opset < 10) throw new UsageError(`QDQ quantization needs opset 10 or later; the model declares opset ${opset}`);
   const perChannel = (options.perChannel ?? true) && opset >= 13;
-  const filter = nodeFilter(options);
+  const filter = nodeFilter(options, model);
   const plan: QdqPlan = { nodes: [], anchors: new Map(), tensors: new Map(), skipped: [], statistics: [], perChannel };
   // Each graph on its own: a body's tensors and Q/DQ nodes are its own (outer reads stay float).
   const graphs = options.subgraphs === false ? [model.graph] : model.graph.allGraphs();
