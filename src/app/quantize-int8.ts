@@ -2,7 +2,10 @@
  * INT8 static quantization end to end, the pipeline's part: pre-process (passes/quantize/int8.ts),
  * fill in value types by running the model, ask the calibration service for the statistics the QDQ
  * plan declares in one streaming pass (and for what its revisions need: high-dynamic-range tensors,
- * mismatched Concats, `--calibrate auto`), then the pure QDQ pass. Re-quantizing with other options
+ * mismatched Concats, `--calibrate auto`), then the pure QDQ pass. Tensors inside If/Loop/Scan
+ * bodies are calibrated from the runs that reached them (the service carries them out); a body the
+ * data never ran, or whose values could not be captured, stays float (passes/quantize/
+ * subgraph-coverage.ts, said in the report). Re-quantizing with other options
  * (the guards, --analyze, optimize's region steps) reuses the statistics and calibrates only what is
  * new. Never mutates its input model.
  * May import: errors, calibration, runtime, data, passes, app/*.
