@@ -5,13 +5,15 @@
  * an input, the If stays), what `quantize --mode int8 --calibration-data calib.npz --feedback
  * stateN=state` writes (static INT8 inside the 16 kHz branch the calibration data ran; calib.npz:
  * 64 chunks of the stream and sr=16000) and `quantize --mode fp16` (both branches float16).
+ * The single-If stand-in is also measured at LARGE_VAD's sizes (64 channels, 128 features, hidden
+ * 128: about the public exports' branch), where the arithmetic outweighs per-run overhead.
  * Interleaved single runs at batch 1, one thread, on a stream of chunks with stateN fed back;
  * prints the p50 of each and the median of the paired ratios (original / other) with the largest
  * output difference from the original.
  *   npx vite-node bench/simplify-vad.ts [runs=2000]
  * Imports: fixtures/vad-control-flow, src (ir, passes, runtime, data, onnx, app).
  */
-import { ifVad, ifVadAudio, IF_VAD, nestedIfLstmVad } from '../fixtures/vad-control-flow.js';
+import { ifVad, ifVadAudio, IF_VAD, LARGE_VAD, nestedIfLstmVad } from '../fixtures/vad-control-flow.js';
 import { DataType, type TensorData } from '../src/ir/dtype.js';
 import type { Model } from '../src/ir/model.js';
 import { quantizeDynamic } from '../src/passes/quantize/dynamic.js';
@@ -48,7 +50,7 @@ function median(values: number[]): number {
   return s[Math.floor(s.length / 2)]!;
 }
 
-async function measure(name: string, original: Model, file: string): Promise<void> {
+async function measure(name: string, original: Model, file: string, hidden: number = IF_VAD.hidden): Promise<void> {
   const { model: simplified, report } = simplify(original, { inputValues: { sr } });
   const { model: dynamic } = quantizeDynamic(simplified);
   const variants: [string, Model, boolean][] = [
@@ -60,7 +62,7 @@ async function measure(name: string, original: Model, file: string): Promise<voi
   ];
   const runners: Runner[] = [];
   for (const [label, model] of variants) runners.push(await createRunner(model, { label, intraOpThreads: 1 }));
-  const states = variants.map(() => new Float32Array(2 * IF_VAD.hidden));
+  const states = variants.map(() => new Float32Array(2 * hidden));
   const times: number[][] = variants.map(() => []);
   const outputs: Float32Array[][] = variants.map(() => []);
   for (let i = 0; i < runs + 50; i++) {
@@ -69,7 +71,7 @@ async function measure(name: string, original: Model, file: string): Promise<voi
       if (i % audio.length === 0) states[v]!.fill(0);
       const feeds: Record<string, TensorData> = {
         input: { dtype: DataType.FLOAT, dims: [1, IF_VAD.samples], data: chunk },
-        state: { dtype: DataType.FLOAT, dims: [2, 1, IF_VAD.hidden], data: states[v]! },
+        state: { dtype: DataType.FLOAT, dims: [2, 1, hidden], data: states[v]! },
         ...(variants[v]![2] ? { sr } : {}),
       };
       const start = process.hrtime.bigint();
@@ -94,6 +96,7 @@ async function measure(name: string, original: Model, file: string): Promise<voi
 try {
   await measure('ifVad (LSTM as Gemm + gates)', ifVad(), 'if-vad');
   await measure('nestedIfLstmVad (real LSTM, nested Ifs)', nestedIfLstmVad(), 'nested-vad');
+  await measure('ifVad(LARGE_VAD) (64 channels, 128 features, hidden 128)', ifVad(LARGE_VAD), 'if-vad-large', LARGE_VAD.hidden);
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }
