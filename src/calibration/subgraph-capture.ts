@@ -77,8 +77,3 @@ export function exposeSubgraphValues(model: Model, names: readonly string[]): Ex
   }
   return { model: copy, aliases };
 }
-
-/** Whether `model` has a node holding a sub-graph. */
-export function hasSubgraphs(model: Model): boolean {
-  return model.graph.allGraphs().length > 1;
-}
