@@ -2,7 +2,10 @@
  * INT8 static quantization end to end, the pipeline's part: pre-process (passes/quantize/int8.ts),
  * fill in value types by running the model, ask the calibration service for the statistics the QDQ
  * plan declares in one streaming pass (and for what its revisions need: high-dynamic-range tensors,
- * mismatched Concats, `--calibrate auto`), then the pure QDQ pass. Re-quantizing with other options
+ * mismatched Concats, `--calibrate auto`), then the pure QDQ pass. Tensors inside If/Loop/Scan
+ * bodies are calibrated from the runs that reached them (the service carries them out); a body the
+ * data never ran, or whose values could not be captured, stays float (passes/quantize/
+ * subgraph-coverage.ts, said in the report). Re-quantizing with other options
  * (the guards, --analyze, optimize's region steps) reuses the statistics and calibrates only what is
  * new. Never mutates its input model.
  * May import: errors, calibration, runtime, data, passes, app/*.
@@ -38,6 +41,7 @@ import {
   type QuantizeProgress,
 } from '../passes/quantize/int8.js';
 import { autoRanges } from './quantize-auto-ranges.js';
+import { bodiesReached, subgraphCoverage, unreachedFloatNodes } from '../passes/quantize/subgraph-coverage.js';
 import type { AutoCalibrationReport } from '../passes/quantize/auto-calibration.js';
 
 /** Samples of the run that fills in value types (inferShapesByRunning captures every untyped value whole). */
@@ -99,6 +103,7 @@ export async function quantizeInt8(model: Model, options: Int8Options): Promise<
     ...(equalized ? { crossLayerEqualization: equalized.report } : {}),
     ...int8Notes(pre.model, qdq, qdqOptions),
     highDynamicRange: calibrated.highDynamicRange,
+    ...(calibrated.reached.size > 0 ? { subgraphs: subgraphCoverage(calibrated.reached, qdq) } : {}),
     timings: { preprocess: preprocessSeconds, shapes: shapesSeconds, calibration: calibrationSeconds, qdq: 0 },
   };
   report.timings.qdq = lap();
@@ -153,6 +158,10 @@ async function calibrateInt8(context: Int8Context, plan: QdqPlan, options: Int8O
     const fraction = p.passes ? (p.pass - 1 + p.samples / calibration.count) / p.passes : undefined;
     progress({ phase: 'calibrate', message: `calibrating: ${p.samples}/${calibration.count} samples${pass}`, fraction });
   });
+  // Bodies the calibration data never ran have no ranges: their nodes stay float (said in the report).
+  const reached = bodiesReached(context.preprocessed, plan, context.statistics, context.uncaptured);
+  const unreached = unreachedFloatNodes(reached);
+  if (Object.keys(unreached).length > 0) qdqOptions.floatNodes = { ...qdqOptions.floatNodes, ...unreached };
   const mismatched = concatsWithMismatchedRanges(plan, context.ranges);
   const hdr = { nodes: Object.create(null) as Record<string, string>, tensors: [] as { tensor: string; reason: string }[] };
   for (let round = 0, current = plan; round < 4 && options.highDynamicRange !== 'int8'; round++) {
@@ -185,7 +194,7 @@ async function calibrateInt8(context: Int8Context, plan: QdqPlan, options: Int8O
       context.minmaxTensors ?? new Set(),
     );
   }
-  return { batching, highDynamicRange: hdr.tensors, auto, seconds: (performance.now() - started) / 1000 };
+  return { batching, highDynamicRange: hdr.tensors, auto, reached, seconds: (performance.now() - started) / 1000 };
 }
 
 /**
@@ -210,6 +219,7 @@ async function calibrateMore(
     ranges: stats,
     channels,
     batching,
+    uncaptured,
   } = await collectStatistics(context.preprocessed, requests, calibration, {
     // Without --batch-size the service picks the batch (the same budgeted one for ranges; a smaller
     // one when that keeps whole captures for histograms to one pass).
@@ -222,6 +232,7 @@ async function calibrateMore(
     context.ranges.set(name, computeRange(s, context.minmaxTensors?.has(name) ? { ...context.rangeOptions, method: 'minmax' } : context.rangeOptions));
   }
   for (const [name, m] of channels) means?.set(name, m.mean);
+  for (const u of uncaptured ?? []) (context.uncaptured ??= new Map()).set(u.tensor, u.reason);
   return batching;
 }
 

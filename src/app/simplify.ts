@@ -7,7 +7,8 @@
  * `specializeModel` is the same as a step of other workflows (quantize runs it first when `--input`
  * values are given).
  * May import: errors, ir, data (types and constants), app/output-path, app/events; lazily onnx,
- * passes/simplify, runtime, app/simplify-verify.
+ * passes/simplify, runtime, app/simplify-verify, app/simplify-runtime-fold (what onnxruntime
+ * evaluates ahead after the pass).
  */
 import { GateError, InputError, UsageError, withInputFile } from '../errors.js';
 import type { Model, TensorData } from '../ir/index.js';
@@ -102,11 +103,15 @@ export async function specializeModel(
   const { tensors, rest } = splitSpecializable(model, values);
   const specializing = Object.keys(tensors).length > 0;
   if (!specializing && !hasSubgraphs(model)) return undefined;
-  const [{ simplify }, { verifySimplify }] = await Promise.all([import('../passes/simplify/index.js'), import('./simplify-verify.js')]);
+  const [{ simplify }, { verifySimplify }, { foldFurtherInRuntime }] = await Promise.all([
+    import('../passes/simplify/index.js'),
+    import('./simplify-verify.js'),
+    import('./simplify-runtime-fold.js'),
+  ]);
   options.onProgress?.(
     specializing ? `specializing ${Object.keys(tensors).join(', ')} and simplifying` : 'simplifying first (the model has If/Loop/Scan sub-graphs)',
   );
-  const { model: simplified, report } = withInputFile(file, () => simplify(model, { inputValues: tensors }));
+  const { model: simplified, report } = await foldFurtherInRuntime(withInputFile(file, () => simplify(model, { inputValues: tensors })));
   let verification: VerifySimplifyResult;
   try {
     verification = await verifySimplify(model, simplified, { inputValues: values, ...(options.shapes ? { shapes: options.shapes } : {}) });
@@ -122,18 +127,21 @@ export async function specializeModel(
 export async function simplifyWorkflow(options: SimplifyWorkflowOptions, events: WorkflowEvents = {}): Promise<SimplifyWorkflowResult> {
   const progress = events.onProgress ?? (() => undefined);
   const output = checkOutputPath(options.output, [options.model]);
-  const [{ loadModel }, { simplify }, { verifySimplify }, { saveModelChecked }] = await Promise.all([
+  const [{ loadModel }, { simplify }, { verifySimplify }, { saveModelChecked }, { foldFurtherInRuntime }] = await Promise.all([
     import('../onnx/index.js'),
     import('../passes/simplify/index.js'),
     import('./simplify-verify.js'),
     import('../runtime/written-model.js'),
+    import('./simplify-runtime-fold.js'),
   ]);
   progress(`loading ${options.model}`);
   const original = await loadModel(options.model);
   checkShapeOverrides(options.shapes, modelInputSpecs(original));
   const inputValues = options.inputValues ?? {};
-  const { model: simplified, report } = withInputFile(options.model, () =>
-    simplify(original, { inputValues: specializeValues(original, inputValues), ...(options.shapes ? { shapes: options.shapes } : {}) }),
+  const { model: simplified, report } = await foldFurtherInRuntime(
+    withInputFile(options.model, () =>
+      simplify(original, { inputValues: specializeValues(original, inputValues), ...(options.shapes ? { shapes: options.shapes } : {}) }),
+    ),
   );
   let verification: VerifySimplifyResult | undefined;
   if (options.verify !== false) {

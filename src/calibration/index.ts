@@ -22,5 +22,6 @@ export {
 } from './statistics.js';
 export { DEFAULT_BINS, StreamingHistogram, type HistogramState } from './histogram.js';
 export { prestartBinningThread } from './binning.js';
+export { exposeSubgraphValues, type ExposedSubgraphValues } from './subgraph-capture.js';
 export { CHECK_SAMPLE_COUNT, DEFAULT_CALIBRATION_COUNT } from './defaults.js';
 export { feedbackHint, fedBackInputs, parseFeedback, runWithFeedback, withFeedback, withFeedbackHint, type FeedbackPair } from './feedback.js';

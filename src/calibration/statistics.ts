@@ -52,6 +52,7 @@ import {
 } from '../runtime/index.js';
 import { type BinningJob, binningThreadPays, createBinner } from './binning.js';
 import { DEFAULT_BINS, StreamingHistogram } from './histogram.js';
+import { exposeSubgraphValues } from './subgraph-capture.js';
 
 /** One statistic a pass needs: of which tensor, and what. */
 export type StatisticRequest =
@@ -106,6 +107,12 @@ export interface CollectedStatistics {
   /** 'channel-moments' requests, by tensor name. */
   channels: Map<string, ChannelMoments>;
   batching: CalibrationBatching;
+  /**
+   * Tensors inside Loop/Scan bodies that could not be carried out of the loop (a value whose shape
+   * changes from one iteration to the next cannot be stacked as a scan output), with the reason:
+   * they have no statistics.
+   */
+  uncaptured?: { tensor: string; reason: string }[];
 }
 
 /** Progress within one pass over the data (batches and samples count from 0 at each pass). */
@@ -827,9 +834,8 @@ export async function collectStatistics(
   };
   const result: CollectedStatistics = { ranges: new Map([...ranges].map(([name, s]) => [name, s.stats])), channels: new Map(), batching };
   if (names.length === 0) return result;
-  for (const name of names) {
-    if (!model.graph.localValue(name)) throw new UsageError(`cannot capture tensor '${name}': no such tensor in the main graph of the model`);
-  }
+  const nested = names.filter((name) => !model.graph.localValue(name));
+  if (nested.length > 0) return collectNested(model, requests, data, options, result);
   let totalSamples = options.totalSamples;
   const axes = batchAxes(modelInputSpecs(model));
   if (isDataset(data)) {
@@ -867,6 +873,63 @@ export async function collectStatistics(
   }
   channelMoments(moments, result.channels);
   return result;
+}
+
+/**
+ * Statistics of values inside If/Loop/Scan bodies: collected on a copy that carries them out
+ * (subgraph-capture.ts). When onnxruntime refuses the copy because a Loop/Scan body value changes
+ * shape between iterations (it cannot be stacked as a scan output), the run is made again without
+ * the Loop/Scan body values, which are then listed as uncaptured (a re-iterable source only).
+ */
+async function collectNested(
+  model: Model,
+  requests: readonly StatisticRequest[],
+  data: Dataset | Iterable<Feeds> | AsyncIterable<Feeds>,
+  options: CollectOptions,
+  result: CollectedStatistics,
+): Promise<CollectedStatistics> {
+  const run = async (wanted: readonly StatisticRequest[]): Promise<{ inner: CollectedStatistics; alias: (name: string) => string }> => {
+    const exposed = exposeSubgraphValues(
+      model,
+      [...new Set(wanted.map((r) => r.tensor))].filter((n) => !model.graph.localValue(n)),
+    );
+    const alias = (name: string): string => exposed.aliases.get(name) ?? name;
+    const inner = await collectStatistics(
+      exposed.model,
+      wanted.map((r) => ({ ...r, tensor: alias(r.tensor) })),
+      data,
+      options,
+    );
+    return { inner, alias };
+  };
+  let uncaptured: CollectedStatistics['uncaptured'];
+  let done: Awaited<ReturnType<typeof run>>;
+  try {
+    done = await run(requests);
+  } catch (error) {
+    const inLoops = new Set(requests.map((r) => r.tensor).filter((n) => insideLoopOrScan(model, n)));
+    const reiterable = isDataset(data) || Array.isArray(data);
+    if (inLoops.size === 0 || !reiterable || !(error instanceof Error)) throw error;
+    const why = error.message.split('\n')[0]!;
+    uncaptured = [...inLoops].map((tensor) => ({ tensor, reason: `onnxruntime could not stack its values over the iterations for calibration (${why})` }));
+    done = await run(requests.filter((r) => !inLoops.has(r.tensor)));
+  }
+  for (const r of requests) {
+    const s = done.inner.ranges.get(done.alias(r.tensor));
+    if (s && !uncaptured?.some((u) => u.tensor === r.tensor)) result.ranges.set(r.tensor, { ...s, name: r.tensor });
+    else if (uncaptured?.some((u) => u.tensor === r.tensor)) result.ranges.delete(r.tensor);
+    const m = done.inner.channels.get(done.alias(r.tensor));
+    if (m) result.channels.set(r.tensor, m);
+  }
+  return { ...result, batching: done.inner.batching, ...(uncaptured ? { uncaptured } : {}) };
+}
+
+/** Whether `name` is a value inside a Loop or Scan body (at any depth). */
+function insideLoopOrScan(model: Model, name: string): boolean {
+  if (model.graph.localValue(name)) return false;
+  const graph = model.graph.allGraphs().find((g) => g.localValue(name));
+  for (let g = graph; g?.parentNode; g = g.parentNode.graph) if (g.parentNode.opType === 'Loop' || g.parentNode.opType === 'Scan') return true;
+  return false;
 }
 
 /** Smallest / largest finite value (Infinity / -Infinity when none). */
@@ -909,6 +972,8 @@ function addRange(s: TensorStatistics, values: ArrayLike<number>): void {
 
 /** Per-index sums along the axis: each (outer, index) row is summed first, then added, in sample order. */
 function addMoments(state: MomentState, t: TensorData, name: string): void {
+  // An empty tensor (a branch this batch did not take: subgraph-capture.ts) adds nothing.
+  if (elementCount(t.dims) === 0) return;
   const pos = t.dims.length + state.axis;
   if (pos < 0 || pos >= t.dims.length) {
     throw new UsageError(`calibration: tensor '${name}' has shape [${t.dims}], no axis ${state.axis}`);

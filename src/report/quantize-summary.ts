@@ -100,9 +100,26 @@ function int8Rows(rep: Int8Report): Row[] {
       `${rep.crossLayerEqualization.pairs.length} Conv pair(s) equalized in ${rep.crossLayerEqualization.sweeps} sweep(s)`,
     ]);
   }
+  if (rep.subgraphs?.length) {
+    rows.push([
+      'control-flow bodies',
+      rep.subgraphs
+        .map((b) =>
+          b.reached
+            ? `${b.opType} '${b.node}' ${b.attribute}: ran during calibration, ${b.quantized} node(s) quantized`
+            : b.uncaptured !== undefined
+              ? `${b.opType} '${b.node}' ${b.attribute}: left float, ${b.uncaptured}`
+              : `${b.opType} '${b.node}' ${b.attribute}: never ran during calibration, left float (no ranges)`,
+        )
+        .join('\n'),
+    ]);
+  }
   if (rep.highDynamicRange?.length) rows.push(['high dynamic range (FP32)', rep.highDynamicRange.map((h) => `'${h.tensor}': ${h.reason}`).join('\n')]);
   // High-dynamic-range nodes are listed in their own row (with the tensor's numbers), not again here.
-  const skipped = rep.highDynamicRange?.length ? rep.qdq.skipped.filter((x) => !x.reason.includes('high dynamic range')) : rep.qdq.skipped;
+  // Nor the nodes of a body left float as a whole: the "control-flow bodies" row says it (the JSON lists them).
+  const ownRow = (x: { reason: string }): boolean =>
+    (!!rep.highDynamicRange?.length && x.reason.includes('high dynamic range')) || (!!rep.subgraphs?.length && x.reason.startsWith('inside the '));
+  const skipped = rep.qdq.skipped.filter((x) => !ownRow(x));
   if (skipped.length) rows.push(['left in FP32', describeSkipped(skipped)]);
   if (rep.qdq.floatCompute.length) rows.push(['float between int8', rep.qdq.floatCompute.map((s) => `${s.node} (${s.reason})`).join('\n')]);
   return rows;

@@ -29,7 +29,7 @@ export function renderSimplifySummary(result: SimplifyWorkflowResult): string {
     `  specialized: ${specialized.join(', ') || '-'}${specialized.length ? ' (no longer model inputs)' : ''}`,
     ...(r.shapesFixed.length ? [`  shapes fixed: ${r.shapesFixed.map((s) => `${s.name}=${s.shape.map((d) => (d < 0 ? '?' : d)).join('x')}`).join(', ')}`] : []),
     `  If nodes inlined: ${r.ifsInlined.length ? r.ifsInlined.map((i) => `${i.node} (${i.branch})`).join(', ') : '-'}; control-flow nodes left: ${r.controlFlowLeft}`,
-    `  folded ${r.nodesFolded} node(s), removed ${r.identitiesRemoved} Identity and ${r.deadNodesRemoved} dead node(s); ${r.constantsToInitializers} Constant(s) -> initializers, ${r.initializersRenamed} renamed to a name defined once, ${r.initializersRemoved} unused removed`,
+    `  folded ${r.nodesFolded} node(s)${r.nodesFoldedInRuntime ? ` (and ${r.nodesFoldedInRuntime} evaluated ahead in onnxruntime)` : ''}, removed ${r.identitiesRemoved} Identity and ${r.deadNodesRemoved} dead node(s); ${r.constantsToInitializers} Constant(s) -> initializers, ${r.initializersRenamed} initializer(s) and ${r.valuesRenamed ?? 0} other sub-graph value(s) renamed to a name defined once, ${r.initializersRemoved} unused removed`,
     verification
       ? `  verified in onnxruntime on ${verification.samples} random samples (outputs ${verification.outputs.join(', ')}): max |diff| ${verification.maxAbsDiff.toExponential(2)}`
       : '  not verified (--no-verify)',

@@ -50,11 +50,11 @@ export function declaredElemType(v: Value): DataType | undefined {
 }
 
 /** Element type of every value of `graph` that can be determined (outer values resolved too). */
-export function inferElementTypes(graph: Graph): Map<Value, DataType> {
+export function inferElementTypes(graph: Graph, outer?: (v: Value) => DataType | undefined): Map<Value, DataType> {
   const types = new Map<Value, DataType>();
   const typeOf = (v: Value | null | undefined): DataType | undefined => {
     if (!v) return undefined;
-    const known = types.get(v);
+    const known = types.get(v) ?? (v.graph !== graph ? outer?.(v) : undefined);
     if (known !== undefined) return known;
     const declared = declaredElemType(v);
     if (declared !== undefined) return declared;

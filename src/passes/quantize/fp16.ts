@@ -13,8 +13,11 @@
  * float32 that onnxruntime folds at load.
  * Plan first (which nodes convert, what type every value gets), then edit once: constants, converted
  * nodes, Casts before readers, the model boundary, then tidy the Casts.
- * Works on a clone; the input model is never mutated. Subgraph bodies are left as they are
- * (their owner node stays float32, and outer values they read are cast back to float32).
+ * Works on a clone; the input model is never mutated. Every graph is converted on its own, the
+ * main graph first: If/Loop/Scan bodies convert inside (their weights and compute float16), with
+ * their inputs and outputs kept float32 so the node that holds them keeps its types; an outer
+ * value a body reads is float32 (a Cast in the outer graph when it became float16 there) and is
+ * cast to float16 inside the body for the nodes that want it.
  * Imports the IR (with ir/unique-names, ir/batch-transpose-matmul), errors and ./fp16-types.js.
  */
 import { nullPrototype } from '../../util/null-prototype.js';
@@ -309,7 +312,7 @@ function keptFloat32Reason(
   floatTensors: readonly Value[],
 ): string | undefined {
   if (lacksHalfKernel(node)) return `custom domain '${node.domain}'`;
-  if (node.subgraphs().length > 0) return 'holds a subgraph (converted as a whole or not at all)';
+  if (node.subgraphs().length > 0) return 'holds a subgraph: its inputs and outputs stay float32, its body is converted inside';
   if (rules.blockedNodes.has(node.name)) return 'node block list';
   if (rules.blockedOps.has(node.opType)) return 'op block list';
   const byAttribute = attributeBlockReason(node) ?? batchTransposeCrash(node);
@@ -347,13 +350,17 @@ function planConvertedNodes(graph: Graph, rules: Fp16Rules, typeOf: Fp16Plan['ty
   return { converted, noHalfKernel };
 }
 
-/** Plan, part 2: the new element type of every float32 value of the main graph, and its float32 constants. */
+/** Plan, part 2: the new element type of every float32 value of the graph, and its float32 constants. */
 function planValueTypes(graph: Graph, rules: Fp16Rules, plan: Pick<Fp16Plan, 'typeOf' | 'converted'>): Pick<Fp16Plan, 'newType' | 'constants'> {
   const { typeOf, converted } = plan;
   const newType = new Map<Value, DataType>();
   const constants: Value[] = [];
   for (const v of graph.inputs) {
     if (typeOf(v) === DataType.FLOAT) newType.set(v, rules.keepIoTypes ? DataType.FLOAT : DataType.FLOAT16);
+  }
+  // A body: the float32 outer values its nodes read (cast to float16 inside for converted readers).
+  for (const node of graph.nodes) {
+    for (const v of node.inputs) if (v && v.graph !== graph && !v.constantTensor() && typeOf(v) === DataType.FLOAT) newType.set(v, DataType.FLOAT);
   }
   for (const node of graph.nodes) {
     node.outputs.forEach((o, i) => {
@@ -369,9 +376,10 @@ function planValueTypes(graph: Graph, rules: Fp16Rules, plan: Pick<Fp16Plan, 'ty
   return { newType, constants };
 }
 
-function planFloat16(graph: Graph, rules: Fp16Rules, report: Fp16Report): Fp16Plan {
-  const types = inferElementTypes(graph);
-  const typeOf = (v: Value | null | undefined): DataType | undefined => (v ? (types.get(v) ?? v.constantTensor()?.dtype) : undefined);
+function planFloat16(graph: Graph, rules: Fp16Rules, report: Fp16Report, outer: (v: Value) => DataType | undefined): Fp16Plan {
+  const types = inferElementTypes(graph, outer);
+  const typeOf = (v: Value | null | undefined): DataType | undefined =>
+    v ? (types.get(v) ?? (v.graph !== graph ? outer(v) : undefined) ?? v.constantTensor()?.dtype) : undefined;
   const nodes = planConvertedNodes(graph, rules, typeOf, report);
   return { typeOf, ...nodes, ...planValueTypes(graph, rules, { typeOf, converted: nodes.converted }) };
 }
@@ -590,23 +598,35 @@ export function convertToFloat16(model: Model, options: Fp16Options = {}): { mod
     return { model: out, report };
   }
 
-  const plan = planFloat16(graph, rules, report);
-  const edit: Fp16Edit = { graph, opset, rules, plan, report, stats, nodeName: uniqueNodeNamer(out.allNodes()) };
-  convertConstants(edit);
-  convertNodes(edit);
-  const casts = castInserter(edit);
-  castReaders(edit, casts);
-  setBoundaryTypes(edit, casts);
-  tidyCasts(graph);
-
-  for (const node of graph.nodes) {
-    if (!plan.converted.has(node)) continue;
-    report.nodesConverted++;
-    report.convertedByOpType[node.opType] = (report.convertedByOpType[node.opType] ?? 0) + 1;
+  // The main graph first, then each body (parents before children), each seeing the types its
+  // enclosing graphs ended with; a body keeps float32 inputs and outputs.
+  const nodeName = uniqueNodeNamer(out.allNodes());
+  const known = new Map<Value, DataType>();
+  let converted = 0;
+  for (const g of graph.allGraphs()) {
+    const plan = planFloat16(g, g === graph ? rules : { ...rules, keepIoTypes: true }, report, (v) => known.get(v));
+    for (const v of g.values()) {
+      const t = plan.typeOf(v);
+      if (t !== undefined) known.set(v, t);
+    }
+    const edit: Fp16Edit = { graph: g, opset, rules, plan, report, stats, nodeName };
+    convertConstants(edit);
+    convertNodes(edit);
+    const casts = castInserter(edit);
+    castReaders(edit, casts);
+    setBoundaryTypes(edit, casts);
+    tidyCasts(g);
+    for (const [v, t] of plan.newType) known.set(v, t);
+    for (const node of g.nodes) {
+      if (!plan.converted.has(node)) continue;
+      converted++;
+      report.nodesConverted++;
+      report.convertedByOpType[node.opType] = (report.convertedByOpType[node.opType] ?? 0) + 1;
+    }
   }
   report.flushedToZero = stats.flushed;
   report.weightBytesAfter = modelWeightBytes(out);
-  if (plan.converted.size === 0) report.notes.push('No node could be converted to float16: the model is unchanged apart from its types.');
+  if (converted === 0) report.notes.push('No node could be converted to float16: the model is unchanged apart from its types.');
   return { model: out, report };
 }
 

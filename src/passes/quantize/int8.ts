@@ -15,7 +15,8 @@ import type { TensorStatistics } from '../../calibration/index.js';
 import type { RunnerOptions } from '../../runtime/index.js';
 import { preprocess, TARGET_OPSET, type PreprocessReport } from '../preprocess/index.js';
 import type { CalibrationMethod, Range, RangeOptions } from './calibrate.js';
-import type { QdqOptions, QdqPlan, QdqReport } from './qdq.js';
+import { localizeOuterActivations, type QdqOptions, type QdqPlan, type QdqReport } from './qdq.js';
+import type { SubgraphCoverage } from './subgraph-coverage.js';
 import { refuseQuantized } from './registry.js';
 import type { AutoCalibrationReport } from './auto-calibration.js';
 import { highDynamicRangeCandidates, minmaxOnlyTensors } from './tensor-rules.js';
@@ -104,6 +105,11 @@ export interface Int8Report {
   speedCauses: SpeedCause[];
   /** High-dynamic-range tensors left in FP32 (with their nodes), and why. */
   highDynamicRange: { tensor: string; reason: string }[];
+  /**
+   * If/Loop/Scan bodies with tensors to calibrate: whether the calibration data ran each, and how
+   * many of its nodes were quantized (a body never run stays float). Absent without sub-graphs.
+   */
+  subgraphs?: SubgraphCoverage[];
   /** Seconds spent in each part of the pass (they add up to its whole time). */
   timings: Int8Timings;
 }
@@ -143,6 +149,8 @@ export interface Int8Context {
   channelMeans?: Map<string, Float64Array>;
   /** `preprocessed` was equalized (cross-layer equalization). */
   crossLayerEqualization?: boolean;
+  /** Body tensors calibration could not capture (a Loop value changing shape per iteration), with the reason. */
+  uncaptured?: Map<string, string>;
 }
 
 /** Refuse a quantized model, pre-process (constants, BatchNorm folding, opset upgrade), and the QDQ options (per-tensor when the opset stays old). */
@@ -150,6 +158,8 @@ export function preprocessForInt8(model: Model, options: Int8Options, progress: 
   refuseQuantized(model);
   progress({ phase: 'preprocess', message: 'pre-processing (constants, BatchNorm folding, opset)' });
   const pre = preprocess(model, { upgradeOpset: true });
+  // A body's quantized tensors are its own: outer activations read by quantizable body nodes get a local copy.
+  localizeOuterActivations(pre.model);
   let perTensorFallback: string | undefined;
   const opset = pre.model.opsetVersion('') ?? 0;
   if (pre.report.opset && !pre.report.opset.upgraded) {

@@ -5,9 +5,12 @@
  * input scale x weight scale, activations uint8 asymmetric (or int8 symmetric) from calibrated
  * ranges. Plan, then apply: `planQdq` decides every node and tensor (and so which tensors need
  * statistics: select nodes, drop the unprofitable ones, place outputs, plan tensors), `applyQdq`
- * edits a clone once (activations, bias scale floors, weights and biases, channel padding). Only
- * the main graph is quantized; nodes inside If/Loop bodies are left in float and read quantized
- * outer values through a DequantizeLinear. With channel means (ApplyOptions.channelMeans) the
+ * edits a clone once (activations, bias scale floors, weights and biases, channel padding). Every
+ * graph is planned on its own (the main graph, then If/Loop/Scan bodies unless `subgraphs` is
+ * false), its Q/DQ nodes and quantized initializers written into that graph under names no graph of
+ * the model uses; a body node reading an outer-scope activation directly stays float (quantize
+ * localizes such reads first: localizeOuterActivations), and a float body node reading a quantized
+ * outer value reads it through a DequantizeLinear. With channel means (ApplyOptions.channelMeans) the
  * biases of Conv/Gemm absorb the mean shift of weight rounding (./bias-correction.ts). Imports the
  * IR, ../preprocess/constants (removeUnusedInitializers), ./registry, ./quant-math, ./channel-pad,
  * ./bias-correction, ./calibrate (types).
@@ -66,6 +69,11 @@ export interface QdqOptions {
    * measure what it cost: docs/quantize.md, "What clamping cost").
    */
   biasOverflow?: 'scale' | 'clamp';
+  /**
+   * Quantize inside If/Loop/Scan bodies too (default true): their tensors need statistics like
+   * any other (app/quantize-int8 captures them from the branches that ran).
+   */
+  subgraphs?: boolean;
 }
 
 /** Default of QdqOptions.minConvReduction. */
@@ -162,6 +170,8 @@ function convReduction(node: Node, graph: Graph): number | undefined {
 
 interface TensorPlan {
   value: Value;
+  /** The graph whose nodes read or make it: its Q/DQ nodes and initializers go there. */
+  graph: Graph;
   source: 'calibrated' | 'constant' | 'inherited';
   /** Passthrough ops: the tensor whose scale and zero point this one reuses. */
   inheritFrom?: Value;
@@ -308,10 +318,30 @@ interface NodeFilter {
   /** Nodes kept float by a rule, with the reason for the report. */
   floatNodes: ReadonlyMap<string, string>;
   minReduction: number;
+  /** Names of values defined in more than one graph (sibling sub-graphs may reuse names; see sharedValueNames). */
+  sharedNames: ReadonlySet<string>;
 }
 
-function nodeFilter(options: QdqOptions): NodeFilter {
+/**
+ * Names defined by values of more than one graph of the model. Statistics and ranges are keyed by
+ * name, so a tensor with such a name cannot be calibrated on its own (simplify makes every name
+ * unique first: passes/simplify uniqueValueNames).
+ */
+function sharedValueNames(model: Model): Set<string> {
+  const seen = new Set<string>();
+  const shared = new Set<string>();
+  for (const g of model.graph.allGraphs()) {
+    for (const v of g.values()) {
+      if (v.name !== '' && seen.has(v.name)) shared.add(v.name);
+      seen.add(v.name);
+    }
+  }
+  return shared;
+}
+
+function nodeFilter(options: QdqOptions, model: Model): NodeFilter {
   return {
+    sharedNames: model.graph.allGraphs().length > 1 ? sharedValueNames(model) : new Set(),
     excludedNodes: new Set(options.excludeNodes ?? []),
     excludedTypes: new Set(options.excludeOpTypes ?? []),
     onlyTypes: options.opTypes ? new Set(options.opTypes) : undefined,
@@ -435,6 +465,8 @@ function inputsLeaveFloat(graph: Graph, filter: NodeFilter, fp32Outputs: Readonl
     });
     return integerOnly ? {} : { reason: `input '${notFloat.name}' is not float32` };
   }
+  const outer = node.inputs.find((v, i) => v && roles[i]?.role === 'activation' && v.graph !== graph && !graph.constantTensor(v));
+  if (outer) return { reason: `reads outer-scope value '${outer.name}' directly (a body's 8-bit tensors are its own)` };
   const fromFp32 = node.inputs.find((v, i) => v && roles[i]?.role === 'activation' && fp32Outputs.has(v));
   if (fromFp32) return { reason: `reads the output of FP32 node '${fp32Outputs.get(fromFp32)!.name}'` };
   if (node.opType === 'Add' && !filter.onlyNodes && isBiasAfterMatMul(node, graph)) {
@@ -488,6 +520,11 @@ function selectNodes(graph: Graph, options: QdqOptions, filter: NodeFilter): Nod
       continue;
     }
     const roles = handler.inputs(node, graph);
+    const shared = [...node.inputs, ...node.outputs].find((v) => v && filter.sharedNames.has(v.name) && !graph.constantTensor(v));
+    if (shared) {
+      leaveFloat(`tensor '${shared.name}' has the name of a value of another graph: its statistics cannot be told apart (simplify the model first)`);
+      continue;
+    }
     const byInputs = inputsLeaveFloat(graph, filter, fp32Outputs, node, roles);
     if (byInputs) {
       leaveFloat(byInputs.reason);
@@ -589,7 +626,7 @@ function planTensors(graph: Graph, nodes: readonly NodePlan[]): Map<Value, Tenso
   const entry = (v: Value): TensorPlan => {
     let tp = tensors.get(v);
     if (!tp) {
-      tp = { value: v, source: graph.constantTensor(v) ? 'constant' : 'calibrated', producedByQuantized: false, readers: [] };
+      tp = { value: v, graph, source: graph.constantTensor(v) ? 'constant' : 'calibrated', producedByQuantized: false, readers: [] };
       tensors.set(v, tp);
     }
     return tp;
@@ -617,18 +654,62 @@ function planTensors(graph: Graph, nodes: readonly NodePlan[]): Map<Value, Tenso
 
 /** Decide what to quantize. Does not modify the model. */
 export function planQdq(model: Model, options: QdqOptions = {}): QdqPlan {
-  const graph = model.graph;
   const opset = model.opsetVersion('') ?? 0;
   if (opset < 10) throw new UsageError(`QDQ quantization needs opset 10 or later; the model declares opset ${opset}`);
   const perChannel = (options.perChannel ?? true) && opset >= 13;
-  const filter = nodeFilter(options);
-  const selection = selectNodes(graph, options, filter);
-  dropUnprofitableNodes(selection, filter);
-  placeOutputs(graph, filter, selection);
-  const tensors = planTensors(graph, selection.nodes);
-  const statistics = [...tensors.values()].filter((t) => t.source === 'calibrated').map((t) => t.value.name);
-  const { nodes, anchors, skipped } = selection;
-  return { nodes, anchors, tensors, skipped, statistics, perChannel };
+  const filter = nodeFilter(options, model);
+  const plan: QdqPlan = { nodes: [], anchors: new Map(), tensors: new Map(), skipped: [], statistics: [], perChannel };
+  // Each graph on its own: a body's tensors and Q/DQ nodes are its own (outer reads stay float).
+  const graphs = options.subgraphs === false ? [model.graph] : model.graph.allGraphs();
+  for (const graph of graphs) {
+    const selection = selectNodes(graph, options, filter);
+    dropUnprofitableNodes(selection, filter);
+    placeOutputs(graph, filter, selection);
+    const tensors = planTensors(graph, selection.nodes);
+    plan.nodes.push(...selection.nodes);
+    for (const [v, a] of selection.anchors) plan.anchors.set(v, a);
+    for (const [v, t] of tensors) plan.tensors.set(v, t);
+    plan.skipped.push(...selection.skipped);
+  }
+  plan.statistics = [...plan.tensors.values()].filter((t) => t.source === 'calibrated').map((t) => t.value.name);
+  return plan;
+}
+
+/**
+ * Every activation input of a quantizable node inside a body that reads a float value of an
+ * enclosing graph gets an Identity in the body, so the body can quantize its own copy (the plan
+ * keeps a body's tensors to itself). Edits `model`; returns the Identities added.
+ */
+export function localizeOuterActivations(model: Model): number {
+  let added = 0;
+  const nodeName = uniqueNodeNamer(model.graph.allNodes());
+  for (const graph of model.graph.allGraphs()) {
+    if (graph === model.graph) continue;
+    const local = new Map<Value, Value>();
+    for (const node of [...graph.nodes]) {
+      const handler = isDefaultDomain(node) ? QDQ_HANDLERS.get(node.opType) : undefined;
+      if (!handler) continue;
+      const roles = handler.inputs(node, graph);
+      node.inputs.forEach((v, i) => {
+        if (!v || v.graph === graph || roles[i]?.role !== 'activation' || graph.constantTensor(v)) return;
+        let copy = local.get(v);
+        if (!copy) {
+          const identity = graph.insertBefore(node, {
+            opType: 'Identity',
+            name: nodeName(`${v.name}_local`),
+            inputs: [v],
+            outputs: [graph.uniqueName(`${v.name}_local`)],
+          });
+          copy = identity.outputs[0]!;
+          if (v.type) copy.type = isTensorType(v.type) ? { ...v.type, shape: v.type.shape?.slice() } : v.type;
+          local.set(v, copy);
+          added++;
+        }
+        node.setInput(i, copy);
+      });
+    }
+  }
+  return added;
 }
 
 /**
@@ -806,9 +887,16 @@ interface QdqWriter {
   channelMeans?: ReadonlyMap<string, ArrayLike<number>>;
 }
 
-function qdqWriter(model: Model, plan: QdqPlan, options: ApplyOptions, report: QdqReport, actType: QuantType, symmetric: boolean): QdqWriter {
-  const graph = model.graph;
-  const nodeName = uniqueNodeNamer(graph.allNodes());
+function qdqWriter(
+  model: Model,
+  graph: Graph,
+  plan: QdqPlan,
+  options: ApplyOptions,
+  report: QdqReport,
+  types: { actType: QuantType; symmetric: boolean },
+  nodeName: (base: string) => string,
+): QdqWriter {
+  const { actType, symmetric } = types;
   const init = (base: string, dtype: DataType, dims: number[], data: InitializerData): Value =>
     graph.addInitializer(Tensor.fromData(graph.uniqueName(base), { dtype, dims, data }));
   const addNode = (opType: string, inputs: Value[], outputName: string, attributes: Record<string, number> = {}): Value => {
@@ -1132,21 +1220,29 @@ function writeWeightsAndBiases(w: QdqWriter, weightFloors: ReadonlyMap<string, F
   }
 }
 
-/** Apply a plan made on `model` to `model` itself. */
+/** Apply a plan made on `model` to `model` itself, graph by graph (names unique across all graphs). */
 export function applyQdq(model: Model, plan: QdqPlan, options: ApplyOptions): QdqReport {
   const actType: QuantType = options.activationType === 'int8' ? DataType.INT8 : DataType.UINT8;
   const symmetric = options.activationSymmetric ?? actType === DataType.INT8;
   const report = newQdqReport(plan, actType, symmetric);
-  const writer = qdqWriter(model, plan, options, report, actType, symmetric);
-  writeActivations(writer);
-  writeWeightsAndBiases(writer, options.biasOverflow === 'clamp' ? new Map() : biasWeightScaleFloors(writer));
+  const nodeName = uniqueNodeNamer(model.graph.allNodes());
+  for (const graph of model.graph.allGraphs()) {
+    const nodes = plan.nodes.filter((n) => n.node.graph === graph);
+    const tensors = new Map([...plan.tensors].filter(([, tp]) => tp.graph === graph));
+    if (nodes.length === 0 && tensors.size === 0) continue;
+    const writer = qdqWriter(model, graph, { ...plan, nodes, tensors }, options, report, { actType, symmetric }, nodeName);
+    writeActivations(writer);
+    writeWeightsAndBiases(writer, options.biasOverflow === 'clamp' ? new Map() : biasWeightScaleFloors(writer));
+  }
   if (options.padChannels !== false) {
-    const boundary = new Set([...plan.tensors.values()].filter((tp) => !tp.producedByQuantized && tp.source === 'calibrated').map((tp) => tp.value));
+    const boundary = new Set(
+      [...plan.tensors.values()].filter((tp) => !tp.producedByQuantized && tp.source === 'calibrated' && tp.graph === model.graph).map((tp) => tp.value),
+    );
     report.paddedConvs = padConvInputChannels(model, boundary);
   }
-  // Float weights (and unpadded int8 ones) nothing reads any more (only the main graph was edited).
-  removeUnusedInitializers(model.graph, { nested: false });
-  model.graph.topologicalSort();
+  // Float weights (and unpadded int8 ones) nothing reads any more, in every graph.
+  removeUnusedInitializers(model.graph);
+  for (const g of model.graph.allGraphs()) g.topologicalSort();
   return report;
 }
 

@@ -1,9 +1,12 @@
 /**
- * Exact constant folding of the ops that build shapes, indices and branch conditions (Shape, Size,
- * Gather, Slice, Concat, Unsqueeze, Squeeze, Reshape, Identity, Cast, Equal, Greater, Less, Not,
- * And, Or): elements are moved or compared in their own dtype (int64 stays BigInt, fp16 stays bits),
- * never through float64, so an index or a sample rate folds to exactly what onnxruntime computes.
- * One row per op; a row returns undefined (or throws) to leave the node to the runtime.
+ * Exact constant folding of the ops that build shapes, indices, masks and branch conditions (Shape,
+ * Size, Gather, Slice, Concat, Unsqueeze, Squeeze, Reshape, Identity, Cast, Equal, Greater, Less,
+ * Not, And, Or, Where, Range, ConstantOfShape, Expand, Tile): elements are moved or compared in
+ * their own dtype (int64 stays BigInt, fp16 stays bits), never through float64, so an index or a
+ * sample rate folds to exactly what onnxruntime computes. The ops that make a larger tensor than
+ * they read (Range, ConstantOfShape, Expand, Tile) fold only up to MAX_GROWN_ELEMENTS: beyond, a
+ * folded constant would only grow the file. One row per op; a row returns undefined (or throws) to
+ * leave the node to the runtime.
  * Imports the IR (dtype, tensor, tensor-math, graph types).
  */
 import { DataType, dtypeInfo, elementCount, type TensorData, type TypedArray } from '../../ir/dtype.js';
@@ -11,6 +14,7 @@ import type { Node, Value } from '../../ir/graph.js';
 import type { Tensor } from '../../ir/tensor.js';
 import { isTensorType } from '../../ir/types.js';
 import { broadcastIndex, broadcastShape, fromF64, reshapeDims } from '../../ir/tensor-math.js';
+import { Tensor as TensorClass } from '../../ir/tensor.js';
 import { nullPrototype } from '../../util/null-prototype.js';
 
 /** Inputs: the constant tensor of each input (undefined for an omitted optional one). */
@@ -203,6 +207,115 @@ function compare(test: (x: number | bigint | string, y: number | bigint | string
   };
 }
 
+/**
+ * Most elements a folded Range/ConstantOfShape/Expand/Tile may have: shape vectors, index lists and
+ * small masks fold; a larger output stays a node (as a constant it would only grow the file).
+ */
+export const MAX_GROWN_ELEMENTS = 4096;
+
+function checkGrown(dims: readonly number[]): void {
+  if (dims.some((d) => !Number.isInteger(d) || d < 0)) throw new RangeError(`bad dims [${dims.join(', ')}]`);
+  if (elementCount(dims) > MAX_GROWN_ELEMENTS) throw new RangeError('output too large to fold');
+}
+
+/** Elementwise Where(cond, x, y) with broadcasting; x and y keep their dtype. */
+function where(_node: Node, [cond, x, y]: readonly (Tensor | undefined)[]): TensorData | undefined {
+  if (!cond || !x || !y || x.dtype !== y.dtype) return undefined;
+  const dims = broadcastShape(broadcastShape(cond.dims, x.dims), y.dims);
+  const ic = broadcastIndex(cond.dims, dims);
+  const ix = broadcastIndex(x.dims, dims);
+  const iy = broadcastIndex(y.dims, dims);
+  const c = cond.data as ArrayLike<number>;
+  const out = emptyLike(x.data as Elements, ic.length);
+  for (let k = 0; k < ic.length; k++) {
+    if (c[ic[k]!]) copyInto(out, k, x.data as Elements, ix[k]!);
+    else copyInto(out, k, y.data as Elements, iy[k]!);
+  }
+  return { dtype: x.dtype, dims, data: out };
+}
+
+/**
+ * Range(start, limit, delta): integers exactly (BigInt for int64); float32 accumulates in float32
+ * (value += delta), as onnxruntime's kernel does, double in double.
+ */
+function range(_node: Node, [start, limit, delta]: readonly (Tensor | undefined)[]): TensorData | undefined {
+  if (!start || !limit || !delta || start.elementCount !== 1 || limit.elementCount !== 1 || delta.elementCount !== 1) return undefined;
+  const dtype = start.dtype;
+  if (limit.dtype !== dtype || delta.dtype !== dtype) return undefined;
+  const s0 = (start.data as ArrayLike<number | bigint>)[0]!;
+  const l0 = (limit.data as ArrayLike<number | bigint>)[0]!;
+  const d0 = (delta.data as ArrayLike<number | bigint>)[0]!;
+  if (typeof s0 === 'bigint') {
+    const d = d0 as bigint;
+    if (d === 0n) throw new RangeError('Range delta 0');
+    const span = (l0 as bigint) - s0;
+    // ceil(span / d) for either sign of d, in integers.
+    const q = span / d;
+    const n = Number(q * d === span || span > 0n !== d > 0n ? q : q + 1n);
+    const count = Math.max(0, n);
+    checkGrown([count]);
+    const out = new BigInt64Array(count);
+    for (let i = 0; i < count; i++) out[i] = s0 + BigInt(i) * d;
+    return { dtype, dims: [count], data: out };
+  }
+  if (dtype !== DataType.FLOAT && dtype !== DataType.DOUBLE && dtype !== DataType.INT32 && dtype !== DataType.INT16) return undefined;
+  const [s, l, d] = [s0, l0, d0] as number[];
+  if (d === 0) throw new RangeError('Range delta 0');
+  const count = Math.max(0, Math.ceil((l! - s!) / d!));
+  checkGrown([count]);
+  const round = dtype === DataType.FLOAT ? Math.fround : (v: number) => v;
+  const values = new Float64Array(count);
+  for (let i = 0, v = s!; i < count; i++, v = round(v + d!)) values[i] = v;
+  return fromF64(dtype, [count], values);
+}
+
+/** ConstantOfShape(shape): the `value` attribute (default float32 0) repeated. */
+function constantOfShape(node: Node, [shape]: readonly (Tensor | undefined)[]): TensorData | undefined {
+  if (!shape) return undefined;
+  const dims = ints(shape)!;
+  checkGrown(dims);
+  const value = node.hasAttr('value') ? node.getTensor('value') : undefined;
+  const fill = value ?? TensorClass.fromData('value', { dtype: DataType.FLOAT, dims: [1], data: Float32Array.of(0) });
+  if (fill.elementCount !== 1 || !isMovableDtype(fill.dtype) || fill.dtype === DataType.STRING) return undefined;
+  const out = emptyLike(fill.data as Elements, elementCount(dims));
+  for (let k = 0; k < out.length; k++) copyInto(out, k, fill.data as Elements, 0);
+  return { dtype: fill.dtype, dims, data: out };
+}
+
+/** Expand(input, shape): bidirectional broadcast of the input to the shape. */
+function expand(_node: Node, [a, shape]: readonly (Tensor | undefined)[]): TensorData | undefined {
+  if (!a || !shape) return undefined;
+  const dims = broadcastShape(a.dims, ints(shape)!);
+  checkGrown(dims);
+  const idx = broadcastIndex(a.dims, dims);
+  const out = emptyLike(a.data as Elements, idx.length);
+  for (let k = 0; k < idx.length; k++) copyInto(out, k, a.data as Elements, idx[k]!);
+  return { dtype: a.dtype, dims, data: out };
+}
+
+/** Tile(input, repeats): each axis repeated. */
+function tile(_node: Node, [a, repeats]: readonly (Tensor | undefined)[]): TensorData | undefined {
+  if (!a || !repeats) return undefined;
+  const reps = ints(repeats)!;
+  if (reps.length !== a.dims.length) throw new RangeError('Tile repeats of the wrong length');
+  const dims = a.dims.map((d, i) => d * reps[i]!);
+  checkGrown(dims);
+  const inStrides = strides(a.dims);
+  const n = elementCount(dims);
+  const out = emptyLike(a.data as Elements, n);
+  const counter = new Array<number>(dims.length).fill(0);
+  for (let k = 0; k < n; k++) {
+    let off = 0;
+    for (let d = 0; d < dims.length; d++) off += (counter[d]! % a.dims[d]!) * inStrides[d]!;
+    copyInto(out, k, a.data as Elements, off);
+    for (let d = dims.length - 1; d >= 0; d--) {
+      if (++counter[d]! < dims[d]!) break;
+      counter[d] = 0;
+    }
+  }
+  return { dtype: a.dtype, dims, data: out };
+}
+
 /** Op type -> exact folder. Adding an op is adding a row. */
 export const EXACT_FOLDERS: Record<string, ExactFolder> = nullPrototype<ExactFolder>({
   Identity: (_n, [a]) => (a ? withDims(a, [...a.dims]) : undefined),
@@ -218,6 +331,11 @@ export const EXACT_FOLDERS: Record<string, ExactFolder> = nullPrototype<ExactFol
   Less: compare((x, y) => x < y),
   And: compare((x, y) => Boolean(x) && Boolean(y)),
   Or: compare((x, y) => Boolean(x) || Boolean(y)),
+  Where: where,
+  Range: range,
+  ConstantOfShape: constantOfShape,
+  Expand: expand,
+  Tile: tile,
   Not: (_n, [a]) =>
     a && a.dtype === DataType.BOOL ? { dtype: DataType.BOOL, dims: [...a.dims], data: (a.data as Uint8Array).map((v) => (v ? 0 : 1)) } : undefined,
 });

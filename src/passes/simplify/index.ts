@@ -48,8 +48,15 @@ export interface SimplifyReport {
   constantsToInitializers: number;
   /** Initializers renamed because another graph of the model defines the same name. */
   initializersRenamed: number;
+  /**
+   * Other sub-graph values (node outputs, Loop/Scan body inputs) renamed for the same reason: sibling
+   * branches may reuse a name, and statistics and quantized tensors are keyed by name.
+   */
+  valuesRenamed: number;
   deadNodesRemoved: number;
   initializersRemoved: number;
+  /** Nodes on constants that onnxruntime evaluated ahead (the workflow's step after this pass: app/simplify-runtime-fold). */
+  nodesFoldedInRuntime?: number;
   /** If/Loop/Scan nodes left (their bodies stay as they are, folded inside). */
   controlFlowLeft: number;
 }
@@ -75,6 +82,7 @@ export function simplify(model: Model, options: SimplifyOptions = {}): { model: 
     identitiesRemoved: 0,
     constantsToInitializers: 0,
     initializersRenamed: 0,
+    valuesRenamed: 0,
     deadNodesRemoved: 0,
     initializersRemoved: 0,
     controlFlowLeft: 0,
@@ -92,7 +100,9 @@ export function simplify(model: Model, options: SimplifyOptions = {}): { model: 
   report.constantsToInitializers = constantsToUniqueInitializers(g);
   report.deadNodesRemoved = removeDeadNodes(g);
   report.initializersRemoved = removeUnusedInitializers(g);
-  report.initializersRenamed = uniqueInitializerNames(g);
+  const renamed = uniqueValueNames(g);
+  report.initializersRenamed = renamed.initializers;
+  report.valuesRenamed = renamed.values;
   for (const x of g.allGraphs()) x.topologicalSort();
   const after = count(out);
   report.nodesAfter = after.nodes;
@@ -211,18 +221,22 @@ function constantsToUniqueInitializers(root: Graph): number {
 }
 
 /**
- * Rename every initializer whose name a graph visited earlier (root first, depth first) already
- * defines, to a name no graph uses (`<sub-graph name>/<name>`). Returns the count renamed.
+ * Rename every sub-graph value (initializer, node output, body input) whose name a graph visited
+ * earlier (root first, depth first) already defines, to a name no graph uses (`<sub-graph
+ * name>/<name>`), so every name of the model is defined once. Sub-graph inputs and outputs are
+ * positional, so renaming them changes nothing; the main graph keeps every name. Returns the
+ * counts renamed.
  */
-function uniqueInitializerNames(root: Graph): number {
+export function uniqueValueNames(root: Graph): { initializers: number; values: number } {
   const all = new Set<string>();
   for (const g of root.allGraphs()) for (const v of g.values()) all.add(v.name);
   const seen = new Set<string>();
-  let renamed = 0;
+  const renamed = { initializers: 0, values: 0 };
   for (const g of root.allGraphs()) {
     const initializers = new Set<Value>(g.initializerValues);
     for (const v of [...g.values()]) {
-      if (seen.has(v.name) && initializers.has(v) && !v.isGraphInput() && !v.isGraphOutput()) {
+      const isMain = g === root;
+      if (v.name !== '' && seen.has(v.name) && (isMain ? initializers.has(v) && !v.isGraphInput() && !v.isGraphOutput() : true)) {
         // Prefixed with the sub-graph's name: a '_1' suffix is what onnxruntime's optimizers append
         // to names they make, and a collision there breaks reading its optimized model back.
         const base = `${g.name || 'subgraph'}/${v.name}`;
@@ -230,11 +244,29 @@ function uniqueInitializerNames(root: Graph): number {
         for (let i = 2; all.has(name); i++) name = `${base}_${i}`;
         all.add(name);
         v.rename(name);
-        renamed++;
+        if (initializers.has(v)) renamed.initializers++;
+        else renamed.values++;
       }
       seen.add(v.name);
     }
   }
+  // Node names too (reports and --exclude-nodes name nodes): a sub-graph node named like one seen before.
+  const nodeNames = new Set<string>();
+  for (const g of root.allGraphs()) for (const n of g.nodes) nodeNames.add(n.name);
+  const seenNodes = new Set<string>();
+  for (const g of root.allGraphs()) {
+    for (const n of g.nodes) {
+      if (n.name !== '' && seenNodes.has(n.name) && g !== root) {
+        const base = `${g.name || 'subgraph'}/${n.name}`;
+        let name = base;
+        for (let i = 2; nodeNames.has(name); i++) name = `${base}_${i}`;
+        nodeNames.add(name);
+        n.name = name;
+      }
+      seenNodes.add(n.name);
+    }
+  }
+  root._nodeNames = undefined; // the tree's cached node names are stale now
   return renamed;
 }
 
