@@ -8,7 +8,7 @@
  * budget; as a retrained model, top-1 agreement decides class scores).
  * It runs only with a time budget and unlabelled inputs (--train-data, else the calibration data),
  * after static INT8 was built and measured, and only when INT8 has something to recover (it missed
- * the budget, or its guard kept nodes float). Its epochs come from its share of the time budget
+ * the budget, or its guard kept nodes float) and did not measure slower than FP32. Its epochs come from its share of the time budget
  * (samples/s measured by a short probe first), or are fixed (`epochs`: a work budget, for
  * reproducible runs and tests).
  * `QatCandidateSpec` is the recipe form (what rebuilds the candidate: the INT8 settings it starts
@@ -236,8 +236,9 @@ function qatSkipped(run: OptimizeRun, int8: Built | undefined): string | undefin
   if (!m) return 'static INT8 was not measured';
   const floatNodes = int8.quantize?.fidelity.enabled ? int8.quantize.fidelity.floatNodes : [];
   if (floatNodes.length === 0 && within(run, m.fidelity).ok) return 'static INT8 is within the budget with every node INT8: nothing for QAT to recover';
-  if (floatNodes.length === 0 && m.speedup.verdict === 'slower')
-    return `static INT8 with every node INT8 measured slower than FP32 (${m.speedup.estimate.toFixed(2)}x): so would its QAT model`;
+  // the same plan with every node INT8 is rarely much faster than PTQ's: the budget is better spent on the pruned candidates
+  if (m.speedup.verdict === 'slower')
+    return `static INT8 measured slower than FP32 (${m.speedup.estimate.toFixed(2)}x${floatNodes.length > 0 ? `, ${floatNodes.length} node(s) float` : ''}): its QAT model would hardly be faster`;
   return undefined;
 }
 
