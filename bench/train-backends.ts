@@ -12,14 +12,20 @@
  * timed paired and interleaved by ./paired.mjs (2 warm-up runs each, `--rounds` rounds, at least
  * 30, a seeded shuffle of the order every round). Printed: each operation's median time and
  * samples/s, onnxruntime / wasm training speed (median of the paired ratios, 95% bootstrap
- * interval), how many times faster onnxruntime infers the same samples than it trains on them, the
- * machine manifest and the command.
+ * interval), how many times faster onnxruntime infers the same samples (at the same batch) than
+ * each backend trains on them (issue 32's goal: at most 4x on onnxruntime), the machine manifest
+ * and the command.
  * Models:
  *   example   fixtures/fashion-cnn.onnx (the example student), 1x28x28
  *   teacher   fixtures/fashion-teacher.onnx as the student (wider), 1x28x28
  *   mbv3      fixtures/train-standins.ts's MobileNetV3-style classifier at 3x48x192 (hard-swish
  *             stem, inverted residual blocks with depthwise convs and squeeze-excite, BN folded as
  *             in exported models; 10 classes)
+ *   hswish    fixtures/families.ts's hard-swish / squeeze-excite / depthwise classifier (issue 32's
+ *             MobileNetV3-style stand-in) at 3x32x96, 2 classes
+ *   ctc       fixtures/families.ts's CTC recognizer (conv backbone, attention neck, LogSoftmax over
+ *             11 classes per step) at 1x32x80, exported at opset 9 and upgraded to 13 as distill
+ *             and optimize do; MSE to teacher outputs [20, 11] per sample, no labels
  *   qat       (not part of `all`; formerly bench/qat-backends.mjs) QAT step speed on the example:
  *             fixtures/fashion-cnn.onnx calibrated by PTQ on fixtures/fashion-calib.npz (PTQ's own plan
  *             and ranges, as `quantize --qat`), then fake-quantized fine-tuning: trainLoop with the
@@ -28,7 +34,7 @@
  *             lr 1e-4 cosine, BatchNormalization frozen. The plain (not fake-quantized) student is
  *             timed too (four operations, paired as above), to show what fake quantization costs on
  *             each backend.
- * Usage: npx vite-node bench/train-backends.ts [example|teacher|mbv3|all|qat] [--steps N] [--batch-size B] [--rounds R]
+ * Usage: npx vite-node bench/train-backends.ts [example|teacher|mbv3|hswish|ctc|all|qat] [--steps N] [--batch-size B] [--rounds R]
  * Numbers go to docs/distill.md ("Backends"). Imports: src (onnx, data, runtime, passes/quantize, app,
  * train, ir, metrics, benchmark/manifest, util/random), fixtures (tiny-graphs, train-standins),
  * ./paired.mjs.
@@ -53,6 +59,8 @@ import { buildManifest } from '../src/benchmark/manifest.js';
 import { seededRandom } from '../src/util/random.js';
 import { seededFloats } from '../fixtures/tiny-graphs.js';
 import { mobileNetV3Classifier } from '../fixtures/train-standins.js';
+import { CTC, ctcRecognizer, HSWISH, hardSwishClassifier } from '../fixtures/families.js';
+import { studentForOnnxruntime } from '../src/app/distill.js';
 import { commandLine, manifestLines, MIN_ROUNDS, pairedReport, timePaired, type Operation } from './paired.mjs';
 
 const args = process.argv.slice(2);
@@ -73,6 +81,9 @@ interface Case {
   classes: number;
   batchSize: number;
   steps: number;
+  /** 'kd' (default): labels + soft targets [count, classes]; 'mse': MSE to teacher outputs of `outputDims` per sample, no labels. */
+  loss?: 'kd' | 'mse';
+  outputDims?: number[];
 }
 
 const steps = flag('--steps', 0);
@@ -81,14 +92,30 @@ const CASES: Case[] = [
   { name: 'example', model: () => loadModel('fixtures/fashion-cnn.onnx'), sample: [1, 28, 28], classes: 10, batchSize: batch || 64, steps: steps || 2 },
   { name: 'teacher', model: () => loadModel('fixtures/fashion-teacher.onnx'), sample: [1, 28, 28], classes: 10, batchSize: batch || 64, steps: steps || 1 },
   { name: 'mbv3', model: async () => mobileNetV3Classifier(), sample: [3, 48, 192], classes: 10, batchSize: batch || 16, steps: steps || 1 },
+  // issue 32's stand-ins (fixtures/families.ts): the MobileNetV3-style hard-swish / squeeze-excite / depthwise
+  // classifier, and the opset-9 CTC recognizer (upgraded to opset 13, as distill and optimize do to train it on onnxruntime)
+  { name: 'hswish', model: async () => hardSwishClassifier(), sample: [3, HSWISH.height, HSWISH.width], classes: 2, batchSize: batch || 32, steps: steps || 2 },
+  {
+    name: 'ctc',
+    model: async () => studentForOnnxruntime(ctcRecognizer()).model!,
+    sample: [1, CTC.height, 80],
+    classes: CTC.classes,
+    batchSize: batch || 32,
+    steps: steps || 2,
+    loss: 'mse',
+    outputDims: [20, CTC.classes],
+  },
 ];
 
 function data(c: Case, inputName: string): TrainData {
   const count = c.batchSize * c.steps;
   const per = c.sample.reduce((a, d) => a * d, 1);
   const input: TensorData = { dtype: DataType.FLOAT, dims: [count, ...c.sample], data: seededFloats(1, count * per, 0, 1) };
+  const outputDims = c.outputDims ?? [c.classes];
+  const perOutput = outputDims.reduce((a, d) => a * d, 1);
+  const teacher: TensorData = { dtype: DataType.FLOAT, dims: [count, ...outputDims], data: seededFloats(2, count * perOutput, -3, 3) };
+  if (c.loss === 'mse') return { count, inputs: { [inputName]: input }, teacher };
   const labels: TensorData = { dtype: DataType.INT64, dims: [count], data: BigInt64Array.from({ length: count }, (_v, i) => BigInt((i * 7) % c.classes)) };
-  const teacher: TensorData = { dtype: DataType.FLOAT, dims: [count, c.classes], data: seededFloats(2, count * c.classes, -3, 3) };
   return { count, inputs: { [inputName]: input }, labels, teacher };
 }
 
@@ -100,8 +127,8 @@ function loopOptions(c: Case, outputName: string): LoopOptions {
     learningRate: 1e-3,
     optimizer: { kind: 'adam', weightDecay: 1e-4 },
     schedule: 'cosine',
-    lossKind: 'kd',
-    alpha: 0.5,
+    lossKind: c.loss ?? 'kd',
+    alpha: c.loss === 'mse' ? 0 : 0.5,
     temperature: 4,
     outputName,
   };
@@ -254,11 +281,11 @@ async function kd(c: Case): Promise<void> {
   const graph = new TrainableGraph(model);
   const kept = keptTrainer(
     await createOrtTrainer(model, d.inputs, {
-      lossKind: 'kd',
-      alpha: 0.5,
+      lossKind: options.lossKind,
+      alpha: options.alpha,
       temperature: 4,
       outputName,
-      withLabels: true,
+      withLabels: !!d.labels,
       withTeacher: true,
       threads: 1,
       seed: 1,
@@ -284,13 +311,18 @@ async function kd(c: Case): Promise<void> {
         compare: [
           [0, 1],
           [1, 2],
+          [0, 2],
         ],
       },
     );
     console.log(
-      `${c.name}: one timed operation = one training call of ${c.steps} step(s) at batch ${c.batchSize} (or the inference of the same ${d.count} samples), 1 thread`,
+      `${c.name}: one timed operation = one training call of ${c.steps} step(s) at batch ${c.batchSize} (or the inference of the same ${d.count} samples), 1 thread, ${options.lossKind} loss`,
     );
-    for (const line of pairedReport(result, ['onnxruntime / wasm training speed', 'onnxruntime inference / training speed (the same samples)']))
+    for (const line of pairedReport(result, [
+      'onnxruntime / wasm training speed',
+      'onnxruntime: inference / training speed (the same samples, the same batch; goal <= 4x)',
+      'wasm: onnxruntime inference / wasm training speed',
+    ]))
       console.log(line);
     console.log(`  loss of the last timed epoch: wasm ${lastLoss(wasm)}, onnxruntime ${lastLoss(ort)} (${wasm.length} and ${ort.length} epochs)`);
     for (const line of manifestLines(lib, { threads: 1, command, load: result.load })) console.log(line);

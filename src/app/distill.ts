@@ -53,22 +53,30 @@ export async function distill(options: DistillOptions): Promise<{ model: Model; 
 }
 
 /**
- * The student at opset 13 when it is older (the onnxruntime training graph needs 13: a copy, the
- * operators whose definitions changed rewritten); UsageError naming what blocks the upgrade.
+ * The student at opset 13 when it is older, as the onnxruntime training graph needs (a copy, the
+ * operators whose definitions changed rewritten): `model` is the student itself when it is already
+ * 13 or newer, and undefined with `blockers` when the upgrade is blocked.
  */
-function upgradedForOnnxruntime(student: Model, warn: ((message: string) => void) | undefined): Model {
+export function studentForOnnxruntime(student: Model): { model?: Model; from: number; blockers: string[] } {
   const from = student.opsetVersion('') ?? 17;
-  if (from >= TARGET_OPSET) return student;
+  if (from >= TARGET_OPSET) return { model: student, from, blockers: [] };
   const copy = student.clone();
   const result = upgradeOpset(copy);
-  if (!result.upgraded) {
+  return result.upgraded ? { model: copy, from, blockers: [] } : { from, blockers: result.blockers };
+}
+
+/** studentForOnnxruntime for an explicit --backend onnxruntime: UsageError naming what blocks the upgrade, a warning when it upgraded. */
+function upgradedForOnnxruntime(student: Model, warn: ((message: string) => void) | undefined): Model {
+  const { model, from, blockers } = studentForOnnxruntime(student);
+  if (!model) {
     throw new UsageError(
       `--backend onnxruntime: the student uses opset ${from} and training on onnxruntime needs opset ${TARGET_OPSET}, but it cannot be upgraded ` +
-        `(${result.blockers.slice(0, 3).join('; ')}); train it with --backend wasm`,
+        `(${blockers.slice(0, 3).join('; ')}); train it with --backend wasm`,
     );
   }
-  warn?.(`the student uses opset ${from}: upgraded to opset ${TARGET_OPSET} to train on onnxruntime (the written student declares opset ${TARGET_OPSET})`);
-  return copy;
+  if (model !== student)
+    warn?.(`the student uses opset ${from}: upgraded to opset ${TARGET_OPSET} to train on onnxruntime (the written student declares opset ${TARGET_OPSET})`);
+  return model;
 }
 
 /**

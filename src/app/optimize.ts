@@ -36,6 +36,7 @@ import { guardWhereNeeded, measure, measureInputOnly } from './optimize-measure.
 import { buildCandidate, startRun, type Built, type OptimizeRun } from './optimize-run.js';
 import { prunedStep, regionStep } from './optimize-search.js';
 import { repairStep, type RepairReport } from './optimize-repair.js';
+import { qatDeadline, qatStep, type QatStepReport } from './optimize-qat.js';
 
 export type OptimizeObjective = 'latency' | 'throughput' | 'size';
 
@@ -81,6 +82,13 @@ export interface OptimizeOptions {
    * reproducible runs and tests on loaded machines; library only.
    */
   pruneEpochs?: number;
+  /**
+   * The label-free QAT candidate (`int8-qat`, ./optimize-qat.ts): tried with a time budget and
+   * unlabelled inputs when static INT8 missed the budget or kept nodes float (default true).
+   */
+  qat?: boolean;
+  /** A work budget for the QAT candidate instead of its share of the clock: exactly this many epochs. Library only. */
+  qatEpochs?: number;
   /** The search's time budget: region search and pruned candidates stop when it is spent (default DEFAULT_SEARCH_SECONDS for the region search; no pruning without it). */
   timeBudgetMs?: number;
   /** Search regions of static INT8 to keep float when it loses (default true; a recipe turns it off unless it says so). */
@@ -202,6 +210,8 @@ export interface OptimizeResult {
   repair: RepairReport;
   regionSearch: { ran: boolean; reason: string; steps: RegionStep[]; seconds: number };
   pruning: { ran: boolean; reason: string; seconds: number };
+  /** The label-free QAT candidate (./optimize-qat.ts): whether it ran, why (not), what it trained. */
+  qat?: QatStepReport;
   gateFailure?: string;
   seconds: number;
   /** Where the run's time went, phase by phase in order (seconds; they add up to `seconds`). */
@@ -210,7 +220,7 @@ export interface OptimizeResult {
 }
 
 /** optimize's phases: parsing the model and data, building the candidates, timing and scoring them, the searches, the final comparison, writing. */
-export type OptimizePhase = 'parse' | 'build' | 'measure' | 'repair' | 'region-search' | 'pruning' | 'final-measure' | 'write';
+export type OptimizePhase = 'parse' | 'build' | 'measure' | 'repair' | 'region-search' | 'qat' | 'pruning' | 'final-measure' | 'write';
 
 export interface OptimizeTiming {
   phase: OptimizePhase;
@@ -269,6 +279,9 @@ export async function optimizeWorkflow(options: OptimizeOptions, events: Workflo
     lap('repair');
     const regionSearch = await regionStep(run, built, extra);
     lap('region-search');
+    // issue 32 item 3: the label-free QAT candidate, before the pruned ones, on its share of the budget
+    const qat = await qatStep(run, built, extra, qatDeadline(run));
+    lap('qat');
     const pruning = await prunedStep(run, extra);
     lap('pruning');
     // One final comparison of every candidate, so speed-ups and p50s come from the same interleaved run.
@@ -282,7 +295,7 @@ export async function optimizeWorkflow(options: OptimizeOptions, events: Workflo
     const { chosen, summary } = choose(run, rows);
     const written = await writeChosen(run, chosen ? all[rows.indexOf(chosen)]!.path! : run.reference, chosen);
     lap('write');
-    return resultOf(run, { rows, chosen, summary, written, repair, regionSearch, pruning, labels: Boolean(labels), timings });
+    return resultOf(run, { rows, chosen, summary, written, repair, regionSearch, pruning, qat, labels: Boolean(labels), timings });
   } finally {
     if (!options.workDir) await removeTempFolder(run.dir);
   }
@@ -299,6 +312,7 @@ async function resultOf(
     repair: OptimizeResult['repair'];
     regionSearch: OptimizeResult['regionSearch'];
     pruning: OptimizeResult['pruning'];
+    qat: QatStepReport;
     labels: boolean;
     timings: OptimizeTiming[];
   },
@@ -350,6 +364,7 @@ async function resultOf(
     repair: r.repair,
     regionSearch: r.regionSearch,
     pruning: r.pruning,
+    qat: r.qat,
     ...(gateFailure ? { gateFailure } : {}),
     seconds: (performance.now() - run.started) / 1000,
     timings: r.timings,

@@ -92,6 +92,8 @@ export interface PruneDistillCandidate {
      */
     validation?: { samples: number; before: number; after: number };
     kept: 'distilled' | 'pruned';
+    /** The training backend distillation ran on ('onnxruntime', or the wasm fallback when a node has no gradient rule). */
+    backend?: string;
   };
   /** Speed-up of the pruned model over FP32 measured by the pre-check (estimate), when run. */
   precheckSpeedup?: number;
@@ -168,6 +170,7 @@ interface PruneModules {
   pruneChannels: typeof import('./prune-passes.js')['pruneChannels'];
   saveModel: typeof import('../onnx/index.js')['saveModel'];
   distill: typeof import('./distill.js')['distill'];
+  studentForOnnxruntime: typeof import('./distill.js')['studentForOnnxruntime'];
   take: typeof import('../data/index.js')['take'];
 }
 
@@ -199,6 +202,8 @@ interface PruneSearch extends DataSplit {
    */
   samplesPerSecond?: number;
   overheadSeconds: number;
+  /** The backend the last distillation trained on (from its report). */
+  backend?: string;
 }
 
 const secondsLeft = (s: PruneSearch): number => (s.deadline - performance.now()) / 1000;
@@ -308,6 +313,7 @@ async function distillWidth(
   );
   const d0 = performance.now();
   let trained: Awaited<ReturnType<PruneModules['distill']>>;
+  let announced = false;
   try {
     trained = await s.modules.distill({
       student: pruned,
@@ -321,6 +327,10 @@ async function distillWidth(
       learningRate: s.learningRate,
       onWarning: s.warn,
       onProgress: (e) => {
+        if (e.phase === 'backend' && !announced) {
+          announced = true;
+          s.progress(`${label}: ${e.message}`);
+        }
         if (e.phase === 'train' && performance.now() > s.deadline) throw new DeadlineReached(`epoch ${e.epoch}/${e.epochs}`);
         if (e.phase === 'train' && e.step === e.steps) s.progress(`${label}: epoch ${e.epoch}/${e.epochs} loss ${e.loss?.toExponential(2)}`);
       },
@@ -332,6 +342,7 @@ async function distillWidth(
   }
   const distillSeconds = (performance.now() - d0) / 1000;
   s.samplesPerSecond = trained.report.samplesPerSecond;
+  s.backend = trained.report.backend.name;
   s.overheadSeconds = Math.max(0, distillSeconds - (epochs * steps * trainBatch) / s.samplesPerSecond);
   return { model: trained.model, seconds: distillSeconds };
 }
@@ -371,6 +382,23 @@ async function checkDistilled(s: PruneSearch, pruned: Model, distilled: Model, l
   return { written, kept, validation: check, agreement };
 }
 
+/**
+ * The pruned model at opset 13 when it is older, so that it trains on onnxruntime: the onnxruntime
+ * training graph needs opset 13, and below it `auto` fell back to tfjs-wasm, about 10x slower on a
+ * MobileNetV3-style student (issue 32: 6 samples/s inside optimize against 67 for `distill
+ * --backend onnxruntime`). The written candidate then declares opset 13. When the upgrade is
+ * blocked the model is kept as it is (and trains on wasm), with a warning.
+ */
+function forOnnxruntime(s: PruneSearch, pruned: Model, label: string): Model {
+  const { model, from, blockers } = s.modules.studentForOnnxruntime(pruned);
+  if (model) {
+    if (model !== pruned) s.progress(`${label}: opset ${from} upgraded to 13 to train on onnxruntime (the candidate declares opset 13)`);
+    return model;
+  }
+  s.warn(`${label}: opset ${from} cannot be upgraded to 13 (${blockers[0] ?? 'blocked'}): distilled on the slower tfjs backend`);
+  return pruned;
+}
+
 /** Prune, pre-check, distill, check and write width i; undefined when the width is dropped (with a warning). */
 async function tryWidth(s: PruneSearch, i: number): Promise<PruneDistillCandidate | undefined> {
   const { options, roundTo, loss, train } = s;
@@ -382,7 +410,7 @@ async function tryWidth(s: PruneSearch, i: number): Promise<PruneDistillCandidat
     return undefined;
   }
   s.progress(`${label}: pruning channels (keeping ${Math.round(width * 100)}%, multiples of ${roundTo})`);
-  const pruned = s.modules.pruneChannels(s.model, { width, roundTo, statistics: s.statistics }).model;
+  const pruned = forOnnxruntime(s, s.modules.pruneChannels(s.model, { width, roundTo, statistics: s.statistics }).model, label);
   let speedup: { estimate: number } | undefined;
   if (!options.skipSpeedCheck) {
     speedup = await precheckSpeedup(s, pruned, i, label);
@@ -423,6 +451,7 @@ async function tryWidth(s: PruneSearch, i: number): Promise<PruneDistillCandidat
       ...(checked.agreement !== undefined ? { agreement: checked.agreement } : {}),
       ...(checked.validation ? { validation: checked.validation } : {}),
       kept: checked.kept,
+      ...(s.backend !== undefined ? { backend: s.backend } : {}),
     },
     ...(speedup !== undefined ? { precheckSpeedup: speedup.estimate } : {}),
   };
@@ -453,13 +482,14 @@ export async function pruneDistillCandidates(
   const loss = lossFor(model);
   const split = await splitData(data, loss, options.trainBatchSize);
 
-  const [{ pruneChannels, collectChannelStatistics, statisticsRequests }, { saveModel }, { distill }, { checkShapes }, { take }] = await Promise.all([
-    import('./prune-passes.js'),
-    import('../onnx/index.js'),
-    import('./distill.js'),
-    import('./data-shapes.js'),
-    import('../data/index.js'),
-  ]);
+  const [{ pruneChannels, collectChannelStatistics, statisticsRequests }, { saveModel }, { distill, studentForOnnxruntime }, { checkShapes }, { take }] =
+    await Promise.all([
+      import('./prune-passes.js'),
+      import('../onnx/index.js'),
+      import('./distill.js'),
+      import('./data-shapes.js'),
+      import('../data/index.js'),
+    ]);
   const candidates: PruneDistillCandidate[] = [];
   const scratch = await makeTempFolder('model-opt-prune-');
   try {
@@ -472,7 +502,7 @@ export async function pruneDistillCandidates(
       ...split,
       model,
       options,
-      modules: { pruneChannels, saveModel, distill, take },
+      modules: { pruneChannels, saveModel, distill, studentForOnnxruntime, take },
       progress,
       warn,
       deadline,

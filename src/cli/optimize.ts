@@ -36,6 +36,7 @@ type SameAsOptions =
   | 'threads'
   | 'iterations'
   | 'regionSearch'
+  | 'qat'
   | 'minSpeedup';
 
 interface OptimizeFlags extends Pick<OptimizeOptions, SameAsOptions> {
@@ -109,10 +110,11 @@ export function registerOptimize(program: Command): void {
     )
     .option(
       '--time-budget <duration>',
-      'time for the search (repair, region search, pruned candidates), e.g. 10m; default 3m for the repair and region search, no pruning',
+      'time for the search (repair, region search, QAT, pruned candidates), e.g. 10m; default 3m for the repair and region search, no QAT or pruning',
       parseDuration,
     )
     .option('--no-region-search', 'do not look for INT8 regions to keep float when static INT8 loses')
+    .option('--no-qat', 'do not try the label-free QAT candidate (int8-qat) when static INT8 misses the budget or keeps nodes float')
     .option('--min-speedup <x>', 'gate: exit 1 when the written model is below this median speed-up over FP32 (it is still written)', (v: string) =>
       parsePositiveNumber(v.replace(/x$/i, '')),
     )
@@ -172,6 +174,7 @@ async function optimizeAction(modelPath: string, flags: OptimizeFlags & { junit?
       iterations: flags.iterations,
       timeBudgetMs: flags.timeBudget,
       regionSearch: command.getOptionValueSource('regionSearch') === 'cli' ? flags.regionSearch : undefined,
+      qat: command.getOptionValueSource('qat') === 'cli' ? flags.qat : undefined,
       minSpeedup: flags.minSpeedup,
       shapes: flags.shape ? parseShapeOverrides(flags.shape.join(',')) : undefined,
       inputValues: flags.input,

@@ -116,6 +116,7 @@ function regionLines(result: OptimizeResult): string[] {
       `  ${s.kept ? '+' : '-'} ${s.region} (${s.nodes} node(s)) in float: ${s.speedup ? formatSpeedup(s.speedup) : (s.note ?? '-')} vs the best so far; ${s.kept ? 'kept' : 'not kept'} (${s.seconds.toFixed(1)} s)`,
     );
   }
+  if (result.qat) lines.push(`QAT: ${result.qat.reason}`);
   lines.push(`pruning: ${result.pruning.reason}`);
   return lines;
 }

@@ -66,6 +66,12 @@ export interface FakeQuantTrainingOptions {
   seed?: number;
   temperature?: number;
   alpha?: number;
+  /**
+   * The loss: 'kd' (default) for class scores (cross-entropy with labels, soft targets from the
+   * teacher); 'mse' on the output's values for any other output (regression labels, or the
+   * teacher's outputs: label-free QAT of an embedding, a map, per-step scores).
+   */
+  loss?: 'kd' | 'mse';
   /** Keep BatchNormalization frozen (default true; PTQ models usually have it folded anyway). */
   freezeNorm?: boolean;
   backend?: TrainingBackend | 'auto';
@@ -203,7 +209,7 @@ function qatLoopOptions(
     learningRate: options.learningRate ?? 1e-4,
     optimizer: { kind: options.optimizer ?? 'adam' },
     schedule: options.schedule ?? 'cosine',
-    lossKind: 'kd',
+    lossKind: options.loss ?? 'kd',
     alpha: train.teacher && train.labels ? (options.alpha ?? 0.5) : train.teacher ? 0 : 1,
     temperature: options.temperature ?? 2,
     outputName,

@@ -151,10 +151,96 @@ function convFamilyBackward({ node, e, inputs, outputs, needs, dy, shape }: Back
   const group = node.getInt('group', 1);
   const geo = convGeometry(node, transposed ? yShape : xShape, wShape.slice(2));
   const out: (string | undefined)[] = [];
-  if (needs(0)) out[0] = transposed ? convOfGradient(e, g, w, group, geo) : transposedConvOfGradient(e, g, w, group, geo, xShape, yShape);
-  if (needs(1)) out[1] = transposed ? convWeightGrad(e, g, x, group, geo, yShape, wShape, xShape) : convWeightGrad(e, x, g, group, geo, xShape, wShape, yShape);
+  const pointwise = !transposed && isPointwise(group, geo);
+  if (needs(0)) {
+    if (pointwise) out[0] = pointwiseInputGrad(e, g, w, xShape, wShape);
+    else if (!transposed && isDepthwiseUnitStride(group, geo, xShape, wShape)) out[0] = depthwiseInputGrad(e, g, w, group, geo);
+    else out[0] = transposed ? convOfGradient(e, g, w, group, geo) : transposedConvOfGradient(e, g, w, group, geo, xShape, yShape);
+  }
+  if (needs(1)) {
+    if (pointwise) out[1] = pointwiseWeightGrad(e, x, g, xShape, wShape);
+    else out[1] = transposed ? convWeightGrad(e, g, x, group, geo, yShape, wShape, xShape) : convWeightGrad(e, x, g, group, geo, xShape, wShape, yShape);
+  }
   if (b && needs(2)) out[2] = e.reduceSum(g, spatialAxes(xShape.length), false);
   return out;
+}
+
+/*
+ * Fast paths (issue 32 item 2): a training step of a MobileNetV3-style student spent most of its
+ * time in the general rules' weight-gradient convolutions (dY as kernels the size of the feature
+ * map: im2col copies of it) and in ConvTranspose, so the two most common convolutions of those
+ * students take plain kernels instead (bench/train-backends.ts, docs/distill.md):
+ * - pointwise (1x1, stride 1, no pads, group 1): dX = W^T dY and dW = sum over the batch of
+ *   dY X^T, as batched MatMuls over the spatial positions;
+ * - depthwise with stride 1 (group = channels, one input channel per group): dX is the depthwise
+ *   convolution of dY with the spatially flipped kernel and the complementary pads.
+ */
+
+/** A 1x1 convolution with stride 1, no pads and one group: a MatMul over the channels at each position. */
+function isPointwise(group: number, geo: ConvGeometry): boolean {
+  return group === 1 && geo.kernel.every((k) => k === 1) && geo.strides.every((st) => st === 1) && [...geo.begin, ...geo.end].every((p) => p === 0);
+}
+
+/** Depthwise (each group one input and one output channel), stride 1, pads within the dilated kernel's span. */
+function isDepthwiseUnitStride(group: number, geo: ConvGeometry, xShape: readonly number[], wShape: readonly number[]): boolean {
+  const span = geo.kernel.map((k, d) => (k - 1) * geo.dilations[d]!);
+  return (
+    group > 1 &&
+    xShape[1] === group &&
+    wShape[0] === group &&
+    wShape[1] === 1 &&
+    geo.strides.every((st) => st === 1) &&
+    geo.begin.every((p, d) => p <= span[d]!) &&
+    geo.end.every((p, d) => p <= span[d]!)
+  );
+}
+
+/** dY [N, Cout, S...] as [N, Cout, prod S] (and X likewise). */
+function flatSpatial(e: Emitter, t: string, channels: number): string {
+  return e.op1('Reshape', [t, e.constI64([0, channels, -1])]);
+}
+
+/** Pointwise dX = W^T dY: [Cin, Cout] x [N, Cout, P] -> [N, Cin, P], back to X's shape. */
+function pointwiseInputGrad(e: Emitter, g: string, w: string, xShape: readonly number[], wShape: readonly number[]): string {
+  const [cout, cin] = [wShape[0]!, wShape[1]!];
+  const wt = e.op1('Transpose', [e.op1('Reshape', [w, e.constI64([cout, cin])])], { perm: [1, 0] });
+  const dx = e.op1('MatMul', [wt, flatSpatial(e, g, cout)], {}, 'conv1x1_dx');
+  return e.op1('Reshape', [dx, e.constI64([0, ...xShape.slice(1)])]);
+}
+
+/**
+ * Pointwise dW = sum_n dY_n X_n^T: the tensor with fewer channels is transposed ([N, P, C]), one
+ * batched MatMul over the positions, the batch summed, shaped as W.
+ */
+function pointwiseWeightGrad(e: Emitter, x: string, g: string, xShape: readonly number[], wShape: readonly number[]): string {
+  const [cout, cin] = [wShape[0]!, wShape[1]!];
+  const [x3, g3] = [flatSpatial(e, x, cin), flatSpatial(e, g, cout)];
+  const perBatch =
+    cin <= cout
+      ? e.op1('MatMul', [g3, e.op1('Transpose', [x3], { perm: [0, 2, 1] })]) // [N, Cout, Cin]
+      : e.op1('Transpose', [e.op1('MatMul', [x3, e.op1('Transpose', [g3], { perm: [0, 2, 1] })])], { perm: [0, 2, 1] });
+  const dw = e.reduceSum(perBatch, [0], false);
+  return e.op1('Reshape', [dw, e.constI64([...wShape])], {}, 'conv1x1_dw');
+}
+
+/**
+ * Depthwise stride-1 dX: the depthwise convolution of dY with the kernel flipped along every
+ * spatial axis, pads (k - 1) d - p on each side (same dilations, same group).
+ */
+function depthwiseInputGrad(e: Emitter, g: string, w: string, group: number, geo: ConvGeometry): string {
+  const n = geo.kernel.length;
+  const axes = Array.from({ length: n }, (_v, d) => d + 2);
+  const flipped = e.op1('Slice', [
+    w,
+    e.constI64(axes.map(() => -1)),
+    e.constI64(geo.kernel.map((k) => -(k + 1))),
+    e.constI64(axes),
+    e.constI64(axes.map(() => -1)),
+  ]);
+  const span = geo.kernel.map((k, d) => (k - 1) * geo.dilations[d]!);
+  // dx[i] = sum_k dy[i + k d - (span - begin)] w[K - 1 - k]: begin pads span - begin, end pads span - end (the size comes out H)
+  const pads = [...span.map((sp, d) => sp - geo.begin[d]!), ...span.map((sp, d) => sp - geo.end[d]!)];
+  return e.op1('Conv', [g, flipped], { dilations: geo.dilations, pads, kernel_shape: geo.kernel, group }, 'dwconv_dx');
 }
 
 /** Conv's dX: the transposed convolution of dY with the same kernel; output_padding restores the input size lost to the stride's rounding. */

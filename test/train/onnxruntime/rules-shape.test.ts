@@ -218,6 +218,33 @@ describe('pools and grouped convolutions against finite differences (float32)', 
       4 * 4 * 3,
     ],
     [
+      'depthwise Conv 3x3 stride 1, pads 1 (input gradient: depthwise Conv of the flipped kernel)',
+      (b, h) => b.node('Conv', [h, b.initializer('dw.w', F, [4, 1, 3, 3], seededFloats(42, 36, -0.5, 0.5))], { group: 4, pads: [1, 1, 1, 1] }),
+      4 * 7 * 6,
+    ],
+    [
+      'depthwise Conv 3x2 stride 1, dilation 2, uneven pads, bias',
+      (b, h) =>
+        b.node('Conv', [h, b.initializer('dw.w', F, [4, 1, 3, 2], seededFloats(43, 24, -0.5, 0.5)), b.initializer('dw.b', F, [4], seededFloats(44, 4))], {
+          group: 4,
+          dilations: [2, 2],
+          pads: [1, 0, 3, 2],
+        }),
+      4 * 7 * 6,
+    ],
+    [
+      'pointwise 1x1 Conv 4 -> 6 -> 4 (gradients as MatMuls)',
+      (b, h) => {
+        const c = b.node('Conv', [
+          h,
+          b.initializer('pw1.w', F, [6, 4, 1, 1], seededFloats(45, 24, -0.5, 0.5)),
+          b.initializer('pw1.b', F, [6], seededFloats(46, 6)),
+        ]);
+        return b.node('Conv', [c, b.initializer('pw2.w', F, [4, 6, 1, 1], seededFloats(47, 24, -0.5, 0.5))]);
+      },
+      4 * 7 * 6,
+    ],
+    [
       'depthwise Conv with channel multiplier 2, dilation 2',
       (b, h) =>
         b.node('Conv', [h, b.initializer('dw.w', F, [8, 1, 3, 3], seededFloats(36, 72, -0.5, 0.5))], { group: 4, pads: [2, 2, 2, 2], dilations: [2, 2] }),

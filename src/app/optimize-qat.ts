@@ -1,0 +1,391 @@
+/**
+ * optimize's label-free QAT candidate (issue 32 item 3, `int8-qat`): static INT8 fine-tuned with
+ * fake quantization against the FP32 model's own outputs, no labels (soft targets for class
+ * scores, MSE on the output otherwise), starting from PTQ's calibrated ranges and its plan with
+ * every node INT8: the nodes the fidelity guard kept float are fake-quantized too, so training can
+ * bring them back to INT8. Exported as the same QDQ as PTQ (app/qat.ts's quantizeAwareTraining:
+ * ranges and options unchanged) and judged by the caller like every candidate (the per-kind
+ * budget; as a retrained model, top-1 agreement decides class scores).
+ * It runs only with a time budget and unlabelled inputs (--train-data, else the calibration data),
+ * after static INT8 was built and measured, and only when INT8 has something to recover (it missed
+ * the budget, or its guard kept nodes float) and did not measure slower than FP32. Its epochs come from its share of the time budget
+ * (samples/s measured by a short probe first), or are fixed (`epochs`: a work budget, for
+ * reproducible runs and tests).
+ * `QatCandidateSpec` is the recipe form (what rebuilds the candidate: the INT8 settings it starts
+ * from and the training settings); `buildQatCandidate` builds one from it.
+ * May import: errors, ir, data (types), app/*; train (lazily, through ./qat.ts).
+ */
+import path from 'node:path';
+import { ModelOptError, UsageError } from '../errors.js';
+import { DataType, isTensorType, type Model, type TensorData } from '../ir/index.js';
+import type { AgreementMetrics } from '../metrics/agreement.js';
+import type { Dataset } from '../data/index.js';
+import type { OutputKind } from '../metrics/output-kinds.js';
+import type { Int8Context } from './quantize-passes.js';
+import type { QatReport } from './qat.js';
+import type { QuantizeCandidateSpec } from './optimize-recipe.js';
+import type { Built, OptimizeRun } from './optimize-run.js';
+import { MODE } from '../passes/quantize/mode-names.js';
+import { within } from './optimize-measure.js';
+
+/**
+ * Adam's learning rate for label-free QAT (cosine schedule): 1e-3 brought a range clipped to a
+ * quarter back from 51% to 97% top-1 agreement in 4-8 epochs on the hard-swish stand-in, where
+ * 1e-4 (quantize --qat's default, labelled fine-tuning) reached 84% in 5 (docs/optimize.md).
+ */
+export const DEFAULT_QAT_LEARNING_RATE = 1e-3;
+/** Share of the time left that QAT may use when pruned candidates follow it. */
+export const QAT_SHARE = 0.4;
+/** Most epochs however much time is left. */
+export const MAX_QAT_EPOCHS = 20;
+/** Training batch size. */
+const QAT_BATCH = 32;
+/** Probe: this many training steps to measure samples/s. */
+const PROBE_STEPS = 2;
+
+/** A label-free QAT candidate as a recipe lists it (the CandidateSpec shape: one key). */
+export interface QatCandidateSpec {
+  qat: {
+    /** The static INT8 settings it starts from (calibration, ranges, plan). */
+    from: QuantizeCandidateSpec;
+    epochs: number;
+    learningRate: number;
+    /** The loss on the FP32 model's outputs: soft targets for class scores, MSE otherwise. */
+    loss: 'kd' | 'mse';
+    /** The output the loss reads (default the model's first). */
+    outputName?: string;
+    batchSize?: number;
+    seed?: number;
+  };
+}
+
+export interface QatStepReport {
+  ran: boolean;
+  reason: string;
+  seconds: number;
+  /** The training backend, its throughput and each epoch's loss, when it trained. */
+  backend?: string;
+  samplesPerSecond?: number;
+  losses?: number[];
+  /** The export against PTQ's model from the same ranges on the held-out split (a QAT model no better is not added). */
+  validation?: QatValidation;
+  /** The candidate added. */
+  candidate?: {
+    name: string;
+    spec: QatCandidateSpec;
+    /** Nodes static INT8's guard kept float, fake-quantized (brought back to INT8) here. */
+    broughtBack: string[];
+  };
+}
+
+/** The loss for an output of this kind and shape: soft targets for [N, C] class scores, MSE otherwise. */
+export function qatLossFor(model: Model, outputName: string, kind: OutputKind | undefined): 'kd' | 'mse' {
+  const v = model.graph.outputs.find((o) => o.name === outputName);
+  const shape = v && isTensorType(v.type) ? v.type.shape : undefined;
+  const classes = shape?.length === 2 ? shape[1] : undefined;
+  const looksLikeClasses = typeof classes === 'number' && classes > 1;
+  return (kind === undefined || kind === 'class-scores') && looksLikeClasses ? 'kd' : 'mse';
+}
+
+export interface LabelFreeQatOptions {
+  epochs: number;
+  learningRate?: number;
+  loss: 'kd' | 'mse';
+  outputName?: string;
+  batchSize?: number;
+  seed?: number;
+  threads?: number;
+  /**
+   * Hold out the last VALIDATION_FRACTION of the data (from MIN_SPLIT samples up): class scores
+   * keep the epoch that agrees best with FP32's top-1 there, and the export is compared with PTQ's
+   * model from the same ranges and plan on it (default true).
+   */
+  validate?: boolean;
+  onProgress?: (message: string) => void;
+  onWarning?: (message: string) => void;
+}
+
+/** How the QAT export and PTQ's model from the same ranges compare with FP32 on the held-out split. */
+export interface QatValidation {
+  samples: number;
+  /** What decides: top-1 agreement (class scores), per-step agreement (sequences), else SQNR. */
+  measure: 'top-1 agreement' | 'step agreement' | 'SQNR';
+  ptq: { agreement: number | null; sqnrDb: number };
+  qat: { agreement: number | null; sqnrDb: number };
+  /** The QAT export is closer to FP32 than PTQ's model. */
+  better: boolean;
+}
+
+/** Share of the data held out (at most MAX_VALIDATION samples, only from MIN_SPLIT samples up). */
+const VALIDATION_FRACTION = 0.2;
+const MAX_VALIDATION = 64;
+const MIN_SPLIT = 40;
+
+/** The training and held-out parts of the data (labels dropped). */
+async function splitForQat(data: Dataset, validate: boolean): Promise<{ train: Dataset; held?: Dataset }> {
+  const { take, sliceSamples } = await import('../data/index.js');
+  const heldCount = validate && data.count >= MIN_SPLIT ? Math.min(MAX_VALIDATION, Math.round(data.count * VALIDATION_FRACTION)) : 0;
+  const trainCount = data.count - heldCount;
+  const train: Dataset = { ...take(data, trainCount), labels: undefined };
+  if (heldCount === 0) return { train };
+  const inputs = Object.create(null) as Dataset['inputs']; // keyed by input names
+  for (const [k, t] of Object.entries(data.inputs)) inputs[k] = sliceSamples(t, trainCount, data.count);
+  return { train, held: { ...data, count: heldCount, inputs, labels: undefined, outputs: undefined, sequences: undefined, notes: [] } };
+}
+
+/** FP32's top-1 class of each held-out sample as int32 labels [N] (the loop keeps the epoch that agrees best). */
+async function fp32Classes(model: Model, held: Dataset, outputName: string, threads: number): Promise<TensorData> {
+  const { createRunner } = await import('../runtime/index.js');
+  const runner = await createRunner(model, { intraOpThreads: threads, label: 'FP32 model' });
+  try {
+    const out = (await runner.run(held.inputs, [outputName]))[outputName]!;
+    const scores = out.data as Float32Array;
+    const classes = scores.length / held.count;
+    const labels = new Int32Array(held.count);
+    for (let i = 0; i < held.count; i++) {
+      let best = 0;
+      for (let c = 1; c < classes; c++) if (scores[i * classes + c]! > scores[i * classes + best]!) best = c;
+      labels[i] = best;
+    }
+    return { dtype: DataType.INT32, dims: [held.count], data: labels };
+  } finally {
+    await runner.release();
+  }
+}
+
+/** The QAT export against PTQ's model from the same ranges and plan, both against FP32 on the held-out split. */
+async function validateQat(context: Int8Context, qat: Model, held: Dataset, outputName: string, threads: number): Promise<QatValidation> {
+  const [{ compareOutputs }, { quantizeQdq }] = await Promise.all([import('../evaluate/index.js'), import('../passes/quantize/qdq.js')]);
+  const ptqModel = quantizeQdq(context.preprocessed, { ...context.qdqOptions, ranges: context.ranges }).model;
+  const runner = { intraOpThreads: threads };
+  const [p, q] = [
+    (await compareOutputs(context.preprocessed, ptqModel, held, { runner }))[outputName]!,
+    (await compareOutputs(context.preprocessed, qat, held, { runner }))[outputName]!,
+  ];
+  const agreementOf = (m: AgreementMetrics): number | null => m.top1Agreement ?? m.stepAgreement ?? null;
+  const measure = p.top1Agreement !== null ? 'top-1 agreement' : p.stepAgreement !== undefined ? 'step agreement' : 'SQNR';
+  const [pa, qa] = [agreementOf(p), agreementOf(q)];
+  const better = pa !== null && qa !== null && qa !== pa ? qa > pa : q.sqnrDb > p.sqnrDb;
+  return { samples: held.count, measure, ptq: { agreement: pa, sqnrDb: p.sqnrDb }, qat: { agreement: qa, sqnrDb: q.sqnrDb }, better };
+}
+
+/**
+ * Label-free QAT from a PTQ context: the preprocessed FP32 model is the teacher (its outputs on
+ * `data`, labels dropped), the fake quantization is PTQ's plan with PTQ's ranges and options (the
+ * user's exclusions kept, the guard's float set not: those nodes train fake-quantized), and the
+ * result is the QDQ model PTQ would write from the fine-tuned weights, with how it compares with
+ * PTQ's model on the held-out split.
+ */
+export async function labelFreeQat(
+  context: Int8Context,
+  data: Dataset,
+  options: LabelFreeQatOptions,
+): Promise<{ model: Model; report: QatReport; validation?: QatValidation }> {
+  const { quantizeAwareTraining } = await import('./qat.js');
+  const threads = options.threads ?? 1;
+  const outputName = options.outputName ?? context.preprocessed.graph.outputs[0]!.name;
+  const { train, held } = await splitForQat(data, options.validate ?? true);
+  // class scores: the epoch that agrees best with FP32 on the held-out split is kept
+  const evalSet = held && options.loss === 'kd' ? { ...held, labels: await fp32Classes(context.preprocessed, held, outputName, threads) } : undefined;
+  const trained = await quantizeAwareTraining(context.preprocessed, {
+    ranges: context.ranges,
+    qdq: context.qdqOptions,
+    train,
+    ...(evalSet ? { eval: evalSet } : {}),
+    teacher: true,
+    alpha: 0,
+    loss: options.loss,
+    epochs: options.epochs,
+    batchSize: Math.min(options.batchSize ?? QAT_BATCH, train.count),
+    learningRate: options.learningRate ?? DEFAULT_QAT_LEARNING_RATE,
+    seed: options.seed ?? 0,
+    backend: 'auto',
+    outputName,
+    runner: { intraOpThreads: threads },
+    // per-step messages are the loop's; the phases (backend, teacher, each epoch's evaluation) are shown
+    onProgress: (e) => {
+      if (e.phase === 'eval' && e.accuracy !== undefined)
+        options.onProgress?.(`epoch ${e.epoch}/${e.epochs}: top-1 agreement with FP32 ${(e.accuracy * 100).toFixed(1)}% on the held-out split`);
+      else if (e.phase !== 'train' && e.phase !== 'eval') options.onProgress?.(e.message);
+    },
+    onWarning: options.onWarning,
+  });
+  const validation = held ? await validateQat(context, trained.model, held, outputName, threads) : undefined;
+  return { ...trained, ...(validation ? { validation } : {}) };
+}
+
+/** When QAT must stop: QAT_SHARE of the time left when pruned candidates follow (they need training data too), else the search's deadline. */
+export function qatDeadline(run: OptimizeRun): number {
+  const now = performance.now();
+  const left = Math.max(0, run.searchDeadline - now);
+  const pruningFollows = Boolean(run.options.trainData ?? run.options.calibrationData);
+  return pruningFollows ? now + QAT_SHARE * left : run.searchDeadline;
+}
+
+/** Why the QAT candidate is not tried in this run, or undefined when it is. */
+function qatSkipped(run: OptimizeRun, int8: Built | undefined): string | undefined {
+  const { options } = run;
+  if (options.qat === false) return 'off';
+  if (options.candidates) return 'off (the recipe does not ask for it)';
+  if (options.timeBudgetMs === undefined) return 'needs --time-budget';
+  if (!(options.trainData ?? options.calibrationData)) return 'needs --train-data or --calibration-data (unlabelled inputs)';
+  if (options.maxAccuracyDrop) return 'not with --max-accuracy-drop (the labelled guard decides INT8)';
+  if (options.feedback && options.feedback.length > 0) return 'not with --feedback (training needs every input batched)';
+  if (!int8 || !run.int8) return 'no static INT8 candidate to start from';
+  const m = run.measured.get(int8.name);
+  if (!m) return 'static INT8 was not measured';
+  const floatNodes = int8.quantize?.fidelity.enabled ? int8.quantize.fidelity.floatNodes : [];
+  if (floatNodes.length === 0 && within(run, m.fidelity).ok) return 'static INT8 is within the budget with every node INT8: nothing for QAT to recover';
+  // the same plan with every node INT8 is rarely much faster than PTQ's: the budget is better spent on the pruned candidates
+  if (m.speedup.verdict === 'slower')
+    return `static INT8 measured slower than FP32 (${m.speedup.estimate.toFixed(2)}x${floatNodes.length > 0 ? `, ${floatNodes.length} node(s) float` : ''}): its QAT model would hardly be faster`;
+  return undefined;
+}
+
+/** Samples/s and fixed cost of a QAT run, from a probe of PROBE_STEPS steps on a slice of the data. */
+async function probeQat(
+  context: Int8Context,
+  data: Dataset,
+  settings: Omit<LabelFreeQatOptions, 'epochs'>,
+): Promise<{ samplesPerSecond: number; overheadSeconds: number }> {
+  const { take } = await import('../data/index.js');
+  const batch = Math.min(settings.batchSize ?? QAT_BATCH, data.count);
+  const slice = take(data, Math.min(data.count, batch * PROBE_STEPS));
+  const t0 = performance.now();
+  const probe = await labelFreeQat(context, slice, { ...settings, epochs: 1, validate: false, onProgress: undefined });
+  const seconds = (performance.now() - t0) / 1000;
+  const samplesPerSecond = probe.report.samplesPerSecond;
+  const trained = (Math.floor(slice.count / batch) * batch) / samplesPerSecond;
+  return { samplesPerSecond, overheadSeconds: Math.max(0, seconds - trained) };
+}
+
+/** The unlabelled training inputs of a run: --train-data, else the calibration data (every sample). */
+async function trainingInputs(run: OptimizeRun): Promise<Dataset> {
+  const { loadModelData } = await import('./load-data.js');
+  const { options } = run;
+  return loadModelData(run.inputs.model, (options.trainData ?? options.calibrationData)!, {
+    inputValues: run.feedValues,
+    feedback: options.feedback,
+    onProgress: run.events.onProgress,
+  });
+}
+
+/** The training settings of a run's QAT candidate (the loss from the output's kind), without epochs. */
+function qatSettings(run: OptimizeRun, context: Int8Context, name: string, outputName?: string): Omit<LabelFreeQatOptions, 'epochs'> & { outputName: string } {
+  const output = outputName ?? run.options.outputName ?? context.preprocessed.graph.outputs[0]!.name;
+  return {
+    learningRate: DEFAULT_QAT_LEARNING_RATE,
+    loss: qatLossFor(context.preprocessed, output, run.inputs.judged.kindOf[output]),
+    outputName: output,
+    batchSize: QAT_BATCH,
+    seed: 0,
+    threads: run.threads,
+    onProgress: (m: string) => run.progress(`${name}: ${m}`),
+    onWarning: (m: string) => run.warn(`${name}: ${m}`),
+  };
+}
+
+/** Epochs that fit before `deadline` (from a probe), or why none does. */
+async function epochsBefore(
+  run: OptimizeRun,
+  context: Int8Context,
+  data: Dataset,
+  settings: Omit<LabelFreeQatOptions, 'epochs'>,
+  deadline: number,
+): Promise<{ epochs: number } | { reason: string }> {
+  run.progress(`int8-qat: measuring training speed (${PROBE_STEPS} steps)`);
+  const probe = await probeQat(context, data, settings);
+  const epochSeconds = data.count / probe.samplesPerSecond;
+  const left = (deadline - performance.now()) / 1000 - probe.overheadSeconds * 1.2 - 1;
+  const epochs = Math.min(MAX_QAT_EPOCHS, Math.floor(left / epochSeconds));
+  if (epochs >= 1) return { epochs };
+  return {
+    reason: `not trained: one epoch over ${data.count} samples takes ~${epochSeconds.toFixed(1)} s (+${probe.overheadSeconds.toFixed(1)} s setup), ${Math.max(0, left).toFixed(1)} s of the budget was left`,
+  };
+}
+
+/** The QAT model written to the run's folder as a candidate (spec null: recipes cannot list QAT yet; `QatCandidateSpec` is its recipe form). */
+async function qatBuilt(run: OptimizeRun, model: Model, spec: QatCandidateSpec, samples: number, floatNodes: number, seconds: number): Promise<Built> {
+  const { uniqueName } = await import('./optimize-run.js');
+  const name = uniqueName(run, 'int8-qat');
+  const file = path.join(run.dir, `${name}.onnx`);
+  await (await import('../runtime/index.js')).saveModelChecked(model, file);
+  const { loss, epochs } = spec.qat;
+  return {
+    name,
+    spec: null,
+    description: `int8, label-free QAT against FP32 (${loss === 'kd' ? 'soft targets' : 'MSE'}, ${epochs} epoch(s) of ${samples} samples${floatNodes > 0 ? `; ${floatNodes} guard float node(s) back to INT8` : ''})`,
+    path: file,
+    buildSeconds: seconds,
+  };
+}
+
+/**
+ * A QAT candidate rebuilt from its recipe form (a recipe's replay): static INT8 from `spec.qat.from`
+ * first when the run has not calibrated it yet (its calibration is kept as usual), then exactly
+ * `spec.qat.epochs` of label-free QAT on the run's unlabelled inputs (deterministic: same data,
+ * same split, same seed), written to the run's folder.
+ */
+export async function buildQatCandidate(run: OptimizeRun, spec: QatCandidateSpec): Promise<Built> {
+  const t0 = performance.now();
+  if (!run.int8) await (await import('./optimize-run.js')).buildCandidate(run, { quantize: spec.qat.from });
+  if (!run.int8) throw new UsageError(`int8-qat: static INT8 (${JSON.stringify(spec.qat.from)}) could not be calibrated to start from`);
+  const context = run.int8.context;
+  const data = await trainingInputs(run);
+  const settings = { ...qatSettings(run, context, 'int8-qat', spec.qat.outputName), ...spec.qat };
+  const trained = await labelFreeQat(context, data, settings);
+  return qatBuilt(run, trained.model, spec, data.count, 0, (performance.now() - t0) / 1000);
+}
+
+/**
+ * The QAT candidate: from static INT8's kept calibration, trained on the unlabelled data until
+ * `deadline` (or for options.qatEpochs epochs), written to the run's folder and added to `extra`,
+ * unless its held-out check finds it no closer to FP32 than PTQ's model from the same ranges.
+ */
+export async function qatStep(run: OptimizeRun, built: Built[], extra: Built[], deadline: number): Promise<QatStepReport> {
+  const t0 = performance.now();
+  const int8 = built.find((b) => b.spec && 'quantize' in b.spec && b.spec.quantize.mode === MODE.int8 && b.path);
+  const skipped = qatSkipped(run, int8);
+  if (skipped !== undefined) return { ran: false, reason: skipped, seconds: 0 };
+  const seconds = (): number => (performance.now() - t0) / 1000;
+  try {
+    const data = await trainingInputs(run);
+    const context = run.int8!.context;
+    const settings = qatSettings(run, context, 'int8-qat');
+    const planned = run.options.qatEpochs !== undefined ? { epochs: run.options.qatEpochs } : await epochsBefore(run, context, data, settings, deadline);
+    if ('reason' in planned) return { ran: true, reason: planned.reason, seconds: seconds() };
+    const { epochs } = planned;
+    const floatNodes = int8!.quantize?.fidelity.enabled ? int8!.quantize.fidelity.floatNodes : [];
+    run.progress(
+      `int8-qat: label-free QAT from static INT8's ranges (${settings.loss === 'kd' ? 'soft targets' : 'MSE on the outputs'}, ${epochs} epoch(s) of ${data.count} samples${floatNodes.length > 0 ? `; the guard's ${floatNodes.length} float node(s) fake-quantized` : ''})`,
+    );
+    const { learningRate, loss, outputName, batchSize, seed } = settings;
+    const from = (int8!.spec as { quantize: QuantizeCandidateSpec }).quantize;
+    const spec: QatCandidateSpec = { qat: { from, epochs, learningRate: learningRate!, loss, outputName, batchSize, seed } };
+    const trained = await labelFreeQat(context, data, { ...settings, epochs });
+    const r = trained.report;
+    const v = trained.validation;
+    const trainedOn = { backend: r.backend.name, samplesPerSecond: r.samplesPerSecond, losses: r.history.map((h) => h.loss) };
+    if (v && !v.better) {
+      const what = (x: QatValidation['ptq']): string => (v.measure === 'SQNR' ? `${x.sqnrDb.toFixed(1)} dB` : `${((x.agreement ?? 0) * 100).toFixed(1)}%`);
+      const reason = `not added: on ${v.samples} held-out samples its ${v.measure} with FP32 (${what(v.qat)}) is no better than PTQ's from the same ranges (${what(v.ptq)})`;
+      run.warn(`int8-qat: ${reason}`);
+      return { ran: true, reason, seconds: seconds(), validation: v, ...trainedOn };
+    }
+    const b = await qatBuilt(run, trained.model, spec, data.count, floatNodes.length, seconds());
+    extra.push(b);
+    return {
+      ran: true,
+      reason: `${b.name}: ${epochs} epoch(s) on ${r.backend.name} at ${r.samplesPerSecond.toFixed(0)} samples/s in ${seconds().toFixed(0)} s`,
+      seconds: seconds(),
+      ...trainedOn,
+      ...(v ? { validation: v } : {}),
+      candidate: { name: b.name, spec, broughtBack: floatNodes },
+    };
+  } catch (error) {
+    // A model QAT cannot train is a rejected candidate, not a failed run.
+    if (!(error instanceof ModelOptError)) throw error;
+    run.warn(`int8-qat: ${error.message}`);
+    return { ran: true, reason: `failed after ${seconds().toFixed(0)} s: ${error.message}`, seconds: seconds() };
+  }
+}
