@@ -31,6 +31,7 @@ import { removeTempFolder } from '../util/temp-folder.js';
 import type { WorkflowEvents } from './events.js';
 import type { CandidateSpec } from './optimize-recipe.js';
 import type { RegionStep } from './optimize-regions.js';
+import type { PlanReport } from './optimize-plan.js';
 import { candidateRows, choose, inputsFailedEveryBuild, speedGate, writeChosen } from './optimize-choose.js';
 import { guardWhereNeeded, measure, measureInputOnly } from './optimize-measure.js';
 import { buildCandidate, startRun, type Built, type OptimizeRun } from './optimize-run.js';
@@ -135,7 +136,7 @@ export interface CandidateOutput {
 
 export interface OptimizeCandidate {
   name: string;
-  /** How to build it again (null for a pruned candidate, which a recipe cannot list yet). */
+  /** How to build it again (null for a candidate a recipe cannot list). */
   spec: CandidateSpec | null;
   description: string;
   sizeBytes: number | null;
@@ -201,7 +202,8 @@ export interface OptimizeResult {
    */
   repair: RepairReport;
   regionSearch: { ran: boolean; reason: string; steps: RegionStep[]; seconds: number };
-  pruning: { ran: boolean; reason: string; seconds: number };
+  /** The trained candidates (pruned widths, QAT): the plan of the time budget and what each entry got (./optimize-plan.ts). */
+  pruning: { ran: boolean; reason: string; seconds: number; plan?: PlanReport };
   gateFailure?: string;
   seconds: number;
   /** Where the run's time went, phase by phase in order (seconds; they add up to `seconds`). */

@@ -82,6 +82,12 @@ export interface LoopOptions {
   stopAfterEpoch?: number;
   /** Settings a resumed run must share with the run that wrote the checkpoint. */
   fingerprint?: Record<string, unknown>;
+  /**
+   * Asked after each epoch (its record holds the eval fields): true stops the loop there, as early
+   * stopping does (the best eval epoch's weights are kept). A caller's own rule: a deadline, a
+   * target that cannot be reached in the time left (app/optimize-plan.ts).
+   */
+  stopAfter?: (record: EpochRecord, history: readonly EpochRecord[]) => boolean;
   onProgress?: (event: LoopProgress) => void;
 }
 
@@ -216,6 +222,10 @@ export async function runLoop(backend: StepBackend, data: TrainData, options: Lo
       const { record, score } = await book.closeEpoch(epoch, walked, pruner?.current, evaluation);
       const stop = await book.endEpoch(epoch, record, score, options, { globalStep, fingerprint, values, optimizer: backend.optimizer, pruner });
       if (stop) break;
+      if (epoch + 1 < options.epochs && options.stopAfter?.(record, book.history)) {
+        book.stoppedEarly = true;
+        break;
+      }
     }
     const chosen = book.best ?? backend.values();
     const result = book.result(chosen, globalStep);
