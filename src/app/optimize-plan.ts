@@ -6,7 +6,8 @@
  * an even share of what is left (less a reserve), skips an entry that cannot beat the best
  * candidate so far (its expected speed-up is no higher) or whose predecessor missed the target (a
  * narrower width after a wider one), and spends what is left on the most promising entry: more
- * rounds for the one closest to the target that could still beat the best. `epochStop` is the
+ * rounds for the one closest to the target that could still beat the best (when all reached it, a
+ * margin for the fastest). `epochStop` is the
  * rule an entry applies after each epoch: the round's deadline, or a target it cannot reach even
  * with all the time left. Every decision is in the returned report.
  * May import: nothing but types (pure scheduling; the entries do the work).
@@ -113,7 +114,8 @@ interface EntryState {
   entry: PlanEntry;
   report: PlanEntryReport;
   best?: number;
-  done: boolean;
+  /** A later round brought no better held-out score: no more rounds. */
+  exhausted?: boolean;
 }
 
 const pct = (x: number): string => `${(x * 100).toFixed(1)}%`;
@@ -158,7 +160,6 @@ export async function runPlan(entries: PlanEntry[], options: PlanOptions): Promi
   const patience = options.patience ?? DEFAULT_PATIENCE;
   const states: EntryState[] = entries.map((entry) => ({
     entry,
-    done: false,
     report: { name: entry.name, kind: entry.kind, plannedSeconds: 0, rounds: [], seconds: 0, epochs: 0, result: 'skipped', note: '' },
   }));
   const reached = (s: EntryState): boolean => target !== undefined && s.best !== undefined && s.best >= target;
@@ -169,6 +170,7 @@ export async function runPlan(entries: PlanEntry[], options: PlanOptions): Promi
     s.report.seconds += (now() - t0) / 1000;
     s.report.epochs += r.epochs;
     const value = r.agreement ?? r.score;
+    if (s.report.rounds.length > 1 && (value === undefined || s.best === undefined || value <= s.best)) s.exhausted = true;
     if (value !== undefined && (s.best === undefined || value > s.best)) s.best = value;
     if (r.agreement !== undefined) s.report.agreement = Math.max(s.report.agreement ?? 0, r.agreement);
     progress(`${s.entry.name}: round ${s.report.rounds.length}: ${describeRound(r)}`);
@@ -198,26 +200,29 @@ export async function runPlan(entries: PlanEntry[], options: PlanOptions): Promi
       await round(s, options.deadline);
       continue;
     }
-    const still = states.length - i;
-    const share = Math.max(0, left() - reserve) / still;
+    const available = left();
+    const share = Math.max(0, available - reserve) / (states.length - i);
     const seconds = Math.max(share, ready.minSeconds);
-    if (seconds > left()) {
-      s.report.note = `not trained: a round needs ~${ready.minSeconds.toFixed(0)} s, ${Math.max(0, left()).toFixed(0)} s left`;
+    if (seconds > available) {
+      s.report.note = `not trained: a round needs ~${ready.minSeconds.toFixed(0)} s, ${Math.max(0, available).toFixed(0)} s left`;
       continue;
     }
     s.report.plannedSeconds = seconds;
-    progress(`${entry.name}: ${seconds.toFixed(0)} s of the ${Math.max(0, left()).toFixed(0)} s left (expects ${ready.expectedSpeedup?.toFixed(2) ?? '?'}x)`);
+    progress(`${entry.name}: ${seconds.toFixed(0)} s of the ${available.toFixed(0)} s left (expects ${ready.expectedSpeedup?.toFixed(2) ?? '?'}x)`);
     await round(s, now() + seconds * 1000);
   }
   // Second phase: what is left goes to the most promising entry, a round at a time.
+  // Closest to the target first; when every trained entry reached it, the fastest one gets a margin
+  // (the held-out split is small, the final judgement is on the evaluation data).
   const promising = (): EntryState | undefined => {
     const open = states.filter((s) => {
       const last = s.report.rounds[s.report.rounds.length - 1];
-      if (!last || s.done || reached(s) || s.report.rounds.length >= MAX_ROUNDS || last.stoppedBy === 'cannot-reach' || last.noGain) return false;
-      return toBeat === undefined || s.report.expectedSpeedup === undefined || s.report.expectedSpeedup > toBeat;
+      if (!last || s.exhausted || s.report.rounds.length >= MAX_ROUNDS || last.stoppedBy === 'cannot-reach' || last.noGain) return false;
+      return reached(s) || toBeat === undefined || s.report.expectedSpeedup === undefined || s.report.expectedSpeedup > toBeat;
     });
     if (target === undefined) return open.filter((s) => s.report.rounds[s.report.rounds.length - 1]!.stoppedBy === 'deadline')[0];
-    return open.sort((a, b) => (b.best ?? 0) - (a.best ?? 0))[0];
+    const missed = open.filter((s) => !reached(s)).sort((a, b) => (b.best ?? 0) - (a.best ?? 0));
+    return missed[0] ?? open.sort((a, b) => (b.report.expectedSpeedup ?? 0) - (a.report.expectedSpeedup ?? 0))[0];
   };
   while (!options.oneRoundEach && left() > MIN_ROUND_SECONDS) {
     const s = promising();

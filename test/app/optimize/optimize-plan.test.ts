@@ -22,12 +22,16 @@ interface Learner {
   epochSeconds: number;
   setupSeconds?: number;
   after?: string;
+  /** Patience: a round stops once the agreement is at least this. */
+  plateau?: number;
+  /** The agreement never exceeds this. */
+  cap?: number;
 }
 
 /** A plan entry over the learner: each epoch moves the clock, the round stops by the plan's rule or patience. */
 function entry(l: Learner, c: ReturnType<typeof clock>, log: StopRule[]): PlanEntry & { trained: () => number } {
   let epochs = 0;
-  const score = (n: number): number => 1 - (1 - l.a0) * Math.exp(-n / l.tau);
+  const score = (n: number): number => Math.min(l.cap ?? 1, 1 - (1 - l.a0) * Math.exp(-n / l.tau));
   return {
     name: l.name,
     kind: 'pruned',
@@ -45,7 +49,7 @@ function entry(l: Learner, c: ReturnType<typeof clock>, log: StopRule[]): PlanEn
         c.advance(l.epochSeconds);
         epochs++;
         scores.push(score(epochs));
-        const stop = epochStop(scores, l.epochSeconds, rule, c.now());
+        const stop = l.plateau !== undefined && score(epochs) >= l.plateau ? 'patience' : epochStop(scores, l.epochSeconds, rule, c.now());
         if (stop) {
           stoppedBy = stop;
           break;
@@ -133,6 +137,23 @@ describe('runPlan', () => {
     expect(n!.note).toMatch(/width 0\.7 did not reach the target/);
     // nothing promising is left: the plan ends early instead of waiting for the deadline
     expect(plan.spent).toBe(15);
+  });
+
+  it('when every trained entry reached the target, what is left is a margin for the fastest, until a round gains nothing (at most 4 rounds)', async () => {
+    const c = clock();
+    const rules: StopRule[] = [];
+    const wide = entry({ name: 'width 0.7', speedup: 1.4, a0: 0.5, tau: 2, epochSeconds: 5, plateau: 0.97 }, c, rules);
+    // the narrow one stops gaining at 97.5%
+    const narrow = entry({ name: 'width 0.5', speedup: 1.6, a0: 0.5, tau: 2, epochSeconds: 5, plateau: 0.97, cap: 0.975 }, c, rules);
+    const plan = await runPlan([wide, narrow], { deadline: 200_000, target: 0.95, now: c.now });
+    const [w, n] = plan.entries;
+    // 1 - 0.5 e^(-n/2) >= 0.97 from n = 6: each first round is 6 epochs (30 s). Then the fastest (narrow)
+    // gets a round, which gains nothing (capped): the wide one gets rounds until it has 4.
+    expect(n!.rounds.map((r) => r.epochs)).toEqual([6, 1]);
+    expect(w!.rounds.map((r) => r.epochs)).toEqual([6, 1, 1, 1]);
+    expect(w!.agreement).toBeCloseTo(1 - 0.5 * Math.exp(-9 / 2), 10);
+    expect(plan.entries.map((e) => e.result)).toEqual(['reached', 'reached']);
+    expect(plan.spent).toBe(30 + 30 + 5 + 15);
   });
 
   it('with one round each (a work budget), every entry trains once and no time is reserved', async () => {

@@ -132,6 +132,34 @@ describe('pruneDistillCandidates', () => {
     expect(Buffer.compare(readFileSync(file), readFileSync(c.path))).toBe(0);
   });
 
+  it('under the clock, a width trains in rounds that end by the plan (deadline, patience, cannot reach) within the budget', async () => {
+    const progress: string[] = [];
+    const t0 = performance.now();
+    const budgetMs = 15_000;
+    const clocked = await pruneDistillCandidates(model, train, {
+      dir: path.join(dir),
+      widths: [0.7],
+      timeBudgetMs: budgetMs,
+      skipSpeedCheck: true,
+      minTop1Agreement: 0.9,
+      evalData: held,
+      onProgress: (m) => progress.push(m),
+      onWarning: (m) => progress.push(`warning: ${m}`),
+    });
+    const seconds = (performance.now() - t0) / 1000;
+    // The budget, plus the last epoch's evaluation and the write of the candidate (a few seconds at most).
+    expect(seconds).toBeLessThan(budgetMs / 1000 + 8);
+    expect(clocked.length, progress.join('\n')).toBe(1);
+    const c = clocked[0]!;
+    expect(c.distill.epochs).toBeGreaterThanOrEqual(1);
+    expect(c.distill.keptEpochs).toBeLessThanOrEqual(c.distill.epochs);
+    for (const r of c.build.rounds) expect(r.keptEpochs).toBeLessThanOrEqual(r.epochs);
+    // Each round is reported with why it ended.
+    const rounds = progress.filter((m) => /^width 0\.7: round \d+: /.test(m));
+    expect(rounds.length).toBeGreaterThanOrEqual(1);
+    for (const m of rounds) expect(m).toMatch(/\d+ epoch\(s\) in \d+ s, agreement \d+\.\d% \((epochs|patience|deadline|cannot-reach)/);
+  });
+
   it('a budget too short for one epoch writes nothing and says why', async () => {
     const notes: string[] = [];
     const none = await pruneDistillCandidates(model, train, {
