@@ -146,7 +146,7 @@ function describeRound(r: RoundResult): string {
  * when its predecessor missed the target, or when less than its least round time is left), each
  * with an even share of what is left less the reserve; then, while time is left, one more round
  * for the most promising entry (not yet at the target, could beat the best, the highest held-out
- * agreement; without a target, the one a deadline stopped).
+ * agreement; without a target, the fastest whose rounds still gain).
  */
 export async function runPlan(entries: PlanEntry[], options: PlanOptions): Promise<PlanReport> {
   const now = options.now ?? (() => performance.now());
@@ -220,7 +220,8 @@ export async function runPlan(entries: PlanEntry[], options: PlanOptions): Promi
       if (!last || s.exhausted || s.report.rounds.length >= MAX_ROUNDS || last.stoppedBy === 'cannot-reach' || last.noGain) return false;
       return reached(s) || toBeat === undefined || s.report.expectedSpeedup === undefined || s.report.expectedSpeedup > toBeat;
     });
-    if (target === undefined) return open.filter((s) => s.report.rounds[s.report.rounds.length - 1]!.stoppedBy === 'deadline')[0];
+    // No target (not class scores): the fastest entry whose rounds still gain.
+    if (target === undefined) return open.sort((a, b) => (b.report.expectedSpeedup ?? 0) - (a.report.expectedSpeedup ?? 0))[0];
     const missed = open.filter((s) => !reached(s)).sort((a, b) => (b.best ?? 0) - (a.best ?? 0));
     return missed[0] ?? open.sort((a, b) => (b.report.expectedSpeedup ?? 0) - (a.report.expectedSpeedup ?? 0))[0];
   };

@@ -1,7 +1,8 @@
 /**
  * optimize's searches beyond the listed candidates: INT8 regions kept float when static INT8 loses
- * (./optimize-regions.ts; each step re-quantized from the kept calibration), and pruned + distilled
- * candidates under a time budget (./prune-candidates.ts, on the parsed model and data).
+ * (./optimize-regions.ts; each step re-quantized from the kept calibration), and the trained
+ * candidates under a time budget: pruned + distilled widths (./prune-candidates.ts, on the parsed
+ * model and data) and any other `EntrySource`'s entries, planned by ./optimize-plan.ts.
  * May import: errors, app/*, types from below; benchmark, data (lazily).
  */
 import { ModelOptError } from '../errors.js';
@@ -183,7 +184,8 @@ export async function prunedStep(run: OptimizeRun, extra: Built[], sources: Entr
   try {
     const entries: PlanEntry[] = [...pruned.entries];
     for (const source of sources) entries.push(...(await source(run, context)));
-    const toBeat = bestSoFar(run);
+    // Nothing within the budget yet: a trained candidate must at least be faster than FP32 (size: any).
+    const toBeat = bestSoFar(run) ?? (run.objective === 'size' ? undefined : 1);
     const plan = await runPlan(entries, {
       deadline: options.pruneEpochs !== undefined ? Infinity : deadline,
       ...(pruned.loss === 'kd' ? { target: run.minTop1Agreement } : {}),

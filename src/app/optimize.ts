@@ -7,7 +7,7 @@
  * FP32, or the labelled accuracy when the data has labels and a drop budget is given), search for
  * INT8 regions to keep float when static INT8 loses (./optimize-regions.ts), repair a faster
  * candidate that missed the budget with the fewest float nodes (./optimize-repair.ts), add pruned + distilled
- * candidates under a time budget (./prune-candidates.ts), and write the fastest
+ * candidates under a time budget (./prune-candidates.ts, planned by ./optimize-plan.ts), and write the fastest
  * candidate within the budget that measured significantly faster; else the input, unchanged (said
  * plainly). The chosen candidate is written back beside the model as a recipe that reproduces it.
  * Built from steps over one run context (./optimize-run.ts): the model and data are parsed once,

@@ -1,15 +1,16 @@
 /**
- * Pruned + distilled candidates for `optimize --time-budget` (issue 16 item 2): for each width
- * (fraction of channels kept), narrow the FP32 model by structured channel pruning (L2 ranking,
- * channel counts rounded to a multiple of 8, removed channels replaced by their means measured on
- * the data), check with a short paired timing that the narrow model is faster than FP32 at the
- * batch size and threads asked for (distilling a model that is not faster would waste the budget),
- * then distill it back from the FP32 model on the given inputs without labels (alpha 0: soft
- * targets for class scores, MSE on the outputs otherwise) for as many epochs as the remaining
- * budget allows (samples/s measured on a few probe steps first), check top-1 agreement with FP32
- * before and after on a held-out 20% of the data (the undistilled pruned model is written when
- * distillation lowered it), and write it to `dir`. A width the
- * budget cannot reach, or whose distillation is cut by the deadline, is dropped with a warning.
+ * Pruned + distilled candidates for `optimize --time-budget` (issue 16 item 2, issue 32): each
+ * width (fraction of channels kept) is one entry of the plan (./optimize-plan.ts). Prepare: narrow
+ * the FP32 model by structured channel pruning (L2 ranking, channel counts rounded to a multiple of
+ * 8, removed channels replaced by their means measured on the data), check with a short paired
+ * timing that it is faster than FP32 at the batch size and threads asked for (its speed-up is what
+ * the entry expects), probe the training speed. Train: a round of distillation from the FP32 model
+ * on the given inputs without labels (alpha 0: soft targets for class scores, MSE on the outputs
+ * otherwise) with early stopping on a held-out 20% of the data labelled by FP32 (the trainer's
+ * evaluation is top-1 agreement with FP32; the best epoch is kept; patience, the round's deadline
+ * and the cannot-reach rule stop it); a later round continues from the best weights. Finish: write
+ * the best model (the pruned one when distillation lowered held-out agreement) to `dir`, with the
+ * record a recipe needs to rebuild it (`rebuildPruned`).
  * The caller (./optimize.ts) measures speed and fidelity like every other candidate.
  * May import: errors, ir, data, app/*; passes/prune, onnx, evaluate, bench, train (lazily).
  */

@@ -26,6 +26,10 @@ interface Learner {
   plateau?: number;
   /** The agreement never exceeds this. */
   cap?: number;
+  /** Epochs a round runs at most (then 'epochs'). */
+  maxEpochs?: number;
+  /** Report a score (minus a loss), not an agreement: outputs that are not class scores. */
+  scoreOnly?: boolean;
 }
 
 /** A plan entry over the learner: each epoch moves the clock, the round stops by the plan's rule or patience. */
@@ -49,13 +53,19 @@ function entry(l: Learner, c: ReturnType<typeof clock>, log: StopRule[]): PlanEn
         c.advance(l.epochSeconds);
         epochs++;
         scores.push(score(epochs));
-        const stop = l.plateau !== undefined && score(epochs) >= l.plateau ? 'patience' : epochStop(scores, l.epochSeconds, rule, c.now());
+        const stop =
+          l.plateau !== undefined && score(epochs) >= l.plateau
+            ? 'patience'
+            : l.maxEpochs !== undefined && scores.length >= l.maxEpochs
+              ? 'epochs'
+              : epochStop(scores, l.epochSeconds, rule, c.now());
         if (stop) {
           stoppedBy = stop;
           break;
         }
       }
-      return { epochs: scores.length, seconds: (c.now() - start) / 1000, agreement: score(epochs), stoppedBy };
+      const got = l.scoreOnly ? { score: score(epochs) - 1 } : { agreement: score(epochs) };
+      return { epochs: scores.length, seconds: (c.now() - start) / 1000, ...got, stoppedBy };
     },
     finish: async () => ({ path: `${l.name}.onnx`, description: l.name, spec: null }),
     trained: () => epochs,
@@ -154,6 +164,25 @@ describe('runPlan', () => {
     expect(w!.agreement).toBeCloseTo(1 - 0.5 * Math.exp(-9 / 2), 10);
     expect(plan.entries.map((e) => e.result)).toEqual(['reached', 'reached']);
     expect(plan.spent).toBe(30 + 30 + 5 + 15);
+  });
+
+  it('without a target (not class scores), what is left goes to the fastest entry whose rounds still gain', async () => {
+    const c = clock();
+    const rules: StopRule[] = [];
+    const only = entry({ name: 'width 0.5', speedup: 1.2, a0: 0.5, tau: 8, epochSeconds: 5, maxEpochs: 4, scoreOnly: true }, c, rules);
+    const plan = await runPlan([only], { deadline: 100_000, now: c.now });
+    const [e] = plan.entries;
+    // one entry: no reserve, a first round of 4 epochs (its own limit), then rounds until 4 rounds
+    expect(plan.reserveSeconds).toBe(0);
+    expect(e!.rounds.map((r) => [r.epochs, r.stoppedBy])).toEqual([
+      [4, 'epochs'],
+      [4, 'epochs'],
+      [4, 'epochs'],
+      [4, 'epochs'],
+    ]);
+    expect(e!.result).toBe('trained');
+    expect(e!.rounds[3]!.score).toBeCloseTo(-0.5 * Math.exp(-16 / 8), 10);
+    expect(plan.spent).toBe(80);
   });
 
   it('with one round each (a work budget), every entry trains once and no time is reserved', async () => {
