@@ -7,7 +7,8 @@
  * candidate so far (its expected speed-up is no higher) or whose predecessor missed the target (a
  * narrower width after a wider one), and spends what is left on the most promising entry: more
  * rounds for the one closest to the target that could still beat the best (when all reached it, a
- * margin for the fastest). `epochStop` is the
+ * margin for the fastest; reached means the held-out agreement's lower 95% bound is at the target).
+ * `epochStop` is the
  * rule an entry applies after each epoch: the round's deadline, or a target it cannot reach even
  * with all the time left. Every decision is in the returned report.
  * May import: nothing but types (pure scheduling; the entries do the work).
@@ -36,6 +37,8 @@ export interface RoundResult {
   seconds: number;
   /** Held-out top-1 agreement with FP32 of the entry's best weights after the round (class scores). */
   agreement?: number;
+  /** Samples the agreement was measured on: the target counts as reached when the agreement's lower 95% bound is at it. */
+  heldOut?: number;
   /** Held-out score when there is no agreement (minus the MSE against FP32's outputs). */
   score?: number;
   stoppedBy: RoundStop;
@@ -114,11 +117,29 @@ interface EntryState {
   entry: PlanEntry;
   report: PlanEntryReport;
   best?: number;
-  /** A later round brought no better held-out score: no more rounds. */
+  /** A later round brought a lower held-out score: no more rounds. */
   exhausted?: boolean;
+  /** Samples of the held-out agreement. */
+  heldOut?: number;
 }
 
 const pct = (x: number): string => `${(x * 100).toFixed(1)}%`;
+
+/** One-sided 95% z. */
+const Z95 = 1.645;
+
+/**
+ * The lower one-sided 95% Wilson bound of an agreement measured on `n` samples (the value itself
+ * when n is unknown): 125 of 128 (97.7%) is 94.3%, 128 of 128 is 97.9%. A target counts as reached
+ * only when this bound is at it, so a small held-out split does not end training early.
+ */
+export function lowerBound(p: number, n: number | undefined): number {
+  if (n === undefined || n <= 0) return p;
+  const z2 = Z95 * Z95;
+  const center = p + z2 / (2 * n);
+  const margin = Z95 * Math.sqrt((p * (1 - p)) / n + z2 / (4 * n * n));
+  return (center - margin) / (1 + z2 / n);
+}
 
 /**
  * The rule after an epoch: 'deadline' when another epoch (as long as the last) would end after
@@ -137,7 +158,8 @@ export function epochStop(scores: readonly number[], epochSeconds: number, rule:
 }
 
 function describeRound(r: RoundResult): string {
-  const got = r.agreement !== undefined ? `agreement ${pct(r.agreement)}` : r.score !== undefined ? `score ${r.score.toExponential(2)}` : 'no score';
+  const on = r.heldOut !== undefined ? ` of ${r.heldOut} held out` : '';
+  const got = r.agreement !== undefined ? `agreement ${pct(r.agreement)}${on}` : r.score !== undefined ? `score ${r.score.toExponential(2)}` : 'no score';
   return `${r.epochs} epoch(s) in ${r.seconds.toFixed(0)} s, ${got} (${r.stoppedBy}${r.noGain ? ', no gain: earlier weights kept' : ''})`;
 }
 
@@ -162,7 +184,7 @@ export async function runPlan(entries: PlanEntry[], options: PlanOptions): Promi
     entry,
     report: { name: entry.name, kind: entry.kind, plannedSeconds: 0, rounds: [], seconds: 0, epochs: 0, result: 'skipped', note: '' },
   }));
-  const reached = (s: EntryState): boolean => target !== undefined && s.best !== undefined && s.best >= target;
+  const reached = (s: EntryState): boolean => target !== undefined && s.best !== undefined && lowerBound(s.best, s.heldOut) >= target;
   const round = async (s: EntryState, roundDeadline: number): Promise<void> => {
     const t0 = now();
     const r = await s.entry.train({ roundDeadline, searchDeadline: options.deadline, target, patience });
@@ -170,8 +192,10 @@ export async function runPlan(entries: PlanEntry[], options: PlanOptions): Promi
     s.report.seconds += (now() - t0) / 1000;
     s.report.epochs += r.epochs;
     const value = r.agreement ?? r.score;
-    if (s.report.rounds.length > 1 && (value === undefined || s.best === undefined || value <= s.best)) s.exhausted = true;
+    // A tie is no reason to stop: agreement on a small held-out split moves in steps of 1/n.
+    if (s.report.rounds.length > 1 && (value === undefined || s.best === undefined || value < s.best)) s.exhausted = true;
     if (value !== undefined && (s.best === undefined || value > s.best)) s.best = value;
+    if (r.heldOut !== undefined) s.heldOut = r.heldOut;
     if (r.agreement !== undefined) s.report.agreement = Math.max(s.report.agreement ?? 0, r.agreement);
     progress(`${s.entry.name}: round ${s.report.rounds.length}: ${describeRound(r)}`);
     if (reached(s) && s.report.expectedSpeedup !== undefined && (toBeat === undefined || s.report.expectedSpeedup > toBeat)) toBeat = s.report.expectedSpeedup;

@@ -358,6 +358,8 @@ async function distillRound(
     learningRate: round.learningRate,
     seed: PRUNE_SEED,
     ...(rule ? { patience: rule.patience } : {}),
+    // Agreement on a small held-out split stays at its best while training still helps: keep the later epoch.
+    keepLaterTies: true,
     onWarning: s.warn,
     ...(rule
       ? {
@@ -453,7 +455,7 @@ function widthEntry(s: PruneSearch, i: number): PlanEntry & { candidate(): Prune
         s.warn(`${st.label}: distillation stopped at ${error.message} when the time budget ran out: that round was dropped`);
         const seconds = (performance.now() - t0) / 1000;
         st.seconds += seconds;
-        return { epochs: 0, seconds, stoppedBy: 'deadline', noGain: true, ...scoreOf(st, loss) };
+        return { epochs: 0, seconds, stoppedBy: 'deadline', noGain: true, ...scoreOf(s, st) };
       }
       const history = r.report.history;
       st.epochsRun += history.length;
@@ -476,7 +478,7 @@ function widthEntry(s: PruneSearch, i: number): PlanEntry & { candidate(): Prune
         st.best = value;
         st.rounds.push({ epochs, keptEpochs, learningRate });
       }
-      return { epochs: history.length, seconds: r.seconds, stoppedBy: r.stoppedBy, ...(noGain ? { noGain } : {}), ...scoreOf(st, loss) };
+      return { epochs: history.length, seconds: r.seconds, stoppedBy: r.stoppedBy, ...(noGain ? { noGain } : {}), ...scoreOf(s, st) };
     },
     async finish() {
       if (!st.pruned || st.epochsRun === 0) return undefined;
@@ -533,10 +535,11 @@ const fmt = (v: number | undefined, loss: 'kd' | 'mse'): string =>
   v === undefined ? '-' : loss === 'kd' ? `${(v * 100).toFixed(1)}%` : `MSE ${(-v).toExponential(2)}`;
 
 /** The round result's score fields from the width's best so far. */
-function scoreOf(st: WidthState, loss: 'kd' | 'mse'): { agreement?: number; score?: number } {
+function scoreOf(s: PruneSearch, st: WidthState): { agreement?: number; score?: number; heldOut?: number } {
   const best = st.best ?? st.before;
   if (best === undefined) return {};
-  return loss === 'kd' ? { agreement: best } : { score: best };
+  const heldOut = s.validationTargets ? { heldOut: s.validationTargets.count } : {};
+  return s.loss === 'kd' ? { agreement: best, ...heldOut } : { score: best };
 }
 
 /** Top-1 agreement of `candidate` with `model` on the first output, over `data`. */

@@ -72,6 +72,8 @@ export interface DistillOptions extends Partial<DistillSettings> {
   stopAfterEpoch?: number;
   /** The loop's own stopping rule after each epoch (../core/loop.ts's LoopOptions.stopAfter). */
   stopAfter?: LoopOptions['stopAfter'];
+  /** A tie of the best eval score keeps the later epoch's weights (../core/loop.ts's LoopOptions.keepLaterTies). */
+  keepLaterTies?: boolean;
   runner?: RunnerOptions;
   onProgress?: (event: DistillProgress) => void;
   onWarning?: (message: string) => void;
@@ -584,6 +586,7 @@ function distillLoopOptions(run: DistillRun): LoopOptions {
     resumeFrom: options.resumeFrom,
     stopAfterEpoch: options.stopAfterEpoch,
     ...(options.stopAfter ? { stopAfter: options.stopAfter } : {}),
+    ...(options.keepLaterTies ? { keepLaterTies: true } : {}),
     fingerprint: {
       mode: options.teacher ? 'distill' : 'labels',
       features: settings.features,

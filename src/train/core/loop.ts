@@ -72,6 +72,12 @@ export interface LoopOptions {
   pruneParams?: string[];
   /** Early stopping: epochs without improvement of the eval score. */
   patience?: number;
+  /**
+   * An epoch that ties the best eval score becomes the best snapshot (the later, more trained
+   * weights), though it does not reset the patience: for a coarse score (agreement on a small
+   * held-out set) that stays at its best while training still helps.
+   */
+  keepLaterTies?: boolean;
   /** BatchNormalization in inference form while training. */
   freezeNorm?: boolean;
   evalData?: TrainData;

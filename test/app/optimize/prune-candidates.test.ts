@@ -157,7 +157,7 @@ describe('pruneDistillCandidates', () => {
     // Each round is reported with why it ended.
     const rounds = progress.filter((m) => /^width 0\.7: round \d+: /.test(m));
     expect(rounds.length).toBeGreaterThanOrEqual(1);
-    for (const m of rounds) expect(m).toMatch(/\d+ epoch\(s\) in \d+ s, agreement \d+\.\d% \((epochs|patience|deadline|cannot-reach)/);
+    for (const m of rounds) expect(m).toMatch(/\d+ epoch\(s\) in \d+ s, agreement \d+\.\d% of \d+ held out \((epochs|patience|deadline|cannot-reach)/);
   });
 
   it('a budget too short for one epoch writes nothing and says why', async () => {

@@ -290,6 +290,32 @@ describe('the training loop over a StepBackend', () => {
     expect(backend.steps).toBe(6);
   });
 
+  it('with keepLaterTies, an epoch that ties the best score becomes the best snapshot but does not reset the patience', async () => {
+    const data = regression(8);
+    const backend = new RegressionBackend(data, { accuracies: [0.5, 0.8, 0.8, 0.8, 0.9] });
+    let atEpoch3: Float32Array | undefined;
+    const result = await runLoop(
+      backend,
+      data,
+      options({
+        epochs: 5,
+        lossKind: 'kd',
+        patience: 2,
+        keepLaterTies: true,
+        evalData: data,
+        onProgress: (e) => {
+          if (e.phase === 'eval' && e.epoch === 3 && e.accuracy !== undefined) atEpoch3 = Float32Array.from(backend.w);
+        },
+      }),
+    );
+    // epochs 3 and 4 tie epoch 2: the snapshot moves to the later epoch; two epochs without a better score stop the run after epoch 4
+    expect(result.history.length).toBe(4);
+    expect(result.stoppedEarly).toBe(true);
+    expect(result.bestEpoch).toBe(4);
+    expect(result.bestScore).toBe(0.8);
+    expect([...result.values.get('w')!]).not.toEqual([...atEpoch3!]);
+  });
+
   it('resumes from a checkpoint bit-identically to an uninterrupted run (weights, momentum, history)', async () => {
     const data = regression(12);
     const whole = await runLoop(new RegressionBackend(data), data, options({ epochs: 4 }));
