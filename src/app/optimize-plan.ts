@@ -97,8 +97,9 @@ export const DEFAULT_PATIENCE = 3;
 const CANNOT_REACH_AFTER = 3;
 /** A round shorter than this is not started in the second phase. */
 const MIN_ROUND_SECONDS = 5;
-/** Rounds per entry at most. */
+/** Rounds per entry; more only for an entry not yet at the target whose last round raised its held-out score, up to MAX_ROUNDS_IMPROVING. */
 const MAX_ROUNDS = 4;
+const MAX_ROUNDS_IMPROVING = 12;
 
 export interface PlanOptions {
   /** performance.now() by which the plan ends. */
@@ -121,6 +122,8 @@ interface EntryState {
   exhausted?: boolean;
   /** Samples of the held-out agreement. */
   heldOut?: number;
+  /** The last round raised the best held-out score. */
+  improved?: boolean;
 }
 
 const pct = (x: number): string => `${(x * 100).toFixed(1)}%`;
@@ -194,7 +197,8 @@ export async function runPlan(entries: PlanEntry[], options: PlanOptions): Promi
     const value = r.agreement ?? r.score;
     // A tie is no reason to stop: agreement on a small held-out split moves in steps of 1/n.
     if (s.report.rounds.length > 1 && (value === undefined || s.best === undefined || value < s.best)) s.exhausted = true;
-    if (value !== undefined && (s.best === undefined || value > s.best)) s.best = value;
+    s.improved = value !== undefined && (s.best === undefined || value > s.best);
+    if (s.improved) s.best = value;
     if (r.heldOut !== undefined) s.heldOut = r.heldOut;
     if (r.agreement !== undefined) s.report.agreement = Math.max(s.report.agreement ?? 0, r.agreement);
     progress(`${s.entry.name}: round ${s.report.rounds.length}: ${describeRound(r)}`);
@@ -241,7 +245,9 @@ export async function runPlan(entries: PlanEntry[], options: PlanOptions): Promi
   const promising = (): EntryState | undefined => {
     const open = states.filter((s) => {
       const last = s.report.rounds[s.report.rounds.length - 1];
-      if (!last || s.exhausted || s.report.rounds.length >= MAX_ROUNDS || last.stoppedBy === 'cannot-reach' || last.noGain) return false;
+      const rounds = s.report.rounds.length;
+      const more = rounds < MAX_ROUNDS || (rounds < MAX_ROUNDS_IMPROVING && s.improved && !reached(s));
+      if (!last || s.exhausted || !more || last.stoppedBy === 'cannot-reach' || last.noGain) return false;
       return reached(s) || toBeat === undefined || s.report.expectedSpeedup === undefined || s.report.expectedSpeedup > toBeat;
     });
     // No target (not class scores): the fastest entry whose rounds still gain.

@@ -187,17 +187,13 @@ describe('runPlan', () => {
     const only = entry({ name: 'width 0.5', speedup: 1.2, a0: 0.5, tau: 8, epochSeconds: 5, maxEpochs: 4, scoreOnly: true }, c, rules);
     const plan = await runPlan([only], { deadline: 100_000, now: c.now });
     const [e] = plan.entries;
-    // one entry: no reserve, a first round of 4 epochs (its own limit), then rounds until 4 rounds
+    // one entry: no reserve, a first round of 4 epochs (its own limit), then rounds while they gain
+    // (past 4 rounds too: every round raises its score) until the deadline
     expect(plan.reserveSeconds).toBe(0);
-    expect(e!.rounds.map((r) => [r.epochs, r.stoppedBy])).toEqual([
-      [4, 'epochs'],
-      [4, 'epochs'],
-      [4, 'epochs'],
-      [4, 'epochs'],
-    ]);
+    expect(e!.rounds.map((r) => [r.epochs, r.stoppedBy])).toEqual(Array.from({ length: 5 }, () => [4, 'epochs']));
     expect(e!.result).toBe('trained');
-    expect(e!.rounds[3]!.score).toBeCloseTo(-0.5 * Math.exp(-16 / 8), 10);
-    expect(plan.spent).toBe(80);
+    expect(e!.rounds[4]!.score).toBeCloseTo(-0.5 * Math.exp(-20 / 8), 10);
+    expect(plan.spent).toBe(100);
   });
 
   it('with one round each (a work budget), every entry trains once and no time is reserved', async () => {
