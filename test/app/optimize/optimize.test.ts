@@ -17,6 +17,7 @@ import { paretoFront, renderOptimizePlot } from '../../../src/report/optimize-pl
 import { renderOptimizeMarkdown, renderOptimizeSummary } from '../../../src/report/optimize-summary.js';
 import { parseDuration } from '../../../src/cli/optimize.js';
 import { runInProcess } from '../../helpers/cli.js';
+import { validate } from '../../../src/util/json-schema.js';
 import { fittedHardSwishClassifier, textureImages } from '../../../fixtures/families.js';
 import { saveModel } from '../../../src/onnx/index.js';
 import { writeNpz } from '../../../src/data/index.js';
@@ -358,6 +359,11 @@ describe('optimize --time-budget: pruned + distilled where no INT8 mix is faster
     expect(plan.entries[0]).toMatchObject({ name: 'width 0.7', kind: 'pruned', epochs: 8 });
     expect(plan.entries[0]!.rounds.length).toBe(1);
     expect(plan.entries[0]!.agreement).toBeGreaterThan(0.5);
+    // The --json document, plan included, is valid against schema/optimize.schema.json.
+    const schema = JSON.parse(readFileSync(new URL('../../../schema/optimize.schema.json', import.meta.url), 'utf8')) as Record<string, unknown>;
+    const doc = JSON.parse(JSON.stringify({ schemaVersion: 1, kind: 'optimize', command: 'optimize', ...result }));
+    expect(validate(schema, doc)).toEqual([]);
+    expect(doc.pruning.plan.entries[0].rounds[0]).toMatchObject({ epochs: 8, stoppedBy: 'epochs' });
     expect(renderOptimizeSummary(result)).toMatch(
       /plan: .*\n {2}width 0\.7 \(pruned\): expects \d\.\d\dx, planned 0 s, got \d+ s, 8 epoch\(s\), agreement \d+\.\d%/,
     );
