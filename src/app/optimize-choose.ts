@@ -8,7 +8,7 @@
 import { createHash } from 'node:crypto';
 import { readFile, stat } from 'node:fs/promises';
 import type { Speedup } from '../metrics/index.js';
-import type { CandidateSpec, Recipe } from './optimize-recipe.js';
+import { isRetrained, type CandidateSpec, type Recipe } from './optimize-recipe.js';
 import { within } from './optimize-measure.js';
 import type { Built, OptimizeRun } from './optimize-run.js';
 import type { OptimizeCandidate, OptimizeObjective, OptimizeOptions } from './optimize.js';
@@ -23,7 +23,7 @@ const x = (s: Speedup): string => `${s.estimate.toFixed(2)}x (95% interval ${s.l
 export async function candidateRows(run: OptimizeRun, all: Built[]): Promise<OptimizeCandidate[]> {
   const rows: OptimizeCandidate[] = all.map((b) => {
     const m = run.measured.get(b.name);
-    const judged = m?.cannotWin ? { ok: false, why: m.cannotWin } : m ? within(run, m.fidelity, b.spec === null) : { ok: false, why: '' };
+    const judged = m?.cannotWin ? { ok: false, why: m.cannotWin } : m ? within(run, m.fidelity, isRetrained(b.spec)) : { ok: false, why: '' };
     return {
       name: b.name,
       spec: b.spec,
@@ -138,7 +138,7 @@ export async function writeChosen(
     recipe = recipeFile;
     const doc = recipeFor(chosenSpec, options, objective, threads, iterations);
     await writeBytesAtomic(recipeFile, new TextEncoder().encode(`${JSON.stringify(doc, null, 2)}\n`));
-  } else if (recipeFile) run.warn(`no recipe written: ${chosen?.name} (pruned and distilled) cannot be listed in a recipe yet`);
+  } else if (recipeFile) run.warn(`no recipe written: ${chosen?.name} cannot be listed in a recipe yet`);
   return { sizeBytes: bytes.length, sha256: createHash('sha256').update(bytes).digest('hex'), recipe };
 }
 
@@ -164,6 +164,8 @@ function recipeFor(spec: CandidateSpec, options: OptimizeOptions, objective: Opt
   if (options.calibrationData) data.calibration = options.calibrationData;
   if (options.calibrationCount !== undefined) data.calibrationCount = options.calibrationCount;
   if (options.evalData) data.eval = options.evalData;
+  // A pruned candidate is rebuilt from its training inputs.
+  if ('pruned' in spec && options.trainData) data.train = options.trainData;
   // What shaped the data: without it, running the recipe again would feed the model differently.
   if (options.inputValues && Object.keys(options.inputValues).length > 0)
     data.inputs = Object.fromEntries(Object.entries(options.inputValues).map(([k, v]) => [k, typeof v === 'number' ? v : [...v]]));

@@ -35,8 +35,38 @@ export interface QuantizeCandidateSpec {
   excludeNodes?: string[];
 }
 
-/** One candidate: the input model (optionally graph-optimized by onnxruntime) or one quantize pass. */
-export type CandidateSpec = { fp32: { graphOptimized?: boolean } } | { quantize: QuantizeCandidateSpec };
+/**
+ * A pruned + distilled candidate (`optimize --time-budget`, app/prune-candidates.ts), as it was
+ * made: the FP32 model's channels pruned to `width` (counts rounded to `roundTo`, removed channels
+ * replaced by their means on the training samples), then each kept round of distillation from
+ * FP32 without labels on the first `trainSamples` of the training data (--train-data, else the
+ * calibration data). Rebuilding it runs the same rounds: the same bytes when training is
+ * deterministic (onnxruntime, one thread, the same seed).
+ */
+export interface PrunedCandidateSpec {
+  width: number;
+  roundTo: number;
+  trainSamples: number;
+  batchSize: number;
+  seed: number;
+  loss: 'kd' | 'mse';
+  /** The training backend the rounds ran on ('onnxruntime', 'wasm', ...). */
+  backend?: string;
+  outputName?: string;
+  /** Each kept round in order: its schedule's epochs, the epochs kept (the best held-out one; the loop stops there), Adam's learning rate. */
+  rounds: { epochs: number; keptEpochs: number; learningRate: number }[];
+}
+
+/** One candidate: the input model (optionally graph-optimized by onnxruntime), one quantize pass, or a pruned + distilled model. */
+export type CandidateSpec = { fp32: { graphOptimized?: boolean } } | { quantize: QuantizeCandidateSpec } | { pruned: PrunedCandidateSpec };
+
+/** A retrained candidate (pruned + distilled, or one a recipe cannot list): its class scores are judged by agreement alone, not SQNR. */
+export function isRetrained(spec: CandidateSpec | null): boolean {
+  return spec === null || 'pruned' in spec;
+}
+
+/** The candidate kinds a recipe may list (each candidate object has exactly one of these keys). */
+export const CANDIDATE_KEYS = ['fp32', 'quantize', 'pruned'] as const;
 
 export interface Recipe {
   schemaVersion?: 1;
@@ -54,6 +84,8 @@ export interface Recipe {
     calibration?: string;
     calibrationCount?: number;
     eval?: string;
+    /** Unlabelled training inputs of trained candidates (`--train-data`). */
+    train?: string;
     /** `--input name=value`: one value for a model input, for every sample. */
     inputs?: Record<string, number | number[]>;
     /** `--shape`: sizes of symbolic input dims (name or dim name -> dims). */
@@ -94,7 +126,7 @@ export function checkRecipe(value: unknown, file: string): Recipe {
     const keys = Object.keys(c);
     if (keys.length !== 1)
       throw new UsageError(
-        `${file}: $.candidates[${i}]: a candidate has exactly one key (fp32 or quantize), got ${keys.length === 0 ? 'none' : keys.join(', ')}`,
+        `${file}: $.candidates[${i}]: a candidate has exactly one key (${CANDIDATE_KEYS.join(', ')}), got ${keys.length === 0 ? 'none' : keys.join(', ')}`,
       );
   });
   return recipe;
@@ -116,6 +148,11 @@ export function readRecipe(file: string): Recipe {
 /** A short name for a candidate spec, as the report shows it: 'fp32', 'fp32-optimized', 'int8', 'int8 (3 nodes float)'. */
 export function describeSpec(spec: CandidateSpec): string {
   if ('fp32' in spec) return spec.fp32.graphOptimized ? 'fp32-optimized' : 'fp32';
+  if ('pruned' in spec) {
+    const p = spec.pruned;
+    const epochs = p.rounds.reduce((a, r) => a + r.keptEpochs, 0);
+    return `pruned ${Math.round(p.width * 100)}% (${epochs} epoch${epochs === 1 ? '' : 's'} distilled on ${p.trainSamples} samples)`;
+  }
   const q = spec.quantize;
   const extras: string[] = [];
   if (q.calibrate && q.calibrate !== 'minmax') extras.push(q.calibrate);
@@ -158,6 +195,7 @@ export function withRecipe(explicit: ExplicitOptimizeOptions, recipe: Recipe | u
     calibrationData: explicit.calibrationData ?? recipe?.data?.calibration,
     calibrationCount: explicit.calibrationCount ?? recipe?.data?.calibrationCount,
     evalData: explicit.evalData ?? recipe?.data?.eval,
+    trainData: explicit.trainData ?? recipe?.data?.train,
     minSqnrDb: explicit.minSqnrDb ?? recipe?.budget?.minSqnrDb,
     minTop1Agreement: explicit.minTop1Agreement ?? recipe?.budget?.minTop1Agreement,
     minCosine: explicit.minCosine ?? recipe?.budget?.minCosine,

@@ -13,7 +13,7 @@ import type { Dataset } from '../data/index.js';
 import type { Speedup } from '../metrics/index.js';
 import type { Int8Report } from './quantize-passes.js';
 import type { FidelityJudge } from './quantize-fidelity.js';
-import type { QuantizeCandidateSpec } from './optimize-recipe.js';
+import { isRetrained, type QuantizeCandidateSpec } from './optimize-recipe.js';
 import { shorten } from './optimize-choose.js';
 import { within } from './optimize-measure.js';
 import { buildCandidate, requantizedFrom, type Built, type OptimizeRun } from './optimize-run.js';
@@ -71,7 +71,7 @@ function repairTargets(run: OptimizeRun, all: Built[]): QuantizedBuilt[] {
   const measured = (b: Built) => run.measured.get(b.name);
   const scored = all.filter((b) => b.path && measured(b)?.scored && !measured(b)!.cannotWin);
   const speed = (b: Built): Speedup => measured(b)!.speedup;
-  const ok = (b: Built): boolean => within(run, measured(b)!.fidelity, b.spec === null).ok;
+  const ok = (b: Built): boolean => within(run, measured(b)!.fidelity, isRetrained(b.spec)).ok;
   const best = scored.filter((b) => speed(b).verdict === 'faster' && ok(b)).sort((a, b) => speed(b).estimate - speed(a).estimate)[0];
   return scored
     .filter(isQuantized)

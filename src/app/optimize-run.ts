@@ -12,13 +12,13 @@ import { fileErrorReason, InputError, ModelOptError, NothingToDoError, UsageErro
 import type { BenchmarkResult } from '../benchmark/types.js';
 import type { Speedup } from '../metrics/index.js';
 import type { ShapeOverrides } from '../ir/io-spec.js';
-import type { InputValues } from '../data/index.js';
+import type { Dataset, InputValues } from '../data/index.js';
 import type { Int8Context, Int8Report } from './quantize-passes.js';
 import { DEFAULT_BIAS_CORRECTION } from '../passes/quantize/int8.js';
 import type { ModeApplied } from './quantize-modes.js';
 import { keepWarnings, type WorkflowEvents } from './events.js';
 import { checkOutputPath, RECIPE_BESIDE_OUTPUT } from './output-path.js';
-import { describeSpec, recipePathFor, type CandidateSpec, type QuantizeCandidateSpec } from './optimize-recipe.js';
+import { describeSpec, recipePathFor, type CandidateSpec, type PrunedCandidateSpec, type QuantizeCandidateSpec } from './optimize-recipe.js';
 import type { CandidateFidelity, OptimizeObjective, OptimizeOptions } from './optimize.js';
 import { maskInputIn } from '../ir/input-bounds.js';
 import { makeTempFolder } from '../util/temp-folder.js';
@@ -273,6 +273,10 @@ export async function buildCandidate(
       await graphOptimize(run.simplified ?? run.reference, file, run.threads);
       return done({ path: file });
     }
+    if ('pruned' in spec) {
+      await rebuildPrunedCandidate(run, spec.pruned, file, name);
+      return done({ path: file });
+    }
     run.progress(`${name}: quantizing`);
     const q = await quantizeCandidate(run, spec.quantize, file, name, steps);
     const kept = { quantize: q, applied: q.context.applied, labelledLater: q.context.labelledLater === true };
@@ -284,6 +288,29 @@ export async function buildCandidate(
     const reason = error instanceof NothingToDoError ? `${run.options.model}: ${error.reason}` : error.message;
     return done({ path: null, error: reason, inputError: failedOnInputs(error) });
   }
+}
+
+/**
+ * Every training input of the trained candidates (--train-data, else the calibration data, read in
+ * full: calibration parsed it only as far as it reads), shaped like every other data set of the run.
+ */
+export async function trainingInputs(run: OptimizeRun): Promise<Dataset | undefined> {
+  const dataPath = run.options.trainData ?? run.options.calibrationData;
+  if (!dataPath) return undefined;
+  const { loadModelData } = await import('./load-data.js');
+  return loadModelData(run.inputs.model, dataPath, { inputValues: run.feedValues, feedback: run.options.feedback, onProgress: run.events.onProgress });
+}
+
+/** A recipe's pruned candidate built again from the FP32 model and the training inputs (app/prune-candidates.ts's rebuildPruned). */
+async function rebuildPrunedCandidate(run: OptimizeRun, spec: PrunedCandidateSpec, file: string, name: string): Promise<void> {
+  const data = await trainingInputs(run);
+  if (!data)
+    throw new UsageError(
+      `${name}: a pruned candidate is rebuilt from its training inputs: give --train-data (or --calibration-data, or data.train in the recipe)`,
+    );
+  const [{ rebuildPruned }, { saveModel }] = await Promise.all([import('./prune-candidates.js'), import('../onnx/index.js')]);
+  const events = { onProgress: (m: string) => run.progress(`${name}: ${m}`), onWarning: (m: string) => run.warn(`${name}: ${m}`) };
+  await saveModel(await rebuildPruned(run.inputs.model, data, spec, events), file);
 }
 
 /**

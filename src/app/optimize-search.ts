@@ -1,17 +1,20 @@
 /**
  * optimize's searches beyond the listed candidates: INT8 regions kept float when static INT8 loses
- * (./optimize-regions.ts; each step re-quantized from the kept calibration), and pruned + distilled
- * candidates under a time budget (./prune-candidates.ts, on the parsed model and data).
+ * (./optimize-regions.ts; each step re-quantized from the kept calibration), and the trained
+ * candidates under a time budget: pruned + distilled widths (./prune-candidates.ts, on the parsed
+ * model and data) and any other `EntrySource`'s entries, planned by ./optimize-plan.ts.
  * May import: errors, app/*, types from below; benchmark, data (lazily).
  */
 import { ModelOptError } from '../errors.js';
 import type { QuantizeCandidateSpec, CandidateSpec } from './optimize-recipe.js';
 import { regionsOf, searchRegions } from './optimize-regions.js';
-import { buildCandidate, uniqueName, type Built, type OptimizeRun } from './optimize-run.js';
-import { timingOf } from './optimize-measure.js';
+import { buildCandidate, trainingInputs, uniqueName, type Built, type OptimizeRun } from './optimize-run.js';
+import { timingOf, within } from './optimize-measure.js';
 import { shorten } from './optimize-choose.js';
 import type { OptimizeResult } from './optimize.js';
-import { DEFAULT_PRUNE_WIDTHS, pruneDistillCandidates, type PruneDistillCandidate } from './prune-candidates.js';
+import { DEFAULT_PRUNE_WIDTHS, prunedEntries, type PrunedEntries } from './prune-candidates.js';
+import { runPlan, type PlanEntry } from './optimize-plan.js';
+import type { Dataset } from '../data/index.js';
 import { MODE } from '../passes/quantize/mode-names.js';
 
 const DEFAULT_STEP_ITERATIONS = 100;
@@ -95,29 +98,72 @@ export async function regionStep(run: OptimizeRun, built: Built[], extra: Built[
   return { ran: true, reason, steps: found.steps, seconds };
 }
 
+/** What every trained candidate's plan entries are made from: the training inputs, the held-out evaluation inputs, the plan's deadline and target. */
+export interface TrainedContext {
+  /** Every training input (--train-data, else the calibration data), labels unused. */
+  data: Dataset;
+  /** The evaluation data (labels dropped, at most 256 samples): where each candidate's agreement is reported. */
+  evalData?: Dataset;
+  /** performance.now() by which training must end (the final comparison's share of the budget kept back). */
+  deadline: number;
+  /** The fidelity budget's top-1 agreement. */
+  minTop1Agreement: number;
+}
+
 /**
- * Pruned + distilled candidates (./prune-candidates.ts), only with a time budget and unlabelled
- * inputs (--train-data, else the calibration data). The evaluation data (labels unused) is the
- * held-out set each candidate's agreement is measured on, and the fidelity budget's top-1
- * agreement decides whether narrower widths are worth trying.
+ * More plan entries for the trained candidates' plan (e.g. a QAT candidate, ./optimize-qat.ts):
+ * each is scheduled with the pruned widths by ./optimize-plan.ts and its `finish` gives the candidate.
  */
-export async function prunedStep(run: OptimizeRun, extra: Built[]): Promise<OptimizeResult['pruning']> {
+export type EntrySource = (run: OptimizeRun, context: TrainedContext) => Promise<PlanEntry[]>;
+
+/** Share of the time budget kept back for the final comparison and the write (at least FINAL_RESERVE_MIN_SECONDS). */
+const FINAL_RESERVE_SHARE = 0.08;
+const FINAL_RESERVE_MIN_SECONDS = 8;
+
+/** The best speed-up within the budget and significantly faster among the candidates measured so far: what a trained candidate must beat. */
+function bestSoFar(run: OptimizeRun): number | undefined {
+  let best: number | undefined;
+  for (const m of run.measured.values()) {
+    if (m.cannotWin || m.speedup.verdict !== 'faster' || !within(run, m.fidelity).ok) continue;
+    best = Math.max(best ?? 0, m.speedup.estimate);
+  }
+  return best;
+}
+
+/**
+ * The trained candidates (pruned + distilled widths, ./prune-candidates.ts, and the entries of
+ * `sources`), only with a time budget and unlabelled inputs (--train-data, else the calibration
+ * data), planned over what is left of the budget (./optimize-plan.ts): each entry trains with
+ * early stopping on held-out agreement with FP32, one that cannot beat the best candidate so far
+ * is skipped, what is left goes to the most promising. The evaluation data (labels unused) is
+ * where each pruned candidate's agreement is reported.
+ */
+export async function prunedStep(run: OptimizeRun, extra: Built[], sources: EntrySource[] = []): Promise<OptimizeResult['pruning']> {
   const { options } = run;
-  const dataPath = options.trainData ?? options.calibrationData;
   if (options.timeBudgetMs === undefined) return { ran: false, reason: 'needs --time-budget', seconds: 0 };
-  if (!dataPath) return { ran: false, reason: 'needs --train-data or --calibration-data (unlabelled inputs)', seconds: 0 };
-  const left = run.searchDeadline - performance.now();
+  if (!(options.trainData ?? options.calibrationData))
+    return { ran: false, reason: 'needs --train-data or --calibration-data (unlabelled inputs)', seconds: 0 };
+  const reserve = Math.max(FINAL_RESERVE_MIN_SECONDS, FINAL_RESERVE_SHARE * (options.timeBudgetMs / 1000));
+  const deadline = options.pruneEpochs !== undefined ? run.searchDeadline : run.searchDeadline - reserve * 1000;
+  const left = deadline - performance.now();
   if (left <= 0) return { ran: false, reason: 'the time budget was spent before pruning', seconds: 0 };
   const t0 = performance.now();
-  const [{ loadModelData }, { take }] = await Promise.all([import('./load-data.js'), import('../data/index.js')]);
-  const { model, evalData: loadedEval } = run.inputs;
-  // Every training sample (the calibration set was parsed only as far as calibration reads it).
-  const data = await loadModelData(model, dataPath, { inputValues: run.feedValues, feedback: options.feedback, onProgress: run.events.onProgress });
+  const { take } = await import('../data/index.js');
+  const data = (await trainingInputs(run))!;
+  const loadedEval = run.inputs.evalData;
   const evalData = loadedEval ? { ...take(loadedEval, 256), labels: undefined } : undefined;
-  let candidates: PruneDistillCandidate[];
+  const context: TrainedContext = { data, ...(evalData ? { evalData } : {}), deadline, minTop1Agreement: run.minTop1Agreement };
+  const failed = (error: unknown): OptimizeResult['pruning'] => {
+    // A trained candidate that cannot be trained is a rejected candidate, not a failed run.
+    if (!(error instanceof ModelOptError)) throw error;
+    const seconds = (performance.now() - t0) / 1000;
+    run.events.onWarning?.(`pruned candidates: ${error.message}`);
+    return { ran: true, reason: `failed after ${seconds.toFixed(0)} s: ${error.message}`, seconds };
+  };
+  let pruned: PrunedEntries;
   try {
-    candidates = await pruneDistillCandidates(
-      model,
+    pruned = await prunedEntries(
+      run.inputs.model,
       data,
       {
         timeBudgetMs: left,
@@ -133,15 +179,35 @@ export async function prunedStep(run: OptimizeRun, extra: Built[]): Promise<Opti
       run.events,
     );
   } catch (error) {
-    // A pruned candidate that cannot be trained is a rejected candidate, not a failed run.
-    if (!(error instanceof ModelOptError)) throw error;
-    const seconds = (performance.now() - t0) / 1000;
-    run.events.onWarning?.(`pruned candidates: ${error.message}`);
-    return { ran: true, reason: `failed after ${seconds.toFixed(0)} s: ${error.message}`, seconds };
+    return failed(error);
   }
-  extra.push(
-    ...candidates.map((c, i) => ({ name: uniqueName(run, `pruned-${i + 1}`), spec: null, description: c.description, path: c.path, buildSeconds: c.seconds })),
-  );
-  const seconds = (performance.now() - t0) / 1000;
-  return { ran: true, reason: `${candidates.length} pruned + distilled candidate(s) in ${seconds.toFixed(0)} s`, seconds };
+  try {
+    const entries: PlanEntry[] = [...pruned.entries];
+    for (const source of sources) entries.push(...(await source(run, context)));
+    // Nothing within the budget yet: a trained candidate must at least be faster than FP32 (size: any).
+    const toBeat = bestSoFar(run) ?? (run.objective === 'size' ? undefined : 1);
+    const plan = await runPlan(entries, {
+      deadline: options.pruneEpochs !== undefined ? Infinity : deadline,
+      ...(pruned.loss === 'kd' ? { target: run.minTop1Agreement } : {}),
+      ...(toBeat !== undefined ? { toBeat } : {}),
+      oneRoundEach: options.pruneEpochs !== undefined,
+      onProgress: run.progress,
+    });
+    const counts = new Map<string, number>();
+    for (const [i, entry] of entries.entries()) {
+      const made = await entry.finish();
+      if (!made) continue;
+      const n = (counts.get(entry.kind) ?? 0) + 1;
+      counts.set(entry.kind, n);
+      const name = uniqueName(run, `${entry.kind}-${n}`);
+      extra.push({ name, spec: made.spec, description: made.description, path: made.path, buildSeconds: plan.entries[i]!.seconds });
+    }
+    const seconds = (performance.now() - t0) / 1000;
+    const trained = plan.entries.filter((e) => e.rounds.length > 0).length;
+    return { ran: true, reason: `${trained} trained candidate(s) of ${entries.length} planned in ${seconds.toFixed(0)} s`, seconds, plan };
+  } catch (error) {
+    return failed(error);
+  } finally {
+    await pruned.dispose();
+  }
 }

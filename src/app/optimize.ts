@@ -7,7 +7,7 @@
  * FP32, or the labelled accuracy when the data has labels and a drop budget is given), search for
  * INT8 regions to keep float when static INT8 loses (./optimize-regions.ts), repair a faster
  * candidate that missed the budget with the fewest float nodes (./optimize-repair.ts), add pruned + distilled
- * candidates under a time budget (./prune-candidates.ts), and write the fastest
+ * candidates under a time budget (./prune-candidates.ts, planned by ./optimize-plan.ts), and write the fastest
  * candidate within the budget that measured significantly faster; else the input, unchanged (said
  * plainly). The chosen candidate is written back beside the model as a recipe that reproduces it.
  * Built from steps over one run context (./optimize-run.ts): the model and data are parsed once,
@@ -31,6 +31,7 @@ import { removeTempFolder } from '../util/temp-folder.js';
 import type { WorkflowEvents } from './events.js';
 import type { CandidateSpec } from './optimize-recipe.js';
 import type { RegionStep } from './optimize-regions.js';
+import type { PlanReport } from './optimize-plan.js';
 import { candidateRows, choose, inputsFailedEveryBuild, speedGate, writeChosen } from './optimize-choose.js';
 import { guardWhereNeeded, measure, measureInputOnly } from './optimize-measure.js';
 import { buildCandidate, startRun, type Built, type OptimizeRun } from './optimize-run.js';
@@ -143,7 +144,7 @@ export interface CandidateOutput {
 
 export interface OptimizeCandidate {
   name: string;
-  /** How to build it again (null for a pruned candidate, which a recipe cannot list yet). */
+  /** How to build it again (null for a candidate a recipe cannot list). */
   spec: CandidateSpec | null;
   description: string;
   sizeBytes: number | null;
@@ -209,7 +210,8 @@ export interface OptimizeResult {
    */
   repair: RepairReport;
   regionSearch: { ran: boolean; reason: string; steps: RegionStep[]; seconds: number };
-  pruning: { ran: boolean; reason: string; seconds: number };
+  /** The trained candidates (pruned widths, QAT): the plan of the time budget and what each entry got (./optimize-plan.ts). */
+  pruning: { ran: boolean; reason: string; seconds: number; plan?: PlanReport };
   /** The label-free QAT candidate (./optimize-qat.ts): whether it ran, why (not), what it trained. */
   qat?: QatStepReport;
   gateFailure?: string;

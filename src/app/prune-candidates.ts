@@ -1,25 +1,30 @@
 /**
- * Pruned + distilled candidates for `optimize --time-budget` (issue 16 item 2): for each width
- * (fraction of channels kept), narrow the FP32 model by structured channel pruning (L2 ranking,
- * channel counts rounded to a multiple of 8, removed channels replaced by their means measured on
- * the data), check with a short paired timing that the narrow model is faster than FP32 at the
- * batch size and threads asked for (distilling a model that is not faster would waste the budget),
- * then distill it back from the FP32 model on the given inputs without labels (alpha 0: soft
- * targets for class scores, MSE on the outputs otherwise) for as many epochs as the remaining
- * budget allows (samples/s measured on a few probe steps first), check top-1 agreement with FP32
- * before and after on a held-out 20% of the data (the undistilled pruned model is written when
- * distillation lowered it), and write it to `dir`. A width the
- * budget cannot reach, or whose distillation is cut by the deadline, is dropped with a warning.
+ * Pruned + distilled candidates for `optimize --time-budget` (issue 16 item 2, issue 32): each
+ * width (fraction of channels kept) is one entry of the plan (./optimize-plan.ts). Prepare: narrow
+ * the FP32 model by structured channel pruning (L2 ranking, channel counts rounded to a multiple of
+ * 8, removed channels replaced by their means measured on the data), check with a short paired
+ * timing that it is faster than FP32 at the batch size and threads asked for (its speed-up is what
+ * the entry expects), probe the training speed. Train: a round of distillation from the FP32 model
+ * on the given inputs without labels (alpha 0: soft targets for class scores, MSE on the outputs
+ * otherwise) with early stopping on a held-out 20% of the data labelled by FP32 (the trainer's
+ * evaluation is top-1 agreement with FP32; the best epoch is kept; patience, the round's deadline
+ * and the cannot-reach rule stop it); a later round continues from the best weights. Finish: write
+ * the best model (the pruned one when distillation lowered held-out agreement) to `dir`, with the
+ * record a recipe needs to rebuild it (`rebuildPruned`).
  * The caller (./optimize.ts) measures speed and fidelity like every other candidate.
  * May import: errors, ir, data, app/*; passes/prune, onnx, evaluate, bench, train (lazily).
  */
 import path from 'node:path';
 import { UsageError } from '../errors.js';
-import { isTensorType, type Model } from '../ir/index.js';
+import { DataType, isTensorType, type Model } from '../ir/index.js';
 import type { Dataset } from '../data/index.js';
+import type { EpochRecord } from '../train/core/loop.js';
+import type { TrainingBackend } from '../train/tfjs/backend.js';
 import type { ShapeOverrides } from '../ir/io-spec.js';
 import { makeTempFolder, removeTempFolder } from '../util/temp-folder.js';
 import type { WorkflowEvents } from './events.js';
+import type { PrunedCandidateSpec } from './optimize-recipe.js';
+import { epochStop, runPlan, type PlanEntry, type RoundStop, type StopRule } from './optimize-plan.js';
 
 /** Widths tried by default: 30% and 50% of the channels removed. */
 export const DEFAULT_PRUNE_WIDTHS: readonly number[] = [0.7, 0.5];
@@ -77,8 +82,13 @@ export interface PruneDistillCandidate {
   description: string;
   /** Seconds spent on this candidate: pruning, speed pre-check, distillation, writing. */
   seconds: number;
+  /** How to build it again (a recipe's `pruned` candidate): widths, samples, each kept round. */
+  build: PrunedBuild;
   distill: {
+    /** Epochs run over all rounds. */
     epochs: number;
+    /** Epochs whose weights were kept (each round's best held-out epoch). */
+    keptEpochs: number;
     /** Training samples per distillation pass. */
     samples: number;
     samplesPerSecond: number;
@@ -105,7 +115,7 @@ class DeadlineReached extends Error {}
 const MIN_EPOCHS = 1;
 /** Share of the data held out (at most MAX_VALIDATION samples, only from MIN_SPLIT samples up) to check that distillation helped. */
 const VALIDATION_FRACTION = 0.2;
-const MAX_VALIDATION = 64;
+const MAX_VALIDATION = 128;
 const MIN_SPLIT = 40;
 /** Probe: this many training steps to measure samples/s (the first step warms kernels up and is not counted). */
 const PROBE_STEPS = 3;
@@ -136,15 +146,15 @@ function timingShapes(model: Model, shapes: ShapeOverrides | undefined, batchSiz
 /** The training and validation splits of the data (labels dropped). */
 interface DataSplit {
   train: Dataset;
-  /** The last VALIDATION_FRACTION of the data (class-score outputs only: agreement is top-1). */
+  /** The last VALIDATION_FRACTION of the data (at most MAX_VALIDATION samples): the held-out split. */
   validation?: Dataset;
   /** Training batch: options.trainBatchSize (default 32), at most the training samples. */
   trainBatch: number;
 }
 
-async function splitData(data: Dataset, loss: 'kd' | 'mse', trainBatchSize: number | undefined): Promise<DataSplit> {
+async function splitData(data: Dataset, trainBatchSize: number | undefined): Promise<DataSplit> {
   const { take, sliceSamples } = await import('../data/index.js');
-  const validationCount = loss === 'kd' && data.count >= MIN_SPLIT ? Math.min(MAX_VALIDATION, Math.round(data.count * VALIDATION_FRACTION)) : 0;
+  const validationCount = data.count >= MIN_SPLIT ? Math.min(MAX_VALIDATION, Math.round(data.count * VALIDATION_FRACTION)) : 0;
   const trainCount = data.count - validationCount;
   const train: Dataset = { ...take(data, trainCount), labels: undefined };
   const validation: Dataset | undefined =
@@ -202,8 +212,8 @@ interface PruneSearch extends DataSplit {
    */
   samplesPerSecond?: number;
   overheadSeconds: number;
-  /** The backend the last distillation trained on (from its report). */
-  backend?: string;
+  /** The validation split labelled by FP32 (./validationTargets): the trainer's held-out score is agreement with it. */
+  validationTargets?: Dataset;
 }
 
 const secondsLeft = (s: PruneSearch): number => (s.deadline - performance.now()) / 1000;
@@ -275,111 +285,128 @@ async function probeTrainingSpeed(s: PruneSearch, pruned: Model, label: string):
   s.overheadSeconds = Math.max(0, probeSeconds - trainedSeconds);
 }
 
-/** How long width i may distill: its epochs (undefined, with a warning, when not even MIN_EPOCHS fit). */
-function planEpochs(s: PruneSearch, i: number, label: string): { epochs: number; steps: number; epochSeconds: number } | undefined {
-  const { train, trainBatch, overheadSeconds } = s;
-  const fixed = s.options.epochsPerWidth;
-  if (fixed !== undefined) {
-    const steps = Math.max(1, Math.floor(train.count / trainBatch));
-    return { epochs: fixed, steps, epochSeconds: (steps * trainBatch) / s.samplesPerSecond! };
-  }
-  // This width's share of what is left: an even split over the widths still to try.
-  const share = secondsLeft(s) / (s.widths.length - i);
-  const trainSeconds = share - overheadSeconds * 1.2 - 0.5;
-  const steps = Math.max(1, Math.floor(train.count / trainBatch));
-  const epochSeconds = (steps * trainBatch) / s.samplesPerSecond!;
-  const epochs = Math.min(s.maxEpochs, Math.floor(trainSeconds / epochSeconds));
-  if (epochs < MIN_EPOCHS) {
-    s.warn(
-      `${label}: not distilled: one pass over ${train.count} samples takes ~${epochSeconds.toFixed(1)} s (+${overheadSeconds.toFixed(1)} s setup), ` +
-        `${Math.max(0, share).toFixed(1)} s of the budget is left for it`,
-    );
-    return undefined;
-  }
-  return { epochs, steps, epochSeconds };
+/** The epochs a round may run before `roundDeadline` (at least MIN_EPOCHS, at most maxEpochs), from the measured throughput and setup cost. */
+function epochsFor(s: PruneSearch, roundDeadline: number): number {
+  const trainSeconds = (roundDeadline - performance.now()) / 1000 - s.overheadSeconds * 1.2 - 0.5;
+  return Math.max(MIN_EPOCHS, Math.min(s.maxEpochs, Math.floor(trainSeconds / epochSecondsOf(s))));
 }
 
-/** Distills the pruned model for `epochs`; undefined (with a warning) when the deadline cut it. Updates the throughput and overhead. */
-async function distillWidth(
+/** Seconds of one pass over the training split at the measured throughput. */
+function epochSecondsOf(s: PruneSearch): number {
+  const steps = Math.max(1, Math.floor(s.train.count / s.trainBatch));
+  return (steps * s.trainBatch) / s.samplesPerSecond!;
+}
+
+/**
+ * The validation split labelled by the FP32 model: the class it picks (kd) or its output itself
+ * (mse), so that the trainer's held-out score each epoch is top-1 agreement with FP32 (or minus
+ * the MSE against its outputs), which early stopping and the best epoch go by.
+ */
+async function validationTargets(s: Pick<PruneSearch, 'validation' | 'model' | 'options' | 'loss' | 'threads'>): Promise<Dataset | undefined> {
+  const { validation } = s;
+  if (!validation) return undefined;
+  const { teacherTargets } = await import('../train/distill.js');
+  const name = s.options.outputName ?? s.model.graph.outputs[0]!.name;
+  const runner = { intraOpThreads: s.threads };
+  const out = (await teacherTargets(s.model, validation, [name], { studentInputs: Object.keys(validation.inputs), runner })).get(name)!;
+  if (s.loss === 'mse') return { ...validation, labels: out };
+  const [n, classes] = [out.dims[0]!, out.dims[1]!];
+  const scores = out.data as Float32Array;
+  const picked = new BigInt64Array(n);
+  for (let i = 0; i < n; i++) {
+    let best = 0;
+    for (let c = 1; c < classes; c++) if (scores[i * classes + c]! > scores[i * classes + best]!) best = c;
+    picked[i] = BigInt(best);
+  }
+  return { ...validation, labels: { dtype: DataType.INT64, dims: [n], data: picked } };
+}
+
+/** One round of distillation as it ran (epochs of its cosine schedule, epochs kept, learning rate): what a recipe needs to run it again. */
+export type DistillRound = PrunedCandidateSpec['rounds'][number];
+
+/** Learning rate of a later round (continuing from the best weights) as a fraction of the first's. */
+const LATER_ROUND_LEARNING_RATE = 0.3;
+
+/**
+ * One round of distillation of `student` with early stopping on the held-out split (the loop's
+ * patience, and the plan's rule after each epoch: the round's deadline, a target it cannot reach);
+ * the FP32 model is the teacher. Updates the search's throughput and setup cost.
+ */
+async function distillRound(
   s: PruneSearch,
-  pruned: Model,
-  plan: { epochs: number; steps: number; epochSeconds: number },
+  student: Model,
+  round: { epochs: number; learningRate: number; rule?: StopRule },
   label: string,
-): Promise<{ model: Model; seconds: number } | undefined> {
+): Promise<{ model: Model; report: Awaited<ReturnType<PruneModules['distill']>>['report']; seconds: number; stoppedBy: RoundStop }> {
   const { train, trainBatch, loss } = s;
-  const { epochs, steps, epochSeconds } = plan;
+  const { epochs, rule } = round;
   s.progress(
-    `${label}: distilling from FP32 without labels (${loss === 'kd' ? 'soft targets' : 'MSE on the outputs'}, ${epochs} epoch${epochs === 1 ? '' : 's'} of ${train.count} samples, ~${(epochs * epochSeconds).toFixed(0)} s)`,
+    `${label}: distilling from FP32 without labels (${loss === 'kd' ? 'soft targets' : 'MSE on the outputs'}, up to ${epochs} epoch${epochs === 1 ? '' : 's'} of ${train.count} samples, ~${(epochs * epochSecondsOf(s)).toFixed(0)} s, lr ${round.learningRate.toExponential(1)})`,
   );
   const d0 = performance.now();
-  let trained: Awaited<ReturnType<PruneModules['distill']>>;
-  let announced = false;
-  try {
-    trained = await s.modules.distill({
-      student: pruned,
-      teacher: s.model,
-      outputName: s.options.outputName,
-      train,
-      alpha: 0,
-      loss,
-      epochs,
-      batchSize: trainBatch,
-      learningRate: s.learningRate,
-      onWarning: s.warn,
-      onProgress: (e) => {
-        if (e.phase === 'backend' && !announced) {
-          announced = true;
-          s.progress(`${label}: ${e.message}`);
+  const scores: number[] = [];
+  let mark: number | undefined;
+  let stoppedBy: RoundStop | undefined;
+  const hardDeadline = rule ? rule.searchDeadline : s.deadline;
+  const trained = await s.modules.distill({
+    student,
+    teacher: s.model,
+    outputName: s.options.outputName,
+    train,
+    ...(s.validationTargets ? { eval: s.validationTargets } : {}),
+    alpha: 0,
+    loss,
+    epochs,
+    batchSize: trainBatch,
+    learningRate: round.learningRate,
+    seed: PRUNE_SEED,
+    ...(rule ? { patience: rule.patience } : {}),
+    // Agreement on a small held-out split stays at its best while training still helps: keep the later epoch.
+    keepLaterTies: true,
+    onWarning: s.warn,
+    ...(rule
+      ? {
+          stopAfter: (record: EpochRecord) => {
+            const t = performance.now();
+            const epochSeconds = (t - (mark ?? d0)) / 1000;
+            mark = t;
+            const score = record.evalAccuracy ?? (record.evalLoss !== undefined ? -record.evalLoss : undefined);
+            if (score !== undefined) scores.push(score);
+            stoppedBy = epochStop(loss === 'kd' ? scores : [], epochSeconds, rule, t);
+            return stoppedBy !== undefined;
+          },
         }
-        if (e.phase === 'train' && performance.now() > s.deadline) throw new DeadlineReached(`epoch ${e.epoch}/${e.epochs}`);
-        if (e.phase === 'train' && e.step === e.steps) s.progress(`${label}: epoch ${e.epoch}/${e.epochs} loss ${e.loss?.toExponential(2)}`);
-      },
-    });
-  } catch (error) {
-    if (!(error instanceof DeadlineReached)) throw error;
-    s.warn(`${label}: distillation stopped at ${error.message} when the time budget ran out: candidate dropped`);
-    return undefined;
-  }
-  const distillSeconds = (performance.now() - d0) / 1000;
+      : {}),
+    onProgress: (e) => {
+      if (e.phase === 'train' && mark === undefined) mark = performance.now();
+      if (e.phase === 'train' && performance.now() > hardDeadline) throw new DeadlineReached(`epoch ${e.epoch}/${e.epochs}`);
+      if (e.phase === 'train' && e.step === e.steps) s.progress(`${label}: epoch ${e.epoch}/${e.epochs} loss ${e.loss?.toExponential(2)}`);
+    },
+  });
+  const seconds = (performance.now() - d0) / 1000;
+  const run = trained.report.history.length;
   s.samplesPerSecond = trained.report.samplesPerSecond;
-  s.backend = trained.report.backend.name;
-  s.overheadSeconds = Math.max(0, distillSeconds - (epochs * steps * trainBatch) / s.samplesPerSecond);
-  return { model: trained.model, seconds: distillSeconds };
+  s.overheadSeconds = Math.max(0, seconds - (run * Math.floor(train.count / trainBatch) * trainBatch) / s.samplesPerSecond);
+  return { model: trained.model, report: trained.report, seconds, stoppedBy: stoppedBy ?? (trained.report.stoppedEarly ? 'patience' : 'epochs') };
 }
 
-/** Which model is written (the pruned one when distillation lowered held-out agreement), with the agreements measured. */
-interface DistillCheck {
-  written: Model;
-  kept: 'distilled' | 'pruned';
-  validation?: { samples: number; before: number; after: number };
-  /** Top-1 agreement of the written model with FP32 on options.evalData. */
-  agreement?: number;
-}
-
-async function checkDistilled(s: PruneSearch, pruned: Model, distilled: Model, label: string): Promise<DistillCheck> {
-  const { model, validation } = s;
-  const { compareOutputs } = await import('../evaluate/index.js');
-  const first = model.graph.outputs[0]!.name;
-  const agreementOf = async (m: Model, on: Dataset): Promise<number | undefined> => (await compareOutputs(model, m, on))[first]?.top1Agreement ?? undefined;
-  let written = distilled;
-  let kept: 'distilled' | 'pruned' = 'distilled';
-  let check: DistillCheck['validation'];
-  if (validation) {
-    const [before, after] = [await agreementOf(pruned, validation), await agreementOf(distilled, validation)];
-    if (before !== undefined && after !== undefined) {
-      check = { samples: validation.count, before, after };
-      if (after < before) {
-        written = pruned;
-        kept = 'pruned';
-        s.warn(
-          `${label}: distillation lowered top-1 agreement with FP32 on ${validation.count} held-out samples ` +
-            `(${(before * 100).toFixed(1)}% -> ${(after * 100).toFixed(1)}%): writing the pruned model without it`,
-        );
-      }
-    }
-  }
-  const agreement = s.options.evalData ? await agreementOf(written, s.options.evalData) : undefined;
-  return { written, kept, validation: check, agreement };
+/** A width under way: the pruned model, its best weights so far and the rounds that made them. */
+interface WidthState {
+  width: number;
+  label: string;
+  pruned?: Model;
+  speedup?: number;
+  /** The best model so far (undefined: the pruned one, no round kept). */
+  current?: Model;
+  /** Held-out agreement (kd) or minus the MSE (mse) of `current ?? pruned`, when measured. */
+  best?: number;
+  /** The pruned model's held-out agreement before any training (kd). */
+  before?: number;
+  rounds: DistillRound[];
+  epochsRun: number;
+  trainSeconds: number;
+  backend?: string;
+  seconds: number;
 }
 
 /**
@@ -399,75 +426,163 @@ function forOnnxruntime(s: PruneSearch, pruned: Model, label: string): Model {
   return pruned;
 }
 
-/** Prune, pre-check, distill, check and write width i; undefined when the width is dropped (with a warning). */
-async function tryWidth(s: PruneSearch, i: number): Promise<PruneDistillCandidate | undefined> {
-  const { options, roundTo, loss, train } = s;
+/** How a pruned candidate is built again (a recipe's `pruned` candidate, ./optimize-recipe.ts). */
+export type PrunedBuild = PrunedCandidateSpec;
+
+/** Seed of every distillation round (shuffling, dropout): recorded in the recipe. */
+const PRUNE_SEED = 0;
+/** Channel statistics for pruning are measured on at most this many training samples. */
+const STATISTICS_SAMPLES = 256;
+
+/** One width as an entry of the plan (./optimize-plan.ts): prepare = prune + speed pre-check (+ probe), train = a round, finish = write. */
+function widthEntry(s: PruneSearch, i: number): PlanEntry & { candidate(): PruneDistillCandidate | undefined } {
   const width = s.widths[i]!;
-  const t0 = performance.now();
-  const label = `width ${width}`;
-  if (secondsLeft(s) <= 0) {
-    s.warn(`${label}: not tried, the time budget was spent`);
-    return undefined;
-  }
-  s.progress(`${label}: pruning channels (keeping ${Math.round(width * 100)}%, multiples of ${roundTo})`);
-  const pruned = forOnnxruntime(s, s.modules.pruneChannels(s.model, { width, roundTo, statistics: s.statistics }).model, label);
-  let speedup: { estimate: number } | undefined;
-  if (!options.skipSpeedCheck) {
-    speedup = await precheckSpeedup(s, pruned, i, label);
-    if (!speedup) return undefined;
-  }
-  if (s.samplesPerSecond === undefined) await probeTrainingSpeed(s, pruned, label);
-  const plan = planEpochs(s, i, label);
-  if (!plan) return undefined;
-  const { epochs } = plan;
-  const trained = await distillWidth(s, pruned, plan, label);
-  if (!trained) return undefined;
-  const checked = await checkDistilled(s, pruned, trained.model, label);
-  const reached = checked.validation ? Math.max(checked.validation.before, checked.validation.after) : checked.agreement;
-  if (options.minTop1Agreement !== undefined && reached !== undefined && reached < options.minTop1Agreement && i < s.widths.length - 1) {
-    s.warn(
-      `${label}: top-1 agreement with FP32 ${(reached * 100).toFixed(1)}% < ${(options.minTop1Agreement * 100).toFixed(0)}% on held-out samples: narrower widths not tried`,
-    );
-    s.widths.length = i + 1;
-  }
-  const file = path.join(options.dir, `pruned-${Math.round(width * 100)}.onnx`);
-  s.progress(`${label}: writing ${file}`);
-  await s.modules.saveModel(checked.written, file);
-  const seconds = (performance.now() - t0) / 1000;
+  const st: WidthState = { width, label: `width ${width}`, rounds: [], epochsRun: 0, trainSeconds: 0, seconds: 0 };
+  const { options, roundTo, loss, train } = s;
+  const fixed = options.epochsPerWidth;
+  let made: PruneDistillCandidate | undefined;
   return {
-    path: file,
-    width,
-    description:
-      `channels pruned to ${Math.round(width * 100)}% (multiples of ${roundTo}), ` +
-      (checked.kept === 'distilled'
-        ? `distilled from FP32 without labels (${loss === 'kd' ? 'soft targets' : 'MSE'}, ${epochs} epoch${epochs === 1 ? '' : 's'} of ${train.count} samples, ${trained.seconds.toFixed(0)} s)`
-        : `not distilled (${epochs} epoch${epochs === 1 ? '' : 's'} lowered agreement with FP32 on held-out samples)`),
-    seconds,
-    distill: {
-      epochs,
-      samples: train.count,
-      samplesPerSecond: s.samplesPerSecond!,
-      loss,
-      ...(checked.agreement !== undefined ? { agreement: checked.agreement } : {}),
-      ...(checked.validation ? { validation: checked.validation } : {}),
-      kept: checked.kept,
-      ...(s.backend !== undefined ? { backend: s.backend } : {}),
+    name: st.label,
+    kind: 'pruned',
+    ...(i > 0 ? { after: `width ${s.widths[i - 1]}` } : {}),
+    async prepare() {
+      if (secondsLeft(s) <= 0) return { skip: 'not tried, the time budget was spent' };
+      const t0 = performance.now();
+      s.progress(`${st.label}: pruning channels (keeping ${Math.round(width * 100)}%, multiples of ${roundTo})`);
+      st.pruned = forOnnxruntime(s, s.modules.pruneChannels(s.model, { width, roundTo, statistics: s.statistics }).model, st.label);
+      if (!options.skipSpeedCheck) {
+        const speedup = await precheckSpeedup(s, st.pruned, i, st.label);
+        if (!speedup) return { skip: 'not distilled: the pruned model is not faster than FP32 (pre-check)' };
+        st.speedup = speedup.estimate;
+      }
+      if (s.samplesPerSecond === undefined) await probeTrainingSpeed(s, st.pruned, st.label);
+      st.seconds += (performance.now() - t0) / 1000;
+      return {
+        ...(st.speedup !== undefined ? { expectedSpeedup: st.speedup } : {}),
+        minSeconds: s.overheadSeconds * 1.2 + MIN_EPOCHS * epochSecondsOf(s) + 0.5,
+      };
     },
-    ...(speedup !== undefined ? { precheckSpeedup: speedup.estimate } : {}),
+    async train(rule) {
+      const first = st.epochsRun === 0;
+      const epochs = fixed ?? epochsFor(s, rule.roundDeadline);
+      const learningRate = first ? s.learningRate : s.learningRate * LATER_ROUND_LEARNING_RATE;
+      const t0 = performance.now();
+      let r: Awaited<ReturnType<typeof distillRound>>;
+      try {
+        r = await distillRound(s, st.current ?? st.pruned!, { epochs, learningRate, ...(fixed === undefined ? { rule } : {}) }, st.label);
+      } catch (error) {
+        if (!(error instanceof DeadlineReached)) throw error;
+        s.warn(`${st.label}: distillation stopped at ${error.message} when the time budget ran out: that round was dropped`);
+        const seconds = (performance.now() - t0) / 1000;
+        st.seconds += seconds;
+        return { epochs: 0, seconds, stoppedBy: 'deadline', noGain: true, ...scoreOf(s, st) };
+      }
+      const history = r.report.history;
+      st.epochsRun += history.length;
+      st.trainSeconds += r.seconds;
+      st.seconds += r.seconds;
+      st.backend = r.report.backend.name;
+      if (first && loss === 'kd') st.before = r.report.accuracy.studentBefore;
+      const keptEpochs = r.report.bestEpoch ?? history.length;
+      const at = history[keptEpochs - 1];
+      const value = at?.evalAccuracy ?? (at?.evalLoss !== undefined ? -at.evalLoss : undefined);
+      const previous = st.best ?? st.before;
+      const noGain = value !== undefined && previous !== undefined && value < previous;
+      if (noGain) {
+        st.best = previous;
+        s.warn(
+          `${st.label}: ${first ? 'distillation' : 'another round'} lowered the held-out score against FP32 (${fmt(previous, loss)} -> ${fmt(value, loss)}): ${first ? 'the pruned model is kept without it' : 'the earlier weights are kept'}`,
+        );
+      } else {
+        st.current = r.model;
+        st.best = value;
+        st.rounds.push({ epochs, keptEpochs, learningRate });
+      }
+      return { epochs: history.length, seconds: r.seconds, stoppedBy: r.stoppedBy, ...(noGain ? { noGain } : {}), ...scoreOf(s, st) };
+    },
+    async finish() {
+      if (!st.pruned || st.epochsRun === 0) return undefined;
+      const written = st.current ?? st.pruned;
+      const file = path.join(options.dir, `pruned-${Math.round(width * 100)}.onnx`);
+      s.progress(`${st.label}: writing ${file}`);
+      await s.modules.saveModel(written, file);
+      const agreement = options.evalData ? await agreementOn(s.model, written, options.evalData) : undefined;
+      const kept = st.rounds.reduce((a, r) => a + r.keptEpochs, 0);
+      const description =
+        `channels pruned to ${Math.round(width * 100)}% (multiples of ${roundTo}), ` +
+        (st.rounds.length > 0
+          ? `distilled from FP32 without labels (${loss === 'kd' ? 'soft targets' : 'MSE'}, ${st.epochsRun} epoch${st.epochsRun === 1 ? '' : 's'} of ${train.count} samples` +
+            `${kept !== st.epochsRun ? `, ${kept} kept` : ''}${st.rounds.length > 1 ? ` in ${st.rounds.length} rounds` : ''}, ${st.trainSeconds.toFixed(0)} s)`
+          : `not distilled (${st.epochsRun} epoch${st.epochsRun === 1 ? '' : 's'} lowered agreement with FP32 on held-out samples)`);
+      const build: PrunedBuild = {
+        width,
+        roundTo,
+        trainSamples: train.count,
+        batchSize: s.trainBatch,
+        seed: PRUNE_SEED,
+        loss,
+        ...(st.backend ? { backend: st.backend } : {}),
+        ...(options.outputName !== undefined ? { outputName: options.outputName } : {}),
+        rounds: st.rounds,
+      };
+      made = {
+        path: file,
+        width,
+        description,
+        seconds: st.seconds,
+        build,
+        distill: {
+          epochs: st.epochsRun,
+          keptEpochs: kept,
+          samples: train.count,
+          samplesPerSecond: s.samplesPerSecond!,
+          loss,
+          ...(agreement !== undefined ? { agreement } : {}),
+          ...(s.validation && st.before !== undefined && st.best !== undefined && loss === 'kd'
+            ? { validation: { samples: s.validation.count, before: st.before, after: st.best } }
+            : {}),
+          kept: st.rounds.length > 0 ? 'distilled' : 'pruned',
+          ...(st.backend ? { backend: st.backend } : {}),
+        },
+        ...(st.speedup !== undefined ? { precheckSpeedup: st.speedup } : {}),
+      };
+      return { path: file, description, spec: { pruned: build } };
+    },
+    candidate: () => made,
   };
 }
 
+const fmt = (v: number | undefined, loss: 'kd' | 'mse'): string =>
+  v === undefined ? '-' : loss === 'kd' ? `${(v * 100).toFixed(1)}%` : `MSE ${(-v).toExponential(2)}`;
+
+/** The round result's score fields from the width's best so far. */
+function scoreOf(s: PruneSearch, st: WidthState): { agreement?: number; score?: number; heldOut?: number } {
+  const best = st.best ?? st.before;
+  if (best === undefined) return {};
+  const heldOut = s.validationTargets ? { heldOut: s.validationTargets.count } : {};
+  return s.loss === 'kd' ? { agreement: best, ...heldOut } : { score: best };
+}
+
+/** Top-1 agreement of `candidate` with `model` on the first output, over `data`. */
+async function agreementOn(model: Model, candidate: Model, data: Dataset): Promise<number | undefined> {
+  const { compareOutputs } = await import('../evaluate/index.js');
+  const first = model.graph.outputs[0]!.name;
+  return (await compareOutputs(model, candidate, data))[first]?.top1Agreement ?? undefined;
+}
+
+/** A prepared search: one plan entry per width, and what the caller must release. */
+export interface PrunedEntries {
+  entries: (PlanEntry & { candidate(): PruneDistillCandidate | undefined })[];
+  loss: 'kd' | 'mse';
+  dispose(): Promise<void>;
+}
+
 /**
- * Prune + distill candidates within `timeBudgetMs`. The input model is not modified; `data`'s
- * labels, if any, are not used. Events come from `events`, else from the options' callbacks.
- * Steps: split the data, measure channel statistics once, then each width in turn (tryWidth).
+ * Prepares the pruned candidates for a plan: splits the data, measures channel statistics once,
+ * labels the validation split by FP32, and makes one plan entry per width. The caller runs the
+ * plan (./optimize-plan.ts) and then `dispose`s.
  */
-export async function pruneDistillCandidates(
-  model: Model,
-  data: Dataset,
-  options: PruneDistillOptions,
-  events: WorkflowEvents = {},
-): Promise<PruneDistillCandidate[]> {
+export async function prunedEntries(model: Model, data: Dataset, options: PruneDistillOptions, events: WorkflowEvents = {}): Promise<PrunedEntries> {
   const started = performance.now();
   // A work budget (epochsPerWidth) replaces the deadline: the outcome must not depend on the machine.
   const deadline = options.epochsPerWidth !== undefined ? Infinity : started + options.timeBudgetMs;
@@ -480,8 +595,7 @@ export async function pruneDistillCandidates(
   if (!(options.timeBudgetMs > 0)) throw new UsageError(`the time budget must be positive, got ${options.timeBudgetMs} ms`);
   if (data.count < 2) throw new UsageError(`${data.source}: distillation needs at least 2 samples, got ${data.count}`);
   const loss = lossFor(model);
-  const split = await splitData(data, loss, options.trainBatchSize);
-
+  const split = await splitData(data, options.trainBatchSize);
   const [{ pruneChannels, collectChannelStatistics, statisticsRequests }, { saveModel }, { distill, studentForOnnxruntime }, { checkShapes }, { take }] =
     await Promise.all([
       import('./prune-passes.js'),
@@ -490,14 +604,14 @@ export async function pruneDistillCandidates(
       import('./data-shapes.js'),
       import('../data/index.js'),
     ]);
-  const candidates: PruneDistillCandidate[] = [];
   const scratch = await makeTempFolder('model-opt-prune-');
   try {
     progress('measuring channel means on the training inputs (for pruning)');
-    const statistics = await collectChannelStatistics(model, statisticsRequests(model), split.train, { maxSamples: 256 });
+    const statistics = await collectChannelStatistics(model, statisticsRequests(model), split.train, { maxSamples: STATISTICS_SAMPLES });
     const fp32Path = path.join(scratch, 'fp32.onnx');
     if (!options.skipSpeedCheck) await saveModel(model, fp32Path);
     const batchSize = options.batchSize ?? 1;
+    const threads = options.threads ?? 1;
     const search: PruneSearch = {
       ...split,
       model,
@@ -508,7 +622,7 @@ export async function pruneDistillCandidates(
       deadline,
       widths,
       batchSize,
-      threads: options.threads ?? 1,
+      threads,
       roundTo: options.roundTo ?? PRUNE_ROUND_TO,
       learningRate: options.learningRate ?? DEFAULT_PRUNE_LEARNING_RATE,
       maxEpochs: options.maxEpochs ?? 30,
@@ -519,12 +633,88 @@ export async function pruneDistillCandidates(
       shapes: timingShapes(model, checkShapes(undefined, split.train), batchSize),
       overheadSeconds: 0,
     };
-    for (let i = 0; i < widths.length; i++) {
-      const candidate = await tryWidth(search, i);
-      if (candidate) candidates.push(candidate);
-    }
-  } finally {
+    search.validationTargets = await validationTargets(search);
+    return { entries: widths.map((_, i) => widthEntry(search, i)), loss, dispose: () => removeTempFolder(scratch) };
+  } catch (error) {
     await removeTempFolder(scratch);
+    throw error;
   }
-  return candidates;
+}
+
+/**
+ * Prune + distill candidates within `timeBudgetMs`, planned as ./optimize-plan.ts plans them (a
+ * share of the time per width, early stopping on held-out agreement, what is left to the most
+ * promising width). The input model is not modified; `data`'s labels, if any, are not used.
+ * Events come from `events`, else from the options' callbacks. A width not trained is said in a warning.
+ */
+export async function pruneDistillCandidates(
+  model: Model,
+  data: Dataset,
+  options: PruneDistillOptions,
+  events: WorkflowEvents = {},
+): Promise<PruneDistillCandidate[]> {
+  const started = performance.now();
+  const prepared = await prunedEntries(model, data, options, events);
+  const warn = events.onWarning ?? options.onWarning ?? (() => undefined);
+  try {
+    const fixed = options.epochsPerWidth !== undefined;
+    const plan = await runPlan(prepared.entries, {
+      deadline: fixed ? Infinity : started + options.timeBudgetMs,
+      ...(prepared.loss === 'kd' && options.minTop1Agreement !== undefined ? { target: options.minTop1Agreement } : {}),
+      oneRoundEach: fixed,
+      onProgress: events.onProgress ?? options.onProgress,
+    });
+    for (const e of plan.entries) if (e.rounds.length === 0) warn(`${e.name}: ${e.note}`);
+    const candidates: PruneDistillCandidate[] = [];
+    for (const entry of prepared.entries) {
+      await entry.finish();
+      const c = entry.candidate();
+      if (c) candidates.push(c);
+    }
+    return candidates;
+  } finally {
+    await prepared.dispose();
+  }
+}
+
+/**
+ * A pruned candidate again from its recipe (`build`): the same training samples (the first
+ * `trainSamples` of `data`), the same channel statistics and pruning, then each kept round of
+ * distillation for its epochs, stopped after its kept epochs. Deterministic training (onnxruntime,
+ * one thread, the same seed) gives the same weights.
+ */
+export async function rebuildPruned(model: Model, data: Dataset, build: PrunedBuild, events: WorkflowEvents = {}): Promise<Model> {
+  if (data.count < build.trainSamples)
+    throw new UsageError(`${data.source}: the recipe's pruned candidate was trained on ${build.trainSamples} samples; the data has ${data.count}`);
+  const [{ pruneChannels, collectChannelStatistics, statisticsRequests }, { distill, studentForOnnxruntime }, { take }] = await Promise.all([
+    import('./prune-passes.js'),
+    import('./distill.js'),
+    import('../data/index.js'),
+  ]);
+  const train: Dataset = { ...take(data, build.trainSamples), labels: undefined };
+  events.onProgress?.(`pruning channels (keeping ${Math.round(build.width * 100)}%, multiples of ${build.roundTo})`);
+  const statistics = await collectChannelStatistics(model, statisticsRequests(model), train, { maxSamples: STATISTICS_SAMPLES });
+  const pruned = pruneChannels(model, { width: build.width, roundTo: build.roundTo, statistics }).model;
+  // As the search did (forOnnxruntime): an older opset is upgraded to 13 so the rounds train the same graph.
+  let current = studentForOnnxruntime(pruned).model ?? pruned;
+  for (const [i, round] of build.rounds.entries()) {
+    events.onProgress?.(`distilling round ${i + 1}/${build.rounds.length}: ${round.keptEpochs} of ${round.epochs} epochs, lr ${round.learningRate}`);
+    const trained = await distill({
+      student: current,
+      teacher: model,
+      outputName: build.outputName,
+      train,
+      alpha: 0,
+      loss: build.loss,
+      epochs: round.epochs,
+      ...(round.keptEpochs < round.epochs ? { stopAfterEpoch: round.keptEpochs } : {}),
+      batchSize: build.batchSize,
+      learningRate: round.learningRate,
+      seed: build.seed,
+      ...(build.backend ? { backend: build.backend as TrainingBackend } : {}),
+      onWarning: events.onWarning,
+    });
+    current = trained.model;
+  }
+  return current;
 }

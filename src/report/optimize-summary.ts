@@ -7,6 +7,7 @@
  * May import: report/format, report/fit, report/verdict, report/quantize-summary (the simplify line), app result types.
  */
 import type { CandidateFidelity, OptimizeCandidate, OptimizeResult } from '../app/optimize.js';
+import type { PlanReport } from '../app/optimize-plan.js';
 import { formatBytes, formatMs, formatSpeedup } from './format.js';
 import { type FitColumn, fitTable, fitText, hiddenLine } from './fit.js';
 import { optimizeNoise, optimizeVerdict } from './verdict.js';
@@ -118,6 +119,27 @@ function regionLines(result: OptimizeResult): string[] {
   }
   if (result.qat) lines.push(`QAT: ${result.qat.reason}`);
   lines.push(`pruning: ${result.pruning.reason}`);
+  if (result.pruning.plan) lines.push(...planLines(result.pruning.plan));
+  return lines;
+}
+
+const pct = (x: number): string => `${(x * 100).toFixed(1)}%`;
+
+/** The trained candidates' plan of the time budget, and what each entry got. */
+function planLines(plan: PlanReport): string[] {
+  const head =
+    `plan: ${plan.seconds.toFixed(0)} s for trained candidates (${plan.reserveSeconds.toFixed(0)} s kept for the most promising), ` +
+    `${plan.target !== undefined ? `target ${pct(plan.target)} held-out agreement` : 'no agreement target (not class scores)'}` +
+    `${plan.toBeat !== undefined ? `, to beat ${plan.toBeat.toFixed(2)}x` : ''}; took ${plan.spent.toFixed(0)} s`;
+  const lines = [head];
+  for (const e of plan.entries) {
+    const expects = e.expectedSpeedup !== undefined ? `expects ${e.expectedSpeedup.toFixed(2)}x, ` : '';
+    const got =
+      e.rounds.length > 0
+        ? `planned ${e.plannedSeconds.toFixed(0)} s, got ${e.seconds.toFixed(0)} s, ${e.epochs} epoch(s)${e.agreement !== undefined ? `, agreement ${pct(e.agreement)}` : ''}: `
+        : '';
+    lines.push(`  ${e.name} (${e.kind}): ${expects}${got}${e.result}; ${e.note}`);
+  }
   return lines;
 }
 

@@ -70,6 +70,10 @@ export interface DistillOptions extends Partial<DistillSettings> {
   resumeFrom?: string;
   /** Stop after this many epochs as if interrupted (tests of resume). */
   stopAfterEpoch?: number;
+  /** The loop's own stopping rule after each epoch (../core/loop.ts's LoopOptions.stopAfter). */
+  stopAfter?: LoopOptions['stopAfter'];
+  /** A tie of the best eval score keeps the later epoch's weights (../core/loop.ts's LoopOptions.keepLaterTies). */
+  keepLaterTies?: boolean;
   runner?: RunnerOptions;
   onProgress?: (event: DistillProgress) => void;
   onWarning?: (message: string) => void;
@@ -581,6 +585,8 @@ function distillLoopOptions(run: DistillRun): LoopOptions {
     checkpointPath: options.checkpointPath,
     resumeFrom: options.resumeFrom,
     stopAfterEpoch: options.stopAfterEpoch,
+    ...(options.stopAfter ? { stopAfter: options.stopAfter } : {}),
+    ...(options.keepLaterTies ? { keepLaterTies: true } : {}),
     fingerprint: {
       mode: options.teacher ? 'distill' : 'labels',
       features: settings.features,

@@ -3,7 +3,8 @@
 // budget when no count is known, everything cut to the terminal's width; and which width a report
 // is fitted to (COLUMNS, a terminal's own, 80 when it reports none, none into a pipe).
 import { describe, expect, it } from 'vitest';
-import { clock, countFraction, DEFAULT_TERMINAL_COLUMNS, outputWidth, statusLine } from '../../src/cli/output.js';
+import { DEFAULT_TERMINAL_COLUMNS, outputWidth } from '../../src/cli/output.js';
+import { clock, countFraction, statusLine } from '../../src/report/status-line.js';
 
 describe('status line', () => {
   it('reads the last count n/m of the text as the fraction done', () => {

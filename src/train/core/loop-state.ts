@@ -178,18 +178,20 @@ export class EpochBook {
     epoch: number,
     record: EpochRecord,
     score: number | undefined,
-    options: Pick<LoopOptions, 'epochs' | 'patience' | 'checkpointPath' | 'stopAfterEpoch'>,
+    options: Pick<LoopOptions, 'epochs' | 'patience' | 'checkpointPath' | 'stopAfterEpoch' | 'keepLaterTies'>,
     now: LoopSnapshot,
   ): Promise<boolean> {
     this.history.push(record);
     const eligible = !now.pruner || now.globalStep - 1 >= now.pruner.schedule.endStep;
     if (score !== undefined && eligible) {
-      if (this.bestScore === undefined || score > this.bestScore) {
+      const better = this.bestScore === undefined || score > this.bestScore;
+      if (better || (options.keepLaterTies && score === this.bestScore)) {
         this.bestScore = score;
         this.bestEpoch = epoch + 1;
         this.best = now.values();
-        this.badEpochs = 0;
-      } else this.badEpochs++;
+      }
+      if (better) this.badEpochs = 0;
+      else this.badEpochs++;
     }
     const last = epoch + 1 === options.epochs;
     if (options.patience !== undefined && this.badEpochs >= options.patience && !last) this.stoppedEarly = true;

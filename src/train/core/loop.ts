@@ -72,6 +72,12 @@ export interface LoopOptions {
   pruneParams?: string[];
   /** Early stopping: epochs without improvement of the eval score. */
   patience?: number;
+  /**
+   * An epoch that ties the best eval score becomes the best snapshot (the later, more trained
+   * weights), though it does not reset the patience: for a coarse score (agreement on a small
+   * held-out set) that stays at its best while training still helps.
+   */
+  keepLaterTies?: boolean;
   /** BatchNormalization in inference form while training. */
   freezeNorm?: boolean;
   evalData?: TrainData;
@@ -82,6 +88,12 @@ export interface LoopOptions {
   stopAfterEpoch?: number;
   /** Settings a resumed run must share with the run that wrote the checkpoint. */
   fingerprint?: Record<string, unknown>;
+  /**
+   * Asked after each epoch (its record holds the eval fields): true stops the loop there, as early
+   * stopping does (the best eval epoch's weights are kept). A caller's own rule: a deadline, a
+   * target that cannot be reached in the time left (app/optimize-plan.ts).
+   */
+  stopAfter?: (record: EpochRecord, history: readonly EpochRecord[]) => boolean;
   onProgress?: (event: LoopProgress) => void;
 }
 
@@ -216,6 +228,10 @@ export async function runLoop(backend: StepBackend, data: TrainData, options: Lo
       const { record, score } = await book.closeEpoch(epoch, walked, pruner?.current, evaluation);
       const stop = await book.endEpoch(epoch, record, score, options, { globalStep, fingerprint, values, optimizer: backend.optimizer, pruner });
       if (stop) break;
+      if (epoch + 1 < options.epochs && options.stopAfter?.(record, book.history)) {
+        book.stoppedEarly = true;
+        break;
+      }
     }
     const chosen = book.best ?? backend.values();
     const result = book.result(chosen, globalStep);

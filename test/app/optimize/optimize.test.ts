@@ -17,6 +17,7 @@ import { paretoFront, renderOptimizePlot } from '../../../src/report/optimize-pl
 import { renderOptimizeMarkdown, renderOptimizeSummary } from '../../../src/report/optimize-summary.js';
 import { parseDuration } from '../../../src/cli/optimize.js';
 import { runInProcess } from '../../helpers/cli.js';
+import { validate } from '../../../src/util/json-schema.js';
 import { fittedHardSwishClassifier, textureImages } from '../../../fixtures/families.js';
 import { saveModel } from '../../../src/onnx/index.js';
 import { writeNpz } from '../../../src/data/index.js';
@@ -350,8 +351,43 @@ describe('optimize --time-budget: pruned + distilled where no INT8 mix is faster
     expect(existsSync(out('hs-budget.opt.onnx'))).toBe(true);
     // The search time is reported and kept within the budget (slack: the final comparison and the write).
     expect(result.pruning.ran).toBe(true);
-    expect(result.pruning.reason).toMatch(/pruned \+ distilled candidate\(s\) in \d+ s/);
+    expect(result.pruning.reason).toMatch(/\d+ trained candidate\(s\) of \d+ planned in \d+ s/);
     expect(result.pruning.seconds).toBeGreaterThan(0);
     expect(chosen!.description).toMatch(/8 epochs of \d+ samples/);
+    // The plan: the widest width trained first, 8 epochs (a work budget: one round each), with its held-out agreement.
+    const plan = result.pruning.plan!;
+    expect(plan.entries[0]).toMatchObject({ name: 'width 0.7', kind: 'pruned', epochs: 8 });
+    expect(plan.entries[0]!.rounds.length).toBe(1);
+    expect(plan.entries[0]!.agreement).toBeGreaterThan(0.5);
+    // The --json document, plan included, is valid against schema/optimize.schema.json.
+    const schema = JSON.parse(readFileSync(new URL('../../../schema/optimize.schema.json', import.meta.url), 'utf8')) as Record<string, unknown>;
+    const doc = JSON.parse(JSON.stringify({ schemaVersion: 1, kind: 'optimize', command: 'optimize', ...result }));
+    expect(validate(schema, doc)).toEqual([]);
+    expect(doc.pruning.plan.entries[0].rounds[0]).toMatchObject({ epochs: 8, stoppedBy: 'epochs' });
+    expect(renderOptimizeSummary(result)).toMatch(
+      /plan: .*\n {2}width 0\.7 \(pruned\): expects \d\.\d\dx, planned 0 s, got \d+ s, 8 epoch\(s\), agreement \d+\.\d%/,
+    );
   });
+
+  it('the recipe written beside it lists the pruned candidate, and running it rebuilds the same bytes', async () => {
+    const recipe = JSON.parse(readFileSync(recipePathFor(out('hs-budget.opt.onnx')), 'utf8'));
+    const chosen = result.candidates.find((c) => c.status === 'chosen')!;
+    expect(recipe.candidates).toEqual([chosen.spec]);
+    expect(recipe.candidates[0].pruned).toMatchObject({ width: 0.7, roundTo: 8, seed: 0, loss: 'kd' });
+    expect(recipe.candidates[0].pruned.rounds[0].epochs).toBe(8);
+    expect(recipe.data.train).toBe(out('hs-budget-train.npz'));
+    const again = await runInProcess([
+      'optimize',
+      out('hs-budget.onnx'),
+      '-o',
+      out('hs-budget.again.onnx'),
+      '--recipe',
+      recipePathFor(out('hs-budget.opt.onnx')),
+      '--iterations',
+      '30',
+      '--json',
+    ]);
+    expect(again.code, again.stderr).toBe(0);
+    expect(readFileSync(out('hs-budget.again.onnx')).equals(readFileSync(out('hs-budget.opt.onnx')))).toBe(true);
+  }, 60_000);
 });

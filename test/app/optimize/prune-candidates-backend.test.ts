@@ -64,7 +64,7 @@ describe('pruned candidates of an opset-9 model', () => {
       dir,
       widths: [0.7],
       timeBudgetMs: 60_000,
-      epochsPerWidth: 8,
+      epochsPerWidth: 16,
       skipSpeedCheck: true,
       onProgress: (m) => progress.push(m),
     });
@@ -82,7 +82,8 @@ describe('pruned candidates of an opset-9 model', () => {
     const [fp32, before, after] = [await outputs(model), await outputs(untrained), await outputs(written)];
     const agreeBefore = stepAgreement(before, fp32, 11);
     const agreeAfter = stepAgreement(after, fp32, 11);
-    // Measured 2026-12-04: 88.3% of the (line, step) decisions pruned, 91.1% after 8 epochs.
+    // Measured 2026-12-04: 88.3% of the (line, step) decisions pruned, 91.1% after 8 epochs of 200 lines;
+    // with a fifth held out for early stopping (160 lines), 94.3% after 16 epochs.
     expect(agreeAfter, `per-step agreement with FP32: ${agreeBefore.toFixed(3)} pruned -> ${agreeAfter.toFixed(3)} distilled`).toBeGreaterThan(
       agreeBefore + 0.02,
     );

@@ -5,7 +5,7 @@
  * (paired benchmark) and agrees with FP32's top-1 on held-out images. Plus the budget rules: a
  * budget too short for one epoch writes nothing and says why.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -16,7 +16,7 @@ import { sliceSamples } from '../../../src/ir/samples.js';
 import { loadModel, saveModel } from '../../../src/onnx/index.js';
 import { createRunner } from '../../../src/runtime/index.js';
 import { benchmark } from '../../../src/benchmark/index.js';
-import { pruneDistillCandidates, type PruneDistillCandidate } from '../../../src/app/prune-candidates.js';
+import { pruneDistillCandidates, rebuildPruned, type PruneDistillCandidate } from '../../../src/app/prune-candidates.js';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'model-opt-prune-candidates-'));
 let model: Model;
@@ -113,6 +113,53 @@ describe('pruneDistillCandidates', () => {
     expect(c.distill.agreement).toBeGreaterThanOrEqual(c.width >= 0.7 ? 0.8 : 0.65);
   });
 
+  it('records how it was built, and rebuilding from that record (a recipe) writes the same bytes', async () => {
+    const c = candidates[0]!;
+    const build = c.build;
+    expect(build.width).toBe(c.width);
+    expect(build.trainSamples).toBe(c.distill.samples);
+    // One round of 10 epochs; the weights kept are those of the best held-out epoch (agreement with FP32 on the validation split).
+    expect(build.rounds.length).toBe(c.distill.kept === 'distilled' ? 1 : 0);
+    for (const r of build.rounds) {
+      expect(r.epochs).toBe(10);
+      expect(r.keptEpochs).toBeGreaterThanOrEqual(1);
+      expect(r.keptEpochs).toBeLessThanOrEqual(10);
+    }
+    expect(c.distill.keptEpochs).toBe(build.rounds.reduce((a, r) => a + r.keptEpochs, 0));
+    const again = await rebuildPruned(model, train, JSON.parse(JSON.stringify(build)) as typeof build);
+    const file = path.join(dir, 'rebuilt.onnx');
+    await saveModel(again, file);
+    expect(Buffer.compare(readFileSync(file), readFileSync(c.path))).toBe(0);
+  });
+
+  it('under the clock, a width trains in rounds that end by the plan (deadline, patience, cannot reach) within the budget', async () => {
+    const progress: string[] = [];
+    const t0 = performance.now();
+    const budgetMs = 15_000;
+    const clocked = await pruneDistillCandidates(model, train, {
+      dir: path.join(dir),
+      widths: [0.7],
+      timeBudgetMs: budgetMs,
+      skipSpeedCheck: true,
+      minTop1Agreement: 0.9,
+      evalData: held,
+      onProgress: (m) => progress.push(m),
+      onWarning: (m) => progress.push(`warning: ${m}`),
+    });
+    const seconds = (performance.now() - t0) / 1000;
+    // The budget, plus the last epoch's evaluation and the write of the candidate (a few seconds at most).
+    expect(seconds).toBeLessThan(budgetMs / 1000 + 8);
+    expect(clocked.length, progress.join('\n')).toBe(1);
+    const c = clocked[0]!;
+    expect(c.distill.epochs).toBeGreaterThanOrEqual(1);
+    expect(c.distill.keptEpochs).toBeLessThanOrEqual(c.distill.epochs);
+    for (const r of c.build.rounds) expect(r.keptEpochs).toBeLessThanOrEqual(r.epochs);
+    // Each round is reported with why it ended.
+    const rounds = progress.filter((m) => /^width 0\.7: round \d+: /.test(m));
+    expect(rounds.length).toBeGreaterThanOrEqual(1);
+    for (const m of rounds) expect(m).toMatch(/\d+ epoch\(s\) in \d+ s, agreement \d+\.\d% of \d+ held out \((epochs|patience|deadline|cannot-reach)/);
+  });
+
   it('a budget too short for one epoch writes nothing and says why', async () => {
     const notes: string[] = [];
     const none = await pruneDistillCandidates(model, train, {
@@ -123,6 +170,6 @@ describe('pruneDistillCandidates', () => {
       onWarning: (w) => notes.push(w),
     });
     expect(none).toEqual([]);
-    expect(notes.join('\n')).toMatch(/width 0\.5: (not distilled|not tried|distillation stopped)/);
+    expect(notes.join('\n')).toMatch(/width 0\.5: (not distilled|not tried|not trained|distillation stopped)/);
   });
 });

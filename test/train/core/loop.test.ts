@@ -259,6 +259,63 @@ describe('the training loop over a StepBackend', () => {
     expect(backend.steps).toBe(8);
   });
 
+  it("stops where the caller's stopAfter rule says (after the record with its eval fields), keeping the best epoch's weights", async () => {
+    const data = regression(8);
+    const backend = new RegressionBackend(data, { accuracies: [0.5, 0.8, 0.7, 0.9, 0.95] });
+    let atBest: Float32Array | undefined;
+    const seen: (number | undefined)[] = [];
+    const result = await runLoop(
+      backend,
+      data,
+      options({
+        epochs: 5,
+        lossKind: 'kd',
+        evalData: data,
+        // a rule on the eval score: stop once an epoch scores below the best so far
+        stopAfter: (record, history) => {
+          seen.push(record.evalAccuracy);
+          expect(history[history.length - 1]).toBe(record);
+          return (record.evalAccuracy ?? 0) < Math.max(...history.map((r) => r.evalAccuracy ?? 0));
+        },
+        onProgress: (e) => {
+          if (e.phase === 'eval' && e.epoch === 2 && e.accuracy !== undefined) atBest = Float32Array.from(backend.w);
+        },
+      }),
+    );
+    expect(seen).toEqual([0.5, 0.8, 0.7]);
+    expect(result.history.length).toBe(3);
+    expect(result.stoppedEarly).toBe(true);
+    expect(result.bestEpoch).toBe(2);
+    expect([...result.values.get('w')!]).toEqual([...atBest!]);
+    expect(backend.steps).toBe(6);
+  });
+
+  it('with keepLaterTies, an epoch that ties the best score becomes the best snapshot but does not reset the patience', async () => {
+    const data = regression(8);
+    const backend = new RegressionBackend(data, { accuracies: [0.5, 0.8, 0.8, 0.8, 0.9] });
+    let atEpoch3: Float32Array | undefined;
+    const result = await runLoop(
+      backend,
+      data,
+      options({
+        epochs: 5,
+        lossKind: 'kd',
+        patience: 2,
+        keepLaterTies: true,
+        evalData: data,
+        onProgress: (e) => {
+          if (e.phase === 'eval' && e.epoch === 3 && e.accuracy !== undefined) atEpoch3 = Float32Array.from(backend.w);
+        },
+      }),
+    );
+    // epochs 3 and 4 tie epoch 2: the snapshot moves to the later epoch; two epochs without a better score stop the run after epoch 4
+    expect(result.history.length).toBe(4);
+    expect(result.stoppedEarly).toBe(true);
+    expect(result.bestEpoch).toBe(4);
+    expect(result.bestScore).toBe(0.8);
+    expect([...result.values.get('w')!]).not.toEqual([...atEpoch3!]);
+  });
+
   it('resumes from a checkpoint bit-identically to an uninterrupted run (weights, momentum, history)', async () => {
     const data = regression(12);
     const whole = await runLoop(new RegressionBackend(data), data, options({ epochs: 4 }));
