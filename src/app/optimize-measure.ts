@@ -53,18 +53,18 @@ async function benchmarkWithFallback(run: OptimizeRun, options: BenchmarkOptions
   }
 }
 
-/** Samples a candidate is scored on while it is timed; only those that could be chosen are scored on all the data. */
+/** Samples the timing reads its inputs from (the screen scores nothing). */
 export const SCREEN_SAMPLES = 64;
 /** Timed runs of the scoring pass (its timing is not used: the screen's interleaved runs are). */
 const SCORING_ITERATIONS = 10;
 
 /**
- * Time the built candidates against the input in one interleaved run, each scored on the first
- * SCREEN_SAMPLES samples; then score the ones that could be chosen (faster than FP32; for
- * `--objective size` not slower; every one for `select: first`) on all the data, FP32 with them
- * (scoreContenders). A candidate that cannot win costs its timing, not an evaluation of the whole data set.
+ * Time the built candidates against the input in one interleaved run (speed only: nothing is
+ * scored); then score the ones that could be chosen (faster than FP32; for `--objective size` not
+ * slower; every one for `select: first`) on all the data, FP32 with them (scoreContenders). A
+ * candidate that cannot win costs its timing, not an evaluation: it is reported 'not scored'.
  */
-export async function measure(run: OptimizeRun, list: Built[]): Promise<void> {
+export async function measure(run: OptimizeRun, list: Built[], scoreAll = run.options.scoreAll === true): Promise<void> {
   const ready = list.filter((b) => b.path);
   if (ready.length === 0) return;
   const runs = run.precision === null ? `${run.iterations}` : `up to ${run.iterations} (until +-${run.precision * 100}%)`;
@@ -77,22 +77,25 @@ export async function measure(run: OptimizeRun, list: Built[]): Promise<void> {
     iterations: run.iterations,
     ...(run.precision !== null ? { precision: run.precision } : {}),
     maxSamples: SCREEN_SAMPLES,
+    score: false,
   });
   run.bench = timed;
-  run.scored = timed;
   const seconds = (performance.now() - t0) / 1000 / ready.length;
-  ready.forEach((b, i) => run.measured.set(b.name, measuredOf(run, b, timed, i + 1, seconds, timed.data.samples)));
-
-  const parsedEval = run.options.evalData ? run.inputs.evalData : undefined;
-  const whole = timed.data.samples < SCREEN_SAMPLES || (parsedEval !== undefined && parsedEval.count <= SCREEN_SAMPLES);
-  for (const b of ready) run.measured.get(b.name)!.scored = whole || !run.measureData;
-  if (whole || !run.measureData) return;
-  await scoreContenders(
-    run,
-    ready.filter((b) => couldWin(run, run.measured.get(b.name)!.speedup)),
-    base,
-  );
+  ready.forEach((b, i) => run.measured.set(b.name, measuredOf(run, b, timed, i + 1, seconds, 0)));
+  const contenders = scoreAll ? ready : ready.filter((b) => couldWin(run, run.measured.get(b.name)!.speedup));
+  for (const b of ready) {
+    if (contenders.includes(b)) continue;
+    const s = run.measured.get(b.name)!.speedup;
+    run.measured.get(b.name)!.cannotWin =
+      run.objective === 'size' ? `slower than FP32 (${x(s)}); not scored` : `not significantly faster (${x(s)}: ${s.verdict}); not scored`;
+  }
+  if (contenders.length > 0) await scoreContenders(run, contenders, base);
+  // FP32's own accuracy (with labels) is reported even when no candidate was scored.
+  else if (timed.data.labels) run.scored = await benchmarkWithFallback(run, { ...base, candidates: [], iterations: SCORING_ITERATIONS });
+  else run.scored = timed;
 }
+
+const x = (s: Speedup): string => `${s.estimate.toFixed(2)}x, ${s.low.toFixed(2)}-${s.high.toFixed(2)}`;
 
 /**
  * Score the candidates that could be chosen on all the data, FP32 with them. For the fastest
@@ -102,7 +105,7 @@ export async function measure(run: OptimizeRun, list: Built[]): Promise<void> {
  */
 async function scoreContenders(run: OptimizeRun, contenders: Built[], base: Omit<BenchmarkOptions, 'candidates'>): Promise<void> {
   const speed = (b: Built): Speedup => run.measured.get(b.name)!.speedup;
-  const ordered = run.select === 'fastest' && run.objective !== 'size';
+  const ordered = run.select === 'fastest' && run.objective !== 'size' && !run.options.scoreAll;
   let pending = ordered ? [...contenders].sort((a, b) => speed(b).estimate - speed(a).estimate) : contenders;
   while (pending.length > 0) {
     const lead = pending[0]!;
@@ -127,19 +130,21 @@ async function scoreContenders(run: OptimizeRun, contenders: Built[], base: Omit
 }
 
 /**
- * Candidates whose labelled guard was left for later, that could be chosen and whose accuracy drop
- * is over the budget: the guard keeps sensitive nodes float (from the kept calibration), and the
- * list is measured again. `list` is updated in place.
+ * Candidates whose guard was left for later (the fidelity guard, or the labelled guard with
+ * --max-accuracy-drop), that could be chosen and are over the budget: the guard keeps sensitive
+ * nodes float (from the pass's result: no new calibration), and those candidates are measured
+ * again against FP32 (the others keep their measurements). `list` is updated in place.
  */
 export async function guardWhereNeeded(run: OptimizeRun, list: Built[]): Promise<void> {
-  let again = false;
+  const guarded: Built[] = [];
   for (const [i, b] of list.entries()) {
     const m = run.measured.get(b.name);
-    if (!b.labelledLater || !b.applied || !m?.scored || within(run, m.fidelity).ok) continue;
+    if (!(b.labelledLater || b.fidelityLater) || !b.applied || !m?.scored || within(run, m.fidelity).ok) continue;
     list[i] = await guardLater(run, b);
-    again = true;
+    guarded.push(list[i]!);
   }
-  if (again) await measure(run, list);
+  // They could be chosen before: scored again whatever this timing says.
+  if (guarded.length > 0) await measure(run, guarded, true);
 }
 
 /** Whether a candidate with this speed-up could be the one chosen. */
@@ -218,6 +223,7 @@ function dropWithin(budget: AccuracyBudget, baseline: number, drop: number): boo
  */
 export function within(run: OptimizeRun, f: CandidateFidelity, retrained = false): { ok: boolean; why: string } {
   const { options } = run;
+  if (f.samples === 0) return { ok: false, why: 'not scored (it could not be chosen)' };
   if (options.maxAccuracyDrop && f.accuracyDropPoints !== null) {
     const ok = dropWithin(options.maxAccuracyDrop, run.scored!.models[0]!.accuracy?.value ?? 0, f.accuracyDropPoints);
     return { ok, why: `accuracy drop ${f.accuracyDropPoints.toFixed(2)}pt ${ok ? 'within' : 'over'} the budget` };

@@ -235,6 +235,9 @@ function qatSkipped(run: OptimizeRun, int8: Built | undefined): string | undefin
   const m = run.measured.get(int8.name);
   if (!m) return 'static INT8 was not measured';
   const floatNodes = int8.quantize?.fidelity.enabled ? int8.quantize.fidelity.floatNodes : [];
+  // Not scored (no faster than FP32, so its guard never ran): nothing known to recover.
+  if (m.fidelity.samples === 0 && floatNodes.length === 0)
+    return `static INT8 measured no faster than FP32 (${m.speedup.estimate.toFixed(2)}x, not scored): its QAT model would hardly be faster`;
   if (floatNodes.length === 0 && within(run, m.fidelity).ok) return 'static INT8 is within the budget with every node INT8: nothing for QAT to recover';
   // the same plan with every node INT8 is rarely much faster than PTQ's: the budget is better spent on the pruned candidates
   if (m.speedup.verdict === 'slower')

@@ -52,6 +52,8 @@ export interface Built {
   applied?: ModeApplied;
   /** int8 with --max-accuracy-drop: the labelled guard was not run; the measurement decides whether it must be. */
   labelledLater?: boolean;
+  /** The fidelity guard was not run (written as the pass made it): the measurement decides whether it must be. */
+  fidelityLater?: boolean;
 }
 
 export interface Measured {
@@ -240,6 +242,17 @@ export function uniqueName(run: OptimizeRun, base: string): string {
 interface CandidateSteps {
   applied?: ModeApplied;
   labelledLater: boolean;
+  /**
+   * false: no fidelity guard and no labelled guard (a speed trial of the region search, judged
+   * for speed alone; what it keeps is built again with the guards). Default true.
+   */
+  guard?: boolean;
+  /**
+   * Leave the fidelity guard for later (without --max-accuracy-drop): the candidate is measured
+   * as the pass made it, and `guardLater` runs the guard only when it could be chosen and misses
+   * the budget. Default false.
+   */
+  fidelityLater?: boolean;
 }
 
 /**
@@ -279,7 +292,12 @@ export async function buildCandidate(
     }
     run.progress(`${name}: quantizing`);
     const q = await quantizeCandidate(run, spec.quantize, file, name, steps);
-    const kept = { quantize: q, applied: q.context.applied, labelledLater: q.context.labelledLater === true };
+    const kept = {
+      quantize: q,
+      applied: q.context.applied,
+      labelledLater: q.context.labelledLater === true,
+      fidelityLater: q.fidelity.enabled === false && q.context.plan !== undefined && steps.fidelityLater === true,
+    };
     if (!q.output) return done({ path: null, error: q.gateFailure ?? 'nothing written', ...kept });
     return done({ path: file, ...kept });
   } catch (error) {
@@ -364,7 +382,7 @@ async function quantizeCandidate(
     excludeOpTypes: spec.excludeOpTypes,
     excludeNodes: spec.excludeNodes,
     evalData: options.evalData,
-    maxAccuracyDrop: spec.mode === MODE.int8 ? options.maxAccuracyDrop : undefined,
+    maxAccuracyDrop: spec.mode === MODE.int8 && steps.guard !== false ? options.maxAccuracyDrop : undefined,
     outputName: options.outputName,
     threads: run.threads,
     shapes: run.shapes,
@@ -373,14 +391,15 @@ async function quantizeCandidate(
     minSqnrDb: options.minSqnrDb,
     minTop1Agreement: options.minTop1Agreement,
     minCosine: options.minCosine,
-    guard: true,
+    guard: steps.guard !== false,
   };
   const events = { onProgress: (m: string) => run.progress(`${name}: ${m}`), onWarning: (m: string) => run.warn(`${name}: ${m}`) };
   const regionOf = run.int8 && spec.mode === MODE.int8 && sameExceptExclusions(spec, run.int8.context) ? run.int8 : undefined;
   const applied = steps.applied ?? (regionOf ? await requantizedFrom(regionOf, spec.excludeNodes) : undefined);
   // Only static INT8's labelled guard can wait (it is the one that runs on --max-accuracy-drop).
   const labelledLater = steps.labelledLater && settings.maxAccuracyDrop !== undefined && !options.metric;
-  const result = await quantizeFromInputs(settings, run.inputs, events, { fusion: false, applied, labelledLater });
+  const fidelityLater = steps.fidelityLater === true && settings.guard && settings.maxAccuracyDrop === undefined;
+  const result = await quantizeFromInputs(settings, run.inputs, events, { fusion: false, applied, labelledLater, fidelityLater });
   if (!run.int8 && result.context.applied?.int8) run.int8 = { context: result.context.applied.int8, report: result.context.applied.report as Int8Report };
   return result;
 }
@@ -401,7 +420,11 @@ export async function requantizedFrom(kept: { context: Int8Context; report: Int8
  * nodes kept float, most sensitive first, until the accuracy drop is within budget.
  */
 export async function guardLater(run: OptimizeRun, b: Built): Promise<Built> {
-  run.progress(`${b.name}: accuracy drop over the budget: the labelled guard keeps sensitive nodes float`);
+  run.progress(
+    b.fidelityLater
+      ? `${b.name}: over the fidelity budget: the guard keeps sensitive nodes float`
+      : `${b.name}: accuracy drop over the budget: the labelled guard keeps sensitive nodes float`,
+  );
   return buildCandidate(run, b.spec!, undefined, { applied: b.applied, labelledLater: false }, b.name);
 }
 

@@ -47,28 +47,25 @@ export async function regionStep(run: OptimizeRun, built: Built[], extra: Built[
   const regions = report.mode === MODE.int8 ? regionsOf(report) : [];
   run.progress(`static INT8 loses (${run.measured.get(int8!.name)!.speedup.estimate.toFixed(2)}x): trying ${regions.length} region(s) in float`);
   let step = 0;
-  const builds = new Map<string, Built>();
   const stepIterations = run.options.stepIterations ?? DEFAULT_STEP_ITERATIONS;
+  // The steps are speed trials: built without the guards and timed without scoring; the mix kept
+  // is built again as a candidate (measured with every candidate afterwards, guarded where needed).
+  const trial = async (excludeNodes: string[], name: string): Promise<Built> =>
+    buildCandidate(run, { quantize: { ...start.quantize, excludeNodes } }, name, { labelledLater: true, guard: false });
+  // From static INT8 as measured: the nodes its guard kept float (when it ran) stay float in every trial.
+  const guardedFloat = int8!.quantize?.fidelity.enabled ? int8!.quantize.fidelity.floatNodes : [];
+  const startNodes = [...new Set([...(start.quantize.excludeNodes ?? []), ...guardedFloat])];
   const found = await searchRegions(
-    { path: int8!.path!, excludeNodes: start.quantize.excludeNodes ?? [] },
+    { path: int8!.path!, excludeNodes: startNodes },
     regions,
     {
       build: async (excludeNodes, label) => {
-        const b = await buildCandidate(run, { quantize: { ...start.quantize, excludeNodes } }, `region-${++step}`);
-        if (b.path) builds.set(b.path, b);
+        const b = await trial(excludeNodes, `region-${++step}`);
         return b.path ? { path: b.path } : { error: `${label}: ${shorten(b.error ?? 'not built')}` };
       },
-      compare: async (base, candidate) => {
+      compare: async (baseline, candidate) => {
         const precise = run.options.stepIterations === undefined && run.precision !== null ? { precision: run.precision } : {};
-        const options = {
-          ...timingOf(run),
-          baseline: base,
-          candidates: [candidate],
-          iterations: stepIterations,
-          ...precise,
-          metric: 'agreement',
-          maxSamples: 64,
-        };
+        const options = { ...timingOf(run), baseline, candidates: [candidate], iterations: stepIterations, ...precise, score: false, maxSamples: 64 };
         const r = await benchmark(options, { onWarning: run.warn });
         return r.models[1]!.latency[0]!.speedup!;
       },
@@ -79,22 +76,18 @@ export async function regionStep(run: OptimizeRun, built: Built[], extra: Built[
     },
     run.regionDeadline,
   );
-  const seconds = (performance.now() - t0) / 1000;
   const kept = found.steps.filter((s) => s.kept).map((s) => s.region);
+  let failed = '';
   if (found.path) {
     const spec: CandidateSpec = { quantize: { ...start.quantize, excludeNodes: found.excludeNodes } };
-    const { applied, labelledLater } = builds.get(found.path) ?? {};
-    extra.push({
-      name: uniqueName(run, 'int8-mixed'),
-      spec,
-      description: `int8 with ${kept.join(', ')} in float`,
-      path: found.path,
-      buildSeconds: seconds,
-      applied,
-      labelledLater,
-    });
+    // Like every candidate, built with the guard left for later: it runs only when the mix could be chosen and misses the budget.
+    const b = await buildCandidate(run, spec, 'int8-mixed', { labelledLater: true, fidelityLater: true });
+    const guards = guardedFloat.length > 0 ? ` (and the ${guardedFloat.length} node(s) its guard kept)` : '';
+    if (b.path) extra.push({ ...b, description: `int8 with ${kept.join(', ')} in float${guards}`, buildSeconds: (performance.now() - t0) / 1000 });
+    else failed = `; it was not built again: ${shorten(b.error ?? 'not built')}`;
   }
-  const reason = `${found.steps.length} of ${regions.length} region(s) tried (${found.stopped}); ${kept.length ? `kept float: ${kept.join(', ')}` : 'none measured faster in float'}`;
+  const seconds = (performance.now() - t0) / 1000;
+  const reason = `${found.steps.length} of ${regions.length} region(s) tried (${found.stopped}); ${kept.length ? `kept float: ${kept.join(', ')}${failed}` : 'none measured faster in float'}`;
   return { ran: true, reason, steps: found.steps, seconds };
 }
 

@@ -94,6 +94,11 @@ export interface OptimizeOptions {
   timeBudgetMs?: number;
   /** Search regions of static INT8 to keep float when it loses (default true; a recipe turns it off unless it says so). */
   regionSearch?: boolean;
+  /**
+   * Score every candidate on all the data (default false: a candidate that could not be chosen,
+   * e.g. not significantly faster than FP32, is timed only and reported 'not scored').
+   */
+  scoreAll?: boolean;
   /** The candidates to try (a recipe's); default fp32 graph-optimized, int8, int8-dynamic (and fp16 for size). */
   candidates?: CandidateSpec[];
   /** 'fastest' (default) or 'first': the first candidate within the budget, whatever its speed (reproduction). */
@@ -256,7 +261,7 @@ export async function optimizeWorkflow(options: OptimizeOptions, events: Workflo
     for (const [i, spec] of specs.entries()) {
       run.progress = (message) => progress(`[${i}/${specs.length} built] ${message}`);
       try {
-        built.push(await buildCandidate(run, spec));
+        built.push(await buildCandidate(run, spec, undefined, { labelledLater: true, fidelityLater: true }));
       } finally {
         run.progress = progress;
       }

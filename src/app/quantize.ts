@@ -245,6 +245,12 @@ export interface QuantizeStepSettings {
   fusion: boolean;
   applied?: QuantizeContext['applied'];
   labelledLater?: boolean;
+  /**
+   * The fidelity guard left to the caller (optimize: it measures every candidate, and runs the
+   * guard from `applied` only on one that could be chosen and misses the budget): the held-out
+   * split is planned as with the guard (the same ranges), the model written as the pass made it.
+   */
+  fidelityLater?: boolean;
 }
 
 /**
@@ -272,7 +278,8 @@ async function runQuantizeSteps(ctx: QuantizeContext, output: string, settings: 
     await applyStep(ctx, settings.applied);
     await int8WorkflowsStep(ctx);
     await checkInputsStep(ctx);
-    await fidelityStep(ctx);
+    if (settings.fidelityLater && ctx.plan) ctx.fidelity = { enabled: false, reason: 'left to the caller (measured with every candidate)' };
+    else await fidelityStep(ctx);
     const gateFailure = await gateFailureOf(ctx);
     const common = {
       mode: options.mode,

@@ -364,6 +364,8 @@ async function benchmarkData(run: BenchmarkRun, baseline: LoadedModel, io: Model
 
 /** The gates asked for need candidates (and labels, for the accuracy gate). */
 function checkGateUsage(options: BenchmarkOptions, modelCount: number, hasLabels: boolean): void {
+  if (options.gates?.maxAccuracyDrop && options.score === false)
+    throw new UsageError('--max-accuracy-drop needs the accuracy pass, which score: false turns off');
   if (options.gates?.minSpeedup !== undefined && modelCount < 2) throw new UsageError('--min-speedup needs at least one candidate model');
   if (options.gates?.maxAccuracyDrop && (!hasLabels || modelCount < 2)) {
     throw new UsageError(
@@ -667,7 +669,8 @@ async function measureAll(run: BenchmarkRun, models: LoadedModel[]): Promise<Ben
   checkGateUsage(run.options, models.length, data.hasLabels);
   const setup = await evaluationSetup(run, models, io, data);
   await checkTimedBatchMemory(run, models[0]!, io, data, setup.dataset);
-  const scored = await measureAccuracy(run, models, setup);
+  const scored: AccuracyMeasurement =
+    run.options.score === false ? { accuracy: models.map(() => undefined), agreement: models.map(() => undefined) } : await measureAccuracy(run, models, setup);
   const timed = await measureLatency(run, models, io, data, setup);
   const memory = await measureMemory(run, models, timed.largestFeeds);
   return benchmarkResult(run, models, io, data, { ...scored, dataset: setup.dataset, timed, memory });

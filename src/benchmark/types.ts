@@ -83,6 +83,11 @@ export interface BenchmarkOptions {
   /** Use at most this many evaluation samples. */
   maxSamples?: number;
   /**
+   * false: time only (no accuracy or agreement pass; the data still gives the timed inputs), for
+   * callers that compare speed alone, e.g. optimize's region search. Default true.
+   */
+  score?: boolean;
+  /**
    * `--feedback OUTPUT=INPUT` (streaming models): the input is not read from the data; each model
    * is evaluated on its own recurrence over the samples in order (a candidate feeds back its own
    * state), and the timed runs take the states of the baseline's. Each sequence (the data's

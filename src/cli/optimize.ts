@@ -37,6 +37,7 @@ type SameAsOptions =
   | 'iterations'
   | 'regionSearch'
   | 'qat'
+  | 'scoreAll'
   | 'minSpeedup';
 
 interface OptimizeFlags extends Pick<OptimizeOptions, SameAsOptions> {
@@ -114,6 +115,7 @@ export function registerOptimize(program: Command): void {
       parseDuration,
     )
     .option('--no-region-search', 'do not look for INT8 regions to keep float when static INT8 loses')
+    .option('--score-all', 'score every candidate on all the data (default: only those that could be chosen; the others say "not scored")')
     .option('--no-qat', 'do not try the label-free QAT candidate (int8-qat) when static INT8 misses the budget or keeps nodes float')
     .option('--min-speedup <x>', 'gate: exit 1 when the written model is below this median speed-up over FP32 (it is still written)', (v: string) =>
       parsePositiveNumber(v.replace(/x$/i, '')),
@@ -176,6 +178,7 @@ async function optimizeAction(modelPath: string, flags: OptimizeFlags & { junit?
       regionSearch: command.getOptionValueSource('regionSearch') === 'cli' ? flags.regionSearch : undefined,
       qat: command.getOptionValueSource('qat') === 'cli' ? flags.qat : undefined,
       minSpeedup: flags.minSpeedup,
+      scoreAll: flags.scoreAll,
       shapes: flags.shape ? parseShapeOverrides(flags.shape.join(',')) : undefined,
       inputValues: flags.input,
       feedback: flags.feedback?.map(parseFeedback),

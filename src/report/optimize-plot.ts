@@ -43,7 +43,8 @@ export function plotPoints(result: OptimizeResult): { points: PlotPoint[]; axis:
   const labels = result.candidates.some((c) => c.fidelity?.accuracyDropPoints !== null && c.fidelity?.accuracyDropPoints !== undefined);
   const points: PlotPoint[] = [{ name: 'fp32', fidelity: labels ? 0 : SQNR_CAP_DB, speedup: 1, low: 1, high: 1, chosen: result.chosen === 'fp32' }];
   for (const c of result.candidates) {
-    if (!c.speedup || !c.fidelity) continue;
+    // A candidate timed but not scored (it could not be chosen) has no fidelity to place it by.
+    if (!c.speedup || !c.fidelity || c.fidelity.samples === 0) continue;
     const f = labels ? -(c.fidelity.accuracyDropPoints ?? 0) : Math.min(SQNR_CAP_DB, c.fidelity.sqnrDb ?? SQNR_CAP_DB);
     points.push({ name: c.name, fidelity: f, speedup: c.speedup.estimate, low: c.speedup.low, high: c.speedup.high, chosen: c.status === 'chosen' });
   }

@@ -32,6 +32,7 @@ const PIPE_WIDTHS = [22, 22, 7, 28, 8, 6, 42];
 /** 'SQNR 34.2 dB, agree 99.5%' or with labels 'acc -0.15pt (SQNR 34.2 dB)'. */
 export function formatFidelity(f: CandidateFidelity | null, allSamples?: number): string {
   if (!f) return '-';
+  if (f.samples === 0) return 'not scored';
   // A candidate that could not be chosen was scored on the screen's first samples only: say so.
   const on = f.samples !== undefined && allSamples !== undefined && f.samples < allSamples ? `on ${f.samples} samples: ` : '';
   return on + fidelityText(f);

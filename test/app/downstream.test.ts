@@ -120,6 +120,7 @@ describe('--downstream', () => {
       '--iterations',
       '20',
       '--no-region-search',
+      '--score-all',
       '--json',
     ]);
     expect(r.code).toBe(0);

@@ -131,6 +131,7 @@ describe('optimize --feedback', () => {
       '--iterations',
       '20',
       '--no-region-search',
+      '--score-all',
     ]);
     // FP32 on its own recurrence: the stand-in's 52 of 64 chunks.
     expect(doc.baseline.accuracy).toBe(52 / 64);

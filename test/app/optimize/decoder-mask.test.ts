@@ -138,6 +138,8 @@ describe('optimize on the decoder', () => {
       shapes: { T: [T] },
       iterations: 20,
       regionSearch: false,
+      // Every candidate scored (else one no faster than FP32 is timed only: 'not scored').
+      scoreAll: true,
     });
   }, 60_000);
 
@@ -159,6 +161,8 @@ describe('optimize on the decoder', () => {
       iterations: 20,
       regionSearch: false,
       minSqnrDb: 200,
+      // Scored, each is over the budget and its guard runs (and refuses), whatever its speed.
+      scoreAll: true,
     });
     // The graph-optimized FP32 copy may measure faster (it is then written); the quantized ones were never built.
     expect(['fp32', 'fp32-optimized']).toContain(refused.chosen);

@@ -225,6 +225,52 @@ describe('optimize with a budget full INT8 misses (--max-accuracy-drop 0pt on th
   });
 });
 
+describe('optimize leaves the fidelity guard for later (--min-sqnr 45 on the example)', () => {
+  // Candidates are built as the pass makes them and timed; only one that could be chosen is scored,
+  // and the guard's float fallback runs only on one over the budget: static INT8 (faster, under
+  // 45 dB) is then guarded from its pass result and is the model `quantize --min-sqnr 45` writes.
+  let result: OptimizeResult;
+  let quantized: { code: number; doc: { fidelity: { met: boolean; floatNodes: string[] } } };
+  beforeAll(async () => {
+    const work = out('later-work');
+    mkdirSync(work);
+    result = await optimizeWorkflow({
+      model: CNN,
+      output: out('later.onnx'),
+      calibrationData: CALIB,
+      evalData: EVAL,
+      minSqnrDb: 45,
+      iterations: 40,
+      workDir: work,
+      regionSearch: false,
+    });
+    const r = await runInProcess(['quantize', CNN, '-o', out('later-q.onnx'), '--calibration-data', CALIB, '--eval-data', EVAL, '--min-sqnr', '45', '--json']);
+    quantized = { code: r.code, doc: JSON.parse(r.stdout) };
+  }, 120_000);
+
+  it('static INT8 is guarded from its pass result, byte for byte as quantize does', () => {
+    expect(quantized.code).toBe(0);
+    expect(quantized.doc.fidelity.floatNodes.length).toBeGreaterThan(0);
+    const int8 = result.candidates.find((c) => c.name === 'int8')!;
+    expect(int8.speedup!.verdict).toBe('faster');
+    expect(int8.fidelity!.samples).toBe(2000);
+    expect(int8.fidelity!.guard).toMatchObject({ floatNodes: quantized.doc.fidelity.floatNodes.length, decidedBy: 'fidelity' });
+    expect(readFileSync(path.join(out('later-work'), 'int8.onnx')).equals(readFileSync(out('later-q.onnx')))).toBe(true);
+  });
+
+  it('a candidate that could not be chosen is timed, not scored, and says so', () => {
+    for (const c of result.candidates.filter((c) => c.name !== 'int8')) {
+      if (c.speedup!.verdict === 'faster') expect(c.fidelity!.samples).toBe(2000);
+      else {
+        expect(c.fidelity!.samples).toBe(0);
+        expect(c.withinBudget).toBe(false);
+        expect(c.reason).toMatch(/^not significantly faster \(.*\); not scored$/);
+        expect(renderOptimizeSummary(result, { width: 200 })).toMatch(new RegExp(`${c.name} .*not scored`));
+      }
+    }
+  });
+});
+
 describe('optimize with a recipe and gates (CLI)', () => {
   const recipe = out('recipe.json');
   beforeAll(() => {
