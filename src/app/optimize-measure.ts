@@ -81,16 +81,22 @@ export async function measure(run: OptimizeRun, list: Built[], scoreAll = run.op
   });
   run.bench = timed;
   const seconds = (performance.now() - t0) / 1000 / ready.length;
-  ready.forEach((b, i) => run.measured.set(b.name, measuredOf(run, b, timed, i + 1, seconds, 0)));
-  const contenders = scoreAll ? ready : ready.filter((b) => couldWin(run, run.measured.get(b.name)!.speedup));
+  ready.forEach((b, i) => {
+    const m = measuredOf(run, b, timed, i + 1, seconds, 0);
+    // Scored on all the data in an earlier comparison (the same file): its values stand.
+    run.measured.set(b.name, b.scoredFidelity ? { ...m, fidelity: b.scoredFidelity, scored: true } : m);
+  });
+  const couldBe = scoreAll ? ready : ready.filter((b) => couldWin(run, run.measured.get(b.name)!.speedup));
+  const contenders = couldBe.filter((b) => !b.scoredFidelity);
   for (const b of ready) {
-    if (contenders.includes(b)) continue;
+    if (couldBe.includes(b)) continue;
     const s = run.measured.get(b.name)!.speedup;
     run.measured.get(b.name)!.cannotWin =
       run.objective === 'size' ? `slower than FP32 (${x(s)}); not scored` : `not significantly faster (${x(s)}: ${s.verdict}); not scored`;
   }
   if (contenders.length > 0) await scoreContenders(run, contenders, base);
   // FP32's own accuracy (with labels) is reported even when no candidate was scored.
+  else if (run.scored) return;
   else if (timed.data.labels) run.scored = await benchmarkWithFallback(run, { ...base, candidates: [], iterations: SCORING_ITERATIONS });
   else run.scored = timed;
 }
@@ -117,6 +123,7 @@ async function scoreContenders(run: OptimizeRun, contenders: Built[], base: Omit
       const m = run.measured.get(b.name)!;
       m.fidelity = measuredOf(run, b, scored, i + 1, 0, scored.data.samples).fidelity;
       m.scored = true;
+      b.scoredFidelity = m.fidelity;
     });
     pending = pending.filter((b) => !batch.includes(b));
     const best = batch.filter((b) => within(run, run.measured.get(b.name)!.fidelity).ok).sort((a, b) => speed(b).low - speed(a).low)[0];

@@ -54,6 +54,8 @@ export interface Built {
   labelledLater?: boolean;
   /** The fidelity guard was not run (written as the pass made it): the measurement decides whether it must be. */
   fidelityLater?: boolean;
+  /** Its fidelity, once scored on all the data (a later comparison times it again, never scores it again). */
+  scoredFidelity?: CandidateFidelity;
 }
 
 export interface Measured {
