@@ -5,9 +5,10 @@
  * 8, removed channels replaced by their means measured on the data), check with a short paired
  * timing that it is faster than FP32 at the batch size and threads asked for (its speed-up is what
  * the entry expects), probe the training speed. Train: a round of distillation from the FP32 model
- * on the given inputs without labels (alpha 0: soft targets for class scores, MSE on the outputs
- * otherwise) with early stopping on a held-out 20% of the data labelled by FP32 (the trainer's
- * evaluation is top-1 agreement with FP32; the best epoch is kept; patience, the round's deadline
+ * on the given inputs without labels (alpha 0, by output kind, ./distill-objective.ts: soft targets
+ * for class scores, at every step for a class sequence, MSE on the outputs otherwise) with early
+ * stopping on a held-out 20% of the data labelled by FP32 (the trainer's evaluation is top-1, or
+ * sequence, agreement with FP32; the best epoch is kept; patience, the round's deadline
  * and the cannot-reach rule stop it); a later round continues from the best weights. Finish: write
  * the best model (the pruned one when distillation lowered held-out agreement) to `dir`, with the
  * record a recipe needs to rebuild it (`rebuildPruned`).
@@ -296,9 +297,10 @@ function epochSecondsOf(s: PruneSearch): number {
 }
 
 /**
- * The validation split labelled by the FP32 model: the class it picks (kd) or its output itself
- * (mse), so that the trainer's held-out score each epoch is top-1 agreement with FP32 (or minus
- * the MSE against its outputs), which early stopping and the best epoch go by.
+ * The validation split labelled by the FP32 model: the class it picks (kd; per step for a class
+ * sequence) or its output itself (mse), so that the trainer's held-out score each epoch is top-1
+ * (sequence) agreement with FP32 (or minus the MSE against its outputs), which early stopping and
+ * the best epoch go by.
  */
 async function validationTargets(s: Pick<PruneSearch, 'validation' | 'model' | 'options' | 'loss' | 'threads'>): Promise<Dataset | undefined> {
   const { validation } = s;
