@@ -224,8 +224,8 @@ function dropWithin(budget: AccuracyBudget, baseline: number, drop: number): boo
 
 /**
  * Whether a candidate is within the budget, and why. A pruned + distilled candidate is a retrained
- * model, not FP32 plus quantization noise: where its output is class scores, top-1 agreement (or
- * the labelled accuracy) decides and the SQNR floor is reported, not applied (a student that keeps
+ * model, not FP32 plus quantization noise: where its output is class scores (or a class sequence),
+ * top-1 agreement (sequence agreement; or the labelled accuracy) decides and the SQNR floor is reported, not applied (a student that keeps
  * 95.5% of FP32's decisions measured 15.8 dB on the logits, docs/optimize.md).
  */
 export function within(run: OptimizeRun, f: CandidateFidelity, retrained = false): { ok: boolean; why: string } {
@@ -239,12 +239,12 @@ export function within(run: OptimizeRun, f: CandidateFidelity, retrained = false
   const waived: string[] = [];
   for (const [name, o] of Object.entries(f.outputs ?? {})) {
     if (o.met) continue;
-    if (retrained && o.kind === 'class-scores' && o.sqnrOnly) waived.push(`'${name}': ${o.judgedOn}`);
+    if (retrained && (o.kind === 'class-scores' || o.kind === 'class-sequence') && o.sqnrOnly) waived.push(`'${name}': ${o.judgedOn}`);
     else failures.push(...o.failures);
   }
   if (failures.length > 0) return { ok: false, why: failures.join('; ') };
   return {
     ok: true,
-    why: waived.length > 0 ? `within the fidelity budget (retrained: top-1 agreement decides; ${waived.join('; ')})` : 'within the fidelity budget',
+    why: waived.length > 0 ? `within the fidelity budget (retrained: top-1 / sequence agreement decides; ${waived.join('; ')})` : 'within the fidelity budget',
   };
 }

@@ -167,6 +167,7 @@ export async function prunedStep(run: OptimizeRun, extra: Built[], sources: Entr
         ...(options.pruneEpochs !== undefined ? { epochsPerWidth: options.pruneEpochs } : {}),
         ...(evalData ? { evalData } : {}),
         ...(options.outputName !== undefined ? { outputName: options.outputName } : {}),
+        outputKind: run.inputs.judged.kindOf[options.outputName ?? run.inputs.model.graph.outputs[0]!.name],
         minTop1Agreement: run.minTop1Agreement,
       },
       run.events,

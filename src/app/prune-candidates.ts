@@ -5,9 +5,10 @@
  * 8, removed channels replaced by their means measured on the data), check with a short paired
  * timing that it is faster than FP32 at the batch size and threads asked for (its speed-up is what
  * the entry expects), probe the training speed. Train: a round of distillation from the FP32 model
- * on the given inputs without labels (alpha 0: soft targets for class scores, MSE on the outputs
- * otherwise) with early stopping on a held-out 20% of the data labelled by FP32 (the trainer's
- * evaluation is top-1 agreement with FP32; the best epoch is kept; patience, the round's deadline
+ * on the given inputs without labels (alpha 0, by output kind, ./distill-objective.ts: soft targets
+ * for class scores, at every step for a class sequence, MSE on the outputs otherwise) with early
+ * stopping on a held-out 20% of the data labelled by FP32 (the trainer's evaluation is top-1, or
+ * sequence, agreement with FP32; the best epoch is kept; patience, the round's deadline
  * and the cannot-reach rule stop it); a later round continues from the best weights. Finish: write
  * the best model (the pruned one when distillation lowered held-out agreement) to `dir`, with the
  * record a recipe needs to rebuild it (`rebuildPruned`).
@@ -24,6 +25,8 @@ import type { ShapeOverrides } from '../ir/io-spec.js';
 import { makeTempFolder, removeTempFolder } from '../util/temp-folder.js';
 import type { WorkflowEvents } from './events.js';
 import type { PrunedCandidateSpec } from './optimize-recipe.js';
+import type { OutputKind } from '../metrics/output-kinds.js';
+import { distillObjective } from './distill-objective.js';
 import { epochStop, runPlan, type PlanEntry, type RoundStop, type StopRule } from './optimize-plan.js';
 
 /** Widths tried by default: 30% and 50% of the channels removed. */
@@ -47,6 +50,8 @@ export interface PruneDistillOptions extends WorkflowEvents {
   batchSize?: number;
   /** onnxruntime intra-op threads for the speed pre-check (default 1). */
   threads?: number;
+  /** What the output means (default: detected from the graph); a class sequence trains with per-step KD, ./distill-objective.ts. */
+  outputKind?: OutputKind;
   /** Held-out inputs: top-1 agreement of each candidate with FP32 (class-score outputs only). */
   evalData?: Dataset;
   /** Round kept channel counts to a multiple of this (default PRUNE_ROUND_TO). */
@@ -120,14 +125,6 @@ const MIN_SPLIT = 40;
 /** Probe: this many training steps to measure samples/s (the first step warms kernels up and is not counted). */
 const PROBE_STEPS = 3;
 
-/** 'kd' when the first output looks like class scores ([N, C], C > 1), else 'mse'. */
-function lossFor(model: Model): 'kd' | 'mse' {
-  const type = model.graph.outputs[0]?.type;
-  const shape = isTensorType(type) ? type.shape : undefined;
-  const classes = shape?.length === 2 ? shape[1] : undefined;
-  return typeof classes === 'number' && classes > 1 ? 'kd' : 'mse';
-}
-
 /** Shape overrides for the timing: the data's first sample with the batch dim set, only when a non-batch input dim is symbolic. */
 function timingShapes(model: Model, shapes: ShapeOverrides | undefined, batchSize: number): ShapeOverrides | undefined {
   const symbolic = model.graph.inputs.some((v) => {
@@ -200,6 +197,8 @@ interface PruneSearch extends DataSplit {
   learningRate: number;
   maxEpochs: number;
   loss: 'kd' | 'mse';
+  /** The loss in words ('soft targets at every step'), ./distill-objective.ts. */
+  lossWords: string;
   /** Channel statistics for pruning, measured once. */
   statistics: Awaited<ReturnType<typeof import('./prune-passes.js')['collectChannelStatistics']>>;
   scratch: string;
@@ -298,9 +297,10 @@ function epochSecondsOf(s: PruneSearch): number {
 }
 
 /**
- * The validation split labelled by the FP32 model: the class it picks (kd) or its output itself
- * (mse), so that the trainer's held-out score each epoch is top-1 agreement with FP32 (or minus
- * the MSE against its outputs), which early stopping and the best epoch go by.
+ * The validation split labelled by the FP32 model: the class it picks (kd; per step for a class
+ * sequence) or its output itself (mse), so that the trainer's held-out score each epoch is top-1
+ * (sequence) agreement with FP32 (or minus the MSE against its outputs), which early stopping and
+ * the best epoch go by.
  */
 async function validationTargets(s: Pick<PruneSearch, 'validation' | 'model' | 'options' | 'loss' | 'threads'>): Promise<Dataset | undefined> {
   const { validation } = s;
@@ -310,15 +310,9 @@ async function validationTargets(s: Pick<PruneSearch, 'validation' | 'model' | '
   const runner = { intraOpThreads: s.threads };
   const out = (await teacherTargets(s.model, validation, [name], { studentInputs: Object.keys(validation.inputs), runner })).get(name)!;
   if (s.loss === 'mse') return { ...validation, labels: out };
-  const [n, classes] = [out.dims[0]!, out.dims[1]!];
-  const scores = out.data as Float32Array;
-  const picked = new BigInt64Array(n);
-  for (let i = 0; i < n; i++) {
-    let best = 0;
-    for (let c = 1; c < classes; c++) if (scores[i * classes + c]! > scores[i * classes + best]!) best = c;
-    picked[i] = BigInt(best);
-  }
-  return { ...validation, labels: { dtype: DataType.INT64, dims: [n], data: picked } };
+  // FP32's class per sample, or per step for a class sequence (./distill-objective.ts).
+  const { argMaxLabels } = await import('../train/core/agreement.js');
+  return { ...validation, labels: { dtype: DataType.INT64, ...argMaxLabels(out.data as Float32Array, out.dims) } };
 }
 
 /** One round of distillation as it ran (epochs of its cosine schedule, epochs kept, learning rate): what a recipe needs to run it again. */
@@ -341,7 +335,7 @@ async function distillRound(
   const { train, trainBatch, loss } = s;
   const { epochs, rule } = round;
   s.progress(
-    `${label}: distilling from FP32 without labels (${loss === 'kd' ? 'soft targets' : 'MSE on the outputs'}, up to ${epochs} epoch${epochs === 1 ? '' : 's'} of ${train.count} samples, ~${(epochs * epochSecondsOf(s)).toFixed(0)} s, lr ${round.learningRate.toExponential(1)})`,
+    `${label}: distilling from FP32 without labels (${s.lossWords}, up to ${epochs} epoch${epochs === 1 ? '' : 's'} of ${train.count} samples, ~${(epochs * epochSecondsOf(s)).toFixed(0)} s, lr ${round.learningRate.toExponential(1)})`,
   );
   const d0 = performance.now();
   const scores: number[] = [];
@@ -511,7 +505,7 @@ function widthEntry(s: PruneSearch, i: number): PlanEntry & { candidate(): Prune
       const description =
         `channels pruned to ${Math.round(width * 100)}% (multiples of ${roundTo}), ` +
         (st.rounds.length > 0
-          ? `distilled from FP32 without labels (${loss === 'kd' ? 'soft targets' : 'MSE'}, ${st.epochsRun} epoch${st.epochsRun === 1 ? '' : 's'} of ${train.count} samples` +
+          ? `distilled from FP32 without labels (${s.lossWords}, ${st.epochsRun} epoch${st.epochsRun === 1 ? '' : 's'} of ${train.count} samples` +
             `${kept !== st.epochsRun ? `, ${kept} kept` : ''}${st.rounds.length > 1 ? ` in ${st.rounds.length} rounds` : ''}, ${st.trainSeconds.toFixed(0)} s)`
           : `not distilled (${st.epochsRun} epoch${st.epochsRun === 1 ? '' : 's'} lowered agreement with FP32 on held-out samples)`);
       const build: PrunedBuild = {
@@ -594,7 +588,8 @@ export async function prunedEntries(model: Model, data: Dataset, options: PruneD
   for (const w of widths) if (!(w > 0 && w < 1)) throw new UsageError(`prune widths must be in (0, 1), got ${w}`);
   if (!(options.timeBudgetMs > 0)) throw new UsageError(`the time budget must be positive, got ${options.timeBudgetMs} ms`);
   if (data.count < 2) throw new UsageError(`${data.source}: distillation needs at least 2 samples, got ${data.count}`);
-  const loss = lossFor(model);
+  const objective = distillObjective(model, options.outputName, options.outputKind);
+  const loss = objective.loss;
   const split = await splitData(data, options.trainBatchSize);
   const [{ pruneChannels, collectChannelStatistics, statisticsRequests }, { saveModel }, { distill, studentForOnnxruntime }, { checkShapes }, { take }] =
     await Promise.all([
@@ -627,6 +622,7 @@ export async function prunedEntries(model: Model, data: Dataset, options: PruneD
       learningRate: options.learningRate ?? DEFAULT_PRUNE_LEARNING_RATE,
       maxEpochs: options.maxEpochs ?? 30,
       loss,
+      lossWords: objective.words,
       statistics,
       scratch,
       fp32Path,

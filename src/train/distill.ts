@@ -25,6 +25,7 @@ import { createOrtTrainer, exportTrainedModel, ortTrainLoop, OrtEvaluator, stude
 import { trainableParameters, trainingCoverage } from './onnxruntime/build.js';
 import { explainNonFinite, NonFiniteTrainingError, nonFiniteMessage } from './core/non-finite.js';
 import type { OnnxTrainStep } from './onnxruntime/session.js';
+import { countAgreement } from './core/agreement.js';
 import { gatherRows } from './core/batching.js';
 import type { LoopOptions, LoopProgress, LoopResult, TrainData } from './core/loop.js';
 import { batchFeeds, evaluate, trainLoop } from './tfjs/loop.js';
@@ -180,6 +181,12 @@ export async function onnxruntimeAccuracy(
     inputNames.length === 1 && arrays.length === 1 && !(inputNames[0]! in data.inputs)
       ? { [inputNames[0]!]: arrays[0]! }
       : Object.fromEntries(Object.entries(data.inputs).filter(([name]) => inputNames.includes(name)));
+  const labels = data.labels;
+  if (labels && labels.dims.length >= 2 && (labels.dims[1] ?? 1) > 1 && (labels.dtype === DataType.INT64 || labels.dtype === DataType.INT32)) {
+    // Class indices per step ([N, T]): sequence agreement, the rule of the trainers' held-out score (./core/agreement.ts).
+    const out = (await teacherTargets(model, data, [outputName], { runner: runnerOptions, studentInputs: Object.keys(data.inputs) })).get(outputName)!;
+    return { accuracy: countAgreement(out.data as Float32Array, labels.data as ArrayLike<number | bigint>, data.count, outputName).samples / data.count };
+  }
   const { accuracy } = await top1Accuracy(model, { ...data, inputs }, { outputName, runner: runnerOptions, label });
   return { accuracy };
 }

@@ -12,6 +12,7 @@
 import { UsageError } from '../../errors.js';
 import { DataType, elementCount, type Model, type TensorData, type TypedArray } from '../../ir/index.js';
 import { createRunner, type Runner } from '../../runtime/index.js';
+import { countAgreement } from '../core/agreement.js';
 import { gatherRowsInto } from '../core/batching.js';
 import { checkTrainData, runLoop, type LoopOptions, type LoopResult, type TrainData } from '../core/loop.js';
 import { firstNonFinite } from '../core/non-finite.js';
@@ -19,7 +20,7 @@ import { isUpdateStep, layerSparsity, magnitudeMask, sparsityAt, type LayerSpars
 import { loopOptimizer, type ComputedStep, type Evaluation, type LoopOptimizer, type LoopPruner, type StepBackend } from '../core/step-backend.js';
 import { liftConstantWeights } from './decompose.js';
 import { HostOptimizer, type HostParam } from './host-optimizer.js';
-import { labelIndices, OnnxTrainStep } from './session.js';
+import { OnnxTrainStep } from './session.js';
 
 export interface OrtTrainerOptions {
   lossKind: 'kd' | 'mse';
@@ -115,7 +116,7 @@ export class OrtEvaluator {
     return (await this.runner.run(feeds, [outputName]))[outputName]!;
   }
 
-  /** Accuracy (kd) or MSE (mse) on labelled data, eval mode: as ../tfjs/loop.ts's `evaluate`. */
+  /** Accuracy (kd: top-1, or whole-sequence agreement for per-step labels, ../core/agreement.ts) or MSE (mse) on labelled data, eval mode: as ../tfjs/loop.ts's `evaluate`. */
   async evaluate(
     data: TrainData,
     values: ReadonlyMap<string, Float32Array>,
@@ -139,7 +140,7 @@ export class OrtEvaluator {
         for (let i = 0; i < o.length; i++) s += (o[i]! - Number(y[i])) ** 2;
         squared += (s / o.length) * n;
       } else {
-        correct += countCorrect(o, labelIndices(labels).data as BigInt64Array);
+        correct += countAgreement(o, labels.data as ArrayLike<number | bigint>, n, options.outputName).samples;
       }
     }
     return options.kind === 'mse' ? { loss: squared / data.count } : { accuracy: correct / data.count };
@@ -159,19 +160,6 @@ export function studentValueNames(student: Model, values: ReadonlyMap<string, un
 function sliceRows(td: TensorData, start: number, end: number): TensorData {
   const row = elementCount(td.dims.slice(1));
   return { dtype: td.dtype, dims: [end - start, ...td.dims.slice(1)], data: (td.data as Float32Array).subarray(start * row, end * row) };
-}
-
-/** Samples whose arg-max over the output row equals the label (first index wins ties, as tf.argMax). */
-function countCorrect(output: ArrayLike<number>, labels: BigInt64Array): number {
-  const n = labels.length;
-  const row = output.length / Math.max(1, n);
-  let correct = 0;
-  for (let i = 0; i < n; i++) {
-    let best = 0;
-    for (let c = 1; c < row; c++) if (output[i * row + c]! > output[i * row + best]!) best = c;
-    if (BigInt(best) === labels[i]) correct++;
-  }
-  return correct;
 }
 
 /** Gradual magnitude pruning of host arrays: the schedule and mask rule of ../tfjs/gradual-pruning.ts. */
@@ -383,7 +371,10 @@ class OrtStepBackend implements StepBackend {
       finish: (globalStep) => {
         this.trainer.applyStates(r.stateUpdates);
         options.afterStep?.(this.live, globalStep);
-        const correct = options.lossKind === 'kd' && labels ? countCorrect(r.output.data as Float32Array, labelIndices(labels).data as BigInt64Array) : 0;
+        const correct =
+          options.lossKind === 'kd' && labels
+            ? countAgreement(r.output.data as Float32Array, labels.data as ArrayLike<number | bigint>, labels.dims[0] ?? 0).samples
+            : 0;
         return { loss: r.loss, hard: r.hard, soft: r.soft, feature: r.feature, correct };
       },
       discard: () => undefined,

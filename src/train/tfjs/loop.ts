@@ -10,6 +10,7 @@
 import * as tf from '@tensorflow/tfjs-core';
 import { UsageError } from '../../errors.js';
 import type { TensorData } from '../../ir/dtype.js';
+import { countAgreement } from '../core/agreement.js';
 import { gatherRows } from '../core/batching.js';
 import { adapterInit, adapterName, featureNeedsAdapter } from '../core/feature-adapters.js';
 import { checkTrainData, runLoop, type LoopOptions, type LoopResult, type TrainData } from '../core/loop.js';
@@ -67,10 +68,10 @@ export function evaluate(
     const idx = rangeIndices(start, Math.min(data.count, start + options.batchSize));
     const value = tf.tidy(() => {
       const out = graph.forward(batchFeeds(data.inputs, idx), { fetch: [options.outputName] }).outputs[options.outputName]!;
-      const labels = labelsTensor(gatherRows(data.labels!, idx), options.kind);
-      if (options.kind === 'mse') return tf.mul(meanSquaredError(out, tf.reshape(labels, out.shape)), idx.length).dataSync()[0]!;
-      const predicted = tf.argMax(tf.reshape(out, [idx.length, -1]), 1);
-      return tf.sum(tf.cast(tf.equal(predicted, labels), 'float32')).dataSync()[0]!;
+      const rows = gatherRows(data.labels!, idx);
+      if (options.kind === 'mse') return tf.mul(meanSquaredError(out, tf.reshape(labelsTensor(rows, 'mse'), out.shape)), idx.length).dataSync()[0]!;
+      // Top-1, or whole-sequence agreement for per-step labels: one rule with ../onnxruntime/loop.ts.
+      return countAgreement(out.dataSync(), rows.data as ArrayLike<number | bigint>, idx.length, options.outputName).samples;
     });
     if (options.kind === 'mse') squared += value;
     else correct += value;

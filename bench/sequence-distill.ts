@@ -1,0 +1,76 @@
+/**
+ * Pruned + distilled candidates of a class-sequence model (issue 32): `optimize --time-budget
+ * --train-data` on the CTC text-line recognizer of fixtures/families.ts, whose pruned students
+ * train with per-step soft targets and stop on held-out sequence agreement with FP32
+ * (src/app/distill-objective.ts), and on the hard-swish classifier for comparison (top-1 soft
+ * targets). Three runs, each printing optimize's table (written candidate, speed-up with its
+ * interval, agreement) and wall time:
+ *   ctc        unlabelled evaluation inputs: the budget is sequence agreement with FP32 (95% floor)
+ *   ctc-task   labelled lines, --metric ctc --max-accuracy-drop 1pt: the task metric decides
+ *   hswish     unlabelled evaluation images: top-1 agreement
+ * Models and data are written to OUT (default /tmp/model-opt-bench-sequence-distill); batch 1,
+ * 1 thread (optimize's defaults).
+ *   npm run build && npx vite-node bench/sequence-distill.ts [OUT] [--time-budget 6m] [--train 1024] [--only ctc,ctc-task,hswish]
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { ctcLines, fittedCtcRecognizer, fittedHardSwishClassifier, textureImages } from '../fixtures/families.js';
+import { writeNpz } from '../src/data/index.js';
+import { saveModel } from '../src/onnx/index.js';
+
+const args = process.argv.slice(2);
+const flag = (name: string): string | undefined => (args.includes(name) ? args[args.indexOf(name) + 1] : undefined);
+const timeBudget = flag('--time-budget') ?? '6m';
+const trainCount = Number(flag('--train') ?? 1024);
+const only = flag('--only') ? new Set(flag('--only')!.split(',')) : undefined;
+const values = new Set(
+  ['--time-budget', '--train', '--only']
+    .map((f) => args.indexOf(f))
+    .filter((i) => i >= 0)
+    .map((i) => i + 1),
+);
+const OUT = args.find((a, i) => !a.startsWith('--') && !values.has(i)) ?? '/tmp/model-opt-bench-sequence-distill';
+mkdirSync(OUT, { recursive: true });
+const at = (name: string): string => path.join(OUT, name);
+
+const ctc = await fittedCtcRecognizer();
+await saveModel(ctc.model, at('ctc.onnx'));
+const x = ctc.model.graph.inputs[0]!.name;
+const ctcEval = ctcLines(200, 5, 33);
+await writeNpz(at('ctc-calib.npz'), { [x]: ctcLines(64, 5, 21).x });
+await writeNpz(at('ctc-eval.npz'), { [x]: ctcEval.x });
+await writeNpz(at('ctc-eval-labelled.npz'), { [x]: ctcEval.x, labels: ctcEval.labels });
+await writeNpz(at('ctc-train.npz'), { [x]: ctcLines(trainCount, 5, 40).x });
+const hs = await fittedHardSwishClassifier();
+await saveModel(hs.model, at('hswish.onnx'));
+await writeNpz(at('hswish-calib.npz'), { image: textureImages(64, 21).image });
+await writeNpz(at('hswish-eval.npz'), { image: textureImages(200, 33).image });
+await writeNpz(at('hswish-train.npz'), { image: textureImages(trainCount, 40).image });
+
+const common = (slug: string, model: string): string[] => [
+  at(`${model}.onnx`),
+  '--calibration-data',
+  at(`${model}-calib.npz`),
+  '--train-data',
+  at(`${model}-train.npz`),
+  '--time-budget',
+  timeBudget,
+  '-o',
+  at(`${slug}.opt.onnx`),
+];
+const cases: Record<string, string[]> = {
+  ctc: [...common('ctc', 'ctc'), '--eval-data', at('ctc-eval.npz')],
+  'ctc-task': [...common('ctc-task', 'ctc'), '--eval-data', at('ctc-eval-labelled.npz'), '--metric', 'ctc', '--max-accuracy-drop', '1pt'],
+  hswish: [...common('hswish', 'hswish'), '--eval-data', at('hswish-eval.npz')],
+};
+for (const [slug, rest] of Object.entries(cases)) {
+  if (only && !only.has(slug)) continue;
+  const command = ['optimize', ...rest];
+  console.log(`\n## ${slug}\n$ model-opt ${command.join(' ')}`);
+  const t0 = performance.now();
+  const run = spawnSync(process.execPath, ['bin/model-opt.js', ...command], { encoding: 'utf8', env: { ...process.env, CI: 'true' } });
+  console.log(run.stdout.trimEnd());
+  if (run.status !== 0) console.log(`exit ${run.status}: ${run.stderr.trim().split('\n').slice(-3).join(' / ')}`);
+  console.log(`(${((performance.now() - t0) / 1000).toFixed(1)} s wall)`);
+}
