@@ -252,7 +252,7 @@ describe('optimize leaves the fidelity guard for later (--min-sqnr 45 on the exa
     expect(quantized.code).toBe(0);
     expect(quantized.doc.fidelity.floatNodes.length).toBeGreaterThan(0);
     const int8 = result.candidates.find((c) => c.name === 'int8')!;
-    expect(int8.speedup!.verdict).toBe('faster');
+    // Scored after the guard whatever its second timing says (it could be chosen before).
     expect(int8.fidelity!.samples).toBe(2000);
     expect(int8.fidelity!.guard).toMatchObject({ floatNodes: quantized.doc.fidelity.floatNodes.length, decidedBy: 'fidelity' });
     expect(readFileSync(path.join(out('later-work'), 'int8.onnx')).equals(readFileSync(out('later-q.onnx')))).toBe(true);
