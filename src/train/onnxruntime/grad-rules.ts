@@ -7,7 +7,7 @@
  * Imports: ../../ir, ../../errors, ./emitter.
  */
 import { UsageError } from '../../errors.js';
-import type { Node } from '../../ir/index.js';
+import { DataType, type Node } from '../../ir/index.js';
 import type { Emitter } from './emitter.js';
 
 /** What a rule sees of its node in the training graph being written. */
@@ -367,7 +367,7 @@ const TIE_PRONE = new Set(['Clip', 'QuantizeLinear', 'DequantizeLinear', 'Round'
  * exactly (kernel == strides, no padding or dilation, sizes divisible), no indices output asked for,
  * an input computed by an op that does not make ties (TIE_PRONE; a graph input may hold quantized
  * pixels). Then dX is dY spread over each window's maxima (x == the pooled value), split equally
- * between ties: nine cheap element-wise ops and no MaxPool-with-indices / ScatterElements, which
+ * between ties: eight ops over NCHW tensors and no MaxPool-with-indices / ScatterElements, which
  * took a quarter of the CTC stand-in's step (bench/train-step-profile.ts, issue 32 item 2).
  */
 function tiledPoolWindow(node: Node, outputs: readonly string[], xShape: readonly number[]): [number, number] | undefined {
@@ -403,15 +403,28 @@ registerGradRule('MaxPool', {
     const g = dy(0)!;
     const x = inputs[0]!;
     if (!saved.indices) {
-      // windows as axes 3 and 5: [N, C, Ho, kh, Wo, kw]; the pooled value and dY broadcast over them
+      // all in NCHW, no broadcasting (onnxruntime's broadcast over 2-element inner dims was slower
+      // than the argmax form): pooled values and dY upsampled to the input's size (nearest, exact
+      // integer factors), each window's count of maxima from an AveragePool of the mask
       const [, c, h, w] = shape(x) as [number, number, number, number];
       const [kh, kw] = [h / shape(outputs[0]!)[2]!, w / shape(outputs[0]!)[3]!];
-      const windows = e.constI64([-1, c, h / kh, kh, w / kw, kw]);
-      const pooled = e.constI64([-1, c, h / kh, 1, w / kw, 1]);
-      const mask = e.op1('Cast', [e.op1('Equal', [e.op1('Reshape', [x, windows]), e.op1('Reshape', [outputs[0]!, pooled])])], { to: e.floatType });
-      const ties = e.op1('ReduceSum', [mask, e.constI64([3, 5])], { keepdims: 1 });
-      const share = e.op1('Div', [e.op1('Reshape', [g, pooled]), ties]);
-      return [e.reshapeLike(e.op1('Mul', [mask, share]), x)];
+      // onnxruntime has no double Resize / AveragePool kernel: float64 graphs (finite-difference tests) work in 6-D instead
+      const up = (t: string): string =>
+        e.floatType === DataType.DOUBLE
+          ? e.op1('Reshape', [
+              e.op1('Expand', [e.op1('Reshape', [t, e.constI64([-1, c, h / kh, 1, w / kw, 1])]), e.constI64([1, 1, 1, kh, 1, kw])]),
+              e.constI64([-1, c, h, w]),
+            ])
+          : e.op1('Resize', [t, '', e.constF([1, 1, kh, kw], [4])], { mode: 'nearest', coordinate_transformation_mode: 'asymmetric', nearest_mode: 'floor' });
+      const mask = e.op1('Cast', [e.op1('Equal', [x, up(outputs[0]!)])], { to: e.floatType });
+      const share =
+        e.floatType === DataType.DOUBLE // nor AveragePool
+          ? e.op1('Reshape', [
+              e.op1('ReduceSum', [e.op1('Reshape', [mask, e.constI64([-1, c, h / kh, kh, w / kw, kw])]), e.constI64([3, 5])]),
+              e.constI64([-1, c, h / kh, w / kw]),
+            ])
+          : e.op1('Mul', [e.constF([kh * kw]), e.op1('AveragePool', [mask], { kernel_shape: [kh, kw], strides: [kh, kw] })]);
+      return [e.op1('Mul', [mask, up(e.op1('Div', [g, share]))], {}, 'maxpool_dx')];
     }
     // Each output's gradient goes to the input element that was the maximum (indices over the
     // flattened NCHW input); ScatterElements with reduction 'add' sums overlapping windows.
