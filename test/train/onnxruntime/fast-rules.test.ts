@@ -86,8 +86,8 @@ describe('Where-free HardSwish / HardSigmoid backward in float32', () => {
   );
 });
 
-/** x [N, 1, 6, 8] -> Conv w1 [3, 1, 3, 3] pads 1 (+ b1; or x [N, 3, 6, 8] * s1 + b1) -> [act] -> MaxPool 2x2 (stride 2) -> Flatten -> MatMul w2 [36, 4]. */
-function pooled(options: { act?: 'Relu' | 'Clip'; indices?: boolean; bias?: number; scale?: boolean } = {}): Model {
+/** x [N, 1, 6, 8] -> Conv w1 [3, 1, 3, 3] pads 1 (+ b1; or x [N, 3, 6, 8] * s1 + b1) -> [act] -> MaxPool kh x kw (2x2; strides the same) -> Flatten -> MatMul w2. */
+function pooled(options: { act?: 'Relu' | 'Clip'; indices?: boolean; bias?: number; scale?: boolean; kernel?: [number, number] } = {}): Model {
   const b = new GraphBuilder({ opset: 17 });
   const x = b.input('input', F, ['N', options.scale ? 3 : 1, 6, 8]);
   const b1 = b.initializer('b1', F, [3, 1, 1], seededFloats(12, 3, options.bias ?? -0.1, (options.bias ?? -0.1) + 0.2));
@@ -105,10 +105,11 @@ function pooled(options: { act?: 'Relu' | 'Clip'; indices?: boolean; bias?: numb
       );
   if (options.act === 'Relu') h = b.node('Relu', [h]);
   if (options.act === 'Clip') h = b.node('Clip', [h, b.initializer('lo', F, [], Float32Array.of(0)), b.initializer('hi', F, [], Float32Array.of(0.3))]);
-  const attrs = { kernel_shape: [2, 2], strides: [2, 2] };
+  const [kh, kw] = options.kernel ?? [2, 2];
+  const attrs = { kernel_shape: [kh, kw], strides: [kh, kw] };
   const p = options.indices ? b.node('MaxPool', [h], attrs, { outputs: 2 })[0]! : b.node('MaxPool', [h], attrs);
   const flat = b.node('Flatten', [p], { axis: 1 });
-  b.output(b.node('MatMul', [flat, b.initializer('w2', F, [36, 4], seededFloats(13, 144))]), F, ['N', 4]);
+  b.output(b.node('MatMul', [flat, b.initializer('w2', F, [(3 * 48) / (kh * kw), 4], seededFloats(13, (4 * 3 * 48) / (kh * kw)))]), F, ['N', 4]);
   return b.build();
 }
 
@@ -124,7 +125,8 @@ describe('MaxPool backward without an argmax (tiled windows)', () => {
   it.each([
     ['after Conv', {}],
     ['after Relu with many zero windows (ties)', { act: 'Relu' as const, bias: -0.6 }],
-  ])('%s: the same gradients as the argmax form; no ScatterElements', async (_name, options) => {
+    ['3x2 windows after Relu', { act: 'Relu' as const, kernel: [3, 2] as [number, number] }],
+  ] as Array<[string, Parameters<typeof pooled>[0]]>)('%s: the same gradients as the argmax form; no ScatterElements', async (_name, options) => {
     const fast = await gradients(pooled(options), 'float32', batch);
     const argmax = await gradients(pooled({ ...options, indices: true }), 'float32', batch);
     expect(fast.ops).not.toContain('ScatterElements');
