@@ -7,7 +7,7 @@
  * Imports: ../../ir, ../../errors, ./emitter.
  */
 import { UsageError } from '../../errors.js';
-import type { Node } from '../../ir/index.js';
+import { DataType, type Node } from '../../ir/index.js';
 import type { Emitter } from './emitter.js';
 
 /** What a rule sees of its node in the training graph being written. */
@@ -354,20 +354,80 @@ registerGradRule('Relu', {
   },
 });
 
+/**
+ * Ops after which a MaxPool window holds tied maxima that the next rule does not send to zero
+ * (quantized or rounded values, a Clip's bound — its backward keeps x == bound): there the argmax
+ * form keeps every window's gradient on one element, as before. After Relu the ties are the zeros,
+ * whose gradient Relu's rule drops whichever element gets it.
+ */
+const TIE_PRONE = new Set(['Clip', 'QuantizeLinear', 'DequantizeLinear', 'Round', 'Floor', 'Ceil', 'Sign', 'Max', 'Min', 'MaxPool', 'Cast']);
+
+/**
+ * Window of a MaxPool whose backward can go without an argmax: 2-D, windows that tile the input
+ * exactly (kernel == strides, no padding or dilation, sizes divisible), no indices output asked for,
+ * an input computed by an op that does not make ties (TIE_PRONE; a graph input may hold quantized
+ * pixels). Then dX is dY spread over each window's maxima (x == the pooled value), split equally
+ * between ties: eight ops over NCHW tensors and no MaxPool-with-indices / ScatterElements, which
+ * took a quarter of the CTC stand-in's step (bench/train-step-profile.ts, issue 32 item 2).
+ */
+function tiledPoolWindow(node: Node, outputs: readonly string[], xShape: readonly number[]): [number, number] | undefined {
+  const kernel = node.getInts('kernel_shape', []);
+  if (xShape.length !== 4 || kernel.length !== 2 || (outputs[1] ?? '') !== '') return undefined;
+  const [kh, kw] = kernel as [number, number];
+  const strides = node.getInts('strides', [1, 1]);
+  const pads = node.getInts('pads', [0, 0, 0, 0]);
+  const dilations = node.getInts('dilations', [1, 1]);
+  const autoPad = node.getString('auto_pad', 'NOTSET');
+  if (strides[0] !== kh || strides[1] !== kw || pads.some((p) => p !== 0) || dilations.some((d) => d !== 1)) return undefined;
+  if (autoPad !== 'NOTSET' && autoPad !== 'VALID') return undefined;
+  if (xShape[2]! % kh !== 0 || xShape[3]! % kw !== 0) return undefined;
+  const producer = node.inputs[0]?.producer;
+  if (!producer || TIE_PRONE.has(producer.opType)) return undefined;
+  return [kh, kw];
+}
+
 registerGradRule('MaxPool', {
-  forward({ node, e, inputs, outputs }) {
+  forward({ node, e, inputs, outputs, shape }): Record<string, string> {
     if (node.getInt('storage_order', 0) !== 0) throw new UsageError(`node '${node.name}' (MaxPool): storage_order=1 is not supported for training`);
     const attrs: Record<string, import('../../ir/index.js').Attribute> = Object.create(null) as Record<string, import('../../ir/index.js').Attribute>; // keyed by attribute names
     for (const [k, a] of node.attributes) attrs[k] = a;
+    if (tiledPoolWindow(node, outputs, shape(inputs[0]!))) {
+      e.op('MaxPool', [inputs[0]!], attrs, [outputs[0]!]);
+      return {};
+    }
     const indices = outputs[1] && outputs[1] !== '' ? outputs[1] : e.fresh(`${outputs[0]}_argmax`);
     e.op('MaxPool', [inputs[0]!], attrs, [outputs[0]!, indices]);
     return { indices };
   },
-  backward({ e, inputs, dy, saved }) {
-    // Each output's gradient goes to the input element that was the maximum (indices over the
-    // flattened NCHW input); ScatterElements with reduction 'add' sums overlapping windows.
+  backward({ e, inputs, outputs, dy, saved, shape }) {
     const g = dy(0)!;
     const x = inputs[0]!;
+    if (!saved.indices) {
+      // all in NCHW, no broadcasting (onnxruntime's broadcast over 2-element inner dims was slower
+      // than the argmax form): pooled values and dY upsampled to the input's size (nearest, exact
+      // integer factors), each window's count of maxima from an AveragePool of the mask
+      const [, c, h, w] = shape(x) as [number, number, number, number];
+      const [kh, kw] = [h / shape(outputs[0]!)[2]!, w / shape(outputs[0]!)[3]!];
+      // onnxruntime has no double Resize / AveragePool kernel: float64 graphs (finite-difference tests) work in 6-D instead
+      const up = (t: string): string =>
+        e.floatType === DataType.DOUBLE
+          ? e.op1('Reshape', [
+              e.op1('Expand', [e.op1('Reshape', [t, e.constI64([-1, c, h / kh, 1, w / kw, 1])]), e.constI64([1, 1, 1, kh, 1, kw])]),
+              e.constI64([-1, c, h, w]),
+            ])
+          : e.op1('Resize', [t, '', e.constF([1, 1, kh, kw], [4])], { mode: 'nearest', coordinate_transformation_mode: 'asymmetric', nearest_mode: 'floor' });
+      const mask = e.op1('Cast', [e.op1('Equal', [x, up(outputs[0]!)])], { to: e.floatType });
+      const share =
+        e.floatType === DataType.DOUBLE // nor AveragePool
+          ? e.op1('Reshape', [
+              e.op1('ReduceSum', [e.op1('Reshape', [mask, e.constI64([-1, c, h / kh, kh, w / kw, kw])]), e.constI64([3, 5])]),
+              e.constI64([-1, c, h / kh, w / kw]),
+            ])
+          : e.op1('Mul', [e.constF([kh * kw]), e.op1('AveragePool', [mask], { kernel_shape: [kh, kw], strides: [kh, kw] })]);
+      return [e.op1('Mul', [mask, up(e.op1('Div', [g, share]))], {}, 'maxpool_dx')];
+    }
+    // Each output's gradient goes to the input element that was the maximum (indices over the
+    // flattened NCHW input); ScatterElements with reduction 'add' sums overlapping windows.
     const flat = e.constI64([-1]);
     const zeros = e.op1('Reshape', [e.zerosLike(x), flat]);
     const scattered = e.op1(
