@@ -121,7 +121,7 @@ function qatEntry(run: OptimizeRun, int8: Built, context: TrainedContext, report
       const b = await qatBuilt(run, best.model, spec, data.count, floatNodes.length, spent());
       report.reason = `${b.name}: ${epochs} epoch(s) on ${r.backend.name} at ${r.samplesPerSecond.toFixed(0)} samples/s, planned with the trained candidates (${spent().toFixed(0)} s)`;
       report.candidate = { name: b.name, spec, broughtBack: floatNodes };
-      return { name: b.name, path: b.path!, description: b.description, spec: null };
+      return { name: b.name, path: b.path!, description: b.description, spec };
     },
   };
 }
@@ -144,16 +144,18 @@ export function qatSource(built: readonly Built[]): { source: EntrySource; repor
     const entry = qatEntry(run, int8!, context, report);
     const r = report;
     // A model QAT cannot train is a rejected candidate, not a failed run.
-    const guarded = <T>(f: () => Promise<T>, otherwise: T) => async (): Promise<T> => {
-      try {
-        return await f();
-      } catch (error) {
-        if (!(error instanceof ModelOptError)) throw error;
-        run.warn(`${NAME}: ${error.message}`);
-        r.reason = `failed: ${error.message}`;
-        return otherwise;
-      }
-    };
+    const guarded =
+      <T>(f: () => Promise<T>, otherwise: T) =>
+      async (): Promise<T> => {
+        try {
+          return await f();
+        } catch (error) {
+          if (!(error instanceof ModelOptError)) throw error;
+          run.warn(`${NAME}: ${error.message}`);
+          r.reason = `failed: ${error.message}`;
+          return otherwise;
+        }
+      };
     return [
       {
         ...entry,

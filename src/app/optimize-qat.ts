@@ -261,7 +261,12 @@ async function trainingInputs(run: OptimizeRun): Promise<Dataset> {
 }
 
 /** The training settings of a run's QAT candidate (the loss from the output's kind), without epochs. */
-export function qatSettings(run: OptimizeRun, context: Int8Context, name: string, outputName?: string): Omit<LabelFreeQatOptions, 'epochs'> & { outputName: string } {
+export function qatSettings(
+  run: OptimizeRun,
+  context: Int8Context,
+  name: string,
+  outputName?: string,
+): Omit<LabelFreeQatOptions, 'epochs'> & { outputName: string } {
   const output = outputName ?? run.options.outputName ?? context.preprocessed.graph.outputs[0]!.name;
   return {
     learningRate: DEFAULT_QAT_LEARNING_RATE,
@@ -275,7 +280,7 @@ export function qatSettings(run: OptimizeRun, context: Int8Context, name: string
   };
 }
 
-/** The QAT model written to the run's folder as a candidate (spec null: recipes cannot list QAT yet; `QatCandidateSpec` is its recipe form). */
+/** The QAT model written to the run's folder as a candidate, with its recipe form (`QatCandidateSpec`). */
 export async function qatBuilt(run: OptimizeRun, model: Model, spec: QatCandidateSpec, samples: number, floatNodes: number, seconds: number): Promise<Built> {
   const { uniqueName } = await import('./optimize-run.js');
   const name = uniqueName(run, 'int8-qat');
@@ -284,7 +289,7 @@ export async function qatBuilt(run: OptimizeRun, model: Model, spec: QatCandidat
   const { loss, epochs } = spec.qat;
   return {
     name,
-    spec: null,
+    spec,
     description: `int8, label-free QAT against FP32 (${loss === 'kd' ? 'soft targets' : 'MSE'}, ${epochs} epoch(s) of ${samples} samples${floatNodes > 0 ? `; ${floatNodes} guard float node(s) back to INT8` : ''})`,
     path: file,
     buildSeconds: seconds,
@@ -295,15 +300,31 @@ export async function qatBuilt(run: OptimizeRun, model: Model, spec: QatCandidat
  * A QAT candidate rebuilt from its recipe form (a recipe's replay): static INT8 from `spec.qat.from`
  * first when the run has not calibrated it yet (its calibration is kept as usual), then exactly
  * `spec.qat.epochs` of label-free QAT on the run's unlabelled inputs (deterministic: same data,
- * same split, same seed), written to the run's folder.
+ * same split, same seed): the model and how many samples it trained on.
  */
-export async function buildQatCandidate(run: OptimizeRun, spec: QatCandidateSpec): Promise<Built> {
-  const t0 = performance.now();
+async function trainFromSpec(run: OptimizeRun, spec: QatCandidateSpec, name: string): Promise<{ model: Model; samples: number }> {
   if (!run.int8) await (await import('./optimize-run.js')).buildCandidate(run, { quantize: spec.qat.from });
-  if (!run.int8) throw new UsageError(`int8-qat: static INT8 (${JSON.stringify(spec.qat.from)}) could not be calibrated to start from`);
+  if (!run.int8) throw new UsageError(`${name}: static INT8 (${JSON.stringify(spec.qat.from)}) could not be calibrated to start from`);
   const context = run.int8.context;
   const data = await trainingInputs(run);
-  const settings = { ...qatSettings(run, context, 'int8-qat', spec.qat.outputName), ...spec.qat };
+  const settings = { ...qatSettings(run, context, name, spec.qat.outputName), ...spec.qat };
   const trained = await labelFreeQat(context, data, settings);
-  return qatBuilt(run, trained.model, spec, data.count, 0, (performance.now() - t0) / 1000);
+  return { model: trained.model, samples: data.count };
+}
+
+/** A QAT candidate rebuilt from its recipe form, written to the run's folder under its own name. */
+export async function buildQatCandidate(run: OptimizeRun, spec: QatCandidateSpec): Promise<Built> {
+  const t0 = performance.now();
+  const { model, samples } = await trainFromSpec(run, spec, 'int8-qat');
+  return qatBuilt(run, model, spec, samples, 0, (performance.now() - t0) / 1000);
+}
+
+/** A recipe's QAT candidate (optimize-run.ts's buildCandidate) rebuilt into `file`, checked in onnxruntime. */
+export async function writeQatCandidate(run: OptimizeRun, spec: QatCandidateSpec, file: string, name: string): Promise<void> {
+  if (!run.options.trainData && !run.options.calibrationData)
+    throw new UsageError(
+      `${name}: a QAT candidate is rebuilt from its training inputs: give --train-data (or --calibration-data, or data.train in the recipe)`,
+    );
+  const { model } = await trainFromSpec(run, spec, name);
+  await (await import('../runtime/index.js')).saveModelChecked(model, file);
 }
