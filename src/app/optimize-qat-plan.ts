@@ -84,7 +84,9 @@ function qatEntry(run: OptimizeRun, int8: Built, context: TrainedContext, report
     },
     async train(rule): Promise<RoundResult> {
       const r0 = performance.now();
-      const fit = Math.floor(((rule.roundDeadline - r0) / 1000 - overheadSeconds) / Math.max(epochSeconds, 1e-3));
+      // A plan of fixed work (pruneEpochs) has no round deadline: the clock's search deadline bounds QAT.
+      const until = Number.isFinite(rule.roundDeadline) ? rule.roundDeadline : context.deadline;
+      const fit = Math.floor(((until - r0) / 1000 - overheadSeconds) / Math.max(epochSeconds, 1e-3));
       const epochs = fixedEpochs ?? Math.min(MAX_QAT_EPOCHS, fit);
       const kept = scoreOf(best?.validation);
       // A fixed work budget trains once; a round with no more epochs than the last cannot do better.
