@@ -133,10 +133,11 @@ function qatEntry(run: OptimizeRun, int8: Built, context: TrainedContext, report
  * over the candidates built and measured so far (static INT8 among them), and its report: why it
  * was not planned, or what its entry trained and gave.
  */
-export function qatSource(built: readonly Built[]): { source: EntrySource; report: (pruning: OptimizeResult['pruning']) => QatStepReport } {
+export function qatSource(built: readonly Built[]): { source: EntrySource; report: (run: OptimizeRun, pruning: OptimizeResult['pruning']) => QatStepReport } {
   let report: QatStepReport | undefined;
+  const int8Of = (): Built | undefined => built.find((b) => b.spec && 'quantize' in b.spec && b.spec.quantize.mode === MODE.int8 && b.path);
   const source: EntrySource = async (run, context) => {
-    const int8 = built.find((b) => b.spec && 'quantize' in b.spec && b.spec.quantize.mode === MODE.int8 && b.path);
+    const int8 = int8Of();
     const skipped = qatSkipped(run, int8);
     if (skipped !== undefined) {
       report = { ran: false, reason: skipped, seconds: 0 };
@@ -167,8 +168,9 @@ export function qatSource(built: readonly Built[]): { source: EntrySource; repor
       },
     ];
   };
-  const reportOf = (pruning: OptimizeResult['pruning']): QatStepReport => {
-    if (!report) return { ran: false, reason: `the trained candidates' plan did not run: ${pruning.reason}`, seconds: 0 };
+  const reportOf = (run: OptimizeRun, pruning: OptimizeResult['pruning']): QatStepReport => {
+    // Not asked by the plan: its own reason first (off, a recipe, no budget), else the plan's.
+    if (!report) return { ran: false, reason: qatSkipped(run, int8Of()) ?? `the trained candidates' plan did not run: ${pruning.reason}`, seconds: 0 };
     // The plan's word when it did not train the entry (cannot beat the best so far, no time left).
     const planned = pruning.plan?.entries.find((e) => e.name === NAME);
     if (planned && planned.rounds.length === 0 && report.reason === 'planned, not trained') report.reason = planned.note;

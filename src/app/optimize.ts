@@ -285,7 +285,7 @@ export async function optimizeWorkflow(options: OptimizeOptions, events: Workflo
     // issue 32 items 1, 3: the label-free QAT candidate is an entry of the trained candidates' plan
     const qatPlan = qatSource(built);
     const pruning = await prunedStep(run, extra, [qatPlan.source]);
-    const qat = qatPlan.report(pruning);
+    const qat = qatPlan.report(run, pruning);
     lap('pruning');
     // One final comparison of every candidate, so speed-ups and p50s come from the same interleaved run.
     const all = [...built, ...extra];
