@@ -164,8 +164,8 @@ function recipeFor(spec: CandidateSpec, options: OptimizeOptions, objective: Opt
   if (options.calibrationData) data.calibration = options.calibrationData;
   if (options.calibrationCount !== undefined) data.calibrationCount = options.calibrationCount;
   if (options.evalData) data.eval = options.evalData;
-  // A pruned candidate is rebuilt from its training inputs.
-  if ('pruned' in spec && options.trainData) data.train = options.trainData;
+  // A pruned or QAT candidate is rebuilt from its training inputs.
+  if (('pruned' in spec || 'qat' in spec) && options.trainData) data.train = options.trainData;
   // What shaped the data: without it, running the recipe again would feed the model differently.
   if (options.inputValues && Object.keys(options.inputValues).length > 0)
     data.inputs = Object.fromEntries(Object.entries(options.inputValues).map(([k, v]) => [k, typeof v === 'number' ? v : [...v]]));

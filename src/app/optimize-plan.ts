@@ -57,8 +57,8 @@ export interface PlanEntry {
   prepare(rule: { searchDeadline: number }): Promise<{ expectedSpeedup?: number; minSeconds: number } | { skip: string }>;
   /** One round of training within the rule (the first from the start, later ones from the best weights so far). */
   train(rule: StopRule): Promise<RoundResult>;
-  /** Write the candidate (its best weights) and say how to build it again; undefined when it has nothing to give. */
-  finish(): Promise<{ path: string; description: string; spec: CandidateSpec | null } | undefined>;
+  /** Write the candidate (its best weights) and say how to build it again (and its name, when it chose one); undefined when it has nothing to give. */
+  finish(): Promise<{ path: string; description: string; spec: CandidateSpec | null; name?: string } | undefined>;
 }
 
 export interface PlanEntryReport {

@@ -8,15 +8,16 @@
  * budget; as a retrained model, top-1 agreement decides class scores).
  * It runs only with a time budget and unlabelled inputs (--train-data, else the calibration data),
  * after static INT8 was built and measured, and only when INT8 has something to recover (it missed
- * the budget, or its guard kept nodes float) and did not measure slower than FP32. Its epochs come from its share of the time budget
- * (samples/s measured by a short probe first), or are fixed (`epochs`: a work budget, for
- * reproducible runs and tests).
+ * the budget, or its guard kept nodes float) and did not measure slower than FP32. It is one entry
+ * of the trained candidates' plan (./optimize-qat-plan.ts): its rounds' epochs come from the plan's
+ * share of the time budget (samples/s measured by a short probe first), or are fixed (`qatEpochs`:
+ * a work budget, for reproducible runs and tests).
  * `QatCandidateSpec` is the recipe form (what rebuilds the candidate: the INT8 settings it starts
  * from and the training settings); `buildQatCandidate` builds one from it.
  * May import: errors, ir, data (types), app/*; train (lazily, through ./qat.ts).
  */
 import path from 'node:path';
-import { ModelOptError, UsageError } from '../errors.js';
+import { UsageError } from '../errors.js';
 import { DataType, isTensorType, type Model, type TensorData } from '../ir/index.js';
 import type { AgreementMetrics } from '../metrics/agreement.js';
 import type { Dataset } from '../data/index.js';
@@ -25,7 +26,6 @@ import type { Int8Context } from './quantize-passes.js';
 import type { QatReport } from './qat.js';
 import type { QuantizeCandidateSpec } from './optimize-recipe.js';
 import type { Built, OptimizeRun } from './optimize-run.js';
-import { MODE } from '../passes/quantize/mode-names.js';
 import { within } from './optimize-measure.js';
 
 /**
@@ -34,14 +34,12 @@ import { within } from './optimize-measure.js';
  * 1e-4 (quantize --qat's default, labelled fine-tuning) reached 84% in 5 (docs/optimize.md).
  */
 export const DEFAULT_QAT_LEARNING_RATE = 1e-3;
-/** Share of the time left that QAT may use when pruned candidates follow it. */
-export const QAT_SHARE = 0.4;
-/** Most epochs however much time is left. */
+/** Most epochs in one round however much time is left. */
 export const MAX_QAT_EPOCHS = 20;
 /** Training batch size. */
 const QAT_BATCH = 32;
 /** Probe: this many training steps to measure samples/s. */
-const PROBE_STEPS = 2;
+export const PROBE_STEPS = 2;
 
 /** A label-free QAT candidate as a recipe lists it (the CandidateSpec shape: one key). */
 export interface QatCandidateSpec {
@@ -214,16 +212,8 @@ export async function labelFreeQat(
   return { ...trained, ...(validation ? { validation } : {}) };
 }
 
-/** When QAT must stop: QAT_SHARE of the time left when pruned candidates follow (they need training data too), else the search's deadline. */
-export function qatDeadline(run: OptimizeRun): number {
-  const now = performance.now();
-  const left = Math.max(0, run.searchDeadline - now);
-  const pruningFollows = Boolean(run.options.trainData ?? run.options.calibrationData);
-  return pruningFollows ? now + QAT_SHARE * left : run.searchDeadline;
-}
-
 /** Why the QAT candidate is not tried in this run, or undefined when it is. */
-function qatSkipped(run: OptimizeRun, int8: Built | undefined): string | undefined {
+export function qatSkipped(run: OptimizeRun, int8: Built | undefined): string | undefined {
   const { options } = run;
   if (options.qat === false) return 'off';
   if (options.candidates) return 'off (the recipe does not ask for it)';
@@ -246,7 +236,7 @@ function qatSkipped(run: OptimizeRun, int8: Built | undefined): string | undefin
 }
 
 /** Samples/s and fixed cost of a QAT run, from a probe of PROBE_STEPS steps on a slice of the data. */
-async function probeQat(
+export async function probeQat(
   context: Int8Context,
   data: Dataset,
   settings: Omit<LabelFreeQatOptions, 'epochs'>,
@@ -274,7 +264,12 @@ async function trainingInputs(run: OptimizeRun): Promise<Dataset> {
 }
 
 /** The training settings of a run's QAT candidate (the loss from the output's kind), without epochs. */
-function qatSettings(run: OptimizeRun, context: Int8Context, name: string, outputName?: string): Omit<LabelFreeQatOptions, 'epochs'> & { outputName: string } {
+export function qatSettings(
+  run: OptimizeRun,
+  context: Int8Context,
+  name: string,
+  outputName?: string,
+): Omit<LabelFreeQatOptions, 'epochs'> & { outputName: string } {
   const output = outputName ?? run.options.outputName ?? context.preprocessed.graph.outputs[0]!.name;
   return {
     learningRate: DEFAULT_QAT_LEARNING_RATE,
@@ -288,27 +283,8 @@ function qatSettings(run: OptimizeRun, context: Int8Context, name: string, outpu
   };
 }
 
-/** Epochs that fit before `deadline` (from a probe), or why none does. */
-async function epochsBefore(
-  run: OptimizeRun,
-  context: Int8Context,
-  data: Dataset,
-  settings: Omit<LabelFreeQatOptions, 'epochs'>,
-  deadline: number,
-): Promise<{ epochs: number } | { reason: string }> {
-  run.progress(`int8-qat: measuring training speed (${PROBE_STEPS} steps)`);
-  const probe = await probeQat(context, data, settings);
-  const epochSeconds = data.count / probe.samplesPerSecond;
-  const left = (deadline - performance.now()) / 1000 - probe.overheadSeconds * 1.2 - 1;
-  const epochs = Math.min(MAX_QAT_EPOCHS, Math.floor(left / epochSeconds));
-  if (epochs >= 1) return { epochs };
-  return {
-    reason: `not trained: one epoch over ${data.count} samples takes ~${epochSeconds.toFixed(1)} s (+${probe.overheadSeconds.toFixed(1)} s setup), ${Math.max(0, left).toFixed(1)} s of the budget was left`,
-  };
-}
-
-/** The QAT model written to the run's folder as a candidate (spec null: recipes cannot list QAT yet; `QatCandidateSpec` is its recipe form). */
-async function qatBuilt(run: OptimizeRun, model: Model, spec: QatCandidateSpec, samples: number, floatNodes: number, seconds: number): Promise<Built> {
+/** The QAT model written to the run's folder as a candidate, with its recipe form (`QatCandidateSpec`). */
+export async function qatBuilt(run: OptimizeRun, model: Model, spec: QatCandidateSpec, samples: number, floatNodes: number, seconds: number): Promise<Built> {
   const { uniqueName } = await import('./optimize-run.js');
   const name = uniqueName(run, 'int8-qat');
   const file = path.join(run.dir, `${name}.onnx`);
@@ -316,7 +292,7 @@ async function qatBuilt(run: OptimizeRun, model: Model, spec: QatCandidateSpec, 
   const { loss, epochs } = spec.qat;
   return {
     name,
-    spec: null,
+    spec,
     description: `int8, label-free QAT against FP32 (${loss === 'kd' ? 'soft targets' : 'MSE'}, ${epochs} epoch(s) of ${samples} samples${floatNodes > 0 ? `; ${floatNodes} guard float node(s) back to INT8` : ''})`,
     path: file,
     buildSeconds: seconds,
@@ -327,68 +303,31 @@ async function qatBuilt(run: OptimizeRun, model: Model, spec: QatCandidateSpec, 
  * A QAT candidate rebuilt from its recipe form (a recipe's replay): static INT8 from `spec.qat.from`
  * first when the run has not calibrated it yet (its calibration is kept as usual), then exactly
  * `spec.qat.epochs` of label-free QAT on the run's unlabelled inputs (deterministic: same data,
- * same split, same seed), written to the run's folder.
+ * same split, same seed): the model and how many samples it trained on.
  */
-export async function buildQatCandidate(run: OptimizeRun, spec: QatCandidateSpec): Promise<Built> {
-  const t0 = performance.now();
+async function trainFromSpec(run: OptimizeRun, spec: QatCandidateSpec, name: string): Promise<{ model: Model; samples: number }> {
   if (!run.int8) await (await import('./optimize-run.js')).buildCandidate(run, { quantize: spec.qat.from });
-  if (!run.int8) throw new UsageError(`int8-qat: static INT8 (${JSON.stringify(spec.qat.from)}) could not be calibrated to start from`);
+  if (!run.int8) throw new UsageError(`${name}: static INT8 (${JSON.stringify(spec.qat.from)}) could not be calibrated to start from`);
   const context = run.int8.context;
   const data = await trainingInputs(run);
-  const settings = { ...qatSettings(run, context, 'int8-qat', spec.qat.outputName), ...spec.qat };
+  const settings = { ...qatSettings(run, context, name, spec.qat.outputName), ...spec.qat };
   const trained = await labelFreeQat(context, data, settings);
-  return qatBuilt(run, trained.model, spec, data.count, 0, (performance.now() - t0) / 1000);
+  return { model: trained.model, samples: data.count };
 }
 
-/**
- * The QAT candidate: from static INT8's kept calibration, trained on the unlabelled data until
- * `deadline` (or for options.qatEpochs epochs), written to the run's folder and added to `extra`,
- * unless its held-out check finds it no closer to FP32 than PTQ's model from the same ranges.
- */
-export async function qatStep(run: OptimizeRun, built: Built[], extra: Built[], deadline: number): Promise<QatStepReport> {
+/** A QAT candidate rebuilt from its recipe form, written to the run's folder under its own name. */
+export async function buildQatCandidate(run: OptimizeRun, spec: QatCandidateSpec): Promise<Built> {
   const t0 = performance.now();
-  const int8 = built.find((b) => b.spec && 'quantize' in b.spec && b.spec.quantize.mode === MODE.int8 && b.path);
-  const skipped = qatSkipped(run, int8);
-  if (skipped !== undefined) return { ran: false, reason: skipped, seconds: 0 };
-  const seconds = (): number => (performance.now() - t0) / 1000;
-  try {
-    const data = await trainingInputs(run);
-    const context = run.int8!.context;
-    const settings = qatSettings(run, context, 'int8-qat');
-    const planned = run.options.qatEpochs !== undefined ? { epochs: run.options.qatEpochs } : await epochsBefore(run, context, data, settings, deadline);
-    if ('reason' in planned) return { ran: true, reason: planned.reason, seconds: seconds() };
-    const { epochs } = planned;
-    const floatNodes = int8!.quantize?.fidelity.enabled ? int8!.quantize.fidelity.floatNodes : [];
-    run.progress(
-      `int8-qat: label-free QAT from static INT8's ranges (${settings.loss === 'kd' ? 'soft targets' : 'MSE on the outputs'}, ${epochs} epoch(s) of ${data.count} samples${floatNodes.length > 0 ? `; the guard's ${floatNodes.length} float node(s) fake-quantized` : ''})`,
+  const { model, samples } = await trainFromSpec(run, spec, 'int8-qat');
+  return qatBuilt(run, model, spec, samples, 0, (performance.now() - t0) / 1000);
+}
+
+/** A recipe's QAT candidate (optimize-run.ts's buildCandidate) rebuilt into `file`, checked in onnxruntime. */
+export async function writeQatCandidate(run: OptimizeRun, spec: QatCandidateSpec, file: string, name: string): Promise<void> {
+  if (!run.options.trainData && !run.options.calibrationData)
+    throw new UsageError(
+      `${name}: a QAT candidate is rebuilt from its training inputs: give --train-data (or --calibration-data, or data.train in the recipe)`,
     );
-    const { learningRate, loss, outputName, batchSize, seed } = settings;
-    const from = (int8!.spec as { quantize: QuantizeCandidateSpec }).quantize;
-    const spec: QatCandidateSpec = { qat: { from, epochs, learningRate: learningRate!, loss, outputName, batchSize, seed } };
-    const trained = await labelFreeQat(context, data, { ...settings, epochs });
-    const r = trained.report;
-    const v = trained.validation;
-    const trainedOn = { backend: r.backend.name, samplesPerSecond: r.samplesPerSecond, losses: r.history.map((h) => h.loss) };
-    if (v && !v.better) {
-      const what = (x: QatValidation['ptq']): string => (v.measure === 'SQNR' ? `${x.sqnrDb.toFixed(1)} dB` : `${((x.agreement ?? 0) * 100).toFixed(1)}%`);
-      const reason = `not added: on ${v.samples} held-out samples its ${v.measure} with FP32 (${what(v.qat)}) is no better than PTQ's from the same ranges (${what(v.ptq)})`;
-      run.warn(`int8-qat: ${reason}`);
-      return { ran: true, reason, seconds: seconds(), validation: v, ...trainedOn };
-    }
-    const b = await qatBuilt(run, trained.model, spec, data.count, floatNodes.length, seconds());
-    extra.push(b);
-    return {
-      ran: true,
-      reason: `${b.name}: ${epochs} epoch(s) on ${r.backend.name} at ${r.samplesPerSecond.toFixed(0)} samples/s in ${seconds().toFixed(0)} s`,
-      seconds: seconds(),
-      ...trainedOn,
-      ...(v ? { validation: v } : {}),
-      candidate: { name: b.name, spec, broughtBack: floatNodes },
-    };
-  } catch (error) {
-    // A model QAT cannot train is a rejected candidate, not a failed run.
-    if (!(error instanceof ModelOptError)) throw error;
-    run.warn(`int8-qat: ${error.message}`);
-    return { ran: true, reason: `failed after ${seconds().toFixed(0)} s: ${error.message}`, seconds: seconds() };
-  }
+  const { model } = await trainFromSpec(run, spec, name);
+  await (await import('../runtime/index.js')).saveModelChecked(model, file);
 }

@@ -8,6 +8,7 @@
  * under the options a caller gives explicitly (the CLI's flags): what is given wins.
  * May import: errors, util, node:fs, calibration/feedback, metrics/accuracy-budget, types of app/quantize, app/optimize and bench.
  */
+import type { QatCandidateSpec } from './optimize-qat.js';
 import { readFileSync } from 'node:fs';
 import { readRegularTextSync } from '../util/read-file.js';
 import { UsageError } from '../errors.js';
@@ -57,16 +58,16 @@ export interface PrunedCandidateSpec {
   rounds: { epochs: number; keptEpochs: number; learningRate: number }[];
 }
 
-/** One candidate: the input model (optionally graph-optimized by onnxruntime), one quantize pass, or a pruned + distilled model. */
-export type CandidateSpec = { fp32: { graphOptimized?: boolean } } | { quantize: QuantizeCandidateSpec } | { pruned: PrunedCandidateSpec };
+/** One candidate: the input model (optionally graph-optimized by onnxruntime), one quantize pass, a pruned + distilled model, or label-free QAT from static INT8 (./optimize-qat.ts). */
+export type CandidateSpec = { fp32: { graphOptimized?: boolean } } | { quantize: QuantizeCandidateSpec } | { pruned: PrunedCandidateSpec } | QatCandidateSpec;
 
-/** A retrained candidate (pruned + distilled, or one a recipe cannot list): its class scores are judged by agreement alone, not SQNR. */
+/** A retrained candidate (pruned + distilled, label-free QAT, or one a recipe cannot list): its class scores are judged by agreement alone, not SQNR. */
 export function isRetrained(spec: CandidateSpec | null): boolean {
-  return spec === null || 'pruned' in spec;
+  return spec === null || 'pruned' in spec || 'qat' in spec;
 }
 
 /** The candidate kinds a recipe may list (each candidate object has exactly one of these keys). */
-export const CANDIDATE_KEYS = ['fp32', 'quantize', 'pruned'] as const;
+export const CANDIDATE_KEYS = ['fp32', 'quantize', 'pruned', 'qat'] as const;
 
 export interface Recipe {
   schemaVersion?: 1;
@@ -153,6 +154,8 @@ export function describeSpec(spec: CandidateSpec): string {
     const epochs = p.rounds.reduce((a, r) => a + r.keptEpochs, 0);
     return `pruned ${Math.round(p.width * 100)}% (${epochs} epoch${epochs === 1 ? '' : 's'} distilled on ${p.trainSamples} samples)`;
   }
+  if ('qat' in spec)
+    return `int8-qat (${spec.qat.epochs} epoch${spec.qat.epochs === 1 ? '' : 's'} of label-free QAT from ${describeSpec({ quantize: spec.qat.from })})`;
   const q = spec.quantize;
   const extras: string[] = [];
   if (q.calibrate && q.calibrate !== 'minmax') extras.push(q.calibrate);

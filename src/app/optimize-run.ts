@@ -292,6 +292,10 @@ export async function buildCandidate(
       await rebuildPrunedCandidate(run, spec.pruned, file, name);
       return done({ path: file });
     }
+    if ('qat' in spec) {
+      await (await import('./optimize-qat.js')).writeQatCandidate(run, spec, file, name);
+      return done({ path: file });
+    }
     run.progress(`${name}: quantizing`);
     const q = await quantizeCandidate(run, spec.quantize, file, name, steps);
     const kept = {

@@ -153,7 +153,9 @@ export async function prunedStep(run: OptimizeRun, extra: Built[], sources: Entr
     run.events.onWarning?.(`pruned candidates: ${error.message}`);
     return { ran: true, reason: `failed after ${seconds.toFixed(0)} s: ${error.message}`, seconds };
   };
-  let pruned: PrunedEntries;
+  // A model that cannot be pruned still gets the other sources' entries (the QAT candidate).
+  let pruned: PrunedEntries | undefined;
+  let prunedFailed: string | undefined;
   try {
     pruned = await prunedEntries(
       run.inputs.model,
@@ -173,16 +175,21 @@ export async function prunedStep(run: OptimizeRun, extra: Built[], sources: Entr
       run.events,
     );
   } catch (error) {
-    return failed(error);
+    const result = failed(error);
+    if (sources.length === 0) return result;
+    prunedFailed = result.reason;
   }
   try {
-    const entries: PlanEntry[] = [...pruned.entries];
+    const entries: PlanEntry[] = [...(pruned?.entries ?? [])];
     for (const source of sources) entries.push(...(await source(run, context)));
+    if (prunedFailed && entries.length === 0) return { ran: true, reason: `pruned candidates ${prunedFailed}`, seconds: (performance.now() - t0) / 1000 };
+    const outputName = options.outputName ?? run.inputs.model.graph.outputs[0]!.name;
+    const classScores = pruned ? pruned.loss === 'kd' : run.inputs.judged.kindOf[outputName] === 'class-scores';
     // Nothing within the budget yet: a trained candidate must at least be faster than FP32 (size: any).
     const toBeat = bestSoFar(run) ?? (run.objective === 'size' ? undefined : 1);
     const plan = await runPlan(entries, {
       deadline: options.pruneEpochs !== undefined ? Infinity : deadline,
-      ...(pruned.loss === 'kd' ? { target: run.minTop1Agreement } : {}),
+      ...(classScores ? { target: run.minTop1Agreement } : {}),
       ...(toBeat !== undefined ? { toBeat } : {}),
       oneRoundEach: options.pruneEpochs !== undefined,
       onProgress: run.progress,
@@ -193,15 +200,16 @@ export async function prunedStep(run: OptimizeRun, extra: Built[], sources: Entr
       if (!made) continue;
       const n = (counts.get(entry.kind) ?? 0) + 1;
       counts.set(entry.kind, n);
-      const name = uniqueName(run, `${entry.kind}-${n}`);
+      const name = made.name ?? uniqueName(run, `${entry.kind}-${n}`);
       extra.push({ name, spec: made.spec, description: made.description, path: made.path, buildSeconds: plan.entries[i]!.seconds });
     }
     const seconds = (performance.now() - t0) / 1000;
     const trained = plan.entries.filter((e) => e.rounds.length > 0).length;
-    return { ran: true, reason: `${trained} trained candidate(s) of ${entries.length} planned in ${seconds.toFixed(0)} s`, seconds, plan };
+    const note = prunedFailed ? `; pruned candidates ${prunedFailed}` : '';
+    return { ran: true, reason: `${trained} trained candidate(s) of ${entries.length} planned in ${seconds.toFixed(0)} s${note}`, seconds, plan };
   } catch (error) {
     return failed(error);
   } finally {
-    await pruned.dispose();
+    await pruned?.dispose();
   }
 }

@@ -37,7 +37,8 @@ import { guardWhereNeeded, measure, measureInputOnly } from './optimize-measure.
 import { buildCandidate, startRun, type Built, type OptimizeRun } from './optimize-run.js';
 import { prunedStep, regionStep } from './optimize-search.js';
 import { repairStep, type RepairReport } from './optimize-repair.js';
-import { qatDeadline, qatStep, type QatStepReport } from './optimize-qat.js';
+import type { QatStepReport } from './optimize-qat.js';
+import { qatSource } from './optimize-qat-plan.js';
 
 export type OptimizeObjective = 'latency' | 'throughput' | 'size';
 
@@ -227,7 +228,7 @@ export interface OptimizeResult {
 }
 
 /** optimize's phases: parsing the model and data, building the candidates, timing and scoring them, the searches, the final comparison, writing. */
-export type OptimizePhase = 'parse' | 'build' | 'measure' | 'repair' | 'region-search' | 'qat' | 'pruning' | 'final-measure' | 'write';
+export type OptimizePhase = 'parse' | 'build' | 'measure' | 'repair' | 'region-search' | 'pruning' | 'final-measure' | 'write';
 
 export interface OptimizeTiming {
   phase: OptimizePhase;
@@ -286,10 +287,10 @@ export async function optimizeWorkflow(options: OptimizeOptions, events: Workflo
     lap('repair');
     const regionSearch = await regionStep(run, built, extra);
     lap('region-search');
-    // issue 32 item 3: the label-free QAT candidate, before the pruned ones, on its share of the budget
-    const qat = await qatStep(run, built, extra, qatDeadline(run));
-    lap('qat');
-    const pruning = await prunedStep(run, extra);
+    // issue 32 items 1, 3: the label-free QAT candidate is an entry of the trained candidates' plan
+    const qatPlan = qatSource(built);
+    const pruning = await prunedStep(run, extra, [qatPlan.source]);
+    const qat = qatPlan.report(run, pruning);
     lap('pruning');
     // One final comparison of every candidate, so speed-ups and p50s come from the same interleaved run.
     const all = [...built, ...extra];

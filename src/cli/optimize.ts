@@ -116,7 +116,10 @@ export function registerOptimize(program: Command): void {
     )
     .option('--no-region-search', 'do not look for INT8 regions to keep float when static INT8 loses')
     .option('--score-all', 'score every candidate on all the data (default: only those that could be chosen; the others say "not scored")')
-    .option('--no-qat', 'do not try the label-free QAT candidate (int8-qat) when static INT8 misses the budget or keeps nodes float')
+    .option(
+      '--no-qat',
+      'do not plan the label-free QAT candidate (int8-qat) with the trained candidates when static INT8 misses the budget or keeps nodes float',
+    )
     .option('--min-speedup <x>', 'gate: exit 1 when the written model is below this median speed-up over FP32 (it is still written)', (v: string) =>
       parsePositiveNumber(v.replace(/x$/i, '')),
     )

@@ -1,7 +1,7 @@
 /**
  * The int8-qat candidate's recipe form (src/app/optimize-qat.ts's QatCandidateSpec and
- * buildQatCandidate): rebuilt twice from the same spec in one run (static INT8 calibrated once,
- * first), it writes byte-identical models, so a recipe that lists it reproduces the written model.
+ * buildQatCandidate, and a recipe's `{qat}` entry through buildCandidate): rebuilt twice from the
+ * same spec in one run (static INT8 calibrated once, first), it writes byte-identical models, so a recipe that lists it reproduces the written model.
  * The export is PTQ's QDQ form (int8 Conv weights behind DequantizeLinear, the narrow stem float) and stays close to
  * FP32 on the example CNN (top-1 agreement on 200 held-out images).
  */
@@ -14,7 +14,8 @@ import { sliceSamples } from '../../../src/ir/samples.js';
 import { loadModel } from '../../../src/onnx/index.js';
 import { modelInputSpecs } from '../../../src/runtime/index.js';
 import { compareOutputs } from '../../../src/evaluate/index.js';
-import { startRun } from '../../../src/app/optimize-run.js';
+import { buildCandidate, startRun } from '../../../src/app/optimize-run.js';
+import { checkRecipe, isRetrained } from '../../../src/app/optimize-recipe.js';
 import { buildQatCandidate, type QatCandidateSpec } from '../../../src/app/optimize-qat.js';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'model-opt-qat-recipe-'));
@@ -45,8 +46,12 @@ describe('int8-qat recipe form', () => {
     const spec: QatCandidateSpec = { qat: { from: { mode: 'int8' }, epochs: 1, learningRate: 1e-4, loss: 'kd', batchSize: 32, seed: 0 } };
     const first = await buildQatCandidate(run, spec);
     expect(run.int8).toBeDefined(); // static INT8 was calibrated first, and kept
-    const second = await buildQatCandidate(run, spec);
-    expect([first.name, second.name]).toEqual(['int8-qat', 'int8-qat-2']);
+    // the second through the recipe's path (buildCandidate with a `{qat}` entry, as a replay builds it)
+    const second = await buildCandidate(run, spec);
+    expect(first.name).toBe('int8-qat');
+    expect(second.description).toMatch(/^int8-qat \(1 epoch of label-free QAT from int8\)$/);
+    expect(isRetrained(spec)).toBe(true);
+    expect(checkRecipe({ kind: 'optimize-recipe', candidates: [spec] }, 'r.json').candidates[0]).toEqual(spec);
     expect(readFileSync(second.path!).equals(readFileSync(first.path!))).toBe(true);
 
     const written = await loadModel(first.path!);

@@ -1,5 +1,6 @@
 /**
- * optimize's QAT step end to end (issue 32 item 3, src/app/optimize-qat.ts's qatStep): on the
+ * optimize's QAT candidate end to end (issue 32 items 1, 3, src/app/optimize-qat-plan.ts: an entry
+ * of the trained candidates' plan with the pruned widths): on the
  * example CNN with an SQNR floor of 45 dB the fidelity guard keeps a node float, so static INT8 has
  * something to recover and `int8-qat` is tried: one epoch of label-free QAT on 160 unlabelled images
  * (128 trained, 32 held out), every node fake-quantized. Its held-out check against PTQ from the same
@@ -65,7 +66,15 @@ describe('optimize: the int8-qat step', () => {
       expect(row).toBeUndefined();
       expect(qat.reason).toMatch(/^not added: on 32 held-out samples its top-1 agreement with FP32 \(\d+\.\d%\) is no better than PTQ's/);
     }
-    expect(r.timings.map((t) => t.phase)).toContain('qat');
+    // one entry of the trained candidates' plan, beside the pruned widths (no phase of its own)
+    expect(r.timings.map((t) => t.phase)).not.toContain('qat');
+    const entry = r.pruning.plan!.entries.find((e) => e.name === 'int8-qat')!;
+    expect(entry.kind).toBe('int8-qat');
+    expect(entry.epochs).toBe(1);
+    expect(entry.rounds).toHaveLength(1);
+    // the round's score is the export's held-out top-1 agreement, the same number as the check against PTQ
+    expect(entry.agreement).toBeCloseTo(v.qat.agreement!, 10);
+    expect(r.pruning.plan!.entries.some((e) => e.kind === 'pruned')).toBe(true);
     expect(renderOptimizeSummary(r)).toContain(`QAT: ${qat.reason}`);
   });
 });
