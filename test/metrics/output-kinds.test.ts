@@ -14,6 +14,7 @@ import {
   parseOutputKind,
 } from '../../src/metrics/index.js';
 import { nearestK, neighbourRecall } from '../../src/metrics/embedding.js';
+import { describeBudget } from '../../src/app/quantize-fidelity.js';
 
 /** A seeded stream in [-1, 1). */
 function stream(seed: number): () => number {
@@ -189,6 +190,13 @@ describe('every kind in words, and the rest of the verdicts', () => {
     expect(describeKindBudget('dense-map', b)).toBe('SQNR >= 20 dB (probabilities: >= 99% thresholded agreement)');
     expect(describeKindBudget('probability', b)).toBe('decision agreement >= 95%, largest error <= 0.1');
     expect(describeKindBudget('state', b)).toBe('not judged');
+  });
+
+  it('the budget line of a model whose judged outputs are all class sequences names sequence agreement', () => {
+    const floors = { minSqnrDb: 20, minTop1Agreement: 0.95 };
+    expect(describeBudget(floors, { y: 'class-sequence' })).toBe('SQNR >= 20 dB, sequence agreement >= 95%');
+    expect(describeBudget(floors, { y: 'class-sequence', logits: 'class-scores' })).toBe('SQNR >= 20 dB, top-1 agreement >= 95%');
+    expect(describeBudget(floors)).toBe('SQNR >= 20 dB, top-1 agreement >= 95%');
   });
 
   it('a class sequence misses on its argmax paths and says per-step agreement; a dense map outside [0, 1] is SQNR alone', () => {
