@@ -191,6 +191,11 @@ export async function runPlan(entries: PlanEntry[], options: PlanOptions): Promi
   const round = async (s: EntryState, roundDeadline: number): Promise<void> => {
     const t0 = now();
     const r = await s.entry.train({ roundDeadline, searchDeadline: options.deadline, target, patience });
+    // A round that trained nothing (no time for an epoch, or no more epochs than the last) ends the entry, unreported.
+    if (r.epochs === 0 && r.noGain && s.report.rounds.length > 0) {
+      s.exhausted = true;
+      return;
+    }
     s.report.rounds.push(r);
     s.report.seconds += (now() - t0) / 1000;
     s.report.epochs += r.epochs;

@@ -196,6 +196,22 @@ describe('runPlan', () => {
     expect(plan.spent).toBe(100);
   });
 
+  it('a round that trains nothing (no more epochs than the last) ends the entry and is not reported', async () => {
+    const c = clock();
+    const rules: StopRule[] = [];
+    const e = entry({ name: 'int8-qat', speedup: 1.6, a0: 0.5, tau: 2, epochSeconds: 5, maxEpochs: 2, cap: 0.9 }, c, rules);
+    let calls = 0;
+    // Like the QAT entry: a later round that cannot run more epochs than the first returns 0 epochs, no gain.
+    const once: PlanEntry = {
+      ...e,
+      train: async (rule) => (++calls === 1 ? e.train(rule) : { epochs: 0, seconds: 0, agreement: 0.9, stoppedBy: 'epochs', noGain: true }),
+    };
+    const plan = await runPlan([once], { deadline: 100_000, target: 0.95, now: c.now });
+    expect(calls).toBe(2);
+    expect(plan.entries[0]!.rounds.map((r) => r.epochs)).toEqual([2]);
+    expect(plan.entries[0]!.epochs).toBe(2);
+  });
+
   it('with one round each (a work budget), every entry trains once and no time is reserved', async () => {
     const c = clock();
     const rules: StopRule[] = [];
