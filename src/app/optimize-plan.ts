@@ -209,40 +209,47 @@ export async function runPlan(entries: PlanEntry[], options: PlanOptions): Promi
     progress(`${s.entry.name}: round ${s.report.rounds.length}: ${describeRound(r)}`);
     if (reached(s) && s.report.expectedSpeedup !== undefined && (toBeat === undefined || s.report.expectedSpeedup > toBeat)) toBeat = s.report.expectedSpeedup;
   };
-  for (const [i, s] of states.entries()) {
+  /** Prepare an entry and train its first round on `share()` seconds (at least a round; counted after the preparation), or say in its note why not. */
+  const start = async (s: EntryState, share: () => number): Promise<void> => {
     const { entry } = s;
-    const before = entry.after ? states.find((o) => o.entry.name === entry.after) : undefined;
-    // Only a predecessor that trained and missed says this one would miss too.
-    if (before && target !== undefined && before.report.rounds.length > 0 && !reached(before)) {
-      s.report.note = `not tried: ${entry.after} did not reach the target`;
-      continue;
-    }
     const t0 = now();
     const ready = await entry.prepare({ searchDeadline: options.deadline });
     s.report.seconds += (now() - t0) / 1000;
     if ('skip' in ready) {
       s.report.note = ready.skip;
-      continue;
+      return;
     }
     s.report.expectedSpeedup = ready.expectedSpeedup;
     if (toBeat !== undefined && ready.expectedSpeedup !== undefined && ready.expectedSpeedup <= toBeat) {
       s.report.note = `not trained: expects ${ready.expectedSpeedup.toFixed(2)}x, no more than the best so far (${toBeat.toFixed(2)}x)`;
-      continue;
+      return;
     }
     if (options.oneRoundEach) {
       await round(s, options.deadline);
-      continue;
+      return;
     }
     const available = left();
-    const share = Math.max(0, available - reserve) / (states.length - i);
-    const seconds = Math.max(share, ready.minSeconds);
+    const seconds = Math.max(share(), ready.minSeconds);
     if (seconds > available) {
       s.report.note = `not trained: a round needs ~${ready.minSeconds.toFixed(0)} s, ${Math.max(0, available).toFixed(0)} s left`;
-      continue;
+      return;
     }
     s.report.plannedSeconds = seconds;
     progress(`${entry.name}: ${seconds.toFixed(0)} s of the ${available.toFixed(0)} s left (expects ${ready.expectedSpeedup?.toFixed(2) ?? '?'}x)`);
     await round(s, now() + seconds * 1000);
+  };
+  const predecessor = (s: EntryState): EntryState | undefined => (s.entry.after ? states.find((o) => o.entry.name === s.entry.after) : undefined);
+  // Entries whose predecessor had trained and missed the target when their turn came: tried later if it reaches it.
+  const waiting: EntryState[] = [];
+  for (const [i, s] of states.entries()) {
+    const before = predecessor(s);
+    // Only a predecessor that trained and missed says this one would miss too.
+    if (before && target !== undefined && before.report.rounds.length > 0 && !reached(before)) {
+      s.report.note = `not tried: ${s.entry.after} did not reach the target`;
+      waiting.push(s);
+      continue;
+    }
+    await start(s, () => Math.max(0, left() - reserve) / (states.length - i));
   }
   // Second phase: what is left goes to the most promising entry, a round at a time.
   // Closest to the target first; when every trained entry reached it, the fastest one gets a margin
@@ -261,6 +268,14 @@ export async function runPlan(entries: PlanEntry[], options: PlanOptions): Promi
     return missed[0] ?? open.sort((a, b) => (b.report.expectedSpeedup ?? 0) - (a.report.expectedSpeedup ?? 0))[0];
   };
   while (!options.oneRoundEach && left() > MIN_ROUND_SECONDS) {
+    // A narrower width waiting on a wider one that has reached the target since: its turn now, on half of what is left.
+    const late = waiting.find((w) => reached(predecessor(w)!));
+    if (late) {
+      waiting.splice(waiting.indexOf(late), 1);
+      late.report.note = '';
+      await start(late, () => left() / 2);
+      continue;
+    }
     const s = promising();
     if (!s) break;
     progress(
@@ -268,6 +283,7 @@ export async function runPlan(entries: PlanEntry[], options: PlanOptions): Promi
     );
     await round(s, options.deadline);
   }
+  for (const w of waiting) if (reached(predecessor(w)!)) w.report.note = `not tried: ${w.entry.after} reached the target with too little time left`;
   for (const s of states) {
     if (s.report.rounds.length === 0) continue;
     s.report.result = target === undefined ? 'trained' : reached(s) ? 'reached' : 'missed';

@@ -196,6 +196,22 @@ describe('runPlan', () => {
     expect(plan.spent).toBe(100);
   });
 
+  it('a narrower width waits while the wider one misses the target, and trains once the wider one reaches it', async () => {
+    const c = clock();
+    const rules: StopRule[] = [];
+    // The wide one: 2 epochs a round; 1 - 0.5 e^(-n/2) is 81.6% after 2, 93.2% after 4, 97.5% after 6.
+    const wide = entry({ name: 'width 0.7', speedup: 1.3, a0: 0.5, tau: 2, epochSeconds: 5, maxEpochs: 2 }, c, rules);
+    const narrow = entry({ name: 'width 0.5', speedup: 1.6, a0: 0.5, tau: 2, epochSeconds: 5, maxEpochs: 2, after: 'width 0.7' }, c, rules);
+    const plan = await runPlan([wide, narrow], { deadline: 200_000, target: 0.95, now: c.now });
+    const [w, n] = plan.entries;
+    expect(w!.rounds.slice(0, 3).map((r) => r.agreement)).toEqual([1 - 0.5 * Math.exp(-1), 1 - 0.5 * Math.exp(-2), 1 - 0.5 * Math.exp(-3)]);
+    expect(w!.result).toBe('reached');
+    // Trained after the wide one reached 97.5% (its first round ends the third round of the wide one)
+    expect(n!.rounds.length).toBeGreaterThan(0);
+    expect(n!.note).not.toMatch(/not tried/);
+    expect(narrow.trained()).toBeGreaterThanOrEqual(2);
+  });
+
   it('a round that trains nothing (no more epochs than the last) ends the entry and is not reported', async () => {
     const c = clock();
     const rules: StopRule[] = [];
