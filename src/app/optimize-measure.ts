@@ -239,8 +239,10 @@ export function within(run: OptimizeRun, f: CandidateFidelity, retrained = false
   const waived: string[] = [];
   for (const [name, o] of Object.entries(f.outputs ?? {})) {
     if (o.met) continue;
-    if (retrained && (o.kind === 'class-scores' || o.kind === 'class-sequence') && o.sqnrOnly) waived.push(`'${name}': ${o.judgedOn}`);
-    else failures.push(...o.failures);
+    const decidedByAgreement = retrained && (o.kind === 'class-scores' || o.kind === 'class-sequence');
+    if (decidedByAgreement && o.sqnrOnly) waived.push(`'${name}': ${o.judgedOn}`);
+    // A retrained model misses on agreement: its SQNR is not a reason (it is reported, not applied).
+    else failures.push(...(decidedByAgreement ? o.failures.filter((f) => !f.startsWith(`'${name}': SQNR `)) : o.failures));
   }
   if (failures.length > 0) return { ok: false, why: failures.join('; ') };
   return {
