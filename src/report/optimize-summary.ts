@@ -33,7 +33,7 @@ const PIPE_WIDTHS = [22, 22, 7, 28, 8, 6, 42];
 export function formatFidelity(f: CandidateFidelity | null, allSamples?: number): string {
   if (!f) return '-';
   if (f.samples === 0) return 'not scored';
-  // A candidate that could not be chosen was scored on the screen's first samples only: say so.
+  // Scored on fewer samples than the run's scoring (a result of an older run, a library caller's): say so.
   const on = f.samples !== undefined && allSamples !== undefined && f.samples < allSamples ? `on ${f.samples} samples: ` : '';
   return on + fidelityText(f);
 }
