@@ -36,11 +36,11 @@
  *             each backend.
  * Usage: npx vite-node bench/train-backends.ts [example|teacher|mbv3|hswish|ctc|all|qat] [--steps N] [--batch-size B] [--rounds R]
  * Numbers go to docs/distill.md ("Backends"). Imports: src (onnx, data, runtime, passes/quantize, app,
- * train, ir, metrics, benchmark/manifest, util/random), fixtures (tiny-graphs, train-standins),
+ * train, ir, metrics, benchmark/manifest, util/random), ./train-cases.ts (the stand-ins, their data),
  * ./paired.mjs.
  */
 import { loadModel } from '../src/onnx/index.js';
-import { DataType, type Model, type TensorData } from '../src/ir/index.js';
+import type { TensorData } from '../src/ir/index.js';
 import { initTrainingBackend } from '../src/train/tfjs/backend.js';
 import type { LoopOptions, LoopResult, TrainData } from '../src/train/core/loop.js';
 import { trainLoop } from '../src/train/tfjs/loop.js';
@@ -57,11 +57,8 @@ import { insertFakeQuant } from '../src/train/onnxruntime/fake-quant.js';
 import { bootstrapMedianCI, pairedSpeedup } from '../src/metrics/index.js';
 import { buildManifest } from '../src/benchmark/manifest.js';
 import { seededRandom } from '../src/util/random.js';
-import { seededFloats } from '../fixtures/tiny-graphs.js';
-import { mobileNetV3Classifier } from '../fixtures/train-standins.js';
-import { CTC, ctcRecognizer, HSWISH, hardSwishClassifier } from '../fixtures/families.js';
-import { studentForOnnxruntime } from '../src/app/distill.js';
 import { commandLine, manifestLines, MIN_ROUNDS, pairedReport, timePaired, type Operation } from './paired.mjs';
+import { standinCases, syntheticTrainData, type TrainCase } from './train-cases.js';
 
 const args = process.argv.slice(2);
 const which = args.find((a) => !a.startsWith('--') && !/^\d+$/.test(a)) ?? 'all';
@@ -74,52 +71,16 @@ const command = commandLine(import.meta.url);
 const rounds = flag('--rounds', MIN_ROUNDS);
 if (rounds < MIN_ROUNDS) throw new Error(`--rounds ${rounds}: at least ${MIN_ROUNDS} paired rounds`);
 
-interface Case {
-  name: string;
-  model: () => Promise<Model>;
-  sample: number[];
-  classes: number;
-  batchSize: number;
-  steps: number;
-  /** 'kd' (default): labels + soft targets [count, classes]; 'mse': MSE to teacher outputs of `outputDims` per sample, no labels. */
-  loss?: 'kd' | 'mse';
-  outputDims?: number[];
-}
-
 const steps = flag('--steps', 0);
 const batch = flag('--batch-size', 0);
-const CASES: Case[] = [
+const CASES: TrainCase[] = [
   { name: 'example', model: () => loadModel('fixtures/fashion-cnn.onnx'), sample: [1, 28, 28], classes: 10, batchSize: batch || 64, steps: steps || 2 },
   { name: 'teacher', model: () => loadModel('fixtures/fashion-teacher.onnx'), sample: [1, 28, 28], classes: 10, batchSize: batch || 64, steps: steps || 1 },
-  { name: 'mbv3', model: async () => mobileNetV3Classifier(), sample: [3, 48, 192], classes: 10, batchSize: batch || 16, steps: steps || 1 },
-  // issue 32's stand-ins (fixtures/families.ts): the MobileNetV3-style hard-swish / squeeze-excite / depthwise
-  // classifier, and the opset-9 CTC recognizer (upgraded to opset 13, as distill and optimize do to train it on onnxruntime)
-  { name: 'hswish', model: async () => hardSwishClassifier(), sample: [3, HSWISH.height, HSWISH.width], classes: 2, batchSize: batch || 32, steps: steps || 2 },
-  {
-    name: 'ctc',
-    model: async () => studentForOnnxruntime(ctcRecognizer()).model!,
-    sample: [1, CTC.height, 80],
-    classes: CTC.classes,
-    batchSize: batch || 32,
-    steps: steps || 2,
-    loss: 'mse',
-    outputDims: [20, CTC.classes],
-  },
+  // issue 32's stand-ins (./train-cases.ts)
+  ...standinCases(batch, steps),
 ];
 
-function data(c: Case, inputName: string): TrainData {
-  const count = c.batchSize * c.steps;
-  const per = c.sample.reduce((a, d) => a * d, 1);
-  const input: TensorData = { dtype: DataType.FLOAT, dims: [count, ...c.sample], data: seededFloats(1, count * per, 0, 1) };
-  const outputDims = c.outputDims ?? [c.classes];
-  const perOutput = outputDims.reduce((a, d) => a * d, 1);
-  const teacher: TensorData = { dtype: DataType.FLOAT, dims: [count, ...outputDims], data: seededFloats(2, count * perOutput, -3, 3) };
-  if (c.loss === 'mse') return { count, inputs: { [inputName]: input }, teacher };
-  const labels: TensorData = { dtype: DataType.INT64, dims: [count], data: BigInt64Array.from({ length: count }, (_v, i) => BigInt((i * 7) % c.classes)) };
-  return { count, inputs: { [inputName]: input }, labels, teacher };
-}
-
-function loopOptions(c: Case, outputName: string): LoopOptions {
+function loopOptions(c: TrainCase, outputName: string): LoopOptions {
   return {
     epochs: 1,
     batchSize: c.batchSize,
@@ -127,8 +88,8 @@ function loopOptions(c: Case, outputName: string): LoopOptions {
     learningRate: 1e-3,
     optimizer: { kind: 'adam', weightDecay: 1e-4 },
     schedule: 'cosine',
-    lossKind: c.loss ?? 'kd',
-    alpha: c.loss === 'mse' ? 0 : 0.5,
+    lossKind: c.mse ? 'mse' : 'kd',
+    alpha: c.mse ? 0 : 0.5,
     temperature: 4,
     outputName,
   };
@@ -270,12 +231,12 @@ async function qat(batchSize: number, stepCount: number): Promise<void> {
   }
 }
 
-async function kd(c: Case): Promise<void> {
+async function kd(c: TrainCase): Promise<void> {
   const loaded = await c.model();
   const model = withDynamicBatch(loaded, 'student').model;
   const inputName = model.graph.inputs.find((v) => !v.initializer)!.name;
   const outputName = model.graph.outputs[0]!.name;
-  const d = data(c, inputName);
+  const d = syntheticTrainData(c, inputName);
   const options = loopOptions(c, outputName);
   await initTrainingBackend({ backend: 'wasm' });
   const graph = new TrainableGraph(model);

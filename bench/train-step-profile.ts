@@ -16,7 +16,7 @@
  * on), the loss, and the backward (every other node).
  * Usage: npx vite-node bench/train-step-profile.ts [hswish|ctc|mbv3|all] [--steps N] [--rounds R] [--profile-runs P]
  * Numbers go to docs/distill.md ("Where a training step's time goes") and bench/README.md.
- * Imports: src (onnx, ir, runtime, train, app, metrics, benchmark/manifest, util/random), fixtures, ./paired.mjs, onnxruntime-node.
+ * Imports: src (onnx, ir, runtime, train, app, metrics, benchmark/manifest, util/random), ./train-cases.ts (the stand-ins and their data), ./paired.mjs, onnxruntime-node.
  */
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -24,19 +24,16 @@ import path from 'node:path';
 import * as ort from 'onnxruntime-node';
 import { decodeModel, encodeModel } from '../src/onnx/index.js';
 import { DataType, type Model, type Node, type TensorData } from '../src/ir/index.js';
-import type { LoopOptions, TrainData } from '../src/train/core/loop.js';
+import type { LoopOptions } from '../src/train/core/loop.js';
 import { createOrtTrainer, ortTrainLoop } from '../src/train/onnxruntime/loop.js';
 import { labelIndices, type OnnxTrainStep } from '../src/train/onnxruntime/session.js';
 import { createRunner } from '../src/runtime/index.js';
 import { withDynamicBatch } from '../src/app/dynamic-batch.js';
-import { studentForOnnxruntime } from '../src/app/distill.js';
 import { bootstrapMedianCI, pairedSpeedup } from '../src/metrics/index.js';
 import { buildManifest } from '../src/benchmark/manifest.js';
 import { seededRandom } from '../src/util/random.js';
-import { seededFloats } from '../fixtures/tiny-graphs.js';
-import { mobileNetV3Classifier } from '../fixtures/train-standins.js';
-import { CTC, ctcRecognizer, HSWISH, hardSwishClassifier } from '../fixtures/families.js';
 import { commandLine, manifestLines, MIN_ROUNDS, pairedReport, timePaired } from './paired.mjs';
+import { standinCases, syntheticTrainData, type TrainCase } from './train-cases.js';
 
 const args = process.argv.slice(2);
 const which = args.find((a) => !a.startsWith('--') && !/^\d+$/.test(a)) ?? 'all';
@@ -49,45 +46,7 @@ const command = commandLine(import.meta.url);
 const rounds = flag('--rounds', MIN_ROUNDS);
 if (rounds < MIN_ROUNDS) throw new Error(`--rounds ${rounds}: at least ${MIN_ROUNDS} paired rounds`);
 const profileRuns = flag('--profile-runs', 10);
-
-interface Case {
-  name: string;
-  model: () => Model;
-  sample: number[];
-  classes: number;
-  batchSize: number;
-  steps: number;
-  mse?: number[];
-}
-// the same stand-ins, batches and losses as ./train-backends.ts
-const CASES: Case[] = [
-  { name: 'hswish', model: hardSwishClassifier, sample: [3, HSWISH.height, HSWISH.width], classes: 2, batchSize: 32, steps: flag('--steps', 2) },
-  {
-    name: 'ctc',
-    model: () => studentForOnnxruntime(ctcRecognizer()).model!,
-    sample: [1, CTC.height, 80],
-    classes: CTC.classes,
-    batchSize: 32,
-    steps: flag('--steps', 2),
-    mse: [20, CTC.classes],
-  },
-  { name: 'mbv3', model: mobileNetV3Classifier, sample: [3, 48, 192], classes: 10, batchSize: 16, steps: flag('--steps', 1) },
-];
-
-function data(c: Case, inputName: string): TrainData {
-  const count = c.batchSize * c.steps;
-  const per = c.sample.reduce((a, d) => a * d, 1);
-  const input: TensorData = { dtype: DataType.FLOAT, dims: [count, ...c.sample], data: seededFloats(1, count * per, 0, 1) };
-  const outputDims = c.mse ?? [c.classes];
-  const teacher: TensorData = {
-    dtype: DataType.FLOAT,
-    dims: [count, ...outputDims],
-    data: seededFloats(2, count * outputDims.reduce((a, d) => a * d, 1), -3, 3),
-  };
-  if (c.mse) return { count, inputs: { [inputName]: input }, teacher };
-  const labels: TensorData = { dtype: DataType.INT64, dims: [count], data: BigInt64Array.from({ length: count }, (_v, i) => BigInt((i * 7) % c.classes)) };
-  return { count, inputs: { [inputName]: input }, labels, teacher };
-}
+const CASES = standinCases(0, flag('--steps', 0));
 
 /** Rows [b * size, (b + 1) * size) of `td`. */
 function rows(td: TensorData, b: number, size: number): TensorData {
@@ -164,11 +123,11 @@ async function profile(model: Model, feeds: Record<string, TensorData>, runs: nu
   }
 }
 
-async function run(c: Case): Promise<void> {
-  const model = withDynamicBatch(c.model(), 'student').model;
+async function run(c: TrainCase): Promise<void> {
+  const model = withDynamicBatch(await c.model(), 'student').model;
   const inputName = model.graph.inputs.find((v) => !v.initializer)!.name;
   const outputName = model.graph.outputs[0]!.name;
-  const d = data(c, inputName);
+  const d = syntheticTrainData(c, inputName);
   const options: LoopOptions = {
     epochs: 1,
     batchSize: c.batchSize,

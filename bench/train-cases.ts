@@ -1,0 +1,57 @@
+/**
+ * The students the training benches time (./train-backends.ts, ./train-step-profile.ts,
+ * ./train-rules-ab.ts): issue 32's stand-ins and the synthetic data each one trains on.
+ *   hswish  fixtures/families.ts's hard-swish / squeeze-excite / depthwise classifier, 3x32x96, 2 classes, batch 32
+ *   ctc     fixtures/families.ts's CTC recognizer (opset 9, upgraded to 13 as distill and optimize do),
+ *           1x32x80, MSE to teacher outputs [20, 11] per sample, no labels, batch 32
+ *   mbv3    fixtures/train-standins.ts's MobileNetV3-style classifier, 3x48x192, 10 classes, batch 16
+ * Imports: src (ir, train types, app/distill), fixtures.
+ */
+import { DataType, type Model, type TensorData } from '../src/ir/index.js';
+import type { TrainData } from '../src/train/core/loop.js';
+import { studentForOnnxruntime } from '../src/app/distill.js';
+import { seededFloats } from '../fixtures/tiny-graphs.js';
+import { mobileNetV3Classifier } from '../fixtures/train-standins.js';
+import { CTC, ctcRecognizer, HSWISH, hardSwishClassifier } from '../fixtures/families.js';
+
+export interface TrainCase {
+  name: string;
+  model: () => Model | Promise<Model>;
+  /** One sample's input dims. */
+  sample: number[];
+  classes: number;
+  batchSize: number;
+  /** Training steps a timed call runs. */
+  steps: number;
+  /** MSE to teacher outputs of these dims per sample, no labels; absent: labels + soft targets [classes] (KD). */
+  mse?: number[];
+}
+
+/** Issue 32's stand-ins; `batch` and `steps` override every case's (0: each case's own). */
+export function standinCases(batch = 0, steps = 0): TrainCase[] {
+  return [
+    { name: 'hswish', model: hardSwishClassifier, sample: [3, HSWISH.height, HSWISH.width], classes: 2, batchSize: batch || 32, steps: steps || 2 },
+    {
+      name: 'ctc',
+      model: () => studentForOnnxruntime(ctcRecognizer()).model!,
+      sample: [1, CTC.height, 80],
+      classes: CTC.classes,
+      batchSize: batch || 32,
+      steps: steps || 2,
+      mse: [20, CTC.classes],
+    },
+    { name: 'mbv3', model: mobileNetV3Classifier, sample: [3, 48, 192], classes: 10, batchSize: batch || 16, steps: steps || 1 },
+  ];
+}
+
+/** Seeded inputs in [0, 1), teacher outputs in [-3, 3) and (KD) labels i * 7 mod classes, for `count` samples (default a call's steps). */
+export function syntheticTrainData(c: TrainCase, inputName: string, count = c.batchSize * c.steps): TrainData {
+  const per = c.sample.reduce((a, d) => a * d, 1);
+  const input: TensorData = { dtype: DataType.FLOAT, dims: [count, ...c.sample], data: seededFloats(1, count * per, 0, 1) };
+  const outputDims = c.mse ?? [c.classes];
+  const perOutput = outputDims.reduce((a, d) => a * d, 1);
+  const teacher: TensorData = { dtype: DataType.FLOAT, dims: [count, ...outputDims], data: seededFloats(2, count * perOutput, -3, 3) };
+  if (c.mse) return { count, inputs: { [inputName]: input }, teacher };
+  const labels: TensorData = { dtype: DataType.INT64, dims: [count], data: BigInt64Array.from({ length: count }, (_v, i) => BigInt((i * 7) % c.classes)) };
+  return { count, inputs: { [inputName]: input }, labels, teacher };
+}
