@@ -10,7 +10,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { optimizeWorkflow, type OptimizeResult } from '../../../src/app/optimize.js';
+import { optimizeWorkflow, type OptimizeOptions, type OptimizeResult } from '../../../src/app/optimize.js';
 import { checkRecipe, recipePathFor } from '../../../src/app/optimize-recipe.js';
 import { regionsOf, scopeOf, searchRegions } from '../../../src/app/optimize-regions.js';
 import { paretoFront, renderOptimizePlot } from '../../../src/report/optimize-plot.js';
@@ -178,50 +178,49 @@ describe('optimize on the example (fashion CNN)', () => {
   }, 30_000);
 });
 
+/** optimize on the example (its work folder kept) and `quantize` with the same budget flags, side by side. */
+interface Beside<Doc> {
+  result: OptimizeResult;
+  quantized: { code: number; doc: Doc };
+  /** optimize's int8 candidate is quantize's file, byte for byte. */
+  sameInt8: () => boolean;
+}
+
+async function beside<Doc>(
+  slug: string,
+  options: Omit<OptimizeOptions, 'model' | 'output' | 'calibrationData' | 'evalData' | 'workDir'>,
+  quantizeFlags: string[],
+): Promise<Beside<Doc>> {
+  const work = out(`${slug}-work`);
+  mkdirSync(work);
+  const result = await optimizeWorkflow({ model: CNN, output: out(`${slug}.onnx`), calibrationData: CALIB, evalData: EVAL, workDir: work, ...options });
+  const r = await runInProcess(['quantize', CNN, '-o', out(`${slug}-q.onnx`), '--calibration-data', CALIB, '--eval-data', EVAL, ...quantizeFlags, '--json']);
+  const sameInt8 = () => readFileSync(path.join(work, 'int8.onnx')).equals(readFileSync(out(`${slug}-q.onnx`)));
+  return { result, quantized: { code: r.code, doc: JSON.parse(r.stdout) as Doc }, sameInt8 };
+}
+
 describe('optimize with a budget full INT8 misses (--max-accuracy-drop 0pt on the example)', () => {
   // Full INT8 without bias correction drops 0.05 pt: only then does the labelled guard run (from
   // the kept calibration), and the candidate is the model `quantize --max-accuracy-drop 0pt` writes,
   // byte for byte. (With bias correction, the default, full INT8 gains 0.1 pt: nothing to guard.)
-  let result: OptimizeResult;
-  let quantized: { code: number; doc: { guard: { met: boolean; chosen: { fp32Nodes: string[]; dropPoints: number } } } };
+  let run: Beside<{ guard: { met: boolean; chosen: { fp32Nodes: string[]; dropPoints: number } } }>;
   beforeAll(async () => {
-    const work = out('tight-work');
-    mkdirSync(work);
-    result = await optimizeWorkflow({
-      model: CNN,
-      output: out('tight.onnx'),
-      calibrationData: CALIB,
-      evalData: EVAL,
-      maxAccuracyDrop: { kind: 'points', value: 0 },
-      iterations: 40,
-      workDir: work,
-      candidates: [{ quantize: { mode: 'int8', biasCorrection: false } }],
-    });
-    const r = await runInProcess([
-      'quantize',
-      CNN,
-      '-o',
-      out('tight-q.onnx'),
-      '--calibration-data',
-      CALIB,
-      '--eval-data',
-      EVAL,
-      '--max-accuracy-drop',
-      '0pt',
-      '--no-bias-correction',
-      '--json',
-    ]);
-    quantized = { code: r.code, doc: JSON.parse(r.stdout) };
+    run = await beside(
+      'tight',
+      { maxAccuracyDrop: { kind: 'points', value: 0 }, iterations: 40, candidates: [{ quantize: { mode: 'int8', biasCorrection: false } }] },
+      ['--max-accuracy-drop', '0pt', '--no-bias-correction'],
+    );
   }, 120_000);
 
   it('the guard kept the sensitive nodes float, as quantize does, and the drop is within 0 pt', () => {
+    const { result, quantized } = run;
     expect(quantized.code).toBe(0);
     expect(quantized.doc.guard.met).toBe(true);
     expect(quantized.doc.guard.chosen.fp32Nodes.length).toBeGreaterThan(0);
     const int8 = result.candidates.find((c) => c.name === 'int8')!;
     expect(int8.fidelity!.accuracyDropPoints!).toBeLessThanOrEqual(1e-9);
     expect(int8.withinBudget).toBe(true);
-    expect(readFileSync(path.join(out('tight-work'), 'int8.onnx')).equals(readFileSync(out('tight-q.onnx')))).toBe(true);
+    expect(run.sameInt8()).toBe(true);
   });
 });
 
@@ -229,36 +228,24 @@ describe('optimize leaves the fidelity guard for later (--min-sqnr 45 on the exa
   // Candidates are built as the pass makes them and timed; only one that could be chosen is scored,
   // and the guard's float fallback runs only on one over the budget: static INT8 (faster, under
   // 45 dB) is then guarded from its pass result and is the model `quantize --min-sqnr 45` writes.
-  let result: OptimizeResult;
-  let quantized: { code: number; doc: { fidelity: { met: boolean; floatNodes: string[] } } };
+  let run: Beside<{ fidelity: { met: boolean; floatNodes: string[] } }>;
   beforeAll(async () => {
-    const work = out('later-work');
-    mkdirSync(work);
-    result = await optimizeWorkflow({
-      model: CNN,
-      output: out('later.onnx'),
-      calibrationData: CALIB,
-      evalData: EVAL,
-      minSqnrDb: 45,
-      iterations: 40,
-      workDir: work,
-      regionSearch: false,
-    });
-    const r = await runInProcess(['quantize', CNN, '-o', out('later-q.onnx'), '--calibration-data', CALIB, '--eval-data', EVAL, '--min-sqnr', '45', '--json']);
-    quantized = { code: r.code, doc: JSON.parse(r.stdout) };
+    run = await beside('later', { minSqnrDb: 45, iterations: 40, regionSearch: false }, ['--min-sqnr', '45']);
   }, 120_000);
 
   it('static INT8 is guarded from its pass result, byte for byte as quantize does', () => {
+    const { result, quantized } = run;
     expect(quantized.code).toBe(0);
     expect(quantized.doc.fidelity.floatNodes.length).toBeGreaterThan(0);
     const int8 = result.candidates.find((c) => c.name === 'int8')!;
     // Scored after the guard whatever its second timing says (it could be chosen before).
     expect(int8.fidelity!.samples).toBe(2000);
     expect(int8.fidelity!.guard).toMatchObject({ floatNodes: quantized.doc.fidelity.floatNodes.length, decidedBy: 'fidelity' });
-    expect(readFileSync(path.join(out('later-work'), 'int8.onnx')).equals(readFileSync(out('later-q.onnx')))).toBe(true);
+    expect(run.sameInt8()).toBe(true);
   });
 
   it('a candidate that could not be chosen is timed, not scored, and says so', () => {
+    const { result } = run;
     for (const c of result.candidates.filter((c) => c.name !== 'int8')) {
       if (c.speedup!.verdict === 'faster') expect(c.fidelity!.samples).toBe(2000);
       else {
