@@ -14,7 +14,7 @@
  * a work budget, for reproducible runs and tests).
  * `QatCandidateSpec` is the recipe form (what rebuilds the candidate: the INT8 settings it starts
  * from and the training settings); `buildQatCandidate` builds one from it.
- * May import: errors, ir, data (types), app/*; train (lazily, through ./qat.ts).
+ * May import: errors, ir, data (types), app/*; train (lazily: through ./qat.ts, and train/core/agreement.ts's argMaxLabels).
  */
 import path from 'node:path';
 import { UsageError } from '../errors.js';
@@ -131,21 +131,13 @@ async function splitForQat(data: Dataset, validate: boolean): Promise<{ train: D
   return { train, held: { ...data, count: heldCount, inputs, labels: undefined, outputs: undefined, sequences: undefined, notes: [] } };
 }
 
-/** FP32's top-1 class of each held-out sample as int32 labels [N] (the loop keeps the epoch that agrees best). */
+/** FP32's top-1 class of each held-out sample as int64 labels [N] (train/core/agreement.ts; the loop keeps the epoch that agrees best). */
 async function fp32Classes(model: Model, held: Dataset, outputName: string, threads: number): Promise<TensorData> {
-  const { createRunner } = await import('../runtime/index.js');
+  const [{ createRunner }, { argMaxLabels }] = await Promise.all([import('../runtime/index.js'), import('../train/core/agreement.js')]);
   const runner = await createRunner(model, { intraOpThreads: threads, label: 'FP32 model' });
   try {
     const out = (await runner.run(held.inputs, [outputName]))[outputName]!;
-    const scores = out.data as Float32Array;
-    const classes = scores.length / held.count;
-    const labels = new Int32Array(held.count);
-    for (let i = 0; i < held.count; i++) {
-      let best = 0;
-      for (let c = 1; c < classes; c++) if (scores[i * classes + c]! > scores[i * classes + best]!) best = c;
-      labels[i] = best;
-    }
-    return { dtype: DataType.INT32, dims: [held.count], data: labels };
+    return { dtype: DataType.INT64, ...argMaxLabels(out.data as Float32Array, out.dims) };
   } finally {
     await runner.release();
   }
