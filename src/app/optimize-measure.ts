@@ -94,7 +94,7 @@ export async function measure(run: OptimizeRun, list: Built[], scoreAll = run.op
     run.measured.get(b.name)!.cannotWin =
       run.objective === 'size' ? `slower than FP32 (${x(s)}); not scored` : `not significantly faster (${x(s)}: ${s.verdict}); not scored`;
   }
-  if (contenders.length > 0) await scoreContenders(run, contenders, base);
+  if (contenders.length > 0) await scoreContenders(run, contenders, base, scoreAll);
   // FP32's own accuracy (with labels) is reported even when no candidate was scored.
   else if (run.scored) return;
   else if (timed.data.labels) run.scored = await benchmarkWithFallback(run, { ...base, candidates: [], iterations: SCORING_ITERATIONS });
@@ -107,11 +107,11 @@ const x = (s: Speedup): string => `${s.estimate.toFixed(2)}x, ${s.low.toFixed(2)
  * Score the candidates that could be chosen on all the data, FP32 with them. For the fastest
  * (latency, throughput): the fastest first, with those that may be as fast; once one is within
  * the budget, a candidate whose interval lies below its lower bound cannot be chosen and is not
- * scored (it keeps the screen's values, and says so).
+ * scored (it keeps the screen's values, and says so). `scoreAll`: every one, in one pass.
  */
-async function scoreContenders(run: OptimizeRun, contenders: Built[], base: Omit<BenchmarkOptions, 'candidates'>): Promise<void> {
+async function scoreContenders(run: OptimizeRun, contenders: Built[], base: Omit<BenchmarkOptions, 'candidates'>, scoreAll: boolean): Promise<void> {
   const speed = (b: Built): Speedup => run.measured.get(b.name)!.speedup;
-  const ordered = run.select === 'fastest' && run.objective !== 'size' && !run.options.scoreAll;
+  const ordered = run.select === 'fastest' && run.objective !== 'size' && !scoreAll;
   let pending = ordered ? [...contenders].sort((a, b) => speed(b).estimate - speed(a).estimate) : contenders;
   while (pending.length > 0) {
     const lead = pending[0]!;
