@@ -55,8 +55,6 @@ async function benchmarkWithFallback(run: OptimizeRun, options: BenchmarkOptions
 
 /** Samples the timing reads its inputs from (the screen scores nothing). */
 export const SCREEN_SAMPLES = 64;
-/** Timed runs of the scoring pass (its timing is not used: the screen's interleaved runs are). */
-const SCORING_ITERATIONS = 10;
 
 /**
  * Time the built candidates against the input in one interleaved run (speed only: nothing is
@@ -97,7 +95,7 @@ export async function measure(run: OptimizeRun, list: Built[], scoreAll = run.op
   if (contenders.length > 0) await scoreContenders(run, contenders, base, scoreAll);
   // FP32's own accuracy (with labels) is reported even when no candidate was scored.
   else if (run.scored) return;
-  else if (timed.data.labels) run.scored = await benchmarkWithFallback(run, { ...base, candidates: [], iterations: SCORING_ITERATIONS });
+  else if (timed.data.labels) run.scored = await benchmarkWithFallback(run, { ...base, candidates: [], time: false });
   else run.scored = timed;
 }
 
@@ -117,11 +115,12 @@ async function scoreContenders(run: OptimizeRun, contenders: Built[], base: Omit
     const lead = pending[0]!;
     const batch = ordered ? pending.filter((b) => b === lead || speed(b).high >= speed(lead).low) : pending;
     run.progress(`scoring ${batch.map((b) => b.name).join(', ')} on all the data`);
-    const scored = await benchmarkWithFallback(run, { ...base, candidates: batch.map((b) => b.path!), iterations: SCORING_ITERATIONS });
+    // The screen's interleaved runs gave the speed: this pass scores only.
+    const scored = await benchmarkWithFallback(run, { ...base, candidates: batch.map((b) => b.path!), time: false });
     run.scored = scored;
     batch.forEach((b, i) => {
       const m = run.measured.get(b.name)!;
-      m.fidelity = measuredOf(run, b, scored, i + 1, 0, scored.data.samples).fidelity;
+      m.fidelity = fidelityOf(run, b, scored, i + 1, scored.data.samples);
       m.scored = true;
       b.scoredFidelity = m.fidelity;
     });
@@ -162,23 +161,23 @@ function couldWin(run: OptimizeRun, speedup: Speedup): boolean {
 
 /** Candidate `index` of a benchmark result (0 is the input), with the quantize guard's summary. */
 function measuredOf(run: OptimizeRun, b: Built, result: BenchmarkResult, index: number, seconds: number, samples: number): Measured {
+  const point = result.models[index]!.latency[0]!;
+  return { speedup: point.speedup!, p50Ms: point.stats.p50, seconds, fidelity: fidelityOf(run, b, result, index, samples) };
+}
+
+/** Candidate `index`'s fidelity in a benchmark result (scored on `samples`; 0: not scored). */
+function fidelityOf(run: OptimizeRun, b: Built, result: BenchmarkResult, index: number, samples: number): CandidateFidelity {
   const base = result.models[0]!;
   const m = result.models[index]!;
-  const point = m.latency[0]!;
   const acc = m.accuracy && base.accuracy ? m.accuracy : undefined;
   const sign = acc?.higherIsBetter === false ? 1 : -1;
   const q = b.quantize?.fidelity;
   return {
-    speedup: point.speedup!,
-    p50Ms: point.stats.p50,
-    seconds,
-    fidelity: {
-      ...agreementFidelity(run, m.agreement ?? {}),
-      accuracy: acc ? acc.value : null,
-      accuracyDropPoints: acc ? sign * (acc.value - base.accuracy!.value) * 100 : null,
-      samples,
-      ...(q && q.enabled ? { guard: { met: q.met, worstSqnrDb: q.final.worstSqnrDb, floatNodes: q.floatNodes.length, decidedBy: q.decidedBy } } : {}),
-    },
+    ...agreementFidelity(run, m.agreement ?? {}),
+    accuracy: acc ? acc.value : null,
+    accuracyDropPoints: acc ? sign * (acc.value - base.accuracy!.value) * 100 : null,
+    samples,
+    ...(q && q.enabled ? { guard: { met: q.met, worstSqnrDb: q.final.worstSqnrDb, floatNodes: q.floatNodes.length, decidedBy: q.decidedBy } } : {}),
   };
 }
 

@@ -47,6 +47,8 @@ export interface Built {
   error?: string;
   /** The build failed on the inputs (an InputError: data or shapes the model cannot run on), not by a refusal. */
   inputError?: boolean;
+  /** Quantize had nothing to quantize (every node float by the speed rules or the exclusions). */
+  nothingQuantized?: boolean;
   quantize?: QuantizeResult;
   /** Static INT8's pass result, to re-run the steps from (the labelled guard, when it was left for later). */
   applied?: ModeApplied;
@@ -310,7 +312,7 @@ export async function buildCandidate(
     if (!(error instanceof ModelOptError)) throw error;
     // quantize's own advice on what it did not write is no candidate's reason: its first part is.
     const reason = error instanceof NothingToDoError ? `${run.options.model}: ${error.reason}` : error.message;
-    return done({ path: null, error: reason, inputError: failedOnInputs(error) });
+    return done({ path: null, error: reason, inputError: failedOnInputs(error), ...(error instanceof NothingToDoError ? { nothingQuantized: true } : {}) });
   }
 }
 
@@ -405,7 +407,7 @@ async function quantizeCandidate(
   // Only static INT8's labelled guard can wait (it is the one that runs on --max-accuracy-drop).
   const labelledLater = steps.labelledLater && settings.maxAccuracyDrop !== undefined && !options.metric;
   const fidelityLater = steps.fidelityLater === true && settings.guard && settings.maxAccuracyDrop === undefined;
-  const result = await quantizeFromInputs(settings, run.inputs, events, { fusion: false, applied, labelledLater, fidelityLater });
+  const result = await quantizeFromInputs(settings, run.inputs, events, { fusion: false, applied, labelledLater, fidelityLater, compareWritten: false });
   if (!run.int8 && result.context.applied?.int8) run.int8 = { context: result.context.applied.int8, report: result.context.applied.report as Int8Report };
   return result;
 }

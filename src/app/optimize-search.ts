@@ -61,7 +61,10 @@ export async function regionStep(run: OptimizeRun, built: Built[], extra: Built[
     {
       build: async (excludeNodes, label) => {
         const b = await trial(excludeNodes, `region-${++step}`);
-        return b.path ? { path: b.path } : { error: `${label}: ${shorten(b.error ?? 'not built')}` };
+        if (b.path) return { path: b.path };
+        // Every other node is float already (the speed rules, the guard): the mix would be FP32, measured beside it.
+        if (b.nothingQuantized) return { error: `with ${label} in float nothing is left in INT8 (the mix would be FP32)` };
+        return { error: `${label}: ${shorten(b.error ?? 'not built')}` };
       },
       compare: async (baseline, candidate) => {
         const precise = run.options.stepIterations === undefined && run.precision !== null ? { precision: run.precision } : {};
@@ -71,7 +74,9 @@ export async function regionStep(run: OptimizeRun, built: Built[], extra: Built[
       },
       onStep: (s) =>
         run.progress(
-          `region ${s.region}: ${s.speedup ? `${s.speedup.estimate.toFixed(2)}x (${s.speedup.verdict})` : s.note} ${s.kept ? 'kept float' : 'left INT8'}`,
+          s.speedup
+            ? `region ${s.region}: ${s.speedup.estimate.toFixed(2)}x (${s.speedup.verdict}) ${s.kept ? 'kept float' : 'left INT8'}`
+            : `region ${s.region}: not timed: ${s.note}`,
         ),
     },
     run.regionDeadline,

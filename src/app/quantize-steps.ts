@@ -301,12 +301,12 @@ export async function gateFailureOf(ctx: QuantizeContext): Promise<string | unde
  * Write the model atomically and check the staged file before it replaces anything: it must load
  * (and, when inputs could be made, run and be compared with FP32: the judge's cached outputs when
  * the guard ran on the same samples). One session of the written file; what onnxruntime made of it
- * is the fusion check's (`fusion`: skip it).
+ * is the fusion check's (`fusion`: skip it). `compareWritten: false`: loaded only, the caller compares.
  */
 export async function writeStep(
   ctx: QuantizeContext,
   target: string,
-  settings: { fusion: boolean },
+  settings: { fusion: boolean; compareWritten?: boolean },
 ): Promise<Pick<QuantizeResult, 'agreement' | 'checks' | 'fusion'>> {
   const { runner, check } = ctx;
   ctx.onProgress(`writing ${target}`);
@@ -319,6 +319,7 @@ export async function writeStep(
     runner: { ...runner, ...fusionFile?.runnerOptions },
     onCheck: () => ctx.onProgress('checking the written model in onnxruntime'),
     check: async (session) => {
+      if (settings.compareWritten === false) return;
       if (check?.data) {
         agreement = await compareWithFp32(ctx, session, check.data);
         checks = { ran: true, inputs: check.inputs };

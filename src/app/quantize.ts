@@ -251,6 +251,11 @@ export interface QuantizeStepSettings {
    * split is planned as with the guard (the same ranges), the model written as the pass made it.
    */
   fidelityLater?: boolean;
+  /**
+   * false: the written file is loaded in onnxruntime, not run and compared with FP32 (optimize: its
+   * benchmark compares every candidate with FP32 on all the data). Default true.
+   */
+  compareWritten?: boolean;
 }
 
 /**

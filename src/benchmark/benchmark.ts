@@ -366,6 +366,10 @@ async function benchmarkData(run: BenchmarkRun, baseline: LoadedModel, io: Model
 function checkGateUsage(options: BenchmarkOptions, modelCount: number, hasLabels: boolean): void {
   if (options.gates?.maxAccuracyDrop && options.score === false)
     throw new UsageError('--max-accuracy-drop needs the accuracy pass, which score: false turns off');
+  if (options.time === false && (options.score === false || options.gates?.minSpeedup !== undefined || options.gates?.maxLatencyP99Ms !== undefined))
+    throw new UsageError(
+      options.score === false ? 'time: false and score: false leave nothing to measure' : 'the latency gates need the timed runs, which time: false turns off',
+    );
   if (options.gates?.minSpeedup !== undefined && modelCount < 2) throw new UsageError('--min-speedup needs at least one candidate model');
   if (options.gates?.maxAccuracyDrop && (!hasLabels || modelCount < 2)) {
     throw new UsageError(
@@ -668,10 +672,13 @@ async function measureAll(run: BenchmarkRun, models: LoadedModel[]): Promise<Ben
   const data = await benchmarkData(run, models[0]!, io);
   checkGateUsage(run.options, models.length, data.hasLabels);
   const setup = await evaluationSetup(run, models, io, data);
-  await checkTimedBatchMemory(run, models[0]!, io, data, setup.dataset);
+  const time = run.options.time !== false;
+  if (time) await checkTimedBatchMemory(run, models[0]!, io, data, setup.dataset);
   const scored: AccuracyMeasurement =
     run.options.score === false ? { accuracy: models.map(() => undefined), agreement: models.map(() => undefined) } : await measureAccuracy(run, models, setup);
-  const timed = await measureLatency(run, models, io, data, setup);
+  const timed: LatencyMeasurement = time
+    ? await measureLatency(run, models, io, data, setup)
+    : { batchSizes: [], latency: models.map(() => []), largestFeeds: null };
   const memory = await measureMemory(run, models, timed.largestFeeds);
   return benchmarkResult(run, models, io, data, { ...scored, dataset: setup.dataset, timed, memory });
 }

@@ -88,6 +88,11 @@ export interface BenchmarkOptions {
    */
   score?: boolean;
   /**
+   * false: score only (no warm-up and no timed runs; every model's latency list is empty), for
+   * callers that take their speed from another run, e.g. optimize's scoring on all the data. Default true.
+   */
+  time?: boolean;
+  /**
    * `--feedback OUTPUT=INPUT` (streaming models): the input is not read from the data; each model
    * is evaluated on its own recurrence over the samples in order (a candidate feeds back its own
    * state), and the timed runs take the states of the baseline's. Each sequence (the data's

@@ -115,7 +115,9 @@ function regionLines(result: OptimizeResult): string[] {
   const lines = [`region search: ${r.ran ? `${r.reason} (${r.seconds.toFixed(1)} s)` : r.reason}`];
   for (const s of r.steps) {
     lines.push(
-      `  ${s.kept ? '+' : '-'} ${s.region} (${s.nodes} node(s)) in float: ${s.speedup ? formatSpeedup(s.speedup) : (s.note ?? '-')} vs the best so far; ${s.kept ? 'kept' : 'not kept'} (${s.seconds.toFixed(1)} s)`,
+      s.speedup
+        ? `  ${s.kept ? '+' : '-'} ${s.region} (${s.nodes} node(s)) in float: ${formatSpeedup(s.speedup)} vs the best so far; ${s.kept ? 'kept' : 'not kept'} (${s.seconds.toFixed(1)} s)`
+        : `  - ${s.region} (${s.nodes} node(s)) in float: not timed: ${s.note ?? 'not built'}`,
     );
   }
   if (result.qat) lines.push(`QAT: ${result.qat.reason}`);
