@@ -18,6 +18,12 @@ import type { Dataset } from '../data/index.js';
 import { MODE } from '../passes/quantize/mode-names.js';
 
 const DEFAULT_STEP_ITERATIONS = 100;
+/**
+ * A region step's timing stops at +-5% (the candidates' at +-3%): a step is a speed trial, and the
+ * mix it keeps is timed again with every candidate; a gain too small to show at +-5% is not what
+ * keeping a region float is for (the mixes kept on the stand-ins gained 1.1-1.3x, docs/optimize.md).
+ */
+const REGION_STEP_PRECISION = 0.05;
 /** Below this many seconds left for pruning, only the widest width is tried (it gets all of them). */
 const ONE_WIDTH_BELOW_SECONDS = 90;
 
@@ -67,7 +73,7 @@ export async function regionStep(run: OptimizeRun, built: Built[], extra: Built[
         return { error: `${label}: ${shorten(b.error ?? 'not built')}` };
       },
       compare: async (baseline, candidate) => {
-        const precise = run.options.stepIterations === undefined && run.precision !== null ? { precision: run.precision } : {};
+        const precise = run.options.stepIterations === undefined && run.precision !== null ? { precision: Math.max(run.precision, REGION_STEP_PRECISION) } : {};
         const options = { ...timingOf(run), baseline, candidates: [candidate], iterations: stepIterations, ...precise, score: false, maxSamples: 64 };
         const r = await benchmark(options, { onWarning: run.warn });
         return r.models[1]!.latency[0]!.speedup!;
