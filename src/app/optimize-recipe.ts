@@ -56,6 +56,11 @@ export interface PrunedCandidateSpec {
   outputName?: string;
   /** Each kept round in order: its schedule's epochs, the epochs kept (the best held-out one; the loop stops there), Adam's learning rate. */
   rounds: { epochs: number; keptEpochs: number; learningRate: number }[];
+  /**
+   * Then quantized (`pruned-N-int8`): this pass over the pruned + distilled model, calibrated on the
+   * calibration data; its guard judges it against the pruned model, the budget against FP32.
+   */
+  quantize?: QuantizeCandidateSpec;
 }
 
 /** One candidate: the input model (optionally graph-optimized by onnxruntime), one quantize pass, a pruned + distilled model, or label-free QAT from static INT8 (./optimize-qat.ts). */
@@ -152,7 +157,8 @@ export function describeSpec(spec: CandidateSpec): string {
   if ('pruned' in spec) {
     const p = spec.pruned;
     const epochs = p.rounds.reduce((a, r) => a + r.keptEpochs, 0);
-    return `pruned ${Math.round(p.width * 100)}% (${epochs} epoch${epochs === 1 ? '' : 's'} distilled on ${p.trainSamples} samples)`;
+    const pruned = `pruned ${Math.round(p.width * 100)}% (${epochs} epoch${epochs === 1 ? '' : 's'} distilled on ${p.trainSamples} samples)`;
+    return p.quantize ? `${pruned}, then ${describeSpec({ quantize: p.quantize })}` : pruned;
   }
   if ('qat' in spec)
     return `int8-qat (${spec.qat.epochs} epoch${spec.qat.epochs === 1 ? '' : 's'} of label-free QAT from ${describeSpec({ quantize: spec.qat.from })})`;

@@ -13,6 +13,7 @@ import type { BenchmarkResult } from '../benchmark/types.js';
 import type { Speedup } from '../metrics/index.js';
 import type { ShapeOverrides } from '../ir/io-spec.js';
 import type { Dataset, InputValues } from '../data/index.js';
+import type { Model } from '../ir/index.js';
 import type { Int8Context, Int8Report } from './quantize-passes.js';
 import { DEFAULT_BIAS_CORRECTION } from '../passes/quantize/int8.js';
 import type { ModeApplied } from './quantize-modes.js';
@@ -122,6 +123,8 @@ export interface OptimizeRun {
   metric?: string;
   /** Static INT8's calibration, kept for the region search. */
   int8?: { context: Int8Context; report: Int8Report };
+  /** The pruned + distilled models made or rebuilt (by their spec), for the passes over them. */
+  prunedModels: Map<string, Model>;
 }
 
 /** Resolve the settings, refuse bad paths, parse the model and data once, size symbolic dims. */
@@ -169,6 +172,7 @@ export async function startRun(options: OptimizeOptions, events: WorkflowEvents)
     batchSizes: options.batchSize ? [options.batchSize] : objective === 'throughput' ? [8] : undefined,
     names: new Map(),
     measured: new Map(),
+    prunedModels: new Map(),
     metric: options.metric,
     measureData: options.evalData ?? options.calibrationData,
   };
@@ -290,7 +294,7 @@ export async function buildCandidate(
       await graphOptimize(run.simplified ?? run.reference, file, run.threads);
       return done({ path: file });
     }
-    if ('pruned' in spec) {
+    if ('pruned' in spec && !spec.pruned.quantize) {
       await rebuildPrunedCandidate(run, spec.pruned, file, name);
       return done({ path: file });
     }
@@ -298,8 +302,10 @@ export async function buildCandidate(
       await (await import('./optimize-qat.js')).writeQatCandidate(run, spec, file, name);
       return done({ path: file });
     }
+    // A pass over the input, or over a pruned + distilled model (`pruned.quantize`).
+    const over = 'pruned' in spec ? await prunedModel(run, spec.pruned, name) : undefined;
     run.progress(`${name}: quantizing`);
-    const q = await quantizeCandidate(run, spec.quantize, file, name, steps);
+    const q = await quantizeCandidate(run, 'pruned' in spec ? spec.pruned.quantize! : spec.quantize, file, name, steps, over);
     const kept = {
       quantize: q,
       applied: q.context.applied,
@@ -329,14 +335,36 @@ export async function trainingInputs(run: OptimizeRun): Promise<Dataset | undefi
 
 /** A recipe's pruned candidate built again from the FP32 model and the training inputs (app/prune-candidates.ts's rebuildPruned). */
 async function rebuildPrunedCandidate(run: OptimizeRun, spec: PrunedCandidateSpec, file: string, name: string): Promise<void> {
+  const { saveModel } = await import('../onnx/index.js');
+  await saveModel(await prunedModel(run, spec, name), file);
+}
+
+/** The key of a pruned + distilled model: its spec without what is done to it afterwards. */
+function prunedKey(spec: PrunedCandidateSpec): string {
+  const { quantize: _then, ...pruned } = spec;
+  return JSON.stringify(pruned);
+}
+
+/** A pruned + distilled model this run made (the search's candidate file, read again), kept for the passes over it. */
+export async function keepPrunedModel(run: OptimizeRun, spec: PrunedCandidateSpec, file: string): Promise<void> {
+  const { loadModel } = await import('../onnx/index.js');
+  run.prunedModels.set(prunedKey(spec), await loadModel(file));
+}
+
+/** The pruned + distilled model of `spec`: the one this run made, else rebuilt from the training inputs (a recipe's). */
+async function prunedModel(run: OptimizeRun, spec: PrunedCandidateSpec, name: string): Promise<Model> {
+  const known = run.prunedModels.get(prunedKey(spec));
+  if (known) return known;
   const data = await trainingInputs(run);
   if (!data)
     throw new UsageError(
       `${name}: a pruned candidate is rebuilt from its training inputs: give --train-data (or --calibration-data, or data.train in the recipe)`,
     );
-  const [{ rebuildPruned }, { saveModel }] = await Promise.all([import('./prune-candidates.js'), import('../onnx/index.js')]);
+  const { rebuildPruned } = await import('./prune-candidates.js');
   const events = { onProgress: (m: string) => run.progress(`${name}: ${m}`), onWarning: (m: string) => run.warn(`${name}: ${m}`) };
-  await saveModel(await rebuildPruned(run.inputs.model, data, spec, events), file);
+  const model = await rebuildPruned(run.inputs.model, data, spec, events);
+  run.prunedModels.set(prunedKey(spec), model);
+  return model;
 }
 
 /**
@@ -368,6 +396,7 @@ async function quantizeCandidate(
   file: string,
   name: string,
   steps: CandidateSteps,
+  over?: Model,
 ): Promise<QuantizeResult & { context: import('./quantize-context.js').QuantizeContext }> {
   const { options } = run;
   const { quantizeFromInputs } = await import('./quantize.js');
@@ -402,13 +431,16 @@ async function quantizeCandidate(
     guard: steps.guard !== false,
   };
   const events = { onProgress: (m: string) => run.progress(`${name}: ${m}`), onWarning: (m: string) => run.warn(`${name}: ${m}`) };
-  const regionOf = run.int8 && spec.mode === MODE.int8 && sameExceptExclusions(spec, run.int8.context) ? run.int8 : undefined;
+  // The kept calibration is the input's: a pass over a pruned model calibrates on its own.
+  const regionOf = !over && run.int8 && spec.mode === MODE.int8 && sameExceptExclusions(spec, run.int8.context) ? run.int8 : undefined;
   const applied = steps.applied ?? (regionOf ? await requantizedFrom(regionOf, spec.excludeNodes) : undefined);
   // Only static INT8's labelled guard can wait (it is the one that runs on --max-accuracy-drop).
   const labelledLater = steps.labelledLater && settings.maxAccuracyDrop !== undefined && !options.metric;
   const fidelityLater = steps.fidelityLater === true && settings.guard && settings.maxAccuracyDrop === undefined;
-  const result = await quantizeFromInputs(settings, run.inputs, events, { fusion: false, applied, labelledLater, fidelityLater, compareWritten: false });
-  if (!run.int8 && result.context.applied?.int8) run.int8 = { context: result.context.applied.int8, report: result.context.applied.report as Int8Report };
+  const inputs = over ? { ...run.inputs, model: over } : run.inputs;
+  const result = await quantizeFromInputs(settings, inputs, events, { fusion: false, applied, labelledLater, fidelityLater, compareWritten: false });
+  if (!over && !run.int8 && result.context.applied?.int8)
+    run.int8 = { context: result.context.applied.int8, report: result.context.applied.report as Int8Report };
   return result;
 }
 

@@ -289,7 +289,8 @@ export async function optimizeWorkflow(options: OptimizeOptions, events: Workflo
     lap('region-search');
     // issue 32 items 1, 3: the label-free QAT candidate is an entry of the trained candidates' plan
     const qatPlan = qatSource(built);
-    const pruning = await prunedStep(run, extra, [qatPlan.source]);
+    const int8 = built.find((b) => b.spec && 'quantize' in b.spec && b.spec.quantize.mode === MODE.int8 && b.path && run.measured.has(b.name));
+    const pruning = await prunedStep(run, extra, [qatPlan.source], int8);
     const qat = qatPlan.report(run, pruning);
     lap('pruning');
     // One final comparison of every candidate, so speed-ups and p50s come from the same interleaved run.

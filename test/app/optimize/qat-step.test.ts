@@ -6,7 +6,7 @@
  * (128 trained, 32 held out), every node fake-quantized. Its held-out check against PTQ from the same
  * ranges decides whether it is added, and the result and the summary say what happened.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -14,8 +14,9 @@ import { loadDataset, writeNpz } from '../../../src/data/index.js';
 import { sliceSamples } from '../../../src/ir/samples.js';
 import { loadModel } from '../../../src/onnx/index.js';
 import { modelInputSpecs } from '../../../src/runtime/index.js';
-import { optimizeWorkflow, type OptimizeOptions } from '../../../src/app/optimize.js';
+import { optimizeWorkflow, type OptimizeOptions, type OptimizeResult } from '../../../src/app/optimize.js';
 import { renderOptimizeSummary } from '../../../src/report/optimize-summary.js';
+import type { PrunedCandidateSpec } from '../../../src/app/optimize-recipe.js';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'model-opt-qat-step-'));
 const train = path.join(dir, 'train.npz');
@@ -43,9 +44,13 @@ beforeAll(async () => {
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
+const work = path.join(dir, 'work');
+let r: OptimizeResult;
+
 describe('optimize: the int8-qat step', () => {
   it('runs when the guard kept nodes float, checks the QAT model against PTQ on held-out inputs, and reports it', async () => {
-    const r = await optimizeWorkflow(base);
+    mkdirSync(work);
+    r = await optimizeWorkflow({ ...base, workDir: work });
     const int8 = r.candidates.find((c) => c.name === 'int8')!;
     expect(int8.fidelity!.guard!.floatNodes).toBeGreaterThan(0);
     const qat = r.qat!;
@@ -77,4 +82,49 @@ describe('optimize: the int8-qat step', () => {
     expect(r.pruning.plan!.entries.some((e) => e.kind === 'pruned')).toBe(true);
     expect(renderOptimizeSummary(r)).toContain(`QAT: ${qat.reason}`);
   });
+});
+
+describe('optimize: pruning and INT8 together (pruned-N-int8)', () => {
+  it('where static INT8 measured faster, the pruned model is also quantized with its settings, and a width expects both gains', () => {
+    const int8 = r.candidates.find((c) => c.name === 'int8')!;
+    expect(int8.speedup!.verdict).toBe('faster');
+    const pruned = r.candidates.find((c) => c.name === 'pruned-1')!;
+    const both = r.candidates.find((c) => c.name === 'pruned-1-int8');
+    expect(both, JSON.stringify(r.candidates.map((c) => c.name))).toBeDefined();
+    // The pruned model's spec, then static INT8's settings (not the input's float nodes: its node names are the input's).
+    const spec = both!.spec as { pruned: PrunedCandidateSpec };
+    const { quantize, ...prunedSpec } = spec.pruned;
+    expect(prunedSpec).toEqual((pruned.spec as { pruned: PrunedCandidateSpec }).pruned);
+    expect(quantize).toMatchObject({ mode: 'int8' });
+    expect(quantize!.excludeNodes).toBeUndefined();
+    expect(both!.description).toMatch(/^pruned 70% \(1 epoch distilled on \d+ samples\), then int8$/);
+    // Quantized: its file is smaller than the pruned FP32 model's by about 4x in the weights.
+    expect(both!.sizeBytes!).toBeLessThan(pruned.sizeBytes! / 2);
+    expect(both!.fidelity!.samples).toBeGreaterThan(0);
+    // The plan's width expected its pruned speed-up times static INT8's, and the report says so.
+    expect(r.pruning.reason).toMatch(
+      /each pruned model is also quantized \(static INT8 measured \d\.\d\dx, which a width's expected speed-up includes\): pruned-1-int8/,
+    );
+    const width = r.pruning.plan!.entries.find((e) => e.kind === 'pruned')!;
+    expect(width.expectedSpeedup!).toBeGreaterThan(int8.speedup!.estimate * 0.9);
+  });
+
+  it('a recipe listing it rebuilds the same bytes (the pruned model rebuilt, then quantized)', async () => {
+    const both = r.candidates.find((c) => c.name === 'pruned-1-int8')!;
+    const work2 = path.join(dir, 'work2');
+    mkdirSync(work2);
+    const again = await optimizeWorkflow({
+      ...base,
+      output: path.join(dir, 'again.onnx'),
+      candidates: [both.spec!],
+      select: 'first',
+      regionSearch: false,
+      timeBudgetMs: undefined,
+      workDir: work2,
+    });
+    // One epoch leaves the student short of the budget (it is judged the same way), so the file in
+    // the work folder is compared, not the output.
+    expect(again.candidates.map((c) => c.spec)).toEqual([both.spec]);
+    expect(readFileSync(path.join(work2, `${again.candidates[0]!.name}.onnx`)).equals(readFileSync(path.join(work, 'pruned-1-int8.onnx')))).toBe(true);
+  }, 60_000);
 });
