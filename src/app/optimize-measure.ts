@@ -26,10 +26,15 @@ export function timingOf(run: OptimizeRun): Omit<BenchmarkOptions, 'baseline'> {
   };
 }
 
-/** How candidates are scored: each output by its kind, a sequence embedding pooled over the mask, after the --downstream models. */
-export function scoringOf(run: OptimizeRun): Pick<BenchmarkOptions, 'outputKinds' | 'maskInput' | 'downstream'> {
+/**
+ * How candidates are scored: each output by its kind, a sequence embedding pooled over the mask,
+ * after the --downstream models; FP32's outputs kept from one scoring to the next (it is the
+ * baseline of every one: run once on all the data).
+ */
+export function scoringOf(run: OptimizeRun): Pick<BenchmarkOptions, 'outputKinds' | 'maskInput' | 'downstream' | 'referenceCache'> {
   const { downstream } = run.options;
   return {
+    referenceCache: run.referenceCache,
     outputKinds: run.inputs.judged.kindOf,
     ...(run.maskInput ? { maskInput: run.maskInput } : {}),
     ...(downstream && downstream.length > 0 ? { downstream } : {}),

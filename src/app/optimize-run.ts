@@ -10,6 +10,7 @@ import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import { fileErrorReason, InputError, ModelOptError, NothingToDoError, UsageError } from '../errors.js';
 import type { BenchmarkResult } from '../benchmark/types.js';
+import { ReferenceCache } from '../benchmark/reference-cache.js';
 import type { Speedup } from '../metrics/index.js';
 import type { ShapeOverrides } from '../ir/io-spec.js';
 import type { Dataset, InputValues } from '../data/index.js';
@@ -125,6 +126,8 @@ export interface OptimizeRun {
   int8?: { context: Int8Context; report: Int8Report };
   /** The pruned + distilled models made or rebuilt (by their spec), for the passes over them. */
   prunedModels: Map<string, Model>;
+  /** FP32's outputs on all the data, kept from one scoring to the next (benchmark's ReferenceCache). */
+  referenceCache: ReferenceCache;
 }
 
 /** Resolve the settings, refuse bad paths, parse the model and data once, size symbolic dims. */
@@ -173,6 +176,7 @@ export async function startRun(options: OptimizeOptions, events: WorkflowEvents)
     names: new Map(),
     measured: new Map(),
     prunedModels: new Map(),
+    referenceCache: new ReferenceCache(),
     metric: options.metric,
     measureData: options.evalData ?? options.calibrationData,
   };

@@ -41,6 +41,7 @@ import {
   evaluateMany,
   isModuleSpec,
   runBatch,
+  type ReferenceOutputs,
   type TaskMetric,
   type TaskMetricFactory,
   type TaskMetricOptions,
@@ -439,20 +440,47 @@ interface AccuracyMeasurement {
 }
 
 /** Accuracy and agreement (untimed): every model once per batch, candidates against the baseline. */
-async function measureAccuracy(run: BenchmarkRun, models: readonly LoadedModel[], setup: EvaluationSetup): Promise<AccuracyMeasurement> {
+async function measureAccuracy(run: BenchmarkRun, models: readonly LoadedModel[], setup: EvaluationSetup, data: BenchmarkData): Promise<AccuracyMeasurement> {
   const { options } = run;
   // --downstream: every model's outputs go through the same FP32 sessions before they are scored.
   const stages: DownstreamStage[] = [];
   try {
     for (const file of options.downstream ?? [])
       stages.push({ runner: await createRunner(file, { ...runnerOptions(options, run.providers), onWarning: run.warn }), label: file });
-    return await scoreModels(run, models, setup, stages);
+    return await scoreModels(run, models, setup, stages, referenceOf(run, models[0]!, setup, data));
   } finally {
     for (const s of stages) await s.runner.release();
   }
 }
 
-async function scoreModels(run: BenchmarkRun, models: readonly LoadedModel[], setup: EvaluationSetup, stages: DownstreamStage[]): Promise<AccuracyMeasurement> {
+/**
+ * The kept baseline outputs for this evaluation (options.referenceCache), keyed by what decides
+ * them: the baseline file's sha256, the data file, the samples, the batch, the downstream models,
+ * the constant inputs and sizes. None with random inputs or --feedback (each run makes its own).
+ */
+function referenceOf(run: BenchmarkRun, baseline: LoadedModel, setup: EvaluationSetup, data: BenchmarkData): ReferenceOutputs | undefined {
+  const { options } = run;
+  if (!options.referenceCache || data.source !== 'file' || data.feedback.length > 0) return undefined;
+  const key = JSON.stringify({
+    baseline: baseline.file.sha256,
+    data: options.data,
+    samples: setup.dataset.count,
+    batch: options.evalBatchSize ?? DEFAULTS.evalBatchSize,
+    downstream: options.downstream ?? [],
+    constants: options.constants ?? {},
+    shapes: run.settings.overrides,
+    providers: run.providers,
+  });
+  return options.referenceCache.for(key);
+}
+
+async function scoreModels(
+  run: BenchmarkRun,
+  models: readonly LoadedModel[],
+  setup: EvaluationSetup,
+  stages: DownstreamStage[],
+  reference?: ReferenceOutputs,
+): Promise<AccuracyMeasurement> {
   const { options, metric } = run;
   const embeddings = new Set(
     Object.entries(options.outputKinds ?? {})
@@ -471,6 +499,7 @@ async function scoreModels(run: BenchmarkRun, models: readonly LoadedModel[], se
     setup.dataset,
     {
       batchSize: options.evalBatchSize ?? DEFAULTS.evalBatchSize,
+      ...(reference ? { reference } : {}),
       onProgress: (done, total) => run.progress({ phase: 'accuracy', message: `evaluating ${done}/${total} samples`, fraction: done / total }),
     },
   );
@@ -675,7 +704,9 @@ async function measureAll(run: BenchmarkRun, models: LoadedModel[]): Promise<Ben
   const time = run.options.time !== false;
   if (time) await checkTimedBatchMemory(run, models[0]!, io, data, setup.dataset);
   const scored: AccuracyMeasurement =
-    run.options.score === false ? { accuracy: models.map(() => undefined), agreement: models.map(() => undefined) } : await measureAccuracy(run, models, setup);
+    run.options.score === false
+      ? { accuracy: models.map(() => undefined), agreement: models.map(() => undefined) }
+      : await measureAccuracy(run, models, setup, data);
   const timed: LatencyMeasurement = time
     ? await measureLatency(run, models, io, data, setup)
     : { batchSizes: [], latency: models.map(() => []), largestFeeds: null };

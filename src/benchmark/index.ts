@@ -5,4 +5,5 @@
 export { benchmark, checkCompatible, parseMetric, DEFAULTS } from './benchmark.js';
 export { evaluateGates, formatBudget } from './gates.js';
 export { throughputAtMedian } from './throughput.js';
+export { ReferenceCache } from './reference-cache.js';
 export type * from './types.js';

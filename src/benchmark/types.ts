@@ -93,6 +93,12 @@ export interface BenchmarkOptions {
    */
   time?: boolean;
   /**
+   * The baseline's outputs kept across benchmarks (./reference-cache.ts): one scoring with the same
+   * baseline file, data file and evaluation settings as an earlier one reads them instead of running
+   * the baseline again. Not used with random inputs or --feedback.
+   */
+  referenceCache?: import('./reference-cache.js').ReferenceCache;
+  /**
    * `--feedback OUTPUT=INPUT` (streaming models): the input is not read from the data; each model
    * is evaluated on its own recurrence over the samples in order (a candidate feeds back its own
    * state), and the timed runs take the states of the baseline's. Each sequence (the data's

@@ -76,6 +76,17 @@ export interface EvaluateOptions {
   runner?: RunnerOptions;
   /** Called after each batch with the samples done so far. */
   onProgress?: (done: number, total: number) => void;
+  /**
+   * The first model's outputs of an earlier evaluation on the same data and batches (every output,
+   * by batch start): a batch found here is not run again; one not found is run and offered to `keep`.
+   */
+  reference?: ReferenceOutputs;
+}
+
+/** Kept outputs of a reference model by batch start (app code decides when two evaluations are the same). */
+export interface ReferenceOutputs {
+  get(start: number, size: number): Record<string, TensorData> | undefined;
+  keep(start: number, size: number, outputs: Record<string, TensorData>): void;
 }
 
 export interface EvaluatedModel<M extends MetricSet = MetricSet> {
@@ -150,7 +161,11 @@ export async function evaluateMany<M extends MetricSet>(
       for (let i = 0; i < models.length; i++) {
         const fetch = fetches[i];
         if (metricLists[i]!.length === 0 && !(i === 0 && referenceNeeded)) continue;
-        const outputs = fetch && fetch.length === 0 ? {} : await runBatch(opened[i]!, batch.feeds, fetch);
+        // Every output of the reference is what is kept (a subset is not reused).
+        const kept = i === 0 && fetch === undefined ? options.reference : undefined;
+        const known = kept?.get(batch.start, batch.size);
+        const outputs = known ?? (fetch && fetch.length === 0 ? {} : await runBatch(opened[i]!, batch.feeds, fetch));
+        if (kept && !known) kept.keep(batch.start, batch.size, outputs);
         if (i === 0) reference = outputs;
         for (const metric of metricLists[i]!) {
           await metric.update({

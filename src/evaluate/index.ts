@@ -16,6 +16,7 @@ export {
   type MetricResults,
   type MetricSet,
   type ModelSource,
+  type ReferenceOutputs,
 } from './evaluate.js';
 export { agreementWithReference, topKAccuracy, type AgreementOptions, type TopKOptions, type TopKResult } from './metrics.js';
 export { checkLabelRange, labelRange, labelRangeMessage, labelsLookOneBased, type LabelRange } from './label-range.js';
