@@ -85,11 +85,17 @@ describe('optimize: the int8-qat step', () => {
 });
 
 describe('optimize: pruning and INT8 together (pruned-N-int8)', () => {
+  // Whether static INT8 measured significantly faster than FP32 when the plan ran decides it; on a
+  // loaded machine with 20 timed runs it can be 'no significant difference', so both are checked.
   it('where static INT8 measured faster, the pruned model is also quantized with its settings, and a width expects both gains', () => {
-    const int8 = r.candidates.find((c) => c.name === 'int8')!;
-    expect(int8.speedup!.verdict).toBe('faster');
     const pruned = r.candidates.find((c) => c.name === 'pruned-1')!;
     const both = r.candidates.find((c) => c.name === 'pruned-1-int8');
+    const also = /each pruned model is also quantized \(static INT8 measured (\d\.\d\d)x, which a width's expected speed-up includes\)/.exec(r.pruning.reason);
+    if (!also) {
+      expect(both).toBeUndefined();
+      return;
+    }
+    expect(r.pruning.reason).toContain(': pruned-1-int8');
     expect(both, JSON.stringify(r.candidates.map((c) => c.name))).toBeDefined();
     // The pruned model's spec, then static INT8's settings (not the input's float nodes: its node names are the input's).
     const spec = both!.spec as { pruned: PrunedCandidateSpec };
@@ -101,30 +107,34 @@ describe('optimize: pruning and INT8 together (pruned-N-int8)', () => {
     // Quantized: its file is smaller than the pruned FP32 model's by about 4x in the weights.
     expect(both!.sizeBytes!).toBeLessThan(pruned.sizeBytes! / 2);
     expect(both!.fidelity!.samples).toBeGreaterThan(0);
-    // The plan's width expected its pruned speed-up times static INT8's, and the report says so.
-    expect(r.pruning.reason).toMatch(
-      /each pruned model is also quantized \(static INT8 measured \d\.\d\dx, which a width's expected speed-up includes\): pruned-1-int8/,
-    );
+    // The plan's width expected its pruned speed-up times static INT8's.
     const width = r.pruning.plan!.entries.find((e) => e.kind === 'pruned')!;
-    expect(width.expectedSpeedup!).toBeGreaterThan(int8.speedup!.estimate * 0.9);
+    expect(width.expectedSpeedup!).toBeGreaterThan(Number(also[1]) * 0.9);
   });
 
   it('a recipe listing it rebuilds the same bytes (the pruned model rebuilt, then quantized)', async () => {
-    const both = r.candidates.find((c) => c.name === 'pruned-1-int8')!;
-    const work2 = path.join(dir, 'work2');
-    mkdirSync(work2);
-    const again = await optimizeWorkflow({
-      ...base,
-      output: path.join(dir, 'again.onnx'),
-      candidates: [both.spec!],
-      select: 'first',
-      regionSearch: false,
-      timeBudgetMs: undefined,
-      workDir: work2,
-    });
-    // One epoch leaves the student short of the budget (it is judged the same way), so the file in
-    // the work folder is compared, not the output.
-    expect(again.candidates.map((c) => c.spec)).toEqual([both.spec]);
-    expect(readFileSync(path.join(work2, `${again.candidates[0]!.name}.onnx`)).equals(readFileSync(path.join(work, 'pruned-1-int8.onnx')))).toBe(true);
-  }, 60_000);
+    const pruned = r.candidates.find((c) => c.name === 'pruned-1')!;
+    const spec = { pruned: { ...(pruned.spec as { pruned: PrunedCandidateSpec }).pruned, quantize: { mode: 'int8' as const } } };
+    const rebuild = async (name: string): Promise<Buffer> => {
+      const work2 = path.join(dir, name);
+      mkdirSync(work2);
+      const again = await optimizeWorkflow({
+        ...base,
+        output: path.join(dir, `${name}.onnx`),
+        candidates: [spec],
+        select: 'first',
+        regionSearch: false,
+        timeBudgetMs: undefined,
+        workDir: work2,
+      });
+      expect(again.candidates.map((c) => c.spec)).toEqual([spec]);
+      expect(again.candidates[0]!.description).toMatch(/, then int8$/);
+      // One epoch leaves the student short of the budget (judged the same way): the work folder's file is compared.
+      return readFileSync(path.join(work2, `${again.candidates[0]!.name}.onnx`));
+    };
+    const once = await rebuild('replay');
+    const searched = r.candidates.find((c) => c.name === 'pruned-1-int8');
+    const other = searched ? readFileSync(path.join(work, 'pruned-1-int8.onnx')) : await rebuild('replay-2');
+    expect(once.equals(other)).toBe(true);
+  }, 90_000);
 });
