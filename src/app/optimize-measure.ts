@@ -144,7 +144,8 @@ async function scoreContenders(run: OptimizeRun, contenders: Built[], base: Omit
  * Candidates whose guard was left for later (the fidelity guard, or the labelled guard with
  * --max-accuracy-drop), that could be chosen and are over the budget: the guard keeps sensitive
  * nodes float (from the pass's result: no new calibration), and those candidates are measured
- * again against FP32 (the others keep their measurements). `list` is updated in place.
+ * again against FP32 like any candidate (the others keep their measurements): one the float nodes
+ * made no faster than FP32 cannot be chosen, and is not scored again. `list` is updated in place.
  */
 export async function guardWhereNeeded(run: OptimizeRun, list: Built[]): Promise<void> {
   const guarded: Built[] = [];
@@ -154,8 +155,7 @@ export async function guardWhereNeeded(run: OptimizeRun, list: Built[]): Promise
     list[i] = await guardLater(run, b);
     guarded.push(list[i]!);
   }
-  // They could be chosen before: scored again whatever this timing says.
-  if (guarded.length > 0) await measure(run, guarded, true);
+  if (guarded.length > 0) await measure(run, guarded);
 }
 
 /** Whether a candidate with this speed-up could be the one chosen. */
