@@ -11,7 +11,7 @@
  * May import: errors, calibration, runtime, data, passes, app/*.
  */
 import { UsageError } from '../errors.js';
-import type { Model } from '../ir/index.js';
+import { isFloatDtype, isTensorType, type Model } from '../ir/index.js';
 import { batches, fixedBatchSize, take, type Dataset } from '../data/index.js';
 import {
   budgetedBatchSize,
@@ -22,6 +22,7 @@ import {
   type CalibrationBatching,
   type CalibrationProgress,
   type StatisticRequest,
+  type TensorStatistics,
 } from '../calibration/index.js';
 import { inferShapesByRunning, modelInputSpecs } from '../runtime/index.js';
 import { shapeRewrites, type preprocess } from '../passes/preprocess/index.js';
@@ -152,7 +153,7 @@ async function calibrateInt8(context: Int8Context, plan: QdqPlan, options: Int8O
   const wanted = plan.statistics;
   progress({ phase: 'calibrate', message: `calibrating ${wanted.length} tensors on ${calibration.count} samples`, fraction: 0 });
   const started = performance.now();
-  const batching = await calibrateMore(context, plan, (p) => {
+  const batching = await calibrateMore(context, plan, spareTensors(context, plan), (p) => {
     // Histograms over large activations take a ranges pass, then one pass per capture group.
     const pass = p.pass === 1 && p.passes === 1 ? '' : p.stage === 'ranges' ? ' (pass 1: ranges)' : ` (pass ${p.pass} of ${p.passes}: histograms)`;
     const fraction = p.passes ? (p.pass - 1 + p.samples / calibration.count) / p.passes : undefined;
@@ -198,22 +199,54 @@ async function calibrateInt8(context: Int8Context, plan: QdqPlan, options: Int8O
 }
 
 /**
+ * Tensors the first pass also captures, though `plan` needs none of them: the float outputs of its
+ * nodes in the main graph. A data-movement node (Transpose, MaxPool, Reshape) shares its input's
+ * range, so its output is not calibrated; kept float by the guard or the region search, its
+ * quantized consumers need that output's own range, and without it every such re-quantization
+ * was a full pass over the data again (two of the guard's five trials on the recognizer stand-in).
+ */
+function spareTensors(context: Int8Context, plan: QdqPlan): string[] {
+  const graph = context.preprocessed.graph;
+  const main = new Set(graph.nodes);
+  const out: string[] = [];
+  for (const { node } of plan.nodes) {
+    if (!main.has(node)) continue;
+    for (const v of node.outputs) {
+      const type = graph.localValue(v.name)?.type;
+      if (type && isTensorType(type) && isFloatDtype(type.elemType)) out.push(v.name);
+    }
+  }
+  return out;
+}
+
+/**
  * One streaming calibration pass for what `plan` needs that is not collected yet: the ranges of its
  * tensors and, with bias correction, the channel means of its Conv/Gemm inputs.
  */
 async function calibrateMore(
   context: Int8Context,
   plan: QdqPlan,
+  spare: readonly string[] = [],
   onProgress?: (progress: CalibrationProgress) => void,
 ): Promise<CalibrationBatching | undefined> {
-  const missing = plan.statistics.filter((n) => !context.ranges.has(n));
+  const histogram = (tensor: string): boolean => context.histograms || context.histogramTensors?.has(tensor) === true;
+  const missing: string[] = [];
+  for (const name of plan.statistics) {
+    if (context.ranges.has(name)) continue;
+    const kept = histogram(name) ? undefined : context.spare?.get(name);
+    if (kept) addStatistics(context, name, kept);
+    else missing.push(name);
+  }
+  // Spare tensors are captured as plain ranges beside what the plan needs (never instead of it).
+  const spares = spare.filter((n) => !context.ranges.has(n) && !missing.includes(n) && !context.spare?.has(n));
   const means = context.channelMeans;
   const moments = means ? biasCorrectionRequests(plan.nodes.map((n) => n.node)).filter((r) => !means.has(r.tensor)) : [];
   if (missing.length === 0 && moments.length === 0) return undefined;
   const { calibration, batchSize } = context;
   const requests: StatisticRequest[] = missing.map((tensor) =>
-    context.histograms || context.histogramTensors?.has(tensor) ? { tensor, kind: 'histogram', bins: context.bins } : { tensor, kind: 'range' },
+    histogram(tensor) ? { tensor, kind: 'histogram', bins: context.bins } : { tensor, kind: 'range' },
   );
+  requests.push(...spares.map((tensor): StatisticRequest => ({ tensor, kind: 'range' })));
   requests.push(...moments);
   const {
     ranges: stats,
@@ -227,13 +260,20 @@ async function calibrateMore(
     runner: context.runner,
     onProgress,
   });
+  const spareSet = new Set(spares);
   for (const [name, s] of stats) {
-    context.statistics.set(name, s);
-    context.ranges.set(name, computeRange(s, context.minmaxTensors?.has(name) ? { ...context.rangeOptions, method: 'minmax' } : context.rangeOptions));
+    if (spareSet.has(name)) (context.spare ??= new Map()).set(name, s);
+    else addStatistics(context, name, s);
   }
   for (const [name, m] of channels) means?.set(name, m.mean);
   for (const u of uncaptured ?? []) (context.uncaptured ??= new Map()).set(u.tensor, u.reason);
   return batching;
+}
+
+/** A tensor's statistics and its range, as the context's range options compute it. */
+function addStatistics(context: Int8Context, name: string, s: TensorStatistics): void {
+  context.statistics.set(name, s);
+  context.ranges.set(name, computeRange(s, context.minmaxTensors?.has(name) ? { ...context.rangeOptions, method: 'minmax' } : context.rangeOptions));
 }
 
 /**

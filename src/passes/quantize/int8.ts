@@ -139,6 +139,11 @@ export interface Int8Context {
   histograms: boolean;
   /** Tensors that get a histogram even when `histograms` is false (high-dynamic-range candidates). */
   histogramTensors?: Set<string>;
+  /**
+   * Min/max of tensors no plan needed yet, captured with the first pass (app/quantize-int8.ts's
+   * spareTensors): a later plan that needs one as a plain range takes it from here, not from a new pass.
+   */
+  spare?: Map<string, TensorStatistics>;
   /** Tensors that take the minmax range whatever the method (tensor-rules.ts). */
   minmaxTensors?: ReadonlySet<string>;
   bins?: number;
