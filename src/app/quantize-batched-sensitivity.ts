@@ -23,12 +23,8 @@ import { batches, concatSamples, fixedBatchSize, sliceSamples, take, type Datase
 import { createRunner, inferShapesByRunning, modelInputSpecs, type RunnerOptions } from '../runtime/index.js';
 import { ABSORBABLE_ACTIVATIONS } from '../passes/quantize/registry.js';
 
-/**
- * Rows (sample x unit) the ranking runs in all, when that gives each unit at least 2 samples. 48,
- * not 96: the float sets on the issue-15 families and the recognizer stand-in are the same, and
- * the ranking pass costs half (bench/families.ts all, bench/speed-goals.ts; docs/quantize.md).
- */
-export const SENSITIVITY_ROWS = 48;
+/** Rows (sample x unit) the ranking runs in all, when that gives each unit at least 2 samples. */
+export const SENSITIVITY_ROWS = 96;
 
 /** The measuring model, its selector inputs and its outputs (the reference's, in order). */
 export interface SensitivityModel {
