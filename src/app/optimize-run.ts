@@ -11,6 +11,7 @@ import path from 'node:path';
 import { fileErrorReason, InputError, ModelOptError, NothingToDoError, UsageError } from '../errors.js';
 import type { BenchmarkResult } from '../benchmark/types.js';
 import { ReferenceCache } from '../benchmark/reference-cache.js';
+import { SessionCache } from '../benchmark/session-cache.js';
 import type { Speedup } from '../metrics/index.js';
 import type { ShapeOverrides } from '../ir/io-spec.js';
 import type { Dataset, InputValues } from '../data/index.js';
@@ -58,6 +59,8 @@ export interface Built {
   labelledLater?: boolean;
   /** The fidelity guard was not run (written as the pass made it): the measurement decides whether it must be. */
   fidelityLater?: boolean;
+  /** With fidelityLater: the pre-check on the first held-out samples missed, so the guard will keep nodes float; it runs without a scoring first. */
+  precheckMissed?: boolean;
   /** Its fidelity, once scored on all the data (a later comparison times it again, never scores it again). */
   scoredFidelity?: CandidateFidelity;
 }
@@ -128,6 +131,8 @@ export interface OptimizeRun {
   prunedModels: Map<string, Model>;
   /** FP32's outputs on all the data, kept from one scoring to the next (benchmark's ReferenceCache). */
   referenceCache: ReferenceCache;
+  /** Sessions kept open from one benchmark to the next (benchmark's SessionCache); released when the run ends. */
+  sessions: SessionCache;
 }
 
 /** Resolve the settings, refuse bad paths, parse the model and data once, size symbolic dims. */
@@ -177,6 +182,7 @@ export async function startRun(options: OptimizeOptions, events: WorkflowEvents)
     measured: new Map(),
     prunedModels: new Map(),
     referenceCache: new ReferenceCache(),
+    sessions: new SessionCache(),
     metric: options.metric,
     measureData: options.evalData ?? options.calibrationData,
   };
@@ -315,6 +321,7 @@ export async function buildCandidate(
       applied: q.context.applied,
       labelledLater: q.context.labelledLater === true,
       fidelityLater: q.fidelity.enabled === false && q.context.plan !== undefined && steps.fidelityLater === true,
+      ...(q.fidelity.enabled === false && q.fidelity.precheck?.met === false ? { precheckMissed: true } : {}),
     };
     if (!q.output) return done({ path: null, error: q.gateFailure ?? 'nothing written', ...kept });
     return done({ path: file, ...kept });

@@ -81,7 +81,7 @@ export async function regionStep(run: OptimizeRun, built: Built[], extra: Built[
       onStep: (s) =>
         run.progress(
           s.speedup
-            ? `region ${s.region}: ${s.speedup.estimate.toFixed(2)}x (${s.speedup.verdict}) ${s.kept ? 'kept float' : 'left INT8'}`
+            ? `region ${s.region}: ${s.speedup.estimate.toFixed(2)}x (${s.speedup.verdict}${!s.kept && s.speedup.verdict === 'faster' ? ', under the noise threshold' : ''}) ${s.kept ? 'kept float' : 'left INT8'}`
             : `region ${s.region}: not timed: ${s.note}`,
         ),
     },

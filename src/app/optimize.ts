@@ -306,6 +306,7 @@ export async function optimizeWorkflow(options: OptimizeOptions, events: Workflo
     lap('write');
     return resultOf(run, { rows, chosen, summary, written, repair, regionSearch, pruning, qat, labels: Boolean(labels), timings });
   } finally {
+    await run.sessions.release();
     if (!options.workDir) await removeTempFolder(run.dir);
   }
 }

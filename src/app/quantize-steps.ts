@@ -155,27 +155,11 @@ export async function checkInputsStep(ctx: QuantizeContext): Promise<void> {
  * the weights (then the distance to FP32 is reported, not enforced).
  */
 export async function fidelityStep(ctx: QuantizeContext): Promise<void> {
-  const { options, plan, check } = ctx;
+  const { plan, check } = ctx;
   if (!plan) ctx.fidelity = { enabled: false, reason: 'turned off (--no-guard): the model was not held to a fidelity budget' };
   else if (!check?.data) ctx.fidelity = { enabled: false, reason: `no inputs to check the model on: ${check?.skipped}` };
   else {
-    const q = await import('./quantize-fidelity.js');
-    // A --metric budget replaces the default SQNR / agreement floors (still measured and reported).
-    const metricDecides = options.taskMetric !== undefined;
-    const floorsGiven = options.minSqnrDb !== undefined || options.minTop1Agreement !== undefined || options.minCosine !== undefined;
-    const budget: FidelityBudget = {
-      minSqnrDb: options.minSqnrDb ?? (metricDecides ? -Infinity : q.DEFAULT_FIDELITY_BUDGET.minSqnrDb),
-      minTop1Agreement: options.minTop1Agreement ?? (metricDecides ? 0 : q.DEFAULT_FIDELITY_BUDGET.minTop1Agreement),
-      ...(options.minCosine !== undefined ? { minCosine: options.minCosine } : {}),
-      ...(metricDecides && !floorsGiven ? { outputsDecide: false } : {}),
-      ...(ctx.metricBudget ? { metric: ctx.metricBudget } : {}),
-    };
-    const judge = new q.FidelityJudge(ctx.model, check.data, budget, {
-      runner: ctx.runner,
-      batchSize: options.batchSize ?? 16,
-      kinds: ctx.judged.kinds,
-      downstream: ctx.judged.downstream,
-    });
+    const { budget, judge } = await judgeOn(ctx, check.data);
     ctx.judge = judge;
     ctx.cleanups.push(() => judge.close());
     const heldOut = {
@@ -201,6 +185,56 @@ export async function fidelityStep(ctx: QuantizeContext): Promise<void> {
       return;
     }
     ctx.fidelity = await measuredOnly(ctx, budget, heldOut);
+  }
+  ctx.lap('fidelity');
+}
+
+/** The guard's budget from the options, and a judge of it on `data` (the caller closes it). */
+async function judgeOn(ctx: QuantizeContext, data: Dataset): Promise<{ budget: FidelityBudget; judge: import('./quantize-fidelity.js').FidelityJudge }> {
+  const { options } = ctx;
+  const q = await import('./quantize-fidelity.js');
+  // A --metric budget replaces the default SQNR / agreement floors (still measured and reported).
+  const metricDecides = options.taskMetric !== undefined;
+  const floorsGiven = options.minSqnrDb !== undefined || options.minTop1Agreement !== undefined || options.minCosine !== undefined;
+  const budget: FidelityBudget = {
+    minSqnrDb: options.minSqnrDb ?? (metricDecides ? -Infinity : q.DEFAULT_FIDELITY_BUDGET.minSqnrDb),
+    minTop1Agreement: options.minTop1Agreement ?? (metricDecides ? 0 : q.DEFAULT_FIDELITY_BUDGET.minTop1Agreement),
+    ...(options.minCosine !== undefined ? { minCosine: options.minCosine } : {}),
+    ...(metricDecides && !floorsGiven ? { outputsDecide: false } : {}),
+    ...(ctx.metricBudget ? { metric: ctx.metricBudget } : {}),
+  };
+  const judge = new q.FidelityJudge(ctx.model, data, budget, {
+    runner: ctx.runner,
+    batchSize: options.batchSize ?? 16,
+    kinds: ctx.judged.kinds,
+    downstream: ctx.judged.downstream,
+  });
+  return { budget, judge };
+}
+
+/** Held-out samples the guard's pre-check reads (the first of the check's). */
+export const PRECHECK_SAMPLES = 16;
+
+/**
+ * The guard left to the caller (optimize), with a pre-check: the model as the pass made it, judged
+ * on the first PRECHECK_SAMPLES of the guard's held-out samples. A miss there says the guard will
+ * run its fallback: the caller then guards a candidate it could choose without scoring it first.
+ */
+export async function precheckStep(ctx: QuantizeContext): Promise<void> {
+  const reason = 'left to the caller (measured with every candidate)';
+  const data = ctx.check?.data;
+  if (!data) {
+    ctx.fidelity = { enabled: false, reason };
+    return;
+  }
+  const { take } = await import('../data/index.js');
+  const { judge } = await judgeOn(ctx, take(data, PRECHECK_SAMPLES));
+  try {
+    ctx.onProgress(`fidelity pre-check on ${Math.min(data.count, PRECHECK_SAMPLES)} held-out samples`);
+    const m = await judge.measure(ctx.written!);
+    ctx.fidelity = { enabled: false, reason, precheck: { samples: Math.min(data.count, PRECHECK_SAMPLES), met: m.met, failures: m.failures } };
+  } finally {
+    await judge.close();
   }
   ctx.lap('fidelity');
 }

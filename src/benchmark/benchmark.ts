@@ -91,6 +91,8 @@ interface LoadedModel {
   file: FileInfo;
   runner: Runner;
   loadMs: number;
+  /** The session belongs to options.sessions (not released here; loadMs is then the lookup's). */
+  kept?: boolean;
 }
 
 /**
@@ -176,14 +178,18 @@ async function loadModel(
   const info = await modelFileInfo(file);
   const start = performance.now();
   let runner: Runner;
+  let kept = false;
   try {
-    runner = await createRunner(file, { ...runnerOptions(options, providers), onWarning });
+    const settings = runnerOptions(options, providers);
+    const create = (): Promise<Runner> => createRunner(file, { ...settings, onWarning });
+    if (options.sessions) ({ runner, kept } = await options.sessions.session(file, settings, create));
+    else runner = await create();
   } catch (error) {
     if (error instanceof ModelOptError) throw error;
     const message = error instanceof Error ? error.message.split('\n')[0] : String(error);
     throw new InputError(`${file}: onnxruntime cannot load the model (${message})`, { cause: error });
   }
-  return { role, label, file: info, runner, loadMs: performance.now() - start };
+  return { role, label, file: info, runner, loadMs: performance.now() - start, ...(kept ? { kept } : {}) };
 }
 
 /** The feeds whose names `keep` accepts (a null-prototype record, keyed by input names). */
@@ -272,10 +278,15 @@ interface BenchmarkRun {
 async function settleProviders(options: BenchmarkOptions, requested: string[], warn: (message: string) => void): Promise<string[]> {
   let providers = requested;
   await loadOrt();
+  // Settled by an earlier benchmark of the same caller (options.sessions): the same list again.
+  const key = JSON.stringify({ requested, threads: options.threads ?? null });
+  const settled = options.sessions?.providers.get(key);
+  if (settled) return [...settled];
   try {
     const warm = await createRunner(options.baseline, { ...runnerOptions(options, requested), onWarning: warn });
     providers = [...(warm.executionProviders ?? providers)];
     await warm.release();
+    options.sessions?.providers.set(key, providers);
   } catch (error) {
     // No provider of the list starts here: say so now. A model that cannot load is reported, with
     // its name, by the timed load below.
@@ -737,7 +748,7 @@ export async function benchmark(options: BenchmarkOptions, callbacks: BenchmarkC
     // A run on made-up inputs that onnxruntime refuses: name the integer inputs that were made up.
     throw withRandomInputsHint(error, run.randomData);
   } finally {
-    for (const m of models) await m.runner.release();
+    for (const m of models) if (!m.kept) await m.runner.release();
   }
 }
 

@@ -6,4 +6,5 @@ export { benchmark, checkCompatible, parseMetric, DEFAULTS } from './benchmark.j
 export { evaluateGates, formatBudget } from './gates.js';
 export { throughputAtMedian } from './throughput.js';
 export { ReferenceCache } from './reference-cache.js';
+export { SessionCache } from './session-cache.js';
 export type * from './types.js';

@@ -99,6 +99,12 @@ export interface BenchmarkOptions {
    */
   referenceCache?: import('./reference-cache.js').ReferenceCache;
   /**
+   * Sessions kept open across benchmarks (./session-cache.ts): a model file already open with the
+   * same session options is not loaded again; the caller releases them. Its load time is then
+   * the lookup's, not a session creation's.
+   */
+  sessions?: import('./session-cache.js').SessionCache;
+  /**
    * `--feedback OUTPUT=INPUT` (streaming models): the input is not read from the data; each model
    * is evaluated on its own recurrence over the samples in order (a candidate feeds back its own
    * state), and the timed runs take the states of the baseline's. Each sequence (the data's

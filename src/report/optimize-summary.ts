@@ -9,6 +9,7 @@
 import type { CandidateFidelity, OptimizeCandidate, OptimizeResult } from '../app/optimize.js';
 import type { PlanReport } from '../app/optimize-plan.js';
 import { formatBytes, formatMs, formatSpeedup } from './format.js';
+import { SPEEDUP_NOISE_THRESHOLD } from '../metrics/index.js';
 import { type FitColumn, fitTable, fitText, hiddenLine } from './fit.js';
 import { optimizeNoise, optimizeVerdict } from './verdict.js';
 import { describeBudget } from '../app/quantize-fidelity.js';
@@ -116,7 +117,7 @@ function regionLines(result: OptimizeResult): string[] {
   for (const s of r.steps) {
     lines.push(
       s.speedup
-        ? `  ${s.kept ? '+' : '-'} ${s.region} (${s.nodes} node(s)) in float: ${formatSpeedup(s.speedup)} vs the best so far; ${s.kept ? 'kept' : 'not kept'} (${s.seconds.toFixed(1)} s)`
+        ? `  ${s.kept ? '+' : '-'} ${s.region} (${s.nodes} node(s)) in float: ${formatSpeedup(s.speedup)} vs the best so far; ${s.kept ? 'kept' : s.speedup.verdict === 'faster' ? `not kept (under the ${SPEEDUP_NOISE_THRESHOLD * 100}% noise threshold)` : 'not kept'} (${s.seconds.toFixed(1)} s)`
         : `  - ${s.region} (${s.nodes} node(s)) in float: not timed: ${s.note ?? 'not built'}`,
     );
   }
