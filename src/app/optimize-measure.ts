@@ -2,11 +2,11 @@
  * Measuring optimize's candidates: one paired, interleaved benchmark of every built candidate
  * against the input (speed-up interval, p50, accuracy with labels, agreement with FP32), as the user
  * will run the model (batch, threads, shapes, data), and the budget every candidate is judged by.
- * May import: errors, app/*, types from below; benchmark (lazily).
+ * May import: errors, app/*, metrics, types from below; benchmark (lazily).
  */
 import { UsageError } from '../errors.js';
 import type { AccuracyBudget, BenchmarkOptions, BenchmarkResult } from '../benchmark/types.js';
-import type { AgreementMetrics, Speedup } from '../metrics/index.js';
+import { SPEEDUP_NOISE_THRESHOLD, type AgreementMetrics, type Speedup } from '../metrics/index.js';
 import { guardLater, type Built, type Measured, type OptimizeRun } from './optimize-run.js';
 import type { CandidateFidelity, CandidateOutput } from './optimize.js';
 import { judgeOutput } from '../metrics/output-kinds.js';
@@ -167,10 +167,26 @@ export async function guardWhereNeeded(run: OptimizeRun, list: Built[]): Promise
     // Scored and over the budget; or not scored because its pre-check missed, and it could be chosen.
     const over = m.scored ? !within(run, m.fidelity).ok : needsGuard(b) && (run.options.scoreAll === true || couldWin(run, m.speedup));
     if (!over) continue;
+    if (!gainLeft(run, m.speedup)) {
+      const precheck = b.quantize?.fidelity.enabled === false ? b.quantize.fidelity.precheck : undefined;
+      const miss = m.scored ? 'over the budget' : `over the budget on the guard's pre-check (${precheck?.failures.join('; ') ?? 'missed'})`;
+      m.cannotWin = `${miss}; not guarded: ${x(m.speedup)} as the pass made it, and the nodes its guard keeps float only take from that: no gain above the ${SPEEDUP_NOISE_THRESHOLD * 100}% noise threshold would be left`;
+      continue;
+    }
     list[i] = await guardLater(run, b);
     guarded.push(list[i]!);
   }
   if (guarded.length > 0) await measure(run, guarded);
+}
+
+/**
+ * Whether guarding a candidate can leave a gain worth its cost: the guard's float nodes never make
+ * a model faster, so one measured under 1 + SPEEDUP_NOISE_THRESHOLD as the pass made it would end
+ * within the noise at best (for the fastest; --objective size, select: first and --score-all guard any).
+ */
+function gainLeft(run: OptimizeRun, speedup: Speedup): boolean {
+  if (run.options.scoreAll === true) return true;
+  return run.select !== 'fastest' || run.objective === 'size' || speedup.estimate >= 1 + SPEEDUP_NOISE_THRESHOLD;
 }
 
 /** A candidate whose fidelity guard was left for later and whose pre-check missed: the guard will keep nodes float. */
