@@ -153,7 +153,8 @@ async function calibrateInt8(context: Int8Context, plan: QdqPlan, options: Int8O
   const wanted = plan.statistics;
   progress({ phase: 'calibrate', message: `calibrating ${wanted.length} tensors on ${calibration.count} samples`, fraction: 0 });
   const started = performance.now();
-  const batching = await calibrateMore(context, plan, spareTensors(context, plan), (p) => {
+  // Spares serve later plans' plain ranges only: with histograms for every tensor they would serve nothing.
+  const batching = await calibrateMore(context, plan, context.histograms ? [] : spareTensors(context, plan), (p) => {
     // Histograms over large activations take a ranges pass, then one pass per capture group.
     const pass = p.pass === 1 && p.passes === 1 ? '' : p.stage === 'ranges' ? ' (pass 1: ranges)' : ` (pass ${p.pass} of ${p.passes}: histograms)`;
     const fraction = p.passes ? (p.pass - 1 + p.samples / calibration.count) / p.passes : undefined;
