@@ -24,6 +24,8 @@ const DEFAULT_STEP_ITERATIONS = 100;
  * keeping a region float is for (the mixes kept on the stand-ins gained 1.1-1.3x, docs/optimize.md).
  */
 const REGION_STEP_PRECISION = 0.05;
+/** A region step may stop after this many timed runs per model (the candidates' timing: 40) once its interval is that tight. */
+const REGION_STEP_MIN_RUNS = 20;
 /** Below this many seconds left for pruning, only the widest width is tried (it gets all of them). */
 const ONE_WIDTH_BELOW_SECONDS = 90;
 
@@ -73,7 +75,10 @@ export async function regionStep(run: OptimizeRun, built: Built[], extra: Built[
         return { error: `${label}: ${shorten(b.error ?? 'not built')}` };
       },
       compare: async (baseline, candidate) => {
-        const precise = run.options.stepIterations === undefined && run.precision !== null ? { precision: Math.max(run.precision, REGION_STEP_PRECISION) } : {};
+        const precise =
+          run.options.stepIterations === undefined && run.precision !== null
+            ? { precision: Math.max(run.precision, REGION_STEP_PRECISION), minIterations: REGION_STEP_MIN_RUNS }
+            : {};
         const options = { ...timingOf(run), baseline, candidates: [candidate], iterations: stepIterations, ...precise, score: false, maxSamples: 64 };
         const r = await benchmark(options, { onWarning: run.warn });
         return r.models[1]!.latency[0]!.speedup!;
