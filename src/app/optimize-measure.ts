@@ -9,6 +9,7 @@ import type { AccuracyBudget, BenchmarkOptions, BenchmarkResult } from '../bench
 import { SPEEDUP_NOISE_THRESHOLD, type AgreementMetrics, type Speedup } from '../metrics/index.js';
 import { guardLater, type Built, type Measured, type OptimizeRun } from './optimize-run.js';
 import type { CandidateFidelity, CandidateOutput } from './optimize.js';
+import { isRetrained } from './optimize-recipe.js';
 import { judgeOutput } from '../metrics/output-kinds.js';
 
 /**
@@ -150,6 +151,30 @@ async function scoreContenders(run: OptimizeRun, contenders: Built[], base: Omit
     }
     pending = pending.filter((p) => speed(p).high >= speed(best).low);
   }
+}
+
+/**
+ * The final comparison, when the searches or the trained candidates added some (`extra`): those,
+ * with every built candidate that can still be chosen (significantly faster than FP32 in its
+ * measurement and not over the budget; every one for select: first, --objective size and
+ * --score-all), timed in one interleaved run, so the choice compares speed-ups of one run; a
+ * candidate that could not be chosen keeps its measurement. Returns every candidate, as guarded.
+ */
+export async function finalComparison(run: OptimizeRun, built: Built[], extra: Built[]): Promise<Built[]> {
+  const all = [...built, ...extra];
+  if (extra.length === 0) return all;
+  const again = [...built.filter((b) => stillContends(run, b)), ...extra];
+  await measure(run, again);
+  await guardWhereNeeded(run, again);
+  const made = new Map(again.map((b) => [b.name, b]));
+  return all.map((b) => made.get(b.name) ?? b);
+}
+
+function stillContends(run: OptimizeRun, b: Built): boolean {
+  const m = run.measured.get(b.name);
+  if (!b.path || !m || m.cannotWin) return false;
+  if (run.select === 'first' || run.objective === 'size' || run.options.scoreAll === true) return true;
+  return m.speedup.verdict === 'faster' && (!m.scored || within(run, m.fidelity, isRetrained(b.spec)).ok);
 }
 
 /**

@@ -33,7 +33,7 @@ import type { CandidateSpec } from './optimize-recipe.js';
 import type { RegionStep } from './optimize-regions.js';
 import type { PlanReport } from './optimize-plan.js';
 import { candidateRows, choose, inputsFailedEveryBuild, speedGate, writeChosen } from './optimize-choose.js';
-import { guardWhereNeeded, measure, measureInputOnly } from './optimize-measure.js';
+import { finalComparison, guardWhereNeeded, measure, measureInputOnly } from './optimize-measure.js';
 import { buildCandidate, startRun, type Built, type OptimizeRun } from './optimize-run.js';
 import { prunedStep, regionStep } from './optimize-search.js';
 import { repairStep, type RepairReport } from './optimize-repair.js';
@@ -293,12 +293,8 @@ export async function optimizeWorkflow(options: OptimizeOptions, events: Workflo
     const pruning = await prunedStep(run, extra, [qatPlan.source], int8);
     const qat = qatPlan.report(run, pruning);
     lap('pruning');
-    // One final comparison of every candidate, so speed-ups and p50s come from the same interleaved run.
-    const all = [...built, ...extra];
-    if (extra.length > 0) {
-      await measure(run, all);
-      await guardWhereNeeded(run, all);
-    }
+    // One final comparison of the candidates that can still be chosen, so the choice compares one run's speed-ups.
+    const all = await finalComparison(run, built, extra);
     lap('final-measure');
     const rows = await candidateRows(run, all);
     const { chosen, summary } = choose(run, rows);
