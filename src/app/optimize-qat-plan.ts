@@ -47,7 +47,7 @@ interface QatRound {
   score?: number;
 }
 
-/** The held-out score of a round: top-1 (or step) agreement with FP32, else the SQNR in dB. */
+/** The held-out score of a round: top-1 (or sequence) agreement with FP32, else the SQNR in dB. */
 function scoreOf(v: QatValidation | undefined): { agreement?: number; score?: number; heldOut?: number } {
   if (!v) return {};
   if (v.qat.agreement !== null && v.measure !== 'SQNR') return { agreement: v.qat.agreement, heldOut: v.samples };
