@@ -287,7 +287,9 @@ export async function buildCandidate(
   steps: CandidateSteps = { labelledLater: true },
   fixedName?: string,
 ): Promise<Built> {
-  const name = fixedName ?? uniqueName(run, label ?? describeSpec(spec).split(' ')[0]!);
+  // A recipe's pruned + quantized candidate is named by both ('pruned-int8'), not 'pruned'.
+  const kind = 'pruned' in spec && spec.pruned.quantize ? `pruned-${spec.pruned.quantize.mode}` : describeSpec(spec).split(' ')[0]!;
+  const name = fixedName ?? uniqueName(run, label ?? kind);
   const file = path.join(run.dir, `${name}.onnx`);
   const t0 = performance.now();
   const done = (b: Omit<Built, 'buildSeconds' | 'name' | 'spec' | 'description'>): Built => ({
