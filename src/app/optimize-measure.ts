@@ -108,7 +108,9 @@ export async function measure(run: OptimizeRun, list: Built[], scoreAll = run.op
     if (couldBe.includes(b)) continue;
     const s = run.measured.get(b.name)!.speedup;
     run.measured.get(b.name)!.cannotWin =
-      run.objective === 'size' ? `slower than FP32 (${x(s)}); not scored` : `not significantly faster (${x(s)}: ${s.verdict}); not scored`;
+      run.objective === 'size'
+        ? `slower than FP32 (${x(s)}${guarded(b)}); not scored`
+        : `not significantly faster (${x(s)}: ${s.verdict}${guarded(b)}); not scored`;
   }
   if (contenders.length > 0) await scoreContenders(run, contenders, base, scoreAll);
   // FP32's own accuracy (with labels) is reported even when no candidate was scored.
@@ -118,6 +120,12 @@ export async function measure(run: OptimizeRun, list: Built[], scoreAll = run.op
 }
 
 const x = (s: Speedup): string => `${s.estimate.toFixed(2)}x, ${s.low.toFixed(2)}-${s.high.toFixed(2)}`;
+
+/** ', after its guard kept 2 node(s) float' for a candidate whose guard kept nodes float, else ''. */
+function guarded(b: Built): string {
+  const f = b.quantize?.fidelity;
+  return f?.enabled && f.floatNodes.length > 0 ? `, after its guard kept ${f.floatNodes.length} node(s) float` : '';
+}
 
 /**
  * Score the candidates that could be chosen on all the data, FP32 with them. For the fastest
