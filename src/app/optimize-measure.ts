@@ -206,6 +206,7 @@ export async function guardWhereNeeded(run: OptimizeRun, list: Built[]): Promise
       m.cannotWin = `${miss}; not guarded: ${x(m.speedup)} as the pass made it, and the nodes its guard keeps float only take from that: no gain above the ${SPEEDUP_NOISE_THRESHOLD * 100}% noise threshold would be left`;
       continue;
     }
+    run.passSpeedups.set(b.name, m.speedup);
     list[i] = await guardLater(run, b);
     guarded.push(list[i]!);
   }

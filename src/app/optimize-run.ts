@@ -133,6 +133,8 @@ export interface OptimizeRun {
   referenceCache: ReferenceCache;
   /** Sessions kept open from one benchmark to the next (benchmark's SessionCache); released when the run ends. */
   sessions: SessionCache;
+  /** A guarded candidate's speed-up as the pass made it (before its guard kept nodes float), by name. */
+  passSpeedups: Map<string, Speedup>;
 }
 
 /** Resolve the settings, refuse bad paths, parse the model and data once, size symbolic dims. */
@@ -183,6 +185,7 @@ export async function startRun(options: OptimizeOptions, events: WorkflowEvents)
     prunedModels: new Map(),
     referenceCache: new ReferenceCache(),
     sessions: new SessionCache(),
+    passSpeedups: new Map(),
     metric: options.metric,
     measureData: options.evalData ?? options.calibrationData,
   };

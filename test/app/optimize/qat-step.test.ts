@@ -90,7 +90,10 @@ describe('optimize: pruning and INT8 together (pruned-N-int8)', () => {
   it('where static INT8 measured faster, the pruned model is also quantized with its settings, and a width expects both gains', () => {
     const pruned = r.candidates.find((c) => c.name === 'pruned-1')!;
     const both = r.candidates.find((c) => c.name === 'pruned-1-int8');
-    const also = /each pruned model is also quantized \(static INT8 measured (\d\.\d\d)x, which a width's expected speed-up includes\)/.exec(r.pruning.reason);
+    const also =
+      /each pruned model is also quantized \(static INT8 measured (\d\.\d\d)x as the pass made it, which a width's expected speed-up includes\)/.exec(
+        r.pruning.reason,
+      );
     if (!also) {
       expect(both).toBeUndefined();
       return;
