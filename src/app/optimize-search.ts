@@ -156,6 +156,8 @@ export async function prunedStep(run: OptimizeRun, extra: Built[], sources: Entr
   const deadline = options.pruneEpochs !== undefined ? run.searchDeadline : run.searchDeadline - reserve * 1000;
   const left = deadline - performance.now();
   if (left <= 0) return { ran: false, reason: 'the time budget was spent before pruning', seconds: 0 };
+  // Training needs the memory more than the comparisons' open sessions do (the final one opens its own again).
+  await run.sessions.release();
   const t0 = performance.now();
   const { take } = await import('../data/index.js');
   const data = (await trainingInputs(run))!;
