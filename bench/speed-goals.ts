@@ -109,7 +109,7 @@ async function files(name: string): Promise<[string, string, string | undefined,
 }
 
 const fmt = (x: number): string => x.toFixed(2);
-/** The median and range of a round's values ('18.2 [16.5, 22.5]'), or the one value. */
+/** The median and range of the rounds' values ('18.20 [16.50, 22.50]'), or the one value. */
 function summary(values: number[]): string {
   if (values.length === 1) return fmt(values[0]!);
   const sorted = [...values].sort((a, b) => a - b);
@@ -147,7 +147,7 @@ try {
     const { q, quantized, inf, o, optimized, n, batchSize } = rounds[0]!;
     const phaseOf = (doc: { timings: { phase: string; seconds: number }[] }, p: string): number => doc.timings.find((t) => t.phase === p)?.seconds ?? 0;
     const phase = (p: string): number => phaseOf(quantized, p);
-    // Each round's multiples of its own inference (the first round's row otherwise, as one run printed it).
+    // Each round's multiple of its own inference; seconds and RSS are the first round's.
     const ratios = (f: (r: (typeof rounds)[number]) => number): string => summary(rounds.map((r) => f(r) / r.inf.seconds));
     const f = quantized.fidelity;
     const guard = f.enabled
