@@ -101,8 +101,15 @@ export async function measure(run: OptimizeRun, list: Built[], scoreAll = run.op
     run.measured.set(b.name, b.scoredFidelity ? { ...m, fidelity: b.scoredFidelity, scored: true } : m);
   });
   const couldBe = scoreAll ? ready : ready.filter((b) => couldWin(run, run.measured.get(b.name)!.speedup));
-  // One whose guard's pre-check missed is guarded first (guardWhereNeeded), then scored: scoring it
-  // as the pass made it would only confirm the miss.
+  // One that could be chosen with its guard left for later is pre-checked; one whose pre-check missed
+  // is guarded first (guardWhereNeeded), then scored: scoring it as the pass made it would only confirm the miss.
+  for (const b of couldBe) {
+    if (b.fidelityLater && !b.scoredFidelity && b.precheck === undefined && b.quantize?.context) {
+      const { precheck } = await import('./quantize-steps.js');
+      const found = await precheck(b.quantize.context);
+      if (found) b.precheck = found;
+    }
+  }
   const contenders = couldBe.filter((b) => !b.scoredFidelity && !needsGuard(b));
   for (const b of ready) {
     if (couldBe.includes(b)) continue;
@@ -201,8 +208,7 @@ export async function guardWhereNeeded(run: OptimizeRun, list: Built[]): Promise
     const over = m.scored ? !within(run, m.fidelity).ok : needsGuard(b) && (run.options.scoreAll === true || couldWin(run, m.speedup));
     if (!over) continue;
     if (!gainLeft(run, m.speedup)) {
-      const precheck = b.quantize?.fidelity.enabled === false ? b.quantize.fidelity.precheck : undefined;
-      const miss = m.scored ? 'over the budget' : `over the budget on the guard's pre-check (${precheck?.failures.join('; ') ?? 'missed'})`;
+      const miss = m.scored ? 'over the budget' : `over the budget on the guard's pre-check (${b.precheck?.failures.join('; ') ?? 'missed'})`;
       m.cannotWin = `${miss}; not guarded: ${x(m.speedup)} as the pass made it, and the nodes its guard keeps float only take from that: no gain above the ${SPEEDUP_NOISE_THRESHOLD * 100}% noise threshold would be left`;
       continue;
     }
@@ -225,7 +231,7 @@ function gainLeft(run: OptimizeRun, speedup: Speedup): boolean {
 
 /** A candidate whose fidelity guard was left for later and whose pre-check missed: the guard will keep nodes float. */
 function needsGuard(b: Built): boolean {
-  return b.fidelityLater === true && b.precheckMissed === true && b.applied !== undefined;
+  return b.fidelityLater === true && b.precheck?.met === false && b.applied !== undefined;
 }
 
 /** Whether a candidate with this speed-up could be the one chosen. */

@@ -28,6 +28,7 @@ import { makeTempFolder } from '../util/temp-folder.js';
 import type { KindBudget } from '../metrics/output-kinds.js';
 import { loadQuantizeInputs, samplesToLoad, type QuantizeInputs } from './quantize-context.js';
 import type { QuantizeResult } from './quantize.js';
+import type { Precheck } from './quantize-steps.js';
 
 /** Seconds the region search and the pruned candidates may take when no time budget is given. */
 export const DEFAULT_SEARCH_SECONDS = 180;
@@ -52,15 +53,16 @@ export interface Built {
   inputError?: boolean;
   /** Quantize had nothing to quantize (every node float by the speed rules or the exclusions). */
   nothingQuantized?: boolean;
-  quantize?: QuantizeResult;
+  /** The quantize steps' result, with their context (the pass's model, the held-out samples: the later pre-check and guard read them). */
+  quantize?: QuantizeResult & { context?: import('./quantize-context.js').QuantizeContext };
   /** Static INT8's pass result, to re-run the steps from (the labelled guard, when it was left for later). */
   applied?: ModeApplied;
   /** int8 with --max-accuracy-drop: the labelled guard was not run; the measurement decides whether it must be. */
   labelledLater?: boolean;
   /** The fidelity guard was not run (written as the pass made it): the measurement decides whether it must be. */
   fidelityLater?: boolean;
-  /** With fidelityLater: the pre-check on the first held-out samples missed, so the guard will keep nodes float; it runs without a scoring first. */
-  precheckMissed?: boolean;
+  /** With fidelityLater, once it could be chosen: the guard's pre-check on its first held-out samples (a miss: the guard runs without a scoring first). */
+  precheck?: Precheck;
   /** Its fidelity, once scored on all the data (a later comparison times it again, never scores it again). */
   scoredFidelity?: CandidateFidelity;
 }
@@ -326,7 +328,6 @@ export async function buildCandidate(
       applied: q.context.applied,
       labelledLater: q.context.labelledLater === true,
       fidelityLater: q.fidelity.enabled === false && q.context.plan !== undefined && steps.fidelityLater === true,
-      ...(q.fidelity.enabled === false && q.fidelity.precheck?.met === false ? { precheckMissed: true } : {}),
     };
     if (!q.output) return done({ path: null, error: q.gateFailure ?? 'nothing written', ...kept });
     return done({ path: file, ...kept });

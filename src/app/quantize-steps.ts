@@ -215,28 +215,33 @@ async function judgeOn(ctx: QuantizeContext, data: Dataset): Promise<{ budget: F
 /** Held-out samples the guard's pre-check reads (the first of the check's). */
 export const PRECHECK_SAMPLES = 16;
 
+/** What the pre-check found: the guard's budget met or not on its first held-out samples. */
+export interface Precheck {
+  samples: number;
+  met: boolean;
+  failures: string[];
+}
+
 /**
- * The guard left to the caller (optimize), with a pre-check: the model as the pass made it, judged
- * on the first PRECHECK_SAMPLES of the guard's held-out samples. A miss there says the guard will
- * run its fallback: the caller then guards a candidate it could choose without scoring it first.
+ * The pre-check of a model written with the guard left to the caller (optimize): the model as the
+ * pass made it, judged against the guard's budget on the first PRECHECK_SAMPLES of the guard's
+ * held-out samples; undefined without held-out samples. A miss says the guard will run its
+ * fallback: the caller guards a candidate it could choose without scoring it first. Called after
+ * the steps, only for a candidate that could be chosen (one no faster than FP32 never pays for it).
  */
-export async function precheckStep(ctx: QuantizeContext): Promise<void> {
-  const reason = 'left to the caller (measured with every candidate)';
+export async function precheck(ctx: QuantizeContext): Promise<Precheck | undefined> {
   const data = ctx.check?.data;
-  if (!data) {
-    ctx.fidelity = { enabled: false, reason };
-    return;
-  }
+  if (!data || !ctx.plan || !ctx.written) return undefined;
   const { take } = await import('../data/index.js');
   const { judge } = await judgeOn(ctx, take(data, PRECHECK_SAMPLES));
   try {
-    ctx.onProgress(`fidelity pre-check on ${Math.min(data.count, PRECHECK_SAMPLES)} held-out samples`);
-    const m = await judge.measure(ctx.written!);
-    ctx.fidelity = { enabled: false, reason, precheck: { samples: Math.min(data.count, PRECHECK_SAMPLES), met: m.met, failures: m.failures } };
+    const samples = Math.min(data.count, PRECHECK_SAMPLES);
+    ctx.onProgress(`fidelity pre-check on ${samples} held-out samples`);
+    const m = await judge.measure(ctx.written);
+    return { samples, met: m.met, failures: m.failures };
   } finally {
     await judge.close();
   }
-  ctx.lap('fidelity');
 }
 
 type HeldOut = Extract<FidelityReport, { enabled: true }>['heldOut'];

@@ -31,7 +31,7 @@ import type { QatReport } from './qat.js';
 import type { SimplifyReport } from '../passes/simplify/index.js';
 import type { VerifySimplifyResult } from './simplify-verify.js';
 import { contextFrom, prepareQuantize, type QuantizeContext, type QuantizeInputs } from './quantize-context.js';
-import { applyStep, checkInputsStep, fidelityStep, gateFailureOf, precheckStep, int8WorkflowsStep, planStep, writeStep } from './quantize-steps.js';
+import { applyStep, checkInputsStep, fidelityStep, gateFailureOf, int8WorkflowsStep, planStep, writeStep } from './quantize-steps.js';
 import { speedAdvice } from './speed-advice.js';
 import { speedCheck, type SpeedCheck } from './speed-check.js';
 
@@ -177,12 +177,7 @@ export interface QuantizeTiming {
 
 /** What the fidelity guard did, for the report and the JSON. */
 export type FidelityReport =
-  | {
-      enabled: false;
-      reason: string;
-      /** The guard left to the caller: the model as the pass made it, judged on the first held-out samples. */
-      precheck?: { samples: number; met: boolean; failures: string[] };
-    }
+  | { enabled: false; reason: string }
   | ({
       enabled: true;
       /** Who decides: the fidelity budget, the labelled `maxAccuracyDrop` guard, or nobody (QAT: reported only). */
@@ -288,7 +283,7 @@ async function runQuantizeSteps(ctx: QuantizeContext, output: string, settings: 
     await applyStep(ctx, settings.applied);
     await int8WorkflowsStep(ctx);
     await checkInputsStep(ctx);
-    if (settings.fidelityLater && ctx.plan) await precheckStep(ctx);
+    if (settings.fidelityLater && ctx.plan) ctx.fidelity = { enabled: false, reason: 'left to the caller (measured with every candidate)' };
     else await fidelityStep(ctx);
     const gateFailure = await gateFailureOf(ctx);
     const common = {
