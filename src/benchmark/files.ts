@@ -20,13 +20,18 @@ import type { FileInfo } from './types.js';
 const known = new Map<string, { version: string; info: FileInfo }>();
 const KNOWN_FILES = 64;
 
+/** What tells one version of a file from the next at its path (device, inode, size, mtime in ns), and its size. */
+export async function fileVersion(file: string): Promise<{ version: string; sizeBytes: number }> {
+  const s = await stat(file, { bigint: true });
+  return { version: `${s.dev}:${s.ino}:${s.size}:${s.mtimeNs}`, sizeBytes: Number(s.size) };
+}
+
 export async function modelFileInfo(file: string): Promise<FileInfo> {
   let bytes: Uint8Array;
   checkModelFile(file);
   let version: string;
   try {
-    const s = await stat(file, { bigint: true });
-    version = `${s.dev}:${s.ino}:${s.size}:${s.mtimeNs}`;
+    ({ version } = await fileVersion(file));
     const hit = known.get(file);
     if (hit?.version === version) return { ...hit.info };
     bytes = await readFile(file);

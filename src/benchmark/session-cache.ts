@@ -6,10 +6,10 @@
  * open with the same session options is not loaded again (a file written anew at its path, a new
  * inode or mtime, is); the providers settled once stay settled. Bounded by the open files' bytes
  * (past `maxFileBytes` a model is loaded and released as without the cache). The caller releases.
- * Imports: runtime (types), node:fs.
+ * Imports: runtime (types), ./files (a file's version).
  */
-import { stat } from 'node:fs/promises';
 import type { Runner, RunnerOptions } from '../runtime/index.js';
+import { fileVersion } from './files.js';
 
 interface Open {
   version: string;
@@ -32,8 +32,7 @@ export class SessionCache {
    * `create`'s. `kept` false: not kept (over the bound), the caller releases it as usual.
    */
   async session(file: string, options: RunnerOptions, create: () => Promise<Runner>): Promise<{ runner: Runner; kept: boolean }> {
-    const s = await stat(file, { bigint: true });
-    const version = `${s.dev}:${s.ino}:${s.size}:${s.mtimeNs}`;
+    const { version, sizeBytes: bytes } = await fileVersion(file);
     const key = `${file}\n${JSON.stringify(options)}`;
     const known = this.open.get(key);
     if (known?.version === version) {
@@ -42,7 +41,6 @@ export class SessionCache {
     }
     if (known) await this.drop(key, known);
     const runner = await create();
-    const bytes = Number(s.size);
     if (this.bytes + bytes > this.maxFileBytes) return { runner, kept: false };
     this.open.set(key, { version, runner, bytes });
     this.bytes += bytes;
