@@ -54,22 +54,10 @@ import { fakeQuantPlan } from '../src/app/qat.js';
 import { withDynamicBatch } from '../src/app/dynamic-batch.js';
 import { installFakeQuantHooks } from '../src/train/qat.js';
 import { insertFakeQuant } from '../src/train/onnxruntime/fake-quant.js';
-import { bootstrapMedianCI, pairedSpeedup } from '../src/metrics/index.js';
-import { buildManifest } from '../src/benchmark/manifest.js';
-import { seededRandom } from '../src/util/random.js';
-import { commandLine, manifestLines, MIN_ROUNDS, pairedReport, timePaired, type Operation } from './paired.mjs';
-import { standinCases, syntheticTrainData, type TrainCase } from './train-cases.js';
+import { manifestLines, pairedReport, timePaired, type Operation } from './paired.mjs';
+import { standinCases, syntheticTrainData, trainBenchArgs, type TrainCase } from './train-cases.js';
 
-const args = process.argv.slice(2);
-const which = args.find((a) => !a.startsWith('--') && !/^\d+$/.test(a)) ?? 'all';
-const flag = (name: string, fallback: number): number => {
-  const i = args.indexOf(name);
-  return i >= 0 ? Number(args[i + 1]) : fallback;
-};
-const lib = { pairedSpeedup, bootstrapMedianCI, buildManifest, seededRandom };
-const command = commandLine(import.meta.url);
-const rounds = flag('--rounds', MIN_ROUNDS);
-if (rounds < MIN_ROUNDS) throw new Error(`--rounds ${rounds}: at least ${MIN_ROUNDS} paired rounds`);
+const { which, flag, rounds, lib, command } = trainBenchArgs(import.meta.url);
 
 const steps = flag('--steps', 0);
 const batch = flag('--batch-size', 0);

@@ -5,7 +5,8 @@
  *   ctc     fixtures/families.ts's CTC recognizer (opset 9, upgraded to 13 as distill and optimize do),
  *           1x32x80, MSE to teacher outputs [20, 11] per sample, no labels, batch 32
  *   mbv3    fixtures/train-standins.ts's MobileNetV3-style classifier, 3x48x192, 10 classes, batch 16
- * Imports: src (ir, train types, app/distill), fixtures.
+ * And the command line the training benches that time paired rounds share (trainBenchArgs).
+ * Imports: src (ir, train types, app/distill, metrics, benchmark/manifest, util/random), fixtures, ./paired.mjs.
  */
 import { DataType, type Model, type TensorData } from '../src/ir/index.js';
 import type { TrainData } from '../src/train/core/loop.js';
@@ -13,6 +14,27 @@ import { studentForOnnxruntime } from '../src/app/distill.js';
 import { seededFloats } from '../fixtures/tiny-graphs.js';
 import { mobileNetV3Classifier } from '../fixtures/train-standins.js';
 import { CTC, ctcRecognizer, HSWISH, hardSwishClassifier } from '../fixtures/families.js';
+import { bootstrapMedianCI, pairedSpeedup } from '../src/metrics/index.js';
+import { buildManifest } from '../src/benchmark/manifest.js';
+import { seededRandom } from '../src/util/random.js';
+import { commandLine, MIN_ROUNDS } from './paired.mjs';
+
+/**
+ * The arguments of a training bench run as `npx vite-node bench/NAME.ts [case|all] [--rounds R]
+ * [--flag N ...]`: the case named (default 'all'), a numeric flag's value, the paired rounds (at
+ * least MIN_ROUNDS), the statistics ./paired.mjs times with, and the command line to print.
+ */
+export function trainBenchArgs(metaUrl: string) {
+  const args = process.argv.slice(2);
+  const which = args.find((a) => !a.startsWith('--') && !/^\d+$/.test(a)) ?? 'all';
+  const flag = (name: string, fallback: number): number => {
+    const i = args.indexOf(name);
+    return i >= 0 ? Number(args[i + 1]) : fallback;
+  };
+  const rounds = flag('--rounds', MIN_ROUNDS);
+  if (rounds < MIN_ROUNDS) throw new Error(`--rounds ${rounds}: at least ${MIN_ROUNDS} paired rounds`);
+  return { which, flag, rounds, lib: { pairedSpeedup, bootstrapMedianCI, buildManifest, seededRandom }, command: commandLine(metaUrl) };
+}
 
 export interface TrainCase {
   name: string;

@@ -29,22 +29,10 @@ import { createOrtTrainer, ortTrainLoop } from '../src/train/onnxruntime/loop.js
 import { labelIndices, type OnnxTrainStep } from '../src/train/onnxruntime/session.js';
 import { createRunner } from '../src/runtime/index.js';
 import { withDynamicBatch } from '../src/app/dynamic-batch.js';
-import { bootstrapMedianCI, pairedSpeedup } from '../src/metrics/index.js';
-import { buildManifest } from '../src/benchmark/manifest.js';
-import { seededRandom } from '../src/util/random.js';
-import { commandLine, manifestLines, MIN_ROUNDS, pairedReport, timePaired } from './paired.mjs';
-import { standinCases, syntheticTrainData, type TrainCase } from './train-cases.js';
+import { manifestLines, pairedReport, timePaired } from './paired.mjs';
+import { standinCases, syntheticTrainData, trainBenchArgs, type TrainCase } from './train-cases.js';
 
-const args = process.argv.slice(2);
-const which = args.find((a) => !a.startsWith('--') && !/^\d+$/.test(a)) ?? 'all';
-const flag = (name: string, fallback: number): number => {
-  const i = args.indexOf(name);
-  return i >= 0 ? Number(args[i + 1]) : fallback;
-};
-const lib = { pairedSpeedup, bootstrapMedianCI, buildManifest, seededRandom };
-const command = commandLine(import.meta.url);
-const rounds = flag('--rounds', MIN_ROUNDS);
-if (rounds < MIN_ROUNDS) throw new Error(`--rounds ${rounds}: at least ${MIN_ROUNDS} paired rounds`);
+const { which, flag, rounds, lib, command } = trainBenchArgs(import.meta.url);
 const profileRuns = flag('--profile-runs', 10);
 const CASES = standinCases(0, flag('--steps', 0));
 
