@@ -41,11 +41,10 @@ export function timingOf(run: OptimizeRun): Omit<BenchmarkOptions, 'baseline'> {
  * after the --downstream models; FP32's outputs kept from one scoring to the next (it is the
  * baseline of every one: run once on all the data).
  */
-export function scoringOf(run: OptimizeRun): Pick<BenchmarkOptions, 'outputKinds' | 'maskInput' | 'downstream' | 'referenceCache' | 'sessions'> {
+export function scoringOf(run: OptimizeRun): Pick<BenchmarkOptions, 'outputKinds' | 'maskInput' | 'downstream' | 'referenceCache'> {
   const { downstream } = run.options;
   return {
     referenceCache: run.referenceCache,
-    sessions: run.sessions,
     outputKinds: run.inputs.judged.kindOf,
     ...(run.maskInput ? { maskInput: run.maskInput } : {}),
     ...(downstream && downstream.length > 0 ? { downstream } : {}),
@@ -189,7 +188,7 @@ function stillContends(run: OptimizeRun, b: Built): boolean {
   const m = run.measured.get(b.name);
   if (!b.path || !m || m.cannotWin) return false;
   if (run.select === 'first' || run.objective === 'size' || run.options.scoreAll === true) return true;
-  return m.speedup.verdict === 'faster' && (!m.scored || within(run, m.fidelity, isRetrained(b.spec)).ok);
+  return couldWin(run, m.speedup) && (!m.scored || within(run, m.fidelity, isRetrained(b.spec)).ok);
 }
 
 /**
