@@ -55,7 +55,7 @@ import { withDynamicBatch } from '../src/app/dynamic-batch.js';
 import { installFakeQuantHooks } from '../src/train/qat.js';
 import { insertFakeQuant } from '../src/train/onnxruntime/fake-quant.js';
 import { manifestLines, pairedReport, timePaired, type Operation } from './paired.mjs';
-import { standinCases, syntheticTrainData, trainBenchArgs, type TrainCase } from './train-cases.js';
+import { loopOptions, standinCases, syntheticTrainData, trainBenchArgs, type TrainCase } from './train-cases.js';
 
 const { which, flag, rounds, lib, command } = trainBenchArgs(import.meta.url);
 
@@ -67,21 +67,6 @@ const CASES: TrainCase[] = [
   // issue 32's stand-ins (./train-cases.ts)
   ...standinCases(batch, steps),
 ];
-
-function loopOptions(c: TrainCase, outputName: string): LoopOptions {
-  return {
-    epochs: 1,
-    batchSize: c.batchSize,
-    seed: 1,
-    learningRate: 1e-3,
-    optimizer: { kind: 'adam', weightDecay: 1e-4 },
-    schedule: 'cosine',
-    lossKind: c.mse ? 'mse' : 'kd',
-    alpha: c.mse ? 0 : 0.5,
-    temperature: 4,
-    outputName,
-  };
-}
 
 /**
  * An onnxruntime trainer that outlives the loops it is handed to: each ortTrainLoop call releases

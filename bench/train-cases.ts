@@ -9,7 +9,7 @@
  * Imports: src (ir, train types, app/distill, metrics, benchmark/manifest, util/random), fixtures, ./paired.mjs.
  */
 import { DataType, type Model, type TensorData } from '../src/ir/index.js';
-import type { TrainData } from '../src/train/core/loop.js';
+import type { LoopOptions, TrainData } from '../src/train/core/loop.js';
 import { studentForOnnxruntime } from '../src/app/distill.js';
 import { seededFloats } from '../fixtures/tiny-graphs.js';
 import { mobileNetV3Classifier } from '../fixtures/train-standins.js';
@@ -18,6 +18,22 @@ import { bootstrapMedianCI, pairedSpeedup } from '../src/metrics/index.js';
 import { buildManifest } from '../src/benchmark/manifest.js';
 import { seededRandom } from '../src/util/random.js';
 import { commandLine, MIN_ROUNDS } from './paired.mjs';
+
+/** One epoch of a case's training as the benches time it: Adam 1e-3, cosine, KD at T=4 (MSE for an output without classes). */
+export function loopOptions(c: TrainCase, outputName: string): LoopOptions {
+  return {
+    epochs: 1,
+    batchSize: c.batchSize,
+    seed: 1,
+    learningRate: 1e-3,
+    optimizer: { kind: 'adam', weightDecay: 1e-4 },
+    schedule: 'cosine',
+    lossKind: c.mse ? 'mse' : 'kd',
+    alpha: c.mse ? 0 : 0.5,
+    temperature: 4,
+    outputName,
+  };
+}
 
 /**
  * The arguments of a training bench run as `npx vite-node bench/NAME.ts [case|all] [--rounds R]

@@ -24,13 +24,12 @@ import path from 'node:path';
 import * as ort from 'onnxruntime-node';
 import { decodeModel, encodeModel } from '../src/onnx/index.js';
 import { DataType, type Model, type Node, type TensorData } from '../src/ir/index.js';
-import type { LoopOptions } from '../src/train/core/loop.js';
 import { createOrtTrainer, ortTrainLoop } from '../src/train/onnxruntime/loop.js';
 import { labelIndices, type OnnxTrainStep } from '../src/train/onnxruntime/session.js';
 import { createRunner } from '../src/runtime/index.js';
 import { withDynamicBatch } from '../src/app/dynamic-batch.js';
 import { manifestLines, pairedReport, timePaired } from './paired.mjs';
-import { standinCases, syntheticTrainData, trainBenchArgs, type TrainCase } from './train-cases.js';
+import { loopOptions, standinCases, syntheticTrainData, trainBenchArgs, type TrainCase } from './train-cases.js';
 
 const { which, flag, rounds, lib, command } = trainBenchArgs(import.meta.url);
 const profileRuns = flag('--profile-runs', 10);
@@ -116,18 +115,7 @@ async function run(c: TrainCase): Promise<void> {
   const inputName = model.graph.inputs.find((v) => !v.initializer)!.name;
   const outputName = model.graph.outputs[0]!.name;
   const d = syntheticTrainData(c, inputName);
-  const options: LoopOptions = {
-    epochs: 1,
-    batchSize: c.batchSize,
-    seed: 1,
-    learningRate: 1e-3,
-    optimizer: { kind: 'adam', weightDecay: 1e-4 },
-    schedule: 'cosine',
-    lossKind: c.mse ? 'mse' : 'kd',
-    alpha: c.mse ? 0 : 0.5,
-    temperature: 4,
-    outputName,
-  };
+  const options = loopOptions(c, outputName);
   const trainer = await createOrtTrainer(model, d.inputs, {
     lossKind: options.lossKind,
     alpha: options.alpha,
