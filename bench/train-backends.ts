@@ -55,7 +55,7 @@ import { withDynamicBatch } from '../src/app/dynamic-batch.js';
 import { installFakeQuantHooks } from '../src/train/qat.js';
 import { insertFakeQuant } from '../src/train/onnxruntime/fake-quant.js';
 import { manifestLines, pairedReport, timePaired, type Operation } from './paired.mjs';
-import { loopOptions, standinCases, syntheticTrainData, trainBenchArgs, type TrainCase } from './train-cases.js';
+import { loopOptions, standinCases, trainerOptions, syntheticTrainData, trainBenchArgs, type TrainCase } from './train-cases.js';
 
 const { which, flag, rounds, lib, command } = trainBenchArgs(import.meta.url);
 
@@ -213,18 +213,7 @@ async function kd(c: TrainCase): Promise<void> {
   const options = loopOptions(c, outputName);
   await initTrainingBackend({ backend: 'wasm' });
   const graph = new TrainableGraph(model);
-  const kept = keptTrainer(
-    await createOrtTrainer(model, d.inputs, {
-      lossKind: options.lossKind,
-      alpha: options.alpha,
-      temperature: 4,
-      outputName,
-      withLabels: !!d.labels,
-      withTeacher: true,
-      threads: 1,
-      seed: 1,
-    }),
-  );
+  const kept = keptTrainer(await createOrtTrainer(model, d.inputs, trainerOptions(c, outputName, !!d.labels)));
   const runner = await createRunner(model, { intraOpThreads: 1 });
   const wasm: LoopResult[] = [];
   const ort: LoopResult[] = [];

@@ -10,6 +10,7 @@
  */
 import { DataType, type Model, type TensorData } from '../src/ir/index.js';
 import type { LoopOptions, TrainData } from '../src/train/core/loop.js';
+import type { OrtTrainerOptions } from '../src/train/onnxruntime/loop.js';
 import { studentForOnnxruntime } from '../src/app/distill.js';
 import { seededFloats } from '../fixtures/tiny-graphs.js';
 import { mobileNetV3Classifier } from '../fixtures/train-standins.js';
@@ -33,6 +34,12 @@ export function loopOptions(c: TrainCase, outputName: string): LoopOptions {
     temperature: 4,
     outputName,
   };
+}
+
+/** createOrtTrainer's options for a case as the benches build its training graph (the loss of loopOptions, a teacher, 1 thread). */
+export function trainerOptions(c: TrainCase, outputName: string, withLabels: boolean): OrtTrainerOptions {
+  const loop = loopOptions(c, outputName);
+  return { lossKind: loop.lossKind, alpha: loop.alpha, temperature: loop.temperature, outputName, withLabels, withTeacher: true, threads: 1, seed: 1 };
 }
 
 /**

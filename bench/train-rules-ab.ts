@@ -16,7 +16,7 @@ import { bootstrapMedianCI, pairedSpeedup } from '../src/metrics/index.js';
 import { buildManifest } from '../src/benchmark/manifest.js';
 import { seededRandom } from '../src/util/random.js';
 import { commandLine, manifestLines, pairedReport, timePaired } from './paired.mjs';
-import { standinCases, syntheticTrainData } from './train-cases.js';
+import { standinCases, syntheticTrainData, trainerOptions } from './train-cases.js';
 
 const args = process.argv.slice(2);
 const at = args.indexOf('--old');
@@ -32,16 +32,7 @@ for (const c of cases.filter((k) => !which || k.name === which)) {
   const inputName = model.graph.inputs.find((v) => !v.initializer)!.name;
   const outputName = model.graph.outputs[0]!.name;
   const { inputs, labels, teacher } = syntheticTrainData(c, inputName, c.batchSize);
-  const opts = {
-    lossKind: (c.mse ? 'mse' : 'kd') as 'mse' | 'kd',
-    alpha: c.mse ? 0 : 0.5,
-    temperature: 4,
-    outputName,
-    withLabels: !!labels,
-    withTeacher: true,
-    threads: 1,
-    seed: 1,
-  };
+  const opts = trainerOptions(c, outputName, !!labels);
   const nt = await createOrtTrainer(model, inputs, opts);
   const ot = await oldTrainer(model as never, inputs as never, opts as never); // the old tree's own ir classes
   const batch = { inputs, labels, teacher };

@@ -29,7 +29,7 @@ import { labelIndices, type OnnxTrainStep } from '../src/train/onnxruntime/sessi
 import { createRunner } from '../src/runtime/index.js';
 import { withDynamicBatch } from '../src/app/dynamic-batch.js';
 import { manifestLines, pairedReport, timePaired } from './paired.mjs';
-import { loopOptions, standinCases, syntheticTrainData, trainBenchArgs, type TrainCase } from './train-cases.js';
+import { loopOptions, standinCases, trainerOptions, syntheticTrainData, trainBenchArgs, type TrainCase } from './train-cases.js';
 
 const { which, flag, rounds, lib, command } = trainBenchArgs(import.meta.url);
 const profileRuns = flag('--profile-runs', 10);
@@ -116,16 +116,7 @@ async function run(c: TrainCase): Promise<void> {
   const outputName = model.graph.outputs[0]!.name;
   const d = syntheticTrainData(c, inputName);
   const options = loopOptions(c, outputName);
-  const trainer = await createOrtTrainer(model, d.inputs, {
-    lossKind: options.lossKind,
-    alpha: options.alpha,
-    temperature: 4,
-    outputName,
-    withLabels: !!d.labels,
-    withTeacher: true,
-    threads: 1,
-    seed: 1,
-  });
+  const trainer = await createOrtTrainer(model, d.inputs, trainerOptions(c, outputName, !!d.labels));
   const release = trainer.release.bind(trainer);
   trainer.release = async () => undefined; // kept across the timed ortTrainLoop calls
   const { named, forward } = parts(trainer);
