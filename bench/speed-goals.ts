@@ -170,6 +170,10 @@ try {
       `| optimize (process wall ${fmt(o.wall)} s) | ${fmt(optimized.seconds)} | ${ratios((r) => r.optimized.seconds)} | <= ${GOALS.optimize} | ${o.rssMiB.toFixed(0)} MiB |`,
     );
     console.log(`quantize phases: ${quantized.timings.map((t: { phase: string; seconds: number }) => `${t.phase} ${fmt(t.seconds)}`).join(', ')}`);
+    if (repeat > 1)
+      console.log(
+        `rounds (inference s / quantize s / optimize s, chosen): ${rounds.map((r) => `${fmt(r.inf.seconds)} / ${fmt(r.quantized.seconds)} / ${fmt(r.optimized.seconds)} ${r.optimized.chosen}`).join('; ')}`,
+      );
     console.log(`optimize phases: ${optimized.timings.map((t: { phase: string; seconds: number }) => `${t.phase} ${fmt(t.seconds)}`).join(', ')}`);
   }
   console.log(`\nload average after: ${loadavg().map(fmt).join(' ')}`);

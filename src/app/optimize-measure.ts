@@ -33,6 +33,7 @@ export function timingOf(run: OptimizeRun): Omit<BenchmarkOptions, 'baseline'> {
     constants: run.feedValues,
     feedback: options.feedback,
     measureMemory: false,
+    precisionFor: run.precisionFor,
   };
 }
 
@@ -68,6 +69,12 @@ async function benchmarkWithFallback(run: OptimizeRun, options: BenchmarkOptions
   }
 }
 
+/** When the timing stops: '+-3%', or '+-3%, or once it cannot be faster' (precisionFor 'faster'). */
+export function untilText(precision: number, precisionFor: 'every' | 'faster'): string {
+  const known = `until every speed-up was known to +-${precision * 100}%`;
+  return precisionFor === 'faster' ? `${known}, or could no longer be significantly faster` : known;
+}
+
 /** Samples the timing reads its inputs from (the screen scores nothing). */
 export const SCREEN_SAMPLES = 64;
 
@@ -80,7 +87,7 @@ export const SCREEN_SAMPLES = 64;
 export async function measure(run: OptimizeRun, list: Built[], scoreAll = run.options.scoreAll === true): Promise<void> {
   const ready = list.filter((b) => b.path);
   if (ready.length === 0) return;
-  const runs = run.precision === null ? `${run.iterations}` : `up to ${run.iterations} (until +-${run.precision * 100}%)`;
+  const runs = run.precision === null ? `${run.iterations}` : `up to ${run.iterations} (${untilText(run.precision, run.precisionFor)})`;
   run.progress(`timing ${ready.length} candidate(s) against ${run.reference} (${runs} interleaved runs each, ${run.threads} thread(s))`);
   const t0 = performance.now();
   const base = { ...timingOf(run), ...scoringOf(run), baseline: run.reference, outputName: run.options.outputName };

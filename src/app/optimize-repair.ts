@@ -10,7 +10,7 @@
  * May import: app/*, types from below; data, evaluate, runtime (lazily).
  */
 import type { Dataset } from '../data/index.js';
-import type { Speedup } from '../metrics/index.js';
+import { SPEEDUP_NOISE_THRESHOLD, type Speedup } from '../metrics/index.js';
 import type { Int8Report } from './quantize-passes.js';
 import type { FidelityJudge } from './quantize-fidelity.js';
 import { isRetrained, type QuantizeCandidateSpec } from './optimize-recipe.js';
@@ -65,7 +65,11 @@ function repairSkipped(run: OptimizeRun): string | undefined {
 /**
  * The candidates worth repairing, fastest first: quantized, scored on all the data, significantly
  * faster than FP32 and over the budget, whose interval reaches above the speed-up of the fastest
- * candidate within the budget (so a repaired copy, a little slower, could still be chosen).
+ * candidate within the budget (so a repaired copy, a little slower, could still be chosen). For
+ * the fastest, its interval must also lie above 1 + SPEEDUP_NOISE_THRESHOLD: the repaired copy keeps
+ * more nodes float (slower), and from a speed-up that may be within the noise none would be left
+ * (on the recognizer stand-in, a guarded INT8 measured 1.02x [1.00, 1.04] cost a 3.4 s repair
+ * whose copy measured 1.00x).
  */
 function repairTargets(run: OptimizeRun, all: Built[]): QuantizedBuilt[] {
   const measured = (b: Built) => run.measured.get(b.name);
@@ -76,6 +80,7 @@ function repairTargets(run: OptimizeRun, all: Built[]): QuantizedBuilt[] {
   return scored
     .filter(isQuantized)
     .filter((b) => b.applied && speed(b).verdict === 'faster' && !ok(b) && (!best || speed(b).high > speed(best).estimate))
+    .filter((b) => run.precisionFor !== 'faster' || speed(b).low >= 1 + SPEEDUP_NOISE_THRESHOLD)
     .sort((a, b) => speed(b).estimate - speed(a).estimate);
 }
 
@@ -113,7 +118,13 @@ export async function repairStep(run: OptimizeRun, all: Built[], extra: Built[])
   if (skipped !== undefined) return { ran: false, reason: skipped, samples: null, attempts: [], seconds: 0 };
   const targets = repairTargets(run, all);
   if (targets.length === 0)
-    return { ran: false, reason: 'no candidate measured faster than the best within the budget and missed it', samples: null, attempts: [], seconds: 0 };
+    return {
+      ran: false,
+      reason: 'no candidate measured faster than the best within the budget (and, for the fastest, beyond the noise threshold) and missed it',
+      samples: null,
+      attempts: [],
+      seconds: 0,
+    };
   const t0 = performance.now();
   const deadline = run.regionDeadline;
   const { guardFidelity } = await import('./quantize-fidelity.js');

@@ -19,6 +19,7 @@ import type { Model } from '../ir/index.js';
 import type { Int8Context, Int8Report } from './quantize-passes.js';
 import { DEFAULT_BIAS_CORRECTION } from '../passes/quantize/int8.js';
 import type { ModeApplied } from './quantize-modes.js';
+import type { JudgeMemory } from './quantize-fidelity.js';
 import { keepWarnings, type WorkflowEvents } from './events.js';
 import { checkOutputPath, RECIPE_BESIDE_OUTPUT } from './output-path.js';
 import { describeSpec, recipePathFor, type CandidateSpec, type PrunedCandidateSpec, type QuantizeCandidateSpec } from './optimize-recipe.js';
@@ -88,6 +89,12 @@ export interface OptimizeRun {
   iterations: number;
   /** Timing sized by the noise (TIMING_PRECISION), or null when --iterations fixes the count. */
   precision: number | null;
+  /**
+   * Which candidates the timing must know to `precision`: for the fastest (latency, throughput,
+   * without --score-all) only those that may still be significantly faster ('faster': one that no
+   * longer can is timed no more, since it cannot be chosen); else every one.
+   */
+  precisionFor: 'every' | 'faster';
   output: string;
   recipeFile: string | null;
   warnings: string[];
@@ -167,6 +174,7 @@ export async function startRun(options: OptimizeOptions, events: WorkflowEvents)
     threads: options.threads ?? 1,
     iterations: options.iterations ?? DEFAULT_ITERATIONS,
     precision: options.iterations === undefined ? TIMING_PRECISION : null,
+    precisionFor: (options.select ?? 'fastest') === 'fastest' && objective !== 'size' && options.scoreAll !== true ? 'faster' : 'every',
     output,
     recipeFile,
     warnings,
@@ -276,6 +284,8 @@ interface CandidateSteps {
    * the budget. Default false.
    */
   fidelityLater?: boolean;
+  /** The guard's judge starts from this (the candidate's pre-check read all of its held-out samples). */
+  judgeMemory?: JudgeMemory;
 }
 
 /**
@@ -455,7 +465,14 @@ async function quantizeCandidate(
   const labelledLater = steps.labelledLater && settings.maxAccuracyDrop !== undefined && !options.metric;
   const fidelityLater = steps.fidelityLater === true && settings.guard && settings.maxAccuracyDrop === undefined;
   const inputs = over ? { ...run.inputs, model: over } : run.inputs;
-  const result = await quantizeFromInputs(settings, inputs, events, { fusion: false, applied, labelledLater, fidelityLater, compareWritten: false });
+  const result = await quantizeFromInputs(settings, inputs, events, {
+    fusion: false,
+    applied,
+    labelledLater,
+    fidelityLater,
+    compareWritten: false,
+    ...(steps.judgeMemory ? { judgeMemory: steps.judgeMemory } : {}),
+  });
   if (!over && !run.int8 && result.context.applied?.int8)
     run.int8 = { context: result.context.applied.int8, report: result.context.applied.report as Int8Report };
   return result;
@@ -482,7 +499,9 @@ export async function guardLater(run: OptimizeRun, b: Built): Promise<Built> {
       ? `${b.name}: over the fidelity budget: the guard keeps sensitive nodes float`
       : `${b.name}: accuracy drop over the budget: the labelled guard keeps sensitive nodes float`,
   );
-  return buildCandidate(run, b.spec!, undefined, { applied: b.applied, labelledLater: false }, b.name);
+  // The pre-check's judge measured the model as the pass made it on the guard's samples: the guard starts from that.
+  const judgeMemory = b.fidelityLater ? b.precheck?.memory : undefined;
+  return buildCandidate(run, b.spec!, undefined, { applied: b.applied, labelledLater: false, ...(judgeMemory ? { judgeMemory } : {}) }, b.name);
 }
 
 /** The kept calibration serves `spec` when only the float nodes differ (the region search's steps). */

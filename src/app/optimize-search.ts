@@ -16,6 +16,7 @@ import { DEFAULT_PRUNE_WIDTHS, prunedEntries, type PrunedEntries } from './prune
 import { runPlan, type PlanEntry } from './optimize-plan.js';
 import type { Dataset } from '../data/index.js';
 import { MODE } from '../passes/quantize/mode-names.js';
+import { SPEEDUP_NOISE_THRESHOLD } from '../metrics/index.js';
 
 const DEFAULT_STEP_ITERATIONS = 100;
 /**
@@ -94,7 +95,13 @@ export async function regionStep(run: OptimizeRun, built: Built[], extra: Built[
   );
   const kept = found.steps.filter((s) => s.kept).map((s) => s.region);
   let failed = '';
-  if (found.path) {
+  // The mix's speed-up over FP32, chained: static INT8's, times each kept step's over the best before it.
+  const int8Speedup = run.measured.get(int8!.name)!.speedup.estimate;
+  const expected = found.steps.reduce((x, s) => (s.kept ? x * s.speedup!.estimate : x), int8Speedup);
+  if (found.path && run.precisionFor === 'faster' && expected < 1 + SPEEDUP_NOISE_THRESHOLD) {
+    // For the fastest, a mix that cannot clear the noise threshold over FP32 cannot be chosen: not built, not measured again.
+    failed = `; not built: its speed-up over FP32 (static INT8's ${int8Speedup.toFixed(2)}x times the kept steps') is about ${expected.toFixed(2)}x, within the noise`;
+  } else if (found.path) {
     const spec: CandidateSpec = { quantize: { ...start.quantize, excludeNodes: found.excludeNodes } };
     // Like every candidate, built with the guard left for later: it runs only when the mix could be chosen and misses the budget.
     const b = await buildCandidate(run, spec, 'int8-mixed', { labelledLater: true, fidelityLater: true });

@@ -182,6 +182,8 @@ export interface OptimizeResult {
     iterations: number;
     /** Timing stopped once every speed-up was known to this relative half-width; null: exactly `iterations` (given by the user). */
     precision: number | null;
+    /** 'faster': a candidate's timing also stopped once it could no longer be significantly faster than FP32 (it cannot be chosen). */
+    precisionFor: 'every' | 'faster';
     measuredOn: 'eval-data' | 'calibration' | 'random';
     samples: number;
     labels: boolean;
@@ -339,6 +341,7 @@ async function resultOf(
       providers: bench.settings.providers,
       iterations: run.iterations,
       precision: run.precision,
+      precisionFor: run.precisionFor,
       measuredOn: options.evalData ? 'eval-data' : options.calibrationData ? 'calibration' : 'random',
       samples: run.scored!.data.samples,
       labels: r.labels,

@@ -295,16 +295,32 @@ export interface JudgeOptions {
   kinds?: Record<string, DetectedKind>;
   /** `--downstream`: FP32 models the outputs go through; the last one's outputs are judged. */
   downstream?: readonly { model: Model; label: string }[];
+  /** Start from what another judge of the same reference, data, budget and batch size learnt. */
+  memory?: JudgeMemory;
+}
+
+/**
+ * What a judge learnt, for a judge of the same reference, data, budget and batch size to start
+ * from (`JudgeOptions.memory`): the reference's recorded outputs, its task-metric value and the
+ * measurements made (by model: one measured before is not run again). No session is held.
+ */
+export interface JudgeMemory {
+  referenceOutputs: { signature: string; outputs: Record<string, TensorData> }[] | null | undefined;
+  referenceValue: number | undefined;
+  measured: ReadonlyMap<Model, FidelityMeasure>;
 }
 
 /**
  * Measures candidates against the FP32 reference on fixed data. The FP32 value of a labelled task
  * metric is computed once and reused; so are the reference's session and (within
  * REFERENCE_CACHE_BUDGET) its outputs: every measurement walks the same data in the same batches,
- * so batch k of one pass is batch k of the next. Call close() when done (it releases the session).
+ * so batch k of one pass is batch k of the next; and a model measured before is not run again.
+ * Call close() when done (it releases the session and forgets; `memory()` first keeps what it learnt).
  */
 export class FidelityJudge {
   private referenceValue: number | undefined;
+  /** Measurements by model (a model object measured again gives the same measurement). */
+  private readonly measured: Map<Model, FidelityMeasure>;
   private referenceRunner: Runner | undefined;
   /** The reference's outputs per batch of one pass, once a whole pass fitted the budget; null when it did not. */
   private referenceOutputs: { signature: string; outputs: Record<string, TensorData> }[] | null | undefined;
@@ -340,14 +356,24 @@ export class FidelityJudge {
     );
     const m = budget.metric;
     if (m && m.maxDrop === undefined && m.min === undefined) throw new UsageError(`metric '${m.name}': give a budget (largest drop or least value)`);
+    const memory = options.memory;
+    this.referenceOutputs = memory?.referenceOutputs;
+    this.referenceValue = memory?.referenceValue;
+    this.measured = new Map(memory?.measured);
   }
 
-  /** Releases the FP32 session and the cached outputs (a later measurement starts them again). */
+  /** What this judge learnt (see JudgeMemory), to take before close(). */
+  memory(): JudgeMemory {
+    return { referenceOutputs: this.referenceOutputs, referenceValue: this.referenceValue, measured: new Map(this.measured) };
+  }
+
+  /** Releases the FP32 session, the cached outputs and the measurements (a later measurement starts them again). */
   async close(): Promise<void> {
     const runner = this.referenceRunner;
     const stages = this.downstreamStages ?? [];
     this.referenceRunner = undefined;
     this.referenceOutputs = undefined;
+    this.measured.clear();
     this.downstreamStages = undefined;
     await runner?.release();
     for (const s of stages) await s.runner.release();
@@ -471,6 +497,8 @@ export class FidelityJudge {
   }
 
   async measure(candidate: ModelSource): Promise<FidelityMeasure> {
+    const known = typeof candidate === 'object' && !('run' in candidate) ? this.measured.get(candidate) : undefined;
+    if (known) return known;
     this.runs++;
     const mb = this.budget.metric;
     const candidateMetric = mb?.create();
@@ -522,7 +550,9 @@ export class FidelityJudge {
       }
       metric = { name: mb.name, value, ...(this.referenceValue !== undefined ? { reference: this.referenceValue } : {}), met };
     }
-    return { outputs, ...(metric ? { metric } : {}), worstSqnrDb: worst, met: failures.length === 0, failures };
+    const measure = { outputs, ...(metric ? { metric } : {}), worstSqnrDb: worst, met: failures.length === 0, failures };
+    if (typeof candidate === 'object' && !('run' in candidate)) this.measured.set(candidate, measure);
+    return measure;
   }
 }
 

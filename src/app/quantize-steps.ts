@@ -154,12 +154,12 @@ export async function checkInputsStep(ctx: QuantizeContext): Promise<void> {
  * The fidelity guard: decides, unless the labelled guard does (then it is measured) or QAT changed
  * the weights (then the distance to FP32 is reported, not enforced).
  */
-export async function fidelityStep(ctx: QuantizeContext): Promise<void> {
+export async function fidelityStep(ctx: QuantizeContext, memory?: import('./quantize-fidelity.js').JudgeMemory): Promise<void> {
   const { plan, check } = ctx;
   if (!plan) ctx.fidelity = { enabled: false, reason: 'turned off (--no-guard): the model was not held to a fidelity budget' };
   else if (!check?.data) ctx.fidelity = { enabled: false, reason: `no inputs to check the model on: ${check?.skipped}` };
   else {
-    const { budget, judge } = await judgeOn(ctx, check.data);
+    const { budget, judge } = await judgeOn(ctx, check.data, memory);
     ctx.judge = judge;
     ctx.cleanups.push(() => judge.close());
     const heldOut = {
@@ -189,8 +189,12 @@ export async function fidelityStep(ctx: QuantizeContext): Promise<void> {
   ctx.lap('fidelity');
 }
 
-/** The guard's budget from the options, and a judge of it on `data` (the caller closes it). */
-async function judgeOn(ctx: QuantizeContext, data: Dataset): Promise<{ budget: FidelityBudget; judge: import('./quantize-fidelity.js').FidelityJudge }> {
+/** The guard's budget from the options, and a judge of it on `data` (the caller closes it), from `memory` when given. */
+async function judgeOn(
+  ctx: QuantizeContext,
+  data: Dataset,
+  memory?: import('./quantize-fidelity.js').JudgeMemory,
+): Promise<{ budget: FidelityBudget; judge: import('./quantize-fidelity.js').FidelityJudge }> {
   const { options } = ctx;
   const q = await import('./quantize-fidelity.js');
   // A --metric budget replaces the default SQNR / agreement floors (still measured and reported).
@@ -208,6 +212,7 @@ async function judgeOn(ctx: QuantizeContext, data: Dataset): Promise<{ budget: F
     batchSize: options.batchSize ?? 16,
     kinds: ctx.judged.kinds,
     downstream: ctx.judged.downstream,
+    ...(memory ? { memory } : {}),
   });
   return { budget, judge };
 }
@@ -220,6 +225,11 @@ export interface Precheck {
   samples: number;
   met: boolean;
   failures: string[];
+  /**
+   * When the pre-check read every held-out sample: its judge's memory (FP32's outputs, the model's
+   * measurement), which the guard's judge starts from (QuantizeStepSettings.judgeMemory).
+   */
+  memory?: import('./quantize-fidelity.js').JudgeMemory;
 }
 
 /**
@@ -238,7 +248,7 @@ export async function precheck(ctx: QuantizeContext): Promise<Precheck | undefin
     const samples = Math.min(data.count, PRECHECK_SAMPLES);
     ctx.onProgress(`fidelity pre-check on ${samples} held-out samples`);
     const m = await judge.measure(ctx.written);
-    return { samples, met: m.met, failures: m.failures };
+    return { samples, met: m.met, failures: m.failures, ...(samples === data.count ? { memory: judge.memory() } : {}) };
   } finally {
     await judge.close();
   }

@@ -256,6 +256,8 @@ export interface QuantizeStepSettings {
    * benchmark compares every candidate with FP32 on all the data). Default true.
    */
   compareWritten?: boolean;
+  /** The fidelity guard's judge starts from this (optimize's pre-check of the same held-out samples). */
+  judgeMemory?: import('./quantize-fidelity.js').JudgeMemory;
 }
 
 /**
@@ -284,7 +286,7 @@ async function runQuantizeSteps(ctx: QuantizeContext, output: string, settings: 
     await int8WorkflowsStep(ctx);
     await checkInputsStep(ctx);
     if (settings.fidelityLater && ctx.plan) ctx.fidelity = { enabled: false, reason: 'left to the caller (measured with every candidate)' };
-    else await fidelityStep(ctx);
+    else await fidelityStep(ctx, settings.judgeMemory);
     const gateFailure = await gateFailureOf(ctx);
     const common = {
       mode: options.mode,

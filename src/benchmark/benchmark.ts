@@ -47,7 +47,7 @@ import {
   type TaskMetricOptions,
   type TaskMetricResult,
 } from '../evaluate/index.js';
-import { bootstrapPercentileCI, mcnemar, pairedSpeedup, summarize } from '../metrics/index.js';
+import { bootstrapPercentileCI, mcnemar, pairedSpeedup, SPEEDUP_NOISE_THRESHOLD, summarize } from '../metrics/index.js';
 import { checkBatchMemory } from './batch-memory.js';
 import { canBatch, latencyFeeds, shapesForBatch, type Feeds } from './feeds.js';
 import { conversionNote, convertFeeds, convertingRunner, floatTypesOnly, hasHalfOutputs, inputConversions, type InputConversion } from './float-io.js';
@@ -222,6 +222,7 @@ interface BenchmarkSettings {
   iterations: number | null;
   /** Stop timing once every speed-up is known to this relative half-width (null: off). */
   precision: number | null;
+  precisionFor: 'every' | 'faster';
   minIterations: number;
   interleave: 'warm' | 'cold';
   burst: number;
@@ -245,6 +246,7 @@ function benchmarkSettings(options: BenchmarkOptions): BenchmarkSettings {
     durationMs,
     iterations,
     precision: options.precision ?? null,
+    precisionFor: options.precisionFor ?? 'every',
     minIterations: options.minIterations ?? DEFAULTS.minIterations,
     interleave,
     burst: interleave === 'cold' ? 1 : Math.max(1, Math.floor(options.burst ?? autoBurst)),
@@ -570,7 +572,8 @@ function latencyPoints(settings: BenchmarkSettings, batchSize: number, times: re
     // Cold: group a full rotation (every model once in every slot) to cancel the slot effect.
     // Warm: every burst starts re-warmed, so each pair (same round, same place) stands alone.
     const groupSize = settings.interleave === 'warm' ? 1 : times.length;
-    if (m > 0) point.speedup = pairedSpeedup(times[0]!, t, { seed: seed + m, resamples, groupSize });
+    // A candidate settled early (`precision`) ran fewer rounds: paired with the baseline's first ones.
+    if (m > 0) point.speedup = pairedSpeedup(times[0]!.subarray(0, t.length), t, { seed: seed + m, resamples, groupSize });
     return point;
   });
 }
@@ -609,7 +612,7 @@ async function measureLatency(run: BenchmarkRun, models: LoadedModel[], io: Mode
     progress({ phase: 'warmup', message: `warming up${stepLabel}` });
     for (const [m, model] of models.entries()) for (let i = 0; i < settings.warmup; i++) await runModel(model, feeds[m]!);
     const { iterations, durationMs, burst } = settings;
-    const plan = { iterations, durationMs, burst, rewarm: settings.interleave === 'warm', stop: preciseEnough(settings, models.length) };
+    const plan = { iterations, durationMs, burst, rewarm: settings.interleave === 'warm', settle: settler(settings, models.length) };
     // With --duration the share of the time budget spent is the fraction done.
     const timingStarted = performance.now();
     const times = await timeInterleaved(models, feeds, plan, (done, total) =>
@@ -685,7 +688,7 @@ async function benchmarkResult(
     settings: {
       warmup: settings.warmup,
       iterations: settings.iterations,
-      ...(settings.precision !== null ? { precision: settings.precision, minIterations: settings.minIterations } : {}),
+      ...(settings.precision !== null ? { precision: settings.precision, minIterations: settings.minIterations, precisionFor: settings.precisionFor } : {}),
       durationMs: settings.durationMs,
       interleave: settings.interleave,
       burst: settings.burst,
@@ -842,24 +845,32 @@ function defaultBatchSize(inputs: readonly IoSpec[], overrides: Record<string, n
 
 /**
  * The stopping rule of `precision`: every DEFAULTS.precisionCheckEvery runs past `minIterations`,
- * each candidate's paired speed-up interval (the same estimator as the report's, fewer resamples)
- * must be within `precision` of its estimate. Undefined when timing runs a fixed count.
+ * each candidate not settled yet is checked: settled once its paired speed-up interval (the same
+ * estimator as the report's, fewer resamples) is within `precision` of its estimate, or, for
+ * precisionFor 'faster', once the interval's top is at or below 1 + SPEEDUP_NOISE_THRESHOLD (it
+ * can no longer end significantly faster). Adds model indices to `settled` (timeInterleaved times
+ * them no more); true once every candidate is. Undefined when timing runs a fixed count.
  */
-function preciseEnough(settings: BenchmarkSettings, modelCount: number): ((times: readonly Float64Array[], runs: number) => boolean) | undefined {
-  const { precision, minIterations, seed } = settings;
+function settler(settings: BenchmarkSettings, modelCount: number): Settle | undefined {
+  const { precision, precisionFor, minIterations, seed } = settings;
   if (precision === null || modelCount < 2) return undefined;
   const groupSize = settings.interleave === 'warm' ? 1 : modelCount;
   let checked = 0;
-  return (times, runs) => {
+  return (times, runs, settled) => {
     if (runs < minIterations || runs - checked < DEFAULTS.precisionCheckEvery) return false;
     checked = runs;
     for (let m = 1; m < times.length; m++) {
+      if (settled.has(m)) continue;
       const s = pairedSpeedup(times[0]!.subarray(0, runs), times[m]!.subarray(0, runs), { seed: seed + m, resamples: DEFAULTS.precisionResamples, groupSize });
-      if ((s.high - s.low) / 2 > precision * s.estimate) return false;
+      const precise = (s.high - s.low) / 2 <= precision * s.estimate;
+      if (precise || (precisionFor === 'faster' && s.high <= 1 + SPEEDUP_NOISE_THRESHOLD)) settled.add(m);
     }
-    return true;
+    return settled.size === times.length - 1;
   };
 }
+
+/** The stopping rule's check after `runs` rounds' runs of the baseline: settles candidates, true when all are. */
+type Settle = (times: readonly Float64Array[], runs: number, settled: Set<number>) => boolean;
 
 /**
  * Timed runs, interleaved by model in rounds: each round gives every model, in a rotating order,
@@ -878,8 +889,8 @@ async function timeInterleaved(
     durationMs: number | null;
     burst: number;
     rewarm: boolean;
-    /** Stop early once this says the timing is precise enough (`precision`). */
-    stop?: (times: readonly Float64Array[], runs: number) => boolean;
+    /** Settle candidates (timed no more) and stop once this says every one is (`precision`). */
+    settle?: Settle;
   },
   onRound: (done: number, total: number | null) => void,
 ): Promise<Float64Array[]> {
@@ -887,6 +898,9 @@ async function timeInterleaved(
   const maxRuns = iterations ?? 1_000_000;
   const times = models.map(() => new Float64Array(maxRuns));
   const deadline = durationMs === null ? Infinity : performance.now() + durationMs;
+  // Candidates settled by `precision`: their runs end at ends[m] (the rounds before they settled).
+  const settled = new Set<number>();
+  const ends = models.map((): number | undefined => undefined);
   let lastReport = performance.now();
   let runs = 0;
   for (let round = 0; runs < maxRuns; round++) {
@@ -894,6 +908,7 @@ async function timeInterleaved(
     const count = Math.min(burst, maxRuns - runs);
     for (let k = 0; k < models.length; k++) {
       const m = (round + k) % models.length;
+      if (settled.has(m)) continue;
       const runner = models[m]!.runner;
       const own = feeds[m]!;
       if (rewarm) {
@@ -907,13 +922,15 @@ async function timeInterleaved(
       }
     }
     runs += count;
-    if (plan.stop?.(times, runs)) break;
+    const done = plan.settle?.(times, runs, settled) ?? false;
+    for (const m of settled) ends[m] ??= runs;
+    if (done) break;
     if (performance.now() - lastReport > 250) {
       lastReport = performance.now();
       onRound(runs, iterations);
     }
   }
-  return times.map((t) => t.slice(0, runs));
+  return times.map((t, m) => t.slice(0, ends[m] ?? runs));
 }
 
 export { describeSpec };

@@ -37,11 +37,19 @@ export interface BenchmarkOptions {
   /**
    * Timing sized by the noise: stop once every candidate's paired speed-up is known to within this
    * relative half-width (its 95% bootstrap interval, e.g. 0.03 for +-3%), after at least
-   * `minIterations` runs; `iterations` stays the most. Default: off (exactly `iterations`).
+   * `minIterations` runs; `iterations` stays the most. A candidate that reached it is timed no
+   * more (its count is its own). Default: off (exactly `iterations`).
    */
   precision?: number;
   /** With `precision`: the fewest timed runs per model (default 40). */
   minIterations?: number;
+  /**
+   * With `precision`: which candidates must reach it. Each candidate is settled, and timed no
+   * more, once its interval is that tight; 'faster' also settles one whose interval's top is at or
+   * below 1 + SPEEDUP_NOISE_THRESHOLD (it can no longer end significantly faster than the
+   * baseline: for a search that keeps only what is faster, its number decides nothing). Default 'every'.
+   */
+  precisionFor?: 'every' | 'faster';
   /**
    * 'warm' (default): after each switch to a model, 3 of its untimed runs (at least 0.25 ms), then
    * `burst` timed runs: steady-state latency, as when one model is served. 'cold': strict
@@ -225,6 +233,8 @@ export interface BenchmarkResult {
     /** Timing sized by the noise: the relative half-width it stopped at (stats.count says how many runs it took). */
     precision?: number;
     minIterations?: number;
+    /** 'faster' when a candidate that could no longer be significantly faster was settled before reaching `precision`. */
+    precisionFor?: 'every' | 'faster';
     durationMs: number | null;
     interleave: 'warm' | 'cold';
     burst: number;

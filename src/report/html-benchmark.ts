@@ -10,7 +10,7 @@ import type { BenchmarkResult, ModelResult } from '../benchmark/types.js';
 import { formatBytes, formatMs, formatPoints, formatSpeedup } from './format.js';
 import { figure, htmlTable, list, paragraph, renderHtmlPage, type HtmlSection, type VerdictLine } from './html.js';
 import { renderBoxPlot, renderIntervalPlot } from './row-plots.js';
-import { agreementLines, comparisonGrid, labelRangeLines, methodLine } from './table.js';
+import { agreementLines, comparisonGrid, labelRangeLines, methodLine, timedRuns } from './table.js';
 
 /**
  * Timing whose coefficient of variation is above this is flagged as too noisy to trust: at 20%
@@ -117,8 +117,7 @@ function distributionSection(result: BenchmarkResult): HtmlSection {
         .filter((p) => p.batchSize === batch)
         .map((p) => ({ label: m.label, min: p.stats.min, p25: p.stats.p25, p50: p.stats.p50, p75: p.stats.p75, p99: p.stats.p99, max: p.stats.max })),
     );
-    const runs = result.models[0]?.latency.find((p) => p.batchSize === batch)?.stats.count ?? 0;
-    const svg = renderBoxPlot(rows, { title: `latency per run, batch ${batch} (${runs} timed runs per model)`, xTitle: 'latency per run (ms)', unit: ' ms' });
+    const svg = renderBoxPlot(rows, { title: `latency per run, batch ${batch} (${timedRuns(result, batch)})`, xTitle: 'latency per run (ms)', unit: ' ms' });
     return figure(
       svg,
       `Latency distribution at batch ${batch}: box from p25 to p75, red line the median, whiskers from the fastest run to p99, the dot the slowest run.`,

@@ -13,6 +13,7 @@ import { SPEEDUP_NOISE_THRESHOLD } from '../metrics/index.js';
 import { type FitColumn, fitTable, fitText, hiddenLine } from './fit.js';
 import { optimizeNoise, optimizeVerdict } from './verdict.js';
 import { describeBudget } from '../app/quantize-fidelity.js';
+import { untilText } from '../app/optimize-measure.js';
 import { describeSimplified } from './quantize-summary.js';
 
 const HEAD = ['candidate', 'speed-up vs FP32', 'p50 ms', 'fidelity', 'size', 'time s', 'result'];
@@ -87,7 +88,7 @@ function settingsLine(result: OptimizeResult): string {
       ? `accuracy drop <= ${result.budget.maxAccuracyDrop.kind === 'points' ? `${result.budget.maxAccuracyDrop.value}pt` : `${result.budget.maxAccuracyDrop.value * 100}%`} (${s.metric})`
       : describeBudget(result.budget, result.budget.outputKinds);
   const through = result.budget.downstream.length > 0 ? ` (judged on the outputs of ${result.budget.downstream.join(' -> ')})` : '';
-  return `objective ${result.objective}, batch ${s.batchSize ?? '-'}, ${s.threads} thread(s), ${s.providers.join(',')}; ${s.precision ? `up to ${s.iterations} paired interleaved runs per model (until every speed-up was known to +-${s.precision * 100}%)` : `${s.iterations} paired interleaved runs per model`}; fidelity on ${s.samples} ${s.measuredOn} samples; budget: ${budget}${through}`;
+  return `objective ${result.objective}, batch ${s.batchSize ?? '-'}, ${s.threads} thread(s), ${s.providers.join(',')}; ${s.precision ? `up to ${s.iterations} paired interleaved runs per model (${untilText(s.precision, s.precisionFor)})` : `${s.iterations} paired interleaved runs per model`}; fidelity on ${s.samples} ${s.measuredOn} samples; budget: ${budget}${through}`;
 }
 
 /** The simplification run first, and which FP32 model the candidates were compared with. */

@@ -146,15 +146,25 @@ export function agreementLines(result: BenchmarkResult): string[] {
   return lines;
 }
 
+/**
+ * '120 timed runs per model', or '40-120 timed runs per model' where timing sized by the noise
+ * settled some candidates before others (each stops once its speed-up is known).
+ */
+export function timedRuns(result: BenchmarkResult, batch?: number): string {
+  const counts = result.models.map((m) => (batch === undefined ? m.latency[0] : m.latency.find((p) => p.batchSize === batch))?.stats.count ?? 0);
+  const low = Math.min(...counts);
+  const high = Math.max(...counts);
+  return `${low === high ? high : `${low}-${high}`} timed runs per model`;
+}
+
 export function methodLine(result: BenchmarkResult): string {
   const s = result.settings;
-  const rounds = result.models[0]?.latency[0]?.stats.count ?? 0;
   const data =
     result.data.source === 'file'
       ? `${result.data.samples} samples from ${result.data.path}${result.data.labels ? '' : ' (no labels)'}`
       : `${result.data.samples} seeded random samples (seed ${s.seed})`;
   return (
-    `${data}; ${s.warmup} warm-up + ${rounds} timed runs per model, ${s.interleave === 'warm' ? `interleaved, ${s.burst === 1 ? 'each run' : `bursts of ${s.burst}`} after 3 untimed runs` : 'interleaved round-robin (cold caches)'}; ` +
+    `${data}; ${s.warmup} warm-up + ${timedRuns(result)}, ${s.interleave === 'warm' ? `interleaved, ${s.burst === 1 ? 'each run' : `bursts of ${s.burst}`} after 3 untimed runs` : 'interleaved round-robin (cold caches)'}; ` +
     `threads ${s.threads ?? 'ORT default'}; ${providerText(result)}; throughput = batch size / p50 latency; ` +
     `speed-up = median of paired ratios (bootstrap 95% CI; n.s. = interval spans 1.0, ~noise = interval within ±2%)`
   );

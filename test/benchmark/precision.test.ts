@@ -37,3 +37,50 @@ describe('benchmark precision', () => {
     expect(fixed.settings).not.toHaveProperty('precision');
   }, 60_000);
 });
+
+/**
+ * Each candidate is settled on its own: one clearly slower than the baseline (the recognizer with
+ * convs 4x wider) can no longer be significantly faster, so with precisionFor 'faster' its timing
+ * ends at minIterations while the others go on; with 'every' (the default) it runs until it is
+ * precise, here never (precision 1e-9), so every model runs every iteration.
+ */
+describe('benchmark precisionFor', () => {
+  it("'faster' settles a clearly slower candidate at minIterations; 'every' times it to the end", async () => {
+    const { ctcRecognizer, ctcLines } = await import('../../fixtures/families.js');
+    const { saveModel } = await import('../../src/onnx/index.js');
+    const { writeNpz } = await import('../../src/data/index.js');
+    const narrow = path.join(dir, 'narrow.onnx');
+    const narrowCopy = path.join(dir, 'narrow-copy.onnx');
+    const wide = path.join(dir, 'wide.onnx');
+    const data = path.join(dir, 'lines.npz');
+    await saveModel(ctcRecognizer(), narrow);
+    copyFileSync(narrow, narrowCopy);
+    await saveModel(ctcRecognizer({ conv1: 64, conv2: 128 }), wide);
+    await writeNpz(data, { x: ctcLines(4, 5).x });
+    const options = {
+      baseline: narrow,
+      candidates: [narrowCopy, wide],
+      data,
+      threads: 1,
+      score: false,
+      warmup: 2,
+      measureMemory: false,
+      iterations: 60,
+      minIterations: 20,
+      precision: 1e-9,
+    };
+    const faster = await benchmark({ ...options, precisionFor: 'faster' });
+    const counts = faster.models.map((m) => m.latency[0]!.stats.count);
+    const [copySpeed, wideSpeed] = [1, 2].map((m) => faster.models[m]!.latency[0]!.speedup!);
+    // The wide model (a fraction of the narrow one's speed) settles at the first check: the first whole burst past minIterations.
+    expect(wideSpeed!.high).toBeLessThanOrEqual(1.02);
+    expect(counts[2]).toBe(Math.ceil(20 / faster.settings.burst) * faster.settings.burst);
+    // The copy goes on unless its own interval also fell under 1.02 at a check; the baseline runs as long as the longest.
+    if (counts[1] !== 60) expect(copySpeed!.high).toBeLessThanOrEqual(1.02);
+    expect(counts[0]).toBe(Math.max(counts[1]!, counts[2]!));
+    expect(faster.settings).toMatchObject({ precision: 1e-9, minIterations: 20, precisionFor: 'faster' });
+    const every = await benchmark(options);
+    expect(every.models.map((m) => m.latency[0]!.stats.count)).toEqual([60, 60, 60]);
+    expect(every.settings).toMatchObject({ precisionFor: 'every' });
+  }, 120_000);
+});

@@ -81,3 +81,42 @@ describe('quantizeWorkflow: the written file checked in one session, phases time
     expect(result.agreement).toEqual(await compareOutputs(MODEL, output, sliceDataset(all, 0, 64), { batchSize: 16 }));
   }, 120_000);
 });
+
+describe('FidelityJudge memory: a judge of the same data starts from what another learnt', () => {
+  it('a model measured before is not run again; FP32 is replayed from the memory; close() forgets', async () => {
+    const model = residualCnn();
+    const data = dataset('input', [40, 2, 12, 12], 5);
+    const { model: int8 } = await quantizeInt8(model, { calibration: data, calibrationCount: 24 });
+    const { model: int8Again } = await quantizeInt8(model, { calibration: data, calibrationCount: 24 });
+    const held = sliceDataset(data, 24, 40);
+    const first = new FidelityJudge(model, held, DEFAULT_FIDELITY_BUDGET, { batchSize: 6 });
+    const measured = await first.measure(int8);
+    expect(await first.measure(int8)).toBe(measured);
+    expect(first.runs).toBe(1);
+    const memory = first.memory();
+    await first.close();
+    const second = new FidelityJudge(model, held, DEFAULT_FIDELITY_BUDGET, { batchSize: 6, memory });
+    try {
+      // The same model object: the first judge's measurement, no run.
+      expect(await second.measure(int8)).toBe(measured);
+      expect(second.runs).toBe(0);
+      // Another model (the same weights): run against FP32's outputs replayed from the memory, even
+      // after the FP32 model changes in memory; the numbers are the first measurement's.
+      const w = model.graph.initializers.find((t) => t.name.endsWith('.w'))!;
+      const original = w.data;
+      w.data = Float32Array.from(w.data as Float32Array, (x) => x * 1.5);
+      const again = await second.measure(int8Again);
+      expect(second.runs).toBe(1);
+      expect(again.outputs).toEqual(measured.outputs);
+      w.data = original;
+      // close() forgets the measurements: the same object is measured again.
+      await second.close();
+      const fresh = await second.measure(int8);
+      expect(second.runs).toBe(2);
+      expect(fresh).not.toBe(measured);
+      expect(fresh.outputs).toEqual(measured.outputs);
+    } finally {
+      await second.close();
+    }
+  }, 60_000);
+});
