@@ -74,7 +74,7 @@ export interface OptimizeOptions {
   /** onnxruntime intra-op threads of the timing and the builds (default 1). */
   threads?: number;
   providers?: string[];
-  /** Timed runs per model in the comparison; default: until every speed-up is known to +-TIMING_PRECISION, at most 200. */
+  /** Timed runs per model in the comparison; default: each candidate until its speed-up is known to +-TIMING_PRECISION (for the fastest, or until it can no longer be significantly faster), at most 200. */
   iterations?: number;
   /** Timed runs per model in each region-search step (default 100). */
   stepIterations?: number;

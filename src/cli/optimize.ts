@@ -106,7 +106,7 @@ export function registerOptimize(program: Command): void {
     .addOption(sharedOption('provider'))
     .option(
       '--iterations <n>',
-      `timed runs per model in the comparison, exactly (default: until every speed-up is known to +-3%, 40 to 200; at most ${MAX_RUNS.iterations})`,
+      `timed runs per model in the comparison, exactly (default: each candidate until its speed-up is known to +-3% or it can no longer be faster, 40 to 200; at most ${MAX_RUNS.iterations})`,
       parseBoundedInt(MAX_RUNS.iterations),
     )
     .option(
