@@ -74,6 +74,12 @@ export interface FakeQuantTrainingOptions {
   loss?: 'kd' | 'mse';
   /** Keep BatchNormalization frozen (default true; PTQ models usually have it folded anyway). */
   freezeNorm?: boolean;
+  /**
+   * With eval data: the starting weights are the ones to beat, and an epoch that scores below the
+   * best restores its weights and multiplies the learning rate by this factor (the loop's
+   * `rollback`); default off.
+   */
+  rollback?: number;
   backend?: TrainingBackend | 'auto';
   outputName?: string;
   runner?: RunnerOptions;
@@ -215,6 +221,7 @@ function qatLoopOptions(
     outputName,
     freezeNorm: options.freezeNorm ?? true,
     evalData,
+    ...(options.rollback !== undefined && evalData ? { rollback: { factor: options.rollback } } : {}),
     fingerprint: { mode: 'qat' },
     onProgress: (e) =>
       progress({
@@ -242,9 +249,9 @@ function scoredData(train: TrainData, evalData: TrainData | undefined): { data: 
   return train.labels ? { data: train, on: 'training' } : undefined;
 }
 
-/** Evaluation accuracy of the weights chosen (best epoch with eval data, else the last). */
+/** Evaluation accuracy of the weights chosen (best epoch with eval data, else the last; the starting weights': `before`). */
 function chosenAccuracy(result: LoopResult, before: number | undefined): number | undefined {
-  if (result.history.length === 0) return before;
+  if (result.history.length === 0 || result.bestEpoch === 0) return before;
   return result.bestEpoch !== undefined ? result.history[result.bestEpoch - 1]!.evalAccuracy : result.history.at(-1)!.evalAccuracy;
 }
 

@@ -106,6 +106,8 @@ export class EpochBook {
   best?: Map<string, Float32Array>;
   bestScore?: number;
   bestEpoch?: number;
+  /** `rollback`: the starting weights' eval score. */
+  startScore?: number;
   badEpochs = 0;
   stoppedEarly = false;
   interrupted = false;
@@ -151,6 +153,24 @@ export class EpochBook {
     const at = { epoch, epochs: options.epochs, steps: this.stepsPerEpoch };
     const score = evaluate ? await evaluateEpoch(record, kind, evaluate, progress, at) : undefined;
     return { record, score };
+  }
+
+  /**
+   * `rollback`: the starting weights `values`, evaluated, are the best snapshot to beat (bestEpoch
+   * 0; startScore in the result).
+   */
+  async startFrom(
+    kind: 'kd' | 'mse',
+    evaluate: () => { accuracy?: number; loss?: number } | Promise<{ accuracy?: number; loss?: number }>,
+    values: Map<string, Float32Array>,
+  ): Promise<void> {
+    const ev = await evaluate();
+    const score = kind === 'kd' ? ev.accuracy : -(ev.loss ?? 0);
+    if (score === undefined) return;
+    this.bestScore = score;
+    this.startScore = score;
+    this.bestEpoch = 0;
+    this.best = values;
   }
 
   /**
@@ -229,6 +249,7 @@ export class EpochBook {
       history: this.history,
       bestEpoch: this.bestEpoch,
       bestScore: this.bestScore,
+      ...(this.startScore !== undefined ? { startScore: this.startScore } : {}),
       stoppedEarly: this.stoppedEarly,
       interrupted: this.interrupted,
       resumedAfterEpoch: this.resumedAfterEpoch,

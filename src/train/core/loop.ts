@@ -78,6 +78,14 @@ export interface LoopOptions {
    * held-out set) that stays at its best while training still helps.
    */
   keepLaterTies?: boolean;
+  /**
+   * Fine-tuning weights that are already good (label-free QAT from PTQ's): with `evalData`, the
+   * starting weights are evaluated first and are the best snapshot to beat (bestEpoch 0), and an
+   * epoch whose eval score falls below the best restores the best weights, starts the optimizer
+   * afresh and multiplies the learning rate by `factor` for the epochs after it. Training then
+   * never hands back weights worse than it started from (on the eval data). Not with pruning or resume.
+   */
+  rollback?: { factor: number };
   /** BatchNormalization in inference form while training. */
   freezeNorm?: boolean;
   evalData?: TrainData;
@@ -112,12 +120,17 @@ export interface EpochRecord {
   seconds: number;
   /** Pruning target reached at the end of the epoch. */
   sparsity?: number;
+  /** `rollback`: this epoch scored below the best, whose weights were restored (the learning rate lowered after it). */
+  rolledBack?: boolean;
 }
 
 export interface LoopResult {
   history: EpochRecord[];
+  /** The epoch whose weights are handed back (1-based); 0: the starting weights (`rollback`: no epoch beat them). */
   bestEpoch?: number;
   bestScore?: number;
+  /** `rollback`: the eval score of the starting weights. */
+  startScore?: number;
   stoppedEarly: boolean;
   /** Stopped by stopAfterEpoch (a checkpoint holds the state to resume). */
   interrupted: boolean;
@@ -216,6 +229,14 @@ export async function runLoop(backend: StepBackend, data: TrainData, options: Lo
     const plan = epochPlan(options, data.count, batchSize, stepsPerEpoch, globalStep);
     const evaluation = options.evalData ? backend.evaluation(options.evalData) : undefined;
     const values = (): Map<string, Float32Array> => backend.values();
+    const rollback = options.rollback && evaluation && !pruner && !options.resumeFrom ? options.rollback : undefined;
+    // rollback: the learning rate of every later step is the schedule's times `scale`.
+    let scale = 1;
+    if (rollback) {
+      await book.startFrom(options.lossKind, evaluation!, values());
+      const scheduled = plan.learningRateAt;
+      plan.learningRateAt = (step) => scheduled(step) * scale;
+    }
     for (let epoch = start.epoch; epoch < options.epochs; epoch++) {
       const walked = await runEpoch(
         epoch,
@@ -227,6 +248,13 @@ export async function runLoop(backend: StepBackend, data: TrainData, options: Lo
       globalStep = walked.globalStep;
       const { record, score } = await book.closeEpoch(epoch, walked, pruner?.current, evaluation);
       const stop = await book.endEpoch(epoch, record, score, options, { globalStep, fingerprint, values, optimizer: backend.optimizer, pruner });
+      if (rollback && score !== undefined && book.bestScore !== undefined && score < book.bestScore && book.best) {
+        // Worse than the best: back to its weights, the optimizer's moments and step afresh, a smaller rate.
+        backend.restore(book.best, 'the best weights so far');
+        backend.optimizer.load(0, new Map([...backend.optimizer.state()].map(([k, v]) => [k, new Float32Array(v.length)])));
+        scale *= rollback.factor;
+        record.rolledBack = true;
+      }
       if (stop) break;
       if (epoch + 1 < options.epochs && options.stopAfter?.(record, book.history)) {
         book.stoppedEarly = true;

@@ -93,4 +93,30 @@ describe('label-free QAT candidate', () => {
     expect(kd.validation!.better).toBe(true);
     expect(kd.validation!.qat.agreement!).toBeGreaterThan(kd.validation!.ptq.agreement!);
   }, 120_000);
+
+  it('never hands back weights worse than PTQ started from: an epoch that lowers held-out agreement is undone at a lower rate', async () => {
+    // The same recognizer with its ranges as calibrated (PTQ keeps most lines): training at 1e-3
+    // can only lose what PTQ has, and the loop's rollback undoes such an epoch.
+    const { model, data } = await fittedCtcRecognizer(200);
+    const calibration: Dataset = { count: 200, inputs: { x: data.x }, source: 'lines', notes: [] };
+    const train: Dataset = { count: 320, inputs: { x: ctcLines(320, 5, 12).x }, source: 'lines, seed 12', notes: [] };
+    const { context } = await quantizeInt8(model, { calibration });
+    const qat = await labelFreeQat(context, train, { epochs: 3, loss: 'kd' });
+    const { history, bestEpoch } = qat.report;
+    const start = qat.report.fakeQuantAccuracy.before!;
+    // Held-out sequence agreement of the fake-quantized weights: every epoch below the best so far
+    // (the start first) was rolled back, every other one not.
+    let best = start;
+    for (const h of history) {
+      expect(h.rolledBack ?? false, `epoch ${h.epoch}: ${h.evalAccuracy} vs best ${best}`).toBe(h.evalAccuracy! < best);
+      best = Math.max(best, h.evalAccuracy!);
+    }
+    expect(qat.report.fakeQuantAccuracy.after).toBe(best);
+    const v = qat.validation!;
+    if (bestEpoch === 0) {
+      // No epoch beat the start: the export is PTQ's model, weights and ranges unchanged.
+      expect(v.qat.agreement).toBe(v.ptq.agreement);
+      expect(v.qat.sqnrDb).toBe(v.ptq.sqnrDb);
+    } else expect(history[bestEpoch! - 1]!.evalAccuracy!).toBeGreaterThan(start);
+  }, 120_000);
 });

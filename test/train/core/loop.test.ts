@@ -316,6 +316,48 @@ describe('the training loop over a StepBackend', () => {
     expect([...result.values.get('w')!]).not.toEqual([...atEpoch3!]);
   });
 
+  it('rollback: the starting weights are the ones to beat; an epoch below the best is undone, the optimizer restarted and the rate lowered', async () => {
+    const data = regression(8); // batches of 4: 2 steps per epoch
+    // scripted eval scores: the start 0.6, then epochs 1-3 (1 and 3 below the best)
+    const backend = new RegressionBackend(data, { accuracies: [0.6, 0.3, 0.7, 0.65] });
+    const result = await runLoop(backend, data, options({ epochs: 3, lossKind: 'kd', evalData: data, rollback: { factor: 0.1 } }));
+    expect(result.startScore).toBe(0.6);
+    expect(result.bestEpoch).toBe(2);
+    expect(result.bestScore).toBe(0.7);
+    expect(result.history.map((r) => r.rolledBack ?? false)).toEqual([true, false, true]);
+    // The reference in float64: epoch 1's steps are undone (back to the start, no velocity); epoch 2
+    // walks its batches from there at a tenth of the schedule's rate; its weights are handed back.
+    const lrAt = (step: number): number => learningRateAt({ kind: 'cosine', baseLearningRate: 0.05, totalSteps: 6, stepsPerEpoch: 2 }, step);
+    const w = [0.1, 0.2, -0.1, 0.05];
+    const v = [0, 0, 0, 0];
+    const perm = epochPermutation(8, 7, 1);
+    for (let b = 0; b < 2; b++) {
+      const { grad } = lossAndGradient(data, w, perm.subarray(b * 4, b * 4 + 4));
+      for (let f = 0; f < FEATURES; f++) {
+        v[f] = MOMENTUM * v[f]! + grad[f]!;
+        w[f] = w[f]! - lrAt(2 + b) * 0.1 * v[f]!;
+      }
+    }
+    const got = result.values.get('w')!;
+    for (let f = 0; f < FEATURES; f++) expect(Math.abs(got[f]! - w[f]!)).toBeLessThan(1e-7);
+    // Each record's rate is its last step's: epochs 2 and 3 at x0.1 (only epoch 1 was undone before
+    // them); after epoch 3's rollback the optimizer starts afresh (its step count and momentum zero).
+    expect(result.history[0]!.learningRate).toBeCloseTo(lrAt(1), 12);
+    expect(result.history[1]!.learningRate).toBeCloseTo(lrAt(3) * 0.1, 12);
+    expect(result.history[2]!.learningRate).toBeCloseTo(lrAt(5) * 0.1, 12);
+    expect(backend.steps).toBe(0);
+    expect([...backend.velocity]).toEqual([0, 0, 0, 0]);
+
+    // No epoch beats the start: the starting weights are handed back (bestEpoch 0).
+    const none = await runLoop(
+      new RegressionBackend(data, { accuracies: [0.8, 0.5, 0.7] }),
+      data,
+      options({ epochs: 2, lossKind: 'kd', evalData: data, rollback: { factor: 0.1 } }),
+    );
+    expect(none.bestEpoch).toBe(0);
+    expect([...none.values.get('w')!]).toEqual([...Float32Array.of(0.1, 0.2, -0.1, 0.05)]);
+  });
+
   it('resumes from a checkpoint bit-identically to an uninterrupted run (weights, momentum, history)', async () => {
     const data = regression(12);
     const whole = await runLoop(new RegressionBackend(data), data, options({ epochs: 4 }));
