@@ -127,6 +127,14 @@ describe('speed checks (quantize, prune --measure-speed) and optimize', () => {
     expect(optimizeNoise(result)).toEqual([
       'warning: the timing is too noisy to trust: int8-dynamic: speed-up interval [0.80, 1.30] is ±25% wide. Re-run with more --iterations (up to 200 by default), fewer background jobs, and threads pinned (--threads 1; on Linux taskset -c 2)',
     ]);
+    // Timing that settled a candidate once it could no longer be faster (its interval at or under
+    // 1.02x) stopped it on purpose: no warning for it; a wide interval reaching above 1.02x still warns.
+    result.settings = { precisionFor: 'faster' } as OptimizeResult['settings'];
+    result.candidates.push(candidate('int8-mixed', { estimate: 0.86, low: 0.71, high: 1.01, verdict: 'no significant difference' }, 'rejected'));
+    expect(optimizeNoise(result)).toHaveLength(1);
+    expect(optimizeNoise(result)[0]).toMatch(/int8-dynamic: speed-up interval \[0\.80, 1\.30\] is ±25% wide\. Re-run/);
+    result.settings = { precisionFor: 'every' } as OptimizeResult['settings'];
+    expect(optimizeNoise(result)[0]).toMatch(/int8-mixed: speed-up interval \[0\.71, 1\.01\] is ±17% wide/);
     result.candidates[0]!.status = 'rejected';
     expect(optimizeVerdict(result)).toBe('no candidate beat FP32 within the budget: wrote FP32');
   });

@@ -208,7 +208,9 @@ describe('optimize with a budget full INT8 misses (--max-accuracy-drop 0pt on th
   beforeAll(async () => {
     run = await beside(
       'tight',
-      { maxAccuracyDrop: { kind: 'points', value: 0 }, iterations: 40, candidates: [{ quantize: { mode: 'int8', biasCorrection: false } }] },
+      // --score-all: the candidate is scored (and guarded) whatever its timing says; at batch 1 the
+      // example's INT8 measures 1.03-1.11x, which a loaded machine can make look no faster.
+      { maxAccuracyDrop: { kind: 'points', value: 0 }, iterations: 40, scoreAll: true, candidates: [{ quantize: { mode: 'int8', biasCorrection: false } }] },
       ['--max-accuracy-drop', '0pt', '--no-bias-correction'],
     );
   }, 120_000);
