@@ -120,7 +120,7 @@ export async function repairStep(run: OptimizeRun, all: Built[], extra: Built[])
   if (targets.length === 0)
     return {
       ran: false,
-      reason: 'no candidate measured faster than the best within the budget (and, for the fastest, beyond the noise threshold) and missed it',
+      reason: 'no candidate over the budget measured faster (beyond the noise) than the best within it',
       samples: null,
       attempts: [],
       seconds: 0,
