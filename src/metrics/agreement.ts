@@ -29,6 +29,13 @@ export interface AgreementMetrics {
    * With T = 20 steps, 99.2% step agreement can leave only ~85% of the sequences intact.
    */
   sequenceAgreement?: number;
+  /**
+   * Sequence outputs: the fraction of samples whose argmax agrees at every step where the
+   * reference's top two classes are NEAR_TIE_NATS or more apart (its other steps are near-ties,
+   * where the reference's own choice is close to a coin flip). Reported beside sequenceAgreement,
+   * not judged: it says whether the flips are at steps FP32 hardly decides.
+   */
+  sequenceAgreementBeyondTies?: number;
   maxAbsError: number;
   /** ||candidate - reference||_2 / ||reference||_2. */
   relativeL2: number;
@@ -70,6 +77,34 @@ export interface ChannelLayout {
   rank?: number;
 }
 
+/**
+ * Below this gap between its top two classes (in logits or log-probabilities; probabilities as the
+ * log of their ratio) a reference step is a near-tie: its top class is at most ~10% more likely
+ * than the runner-up (e^0.1 = 1.105).
+ */
+export const NEAR_TIE_NATS = 0.1;
+
+/**
+ * The gap between the two largest of `c` values from `start`: logit (log-probability) units, or,
+ * for a step of probabilities (all in [0, 1], summing to 1), the log of their ratio.
+ */
+function topGap(v: ArrayLike<number>, start: number, c: number): number {
+  let a = -Infinity;
+  let b = -Infinity;
+  let sum = 0;
+  let unit = true;
+  for (let k = start; k < start + c; k++) {
+    const x = v[k]!;
+    sum += x;
+    if (!(x >= 0 && x <= 1)) unit = false;
+    if (x > a) {
+      b = a;
+      a = x;
+    } else if (x > b) b = x;
+  }
+  return unit && Math.abs(sum - 1) < 1e-3 ? Math.log(a) - Math.log(b) : a - b;
+}
+
 /** Classes per step when `layout` is a sequence output [N, T, C] with T > 1 and C > 1, else null. */
 function stepClasses(layout: ChannelLayout | undefined): number | null {
   return layout?.rank === 3 && layout.channels > 1 && layout.inner > 1 ? layout.inner : null;
@@ -87,6 +122,7 @@ export class AgreementAccumulator {
   private stepMatches = 0;
   private sequences = 0;
   private sequenceMatches = 0;
+  private sequenceMatchesBeyondTies = 0;
   private readonly stepClasses: number | null;
   private sumRef2 = 0;
   private sumCand2 = 0;
@@ -152,13 +188,19 @@ export class AgreementAccumulator {
       const ra = argmaxRows(reference, this.stepClasses);
       const ca = argmaxRows(candidate, this.stepClasses);
       const perSample = this.layout!.channels;
+      const c = this.stepClasses;
       for (let s = 0; s < ra.length; s += perSample) {
         let all = true;
+        let decisive = true;
         for (let i = s; i < s + perSample; i++) {
           if (ra[i] === ca[i]) this.stepMatches++;
-          else all = false;
+          else {
+            all = false;
+            if (decisive && topGap(reference, i * c, c) >= NEAR_TIE_NATS) decisive = false;
+          }
         }
         if (all) this.sequenceMatches++;
+        if (decisive) this.sequenceMatchesBeyondTies++;
         this.sequences++;
       }
       this.steps += ra.length;
@@ -178,7 +220,14 @@ export class AgreementAccumulator {
       count: this.count,
       rows: this.rows,
       top1Agreement: this.rows > 0 ? this.rowMatches / this.rows : null,
-      ...(this.steps > 0 ? { stepAgreement: this.stepMatches / this.steps, steps: this.steps, sequenceAgreement: this.sequenceMatches / this.sequences } : {}),
+      ...(this.steps > 0
+        ? {
+            stepAgreement: this.stepMatches / this.steps,
+            steps: this.steps,
+            sequenceAgreement: this.sequenceMatches / this.sequences,
+            sequenceAgreementBeyondTies: this.sequenceMatchesBeyondTies / this.sequences,
+          }
+        : {}),
       maxAbsError: this.maxAbs,
       relativeL2: refNorm === 0 ? (this.sumDiff2 === 0 ? 0 : Infinity) : Math.sqrt(this.sumDiff2) / refNorm,
       cosineSimilarity: cosine,

@@ -7,7 +7,7 @@
  * and the measurements behind them: docs/quantize.md, "What each output is judged on".
  * Pure. Imports: ./agreement (types), ./embedding.
  */
-import type { AgreementMetrics } from './agreement.js';
+import { NEAR_TIE_NATS, type AgreementMetrics } from './agreement.js';
 import { MAX_NEIGHBOUR_SAMPLES } from './embedding.js';
 
 export const OUTPUT_KINDS = ['class-scores', 'class-sequence', 'embedding', 'dense-map', 'probability', 'state'] as const;
@@ -124,9 +124,15 @@ export function judgeOutput(name: string, kind: OutputKind, a: AgreementMetrics,
       if (a.sequenceAgreement !== undefined) {
         short.push(`seq ${pct(a.sequenceAgreement)}`);
         floor(a.sequenceAgreement, budget.minTop1Agreement, 'sequence agreement', pct(a.sequenceAgreement), pct(budget.minTop1Agreement));
-        if (!(a.sequenceAgreement >= budget.minTop1Agreement))
+        if (!(a.sequenceAgreement >= budget.minTop1Agreement)) {
           failures[failures.length - 1] +=
             ` (samples whose argmax over the last axis matches at every step; per-step ${pct(a.stepAgreement!, 2)} of ${a.steps})`;
+          const beyond = a.sequenceAgreementBeyondTies;
+          // Where the flips are: a line that differs only at FP32's near-ties is not judged apart (reported).
+          if (beyond !== undefined && beyond > a.sequenceAgreement)
+            failures[failures.length - 1] +=
+              `; ${pct(beyond)} agree at every step where FP32's top two classes are ${NEAR_TIE_NATS} nats or more apart (the other flips are at FP32 near-ties: with labels, --metric and --max-accuracy-drop judge the task)`;
+        }
       } else if (a.top1Agreement !== null) {
         short.push(`agree ${pct(a.top1Agreement)}`);
         floor(a.top1Agreement, budget.minTop1Agreement, 'top-1 agreement', pct(a.top1Agreement), pct(budget.minTop1Agreement));

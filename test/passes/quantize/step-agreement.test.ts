@@ -4,7 +4,8 @@
  * hand-counted flips, streaming in batches, and the shapes that have no steps.
  */
 import { describe, expect, it } from 'vitest';
-import { AgreementAccumulator, agreement, channelLayout, stepAgreement } from '../../../src/metrics/agreement.js';
+import { AgreementAccumulator, agreement, channelLayout, NEAR_TIE_NATS, stepAgreement } from '../../../src/metrics/agreement.js';
+import { DEFAULT_KIND_BUDGET, judgeOutput } from '../../../src/metrics/output-kinds.js';
 
 /** [N, T, C] row-major scores with a 1 at each step's class (0.1 elsewhere). */
 function oneHot(classes: number, steps: number[][]): Float32Array {
@@ -69,3 +70,55 @@ describe('stepAgreement ([N, T, C], argmax over the last axis)', () => {
     expect(rows.steps).toBeUndefined();
   });
 });
+
+describe('sequence agreement beyond FP32 near-ties (reported beside sequence agreement)', () => {
+  it('a line that differs only where the reference is a near-tie counts; a decisive flip does not; probabilities by their log-ratio', () => {
+    // N = 3 lines, T = 2 steps, C = 3 log-probability-like scores. Line 0 identical; line 1 flips
+    // step 0, where the reference's top two are 0.05 apart (< NEAR_TIE_NATS); line 2 flips step 1,
+    // 2 apart (decisive).
+    const ref = Float32Array.from([0, -0.05, -4, /**/ -4, 0, -4, /* 1 */ 0, -0.05, -4, /**/ -4, 0, -4, /* 2 */ 0, -0.05, -4, /**/ -4, 0, -2]);
+    const cand = Float32Array.from([0, -0.05, -4, /**/ -4, 0, -4, /* 1 */ -0.06, 0, -4, /**/ -4, 0, -4, /* 2 */ 0, -0.05, -4, /**/ -4, -2, 0]);
+    const a = agreement3(ref, cand, [3, 2, 3]);
+    expect(a.sequenceAgreement).toBeCloseTo(1 / 3, 12);
+    expect(a.sequenceAgreementBeyondTies).toBeCloseTo(2 / 3, 12);
+    // The same steps as probabilities (softmax of each step): the gap is the log of the ratio, the same decisions.
+    const softmax = (v: Float32Array): Float32Array => {
+      const out = new Float32Array(v.length);
+      for (let s = 0; s < v.length; s += 3) {
+        const e = [0, 1, 2].map((k) => Math.exp(v[s + k]!));
+        const z = e[0]! + e[1]! + e[2]!;
+        e.forEach((x, k) => (out[s + k] = x / z));
+      }
+      return out;
+    };
+    const p = agreement3(softmax(ref), softmax(cand), [3, 2, 3]);
+    expect(p.sequenceAgreementBeyondTies).toBeCloseTo(2 / 3, 12);
+    expect(NEAR_TIE_NATS).toBe(0.1);
+  });
+
+  it('the class-sequence judgement names how many lines agree beyond the near-ties when it misses', () => {
+    const base = {
+      count: 1,
+      rows: 0,
+      top1Agreement: null,
+      maxAbsError: 0,
+      relativeL2: 0,
+      cosineSimilarity: 1,
+      sqnrDb: 40,
+      thresholdAgreement: 1,
+      unitInterval: false,
+    };
+    const a = { ...base, sequenceAgreement: 0.785, sequenceAgreementBeyondTies: 0.945, stepAgreement: 0.9968, steps: 16000 };
+    expect(judgeOutput('y', 'class-sequence', a, DEFAULT_KIND_BUDGET).failures).toEqual([
+      "'y': sequence agreement 78.5% < 95.0% (samples whose argmax over the last axis matches at every step; per-step 99.68% of 16000); 94.5% agree at every step where FP32's top two classes are 0.1 nats or more apart (the other flips are at FP32 near-ties: with labels, --metric and --max-accuracy-drop judge the task)",
+    ]);
+    // Every flip decisive: nothing to add.
+    expect(judgeOutput('y', 'class-sequence', { ...a, sequenceAgreementBeyondTies: 0.785 }, DEFAULT_KIND_BUDGET).failures[0]).toMatch(/of 16000\)$/);
+  });
+});
+
+function agreement3(ref: Float32Array, cand: Float32Array, dims: number[]) {
+  const acc = new AgreementAccumulator(null, channelLayout(dims));
+  acc.add(ref, cand);
+  return acc.result();
+}
