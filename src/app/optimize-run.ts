@@ -447,6 +447,10 @@ async function quantizeCandidate(
     excludeNodes: spec.excludeNodes,
     evalData: options.evalData,
     maxAccuracyDrop: spec.mode === MODE.int8 && steps.guard !== false ? options.maxAccuracyDrop : undefined,
+    // --metric with --max-accuracy-drop: static INT8's guard holds the drop of that metric (a CTC
+    // recognizer's exact lines), as `quantize --metric ... --max-accuracy-drop` does; the labelled
+    // guard's top-1 cannot score a sequence output.
+    ...(spec.mode === MODE.int8 && steps.guard !== false && options.maxAccuracyDrop && options.metric ? { taskMetric: options.metric } : {}),
     outputName: options.outputName,
     threads: run.threads,
     shapes: run.shapes,
