@@ -85,8 +85,10 @@ export function topKAccuracy(options: TopKOptions = {}): Metric<TopKResult> {
       const scores = batch.outputs[output]!;
       const { classes } = classAxis(scores, batch.size);
       if (classes === null) {
+        // [N, T, C]: class scores at every step; labels of such a model are sequences (CTC's lines).
+        const steps = scores.dims.length === 3 ? '; per-step scores [N, T, C] with labelled sequences: --metric ctc (exact lines) or cer' : '';
         throw new UsageError(
-          `output '${output}' of ${model} is ${formatShape(scores.dims)}, not [batch, classes] scores; cannot compute top-${k}${options.hint ?? ''}`,
+          `output '${output}' of ${model} is ${formatShape(scores.dims)}, not [batch, classes] scores; cannot compute top-${k}${steps}${options.hint ?? ''}`,
         );
       }
       // top-k over k >= classes counts every sample right: a setting that can never mean anything.

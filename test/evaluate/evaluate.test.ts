@@ -106,7 +106,10 @@ describe('evaluate: top-k and the label policy', () => {
     };
     const error = await evaluate(scaled(1, [2, 3]), data, { top1: topKAccuracy({ hint: '; pick another' }) }, { label: 'm.onnx' }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(UsageError);
-    expect((error as Error).message).toMatch(/^output '.+' of m\.onnx is \[2,2,3\], not \[batch, classes\] scores; cannot compute top-1; pick another$/);
+    // A rank-3 output is per-step scores: the message names the sequence metrics.
+    expect((error as Error).message).toMatch(
+      /^output '.+' of m\.onnx is \[2,2,3\], not \[batch, classes\] scores; cannot compute top-1; per-step scores \[N, T, C\] with labelled sequences: --metric ctc \(exact lines\) or cer; pick another$/,
+    );
     await expect(evaluate(scaled(1), dataset(scores, int64([0, 0, 0, 0])), { top1: topKAccuracy({ output: 'nope' }) })).rejects.toThrow(
       /'nope' is not an output/,
     );

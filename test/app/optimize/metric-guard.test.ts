@@ -13,6 +13,7 @@ import { optimizeWorkflow } from '../../../src/app/optimize.js';
 import { saveModel } from '../../../src/onnx/index.js';
 import { writeNpz } from '../../../src/data/index.js';
 import { ctcLines, fittedCtcRecognizer } from '../../../fixtures/families.js';
+import { UsageError } from '../../../src/errors.js';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'model-opt-metric-guard-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -48,5 +49,20 @@ describe('optimize --metric ctc --max-accuracy-drop', () => {
     expect(int8.fidelity!.accuracy).not.toBeNull();
     expect(int8.fidelity!.accuracyDropPoints!).toBeLessThanOrEqual(1 + 1e-9);
     expect(int8.withinBudget).toBe(true);
+    // Without --metric the labelled drop is top-1's, which a sequence output cannot give: refused,
+    // naming the metrics that can.
+    const refused = await optimizeWorkflow({
+      model: file,
+      output: path.join(dir, 'refused.onnx'),
+      calibrationData: calib,
+      evalData,
+      maxAccuracyDrop: { kind: 'points', value: 1 },
+      iterations: 20,
+      regionSearch: false,
+    }).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(UsageError);
+    expect((refused as Error).message).toMatch(
+      /not \[batch, classes\] scores; cannot compute top-1; per-step scores \[N, T, C\] with labelled sequences: --metric ctc \(exact lines\) or cer/,
+    );
   }, 120_000);
 });
