@@ -164,8 +164,7 @@ export class EpochBook {
     evaluate: () => { accuracy?: number; loss?: number } | Promise<{ accuracy?: number; loss?: number }>,
     values: Map<string, Float32Array>,
   ): Promise<void> {
-    const ev = await evaluate();
-    const score = kind === 'kd' ? ev.accuracy : -(ev.loss ?? 0);
+    const score = evalScore(kind, await evaluate());
     if (score === undefined) return;
     this.bestScore = score;
     this.startScore = score;
@@ -306,6 +305,11 @@ export async function evaluateEpoch(
   record.evalAccuracy = ev.accuracy;
   record.evalLoss = ev.loss;
   progress({ ...where, loss: record.loss, accuracy: ev.accuracy });
+  return evalScore(kind, ev);
+}
+
+/** The score that picks the best weights: accuracy for kd, minus the loss for mse. */
+function evalScore(kind: 'kd' | 'mse', ev: { accuracy?: number; loss?: number }): number | undefined {
   return kind === 'kd' ? ev.accuracy : -(ev.loss ?? 0);
 }
 
