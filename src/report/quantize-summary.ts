@@ -307,6 +307,24 @@ function belowBudget(failures: readonly string[], name: string): string {
   return own.length > 0 ? ` - below budget: ${own.join('; ')}` : ' - below budget';
 }
 
+/**
+ * A check too small for its agreement floor, in words, or ''. With every one of n samples agreeing,
+ * the one-sided 95% bound on the agreement is about 1 - 3/n (the rule of three), so fewer than
+ * 3 / (1 - floor) samples (60 for 95%) cannot show the floor even when the guard says met: the
+ * model may be under it on more data. Only for the floor of class scores and class sequences, when
+ * they decide.
+ */
+export function weakCheck(f: Extract<FidelityReport, { enabled: true }>): string {
+  const floor = f.budget.minTop1Agreement;
+  const classes = Object.values(f.final.outputs).some((o) => o.judged && (o.kind === undefined || o.kind === 'class-scores' || o.kind === 'class-sequence'));
+  if (!(floor > 0 && floor < 1) || !classes || f.budget.outputsDecide === false) return '';
+  const needed = Math.ceil(3 / (1 - floor) - 1e-9);
+  const n = f.heldOut.samples;
+  if (n >= needed) return '';
+  const pct = (x: number): string => `${+(x * 100).toFixed(1)}%`;
+  return `a weak check: ${n} samples all agreeing only show agreement above about ${pct(Math.max(0, 1 - 3 / n))} (rule of three, one-sided 95%), not the ${pct(floor)} floor; ${needed}+ held-out samples can (more --calibration-data, or --eval-data)`;
+}
+
 export function fidelityRows(f: FidelityReport, written?: QuantizeResult['agreement']): Row[] {
   if (!f.enabled) return [['fidelity guard', `off: ${f.reason}`]];
   const b = f.budget;
@@ -321,7 +339,7 @@ export function fidelityRows(f: FidelityReport, written?: QuantizeResult['agreem
   const rows: Row[] = [
     [
       'fidelity guard',
-      `${decided}; budget ${describeBudget(b, kindsOf(f.final.outputs))}${b.metric ? ' (the metric decides; SQNR reported)' : ''}\n${f.heldOut.samples} ${f.heldOut.source === 'calibration-reused' ? 'check' : 'held-out'} sample(s): ${HELD_OUT_SOURCES[f.heldOut.source] ?? f.heldOut.source} (#${f.heldOut.start}-${f.heldOut.end - 1})`,
+      `${decided}; budget ${describeBudget(b, kindsOf(f.final.outputs))}${b.metric ? ' (the metric decides; SQNR reported)' : ''}\n${f.heldOut.samples} ${f.heldOut.source === 'calibration-reused' ? 'check' : 'held-out'} sample(s): ${HELD_OUT_SOURCES[f.heldOut.source] ?? f.heldOut.source} (#${f.heldOut.start}-${f.heldOut.end - 1})${weakCheck(f) ? `\n${weakCheck(f)}` : ''}`,
     ],
   ];
   for (const [name, o] of Object.entries(f.final.outputs)) {
