@@ -7,7 +7,7 @@
 import { UsageError } from '../errors.js';
 import type { AccuracyBudget, BenchmarkOptions, BenchmarkResult } from '../benchmark/types.js';
 import { SPEEDUP_NOISE_THRESHOLD, type AgreementMetrics, type Speedup } from '../metrics/index.js';
-import { guardLater, type Built, type Measured, type OptimizeRun } from './optimize-run.js';
+import { guardLater, precisionForOf, type Built, type Measured, type OptimizeRun } from './optimize-run.js';
 import type { CandidateFidelity, CandidateOutput } from './optimize.js';
 import { isRetrained } from './optimize-recipe.js';
 import { judgeOutput } from '../metrics/output-kinds.js';
@@ -33,7 +33,7 @@ export function timingOf(run: OptimizeRun): Omit<BenchmarkOptions, 'baseline'> {
     constants: run.feedValues,
     feedback: options.feedback,
     measureMemory: false,
-    precisionFor: run.precisionFor,
+    precisionFor: precisionForOf(run),
   };
 }
 
@@ -87,7 +87,7 @@ export const SCREEN_SAMPLES = 64;
 export async function measure(run: OptimizeRun, list: Built[], scoreAll = run.options.scoreAll === true): Promise<void> {
   const ready = list.filter((b) => b.path);
   if (ready.length === 0) return;
-  const runs = run.precision === null ? `${run.iterations}` : `up to ${run.iterations} (${untilText(run.precision, run.precisionFor)})`;
+  const runs = run.precision === null ? `${run.iterations}` : `up to ${run.iterations} (${untilText(run.precision, precisionForOf(run))})`;
   run.progress(`timing ${ready.length} candidate(s) against ${run.reference} (${runs} interleaved runs each, ${run.threads} thread(s))`);
   const t0 = performance.now();
   const base = { ...timingOf(run), ...scoringOf(run), baseline: run.reference, outputName: run.options.outputName };
@@ -148,7 +148,7 @@ function guarded(b: Built): string {
  */
 async function scoreContenders(run: OptimizeRun, contenders: Built[], base: Omit<BenchmarkOptions, 'candidates'>, scoreAll: boolean): Promise<void> {
   const speed = (b: Built): Speedup => run.measured.get(b.name)!.speedup;
-  const ordered = run.select === 'fastest' && run.objective !== 'size' && !scoreAll;
+  const ordered = run.fastest && !scoreAll;
   let pending = ordered ? [...contenders].sort((a, b) => speed(b).estimate - speed(a).estimate) : contenders;
   while (pending.length > 0) {
     const lead = pending[0]!;
@@ -194,7 +194,7 @@ export async function finalComparison(run: OptimizeRun, built: Built[], extra: B
 function stillContends(run: OptimizeRun, b: Built): boolean {
   const m = run.measured.get(b.name);
   if (!b.path || !m || m.cannotWin) return false;
-  if (run.select === 'first' || run.objective === 'size' || run.options.scoreAll === true) return true;
+  if (!run.fastest) return true;
   return couldWin(run, m.speedup) && (!m.scored || within(run, m.fidelity, isRetrained(b.spec)).ok);
 }
 
@@ -231,8 +231,7 @@ export async function guardWhereNeeded(run: OptimizeRun, list: Built[]): Promise
  * within the noise at best (for the fastest; --objective size, select: first and --score-all guard any).
  */
 function gainLeft(run: OptimizeRun, speedup: Speedup): boolean {
-  if (run.options.scoreAll === true) return true;
-  return run.select !== 'fastest' || run.objective === 'size' || speedup.estimate >= 1 + SPEEDUP_NOISE_THRESHOLD;
+  return !run.fastest || speedup.estimate >= 1 + SPEEDUP_NOISE_THRESHOLD;
 }
 
 /** A candidate whose fidelity guard was left for later and whose pre-check missed: the guard will keep nodes float. */

@@ -80,7 +80,7 @@ function repairTargets(run: OptimizeRun, all: Built[]): QuantizedBuilt[] {
   return scored
     .filter(isQuantized)
     .filter((b) => b.applied && speed(b).verdict === 'faster' && !ok(b) && (!best || speed(b).high > speed(best).estimate))
-    .filter((b) => run.precisionFor !== 'faster' || speed(b).low >= 1 + SPEEDUP_NOISE_THRESHOLD)
+    .filter((b) => !run.fastest || speed(b).low >= 1 + SPEEDUP_NOISE_THRESHOLD)
     .sort((a, b) => speed(b).estimate - speed(a).estimate);
 }
 

@@ -90,11 +90,12 @@ export interface OptimizeRun {
   /** Timing sized by the noise (TIMING_PRECISION), or null when --iterations fixes the count. */
   precision: number | null;
   /**
-   * Which candidates the timing must know to `precision`: for the fastest (latency, throughput,
-   * without --score-all) only those that may still be significantly faster ('faster': one that no
-   * longer can is timed no more, since it cannot be chosen); else every one.
+   * The choice is the fastest candidate within the budget (select: fastest, latency or throughput,
+   * without --score-all): one that cannot be significantly faster than FP32 (or than the best) cannot
+   * be chosen, so its timing stops early (`precisionForOf`), and it is not guarded, repaired or
+   * compared again. Otherwise (select: first, --objective size, --score-all) every candidate is.
    */
-  precisionFor: 'every' | 'faster';
+  fastest: boolean;
   output: string;
   recipeFile: string | null;
   warnings: string[];
@@ -146,6 +147,11 @@ export interface OptimizeRun {
   passSpeedups: Map<string, Speedup>;
 }
 
+/** Which candidates the timing must know to `precision` (the benchmark's precisionFor): for the fastest only those that may still be faster. */
+export function precisionForOf(run: Pick<OptimizeRun, 'fastest'>): 'every' | 'faster' {
+  return run.fastest ? 'faster' : 'every';
+}
+
 /** Resolve the settings, refuse bad paths, parse the model and data once, size symbolic dims. */
 export async function startRun(options: OptimizeOptions, events: WorkflowEvents): Promise<OptimizeRun> {
   const started = performance.now();
@@ -174,7 +180,7 @@ export async function startRun(options: OptimizeOptions, events: WorkflowEvents)
     threads: options.threads ?? 1,
     iterations: options.iterations ?? DEFAULT_ITERATIONS,
     precision: options.iterations === undefined ? TIMING_PRECISION : null,
-    precisionFor: (options.select ?? 'fastest') === 'fastest' && objective !== 'size' && options.scoreAll !== true ? 'faster' : 'every',
+    fastest: (options.select ?? 'fastest') === 'fastest' && objective !== 'size' && options.scoreAll !== true,
     output,
     recipeFile,
     warnings,

@@ -98,7 +98,7 @@ export async function regionStep(run: OptimizeRun, built: Built[], extra: Built[
   // The mix's speed-up over FP32, chained: static INT8's, times each kept step's over the best before it.
   const int8Speedup = run.measured.get(int8!.name)!.speedup.estimate;
   const expected = found.steps.reduce((x, s) => (s.kept ? x * s.speedup!.estimate : x), int8Speedup);
-  if (found.path && run.precisionFor === 'faster' && expected < 1 + SPEEDUP_NOISE_THRESHOLD) {
+  if (found.path && run.fastest && expected < 1 + SPEEDUP_NOISE_THRESHOLD) {
     // For the fastest, a mix that cannot clear the noise threshold over FP32 cannot be chosen: not built, not measured again.
     failed = `; not built: its speed-up over FP32 (static INT8's ${int8Speedup.toFixed(2)}x times the kept steps') is about ${expected.toFixed(2)}x, within the noise`;
   } else if (found.path) {

@@ -34,7 +34,7 @@ import type { RegionStep } from './optimize-regions.js';
 import type { PlanReport } from './optimize-plan.js';
 import { candidateRows, choose, inputsFailedEveryBuild, speedGate, writeChosen } from './optimize-choose.js';
 import { finalComparison, guardWhereNeeded, measure, measureInputOnly } from './optimize-measure.js';
-import { buildCandidate, startRun, type Built, type OptimizeRun } from './optimize-run.js';
+import { buildCandidate, precisionForOf, startRun, type Built, type OptimizeRun } from './optimize-run.js';
 import { prunedStep, regionStep } from './optimize-search.js';
 import { repairStep, type RepairReport } from './optimize-repair.js';
 import type { QatStepReport } from './optimize-qat.js';
@@ -341,7 +341,7 @@ async function resultOf(
       providers: bench.settings.providers,
       iterations: run.iterations,
       precision: run.precision,
-      precisionFor: run.precisionFor,
+      precisionFor: precisionForOf(run),
       measuredOn: options.evalData ? 'eval-data' : options.calibrationData ? 'calibration' : 'random',
       samples: run.scored!.data.samples,
       labels: r.labels,

@@ -47,7 +47,7 @@ import {
   type TaskMetricOptions,
   type TaskMetricResult,
 } from '../evaluate/index.js';
-import { bootstrapPercentileCI, mcnemar, pairedSpeedup, SPEEDUP_NOISE_THRESHOLD, summarize } from '../metrics/index.js';
+import { bootstrapPercentileCI, cannotBeFaster, mcnemar, pairedSpeedup, summarize } from '../metrics/index.js';
 import { checkBatchMemory } from './batch-memory.js';
 import { canBatch, latencyFeeds, shapesForBatch, type Feeds } from './feeds.js';
 import { conversionNote, convertFeeds, convertingRunner, floatTypesOnly, hasHalfOutputs, inputConversions, type InputConversion } from './float-io.js';
@@ -847,8 +847,7 @@ function defaultBatchSize(inputs: readonly IoSpec[], overrides: Record<string, n
  * The stopping rule of `precision`: every DEFAULTS.precisionCheckEvery runs past `minIterations`,
  * each candidate not settled yet is checked: settled once its paired speed-up interval (the same
  * estimator as the report's, fewer resamples) is within `precision` of its estimate, or, for
- * precisionFor 'faster', once the interval's top is at or below 1 + SPEEDUP_NOISE_THRESHOLD (it
- * can no longer end significantly faster). Adds model indices to `settled` (timeInterleaved times
+ * precisionFor 'faster', once it can no longer end significantly faster (cannotBeFaster). Adds model indices to `settled` (timeInterleaved times
  * them no more); true once every candidate is. Undefined when timing runs a fixed count.
  */
 function settler(settings: BenchmarkSettings, modelCount: number): Settle | undefined {
@@ -863,7 +862,7 @@ function settler(settings: BenchmarkSettings, modelCount: number): Settle | unde
       if (settled.has(m)) continue;
       const s = pairedSpeedup(times[0]!.subarray(0, runs), times[m]!.subarray(0, runs), { seed: seed + m, resamples: DEFAULTS.precisionResamples, groupSize });
       const precise = (s.high - s.low) / 2 <= precision * s.estimate;
-      if (precise || (precisionFor === 'faster' && s.high <= 1 + SPEEDUP_NOISE_THRESHOLD)) settled.add(m);
+      if (precise || (precisionFor === 'faster' && cannotBeFaster(s))) settled.add(m);
     }
     return settled.size === times.length - 1;
   };

@@ -39,6 +39,7 @@ export {
   median,
   min,
   pairedSpeedup,
+  cannotBeFaster,
   percentile,
   percentileSorted,
   SPEEDUP_NOISE_THRESHOLD,

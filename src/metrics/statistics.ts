@@ -257,6 +257,15 @@ export function speedupVerdict(ci: Interval, noise = SPEEDUP_NOISE_THRESHOLD): S
   return ci.low > 1 ? 'faster' : 'slower';
 }
 
+/**
+ * An interval whose top is at or below 1 + noise can only give 'no significant difference',
+ * 'within noise' or 'slower' (speedupVerdict), never 'faster': a candidate timed to such an
+ * interval cannot be chosen for its speed, however many more runs it gets.
+ */
+export function cannotBeFaster(ci: Interval, noise = SPEEDUP_NOISE_THRESHOLD): boolean {
+  return ci.high <= 1 + noise;
+}
+
 // ---- McNemar ------------------------------------------------------------------------------------
 
 /** Complementary error function, |relative error| < 1.2e-7 (Numerical Recipes erfcc). */

@@ -11,7 +11,7 @@ import type { PruneWorkflowResult } from '../app/prune.js';
 import type { QuantizeResult } from '../app/quantize.js';
 import type { SpeedCheck } from '../app/speed-check.js';
 import { formatDb, formatPercent, formatPoints } from './format.js';
-import { SPEEDUP_NOISE_THRESHOLD } from '../metrics/index.js';
+import { cannotBeFaster } from '../metrics/index.js';
 
 /**
  * Timing too noisy to trust, in any of four ways (docs/benchmark.md, "On a terminal"): the run
@@ -149,11 +149,11 @@ export function speedCheckNoise(sp: SpeedCheck | undefined): string[] {
 /**
  * Optimize's noise warning: the candidates whose speed-up intervals stayed too wide, or cross 1.0
  * away from it. Not one whose timing was settled because it could no longer be significantly
- * faster (precisionFor 'faster': its whole interval at or below 1 + SPEEDUP_NOISE_THRESHOLD): it
- * was stopped on purpose, and no choice hangs on its number.
+ * faster (precisionFor 'faster', cannotBeFaster): it was stopped on purpose, and no choice hangs
+ * on its number.
  */
 export function optimizeNoise(result: OptimizeResult): string[] {
-  const settledSlow = (s: Speedup): boolean => result.settings?.precisionFor === 'faster' && s.high <= 1 + SPEEDUP_NOISE_THRESHOLD;
+  const settledSlow = (s: Speedup): boolean => result.settings?.precisionFor === 'faster' && cannotBeFaster(s);
   const problems = result.candidates.flatMap((c) => {
     const problem = c.speedup && !settledSlow(c.speedup) ? intervalProblem(c.speedup) : undefined;
     return problem ? [`${c.name}: ${problem}`] : [];

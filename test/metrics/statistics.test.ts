@@ -8,6 +8,7 @@ import {
   mcnemar,
   mcnemarFromCounts,
   pairedSpeedup,
+  cannotBeFaster,
   speedupVerdict,
   percentile,
   summarize,
@@ -93,6 +94,17 @@ describe('bootstrap interval of the median', () => {
     expect(speedupVerdict({ estimate: 0.99, low: 0.985, high: 0.995 })).toBe('within noise');
     expect(speedupVerdict({ estimate: 0.5, low: 0.45, high: 0.55 })).toBe('slower');
     expect(speedupVerdict({ estimate: 1, low: 0.9, high: 1.1 })).toBe('no significant difference');
+  });
+
+  it('cannotBeFaster: an interval topped at or under 1.02 never has the verdict faster; one above it can', () => {
+    for (let low = 0.5; low <= 1.02; low += 0.005)
+      for (let high = low; high <= 1.02 + 1e-12; high += 0.005) {
+        const ci = { estimate: (low + high) / 2, low, high };
+        expect(cannotBeFaster(ci)).toBe(true);
+        expect(speedupVerdict(ci)).not.toBe('faster');
+      }
+    expect(cannotBeFaster({ estimate: 1.02, low: 1.005, high: 1.03 })).toBe(false);
+    expect(speedupVerdict({ estimate: 1.02, low: 1.005, high: 1.03 })).toBe('faster');
   });
 });
 
