@@ -215,7 +215,7 @@ export async function guardWhereNeeded(run: OptimizeRun, list: Built[]): Promise
     if (!over) continue;
     if (!gainLeft(run, m.speedup)) {
       const miss = m.scored ? 'over the budget' : `over the budget on the guard's pre-check (${b.precheck?.failures.join('; ') ?? 'missed'})`;
-      m.cannotWin = `${miss}; not guarded: ${x(m.speedup)} as the pass made it, and the nodes its guard keeps float only take from that: no gain above the ${SPEEDUP_NOISE_THRESHOLD * 100}% noise threshold would be left`;
+      m.cannotWin = `${miss}; not guarded: ${(Math.floor(m.speedup.estimate * 1000) / 1000).toFixed(3)}x (${m.speedup.low.toFixed(2)}-${m.speedup.high.toFixed(2)}) as the pass made it, and the nodes its guard keeps float only take from that: no gain above the ${SPEEDUP_NOISE_THRESHOLD * 100}% noise threshold would be left`;
       continue;
     }
     run.passSpeedups.set(b.name, m.speedup);
