@@ -32,6 +32,7 @@ import {
   DEFAULT_KIND_BUDGET,
   describeKindBudget,
   judgeOutput,
+  ODDS_AGREEMENT,
   OUTPUT_KINDS,
   type AgreementMetrics,
   type KindBudget,
@@ -103,7 +104,7 @@ export function describeBudget(b: FidelityBudget, kinds?: Readonly<Record<string
   } else {
     if (b.minSqnrDb > -Infinity) parts.push(`SQNR >= ${b.minSqnrDb} dB`);
     // Per-step class scores alone: their floor is the sequence agreement's (every step's argmax matches).
-    const agreement = present.size > 0 && !present.has('class-scores') && present.has('class-sequence') ? 'sequence agreement' : 'top-1 agreement';
+    const agreement = present.size > 0 && !present.has('class-scores') && present.has('class-sequence') ? ODDS_AGREEMENT : 'top-1 agreement';
     if (b.minTop1Agreement > 0) parts.push(`${agreement} >= ${(b.minTop1Agreement * 100).toFixed(0)}%`);
   }
   const m = b.metric;
@@ -144,6 +145,11 @@ export interface OutputFidelity {
    */
   sequenceAgreement?: number;
   stepAgreement?: number;
+  /**
+   * Sequence outputs: sequence agreement with each differing sample weighted by FP32's own odds of
+   * its path against FP32's (metrics/agreement's sequenceOddsAgreement): what a class sequence is judged on.
+   */
+  sequenceOddsAgreement?: number;
   /** False for integer outputs (reported, not judged). */
   judged: boolean;
   met: boolean;
@@ -530,7 +536,9 @@ export class FidelityJudge {
         sqnrDb: a.sqnrDb,
         cosineSimilarity: a.cosineSimilarity,
         top1Agreement: a.top1Agreement,
-        ...(a.sequenceAgreement !== undefined ? { sequenceAgreement: a.sequenceAgreement, stepAgreement: a.stepAgreement! } : {}),
+        ...(a.sequenceAgreement !== undefined
+          ? { sequenceAgreement: a.sequenceAgreement, stepAgreement: a.stepAgreement!, sequenceOddsAgreement: a.sequenceOddsAgreement ?? a.sequenceAgreement }
+          : {}),
         judged,
         met: !decides || j.met,
       };

@@ -36,6 +36,18 @@ export interface AgreementMetrics {
    * not judged: it says whether the flips are at steps FP32 hardly decides.
    */
   sequenceAgreementBeyondTies?: number;
+  /**
+   * Sequence outputs: sequence agreement with each differing sample weighted by the reference's
+   * own odds of the candidate's path against its own: exp(-sum over the differing steps of the
+   * reference's log-probability of its class minus that of the candidate's class), 1 for a sample
+   * that agrees at every step. A flip where the reference's top two are close (a near-tie, its own
+   * choice about a coin flip) costs little; a flip against a decided step costs the whole sample.
+   * Under the reference's probabilities it is the candidate's expected share of the reference's
+   * correct paths (the mean of the per-sample ratios). Logits and log-probabilities are compared
+   * as log-softmax (the difference of two logits is that of their log-probabilities);
+   * probabilities through their log.
+   */
+  sequenceOddsAgreement?: number;
   maxAbsError: number;
   /** ||candidate - reference||_2 / ||reference||_2. */
   relativeL2: number;
@@ -84,25 +96,40 @@ export interface ChannelLayout {
  */
 export const NEAR_TIE_NATS = 0.1;
 
-/**
- * The gap between the two largest of `c` values from `start`: logit (log-probability) units, or,
- * for a step of probabilities (all in [0, 1], summing to 1), the log of their ratio.
- */
-function topGap(v: ArrayLike<number>, start: number, c: number): number {
-  let a = -Infinity;
-  let b = -Infinity;
+/** Whether the `c` values from `start` are one step's probabilities (all in [0, 1], summing to 1). */
+function isDistribution(v: ArrayLike<number>, start: number, c: number): boolean {
   let sum = 0;
-  let unit = true;
   for (let k = start; k < start + c; k++) {
     const x = v[k]!;
+    if (!(x >= 0 && x <= 1)) return false;
     sum += x;
-    if (!(x >= 0 && x <= 1)) unit = false;
-    if (x > a) {
-      b = a;
-      a = x;
-    } else if (x > b) b = x;
   }
-  return unit && Math.abs(sum - 1) < 1e-3 ? Math.log(a) - Math.log(b) : a - b;
+  return Math.abs(sum - 1) < 1e-3;
+}
+
+/**
+ * How much less likely class `j` is than class `i` by the `c` scores from `start`, in nats:
+ * their difference for logits or log-probabilities, the log of their ratio for probabilities
+ * (Infinity when `j`'s probability is 0).
+ */
+function logOdds(v: ArrayLike<number>, start: number, c: number, i: number, j: number): number {
+  const a = v[start + i]!;
+  const b = v[start + j]!;
+  return isDistribution(v, start, c) ? Math.log(a) - Math.log(b) : a - b;
+}
+
+/** The gap between the two largest of the `c` scores from `start` (logOdds of the top two). */
+function topGap(v: ArrayLike<number>, start: number, c: number): number {
+  let a = -1;
+  let b = -1;
+  for (let k = 0; k < c; k++) {
+    const x = v[start + k]!;
+    if (a < 0 || x > v[start + a]!) {
+      b = a;
+      a = k;
+    } else if (b < 0 || x > v[start + b]!) b = k;
+  }
+  return logOdds(v, start, c, a, b);
 }
 
 /** Classes per step when `layout` is a sequence output [N, T, C] with T > 1 and C > 1, else null. */
@@ -123,6 +150,7 @@ export class AgreementAccumulator {
   private sequences = 0;
   private sequenceMatches = 0;
   private sequenceMatchesBeyondTies = 0;
+  private sequenceOdds = 0;
   private readonly stepClasses: number | null;
   private sumRef2 = 0;
   private sumCand2 = 0;
@@ -192,15 +220,19 @@ export class AgreementAccumulator {
       for (let s = 0; s < ra.length; s += perSample) {
         let all = true;
         let decisive = true;
+        let lost = 0; // nats of the reference's odds its own path has over the candidate's
         for (let i = s; i < s + perSample; i++) {
           if (ra[i] === ca[i]) this.stepMatches++;
           else {
             all = false;
             if (decisive && topGap(reference, i * c, c) >= NEAR_TIE_NATS) decisive = false;
+            lost += logOdds(reference, i * c, c, ra[i]!, ca[i]!);
           }
         }
         if (all) this.sequenceMatches++;
         if (decisive) this.sequenceMatchesBeyondTies++;
+        // NaN scores must not count as agreement: exp(-NaN) is NaN and the sum shows it.
+        this.sequenceOdds += Math.exp(-lost);
         this.sequences++;
       }
       this.steps += ra.length;
@@ -226,6 +258,7 @@ export class AgreementAccumulator {
             steps: this.steps,
             sequenceAgreement: this.sequenceMatches / this.sequences,
             sequenceAgreementBeyondTies: this.sequenceMatchesBeyondTies / this.sequences,
+            sequenceOddsAgreement: this.sequenceOdds / this.sequences,
           }
         : {}),
       maxAbsError: this.maxAbs,

@@ -19,6 +19,7 @@ export {
   describeKindBudget,
   judgeOutput,
   NEIGHBOURS_JUDGED_FROM,
+  ODDS_AGREEMENT,
   OUTPUT_KINDS,
   parseOutputKind,
   type KindBudget,

@@ -32,10 +32,16 @@ export function parseOutputKind(text: string): OutputKind | undefined {
   return (OUTPUT_KINDS as readonly string[]).includes(t) ? (t as OutputKind) : ALIASES[t];
 }
 
+/** How the judged value of a class sequence is named in reports and failures. */
+export const ODDS_AGREEMENT = 'odds-weighted sequence agreement';
+
 export interface KindBudget {
   /** class-scores, class-sequence, dense-map: least SQNR (dB) against FP32. */
   minSqnrDb: number;
-  /** class-scores: least top-1 agreement; class-sequence: least sequence agreement (fractions). */
+  /**
+   * class-scores: least top-1 agreement; class-sequence: least sequence agreement weighted by
+   * FP32's odds (sequenceOddsAgreement in ./agreement) (fractions).
+   */
   minTop1Agreement: number;
   /** embedding: least mean cosine of the vectors (of each sample's pooled vector, for sequences). */
   minCosine: number;
@@ -90,7 +96,7 @@ export function describeKindBudget(kind: OutputKind, b: KindBudget): string {
     case 'class-scores':
       return `SQNR >= ${b.minSqnrDb} dB, top-1 agreement >= ${p(b.minTop1Agreement)}`;
     case 'class-sequence':
-      return `SQNR >= ${b.minSqnrDb} dB, sequence agreement >= ${p(b.minTop1Agreement)}`;
+      return `SQNR >= ${b.minSqnrDb} dB, ${ODDS_AGREEMENT} >= ${p(b.minTop1Agreement)}`;
     case 'embedding':
       return `mean cosine >= ${b.minCosine}, nearest-neighbour agreement >= ${p(b.minNeighbourAgreement)}`;
     case 'dense-map':
@@ -122,16 +128,18 @@ export function judgeOutput(name: string, kind: OutputKind, a: AgreementMetrics,
       short.push(`SQNR ${db(a.sqnrDb)}`);
       sqnr();
       if (a.sequenceAgreement !== undefined) {
-        short.push(`seq ${pct(a.sequenceAgreement)}`);
-        floor(a.sequenceAgreement, budget.minTop1Agreement, 'sequence agreement', pct(a.sequenceAgreement), pct(budget.minTop1Agreement));
-        if (!(a.sequenceAgreement >= budget.minTop1Agreement)) {
+        // Judged: each sample that differs counts FP32's own odds of its path (sequenceOddsAgreement).
+        const odds = a.sequenceOddsAgreement ?? a.sequenceAgreement;
+        short.push(`seq ${pct(a.sequenceAgreement)}`, `odds ${pct(odds)}`);
+        on.push(`sequence agreement ${pct(a.sequenceAgreement)}`);
+        floor(odds, budget.minTop1Agreement, ODDS_AGREEMENT, pct(odds), pct(budget.minTop1Agreement));
+        if (!(odds >= budget.minTop1Agreement)) {
           failures[failures.length - 1] +=
-            ` (samples whose argmax over the last axis matches at every step; per-step ${pct(a.stepAgreement!, 2)} of ${a.steps})`;
+            ` (samples whose argmax over the last axis matches FP32's at every step: ${pct(a.sequenceAgreement)}; per-step ${pct(a.stepAgreement!, 2)} of ${a.steps}; a differing sample counts FP32's odds of its path against its own)`;
           const beyond = a.sequenceAgreementBeyondTies;
           // Where the flips are: a line that differs only at FP32's near-ties is not judged apart (reported).
           if (beyond !== undefined && beyond > a.sequenceAgreement)
-            failures[failures.length - 1] +=
-              `; ${pct(beyond)} agree at every step where FP32's top two classes are ${NEAR_TIE_NATS} nats or more apart (the other flips are at FP32 near-ties: with labels, --metric and --max-accuracy-drop judge the task)`;
+            failures[failures.length - 1] += `; ${pct(beyond)} agree at every step where FP32's top two classes are ${NEAR_TIE_NATS} nats or more apart`;
         }
       } else if (a.top1Agreement !== null) {
         short.push(`agree ${pct(a.top1Agreement)}`);

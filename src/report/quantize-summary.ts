@@ -294,10 +294,11 @@ const HELD_OUT_SOURCES: Record<string, string> = {
 
 /** The fidelity guard's rows: held-out samples and budget, each output against it, the fallback. */
 /** Sequence outputs [N, T, C]: the whole-sequence and per-step argmax agreement (QA F8: the table showed neither). */
-function sequenceText(o: { sequenceAgreement?: number; stepAgreement?: number }): string {
+function sequenceText(o: { sequenceAgreement?: number; stepAgreement?: number; sequenceOddsAgreement?: number }): string {
   if (o.sequenceAgreement === undefined) return '';
   const step = o.stepAgreement !== undefined ? ` (per step ${(o.stepAgreement * 100).toFixed(2)}%)` : '';
-  return `, sequence agreement ${(o.sequenceAgreement * 100).toFixed(2)}%${step}`;
+  const odds = o.sequenceOddsAgreement !== undefined ? `, weighted by FP32's odds ${(o.sequenceOddsAgreement * 100).toFixed(2)}%` : '';
+  return `, sequence agreement ${(o.sequenceAgreement * 100).toFixed(2)}%${step}${odds}`;
 }
 
 /** ' - below budget: <the measure that missed, with its budget>' (the guard's failure lines for this output). */

@@ -185,7 +185,7 @@ describe('every kind in words, and the rest of the verdicts', () => {
   it("describeKindBudget names each kind's floors", () => {
     const b = DEFAULT_KIND_BUDGET;
     expect(describeKindBudget('class-scores', b)).toBe('SQNR >= 20 dB, top-1 agreement >= 95%');
-    expect(describeKindBudget('class-sequence', b)).toBe('SQNR >= 20 dB, sequence agreement >= 95%');
+    expect(describeKindBudget('class-sequence', b)).toBe('SQNR >= 20 dB, odds-weighted sequence agreement >= 95%');
     expect(describeKindBudget('embedding', b)).toBe('mean cosine >= 0.99, nearest-neighbour agreement >= 80%');
     expect(describeKindBudget('dense-map', b)).toBe('SQNR >= 20 dB (probabilities: >= 99% thresholded agreement)');
     expect(describeKindBudget('probability', b)).toBe('decision agreement >= 95%, largest error <= 0.1');
@@ -194,18 +194,32 @@ describe('every kind in words, and the rest of the verdicts', () => {
 
   it('the budget line of a model whose judged outputs are all class sequences names sequence agreement', () => {
     const floors = { minSqnrDb: 20, minTop1Agreement: 0.95 };
-    expect(describeBudget(floors, { y: 'class-sequence' })).toBe('SQNR >= 20 dB, sequence agreement >= 95%');
+    expect(describeBudget(floors, { y: 'class-sequence' })).toBe('SQNR >= 20 dB, odds-weighted sequence agreement >= 95%');
     expect(describeBudget(floors, { y: 'class-sequence', logits: 'class-scores' })).toBe('SQNR >= 20 dB, top-1 agreement >= 95%');
     expect(describeBudget(floors)).toBe('SQNR >= 20 dB, top-1 agreement >= 95%');
   });
 
   it('a class sequence misses on its argmax paths and says per-step agreement; a dense map outside [0, 1] is SQNR alone', () => {
-    const seq = judgeOutput('log_probs', 'class-sequence', { ...base, sequenceAgreement: 0.5, stepAgreement: 0.9, steps: 80 }, DEFAULT_KIND_BUDGET);
+    const seq = judgeOutput(
+      'log_probs',
+      'class-sequence',
+      { ...base, sequenceAgreement: 0.5, stepAgreement: 0.9, steps: 80, sequenceOddsAgreement: 0.6 },
+      DEFAULT_KIND_BUDGET,
+    );
     expect(seq.met).toBe(false);
     expect(seq.failures).toEqual([
-      "'log_probs': sequence agreement 50.0% < 95.0% (samples whose argmax over the last axis matches at every step; per-step 90.00% of 80)",
+      "'log_probs': odds-weighted sequence agreement 60.0% < 95.0% (samples whose argmax over the last axis matches FP32's at every step: 50.0%; per-step 90.00% of 80; a differing sample counts FP32's odds of its path against its own)",
     ]);
-    expect(seq.short).toBe('SQNR 40.0 dB, seq 50.0%');
+    expect(seq.short).toBe('SQNR 40.0 dB, seq 50.0%, odds 60.0%');
+    // Differing only where FP32 hardly decides: the odds keep it within the budget, the plain count is reported.
+    const ties = judgeOutput(
+      'log_probs',
+      'class-sequence',
+      { ...base, sequenceAgreement: 0.785, stepAgreement: 0.997, steps: 80, sequenceOddsAgreement: 0.986 },
+      DEFAULT_KIND_BUDGET,
+    );
+    expect(ties.met).toBe(true);
+    expect(ties.judgedOn).toBe('SQNR 40.0 dB, sequence agreement 78.5%, odds-weighted sequence agreement 98.6%');
     const map = judgeOutput('depth', 'dense-map', { ...base, sqnrDb: 12 }, DEFAULT_KIND_BUDGET);
     expect(map.failures).toEqual(["'depth': SQNR 12.0 dB < 20 dB"]);
     expect(map.judgedOn).toBe('SQNR 12.0 dB');
