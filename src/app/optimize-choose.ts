@@ -76,8 +76,9 @@ function summaryOf(run: OptimizeRun, rows: OptimizeCandidate[], chosen: Optimize
   const noneBuilt = changed.length > 0 && failed.length === changed.length;
   if (chosen) {
     const fid = chosen.fidelity!;
-    // Outputs of other kinds than class scores: the values they were judged on ('cos 0.9994, nn 90%').
-    const byKind = Object.values(fid.outputs ?? {}).filter((o) => o.kind !== 'class-scores' && o.kind !== 'class-sequence' && o.kind !== 'state');
+    // Outputs of other kinds than class scores: the values they were judged on ('cos 0.9994, nn 90%';
+    // a class sequence's 'seq 78.5%, odds 98.6%').
+    const byKind = Object.values(fid.outputs ?? {}).filter((o) => o.kind !== 'class-scores' && o.kind !== 'state');
     const fidText =
       fid.accuracyDropPoints !== null
         ? `accuracy drop ${fid.accuracyDropPoints.toFixed(2)}pt`
