@@ -64,7 +64,7 @@ const SHARED_OPTIONS = {
   minAgreement: () =>
     new Option(
       '--min-agreement <fraction>',
-      'fidelity: least top-1 agreement with FP32 on class-score outputs (sequence agreement on class sequences; default 0.95)',
+      'fidelity: least top-1 agreement with FP32 on class-score outputs (odds-weighted sequence agreement on class sequences; default 0.95)',
     ).argParser(parseFraction),
   minCosine: () =>
     new Option('--min-cosine <fraction>', 'least mean cosine with FP32 of embedding outputs (pooled per sample for sequences; default 0.99)').argParser(
