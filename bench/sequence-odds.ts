@@ -6,7 +6,8 @@
  * FP32 on 200 held-out lines:
  *   - FP32 with multiplicative weight noise (1 + level x N(0,1)) on every float weight: a damage of
  *     known size, from harmless to ruinous;
- *   - the CLI's static INT8 without its guard (minmax per-channel, per-tensor, percentile), fp16.
+ *   - the CLI's static INT8 without its guard (minmax per-channel, per-tensor, percentile,
+ *     entropy), fp16.
  * Printed per variant: per-step agreement, sequence agreement (samples whose argmax path matches
  * FP32's at every step), the same beyond FP32's near-ties (reported), the odds-weighted sequence
  * agreement (a differing sample counts FP32's own odds of the variant's path against its own), the
@@ -99,6 +100,7 @@ async function family(title: string, glyphs: number, widths?: { conv1: number; c
     { name: 'int8 minmax per-channel', model: async () => quantized(`${tag}-int8`, fp32File, calib, ['--mode', 'int8']) },
     { name: 'int8 minmax per-tensor', model: async () => quantized(`${tag}-int8-pt`, fp32File, calib, ['--mode', 'int8', '--per-tensor']) },
     { name: 'int8 percentile', model: async () => quantized(`${tag}-int8-pc`, fp32File, calib, ['--mode', 'int8', '--calibrate', 'percentile']) },
+    { name: 'int8 entropy', model: async () => quantized(`${tag}-int8-en`, fp32File, calib, ['--mode', 'int8', '--calibrate', 'entropy']) },
     { name: 'fp16', model: async () => quantized(`${tag}-fp16`, fp32File, calib, ['--mode', 'fp16']) },
   ];
   for (const v of variants) {
