@@ -18,7 +18,7 @@
  */
 import path from 'node:path';
 import { UsageError } from '../errors.js';
-import { DataType, isTensorType, type Model, type TensorData } from '../ir/index.js';
+import { isTensorType, type Model, type TensorData } from '../ir/index.js';
 import type { AgreementMetrics } from '../metrics/agreement.js';
 import type { Dataset } from '../data/index.js';
 import type { OutputKind } from '../metrics/output-kinds.js';
@@ -123,8 +123,8 @@ export interface LabelFreeQatOptions {
 /** How the QAT export and PTQ's model from the same ranges compare with FP32 on the held-out split. */
 export interface QatValidation {
   samples: number;
-  /** What decides: top-1 agreement (class scores), sequence agreement (class sequences: what their budget judges), else SQNR. */
-  measure: 'top-1 agreement' | 'sequence agreement' | 'SQNR';
+  /** What decides: top-1 agreement (class scores), odds-weighted sequence agreement (class sequences: what their budget judges), else SQNR. */
+  measure: 'top-1 agreement' | 'odds-weighted sequence agreement' | 'SQNR';
   ptq: { agreement: number | null; sqnrDb: number };
   qat: { agreement: number | null; sqnrDb: number };
   /** The QAT export is closer to FP32 than PTQ's model. */
@@ -148,13 +148,13 @@ async function splitForQat(data: Dataset, validate: boolean): Promise<{ train: D
   return { train, held: { ...data, count: heldCount, inputs, labels: undefined, outputs: undefined, sequences: undefined, notes: [] } };
 }
 
-/** FP32's top-1 class of each held-out sample (of each step: [N, T]) as int64 labels (train/core/agreement.ts; the loop keeps the epoch that agrees best). */
+/** FP32's top-1 class of each held-out sample as int64 labels, or its scores per step for a class sequence (train/core/agreement.ts's referenceLabels; the loop keeps the epoch that agrees best). */
 async function fp32Classes(model: Model, held: Dataset, outputName: string, threads: number): Promise<TensorData> {
-  const [{ createRunner }, { argMaxLabels }] = await Promise.all([import('../runtime/index.js'), import('../train/core/agreement.js')]);
+  const [{ createRunner }, { referenceLabels }] = await Promise.all([import('../runtime/index.js'), import('../train/core/agreement.js')]);
   const runner = await createRunner(model, { intraOpThreads: threads, label: 'FP32 model' });
   try {
     const out = (await runner.run(held.inputs, [outputName]))[outputName]!;
-    return { dtype: DataType.INT64, ...argMaxLabels(out.data as Float32Array, out.dims) };
+    return referenceLabels(out.data as Float32Array, out.dims);
   } finally {
     await runner.release();
   }
@@ -169,8 +169,8 @@ async function validateQat(context: Int8Context, qat: Model, held: Dataset, outp
     (await compareOutputs(context.preprocessed, ptqModel, held, { runner }))[outputName]!,
     (await compareOutputs(context.preprocessed, qat, held, { runner }))[outputName]!,
   ];
-  const agreementOf = (m: AgreementMetrics): number | null => m.top1Agreement ?? m.sequenceAgreement ?? null;
-  const measure = p.top1Agreement !== null ? 'top-1 agreement' : p.sequenceAgreement !== undefined ? 'sequence agreement' : 'SQNR';
+  const agreementOf = (m: AgreementMetrics): number | null => m.top1Agreement ?? m.sequenceOddsAgreement ?? m.sequenceAgreement ?? null;
+  const measure = p.top1Agreement !== null ? 'top-1 agreement' : p.sequenceAgreement !== undefined ? 'odds-weighted sequence agreement' : 'SQNR';
   const [pa, qa] = [agreementOf(p), agreementOf(q)];
   const better = pa !== null && qa !== null && qa !== pa ? qa > pa : q.sqnrDb > p.sqnrDb;
   return { samples: held.count, measure, ptq: { agreement: pa, sqnrDb: p.sqnrDb }, qat: { agreement: qa, sqnrDb: q.sqnrDb }, better };

@@ -17,7 +17,7 @@
  */
 import path from 'node:path';
 import { UsageError } from '../errors.js';
-import { DataType, isTensorType, type Model } from '../ir/index.js';
+import { isTensorType, type Model } from '../ir/index.js';
 import type { Dataset } from '../data/index.js';
 import type { EpochRecord } from '../train/core/loop.js';
 import type { TrainingBackend } from '../train/tfjs/backend.js';
@@ -302,10 +302,10 @@ function epochSecondsOf(s: PruneSearch): number {
 }
 
 /**
- * The validation split labelled by the FP32 model: the class it picks (kd; per step for a class
- * sequence) or its output itself (mse), so that the trainer's held-out score each epoch is top-1
- * (sequence) agreement with FP32 (or minus the MSE against its outputs), which early stopping and
- * the best epoch go by.
+ * The validation split labelled by the FP32 model: the class it picks (kd), its scores per step
+ * for a class sequence, or its output itself (mse), so that the trainer's held-out score each epoch
+ * is top-1 (odds-weighted sequence) agreement with FP32 (or minus the MSE against its outputs): what
+ * the budget judges, and what early stopping and the best epoch go by.
  */
 async function validationTargets(s: Pick<PruneSearch, 'validation' | 'model' | 'options' | 'loss' | 'threads'>): Promise<Dataset | undefined> {
   const { validation } = s;
@@ -315,9 +315,9 @@ async function validationTargets(s: Pick<PruneSearch, 'validation' | 'model' | '
   const runner = { intraOpThreads: s.threads };
   const out = (await teacherTargets(s.model, validation, [name], { studentInputs: Object.keys(validation.inputs), runner })).get(name)!;
   if (s.loss === 'mse') return { ...validation, labels: out };
-  // FP32's class per sample, or per step for a class sequence (./distill-objective.ts).
-  const { argMaxLabels } = await import('../train/core/agreement.js');
-  return { ...validation, labels: { dtype: DataType.INT64, ...argMaxLabels(out.data as Float32Array, out.dims) } };
+  // FP32's class per sample, or its scores per step for a class sequence (odds-weighted sequence agreement, ./distill-objective.ts).
+  const { referenceLabels } = await import('../train/core/agreement.js');
+  return { ...validation, labels: referenceLabels(out.data as Float32Array, out.dims) };
 }
 
 /** One round of distillation as it ran (epochs of its cosine schedule, epochs kept, learning rate): what a recipe needs to run it again. */

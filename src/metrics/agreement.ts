@@ -112,7 +112,7 @@ function isDistribution(v: ArrayLike<number>, start: number, c: number): boolean
  * their difference for logits or log-probabilities, the log of their ratio for probabilities
  * (Infinity when `j`'s probability is 0).
  */
-function logOdds(v: ArrayLike<number>, start: number, c: number, i: number, j: number): number {
+export function logOdds(v: ArrayLike<number>, start: number, c: number, i: number, j: number): number {
   const a = v[start + i]!;
   const b = v[start + j]!;
   return isDistribution(v, start, c) ? Math.log(a) - Math.log(b) : a - b;

@@ -26,7 +26,7 @@ export {
   type OutputJudgement,
   type OutputKind,
 } from './output-kinds.js';
-export { AgreementAccumulator, agreement, channelLayout, stepAgreement, type AgreementMetrics } from './agreement.js';
+export { AgreementAccumulator, agreement, channelLayout, logOdds, stepAgreement, type AgreementMetrics } from './agreement.js';
 export {
   accuracy,
   bootstrapMedianCI,

@@ -182,10 +182,14 @@ export async function onnxruntimeAccuracy(
       ? { [inputNames[0]!]: arrays[0]! }
       : Object.fromEntries(Object.entries(data.inputs).filter(([name]) => inputNames.includes(name)));
   const labels = data.labels;
-  if (labels && labels.dims.length >= 2 && (labels.dims[1] ?? 1) > 1 && (labels.dtype === DataType.INT64 || labels.dtype === DataType.INT32)) {
-    // Class indices per step ([N, T]): sequence agreement, the rule of the trainers' held-out score (./core/agreement.ts).
+  const perStep = labels && labels.dims.length >= 2 && (labels.dims[1] ?? 1) > 1 && (labels.dtype === DataType.INT64 || labels.dtype === DataType.INT32);
+  const referenceScores = labels && labels.dims.length === 3 && labels.dtype === DataType.FLOAT;
+  if (perStep || referenceScores) {
+    // Class indices per step ([N, T]): sequence agreement; the reference's scores per step ([N, T, C]):
+    // odds-weighted sequence agreement. The rule of the trainers' held-out score (./core/agreement.ts).
     const out = (await teacherTargets(model, data, [outputName], { runner: runnerOptions, studentInputs: Object.keys(data.inputs) })).get(outputName)!;
-    return { accuracy: countAgreement(out.data as Float32Array, labels.data as ArrayLike<number | bigint>, data.count, outputName).samples / data.count };
+    const count = countAgreement(out.data as Float32Array, labels.data as ArrayLike<number | bigint>, data.count, outputName, labels.dims);
+    return { accuracy: count.samples / data.count };
   }
   const { accuracy } = await top1Accuracy(model, { ...data, inputs }, { outputName, runner: runnerOptions, label });
   return { accuracy };

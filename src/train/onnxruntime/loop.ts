@@ -140,7 +140,7 @@ export class OrtEvaluator {
         for (let i = 0; i < o.length; i++) s += (o[i]! - Number(y[i])) ** 2;
         squared += (s / o.length) * n;
       } else {
-        correct += countAgreement(o, labels.data as ArrayLike<number | bigint>, n, options.outputName).samples;
+        correct += countAgreement(o, labels.data as ArrayLike<number | bigint>, n, options.outputName, labels.dims).samples;
       }
     }
     return options.kind === 'mse' ? { loss: squared / data.count } : { accuracy: correct / data.count };

@@ -71,7 +71,7 @@ export function evaluate(
       const rows = gatherRows(data.labels!, idx);
       if (options.kind === 'mse') return tf.mul(meanSquaredError(out, tf.reshape(labelsTensor(rows, 'mse'), out.shape)), idx.length).dataSync()[0]!;
       // Top-1, or whole-sequence agreement for per-step labels: one rule with ../onnxruntime/loop.ts.
-      return countAgreement(out.dataSync(), rows.data as ArrayLike<number | bigint>, idx.length, options.outputName).samples;
+      return countAgreement(out.dataSync(), rows.data as ArrayLike<number | bigint>, idx.length, options.outputName, rows.dims).samples;
     });
     if (options.kind === 'mse') squared += value;
     else correct += value;

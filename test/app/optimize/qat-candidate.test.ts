@@ -89,7 +89,7 @@ describe('label-free QAT candidate', () => {
     expect(kdSteps).toBeGreaterThan(mseSteps);
     expect(kdSteps).toBeGreaterThan(0.95);
     // Its own held-out check judges what the budget judges: sequence agreement.
-    expect(kd.validation!.measure).toBe('sequence agreement');
+    expect(kd.validation!.measure).toBe('odds-weighted sequence agreement');
     expect(kd.validation!.better).toBe(true);
     expect(kd.validation!.qat.agreement!).toBeGreaterThan(kd.validation!.ptq.agreement!);
   }, 120_000);

@@ -8,7 +8,8 @@ import * as tf from '@tensorflow/tfjs-core';
 import type { Dataset } from '../../../src/data/index.js';
 import { DataType, type Model, type TensorData, type Value } from '../../../src/ir/index.js';
 import { createRunner } from '../../../src/runtime/index.js';
-import { argMaxLabels, countAgreement } from '../../../src/train/core/agreement.js';
+import { AgreementAccumulator, channelLayout } from '../../../src/metrics/agreement.js';
+import { argMaxLabels, countAgreement, referenceLabels } from '../../../src/train/core/agreement.js';
 import { distill } from '../../../src/train/distill.js';
 import { initTrainingBackend } from '../../../src/train/tfjs/backend.js';
 import { softTargetKl } from '../../../src/train/tfjs/losses.js';
@@ -104,6 +105,58 @@ describe('class sequences in training', () => {
     expect(countAgreement([0.1, 0.9, 0.8, 0.2], [0, 1, 0, 1], 2).samples).toBe(1);
     expect(() => countAgreement([1, 2, 3, 4, 5, 6], [1, 0, 1, 0], 2, 'y')).toThrow(/output 'y' 3/);
   });
+
+  it("FP32's scores per step as labels ([N, T, C] float): the odds-weighted sequence agreement, as the metrics judge it", () => {
+    const ref = Float32Array.from(teacher);
+    const out = Float32Array.from(student);
+    const acc = new AgreementAccumulator(null, channelLayout([N, T, C]));
+    acc.add(ref, out);
+    const m = acc.result();
+    const count = countAgreement(out, ref, N, 'y', [N, T, C]);
+    expect(count.samples / N).toBeCloseTo(m.sequenceOddsAgreement!, 12);
+    expect(count.steps / (N * T)).toBeCloseTo(m.stepAgreement!, 12);
+    expect(m.sequenceOddsAgreement!).toBeGreaterThan(0); // the paths differ somewhere, so the weights are fractions
+    expect(m.sequenceOddsAgreement!).toBeLessThan(1);
+    expect(countAgreement(ref, ref, N, 'y', [N, T, C]).samples).toBe(N);
+    // The labels a class sequence's held-out split gets, and a class-score output's.
+    expect(referenceLabels(ref, [N, T, C])).toEqual({ dtype: DataType.FLOAT, dims: [N, T, C], data: ref });
+    expect(referenceLabels(ref, [N * T, C]).dtype).toBe(DataType.INT64);
+    expect(() => countAgreement(out.subarray(0, 12), ref, N, 'y', [N, T, C])).toThrow(/output 'y' 6/);
+  });
+
+  it.each(['onnxruntime', 'cpu'] as const)(
+    "the held-out score with FP32's scores as labels is the odds-weighted sequence agreement (%s)",
+    async (backend) => {
+      const student = stepTagger(12, 11);
+      const teacher = stepTagger(32, 5);
+      const held = standinInputs('lstm', 48, 8, [8, 4]);
+      const fp32 = await output(teacher, held);
+      const evalSet: Dataset = { count: 48, inputs: held, labels: referenceLabels(fp32.data as Float32Array, fp32.dims), source: 'held-out', notes: [] };
+      const train: Dataset = { count: 96, inputs: standinInputs('lstm', 96, 7, [8, 4]), source: 'unlabelled', notes: [] };
+      const { model, report } = await distill({
+        student,
+        teacher,
+        train,
+        eval: evalSet,
+        alpha: 0,
+        temperature: 2,
+        epochs: 3,
+        batchSize: 16,
+        learningRate: 3e-2,
+        backend,
+      });
+      const odds = async (m: Model): Promise<number> => {
+        const acc = new AgreementAccumulator(null, channelLayout(fp32.dims));
+        acc.add(fp32.data as Float32Array, (await output(m, held)).data as Float32Array);
+        return acc.result().sequenceOddsAgreement!;
+      };
+      expect(report.accuracy.studentBefore).toBeCloseTo(await odds(student), 5);
+      expect(report.accuracy.student).toBeCloseTo(await odds(model), 5);
+      // The kept epoch's score is the same measure (its weights are the written model's).
+      expect(Math.max(...report.history.map((e) => e.evalAccuracy ?? 0))).toBeCloseTo(report.accuracy.student!, 5);
+    },
+    60_000,
+  );
 
   it.each(['onnxruntime', 'cpu'] as const)(
     'distilling a sequence student raises its held-out sequence agreement (%s)',
