@@ -164,7 +164,7 @@ async function scoreContenders(run: OptimizeRun, contenders: Built[], base: Omit
       b.scoredFidelity = m.fidelity;
     });
     pending = pending.filter((b) => !batch.includes(b));
-    const best = batch.filter((b) => within(run, run.measured.get(b.name)!.fidelity).ok).sort((a, b) => speed(b).low - speed(a).low)[0];
+    const best = batch.filter((b) => within(run, run.measured.get(b.name)!.fidelity, isRetrained(b.spec)).ok).sort((a, b) => speed(b).low - speed(a).low)[0];
     if (!best) continue;
     for (const b of pending.filter((p) => speed(p).high < speed(best).low)) {
       run.measured.get(b.name)!.cannotWin =
@@ -210,8 +210,9 @@ export async function guardWhereNeeded(run: OptimizeRun, list: Built[]): Promise
   for (const [i, b] of list.entries()) {
     const m = run.measured.get(b.name);
     if (!(b.labelledLater || b.fidelityLater) || !b.applied || !m) continue;
-    // Scored and over the budget; or not scored because its pre-check missed, and it could be chosen.
-    const over = m.scored ? !within(run, m.fidelity).ok : needsGuard(b) && (run.options.scoreAll === true || couldWin(run, m.speedup));
+    // Scored and over the budget (a retrained one, e.g. pruned-1-int8, as the choice judges it: its
+    // SQNR against FP32 is reported, not applied); or not scored because its pre-check missed, and it could be chosen.
+    const over = m.scored ? !within(run, m.fidelity, isRetrained(b.spec)).ok : needsGuard(b) && (run.options.scoreAll === true || couldWin(run, m.speedup));
     if (!over) continue;
     if (!gainLeft(run, m.speedup)) {
       const miss = m.scored ? 'over the budget' : `over the budget on the guard's pre-check (${b.precheck?.failures.join('; ') ?? 'missed'})`;

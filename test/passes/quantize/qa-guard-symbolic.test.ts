@@ -63,7 +63,9 @@ describe('QA F4: symbolic sequence length without data', () => {
     // The untrained tagger's argmax paths flip under 4-bit weights: the guard, which was off, refuses.
     const refused = runCli(['quantize', path('seq.onnx'), '--mode', 'int4', '-o', path('refused.onnx')]);
     expect(refused.status, refused.stderr).toBe(1);
-    expect(refused.stderr).toMatch(/gate failed: .* on 8 held-out samples: 'fc2_out': odds-weighted sequence agreement .*give --calibration-data with real inputs/);
+    expect(refused.stderr).toMatch(
+      /gate failed: .* on 8 held-out samples: 'fc2_out': odds-weighted sequence agreement .*give --calibration-data with real inputs/,
+    );
     const r = runCli(['quantize', path('seq.onnx'), '--mode', 'int4', '--min-agreement', '0', '-o', path('seq.int4.onnx'), '--json']);
     expect(r.status, r.stderr).toBe(0);
     expect(refused.stderr).toContain(`the check runs on 8 random inputs with --shape T=${SUGGESTED_DIM}`);

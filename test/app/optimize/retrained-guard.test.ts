@@ -1,0 +1,53 @@
+/**
+ * A retrained candidate's guard runs only where the choice would reject it: a pruned + distilled
+ * model then quantized (`pruned-int8`) is judged against FP32 by top-1 agreement alone (its weights
+ * moved, so its SQNR against FP32 is reported, not applied). Scored within that, it is not guarded
+ * again for an SQNR under the floor: before, its guard rebuilt and re-measured it (and found nothing
+ * to keep float, since its own guard judges it against the pruned model).
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { optimizeWorkflow } from '../../../src/app/optimize.js';
+import type { PrunedCandidateSpec } from '../../../src/app/optimize-recipe.js';
+
+const dir = mkdtempSync(path.join(tmpdir(), 'model-opt-retrained-guard-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+describe('optimize: a retrained candidate is guarded by the rule that judges it', () => {
+  it('pruned-int8 within top-1 agreement but under the SQNR floor against FP32 is scored as built, not guarded', async () => {
+    const pruned: PrunedCandidateSpec = {
+      width: 0.7,
+      roundTo: 8,
+      trainSamples: 300,
+      batchSize: 32,
+      seed: 0,
+      loss: 'kd',
+      rounds: [{ epochs: 3, keptEpochs: 3, learningRate: 3e-3 }],
+      quantize: { mode: 'int8' },
+    };
+    const r = await optimizeWorkflow({
+      model: 'fixtures/fashion-cnn.onnx',
+      output: path.join(dir, 'out.onnx'),
+      calibrationData: 'fixtures/fashion-calib.npz',
+      calibrationCount: 64,
+      evalData: 'fixtures/fashion-eval.npz',
+      candidates: [{ pruned }],
+      scoreAll: true,
+      minTop1Agreement: 0.8,
+      iterations: 20,
+      writeRecipe: false,
+      workDir: path.join(dir, 'work'),
+    });
+    const c = r.candidates.find((x) => x.description.endsWith(', then int8'))!;
+    expect(c, JSON.stringify(r.candidates.map((x) => x.name))).toBeDefined();
+    const f = c.fidelity!;
+    // Weights moved: its logits are well away from FP32's (SQNR under the 20 dB floor), its decisions are not.
+    expect(f.samples).toBeGreaterThan(0);
+    expect(f.sqnrDb!).toBeLessThan(20);
+    expect(f.top1Agreement!).toBeGreaterThanOrEqual(0.8);
+    expect(c.withinBudget, c.reason).toBe(true);
+    expect(f.guard).toBeUndefined();
+  }, 120_000);
+});
