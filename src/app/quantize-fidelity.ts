@@ -521,7 +521,12 @@ export class FidelityJudge {
     let worst = Infinity;
     const kb = kindBudgetOf(this.budget);
     for (const [name, a] of Object.entries(agreement)) {
-      const detected = this.kinds[name];
+      // Class scores found per step in the data ([N, T, C], where the graph did not give the rank): reported as what they are judged as.
+      const read = this.kinds[name];
+      const perStep = a.sequenceAgreement !== undefined && (!read || read.kind === 'class-scores');
+      const detected: DetectedKind | undefined = perStep
+        ? { kind: 'class-sequence', why: `${read ? `${read.why}, ` : ''}class scores at each step of [N, T, C] in the data` }
+        : read;
       const judged = (this.floatOutputs.has(name) || this.floatOutputs.size === 0) && detected?.kind !== 'state';
       const j = judgeOutput(name, detected?.kind ?? 'class-scores', a, kb);
       const decides = judged && this.budget.outputsDecide !== false;

@@ -66,6 +66,8 @@ describe('QA F4: symbolic sequence length without data', () => {
     expect(refused.stderr).toMatch(
       /gate failed: .* on 8 held-out samples: 'fc2_out': odds-weighted sequence agreement .*give --calibration-data with real inputs/,
     );
+    // Per-step scores found so in the data: the budget line names what they are judged on.
+    expect(refused.stderr).toContain('misses the fidelity budget (SQNR >= 20 dB, odds-weighted sequence agreement >= 95%)');
     const r = runCli(['quantize', path('seq.onnx'), '--mode', 'int4', '--min-agreement', '0', '-o', path('seq.int4.onnx'), '--json']);
     expect(r.status, r.stderr).toBe(0);
     expect(refused.stderr).toContain(`the check runs on 8 random inputs with --shape T=${SUGGESTED_DIM}`);
