@@ -465,6 +465,8 @@ async function quantizeCandidate(
     minSqnrDb: options.minSqnrDb,
     minTop1Agreement: options.minTop1Agreement,
     minCosine: options.minCosine,
+    // Over a pruned + distilled model: its guard holds what the choice judges it by (its decisions).
+    ...(over ? { classSqnrReported: true } : {}),
     guard: steps.guard !== false,
   };
   const events = { onProgress: (m: string) => run.progress(`${name}: ${m}`), onWarning: (m: string) => run.warn(`${name}: ${m}`) };

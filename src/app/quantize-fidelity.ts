@@ -85,12 +85,20 @@ export interface FidelityBudget {
   minCosine?: number;
   /** False when a task metric alone decides: each output's values are measured and reported, not held to its kind's floors. */
   outputsDecide?: boolean;
+  /** Class scores and sequences: SQNR reported, not judged (a retrained model's guard: optimize judges its decisions alone). */
+  classSqnrReported?: boolean;
   metric?: MetricBudget;
 }
 
 /** The per-kind budget a FidelityBudget sets (the kinds' defaults, with its floors). */
 export function kindBudgetOf(b: FidelityBudget): KindBudget {
-  return { ...DEFAULT_KIND_BUDGET, minSqnrDb: b.minSqnrDb, minTop1Agreement: b.minTop1Agreement, minCosine: b.minCosine ?? DEFAULT_KIND_BUDGET.minCosine };
+  return {
+    ...DEFAULT_KIND_BUDGET,
+    minSqnrDb: b.minSqnrDb,
+    minTop1Agreement: b.minTop1Agreement,
+    minCosine: b.minCosine ?? DEFAULT_KIND_BUDGET.minCosine,
+    ...(b.classSqnrReported ? { classSqnrReported: true } : {}),
+  };
 }
 
 /**
@@ -105,7 +113,7 @@ export function describeBudget(b: FidelityBudget, kinds?: Readonly<Record<string
     const kb = kindBudgetOf(b);
     for (const kind of OUTPUT_KINDS) if (present.has(kind)) parts.push(`${kind}: ${describeKindBudget(kind, kb)}`);
   } else {
-    if (b.minSqnrDb > -Infinity) parts.push(`SQNR >= ${b.minSqnrDb} dB`);
+    if (b.minSqnrDb > -Infinity && !b.classSqnrReported) parts.push(`SQNR >= ${b.minSqnrDb} dB`);
     // Per-step class scores alone: their floor is the sequence agreement's (every step's argmax matches).
     const agreement = present.size > 0 && !present.has('class-scores') && present.has('class-sequence') ? ODDS_AGREEMENT : 'top-1 agreement';
     if (b.minTop1Agreement > 0) parts.push(`${agreement} >= ${(b.minTop1Agreement * 100).toFixed(0)}%`);

@@ -205,6 +205,7 @@ async function judgeOn(
     minTop1Agreement: options.minTop1Agreement ?? (metricDecides ? 0 : q.DEFAULT_FIDELITY_BUDGET.minTop1Agreement),
     ...(options.minCosine !== undefined ? { minCosine: options.minCosine } : {}),
     ...(metricDecides && !floorsGiven ? { outputsDecide: false } : {}),
+    ...(options.classSqnrReported ? { classSqnrReported: true } : {}),
     ...(ctx.metricBudget ? { metric: ctx.metricBudget } : {}),
   };
   const judge = new q.FidelityJudge(ctx.model, data, budget, {

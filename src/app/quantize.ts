@@ -94,6 +94,11 @@ export interface QuantizeWorkflowOptions extends PassOptions {
   minSqnrDb?: number;
   /** Least top-1 agreement with FP32 on class-score outputs (fraction); default DEFAULT_FIDELITY_BUDGET.minTop1Agreement. */
   minTop1Agreement?: number;
+  /**
+   * Class scores and sequences: the SQNR floor reported, not judged (library only: `optimize`
+   * quantizing a pruned + distilled model, which it judges by its decisions alone).
+   */
+  classSqnrReported?: boolean;
   /** Least mean cosine with FP32 of embedding outputs; default DEFAULT_KIND_BUDGET.minCosine. */
   minCosine?: number;
   /** `--output-kind NAME=KIND`: what an output means, over what the graph says (analysis/output-kinds.ts). */

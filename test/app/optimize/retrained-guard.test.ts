@@ -15,18 +15,19 @@ import type { PrunedCandidateSpec } from '../../../src/app/optimize-recipe.js';
 const dir = mkdtempSync(path.join(tmpdir(), 'model-opt-retrained-guard-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
+const pruned: PrunedCandidateSpec = {
+  width: 0.7,
+  roundTo: 8,
+  trainSamples: 300,
+  batchSize: 32,
+  seed: 0,
+  loss: 'kd',
+  rounds: [{ epochs: 3, keptEpochs: 3, learningRate: 3e-3 }],
+  quantize: { mode: 'int8' },
+};
+
 describe('optimize: a retrained candidate is guarded by the rule that judges it', () => {
   it('pruned-int8 within top-1 agreement but under the SQNR floor against FP32 is scored as built, not guarded', async () => {
-    const pruned: PrunedCandidateSpec = {
-      width: 0.7,
-      roundTo: 8,
-      trainSamples: 300,
-      batchSize: 32,
-      seed: 0,
-      loss: 'kd',
-      rounds: [{ epochs: 3, keptEpochs: 3, learningRate: 3e-3 }],
-      quantize: { mode: 'int8' },
-    };
     const r = await optimizeWorkflow({
       model: 'fixtures/fashion-cnn.onnx',
       output: path.join(dir, 'out.onnx'),
@@ -49,5 +50,26 @@ describe('optimize: a retrained candidate is guarded by the rule that judges it'
     expect(f.top1Agreement!).toBeGreaterThanOrEqual(0.8);
     expect(c.withinBudget, c.reason).toBe(true);
     expect(f.guard).toBeUndefined();
+  }, 120_000);
+
+  it('with --min-sqnr 45 its own guard (against the pruned model) holds its decisions, not the SQNR floor the choice does not apply', async () => {
+    const r = await optimizeWorkflow({
+      model: 'fixtures/fashion-cnn.onnx',
+      output: path.join(dir, 'strict.onnx'),
+      calibrationData: 'fixtures/fashion-calib.npz',
+      calibrationCount: 64,
+      evalData: 'fixtures/fashion-eval.npz',
+      candidates: [{ pruned }],
+      scoreAll: true,
+      minSqnrDb: 45,
+      minTop1Agreement: 0.8,
+      iterations: 20,
+      writeRecipe: false,
+      workDir: path.join(dir, 'work-strict'),
+    });
+    const c = r.candidates.find((x) => x.description.endsWith(', then int8'))!;
+    // Static INT8 of the pruned model keeps ~30-40 dB against it: under 45, which had kept nodes float.
+    expect(c.fidelity!.guard?.floatNodes ?? 0, c.reason).toBe(0);
+    expect(c.withinBudget, c.reason).toBe(true);
   }, 120_000);
 });
