@@ -38,12 +38,12 @@ export interface AgreementMetrics {
   sequenceAgreementBeyondTies?: number;
   /**
    * Sequence outputs: sequence agreement with each differing sample weighted by the reference's
-   * own odds of the candidate's path against its own: exp(-sum over the differing steps of the
-   * reference's log-probability of its class minus that of the candidate's class), 1 for a sample
-   * that agrees at every step. A flip where the reference's top two are close (a near-tie, its own
+   * own odds of the candidate's path against its own, sharpened (ODDS_SHARPNESS): exp(-2 x the sum
+   * over the differing steps of the reference's log-probability of its class minus that of the
+   * candidate's class), 1 for a sample that agrees at every step. A flip where the reference's top two are close (a near-tie, its own
    * choice about a coin flip) costs little; a flip against a decided step costs the whole sample.
-   * Under the reference's probabilities it is the candidate's expected share of the reference's
-   * correct paths (the mean of the per-sample ratios). Logits and log-probabilities are compared
+   * Under the reference's probabilities at temperature 1/2 it is the candidate's expected share of
+   * the reference's correct paths (the mean of the per-sample ratios). Logits and log-probabilities are compared
    * as log-softmax (the difference of two logits is that of their log-probabilities);
    * probabilities through their log.
    */
@@ -116,6 +116,20 @@ export function logOdds(v: ArrayLike<number>, start: number, c: number, i: numbe
   const a = v[start + i]!;
   const b = v[start + j]!;
   return isDistribution(v, start, c) ? Math.log(a) - Math.log(b) : a - b;
+}
+
+/**
+ * The reference's log-odds are taken this many times over when a differing sample is weighted: its
+ * probabilities as if twice as sharp (temperature 1/2), a margin for a reference less confident
+ * than it is right. Measured (bench/sequence-odds.ts, docs/quantize.md): with the small CTC
+ * recognizer's read-out divided by 2 (the same decisions, FP32 under-confident), weights at face
+ * value kept 95.8% for a weight noise that cost 6 of its 81 points of exact lines (7.4% of them).
+ */
+export const ODDS_SHARPNESS = 2;
+
+/** A differing sample's weight when the reference's path is `lost` nats more likely than the candidate's. */
+export function oddsWeight(lost: number): number {
+  return Math.exp(-ODDS_SHARPNESS * lost);
 }
 
 /** The gap between the two largest of the `c` scores from `start` (logOdds of the top two). */
@@ -232,7 +246,7 @@ export class AgreementAccumulator {
         if (all) this.sequenceMatches++;
         if (decisive) this.sequenceMatchesBeyondTies++;
         // NaN scores must not count as agreement: exp(-NaN) is NaN and the sum shows it.
-        this.sequenceOdds += Math.exp(-lost);
+        this.sequenceOdds += oddsWeight(lost);
         this.sequences++;
       }
       this.steps += ra.length;

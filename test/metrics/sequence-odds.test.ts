@@ -6,9 +6,12 @@
  * line; a flip onto a NaN score never counts as agreement.
  */
 import { describe, expect, it } from 'vitest';
-import { AgreementAccumulator, channelLayout } from '../../src/metrics/agreement.js';
+import { AgreementAccumulator, channelLayout, ODDS_SHARPNESS } from '../../src/metrics/agreement.js';
 
-/** Float64 reference: mean over samples of prod over steps of p_ref(candidate's class) / p_ref(reference's class). */
+/**
+ * Float64 reference: mean over samples of prod over steps of (p_ref(candidate's class) / p_ref(reference's
+ * class)) to the power ODDS_SHARPNESS (the reference's probabilities at temperature 1 / ODDS_SHARPNESS).
+ */
 function oddsReference(ref: number[], cand: number[], dims: number[]): number {
   const [n, t, c] = dims as [number, number, number];
   const argmax = (v: number[], s: number): number => {
@@ -24,7 +27,7 @@ function oddsReference(ref: number[], cand: number[], dims: number[]): number {
       let z = 0;
       for (let k = 0; k < c; k++) z += Math.exp(ref[s + k]!);
       const p = (k: number): number => Math.exp(ref[s + k]!) / z;
-      ratio *= p(argmax(cand, s)) / p(argmax(ref, s));
+      ratio *= (p(argmax(cand, s)) / p(argmax(ref, s))) ** ODDS_SHARPNESS;
     }
     total += ratio;
   }
@@ -46,8 +49,9 @@ const cand = [...[0, -3, -4, -4, 0, -4], ...[-0.1, 0, -4, -4, 0, -4], ...[0, -3,
 describe('sequenceOddsAgreement', () => {
   it('equals the float64 odds of the candidate path under the reference, for log-probs, offset logits and probabilities', () => {
     const want = oddsReference(ref, cand, dims);
-    // By hand: (1 + e^-0.05 + e^-2 + e^-(0.3 + 1)) / 4
-    expect(want).toBeCloseTo((1 + Math.exp(-0.05) + Math.exp(-2) + Math.exp(-1.3)) / 4, 12);
+    // By hand, with ODDS_SHARPNESS = 2: (1 + e^-0.1 + e^-4 + e^-2.6) / 4
+    expect(ODDS_SHARPNESS).toBe(2);
+    expect(want).toBeCloseTo((1 + Math.exp(-0.1) + Math.exp(-4) + Math.exp(-2.6)) / 4, 12);
     const a = measured(ref, cand, dims);
     expect(a.sequenceAgreement).toBeCloseTo(1 / 4, 12);
     expect(a.sequenceOddsAgreement).toBeCloseTo(want, 6);
@@ -66,9 +70,9 @@ describe('sequenceOddsAgreement', () => {
   it('a near-tie flip keeps almost the whole line, a decisive flip loses it; identical outputs are exactly 1', () => {
     const nearTie = measured(ref.slice(0, 12), cand.slice(0, 12), [2, 2, 3]);
     expect(nearTie.sequenceAgreement).toBe(0.5);
-    expect(nearTie.sequenceOddsAgreement).toBeGreaterThan(0.97);
+    expect(nearTie.sequenceOddsAgreement).toBeGreaterThan(0.95);
     const decisive = measured(ref.slice(12, 18), cand.slice(12, 18), [1, 2, 3]);
-    expect(decisive.sequenceOddsAgreement).toBeCloseTo(Math.exp(-2), 6);
+    expect(decisive.sequenceOddsAgreement).toBeCloseTo(Math.exp(-4), 6);
     expect(measured(ref, ref, dims).sequenceOddsAgreement).toBe(1);
   });
 

@@ -9,11 +9,11 @@
  * class sequence the one its budget judges: a sample whose path differs counts the reference's
  * odds of that path over its own (metrics/agreement's sequenceOddsAgreement), so `samples` is
  * then a sum of fractions.
- * Plain arrays, no tfjs. Imports: ../../errors, ../../ir/dtype, ../../metrics/agreement (logOdds).
+ * Plain arrays, no tfjs. Imports: ../../errors, ../../ir/dtype, ../../metrics/agreement (logOdds, oddsWeight).
  */
 import { UsageError } from '../../errors.js';
 import { DataType, type TensorData } from '../../ir/dtype.js';
-import { logOdds } from '../../metrics/agreement.js';
+import { logOdds, oddsWeight } from '../../metrics/agreement.js';
 
 export interface AgreementCount {
   /** Samples that agree (every step, for a sequence; weighted by the reference's odds for score labels [N, T, C]). */
@@ -83,7 +83,7 @@ function countOdds(output: ArrayLike<number>, labels: ArrayLike<number>, n: numb
       if (f === q) agreeingSteps++;
       else lost += logOdds(labels, start, classes, f, q);
     }
-    samples += Math.exp(-lost);
+    samples += oddsWeight(lost);
   }
   return { samples, steps: agreeingSteps, stepsPerSample: steps };
 }
