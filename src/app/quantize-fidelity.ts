@@ -56,7 +56,7 @@ import { pipelineRunner, type DownstreamStage } from '../runtime/index.js';
  * analysis/output-kinds.ts; a spectrogram of the same rank is a dense map) are therefore judged by sequence agreement (samples whose argmax path matches at every step) against
  * the same 95%: 89.1% there, which sends it to the fallback. Since 2026-12-05 that agreement is
  * weighted by FP32's odds (metrics/agreement's sequenceOddsAgreement: a flip at FP32's near-tie costs
- * little, a decided one the line); entropy calibration on the CTC stand-ins keeps 86.0% / 14.2% of
+ * little, a decided one the line); entropy calibration on the CTC stand-ins keeps 81.2% / 6.6% of
  * it (-9.5 / -21 pt of exact lines), still sent to the fallback (bench/sequence-odds.ts).
  */
 export const DEFAULT_FIDELITY_BUDGET: Readonly<{ minSqnrDb: number; minTop1Agreement: number }> = Object.freeze({ minSqnrDb: 20, minTop1Agreement: 0.95 });

@@ -40,12 +40,12 @@ export interface AgreementMetrics {
    * Sequence outputs: sequence agreement with each differing sample weighted by the reference's
    * own odds of the candidate's path against its own, sharpened (ODDS_SHARPNESS): exp(-2 x the sum
    * over the differing steps of the reference's log-probability of its class minus that of the
-   * candidate's class), 1 for a sample that agrees at every step. A flip where the reference's top two are close (a near-tie, its own
-   * choice about a coin flip) costs little; a flip against a decided step costs the whole sample.
-   * Under the reference's probabilities at temperature 1/2 it is the candidate's expected share of
-   * the reference's correct paths (the mean of the per-sample ratios). Logits and log-probabilities are compared
-   * as log-softmax (the difference of two logits is that of their log-probabilities);
-   * probabilities through their log.
+   * candidate's class), 1 for a sample that agrees at every step. A flip where the reference's top
+   * two are close (a near-tie, its own choice about a coin flip) costs little; a flip against a
+   * decided step costs the whole sample. Under the reference's probabilities at temperature 1/2 it
+   * is the candidate's expected share of the reference's correct paths (the mean of the per-sample
+   * ratios). Logits and log-probabilities are compared as log-softmax (the difference of two logits
+   * is that of their log-probabilities); probabilities through their log.
    */
   sequenceOddsAgreement?: number;
   maxAbsError: number;

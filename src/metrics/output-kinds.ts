@@ -141,7 +141,7 @@ export function judgeOutput(name: string, kind: OutputKind, a: AgreementMetrics,
         floor(odds, budget.minTop1Agreement, ODDS_AGREEMENT, pct(odds), pct(budget.minTop1Agreement));
         if (!(odds >= budget.minTop1Agreement)) {
           failures[failures.length - 1] +=
-            ` (samples whose argmax over the last axis matches FP32's at every step: ${pct(a.sequenceAgreement)}; per-step ${pct(a.stepAgreement!, 2)} of ${a.steps}; a differing sample counts FP32's odds of its path against its own)`;
+            ` (samples whose argmax over the last axis matches FP32's at every step: ${pct(a.sequenceAgreement)}; per-step ${pct(a.stepAgreement!, 2)} of ${a.steps}; a differing sample counts FP32's odds of its path against its own, squared)`;
           const beyond = a.sequenceAgreementBeyondTies;
           // Where the flips are: a line that differs only at FP32's near-ties is not judged apart (reported).
           if (beyond !== undefined && beyond > a.sequenceAgreement)

@@ -208,7 +208,7 @@ describe('every kind in words, and the rest of the verdicts', () => {
     );
     expect(seq.met).toBe(false);
     expect(seq.failures).toEqual([
-      "'log_probs': odds-weighted sequence agreement 60.0% < 95.0% (samples whose argmax over the last axis matches FP32's at every step: 50.0%; per-step 90.00% of 80; a differing sample counts FP32's odds of its path against its own)",
+      "'log_probs': odds-weighted sequence agreement 60.0% < 95.0% (samples whose argmax over the last axis matches FP32's at every step: 50.0%; per-step 90.00% of 80; a differing sample counts FP32's odds of its path against its own, squared)",
     ]);
     expect(seq.short).toBe('SQNR 40.0 dB, seq 50.0%, odds 60.0%');
     // Differing only where FP32 hardly decides: the odds keep it within the budget, the plain count is reported.

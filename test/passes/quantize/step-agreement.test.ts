@@ -110,10 +110,12 @@ describe('sequence agreement beyond FP32 near-ties (reported beside sequence agr
     };
     const a = { ...base, sequenceAgreement: 0.785, sequenceAgreementBeyondTies: 0.945, sequenceOddsAgreement: 0.9, stepAgreement: 0.9968, steps: 16000 };
     expect(judgeOutput('y', 'class-sequence', a, DEFAULT_KIND_BUDGET).failures).toEqual([
-      "'y': odds-weighted sequence agreement 90.0% < 95.0% (samples whose argmax over the last axis matches FP32's at every step: 78.5%; per-step 99.68% of 16000; a differing sample counts FP32's odds of its path against its own); 94.5% agree at every step where FP32's top two classes are 0.1 nats or more apart",
+      "'y': odds-weighted sequence agreement 90.0% < 95.0% (samples whose argmax over the last axis matches FP32's at every step: 78.5%; per-step 99.68% of 16000; a differing sample counts FP32's odds of its path against its own, squared); 94.5% agree at every step where FP32's top two classes are 0.1 nats or more apart",
     ]);
     // Every flip decisive: nothing to add.
-    expect(judgeOutput('y', 'class-sequence', { ...a, sequenceAgreementBeyondTies: 0.785 }, DEFAULT_KIND_BUDGET).failures[0]).toMatch(/against its own\)$/);
+    expect(judgeOutput('y', 'class-sequence', { ...a, sequenceAgreementBeyondTies: 0.785 }, DEFAULT_KIND_BUDGET).failures[0]).toMatch(
+      /against its own, squared\)$/,
+    );
   });
 });
 
