@@ -74,6 +74,21 @@ beforeAll(async () => {
   await initTrainingBackend({ backend: 'cpu' });
 });
 
+/**
+ * A 12-wide per-step tagger distilled without labels from a 32-wide one on `trainCount` inputs for
+ * `epochs`; its 48 held-out inputs labelled by `labels` from the teacher's outputs.
+ */
+async function distilTagger(backend: 'onnxruntime' | 'cpu', trainCount: number, epochs: number, labels: (fp32: TensorData) => TensorData) {
+  const student = stepTagger(12, 11);
+  const teacher = stepTagger(32, 5);
+  const held = standinInputs('lstm', 48, 8, [8, 4]);
+  const fp32 = await output(teacher, held);
+  const evalSet: Dataset = { count: 48, inputs: held, labels: labels(fp32), source: 'held-out', notes: [] };
+  const train: Dataset = { count: trainCount, inputs: standinInputs('lstm', trainCount, 7, [8, 4]), source: 'unlabelled', notes: [] };
+  const run = await distill({ student, teacher, train, eval: evalSet, alpha: 0, temperature: 2, epochs, batchSize: 16, learningRate: 3e-2, backend });
+  return { student, held, fp32, ...run };
+}
+
 describe('class sequences in training', () => {
   it('per-step KD on [N, T, C] and its gradient match float64 (tfjs)', () => {
     for (const temperature of [1, 2]) {
@@ -127,24 +142,7 @@ describe('class sequences in training', () => {
   it.each(['onnxruntime', 'cpu'] as const)(
     "the held-out score with FP32's scores as labels is the odds-weighted sequence agreement (%s)",
     async (backend) => {
-      const student = stepTagger(12, 11);
-      const teacher = stepTagger(32, 5);
-      const held = standinInputs('lstm', 48, 8, [8, 4]);
-      const fp32 = await output(teacher, held);
-      const evalSet: Dataset = { count: 48, inputs: held, labels: referenceLabels(fp32.data as Float32Array, fp32.dims), source: 'held-out', notes: [] };
-      const train: Dataset = { count: 96, inputs: standinInputs('lstm', 96, 7, [8, 4]), source: 'unlabelled', notes: [] };
-      const { model, report } = await distill({
-        student,
-        teacher,
-        train,
-        eval: evalSet,
-        alpha: 0,
-        temperature: 2,
-        epochs: 3,
-        batchSize: 16,
-        learningRate: 3e-2,
-        backend,
-      });
+      const { student, held, fp32, model, report } = await distilTagger(backend, 96, 3, (fp32) => referenceLabels(fp32.data as Float32Array, fp32.dims));
       const odds = async (m: Model): Promise<number> => {
         const acc = new AgreementAccumulator(null, channelLayout(fp32.dims));
         acc.add(fp32.data as Float32Array, (await output(m, held)).data as Float32Array);
@@ -161,24 +159,10 @@ describe('class sequences in training', () => {
   it.each(['onnxruntime', 'cpu'] as const)(
     'distilling a sequence student raises its held-out sequence agreement (%s)',
     async (backend) => {
-      const student = stepTagger(12, 11);
-      const teacher = stepTagger(32, 5);
-      const held = standinInputs('lstm', 48, 8, [8, 4]);
-      const fp32 = await output(teacher, held);
-      const path = argMaxLabels(fp32.data as Float32Array, fp32.dims);
-      const evalSet: Dataset = { count: 48, inputs: held, labels: { dtype: DataType.INT64, ...path }, source: 'held-out', notes: [] };
-      const train: Dataset = { count: 192, inputs: standinInputs('lstm', 192, 7, [8, 4]), source: 'unlabelled', notes: [] };
-      const { model, report } = await distill({
-        student,
-        teacher,
-        train,
-        eval: evalSet,
-        alpha: 0,
-        temperature: 2,
-        epochs: 20,
-        batchSize: 16,
-        learningRate: 3e-2,
-        backend,
+      let path!: ReturnType<typeof argMaxLabels>;
+      const { student, held, model, report } = await distilTagger(backend, 192, 20, (fp32) => {
+        path = argMaxLabels(fp32.data as Float32Array, fp32.dims);
+        return { dtype: DataType.INT64, ...path };
       });
       const before = await output(student, held);
       const after = await output(model, held);
