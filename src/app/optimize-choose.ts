@@ -15,7 +15,7 @@ import type { OptimizeCandidate, OptimizeObjective, OptimizeOptions } from './op
 
 /** A failure's first clause ("...misses the fidelity budget ...: 'y': SQNR 14.0 dB < 20 dB"), without the advice after it. */
 const firstClause = (text: string): string => shorten(text.split('; ')[0]!);
-/** A long message cut to 160 characters (a region or candidate that could not be built). */
+/** A long message cut to 180 characters (a region or candidate that could not be built). */
 export const shorten = (text: string): string => (text.length > 180 ? `${text.slice(0, 177)}...` : text);
 const x = (s: Speedup): string => `${s.estimate.toFixed(2)}x (95% interval ${s.low.toFixed(2)}-${s.high.toFixed(2)})`;
 

@@ -7,8 +7,8 @@
  * L steps of R / L classes when R is a multiple of L; R === L (> 1) is rows of class scores.
  * FP32's own scores per step as float labels [N, T, C] (`labelDims` of rank 3) make the score of a
  * class sequence the one its budget judges: a sample whose path differs counts the reference's
- * odds of that path over its own (metrics/agreement's sequenceOddsAgreement), so `samples` is
- * then a sum of fractions.
+ * odds of that path over its own, squared (metrics/agreement's sequenceOddsAgreement, oddsWeight),
+ * so `samples` is then a sum of fractions.
  * Plain arrays, no tfjs. Imports: ../../errors, ../../ir/dtype, ../../metrics/agreement (logOdds, oddsWeight).
  */
 import { UsageError } from '../../errors.js';
