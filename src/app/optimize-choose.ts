@@ -8,8 +8,8 @@
 import { createHash } from 'node:crypto';
 import { readFile, stat } from 'node:fs/promises';
 import type { Speedup } from '../metrics/index.js';
-import { isRetrained, type CandidateSpec, type Recipe } from './optimize-recipe.js';
-import { within } from './optimize-measure.js';
+import type { CandidateSpec, Recipe } from './optimize-recipe.js';
+import { judged } from './optimize-measure.js';
 import type { Built, OptimizeRun } from './optimize-run.js';
 import type { OptimizeCandidate, OptimizeObjective, OptimizeOptions } from './optimize.js';
 
@@ -23,7 +23,7 @@ const x = (s: Speedup): string => `${s.estimate.toFixed(2)}x (95% interval ${s.l
 export async function candidateRows(run: OptimizeRun, all: Built[]): Promise<OptimizeCandidate[]> {
   const rows: OptimizeCandidate[] = all.map((b) => {
     const m = run.measured.get(b.name);
-    const judged = m?.cannotWin ? { ok: false, why: m.cannotWin } : m ? within(run, m.fidelity, isRetrained(b.spec)) : { ok: false, why: '' };
+    const verdict = m?.cannotWin ? { ok: false, why: m.cannotWin } : m ? judged(run, b) : { ok: false, why: '' };
     return {
       name: b.name,
       spec: b.spec,
@@ -34,9 +34,9 @@ export async function candidateRows(run: OptimizeRun, all: Built[]): Promise<Opt
       speedup: m?.speedup ?? null,
       p50Ms: m?.p50Ms ?? null,
       fidelity: m?.fidelity ?? null,
-      withinBudget: judged.ok,
+      withinBudget: verdict.ok,
       status: b.path ? 'rejected' : 'failed',
-      reason: b.path ? judged.why : `not built: ${b.error}`,
+      reason: b.path ? verdict.why : `not built: ${b.error}`,
     };
   });
   for (const [i, row] of rows.entries()) if (all[i]!.path) row.sizeBytes = (await stat(all[i]!.path!)).size;

@@ -164,7 +164,7 @@ async function scoreContenders(run: OptimizeRun, contenders: Built[], base: Omit
       b.scoredFidelity = m.fidelity;
     });
     pending = pending.filter((b) => !batch.includes(b));
-    const best = batch.filter((b) => within(run, run.measured.get(b.name)!.fidelity, isRetrained(b.spec)).ok).sort((a, b) => speed(b).low - speed(a).low)[0];
+    const best = batch.filter((b) => judged(run, b).ok).sort((a, b) => speed(b).low - speed(a).low)[0];
     if (!best) continue;
     for (const b of pending.filter((p) => speed(p).high < speed(best).low)) {
       run.measured.get(b.name)!.cannotWin =
@@ -195,7 +195,7 @@ function stillContends(run: OptimizeRun, b: Built): boolean {
   const m = run.measured.get(b.name);
   if (!b.path || !m || m.cannotWin) return false;
   if (!run.fastest) return true;
-  return couldWin(run, m.speedup) && (!m.scored || within(run, m.fidelity, isRetrained(b.spec)).ok);
+  return couldWin(run, m.speedup) && (!m.scored || judged(run, b).ok);
 }
 
 /**
@@ -212,7 +212,7 @@ export async function guardWhereNeeded(run: OptimizeRun, list: Built[]): Promise
     if (!(b.labelledLater || b.fidelityLater) || !b.applied || !m) continue;
     // Scored and over the budget (a retrained one, e.g. pruned-1-int8, as the choice judges it: its
     // SQNR against FP32 is reported, not applied); or not scored because its pre-check missed, and it could be chosen.
-    const over = m.scored ? !within(run, m.fidelity, isRetrained(b.spec)).ok : needsGuard(b) && (run.options.scoreAll === true || couldWin(run, m.speedup));
+    const over = m.scored ? !judged(run, b).ok : needsGuard(b) && (run.options.scoreAll === true || couldWin(run, m.speedup));
     if (!over) continue;
     if (!gainLeft(run, m.speedup)) {
       const miss = m.scored ? 'over the budget' : `over the budget on the guard's pre-check (${b.precheck?.failures.join('; ') ?? 'missed'})`;
@@ -306,6 +306,11 @@ export async function measureInputOnly(run: OptimizeRun): Promise<void> {
 
 function dropWithin(budget: AccuracyBudget, baseline: number, drop: number): boolean {
   return budget.kind === 'points' ? drop <= budget.value + 1e-9 : drop / 100 <= budget.value * baseline + 1e-12;
+}
+
+/** `within` as the choice judges candidate `b` (a retrained one, pruned or QAT, by its decisions alone): every place that judges a built candidate. */
+export function judged(run: OptimizeRun, b: Built): { ok: boolean; why: string } {
+  return within(run, run.measured.get(b.name)!.fidelity, isRetrained(b.spec));
 }
 
 /**

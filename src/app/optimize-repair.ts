@@ -13,9 +13,9 @@ import type { Dataset } from '../data/index.js';
 import { SPEEDUP_NOISE_THRESHOLD, type Speedup } from '../metrics/index.js';
 import type { Int8Report } from './quantize-passes.js';
 import type { FidelityJudge } from './quantize-fidelity.js';
-import { isRetrained, type QuantizeCandidateSpec } from './optimize-recipe.js';
+import type { QuantizeCandidateSpec } from './optimize-recipe.js';
 import { shorten } from './optimize-choose.js';
-import { within } from './optimize-measure.js';
+import { judged } from './optimize-measure.js';
 import { buildCandidate, requantizedFrom, type Built, type OptimizeRun } from './optimize-run.js';
 
 /** One candidate the repair searched from. */
@@ -75,7 +75,7 @@ function repairTargets(run: OptimizeRun, all: Built[]): QuantizedBuilt[] {
   const measured = (b: Built) => run.measured.get(b.name);
   const scored = all.filter((b) => b.path && measured(b)?.scored && !measured(b)!.cannotWin);
   const speed = (b: Built): Speedup => measured(b)!.speedup;
-  const ok = (b: Built): boolean => within(run, measured(b)!.fidelity, isRetrained(b.spec)).ok;
+  const ok = (b: Built): boolean => judged(run, b).ok;
   const best = scored.filter((b) => speed(b).verdict === 'faster' && ok(b)).sort((a, b) => speed(b).estimate - speed(a).estimate)[0];
   return scored
     .filter(isQuantized)
@@ -134,7 +134,7 @@ export async function repairStep(run: OptimizeRun, all: Built[], extra: Built[])
   try {
     for (const b of targets) {
       const m = run.measured.get(b.name)!;
-      const missed = within(run, m.fidelity).why;
+      const missed = judged(run, b).why;
       const started = performance.now();
       const attempt = { candidate: b.name, speedup: m.speedup, missed };
       if (started > deadline) {
