@@ -24,7 +24,7 @@ import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { ctcLines, fittedCtcRecognizer } from '../fixtures/families.js';
 import { writeNpz } from '../src/data/index.js';
-import { ctcGreedyDecode } from '../src/evaluate/ctc.js';
+import { ctcGreedyDecode, sameSequence } from '../src/evaluate/ctc.js';
 import { DataType, type Model } from '../src/ir/index.js';
 import { Tensor } from '../src/ir/tensor.js';
 import type { TensorData } from '../src/ir/dtype.js';
@@ -76,8 +76,6 @@ function quantized(name: string, source: string, calib: string, flags: string[])
   return run.status === 0 ? file : null;
 }
 
-const sameLine = (a: Int32Array, b: ArrayLike<number>): boolean => a.length === b.length && a.every((v, i) => v === b[i]);
-
 /** Divides the read-out's weights and bias by `t`: the same decisions, FP32's probabilities softer (under-confident for t > 1). */
 function withTemperature(model: Model, t: number): Model {
   for (const name of ['classifier.w', 'classifier.b']) {
@@ -99,7 +97,7 @@ async function family(title: string, glyphs: number, widths?: { conv1: number; c
   const reference = await outputs(fp32File, held.x);
   const layout = channelLayout(reference.dims)!;
   const refLines = ctcGreedyDecode(reference.data as Float32Array, reference.dims);
-  const exact = (decoded: Int32Array[]): number => decoded.filter((d, i) => sameLine(d, held.sequences[i]!)).length / decoded.length;
+  const exact = (decoded: Int32Array[]): number => decoded.filter((d, i) => sameSequence(d, held.sequences[i]!)).length / decoded.length;
   const fp32Exact = exact(refLines);
   console.log(`\n### ${title} (${reference.dims.join(' x ')}; FP32 exact lines ${pct(fp32Exact)})\n`);
   console.log('| variant | per step | sequence | beyond ties | odds-weighted | decoded = FP32 | exact lines (drop) |');
@@ -123,7 +121,7 @@ async function family(title: string, glyphs: number, widths?: { conv1: number; c
     acc.add(reference.data as Float32Array, o.data as Float32Array);
     const a = acc.result();
     const decoded = ctcGreedyDecode(o.data as Float32Array, o.dims);
-    const same = decoded.filter((d, i) => sameLine(d, refLines[i]!)).length / decoded.length;
+    const same = decoded.filter((d, i) => sameSequence(d, refLines[i]!)).length / decoded.length;
     const e = exact(decoded);
     console.log(
       `| ${v.name} | ${pct(a.stepAgreement!, 2)} | ${pct(a.sequenceAgreement!)} | ${pct(a.sequenceAgreementBeyondTies!)} | ${pct(a.sequenceOddsAgreement!)} | ${pct(same)} | ${pct(e)} (${((e - fp32Exact) * 100).toFixed(1)} pt) |`,

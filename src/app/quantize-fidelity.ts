@@ -514,7 +514,9 @@ export class FidelityJudge {
   }
 
   async measure(candidate: ModelSource): Promise<FidelityMeasure> {
-    const known = typeof candidate === 'object' && !('run' in candidate) ? this.measured.get(candidate) : undefined;
+    // A model object is remembered by identity (a file path or a runner may change under the same key).
+    const model = typeof candidate === 'object' && !('run' in candidate) ? candidate : undefined;
+    const known = model && this.measured.get(model);
     if (known) return known;
     this.runs++;
     const mb = this.budget.metric;
@@ -575,7 +577,7 @@ export class FidelityJudge {
       metric = { name: mb.name, value, ...(this.referenceValue !== undefined ? { reference: this.referenceValue } : {}), met };
     }
     const measure = { outputs, ...(metric ? { metric } : {}), worstSqnrDb: worst, met: failures.length === 0, failures };
-    if (typeof candidate === 'object' && !('run' in candidate)) this.measured.set(candidate, measure);
+    if (model) this.measured.set(model, measure);
     return measure;
   }
 }

@@ -90,7 +90,8 @@ export function labelSequences(labels: TensorData, n: number, start: number, sou
   return out;
 }
 
-function sameSequence(a: Int32Array, b: Int32Array): boolean {
+/** Two label sequences equal element by element (a decoded line and its label: an exact line). */
+export function sameSequence(a: ArrayLike<number>, b: ArrayLike<number>): boolean {
   if (a.length !== b.length) return false;
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
   return true;

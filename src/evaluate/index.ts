@@ -30,7 +30,7 @@ export {
   type TaskMetricResult,
 } from './task-metric.js';
 export { BUILTIN_METRICS, builtinMetric } from './builtin-metrics.js';
-export { ctcGreedyDecode, ctcMetric, editDistance, labelSequences, type CtcLayout, type CtcOptions } from './ctc.js';
+export { ctcGreedyDecode, ctcMetric, editDistance, labelSequences, sameSequence, type CtcLayout, type CtcOptions } from './ctc.js';
 export { binaryDecisions, binaryF1, f1FromCounts, type BinaryOptions } from './binary.js';
 export { meanIoU, pixelClasses } from './segmentation.js';
 export { metricFromModule } from './module-metric.js';

@@ -337,10 +337,11 @@ export function fidelityRows(f: FidelityReport, written?: QuantizeResult['agreem
       : f.decidedBy === 'labels'
         ? `${f.met ? 'met' : 'missed'} (not enforced: --max-accuracy-drop decides)`
         : `${f.met ? 'met' : 'missed'} (reported only: QAT changes the weights)`;
+  const weak = weakCheck(f);
   const rows: Row[] = [
     [
       'fidelity guard',
-      `${decided}; budget ${describeBudget(b, kindsOf(f.final.outputs))}${b.metric ? ' (the metric decides; SQNR reported)' : ''}\n${f.heldOut.samples} ${f.heldOut.source === 'calibration-reused' ? 'check' : 'held-out'} sample(s): ${HELD_OUT_SOURCES[f.heldOut.source] ?? f.heldOut.source} (#${f.heldOut.start}-${f.heldOut.end - 1})${weakCheck(f) ? `\n${weakCheck(f)}` : ''}`,
+      `${decided}; budget ${describeBudget(b, kindsOf(f.final.outputs))}${b.metric ? ' (the metric decides; SQNR reported)' : ''}\n${f.heldOut.samples} ${f.heldOut.source === 'calibration-reused' ? 'check' : 'held-out'} sample(s): ${HELD_OUT_SOURCES[f.heldOut.source] ?? f.heldOut.source} (#${f.heldOut.start}-${f.heldOut.end - 1})${weak ? `\n${weak}` : ''}`,
     ],
   ];
   for (const [name, o] of Object.entries(f.final.outputs)) {
